@@ -1,0 +1,218 @@
+/* dflash.h - DFlash speculative decoding ("block diffusion" drafting with KV
+ * injection of target hidden states) on a toy Qwen3 model, in plain C11.
+ *
+ * The public interface of dflash.c (the whole algorithm, one translation
+ * unit) and the small hook interface through which it hands every
+ * intermediate tensor to trace.c.
+ *
+ * Dimension legend (used in every shape comment):
+ *   V  = vocab_size                D  = hidden_size (512)
+ *   L  = num_hidden_layers          I  = intermediate_size
+ *   H  = num_attention_heads (8)    Hkv = num_key_value_heads
+ *   d  = head_dim (64)              k  = len(target_layer_ids) (3)
+ *   T  = tokens in one forward call B  = block_size (4)
+ *   n  = prompt length              Lc = context rows handed to the draft
+ *   S  = keys attended over (cache length after appending)
+ */
+#ifndef DFLASH_H
+#define DFLASH_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+/* ---------------------------------------------------------------------------
+ * Precision. `make` builds float; `make REAL=double` builds everything in
+ * double (weights are converted from the F32 files on load) and traces <f8.
+ */
+#ifdef DFLASH_DOUBLE
+typedef double real;
+#define REAL_NPY_DESCR "<f8"
+#define REAL_NAME "double"
+#else
+typedef float real;
+#define REAL_NPY_DESCR "<f4"
+#define REAL_NAME "float"
+#endif
+
+#define DFLASH_MAX_LAYER_IDS 16  /* at most this many target_layer_ids       */
+#define DFLASH_MAX_BLOCK 64      /* block_size is validated to 1..this       */
+#define DFLASH_MAX_STOP 8        /* stop ids per run                          */
+
+/* ---------------------------------------------------------------------------
+ * Errors. Library functions return 0 on success and -1 on failure, after
+ * writing a one-line message (file, field, expected, found) here. Only main()
+ * prints it and exits.
+ */
+extern char dflash_errmsg[1024];
+void dflash_set_error(const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 1, 2)))
+#endif
+    ;
+
+/* ---------------------------------------------------------------------------
+ * Model configuration: the fields of config.json (Hugging Face names).
+ */
+typedef struct {
+    int hidden_size;              /* D */
+    int intermediate_size;        /* I */
+    int num_hidden_layers;        /* L */
+    int num_attention_heads;      /* H */
+    int num_key_value_heads;      /* Hkv */
+    int head_dim;                 /* d */
+    int vocab_size;               /* V */
+    int max_position_embeddings;
+    double rms_norm_eps;
+    double rope_theta;
+    /* draft only (is_draft = 1): DFlashDraftModel extras */
+    int is_draft;
+    int num_target_layers;
+    int block_size;
+    int mask_token_id;
+    int n_target_layer_ids;                       /* k */
+    int target_layer_ids[DFLASH_MAX_LAYER_IDS];
+} Config;
+
+/* One Qwen3 decoder layer. Linear weights are [out, in] (y = x W^T). */
+typedef struct {
+    real *input_layernorm;          /* (D) */
+    real *q_proj;                   /* (H*d, D) */
+    real *k_proj;                   /* (Hkv*d, D) */
+    real *v_proj;                   /* (Hkv*d, D) */
+    real *o_proj;                   /* (D, H*d) */
+    real *q_norm;                   /* (d) */
+    real *k_norm;                   /* (d) */
+    real *post_attention_layernorm; /* (D) */
+    real *gate_proj;                /* (I, D) */
+    real *up_proj;                  /* (I, D) */
+    real *down_proj;                /* (D, I) */
+} LayerWeights;
+
+/* A model: the target (Qwen3ForCausalLM) or the draft (DFlashDraftModel). */
+typedef struct {
+    Config cfg;
+    LayerWeights *layers;  /* (L) */
+    /* target only */
+    real *embed_tokens;    /* (V, D)  model.embed_tokens.weight */
+    real *lm_head;         /* (V, D)  lm_head.weight (untied) */
+    /* draft only */
+    real *fc;              /* (D, k*D) fc.weight, no bias */
+    real *hidden_norm;     /* (D)     hidden_norm.weight */
+    /* both */
+    real *norm;            /* (D)     model.norm.weight / norm.weight */
+    real *inv_freq;        /* (d/2)   theta^(-2i/d), computed, not loaded */
+    real *data;            /* the one allocation every pointer above points into */
+    size_t n_params;
+} Model;
+
+/* KV cache of one model: per layer, per KV head, positions 0..len-1. */
+typedef struct {
+    int n_layers, n_kv_heads, head_dim;
+    int capacity;          /* positions it can hold */
+    int len;               /* positions it holds now (get_seq_length) */
+    real *key;             /* (L, Hkv, capacity, d), after k_norm and RoPE */
+    real *value;           /* (L, Hkv, capacity, d) */
+} KVCache;
+
+/* Word-level vocabulary: line number in vocab.txt = token id. */
+typedef struct {
+    int n;
+    char **words;  /* (n) */
+    char *text;    /* storage for the words */
+} Vocab;
+
+/* ---------------------------------------------------------------------------
+ * Trace hook. dflash.c calls these through a Tracer pointer that is NULL when
+ * no trace was asked for (then nothing is formatted, copied or allocated).
+ * trace.c implements them. Every call names the tensor exactly as the trace
+ * contract (REFERENCE.md section 4) does, e.g. "draft1.layers.0.self_attn.q".
+ */
+typedef struct Tracer Tracer;
+
+typedef struct {
+    const char *phase;    /* "prefill" | "draft" | "verify" | "final" */
+    int round;            /* 1.. for draft/verify, 0 otherwise */
+} TracePhase;
+
+/* Open a trace. dir: write <name>.npy files and dir/trace.jsonl (NULL: no
+ * .npy). text_path: readable trace ("-" = stdout, NULL: none). filters: glob
+ * patterns (fnmatch-style *, ?, [..]) limiting both outputs to matching
+ * names (n_filters 0: everything). Returns NULL with dflash_errmsg set when
+ * the directory cannot be used (it holds files that are not from a trace, it
+ * cannot be created, ...). */
+Tracer *trace_open(const char *dir, const char *text_path,
+                   const char *const *filters, int n_filters);
+/* Token words for the readable trace (may be NULL). */
+void trace_set_vocab(Tracer *t, const Vocab *v);
+/* Finish the manifest and close every file; frees t. Returns -1 (with
+ * dflash_errmsg) when anything could not be written. */
+int trace_close(Tracer *t);
+/* `dflash diff DIR_A DIR_B [--rtol R] [--atol A]`: argv[0] is "diff".
+ * Returns the exit status: 0 all compared agree, 1 some differ, 2 bad input. */
+int trace_diff_main(int argc, char **argv);
+
+/* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
+ * with dflash_errmsg set (write failure: path and reason). */
+int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+               const real *data, int ndim, const int64_t *shape);
+/* Record one int64 tensor (token ids, positions, match, ...). */
+int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+              const int64_t *data, int ndim, const int64_t *shape);
+
+/* ---------------------------------------------------------------------------
+ * Generation.
+ */
+typedef struct {
+    int max_new_tokens;
+    int block_size;          /* B; 1 = plain autoregressive, no draft */
+    double temperature;      /* < 1e-5: greedy (argmax, first index on ties) */
+    uint64_t seed;           /* seeds the sampling PRNG when temperature > 0 */
+    int n_stop;
+    int stop_ids[DFLASH_MAX_STOP];
+    Tracer *tracer;          /* NULL: no trace */
+} GenParams;
+
+/* What one speculative round did (for the per-round summary and tests). */
+typedef struct {
+    int start_before, start_after;
+    int block[DFLASH_MAX_BLOCK];      /* block entering the target (anchor + proposal) */
+    int block_in[DFLASH_MAX_BLOCK];   /* block entering the draft (anchor + masks) */
+    int posterior[DFLASH_MAX_BLOCK];  /* target's sample at each block position */
+    int match[DFLASH_MAX_BLOCK];      /* (B-1) block[1:] == posterior[:-1] */
+    int cumprod[DFLASH_MAX_BLOCK];    /* (B-1) */
+    int acceptance_length;            /* sum(cumprod): accepted draft tokens */
+    int draft_cache_before;           /* draft cache length entering the draft */
+    int draft_cache_after;            /* after crop(start) */
+    int target_cache_after;           /* after crop(start) */
+} RoundInfo;
+
+typedef struct {
+    int *output_ids;       /* (n_output) prompt + new tokens, cut after stop */
+    int n_output;
+    int n_prompt;
+    int target_forwards;   /* prefill + one per round */
+    int draft_forwards;
+    int n_rounds;
+    RoundInfo *rounds;     /* (n_rounds) */
+    double seconds_prefill, seconds_draft, seconds_verify;
+} GenResult;
+
+int  model_load(Model *m, const char *dir, int expect_draft);
+void model_free(Model *m);
+int  check_pair(const Model *target, const Model *draft);
+int  vocab_load(Vocab *v, const char *path);
+void vocab_free(Vocab *v);
+int  vocab_find(const Vocab *v, const char *word);
+/* Split on whitespace; "." is its own token. ids gets at most cap ids. */
+int  tokenize(const Vocab *v, const char *text, int *ids, int cap, int *n_ids);
+
+/* dflash_generate: REFERENCE.md section 2, batch 1. draft may be NULL when
+ * block_size == 1. Fills *res (free with gen_result_free). */
+int  dflash_generate(const Model *draft, const Model *target, const int *input_ids,
+                     int n_prompt, const GenParams *p, GenResult *res);
+/* Target-only autoregressive decoding, for comparison (same sampling). */
+int  ar_generate(const Model *target, const int *input_ids, int n_prompt,
+                 const GenParams *p, GenResult *res);
+void gen_result_free(GenResult *res);
+
+#endif /* DFLASH_H */
