@@ -37,6 +37,11 @@
 #include <string.h>
 #include <time.h>
 
+#include <fcntl.h>      /* POSIX: open, and mmap for the weight files */
+#include <sys/mman.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
 /* ===========================================================================
  * 1. Errors and small helpers
  * ======================================================================== */
@@ -803,6 +808,19 @@ void gen_result_free(GenResult *res) {
     memset(res, 0, sizeof *res);
 }
 
+/* acceptance_length = (block[1:] == posterior[:-1]).cumprod().sum()
+ * match and cumprod get B-1 entries each. Step 6 of the walkthrough:
+ * match [1,1,0] -> cumprod [1,1,0] -> 2 draft tokens accepted. */
+static int acceptance_length(const int *block, const int *posterior, int B, int *match, int *cumprod) {
+    int acc = 0;
+    for (int i = 0; i + 1 < B; i++) {
+        match[i] = block[i + 1] == posterior[i];
+        cumprod[i] = (i == 0 ? 1 : cumprod[i - 1]) * match[i];
+        acc += cumprod[i];
+    }
+    return acc;
+}
+
 int dflash_generate(const Model *draft, const Model *target, const int *input_ids, int n_prompt,
                     const GenParams *p, GenResult *res) {
     memset(res, 0, sizeof *res);
@@ -822,7 +840,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     rng_seed(&rng, p->seed);
 
     int rc = -1;
-    int *output_ids = NULL, *block = NULL, *posterior = NULL, *cum = NULL;
+    int *output_ids = NULL, *block = NULL, *posterior = NULL;
     real *target_hidden = NULL;
     KVCache past_key_values_target = {0}, past_key_values_draft = {0};
     TargetRun tr = {0};
@@ -833,10 +851,9 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     output_ids = xcalloc((size_t)max_length + B, sizeof(int), "output_ids");
     block = xcalloc((size_t)B, sizeof(int), "block_output_ids");
     posterior = xcalloc((size_t)B, sizeof(int), "posterior");
-    cum = xcalloc((size_t)B, sizeof(int), "cumprod");
     rounds = xcalloc((size_t)p->max_new_tokens + 1, sizeof(RoundInfo), "round log");
     target_hidden = xcalloc((size_t)cap_ctx * (k ? k : 1) * D, sizeof(real), "target_hidden");
-    if (!output_ids || !block || !posterior || !cum || !rounds || !target_hidden) goto done;
+    if (!output_ids || !block || !posterior || !rounds || !target_hidden) goto done;
     if (cache_init(&past_key_values_target, tc, cap_S) != 0) goto done;
     if (target_run_init(&tr, tc, cap_ctx, cap_S) != 0) goto done;
     if (B > 1) {
@@ -898,13 +915,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         target_forward(target, &past_key_values_target, &tr, block, B, 0, &tcx);
         res->target_forwards++;
         for (int i = 0; i < B; i++) posterior[i] = sample_row(tr.logits + (size_t)i * V, V, p->temperature, &rng);
-        /* acceptance_length = cumprod(block[1:] == posterior[:-1]).sum() */
-        int acc = 0;
-        for (int i = 0; i + 1 < B; i++) {
-            ri->match[i] = block[i + 1] == posterior[i];
-            cum[i] = ri->cumprod[i] = (i == 0 ? 1 : cum[i - 1]) * ri->match[i];
-            acc += cum[i];
-        }
+        int acc = acceptance_length(block, posterior, B, ri->match, ri->cumprod);
         memcpy(ri->posterior, posterior, sizeof(int) * B);
         ri->acceptance_length = acc;
         if (B > 1) {
@@ -957,7 +968,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     rounds = NULL;
     rc = 0;
 done:
-    free(output_ids); free(block); free(posterior); free(cum); free(rounds); free(target_hidden);
+    free(output_ids); free(block); free(posterior); free(rounds); free(target_hidden);
     cache_free(&past_key_values_target);
     cache_free(&past_key_values_draft);
     target_run_free(&tr);
@@ -1538,27 +1549,35 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
 
 /* safetensors_load: check the header against the table, then read every
  * tensor (little-endian F32) into its place, converting to `real`. */
-static int safetensors_load(const char *path, TensorSpec *specs, int n_specs) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
+static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Model *m) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
+    struct stat st;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        close(fd);
+        dflash_set_error("%s: not a regular file", path);
+        return -1;
+    }
+    int64_t fsize = (int64_t)st.st_size;
+    if (fsize < 8) {
+        close(fd);
+        dflash_set_error("%s: file is %lld bytes, shorter than the 8-byte header length", path, (long long)fsize);
+        return -1;
+    }
+    /* Map the file instead of reading it: the weights are used in place
+     * (float build), with no copy and no zeroed pages to fill. MAP_PRIVATE
+     * makes a write (a test poking a weight) copy-on-write, never to disk. */
+    unsigned char *map = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) { dflash_set_error("%s: cannot map: %s", path, strerror(errno)); return -1; }
     int rc = -1;
-    char *header = NULL;
     TensorSpec **order = NULL;
     Json root = {0};
-    float *chunk = NULL;
-    if (fseek(f, 0, SEEK_END) != 0) { dflash_set_error("%s: cannot seek", path); goto done; }
-    long fsize = ftell(f);
-    rewind(f);
-    unsigned char lenbuf[8];
-    if (fsize < 8 || fread(lenbuf, 1, 8, f) != 8) {
-        dflash_set_error("%s: file is %ld bytes, shorter than the 8-byte header length", path, fsize);
-        goto done;
-    }
     uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | lenbuf[i];
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | map[i];
     if (hlen > (uint64_t)(fsize - 8)) {
-        dflash_set_error("%s: header length %llu is larger than the file (%ld bytes)", path,
-                         (unsigned long long)hlen, fsize);
+        dflash_set_error("%s: header length %llu is larger than the file (%lld bytes)", path,
+                         (unsigned long long)hlen, (long long)fsize);
         goto done;
     }
     if (hlen > MAX_HEADER) {
@@ -1566,10 +1585,7 @@ static int safetensors_load(const char *path, TensorSpec *specs, int n_specs) {
                          (unsigned long long)hlen, MAX_HEADER);
         goto done;
     }
-    header = malloc((size_t)hlen + 1);
-    if (!header) { dflash_set_error("%s: out of memory for the header", path); goto done; }
-    if (fread(header, 1, (size_t)hlen, f) != (size_t)hlen) { dflash_set_error("%s: short read of the header", path); goto done; }
-    header[hlen] = 0;
+    const char *header = (const char *)map + 8;
     char what[600];
     snprintf(what, sizeof what, "%.500s (header)", path);
     if (json_parse(header, (size_t)hlen, what, &root) != 0) goto done;
@@ -1658,45 +1674,61 @@ static int safetensors_load(const char *path, TensorSpec *specs, int n_specs) {
         goto done;
     }
 
-    /* read the data, F32 little-endian -> real, refusing NaN and Inf */
-    enum { CHUNK = 1 << 16 };
-    chunk = malloc(sizeof(float) * CHUNK);
-    if (!chunk) { dflash_set_error("%s: out of memory", path); goto done; }
+    /* the data: F32 little-endian, refusing NaN and Inf. In the float build
+     * the weights stay in the mapping (every tensor begins at a multiple of 4
+     * bytes from the data section, so only the section must be aligned);
+     * otherwise they are converted into Model.data. */
+    const unsigned char *data = map + 8 + hlen;
+    int in_place = sizeof(real) == sizeof(float) && (8 + hlen) % sizeof(float) == 0;
+    if (!in_place) {
+        size_t total = 0;
+        for (int j = 0; j < n_specs; j++) total += (size_t)spec_numel(&specs[j]);
+        m->data = xcalloc(total, sizeof(real), "weights");
+        if (!m->data) goto done;
+    }
+    real *conv = m->data;
     for (int j = 0; j < n_specs; j++) {
-        TensorSpec *s = order[j];
-        if (fseek(f, (long)(8 + hlen + (uint64_t)s->begin), SEEK_SET) != 0) {
-            dflash_set_error("%s: cannot seek to tensor \"%s\"", path, s->name);
-            goto done;
-        }
-        real *dst = *s->dst;
+        TensorSpec *s = &specs[j];
         int64_t numel = spec_numel(s);
-        for (int64_t i0 = 0; i0 < numel; i0 += CHUNK) {
-            size_t cnt = (size_t)(numel - i0 < CHUNK ? numel - i0 : CHUNK);
-            if (fread(chunk, sizeof(float), cnt, f) != cnt) {
-                dflash_set_error("%s: tensor \"%s\": short read", path, s->name);
-                goto done;
+        const unsigned char *src = data + s->begin;
+        /* x - x is 0 for every finite x and NaN for NaN and Inf; this form
+         * lets the compiler check many values per instruction */
+        int nonfinite = 0;
+        for (int64_t i = 0; i < numel; i++) {
+            float x;
+            memcpy(&x, src + 4 * i, 4);
+            nonfinite |= !(x - x == 0);
+        }
+        if (nonfinite)
+            for (int64_t i = 0; i < numel; i++) {
+                float x;
+                memcpy(&x, src + 4 * i, 4);
+                if (!isfinite(x)) {
+                    dflash_set_error("%s: tensor \"%s\": element %lld is %s", path, s->name, (long long)i,
+                                     isnan(x) ? "NaN" : "Inf");
+                    goto done;
+                }
             }
-            /* x - x is 0 for every finite x and NaN for NaN and Inf; this
-             * form lets the compiler check a whole chunk in SIMD lanes */
-            int nonfinite = 0;
-            for (size_t i = 0; i < cnt; i++) nonfinite |= !(chunk[i] - chunk[i] == 0);
-            if (nonfinite)
-                for (size_t i = 0; i < cnt; i++)
-                    if (!isfinite(chunk[i])) {
-                        dflash_set_error("%s: tensor \"%s\": element %lld is %s", path, s->name,
-                                         (long long)(i0 + (int64_t)i), isnan(chunk[i]) ? "NaN" : "Inf");
-                        goto done;
-                    }
-            for (size_t i = 0; i < cnt; i++) dst[i0 + (int64_t)i] = (real)chunk[i];
+        if (in_place) {
+            *s->dst = (real *)(void *)(map + 8 + hlen + s->begin);
+        } else {
+            for (int64_t i = 0; i < numel; i++) {
+                float x;
+                memcpy(&x, src + 4 * i, 4);
+                conv[i] = (real)x;
+            }
+            *s->dst = conv;
+            conv += numel;
         }
     }
+    m->map = map;
+    m->map_size = (size_t)fsize;
+    map = NULL;
     rc = 0;
 done:
-    free(chunk);
     free(order);
     json_free(&root);
-    free(header);
-    fclose(f);
+    if (map) munmap(map, (size_t)fsize);
     return rc;
 }
 
@@ -1728,13 +1760,9 @@ int model_load(Model *m, const char *dir, int expect_draft) {
     size_t total = 0;
     for (int j = 0; j < n_specs; j++) total += (size_t)spec_numel(&specs[j]);
     if (total > ((size_t)1 << 31)) { dflash_set_error("%s: model too large (%zu parameters)", dir, total); goto fail; }
-    m->data = xcalloc(total, sizeof(real), "weights");
-    if (!m->data) goto fail;
     m->n_params = total;
-    real *at = m->data;
-    for (int j = 0; j < n_specs; j++) { *specs[j].dst = at; at += spec_numel(&specs[j]); }
     snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (safetensors_load(path, specs, n_specs) != 0) goto fail;
+    if (safetensors_load(path, specs, n_specs, m) != 0) goto fail;
     rope_inv_freq(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta);
     free(specs);
     return 0;
@@ -1746,6 +1774,7 @@ fail:
 
 void model_free(Model *m) {
     free(m->data);
+    if (m->map) munmap(m->map, m->map_size);
     free(m->layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);

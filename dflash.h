@@ -101,7 +101,9 @@ typedef struct {
     /* both */
     real *norm;            /* (D)     model.norm.weight / norm.weight */
     real *inv_freq;        /* (d/2)   theta^(-2i/d), computed, not loaded */
-    real *data;            /* the one allocation every pointer above points into */
+    real *data;            /* weights converted on load (double build), or NULL */
+    void *map;             /* the mapped model.safetensors (float build: weights */
+    size_t map_size;       /*   point straight into it) */
     size_t n_params;
 } Model;
 
