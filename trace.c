@@ -22,8 +22,10 @@
  *   not live inside the trace directory.
  * - Filters are fnmatch() globs without flags ("*" also matches "."). A
  *   tensor is written (to both outputs) when any filter matches its name.
- *   Filtered-out tensors cost one fnmatch per filter and nothing else; this
- *   also means a repeated name is only detected among the written tensors.
+ *   Filtered-out tensors cost one fnmatch per filter and nothing else (with
+ *   a text trace, *.position_ids are still remembered to label the
+ *   attention tables); a repeated name is only detected among the written
+ *   tensors.
  * - .npy files: format 1.0, C order, little-endian (written byte by byte,
  *   whatever the host), header padded with spaces and ended by '\n' so that
  *   magic + lengths + header is a multiple of 64 bytes, as NumPy does.
@@ -1300,7 +1302,7 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
                   int is_int, const void *data, int ndim, const int64_t *shape) {
     if (!t) return 0;
     /* positions label the attention and RoPE tables even when filtered out */
-    if (t->text && is_int && ndim == 1 && shape && ends_with(name, ".position_ids")) {
+    if (t->text && is_int && ndim == 1 && shape && data && ends_with(name, ".position_ids")) {
         TensorView p = {name, "", 1, NULL, data, 1, shape, shape[0] > 0 ? (size_t)shape[0] : 0};
         if (remember_positions(t, &p) != 0) return tracer_fail(t);
     }
