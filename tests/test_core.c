@@ -390,8 +390,8 @@ static void test_round_bookkeeping(void **state) {
 
 static void test_loader_round_trip(void **state) {
     (void)state;
-    char dir[256], p[400];
-    tu_tmpdir(dir, sizeof dir, "load");
+    char p[400], *dir = tu_tmpdir();
+    assert_non_null(dir);
     tu_write_tiny_set(dir);
     Model t, d;
     snprintf(p, sizeof p, "%s/target", dir);
@@ -409,12 +409,13 @@ static void test_loader_round_trip(void **state) {
     model_free(&t);
     model_free(&d);
     tu_rmtree(dir);
+    free(dir);
 }
 
 static void test_loader_rejects_wrong_shape_and_missing_tensor(void **state) {
     (void)state;
-    char dir[256], p[400];
-    tu_tmpdir(dir, sizeof dir, "load");
+    char p[400], *dir = tu_tmpdir();
+    assert_non_null(dir);
     tu_write_tiny_set(dir);
     TuModel m;
     tu_model_tensors(&m, 0);
@@ -437,12 +438,13 @@ static void test_loader_rejects_wrong_shape_and_missing_tensor(void **state) {
     assert_contains(dflash_errmsg, "missing tensor \"lm_head.weight\"");
     tu_model_free(&m);
     tu_rmtree(dir);
+    free(dir);
 }
 
 static void test_tokenizer(void **state) {
     (void)state;
-    char dir[256], p[400];
-    tu_tmpdir(dir, sizeof dir, "vocab");
+    char p[400], *dir = tu_tmpdir();
+    assert_non_null(dir);
     snprintf(p, sizeof p, "%s/vocab.txt", dir);
     tu_write_text(p, "The\ncat\nsat\n.\n<eos>\n");
     Vocab v;
@@ -457,6 +459,7 @@ static void test_tokenizer(void **state) {
     assert_contains(dflash_errmsg, "--ids");
     vocab_free(&v);
     tu_rmtree(dir);
+    free(dir);
 }
 
 int main(void) {

@@ -1,0 +1,1920 @@
+/* trace.c - the tracer: every intermediate tensor of a dflash run as a .npy
+ * file plus a manifest, a readable text trace in the walkthrough's words, and
+ * `dflash diff`, which compares two traces tensor by tensor.
+ *
+ * dflash.c hands tensors over through the hooks declared in dflash.h
+ * (trace_real, trace_i64) and only when a trace was asked for; this file
+ * decides what to write and where.
+ *
+ * Decisions:
+ *
+ * - Trace directory. A trace directory is one holding trace.jsonl where
+ *   every other entry is a regular .npy file that trace.jsonl lists. A
+ *   directory holding anything else is refused at trace_open, so a trace
+ *   never destroys other data. The trace is written into a fresh sibling
+ *   "<dir>.partial.XXXXXX" and moved into place by trace_close: the earlier
+ *   trace (if any) is renamed to "<dir>.old.XXXXXX", the new one renamed to
+ *   <dir>, then the old one deleted. A run that fails leaves the earlier
+ *   trace untouched and removes the partial one (a crash leaves the
+ *   .partial sibling behind: delete it by hand). Missing parent directories
+ *   are created (mkdir -p style). A symbolic link as <dir> is refused.
+ * - The readable text trace is written directly (no temporary file); it may
+ *   not live inside the trace directory.
+ * - Filters are fnmatch() globs without flags ("*" also matches "."). A
+ *   tensor is written (to both outputs) when any filter matches its name.
+ *   Filtered-out tensors cost one fnmatch per filter and nothing else (with
+ *   a text trace, *.position_ids are still remembered to label the
+ *   attention tables); a repeated name is only detected among the written
+ *   tensors.
+ * - .npy files: format 1.0, C order, little-endian (written byte by byte,
+ *   whatever the host), header padded with spaces and ended by '\n' so that
+ *   magic + lengths + header is a multiple of 64 bytes, as NumPy does.
+ * - diff: see the banner of the diff section below.
+ */
+#include "dflash.h"
+
+#include <errno.h>
+#include <fnmatch.h>
+#include <dirent.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+#include <unistd.h>
+
+#define TRACE_MAX_NDIM 32        /* NumPy 1.x's NPY_MAXDIMS */
+#define TRACE_MAX_NAME 200       /* <name>.npy must fit a file name (255) */
+#define NPY_MAX_HEADER (1 << 20) /* headers longer than 1 MiB are refused */
+#define REAL_DTYPE_NAME (sizeof(real) == 4 ? "float32" : "float64")
+
+/* ===========================================================================
+ * Small helpers: strings, paths, a growable list of strings.
+ * ======================================================================== */
+
+/* a + "/" + b, freshly allocated (NULL when out of memory). */
+static char *path_join(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + 1 + lb + 1);
+    if (!p) return NULL;
+    memcpy(p, a, la);
+    p[la] = '/';
+    memcpy(p + la + 1, b, lb + 1);
+    return p;
+}
+
+/* a + b, freshly allocated. */
+static char *str_cat(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + lb + 1);
+    if (!p) return NULL;
+    memcpy(p, a, la);
+    memcpy(p + la, b, lb + 1);
+    return p;
+}
+
+static int ends_with(const char *s, const char *suffix) {
+    size_t ls = strlen(s), lx = strlen(suffix);
+    return ls >= lx && strcmp(s + ls - lx, suffix) == 0;
+}
+
+/* dflash_errmsg = before + (the current message) + after: adds context to a
+ * message set by a helper. */
+static void error_wrap(const char *before, const char *after) {
+    char old[sizeof dflash_errmsg];
+    memcpy(old, dflash_errmsg, sizeof old);
+    dflash_set_error("%s%s%s", before, old, after);
+}
+
+typedef struct {
+    char **s;  /* (n) owned strings */
+    int n, cap;
+} StrList;
+
+static int strlist_push(StrList *l, const char *s) {
+    if (l->n == l->cap) {
+        int cap = l->cap ? 2 * l->cap : 16;
+        char **p = realloc(l->s, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        l->s = p;
+        l->cap = cap;
+    }
+    l->s[l->n] = strdup(s);
+    if (!l->s[l->n]) return -1;
+    l->n++;
+    return 0;
+}
+
+static void strlist_free(StrList *l) {
+    for (int i = 0; i < l->n; i++) free(l->s[i]);
+    free(l->s);
+    l->s = NULL;
+    l->n = l->cap = 0;
+}
+
+/* ===========================================================================
+ * NameMap: name -> int, open addressing. Used to catch a tensor name written
+ * twice, and by diff to find a name in the other trace's manifest.
+ * ======================================================================== */
+
+typedef struct {
+    char **keys;   /* (cap) owned, NULL = empty slot */
+    int *vals;     /* (cap) */
+    size_t cap, count;
+} NameMap;
+
+static uint64_t fnv1a(const char *s) {
+    uint64_t h = 1469598103934665603u;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 1099511628211u;
+    }
+    return h;
+}
+
+/* The slot holding key, or the empty slot where it would go. */
+static size_t namemap_slot(const NameMap *m, const char *key) {
+    size_t i = (size_t)(fnv1a(key) & (m->cap - 1));
+    while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
+    return i;
+}
+
+/* The value stored for key, or -1. */
+static int namemap_get(const NameMap *m, const char *key) {
+    if (m->cap == 0) return -1;
+    size_t i = namemap_slot(m, key);
+    return m->keys[i] ? m->vals[i] : -1;
+}
+
+/* Returns 0 when added, 1 when key was already there (value unchanged),
+ * -1 when out of memory. The table doubles at half load, so probes stay short. */
+static int namemap_add(NameMap *m, const char *key, int val) {
+    if (2 * (m->count + 1) > m->cap) {
+        size_t cap = m->cap ? 2 * m->cap : 64;
+        NameMap g = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(int)), cap, m->count};
+        if (!g.keys || !g.vals) {
+            free(g.keys);
+            free(g.vals);
+            return -1;
+        }
+        for (size_t i = 0; i < m->cap; i++) {
+            if (!m->keys[i]) continue;
+            size_t j = namemap_slot(&g, m->keys[i]);
+            g.keys[j] = m->keys[i];
+            g.vals[j] = m->vals[i];
+        }
+        free(m->keys);
+        free(m->vals);
+        *m = g;
+    }
+    size_t i = namemap_slot(m, key);
+    if (m->keys[i]) return 1;
+    m->keys[i] = strdup(key);
+    if (!m->keys[i]) return -1;
+    m->vals[i] = val;
+    m->count++;
+    return 0;
+}
+
+static void namemap_free(NameMap *m) {
+    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
+    free(m->keys);
+    free(m->vals);
+    memset(m, 0, sizeof *m);
+}
+
+/* ===========================================================================
+ * Whole-file reading and a minimal JSON reader, for trace.jsonl (one object
+ * per line) and the oracle's names.json (one array of strings).
+ * ======================================================================== */
+
+/* Read all of path into a NUL-terminated buffer. -1 with dflash_errmsg. */
+static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    FILE *f = fopen(path, "rb");
+    if (!f) {
+        dflash_set_error("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        dflash_set_error("%s: not a regular file", path);
+        fclose(f);
+        return -1;
+    }
+    size_t n = (size_t)st.st_size;
+    unsigned char *buf = malloc(n + 1);
+    if (!buf) {
+        dflash_set_error("%s: out of memory reading %zu bytes", path, n);
+        fclose(f);
+        return -1;
+    }
+    size_t got = fread(buf, 1, n, f);
+    int err = ferror(f);
+    fclose(f);
+    if (err || got != n) {
+        dflash_set_error("%s: read error (%zu of %zu bytes)", path, got, n);
+        free(buf);
+        return -1;
+    }
+    buf[n] = '\0';
+    *out = buf;
+    *len = n;
+    return 0;
+}
+
+typedef struct {
+    const char *s;  /* text being read */
+    size_t i, n;    /* position, length */
+} JsonIn;
+
+static void json_ws(JsonIn *j) {
+    while (j->i < j->n && (j->s[j->i] == ' ' || j->s[j->i] == '\t' ||
+                           j->s[j->i] == '\r' || j->s[j->i] == '\n'))
+        j->i++;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* Append code point cp as UTF-8. */
+static size_t utf8_put(char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) {
+        o[0] = (char)(0xC0 | (cp >> 6));
+        o[1] = (char)(0x80 | (cp & 0x3F));
+        return 2;
+    }
+    if (cp < 0x10000) {
+        o[0] = (char)(0xE0 | (cp >> 12));
+        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        o[2] = (char)(0x80 | (cp & 0x3F));
+        return 3;
+    }
+    o[0] = (char)(0xF0 | (cp >> 18));
+    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
+    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
+    o[3] = (char)(0x80 | (cp & 0x3F));
+    return 4;
+}
+
+/* Four hex digits at j->i (after "\u"). -1 when malformed. */
+static long json_hex4(JsonIn *j) {
+    if (j->i + 4 > j->n) return -1;
+    long v = 0;
+    for (int k = 0; k < 4; k++) {
+        int h = hexval(j->s[j->i + (size_t)k]);
+        if (h < 0) return -1;
+        v = v * 16 + h;
+    }
+    j->i += 4;
+    return v;
+}
+
+/* A JSON string at j->i; *out gets a malloc'd UTF-8 copy (NULL: skip it).
+ * Returns 0, or -1 when malformed. */
+static int json_string(JsonIn *j, char **out) {
+    if (out) *out = NULL;
+    if (j->i >= j->n || j->s[j->i] != '"') return -1;
+    j->i++;
+    /* the decoded string is never longer than the escaped one */
+    char *buf = malloc(j->n - j->i + 1);
+    if (!buf) return -1;
+    size_t o = 0;
+    for (;;) {
+        if (j->i >= j->n) goto bad;
+        char c = j->s[j->i++];
+        if (c == '"') break;
+        if ((unsigned char)c < 0x20) goto bad;
+        if (c != '\\') { buf[o++] = c; continue; }
+        if (j->i >= j->n) goto bad;
+        c = j->s[j->i++];
+        switch (c) {
+        case '"': buf[o++] = '"'; break;
+        case '\\': buf[o++] = '\\'; break;
+        case '/': buf[o++] = '/'; break;
+        case 'b': buf[o++] = '\b'; break;
+        case 'f': buf[o++] = '\f'; break;
+        case 'n': buf[o++] = '\n'; break;
+        case 'r': buf[o++] = '\r'; break;
+        case 't': buf[o++] = '\t'; break;
+        case 'u': {
+            long cp = json_hex4(j);
+            if (cp < 0) goto bad;
+            /* a UTF-16 surrogate pair encodes one code point above U+FFFF */
+            if (cp >= 0xD800 && cp < 0xDC00 && j->i + 1 < j->n &&
+                j->s[j->i] == '\\' && j->s[j->i + 1] == 'u') {
+                j->i += 2;
+                long lo = json_hex4(j);
+                if (lo < 0xDC00 || lo >= 0xE000) goto bad;
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            }
+            o += utf8_put(buf + o, (unsigned)cp);
+            break;
+        }
+        default: goto bad;
+        }
+    }
+    buf[o] = '\0';
+    if (out) *out = buf;
+    else free(buf);
+    return 0;
+bad:
+    free(buf);
+    return -1;
+}
+
+/* Skip any JSON value. depth bounds the recursion on hostile input. */
+static int json_skip(JsonIn *j, int depth) {
+    if (depth > 64) return -1;
+    json_ws(j);
+    if (j->i >= j->n) return -1;
+    char c = j->s[j->i];
+    if (c == '"') return json_string(j, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        j->i++;
+        json_ws(j);
+        if (j->i < j->n && j->s[j->i] == close) { j->i++; return 0; }
+        for (;;) {
+            if (c == '{') {
+                json_ws(j);
+                if (json_string(j, NULL) != 0) return -1;
+                json_ws(j);
+                if (j->i >= j->n || j->s[j->i] != ':') return -1;
+                j->i++;
+            }
+            if (json_skip(j, depth + 1) != 0) return -1;
+            json_ws(j);
+            if (j->i >= j->n) return -1;
+            if (j->s[j->i] == ',') { j->i++; continue; }
+            if (j->s[j->i] == close) { j->i++; return 0; }
+            return -1;
+        }
+    }
+    /* number, true, false, null: a run of these characters */
+    size_t start = j->i;
+    while (j->i < j->n && strchr("0123456789+-.eEtruefalsn", j->s[j->i])) j->i++;
+    return j->i > start ? 0 : -1;
+}
+
+/* One manifest line: an object; *name and *file get its "name" and "file"
+ * strings (malloc'd; NULL when absent). 0, or -1 when not a JSON object. */
+static int json_manifest_line(const char *s, size_t n, char **name, char **file) {
+    JsonIn j = {s, 0, n};
+    *name = *file = NULL;
+    json_ws(&j);
+    if (j.i >= j.n || j.s[j.i] != '{') return -1;
+    j.i++;
+    json_ws(&j);
+    if (j.i < j.n && j.s[j.i] == '}') { j.i++; goto end; }
+    for (;;) {
+        char *key = NULL;
+        json_ws(&j);
+        if (json_string(&j, &key) != 0) goto bad;
+        json_ws(&j);
+        if (j.i >= j.n || j.s[j.i] != ':') { free(key); goto bad; }
+        j.i++;
+        json_ws(&j);
+        char **dst = strcmp(key, "name") == 0 ? name : strcmp(key, "file") == 0 ? file : NULL;
+        free(key);
+        if (dst) {
+            free(*dst);  /* a repeated key: the last one wins, as in Python */
+            if (json_string(&j, dst) != 0) goto bad;
+        } else if (json_skip(&j, 0) != 0) {
+            goto bad;
+        }
+        json_ws(&j);
+        if (j.i >= j.n) goto bad;
+        if (j.s[j.i] == ',') { j.i++; continue; }
+        if (j.s[j.i] == '}') { j.i++; break; }
+        goto bad;
+    }
+end:
+    json_ws(&j);
+    if (j.i != j.n) goto bad;
+    return 0;
+bad:
+    free(*name);
+    free(*file);
+    *name = *file = NULL;
+    return -1;
+}
+
+/* ===========================================================================
+ * Manifests. A trace's manifest is trace.jsonl (ours); for diff, a directory
+ * written by the oracle (shared/oracle/oracle.py) is also accepted through
+ * its names.json (a JSON array of names; file = name + ".npy").
+ * ======================================================================== */
+
+typedef struct {
+    StrList names;   /* tensor names in production order */
+    StrList files;   /* (names.n) file names inside the directory */
+    NameMap index;   /* name -> position */
+    char *path;      /* the manifest file read */
+} Manifest;
+
+static void manifest_free(Manifest *m) {
+    strlist_free(&m->names);
+    strlist_free(&m->files);
+    namemap_free(&m->index);
+    free(m->path);
+    memset(m, 0, sizeof *m);
+}
+
+/* A manifest's file must be a plain "<something>.npy" inside the directory. */
+static int manifest_file_ok(const char *file) {
+    return ends_with(file, ".npy") && strlen(file) > 4 && !strchr(file, '/') && file[0] != '.';
+}
+
+static int manifest_add(Manifest *m, const char *name, const char *file) {
+    if (!manifest_file_ok(file)) {
+        dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name",
+                         m->path, name, file);
+        return -1;
+    }
+    int r = namemap_add(&m->index, name, m->names.n);
+    if (r == 1) {
+        dflash_set_error("%s: the name \"%s\" is listed twice", m->path, name);
+        return -1;
+    }
+    if (r < 0 || strlist_push(&m->names, name) != 0 || strlist_push(&m->files, file) != 0) {
+        dflash_set_error("%s: out of memory", m->path);
+        return -1;
+    }
+    return 0;
+}
+
+/* Parse trace.jsonl text: one object per non-blank line with "name" and
+ * "file" strings. */
+static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
+    size_t start = 0;
+    int line = 0;
+    while (start < len) {
+        size_t end = start;
+        while (end < len && text[end] != '\n') end++;
+        line++;
+        size_t k = start;
+        while (k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
+        if (k < end) {
+            char *name, *file;
+            if (json_manifest_line(text + start, end - start, &name, &file) != 0 || !name || !file) {
+                if (name || file) { free(name); free(file); }
+                dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings",
+                                 m->path, line);
+                return -1;
+            }
+            int r = manifest_add(m, name, file);
+            free(name);
+            free(file);
+            if (r != 0) return -1;
+        }
+        start = end + 1;
+    }
+    return 0;
+}
+
+/* Parse names.json: ["name", "name", ...]. */
+static int manifest_parse_names_json(Manifest *m, const char *text, size_t len) {
+    JsonIn j = {text, 0, len};
+    json_ws(&j);
+    if (j.i >= j.n || j.s[j.i] != '[') goto bad;
+    j.i++;
+    json_ws(&j);
+    if (j.i < j.n && j.s[j.i] == ']') { j.i++; goto end; }
+    for (;;) {
+        char *name;
+        json_ws(&j);
+        if (json_string(&j, &name) != 0) goto bad;
+        char *file = str_cat(name, ".npy");
+        int r = file ? manifest_add(m, name, file) : -1;
+        free(name);
+        free(file);
+        if (r != 0) return -1;
+        json_ws(&j);
+        if (j.i >= j.n) goto bad;
+        if (j.s[j.i] == ',') { j.i++; continue; }
+        if (j.s[j.i] == ']') { j.i++; break; }
+        goto bad;
+    }
+end:
+    json_ws(&j);
+    if (j.i == j.n) return 0;
+bad:
+    dflash_set_error("%s: expected a JSON array of name strings", m->path);
+    return -1;
+}
+
+/* Load dir's manifest: trace.jsonl, or (allow_names_json) names.json.
+ * Returns 0 loaded, 1 the directory has no manifest, -1 error (message set). */
+static int manifest_load(Manifest *m, const char *dir, int allow_names_json) {
+    static const char *const files[2] = {"trace.jsonl", "names.json"};
+    memset(m, 0, sizeof *m);
+    for (int k = 0; k < (allow_names_json ? 2 : 1); k++) {
+        m->path = path_join(dir, files[k]);
+        if (!m->path) {
+            dflash_set_error("out of memory");
+            return -1;
+        }
+        struct stat st;
+        if (stat(m->path, &st) != 0 && errno == ENOENT) {
+            free(m->path);
+            m->path = NULL;
+            continue;
+        }
+        unsigned char *text;
+        size_t len;
+        if (read_whole_file(m->path, &text, &len) != 0) {
+            manifest_free(m);
+            return -1;
+        }
+        int r = k == 0 ? manifest_parse_jsonl(m, (const char *)text, len)
+                       : manifest_parse_names_json(m, (const char *)text, len);
+        free(text);
+        if (r != 0) {
+            manifest_free(m);
+            return -1;
+        }
+        return 0;
+    }
+    return 1;
+}
+
+/* ===========================================================================
+ * .npy writer (format 1.0).
+ *   magic "\x93NUMPY", major 1, minor 0, u16 little-endian header length,
+ *   header "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
+ *   padded with spaces and ended by '\n' so 10 + header length % 64 == 0,
+ *   then the values in C order, little-endian.
+ * ======================================================================== */
+
+/* Fill out with the header (magic included); returns its length. out must
+ * hold 16 + 21 * TRACE_MAX_NDIM + 128 bytes. */
+static size_t npy_header(char *out, const char *descr, int ndim, const int64_t *shape) {
+    char dict[64 + 24 * TRACE_MAX_NDIM];
+    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
+    for (int k = 0; k < ndim; k++)
+        len += snprintf(dict + len, sizeof dict - (size_t)len, k ? ", %lld" : "%lld", (long long)shape[k]);
+    /* Python's 1-tuple needs the trailing comma: (3,) */
+    len += snprintf(dict + len, sizeof dict - (size_t)len, ndim == 1 ? ",), }" : "), }");
+    size_t total = 10 + (size_t)len + 1;          /* magic+version+u16, dict, '\n' */
+    size_t pad = (64 - total % 64) % 64;
+    size_t header_len = (size_t)len + pad + 1;
+    memcpy(out, "\x93NUMPY\x01\x00", 8);
+    out[8] = (char)(header_len & 0xFF);
+    out[9] = (char)(header_len >> 8);
+    memcpy(out + 10, dict, (size_t)len);
+    memset(out + 10 + len, ' ', pad);
+    out[10 + (size_t)len + pad] = '\n';
+    return 10 + header_len;
+}
+
+/* Element k as little-endian bytes, whatever the host's byte order. */
+static size_t le_bytes(unsigned char *o, int is_int, const void *data, size_t k) {
+    uint64_t u;
+    size_t size;
+    if (is_int) {
+        int64_t v = ((const int64_t *)data)[k];
+        memcpy(&u, &v, 8);
+        size = 8;
+    } else if (sizeof(real) == 4) {
+        float v = (float)((const real *)data)[k];
+        uint32_t w;
+        memcpy(&w, &v, 4);
+        u = w;
+        size = 4;
+    } else {
+        double v = (double)((const real *)data)[k];
+        memcpy(&u, &v, 8);
+        size = 8;
+    }
+    for (size_t b = 0; b < size; b++) o[b] = (unsigned char)(u >> (8 * b));
+    return size;
+}
+
+/* Write one .npy file. -1 with dflash_errmsg naming path and the reason. */
+static int npy_write(const char *path, int is_int, const void *data, int ndim,
+                     const int64_t *shape, size_t n) {
+    char header[16 + 21 * TRACE_MAX_NDIM + 128];
+    size_t hlen = npy_header(header, is_int ? "<i8" : REAL_NPY_DESCR, ndim, shape);
+    /* "x": the directory is fresh, so an existing file is a repeated name */
+    FILE *f = fopen(path, "wbx");
+    if (!f) {
+        dflash_set_error("trace: cannot create %s: %s", path, strerror(errno));
+        return -1;
+    }
+    int ok = fwrite(header, 1, hlen, f) == hlen;
+    unsigned char buf[4096];
+    size_t k = 0;
+    while (ok && k < n) {
+        size_t used = 0;
+        while (k < n && used + 8 <= sizeof buf) used += le_bytes(buf + used, is_int, data, k++);
+        ok = fwrite(buf, 1, used, f) == used;
+    }
+    int saved = errno;
+    if (fclose(f) != 0 && ok) {
+        ok = 0;
+        saved = errno;
+    }
+    if (!ok) {
+        dflash_set_error("trace: cannot write %s: %s", path, strerror(saved));
+        return -1;
+    }
+    return 0;
+}
+
+/* ===========================================================================
+ * The trace directory: refuse foreign data, write beside, swap in at close.
+ * ======================================================================== */
+
+/* Check that dir is absent, empty, or a trace directory (trace.jsonl plus
+ * only .npy files it lists). *exists tells which. -1 with a message naming
+ * the first entry that is not from a trace. */
+static int check_trace_dir(const char *dir, int *exists) {
+    *exists = 0;
+    struct stat st;
+    if (lstat(dir, &st) != 0) {
+        if (errno == ENOENT) return 0;
+        dflash_set_error("trace: cannot use %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    if (S_ISLNK(st.st_mode)) {
+        dflash_set_error("trace: %s is a symbolic link; give the directory it points to", dir);
+        return -1;
+    }
+    if (!S_ISDIR(st.st_mode)) {
+        dflash_set_error("trace: %s exists and is not a directory; refusing to replace it", dir);
+        return -1;
+    }
+    *exists = 1;
+    Manifest m;
+    int r = manifest_load(&m, dir, 0);
+    if (r < 0) {
+        /* an unreadable or foreign trace.jsonl: not ours to delete */
+        error_wrap("trace: refusing to replace a directory whose manifest is not a trace's: ", "");
+        return -1;
+    }
+    NameMap files = {0};  /* the manifest's file names, to look entries up */
+    for (int k = 0; r == 0 && k < m.files.n; k++) {
+        if (namemap_add(&files, m.files.s[k], k) < 0) {
+            dflash_set_error("trace: out of memory");
+            namemap_free(&files);
+            manifest_free(&m);
+            return -1;
+        }
+    }
+    DIR *d = opendir(dir);
+    if (!d) {
+        dflash_set_error("trace: cannot list %s: %s", dir, strerror(errno));
+        namemap_free(&files);
+        if (r == 0) manifest_free(&m);
+        return -1;
+    }
+    int ret = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        if (strcmp(f, ".") == 0 || strcmp(f, "..") == 0) continue;
+        if (r == 0 && strcmp(f, "trace.jsonl") == 0) continue;
+        int listed = r == 0 && namemap_get(&files, f) >= 0;
+        char *p = path_join(dir, f);
+        struct stat fs;
+        int regular = p && lstat(p, &fs) == 0 && S_ISREG(fs.st_mode);
+        free(p);
+        if (!listed || !regular) {
+            dflash_set_error("trace: %s holds \"%s\", which is not part of a trace; refusing to "
+                             "write a trace there (choose another directory or remove it)", dir, f);
+            ret = -1;
+            break;
+        }
+    }
+    closedir(d);
+    namemap_free(&files);
+    if (r == 0) manifest_free(&m);
+    return ret;
+}
+
+/* Delete the files directly inside dir, then dir. Only called on a
+ * directory check_trace_dir accepted or on our own .partial directory. */
+static int remove_dir_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) {
+        dflash_set_error("trace: cannot list %s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int ret = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0) continue;
+        char *p = path_join(dir, e->d_name);
+        if (!p || unlink(p) != 0) {
+            if (ret == 0) dflash_set_error("trace: cannot remove %s: %s", p ? p : dir, strerror(errno));
+            ret = -1;
+        }
+        free(p);
+    }
+    closedir(d);
+    if (ret == 0 && rmdir(dir) != 0) {
+        dflash_set_error("trace: cannot remove %s: %s", dir, strerror(errno));
+        ret = -1;
+    }
+    return ret;
+}
+
+/* mkdir -p for every ancestor of path (not path itself). */
+static int make_parents(const char *path) {
+    char *p = strdup(path);
+    if (!p) {
+        dflash_set_error("out of memory");
+        return -1;
+    }
+    for (char *s = p + 1; *s; s++) {
+        if (*s != '/') continue;
+        *s = '\0';
+        struct stat st;
+        int err = mkdir(p, 0777) == 0 ? 0 : errno;
+        if (err && !(err == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
+            dflash_set_error("trace: cannot create directory %s: %s", p,
+                             err == EEXIST ? "exists and is not a directory" : strerror(err));
+            free(p);
+            return -1;
+        }
+        *s = '/';
+    }
+    free(p);
+    return 0;
+}
+
+/* A fresh directory "<dir><tag>XXXXXX" beside dir; malloc'd path or NULL. */
+static char *make_sibling(const char *dir, const char *tag) {
+    char *tmpl = malloc(strlen(dir) + strlen(tag) + 7);
+    if (!tmpl) {
+        dflash_set_error("out of memory");
+        return NULL;
+    }
+    sprintf(tmpl, "%s%sXXXXXX", dir, tag);
+    if (!mkdtemp(tmpl)) {
+        dflash_set_error("trace: cannot create directory %s: %s", tmpl, strerror(errno));
+        free(tmpl);
+        return NULL;
+    }
+    return tmpl;
+}
+
+/* ===========================================================================
+ * The tracer.
+ * ======================================================================== */
+
+struct Tracer {
+    /* .npy output (dir given) */
+    char *dir;            /* where the trace ends up (trailing '/' removed) */
+    char *tmp_dir;        /* "<dir>.partial.XXXXXX", written during the run */
+    char *manifest_path;  /* tmp_dir/trace.jsonl */
+    FILE *manifest;
+    /* readable output (text_path given) */
+    char *text_path;
+    FILE *text;           /* stdout for "-" */
+    const Vocab *vocab;
+    /* which names to write */
+    char **filters;       /* (n_filters) */
+    int n_filters;
+    NameMap written;      /* names already written, to catch repeats */
+    /* where the readable trace is in the walkthrough */
+    int step;             /* code of the last step header (see step_of), 0 none */
+    int step_layer;       /* its draft layer (-1: not a layer step) */
+    int round;            /* last round header printed (-1 none) */
+    char phase[16];       /* last phase header printed */
+    /* the last "<prefix>.position_ids" seen, to label attention and RoPE */
+    char pos_prefix[64];
+    int64_t *pos;         /* (n_pos) */
+    int64_t n_pos;
+    /* first error; later calls return -1 with it again */
+    int failed;
+    char error[1024];
+};
+
+static int tracer_fail(Tracer *t) {
+    if (!t->failed) {
+        t->failed = 1;
+        snprintf(t->error, sizeof t->error, "%s", dflash_errmsg);
+    }
+    return -1;
+}
+
+static int name_wanted(const Tracer *t, const char *name) {
+    if (t->n_filters == 0) return 1;
+    for (int k = 0; k < t->n_filters; k++)
+        if (fnmatch(t->filters[k], name, 0) == 0) return 1;
+    return 0;
+}
+
+/* Frees everything and deletes the partial directory (when still there). */
+static void tracer_free(Tracer *t) {
+    if (t->manifest) fclose(t->manifest);
+    if (t->text && t->text != stdout) fclose(t->text);
+    if (t->tmp_dir) {
+        char keep[sizeof dflash_errmsg];
+        memcpy(keep, dflash_errmsg, sizeof keep);
+        remove_dir_files(t->tmp_dir);  /* best effort: the run failed already */
+        memcpy(dflash_errmsg, keep, sizeof keep);
+    }
+    for (int k = 0; k < t->n_filters; k++) free(t->filters[k]);
+    free(t->filters);
+    namemap_free(&t->written);
+    free(t->pos);
+    free(t->dir);
+    free(t->tmp_dir);
+    free(t->manifest_path);
+    free(t->text_path);
+    free(t);
+}
+
+/* Is text_path's directory the trace directory itself? (Same device and
+ * inode; a directory that does not exist yet cannot be.) */
+static int text_inside_dir(const char *text_path, const char *dir) {
+    const char *slash = strrchr(text_path, '/');
+    char *parent = slash ? strndup(text_path, slash == text_path ? 1 : (size_t)(slash - text_path))
+                         : strdup(".");
+    struct stat a, b;
+    int same = parent && stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev &&
+               a.st_ino == b.st_ino;
+    free(parent);
+    return same;
+}
+
+Tracer *trace_open(const char *dir, const char *text_path,
+                   const char *const *filters, int n_filters) {
+    Tracer *t = calloc(1, sizeof *t);
+    if (!t) {
+        dflash_set_error("trace: out of memory");
+        return NULL;
+    }
+    t->round = -1;
+    t->step_layer = -1;
+    if (n_filters > 0) {
+        t->filters = calloc((size_t)n_filters, sizeof *t->filters);
+        if (!t->filters) goto oom;
+        for (int k = 0; k < n_filters; k++) {
+            t->filters[k] = strdup(filters[k]);
+            if (!t->filters[k]) goto oom;
+            t->n_filters = k + 1;
+        }
+    }
+
+    if (dir) {
+        size_t len = strlen(dir);
+        while (len > 1 && dir[len - 1] == '/') len--;  /* "out/" -> "out" */
+        t->dir = strndup(dir, len);
+        if (!t->dir) goto oom;
+        const char *base = strrchr(t->dir, '/');
+        base = base ? base + 1 : t->dir;
+        if (*base == '\0' || strcmp(base, ".") == 0 || strcmp(base, "..") == 0) {
+            dflash_set_error("trace: \"%s\" cannot be replaced by a trace; name a directory "
+                             "of its own (e.g. %s/trace)", dir, dir);
+            goto fail;
+        }
+        int exists;
+        if (check_trace_dir(t->dir, &exists) != 0) goto fail;
+        if (!exists && make_parents(t->dir) != 0) goto fail;
+        t->tmp_dir = make_sibling(t->dir, ".partial.");
+        if (!t->tmp_dir) goto fail;
+        /* mkdtemp makes it 0700; give the trace a normal directory's mode */
+        mode_t mask = umask(0);
+        umask(mask);
+        chmod(t->tmp_dir, 0777 & ~mask);
+        t->manifest_path = path_join(t->tmp_dir, "trace.jsonl");
+        if (!t->manifest_path) goto oom;
+        t->manifest = fopen(t->manifest_path, "w");
+        if (!t->manifest) {
+            dflash_set_error("trace: cannot create %s: %s", t->manifest_path, strerror(errno));
+            goto fail;
+        }
+    }
+
+    if (text_path) {
+        t->text_path = strdup(text_path);
+        if (!t->text_path) goto oom;
+        if (strcmp(text_path, "-") == 0) {
+            t->text = stdout;
+        } else {
+            if (t->dir && text_inside_dir(text_path, t->dir)) {
+                dflash_set_error("trace: the text trace %s may not be inside the trace directory %s "
+                                 "(it is replaced whole)", text_path, t->dir);
+                goto fail;
+            }
+            t->text = fopen(text_path, "w");
+            if (!t->text) {
+                dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
+                goto fail;
+            }
+        }
+        fprintf(t->text, "DFlash trace (real = %s); tensors in the order the run made them.\n"
+                         "Shapes drop the batch axis. Small tensors in full, large ones as\n"
+                         "min / max / mean / rms and their first values.\n", REAL_NAME);
+    }
+    return t;
+oom:
+    dflash_set_error("trace: out of memory");
+fail:
+    tracer_free(t);
+    return NULL;
+}
+
+void trace_set_vocab(Tracer *t, const Vocab *v) {
+    if (t) t->vocab = v;
+}
+
+int trace_close(Tracer *t) {
+    if (!t) return 0;
+    int ok = !t->failed;
+    if (!ok) dflash_set_error("%s", t->error);
+
+    if (t->text) {
+        int bad = fflush(t->text) != 0 || ferror(t->text);
+        int saved = errno;
+        if (t->text != stdout && fclose(t->text) != 0 && !bad) {
+            bad = 1;
+            saved = errno;
+        }
+        t->text = NULL;
+        if (bad && ok) {
+            dflash_set_error("trace: cannot write %s: %s", t->text_path, strerror(saved));
+            ok = 0;
+        }
+    }
+    if (t->manifest) {
+        int bad = fclose(t->manifest) != 0;
+        t->manifest = NULL;
+        if (bad && ok) {
+            dflash_set_error("trace: cannot write %s: %s", t->manifest_path, strerror(errno));
+            ok = 0;
+        }
+    }
+
+    /* Swap the new trace in: old -> <dir>.old.XXXXXX, new -> <dir>, delete old. */
+    if (ok && t->tmp_dir) {
+        int exists;
+        char *old = NULL;
+        if (check_trace_dir(t->dir, &exists) != 0) {
+            /* someone put other data there meanwhile: keep both */
+            char after[600];
+            snprintf(after, sizeof after, "; the new trace was left in %.500s", t->tmp_dir);
+            error_wrap("", after);
+            free(t->tmp_dir);
+            t->tmp_dir = NULL;
+            ok = 0;
+        } else if (exists && !(old = make_sibling(t->dir, ".old."))) {
+            ok = 0;
+        } else if (exists && rename(t->dir, old) != 0) {
+            dflash_set_error("trace: cannot move %s aside to %s: %s", t->dir, old, strerror(errno));
+            rmdir(old);
+            ok = 0;
+        } else if (rename(t->tmp_dir, t->dir) != 0) {
+            dflash_set_error("trace: cannot rename %s to %s: %s", t->tmp_dir, t->dir, strerror(errno));
+            if (exists) rename(old, t->dir);  /* put the earlier trace back */
+            ok = 0;
+        } else {
+            free(t->tmp_dir);
+            t->tmp_dir = NULL;  /* it is <dir> now: tracer_free must not delete it */
+            if (exists && remove_dir_files(old) != 0) {
+                char before[600];
+                snprintf(before, sizeof before, "trace: the new trace is in %.250s but the "
+                         "earlier one was not fully deleted: ", t->dir);
+                error_wrap(before, "");
+                ok = 0;
+            }
+        }
+        free(old);
+    }
+    tracer_free(t);  /* after a failure this deletes the partial directory */
+    return ok ? 0 : -1;
+}
+
+/* ===========================================================================
+ * Readable text trace.
+ * ======================================================================== */
+
+/* One tensor as the text trace sees it. */
+typedef struct {
+    const char *name, *meaning;
+    int is_int;
+    const real *r;        /* (n) when !is_int */
+    const int64_t *i;     /* (n) when is_int */
+    int ndim;
+    const int64_t *shape; /* (ndim) */
+    size_t n;
+} TensorView;
+
+static double tv_get(const TensorView *x, size_t k) {
+    return x->is_int ? (double)x->i[k] : (double)x->r[k];
+}
+
+/* One element formatted deterministically: ids exactly, reals %.6g. */
+static void tv_fmt(char *buf, size_t size, const TensorView *x, size_t k) {
+    if (x->is_int) snprintf(buf, size, "%lld", (long long)x->i[k]);
+    else snprintf(buf, size, "%.6g", (double)x->r[k]);
+}
+
+/* The walkthrough's steps. Codes: 10 = Step 1, ..., 41 = Step 4.1, ... */
+static const struct { int code; const char *title; } STEPS[] = {
+    {10, "Step 1: prefill (target forward, hidden states)"},
+    {20, "Step 2: projection fc + hidden_norm -> C"},
+    {30, "Step 3: the block (anchor + masks)"},
+    {41, "Step 4.1: Q"},
+    {42, "Step 4.2: K/V with KV injection"},
+    {43, "Step 4.3: RoPE"},
+    {44, "Step 4.4: attention"},
+    {45, "Step 4.5: output projection"},
+    {50, "Step 5: draft output and logits"},
+    {60, "Step 6: verification"},
+    {70, "Step 7: update"},
+};
+
+/* "draft12.fc" with word "draft" -> 1 (the round digits then a '.'). */
+static int has_round_prefix(const char *name, const char *word) {
+    size_t lw = strlen(word);
+    if (strncmp(name, word, lw) != 0) return 0;
+    const char *p = name + lw;
+    if (*p < '0' || *p > '9') return 0;
+    while (*p >= '0' && *p <= '9') p++;
+    return *p == '.';
+}
+
+/* Which step a tensor belongs to (0: none, keep the current one) and, for
+ * the draft's layer steps, its layer. Derived from the name only. */
+static int step_of(const char *name, int *layer) {
+    *layer = -1;
+    if (strcmp(name, "input_ids") == 0 || strncmp(name, "prefill.", 8) == 0) return 10;
+    if (strcmp(name, "output_ids") == 0 || strncmp(name, "final.", 6) == 0) return 70;
+    if (has_round_prefix(name, "verify")) return 60;
+    if (!has_round_prefix(name, "draft")) return 0;
+    const char *r = strchr(name, '.') + 1;  /* past "draftN." */
+    if (!strcmp(r, "target_hidden_raw") || !strcmp(r, "fc") || !strcmp(r, "hidden_norm")) return 20;
+    if (!strcmp(r, "block_output_ids") || !strcmp(r, "noise_embedding")) return 30;
+    if (!strcmp(r, "position_ids") || !strcmp(r, "rope_angles") || !strcmp(r, "cos") ||
+        !strcmp(r, "sin"))
+        return 43;
+    if (!strcmp(r, "norm") || !strcmp(r, "logits") || !strcmp(r, "sampled")) return 50;
+    if (strncmp(r, "layers.", 7) != 0) return 0;
+    char *end;
+    long l = strtol(r + 7, &end, 10);
+    if (end == r + 7) return 0;
+    *layer = (int)l;
+    if (*end == '\0') return 45;  /* draftN.layers.L: the layer output */
+    if (!strcmp(end, ".self_attn.q")) return 41;
+    if (!strcmp(end, ".self_attn.k") || !strcmp(end, ".self_attn.v")) return 42;
+    if (!strcmp(end, ".self_attn.q_rope") || !strcmp(end, ".self_attn.k_rope")) return 43;
+    if (!strcmp(end, ".self_attn.attn_weights")) return 44;
+    if (!strcmp(end, ".self_attn.attn_output")) return 45;
+    *layer = -1;
+    return 0;
+}
+
+/* Round and step headers, printed when the tensor starts a new one. */
+static void text_headers(Tracer *t, TracePhase ph, const char *name) {
+    FILE *f = t->text;
+    const char *phase = ph.phase ? ph.phase : "";
+    int in_round = strcmp(phase, "draft") == 0 || strcmp(phase, "verify") == 0;
+    if (in_round && ph.round != t->round) {
+        fprintf(f, "\n---- round %d ----\n", ph.round);
+        t->round = ph.round;
+        snprintf(t->phase, sizeof t->phase, "%s", phase);
+        t->step = 0;  /* every round restates its steps */
+    } else if (!in_round && strcmp(phase, t->phase) != 0) {
+        fprintf(f, "\n---- %s ----\n", phase);
+        snprintf(t->phase, sizeof t->phase, "%s", phase);
+        t->step = 0;
+    }
+    int layer;
+    int code = step_of(name, &layer);
+    if (code == 0 || (code == t->step && layer == t->step_layer)) return;
+    for (size_t k = 0; k < sizeof STEPS / sizeof STEPS[0]; k++) {
+        if (STEPS[k].code != code) continue;
+        if (layer >= 0) fprintf(f, "\n== %s (draft layer %d)\n", STEPS[k].title, layer);
+        else fprintf(f, "\n== %s\n", STEPS[k].title);
+    }
+    t->step = code;
+    t->step_layer = layer;
+}
+
+/* Values k0..k0+count-1 on lines of 8, each line indented by `indent`. */
+static void text_values(FILE *f, const TensorView *x, size_t k0, size_t count, const char *indent) {
+    char buf[40];
+    for (size_t k = 0; k < count; k++) {
+        if (k % 8 == 0) fprintf(f, "%s%s", k ? "\n" : "", indent);
+        tv_fmt(buf, sizeof buf, x, k0 + k);
+        fprintf(f, " %s", buf);
+    }
+    fprintf(f, "\n");
+}
+
+/* Every value; one row of the last axis at a time, labelled by its index. */
+static void text_full(FILE *f, const TensorView *x) {
+    if (x->ndim <= 1) {
+        text_values(f, x, 0, x->n, x->ndim ? "    values:" : "    value:");
+        return;
+    }
+    size_t row = (size_t)x->shape[x->ndim - 1];
+    if (row == 0 || x->n == 0) {
+        fprintf(f, "    (empty)\n");
+        return;
+    }
+    for (size_t r = 0; r < x->n / row; r++) {
+        char label[24 * TRACE_MAX_NDIM] = "    [";
+        size_t rest = r, len = 5;
+        /* the index of row r along the leading axes, last axis as ':' */
+        int64_t idx[TRACE_MAX_NDIM];
+        for (int a = x->ndim - 2; a >= 0; a--) {
+            idx[a] = (int64_t)(rest % (size_t)x->shape[a]);
+            rest /= (size_t)x->shape[a];
+        }
+        for (int a = 0; a < x->ndim - 1; a++)
+            len += (size_t)snprintf(label + len, sizeof label - len, "%lld,", (long long)idx[a]);
+        snprintf(label + len, sizeof label - len, ":]");
+        text_values(f, x, r * row, row, label);
+    }
+}
+
+/* min / max / mean / rms over all values, plus the first 8. */
+static void text_summary(FILE *f, const TensorView *x) {
+    double mn = INFINITY, mx = -INFINITY, sum = 0, sumsq = 0;
+    size_t nonfinite = 0;
+    for (size_t k = 0; k < x->n; k++) {
+        double v = tv_get(x, k);
+        if (!isfinite(v)) { nonfinite++; continue; }
+        if (v < mn) mn = v;
+        if (v > mx) mx = v;
+        sum += v;
+        sumsq += v * v;
+    }
+    size_t m = x->n - nonfinite;
+    if (m > 0)
+        fprintf(f, "    min %.6g  max %.6g  mean %.6g  rms %.6g\n", mn, mx, sum / (double)m,
+                sqrt(sumsq / (double)m));
+    if (nonfinite) fprintf(f, "    NON-FINITE values: %zu of %zu\n", nonfinite, x->n);
+    text_values(f, x, 0, x->n < 8 ? x->n : 8, "    first 8:");
+}
+
+static const char *word_of(const Vocab *v, int64_t id, char *buf, size_t size) {
+    if (v && id >= 0 && id < v->n) return v->words[id];
+    snprintf(buf, size, "#%lld", (long long)id);  /* no vocabulary, or out of range */
+    return buf;
+}
+
+/* Token ids: all of them, then as words. */
+static void text_tokens(FILE *f, const Tracer *t, const TensorView *x) {
+    if (x->ndim == 0) {
+        text_values(f, x, 0, 1, "    id:");
+    } else {
+        text_values(f, x, 0, x->n, "    ids:  ");
+    }
+    if (!t->vocab) return;
+    char buf[32];
+    fprintf(f, "    words:");
+    for (size_t k = 0; k < x->n; k++) fprintf(f, " %s", word_of(t->vocab, x->i[k], buf, sizeof buf));
+    fprintf(f, "\n");
+}
+
+/* The remembered position_ids, when they belong to the same call as name
+ * (same first component, e.g. "draft1"). NULL otherwise. */
+static const int64_t *positions_for(const Tracer *t, const char *name) {
+    size_t lp = strlen(t->pos_prefix);
+    if (!t->pos || lp == 0 || strncmp(name, t->pos_prefix, lp) != 0 || name[lp] != '.') return NULL;
+    return t->pos;
+}
+
+/* attn_weights (H, B, S): one B x S matrix per head. Queries are the last B
+ * positions of position_ids; keys are the S positions ending at the last one
+ * (the cache holds 0..S-1 in both models), when the positions are
+ * contiguous. A '|' marks where the block's own keys start (the walkthrough's
+ * KV-injection border). */
+static void text_attention(FILE *f, const Tracer *t, const TensorView *x) {
+    int64_t H = x->shape[0], B = x->shape[1], S = x->shape[2];
+    const int64_t *p = positions_for(t, x->name);
+    int64_t P = t->n_pos;
+    int known = p && P >= B && p[P - 1] - (S - 1) >= 0;
+    for (int64_t k = 1; known && k < P; k++) known = p[k] == p[k - 1] + 1;
+    int64_t q0 = known ? p[P - B] : 0;                 /* first query position */
+    int64_t k0 = known ? p[P - 1] - (S - 1) : 0;       /* first key position */
+    int64_t border = known && q0 > k0 ? q0 - k0 : -1;  /* column of the first block key */
+    char label[32];
+    for (int64_t h = 0; h < H; h++) {
+        fprintf(f, "    head %lld (%lld queries x %lld keys, each row sums to 1)\n", (long long)h,
+                (long long)B, (long long)S);
+        fprintf(f, "    %8s", "");
+        for (int64_t j = 0; j < S; j++) {
+            if (j == border) fprintf(f, " |");
+            snprintf(label, sizeof label, known ? "k@%lld" : "k#%lld", (long long)(k0 + j));
+            fprintf(f, " %8s", label);
+        }
+        fprintf(f, "\n");
+        for (int64_t i = 0; i < B; i++) {
+            snprintf(label, sizeof label, known ? "q@%lld" : "q#%lld", (long long)(q0 + i));
+            fprintf(f, "    %8s", label);
+            for (int64_t j = 0; j < S; j++) {
+                if (j == border) fprintf(f, " |");
+                fprintf(f, " %8.4f", tv_get(x, (size_t)((h * B + i) * S + j)));
+            }
+            fprintf(f, "\n");
+        }
+    }
+}
+
+/* rope_angles (P, d/2): a table of positions x the first 4 and last 2
+ * frequency pairs (angle = position * inv_freq[i], radians). */
+static void text_rope_angles(FILE *f, const Tracer *t, const TensorView *x) {
+    int64_t P = x->shape[0], F = x->shape[1];
+    const int64_t *p = positions_for(t, x->name);
+    if (p && t->n_pos != P) p = NULL;
+    fprintf(f, "    %6s |", p ? "pos" : "row");
+    for (int64_t i = 0; i < F; i++) {
+        if (F > 6 && i == 4) { fprintf(f, " %10s", "..."); i = F - 2; }
+        char label[24];
+        snprintf(label, sizeof label, "i=%lld", (long long)i);
+        fprintf(f, " %10s", label);
+    }
+    fprintf(f, "\n");
+    for (int64_t r = 0; r < P; r++) {
+        fprintf(f, "    %6lld |", (long long)(p ? p[r] : r));
+        for (int64_t i = 0; i < F; i++) {
+            if (F > 6 && i == 4) { fprintf(f, " %10s", "..."); i = F - 2; }
+            fprintf(f, " %10.4g", tv_get(x, (size_t)(r * F + i)));
+        }
+        fprintf(f, "\n");
+    }
+}
+
+static int is_token_tensor(const char *name) {
+    return ends_with(name, "input_ids") || ends_with(name, "output_ids") || ends_with(name, "sampled");
+}
+
+/* One tensor: name, shape, dtype, meaning, then its values or a summary. */
+static void text_tensor(Tracer *t, TracePhase ph, const TensorView *x) {
+    FILE *f = t->text;
+    text_headers(t, ph, x->name);
+    fprintf(f, "%s  [", x->name);
+    for (int a = 0; a < x->ndim; a++) fprintf(f, a ? ", %lld" : "%lld", (long long)x->shape[a]);
+    fprintf(f, "]  %s\n", x->is_int ? "int64" : REAL_DTYPE_NAME);
+    if (x->meaning[0]) {
+        fprintf(f, "    -- ");
+        for (const char *c = x->meaning; *c; c++) fputc((unsigned char)*c < 0x20 ? ' ' : *c, f);
+        fprintf(f, "\n");
+    }
+    if (x->n == 0) fprintf(f, "    (empty)\n");
+    else if (ends_with(x->name, ".attn_weights") && x->ndim == 3) text_attention(f, t, x);
+    else if (ends_with(x->name, ".rope_angles") && x->ndim == 2) text_rope_angles(f, t, x);
+    else if (x->is_int && is_token_tensor(x->name)) text_tokens(f, t, x);
+    else if (ends_with(x->name, ".match") || ends_with(x->name, ".cumprod") || x->n <= 64) text_full(f, x);
+    else text_summary(f, x);
+}
+
+/* ===========================================================================
+ * The hooks: trace_real and trace_i64.
+ * ======================================================================== */
+
+/* Remember "<prefix>.position_ids" for labelling attention and RoPE. */
+static int remember_positions(Tracer *t, const TensorView *x) {
+    const char *dot = strrchr(x->name, '.');
+    size_t lp = dot ? (size_t)(dot - x->name) : 0;
+    if (!x->is_int || x->ndim != 1 || lp == 0 || lp >= sizeof t->pos_prefix) return 0;
+    int64_t *p = realloc(t->pos, (x->n ? x->n : 1) * sizeof *p);
+    if (!p) {
+        dflash_set_error("trace: out of memory");
+        return -1;
+    }
+    memcpy(p, x->i, x->n * sizeof *p);
+    t->pos = p;
+    t->n_pos = (int64_t)x->n;
+    memcpy(t->pos_prefix, x->name, lp);
+    t->pos_prefix[lp] = '\0';
+    return 0;
+}
+
+/* Write one tensor wherever it goes: <name>.npy + a manifest line, and the
+ * text trace. The filter is checked first so filtered names cost nothing. */
+static int record(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+                  int is_int, const void *data, int ndim, const int64_t *shape) {
+    if (!t) return 0;
+    /* positions label the attention and RoPE tables even when filtered out */
+    if (t->text && is_int && ndim == 1 && shape && data && ends_with(name, ".position_ids")) {
+        TensorView p = {name, "", 1, NULL, data, 1, shape, shape[0] > 0 ? (size_t)shape[0] : 0};
+        if (remember_positions(t, &p) != 0) return tracer_fail(t);
+    }
+    if (!name_wanted(t, name)) return 0;
+    if (t->failed) {
+        dflash_set_error("%s", t->error);
+        return -1;
+    }
+    /* the caller's contract: a file-name-safe name, a sane shape */
+    size_t ln = strlen(name);
+    if (ln == 0 || ln > TRACE_MAX_NAME || name[0] == '.' || strchr(name, '/')) {
+        dflash_set_error("trace: bad tensor name \"%s\" (1..%d characters, no '/', not starting "
+                         "with '.')", name, TRACE_MAX_NAME);
+        return tracer_fail(t);
+    }
+    if (ndim < 0 || ndim > TRACE_MAX_NDIM || (ndim > 0 && !shape)) {
+        dflash_set_error("trace: %s: bad ndim %d (expected 0..%d with a shape)", name, ndim,
+                         TRACE_MAX_NDIM);
+        return tracer_fail(t);
+    }
+    size_t n = 1;
+    for (int a = 0; a < ndim; a++) {
+        /* the element count must fit a size_t of bytes (8 per element) */
+        if (shape[a] < 0 || (shape[a] > 0 && n > (SIZE_MAX / 8) / (size_t)shape[a])) {
+            dflash_set_error("trace: %s: bad shape: axis %d is %lld", name, a, (long long)shape[a]);
+            return tracer_fail(t);
+        }
+        n *= (size_t)shape[a];
+    }
+    if (n > 0 && !data) {
+        dflash_set_error("trace: %s: no data for %zu values", name, n);
+        return tracer_fail(t);
+    }
+    int r = namemap_add(&t->written, name, 0);
+    if (r != 0) {
+        if (r == 1) dflash_set_error("trace: the tensor \"%s\" was recorded twice in one trace "
+                                     "(a bug in the caller: names must be unique)", name);
+        else dflash_set_error("trace: out of memory");
+        return tracer_fail(t);
+    }
+
+    TensorView x = {name, meaning ? meaning : "", is_int, is_int ? NULL : data,
+                    is_int ? data : NULL, ndim, shape, n};
+    if (t->tmp_dir) {
+        char file[TRACE_MAX_NAME + 8];
+        snprintf(file, sizeof file, "%s.npy", name);
+        char *path = path_join(t->tmp_dir, file);
+        if (!path) {
+            dflash_set_error("trace: out of memory");
+            return tracer_fail(t);
+        }
+        int w = npy_write(path, is_int, data, ndim, shape, n);
+        free(path);
+        if (w != 0) return tracer_fail(t);
+        /* the manifest line: JSON, strings escaped */
+        FILE *m = t->manifest;
+        const char *field[4] = {name, file, ph.phase ? ph.phase : "", x.meaning};
+        fprintf(m, "{\"name\":\"");
+        for (int s = 0; s < 4; s++) {
+            for (const unsigned char *c = (const unsigned char *)field[s]; *c; c++) {
+                if (*c == '"' || *c == '\\') fprintf(m, "\\%c", *c);
+                else if (*c == '\n') fprintf(m, "\\n");
+                else if (*c == '\t') fprintf(m, "\\t");
+                else if (*c < 0x20) fprintf(m, "\\u%04x", *c);
+                else fputc(*c, m);
+            }
+            if (s == 0) fprintf(m, "\",\"file\":\"");
+            if (s == 1) {
+                fprintf(m, "\",\"dtype\":\"%s\",\"shape\":[", is_int ? "int64" : REAL_DTYPE_NAME);
+                for (int a = 0; a < ndim; a++) fprintf(m, a ? ",%lld" : "%lld", (long long)shape[a]);
+                fprintf(m, "],\"phase\":\"");
+            }
+            if (s == 2) fprintf(m, "\",\"round\":%d,\"meaning\":\"", ph.round);
+        }
+        fprintf(m, "\"}\n");
+        /* flushed per line so a full disk is reported at the tensor it hit */
+        if (fflush(m) != 0 || ferror(m)) {
+            dflash_set_error("trace: cannot write %s: %s", t->manifest_path, strerror(errno));
+            return tracer_fail(t);
+        }
+    }
+    if (t->text) {
+        text_tensor(t, ph, &x);
+        if (fflush(t->text) != 0 || ferror(t->text)) {
+            dflash_set_error("trace: cannot write %s: %s", t->text_path, strerror(errno));
+            return tracer_fail(t);
+        }
+    }
+    return 0;
+}
+
+int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+               const real *data, int ndim, const int64_t *shape) {
+    return record(t, ph, name, meaning, 0, data, ndim, shape);
+}
+
+int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+              const int64_t *data, int ndim, const int64_t *shape) {
+    return record(t, ph, name, meaning, 1, data, ndim, shape);
+}
+
+/* ===========================================================================
+ * .npy reader, for diff. Reads what NumPy writes: format 1.0 (u16 header
+ * length), 2.0 and 3.0 (u32); descr <f4 <f8 <i8 <i4 |i1 |u1 |b1; C order
+ * only; any ndim including (). Everything else is an error naming the file.
+ * ======================================================================== */
+
+typedef struct {
+    char descr[8];
+    int is_int;          /* 1: integers or booleans, compared exactly */
+    int ndim;
+    int64_t shape[TRACE_MAX_NDIM];
+    size_t n;            /* product(shape) */
+    double *f;           /* (n) values when !is_int */
+    int64_t *i;          /* (n) values when is_int */
+} NpyArray;
+
+static void npy_free(NpyArray *a) {
+    free(a->f);
+    free(a->i);
+    a->f = NULL;
+    a->i = NULL;
+}
+
+/* A Python string literal '...' or "..." (no escapes: descr has none). */
+static int py_string(const char **p, const char *end, char *out, size_t size) {
+    char q = **p;
+    if ((q != '\'' && q != '"') || *p >= end) return -1;
+    const char *s = *p + 1, *e = s;
+    while (e < end && *e != q) e++;
+    if (e >= end || (size_t)(e - s) >= size) return -1;
+    memcpy(out, s, (size_t)(e - s));
+    out[e - s] = '\0';
+    *p = e + 1;
+    return 0;
+}
+
+static void py_ws(const char **p, const char *end) {
+    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')) (*p)++;
+}
+
+/* Parse the header dict {'descr': ..., 'fortran_order': ..., 'shape': (...)}. */
+static int npy_parse_header(const char *path, const char *h, size_t len, NpyArray *a) {
+    const char *p = h, *end = h + len;
+    int have_descr = 0, have_order = 0, have_shape = 0;
+    py_ws(&p, end);
+    if (p >= end || *p != '{') {
+        dflash_set_error("%s: header is not a Python dict (no '{')", path);
+        return -1;
+    }
+    p++;
+    for (;;) {
+        char key[32];
+        py_ws(&p, end);
+        if (p < end && *p == '}') { p++; break; }
+        if (py_string(&p, end, key, sizeof key) != 0) {
+            dflash_set_error("%s: header: expected a quoted key at offset %zu", path, (size_t)(p - h));
+            return -1;
+        }
+        py_ws(&p, end);
+        if (p >= end || *p != ':') {
+            dflash_set_error("%s: header: expected ':' after '%s'", path, key);
+            return -1;
+        }
+        p++;
+        py_ws(&p, end);
+        if (strcmp(key, "descr") == 0 && !have_descr) {
+            if (py_string(&p, end, a->descr, sizeof a->descr) != 0) {
+                dflash_set_error("%s: header: 'descr' is not a short string", path);
+                return -1;
+            }
+            have_descr = 1;
+        } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
+            if ((size_t)(end - p) >= 5 && strncmp(p, "False", 5) == 0) {
+                p += 5;
+            } else if ((size_t)(end - p) >= 4 && strncmp(p, "True", 4) == 0) {
+                dflash_set_error("%s: fortran_order True is not supported (C order only)", path);
+                return -1;
+            } else {
+                dflash_set_error("%s: header: 'fortran_order' is not True or False", path);
+                return -1;
+            }
+            have_order = 1;
+        } else if (strcmp(key, "shape") == 0 && !have_shape) {
+            if (p >= end || *p != '(') {
+                dflash_set_error("%s: header: 'shape' is not a tuple", path);
+                return -1;
+            }
+            p++;
+            int commas = 0;
+            for (;;) {
+                py_ws(&p, end);
+                if (p < end && *p == ')') { p++; break; }
+                if (p >= end || *p < '0' || *p > '9') {
+                    dflash_set_error("%s: header: 'shape' holds something other than "
+                                     "non-negative integers", path);
+                    return -1;
+                }
+                if (a->ndim == TRACE_MAX_NDIM) {
+                    dflash_set_error("%s: header: more than %d dimensions", path, TRACE_MAX_NDIM);
+                    return -1;
+                }
+                int64_t v = 0;
+                while (p < end && *p >= '0' && *p <= '9') {
+                    if (v > (INT64_MAX - 9) / 10) {
+                        dflash_set_error("%s: header: a dimension of 'shape' overflows", path);
+                        return -1;
+                    }
+                    v = v * 10 + (*p++ - '0');
+                }
+                if (p < end && *p == 'L') p++;  /* Python 2 longs, in old files */
+                a->shape[a->ndim++] = v;
+                py_ws(&p, end);
+                if (p < end && *p == ',') { p++; commas++; continue; }
+                if (p < end && *p == ')') { p++; break; }
+                dflash_set_error("%s: header: 'shape' tuple is malformed", path);
+                return -1;
+            }
+            /* (3) is the int 3 in Python, not a tuple */
+            if (a->ndim == 1 && commas == 0) {
+                dflash_set_error("%s: header: 'shape' (n) is not a tuple (expected (n,))", path);
+                return -1;
+            }
+            have_shape = 1;
+        } else {
+            dflash_set_error("%s: header: unexpected or repeated key '%s'", path, key);
+            return -1;
+        }
+        py_ws(&p, end);
+        if (p < end && *p == ',') { p++; continue; }
+        if (p < end && *p == '}') { p++; break; }
+        dflash_set_error("%s: header: expected ',' or '}' after '%s'", path, key);
+        return -1;
+    }
+    py_ws(&p, end);
+    if (p != end) {
+        dflash_set_error("%s: header: unexpected text after the dict", path);
+        return -1;
+    }
+    if (!have_descr || !have_order || !have_shape) {
+        dflash_set_error("%s: header: missing key '%s'", path,
+                         !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
+        return -1;
+    }
+    return 0;
+}
+
+/* Read path into a (values converted to double or int64). -1 with message. */
+static int npy_read(const char *path, NpyArray *a) {
+    memset(a, 0, sizeof *a);
+    unsigned char *buf;
+    size_t size;
+    if (read_whole_file(path, &buf, &size) != 0) return -1;
+    int ret = -1;
+    if (size < 10 || memcmp(buf, "\x93NUMPY", 6) != 0) {
+        dflash_set_error("%s: bad magic: not a .npy file (expected \\x93NUMPY)", path);
+        goto out;
+    }
+    int major = buf[6], minor = buf[7];
+    size_t hlen, hstart;
+    if (major == 1 && minor == 0) {
+        hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
+        hstart = 10;
+    } else if ((major == 2 || major == 3) && minor == 0 && size >= 12) {
+        hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
+        hstart = 12;
+    } else {
+        dflash_set_error("%s: unsupported .npy format version %d.%d (expected 1.0, 2.0 or 3.0)",
+                         path, major, minor);
+        goto out;
+    }
+    if (hlen > NPY_MAX_HEADER) {
+        dflash_set_error("%s: header length %zu is over the 1 MiB limit", path, hlen);
+        goto out;
+    }
+    if (hlen > size - hstart) {
+        dflash_set_error("%s: header length %zu runs past the end of the file (%zu bytes)", path,
+                         hlen, size);
+        goto out;
+    }
+    if (npy_parse_header(path, (const char *)buf + hstart, hlen, a) != 0) goto out;
+
+    static const struct { const char *descr; int size, is_int; } TYPES[] = {
+        {"<f4", 4, 0}, {"<f8", 8, 0}, {"<i8", 8, 1}, {"<i4", 4, 1},
+        {"|i1", 1, 1}, {"|u1", 1, 1}, {"|b1", 1, 1},
+    };
+    int t = -1;
+    for (int k = 0; k < (int)(sizeof TYPES / sizeof TYPES[0]); k++)
+        if (strcmp(a->descr, TYPES[k].descr) == 0) t = k;
+    if (t < 0) {
+        dflash_set_error("%s: unsupported descr '%s' (expected <f4, <f8, <i8, <i4, |i1, |u1 or |b1)",
+                         path, a->descr);
+        goto out;
+    }
+    size_t item = (size_t)TYPES[t].size, n = 1, data_size = size - hstart - hlen;
+    a->is_int = TYPES[t].is_int;
+    for (int k = 0; k < a->ndim; k++) {
+        /* the product may not overflow, and can never exceed the file */
+        if (a->shape[k] > 0 && n > SIZE_MAX / item / (size_t)a->shape[k]) {
+            dflash_set_error("%s: shape is too large (element count overflows)", path);
+            goto out;
+        }
+        n *= (size_t)a->shape[k];
+    }
+    if (n * item != data_size) {
+        dflash_set_error("%s: data is %zu bytes but shape and descr '%s' need %zu (%s)", path,
+                         data_size, a->descr, n * item,
+                         data_size < n * item ? "truncated" : "trailing bytes");
+        goto out;
+    }
+    a->n = n;
+    if (a->is_int) a->i = malloc((n ? n : 1) * sizeof *a->i);
+    else a->f = malloc((n ? n : 1) * sizeof *a->f);
+    if (!a->i && !a->f) {
+        dflash_set_error("%s: out of memory for %zu values", path, n);
+        goto out;
+    }
+    const unsigned char *d = buf + hstart + hlen;
+    for (size_t k = 0; k < n; k++, d += item) {
+        uint64_t u = 0;
+        for (size_t b = 0; b < item; b++) u |= (uint64_t)d[b] << (8 * b);
+        if (t == 0) {                         /* <f4 */
+            uint32_t w = (uint32_t)u;
+            float v;
+            memcpy(&v, &w, 4);
+            a->f[k] = v;
+        } else if (t == 1) {                  /* <f8 */
+            memcpy(&a->f[k], &u, 8);
+        } else if (t == 2) {                  /* <i8 */
+            memcpy(&a->i[k], &u, 8);
+        } else if (t == 3) {                  /* <i4: sign-extend */
+            a->i[k] = (int64_t)(int32_t)(uint32_t)u;
+        } else if (t == 4) {                  /* |i1 */
+            a->i[k] = (int64_t)(int8_t)(uint8_t)u;
+        } else {                              /* |u1, |b1 */
+            a->i[k] = (int64_t)u;
+        }
+    }
+    ret = 0;
+out:
+    free(buf);
+    if (ret != 0) npy_free(a);
+    return ret;
+}
+
+/* ===========================================================================
+ * dflash diff DIR_A DIR_B [--rtol R] [--atol A]
+ *
+ * Walks A's manifest (trace.jsonl, or the oracle's names.json) in order and
+ * compares each tensor with B's tensor of the same name (B's manifest when it
+ * has one, else B/<name>.npy).
+ *   - shapes must be equal, and both ints or both floats (f4 vs f8 is fine);
+ *   - ints must be equal exactly;
+ *   - a float value departs when |a - b| > atol + rtol * |b| (numpy.isclose,
+ *     B is the reference; defaults rtol 1e-4, atol 1e-6). NaN agrees only
+ *     with NaN, an infinity only with the same infinity.
+ * Names in A but not in B, and names in B's manifest but not in A, are
+ * listed as "not compared" and do not change the exit status.
+ * Exit: 0 all compared agree, 1 some differ, 2 bad input (unreadable
+ * directory, manifest or .npy; a .npy listed in a manifest but missing) or
+ * nothing compared.
+ * ======================================================================== */
+
+#define DIFF_LIST_MAX 20   /* differing / not-compared names listed in full */
+
+typedef struct {
+    double rtol, atol;
+    int compared, differ, not_compared;
+} DiffState;
+
+static void print_index(FILE *f, const NpyArray *a, size_t k) {
+    int64_t idx[TRACE_MAX_NDIM];
+    for (int d = a->ndim - 1; d >= 0; d--) {
+        idx[d] = a->shape[d] ? (int64_t)(k % (size_t)a->shape[d]) : 0;
+        if (a->shape[d]) k /= (size_t)a->shape[d];
+    }
+    fprintf(f, "[");
+    for (int d = 0; d < a->ndim; d++) fprintf(f, d ? ", %lld" : "%lld", (long long)idx[d]);
+    fprintf(f, "]");
+}
+
+static void print_shape(FILE *f, const NpyArray *a) {
+    fprintf(f, "%s (", a->descr);
+    for (int d = 0; d < a->ndim; d++) fprintf(f, d ? ", %lld" : "%lld", (long long)a->shape[d]);
+    fprintf(f, a->ndim == 1 ? ",)" : ")");
+}
+
+/* The values of both around flat index k, side by side (for the first
+ * departure): a few before it, the one at k, a few after. */
+static void print_around(FILE *f, const NpyArray *a, const NpyArray *b, size_t k) {
+    size_t k0 = k > 3 ? k - 3 : 0, k1 = k0 + 8 < a->n ? k0 + 8 : a->n;
+    const NpyArray *ab[2] = {a, b};
+    for (int s = 0; s < 2; s++) {
+        fprintf(f, "  %s flat [%zu..%zu]:", s ? "B" : "A", k0, k1 - 1);
+        for (size_t j = k0; j < k1; j++) {
+            const char *mark = j == k ? "*" : "";
+            if (ab[s]->is_int) fprintf(f, " %s%lld", mark, (long long)ab[s]->i[j]);
+            else fprintf(f, " %s%.9g", mark, ab[s]->f[j]);
+        }
+        fprintf(f, "\n");
+    }
+}
+
+/* Compare one tensor; prints when it departs. Returns 1 if it departs. */
+static int diff_tensor(DiffState *st, const char *name, const NpyArray *a, const NpyArray *b) {
+    int first = st->differ == 0;
+    int list = st->differ < DIFF_LIST_MAX;
+    FILE *f = stdout;
+    const char *lead = first ? "first departure: " : "differs: ";
+
+    int same_shape = a->ndim == b->ndim;
+    for (int d = 0; same_shape && d < a->ndim; d++) same_shape = a->shape[d] == b->shape[d];
+    if (!same_shape || a->is_int != b->is_int) {
+        if (list) {
+            fprintf(f, "%s%s\n  %s: A is ", lead, name, same_shape ? "dtype kind" : "shape");
+            print_shape(f, a);
+            fprintf(f, ", B is ");
+            print_shape(f, b);
+            fprintf(f, "\n");
+        }
+        return 1;
+    }
+
+    if (a->is_int) {
+        size_t bad = 0, at = 0;
+        for (size_t k = 0; k < a->n; k++)
+            if (a->i[k] != b->i[k] && bad++ == 0) at = k;
+        if (bad == 0) return 0;
+        if (list) {
+            fprintf(f, "%s%s: %zu of %zu ints differ; first at ", lead, name, bad, a->n);
+            print_index(f, a, at);
+            fprintf(f, ": A %lld, B %lld\n", (long long)a->i[at], (long long)b->i[at]);
+            if (first) print_around(f, a, b, at);
+        }
+        return 1;
+    }
+
+    size_t bad = 0, worst = 0;
+    double worst_excess = -1, max_abs = 0, max_b = 0;
+    for (size_t k = 0; k < a->n; k++) {
+        double x = a->f[k], y = b->f[k];
+        if (isfinite(y) && fabs(y) > max_b) max_b = fabs(y);
+        double tol = st->atol + st->rtol * fabs(y);
+        double diff, excess;  /* excess: how far beyond the tolerance, in units of it */
+        int departs;
+        if (isnan(x) || isnan(y)) {
+            departs = !(isnan(x) && isnan(y));
+            diff = excess = departs ? INFINITY : 0;
+        } else if (isinf(x) || isinf(y)) {
+            departs = x != y;
+            diff = excess = departs ? INFINITY : 0;
+        } else {
+            diff = fabs(x - y);
+            departs = diff > tol;
+            excess = tol > 0 ? diff / tol : (diff > 0 ? INFINITY : 0);
+        }
+        if (diff > max_abs) max_abs = diff;
+        if (departs) bad++;
+        if (excess > worst_excess) {
+            worst_excess = excess;
+            worst = k;
+        }
+    }
+    if (bad == 0) return 0;
+    if (list) {
+        fprintf(f, "%s%s: %zu of %zu values beyond |a-b| <= %g + %g*|b|\n", lead, name, bad, a->n,
+                st->atol, st->rtol);
+        fprintf(f, "  worst at ");
+        print_index(f, a, worst);
+        fprintf(f, ": A %.9g, B %.9g; max abs diff %.3g, max rel diff %.3g (of max|B| %.6g)\n",
+                a->f[worst], b->f[worst], max_abs, max_b > 0 ? max_abs / max_b : max_abs, max_b);
+        if (first) print_around(f, a, b, worst);
+    }
+    return 1;
+}
+
+/* Parse a tolerance: a finite number >= 0. */
+static int parse_tol(const char *s, double *out) {
+    char *end;
+    errno = 0;
+    double v = strtod(s, &end);
+    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) return -1;
+    *out = v;
+    return 0;
+}
+
+static int diff_usage(const char *why) {
+    fprintf(stderr, "dflash diff: %s\nusage: dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n", why);
+    return 2;
+}
+
+int trace_diff_main(int argc, char **argv) {
+    DiffState st = {1e-4, 1e-6, 0, 0, 0};
+    const char *dir[2] = {NULL, NULL};
+    int n_dirs = 0;
+    for (int k = 1; k < argc; k++) {
+        const char *arg = argv[k];
+        double *dst = !strcmp(arg, "--rtol") ? &st.rtol : !strcmp(arg, "--atol") ? &st.atol : NULL;
+        if (dst) {
+            if (k + 1 >= argc || parse_tol(argv[k + 1], dst) != 0) {
+                dflash_set_error("%s needs a number >= 0", arg);
+                return diff_usage(dflash_errmsg);
+            }
+            k++;
+        } else if (arg[0] == '-' && arg[1] == '-') {
+            dflash_set_error("unknown option %s", arg);
+            return diff_usage(dflash_errmsg);
+        } else if (n_dirs < 2) {
+            dir[n_dirs++] = arg;
+        } else {
+            dflash_set_error("too many arguments (%s)", arg);
+            return diff_usage(dflash_errmsg);
+        }
+    }
+    if (n_dirs != 2) {
+        dflash_set_error("need two trace directories");
+        return diff_usage(dflash_errmsg);
+    }
+
+    for (int k = 0; k < 2; k++) {
+        struct stat sd;
+        if (stat(dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
+            dflash_set_error("%s: cannot open directory: %s", dir[k],
+                             stat(dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
+            fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+            return 2;
+        }
+    }
+    Manifest ma, mb;
+    int ra = manifest_load(&ma, dir[0], 1);
+    if (ra != 0) {
+        if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", dir[0]);
+        fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+        return 2;
+    }
+    int rb = manifest_load(&mb, dir[1], 1);
+    if (rb < 0) {
+        fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+        manifest_free(&ma);
+        return 2;
+    }
+
+    int status = 0;
+    StrList missing_b = {0}, missing_a = {0};
+    for (int k = 0; k < ma.names.n && status == 0; k++) {
+        const char *name = ma.names.s[k];
+        char *pa = path_join(dir[0], ma.files.s[k]), *pb = NULL;
+        if (rb == 0) {
+            int j = namemap_get(&mb.index, name);
+            if (j >= 0) pb = path_join(dir[1], mb.files.s[j]);
+        } else {
+            char *file = str_cat(name, ".npy");
+            struct stat fs;
+            /* without a manifest, B may hold any subset of the names */
+            if (file && strchr(name, '/') == NULL) pb = path_join(dir[1], file);
+            if (pb && stat(pb, &fs) != 0 && errno == ENOENT) {
+                free(pb);
+                pb = NULL;
+            }
+            free(file);
+        }
+        if (!pb) {
+            strlist_push(&missing_b, name);
+            free(pa);
+            continue;
+        }
+        NpyArray a, b;
+        if (npy_read(pa, &a) != 0) {
+            status = 2;
+        } else if (npy_read(pb, &b) != 0) {
+            npy_free(&a);
+            status = 2;
+        } else {
+            st.compared++;
+            if (diff_tensor(&st, name, &a, &b)) st.differ++;
+            npy_free(&a);
+            npy_free(&b);
+        }
+        free(pa);
+        free(pb);
+    }
+    if (status == 2) {
+        fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+    } else {
+        if (rb == 0)
+            for (int k = 0; k < mb.names.n; k++)
+                if (namemap_get(&ma.index, mb.names.s[k]) < 0) strlist_push(&missing_a, mb.names.s[k]);
+        if (st.differ > DIFF_LIST_MAX)
+            printf("(%d more differing tensors not listed)\n", st.differ - DIFF_LIST_MAX);
+        const StrList *miss[2] = {&missing_b, &missing_a};
+        for (int s = 0; s < 2; s++) {
+            for (int k = 0; k < miss[s]->n && k < DIFF_LIST_MAX; k++)
+                printf("not compared (not in %s): %s\n", s ? "A" : "B", miss[s]->s[k]);
+            if (miss[s]->n > DIFF_LIST_MAX)
+                printf("not compared (not in %s): ... and %d more\n", s ? "A" : "B",
+                       miss[s]->n - DIFF_LIST_MAX);
+        }
+        st.not_compared = missing_a.n + missing_b.n;
+        printf("diff: %d compared, %d differ, %d not compared\n", st.compared, st.differ,
+               st.not_compared);
+        if (st.compared == 0) {
+            dflash_set_error("nothing was compared: %s and %s share no tensor names", dir[0], dir[1]);
+            fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+            status = 2;
+        } else {
+            status = st.differ ? 1 : 0;
+        }
+    }
+    strlist_free(&missing_a);
+    strlist_free(&missing_b);
+    manifest_free(&ma);
+    if (rb == 0) manifest_free(&mb);
+    fflush(stdout);
+    return status;
+}
