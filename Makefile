@@ -23,16 +23,26 @@ LDLIBS  = -lm
 SRC     = dflash.c trace.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run test debug weights clean
+.PHONY: all run test debug weights clean FORCE
 all: dflash weights
 
-dflash: $(SRC) dflash.h
+# .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
+# ./dflash is rebuilt when you switch precision.
+.buildflags: FORCE
+	@echo '$(CC) $(ALLFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALLFLAGS)' > $@
+FORCE:
+
+dflash: $(SRC) dflash.h .buildflags
 	$(CC) $(ALLFLAGS) -o $@ $(SRC) $(LDLIBS)
 
 dflash-debug: $(SRC) dflash.h
 	$(CC) $(WARN) $(FPFLAGS) $(REALDEF) -O0 -g3 -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 debug: dflash-debug weights
+
+# the double-precision build under its own name, for the float-vs-double test
+dflash-double: $(SRC) dflash.h
+	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 # The weight generator uses no libm: the files are bit-identical everywhere.
 toy_weights/gen: toy_weights/gen.c
@@ -55,8 +65,8 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -DDFLASH_NO_MAIN -o $@ $< trace.c $(LDLIBS) -lcmocka
 
-test: dflash dflash-debug weights $(TESTS)
+test: dflash dflash-debug dflash-double weights $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
 
 clean:
-	rm -rf dflash dflash-debug tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough
+	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough
