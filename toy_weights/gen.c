@@ -1,0 +1,846 @@
+/* gen.c - the toy weight generator of dflash.c.
+ *
+ *   toy_weights/gen random      OUTDIR    dense pseudo-random weights
+ *   toy_weights/gen walkthrough OUTDIR    the planted ("compiled") model
+ *
+ * Each run writes, in the Hugging Face layout the reference code loads:
+ *   OUTDIR/vocab.txt                  one token per line, line number = id
+ *   OUTDIR/target/config.json         Qwen3ForCausalLM
+ *   OUTDIR/target/model.safetensors   F32
+ *   OUTDIR/draft/config.json          DFlashDraftModel
+ *   OUTDIR/draft/model.safetensors    F32 (no embed_tokens, no lm_head)
+ *
+ * Bit-identical files on every machine: the generation path uses only
+ * + - * / on doubles and integer operations (no libm: sqrt, cos and sin are
+ * computed below with a fixed number of Newton / Taylor steps), every double
+ * is rounded to float exactly once, and the bytes are written little-endian
+ * by hand. This assumes IEEE-754 arithmetic with FLT_EVAL_METHOD == 0 (every
+ * x86-64 and arm64 compiler) and the Makefile's -ffp-contract=off.
+ *
+ * Read in this order: the numbers (section 1), the random numbers (2), the
+ * vocabulary and its successor table (3), the shapes (4), how a tensor is
+ * described (5), the random set (6), the walkthrough set and every planted
+ * number (7), the file writers (8), main (9). toy_weights/README.md tells the
+ * same story in prose.
+ *
+ * Dimension legend:
+ *   V = vocab_size (36)     D = hidden_size (512)    I = intermediate_size (1536)
+ *   L = target layers (12)  N = draft layers (2)     k = target_layer_ids (3)
+ *   H = query heads (8)     Hkv = key/value heads     d = head_dim (64)
+ * Linear weights are stored [out, in] (y = x W^T), as in PyTorch.
+ */
+#include <errno.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <sys/types.h>
+
+/* ===========================================================================
+ * 1. Numbers without libm
+ * ===========================================================================
+ * A libm's sqrt/cos/sin may differ in the last bit between machines; these
+ * loops do not (same operations, same order, IEEE rounding). */
+
+/* sqrt(s) for s > 0: 64 Newton steps x <- (x + s/x)/2 from x = s + 1.
+ * Newton roughly halves the error far away and doubles the correct digits
+ * near the root; 64 steps are far more than any s used here needs. */
+static double sqrt_newton(double s) {
+    double x = s + 1.0;
+    for (int i = 0; i < 64; i++) x = 0.5 * (x + s / x);
+    return x;
+}
+
+/* cos(x), sin(x) for |x| <= 4 by their Taylor series, 30 terms each
+ * (the last term is below 4^58/58!, about 1e-44). */
+static double cos_taylor(double x) {
+    double term = 1.0, sum = 1.0;
+    for (int k = 1; k <= 30; k++) {
+        term *= -x * x / ((2.0 * k - 1.0) * (2.0 * k));
+        sum += term;
+    }
+    return sum;
+}
+static double sin_taylor(double x) {
+    double term = x, sum = x;
+    for (int k = 1; k <= 30; k++) {
+        term *= -x * x / ((2.0 * k) * (2.0 * k + 1.0));
+        sum += term;
+    }
+    return sum;
+}
+
+/* ===========================================================================
+ * 2. Pseudo-random numbers: splitmix64, one stream per tensor
+ * ===========================================================================
+ * Every tensor has its own stream, seeded from its name, so a tensor's values
+ * do not depend on which tensors were generated before it:
+ *     state0 = GEN_SEED ^ fnv1a64("<set>:<tensor name>")
+ * e.g. "random:model.layers.0.self_attn.q_proj.weight". Elements are drawn
+ * in storage (row-major) order, one 64-bit draw per element. */
+#define GEN_SEED 0x64466c617368ULL /* the ASCII bytes of "dFlash" */
+
+/* splitmix64 (Steele, Lea, Flood 2014; the seeder of xoshiro): add the
+ * golden-ratio constant, then mix the bits. */
+static uint64_t splitmix64(uint64_t *state) {
+    uint64_t z = (*state += 0x9e3779b97f4a7c15ULL);
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+}
+
+/* FNV-1a, 64-bit: the stream's seed from a name. */
+static uint64_t fnv1a64(const char *s) {
+    uint64_t h = 0xcbf29ce484222325ULL;
+    for (; *s; s++) {
+        h ^= (unsigned char)*s;
+        h *= 0x100000001b3ULL;
+    }
+    return h;
+}
+
+/* Uniform in (-1, 1): the top 24 bits u of a draw give (u + 0.5)/2^23 - 1.
+ * Every step is exact in double (24-bit integers, a power-of-two divisor), so
+ * the value is the same everywhere; it is symmetric around 0. */
+static double uniform_pm1(uint64_t *state) {
+    uint64_t u = splitmix64(state) >> 40; /* 0 .. 2^24-1 */
+    return ((double)u - 8388607.5) / 8388608.0;
+}
+
+/* ===========================================================================
+ * 3. The vocabulary (shared by both sets) and the successor table
+ * ===========================================================================
+ * Token id = position in this list = line number (from 0) in vocab.txt.
+ * 0 and 1 are the special tokens, then the words of six sentences in
+ * reading order, so "The cat sat" is 2 3 4 and "A dog" is 12 13. */
+enum {
+    TOK_EOS,  /*  0 <eos>  : stop id                                        */
+    TOK_MASK, /*  1 <mask> : the draft's mask_token_id (block placeholders) */
+    TOK_The, TOK_cat, TOK_sat, TOK_on, TOK_the, TOK_mat,   /*  2 ..  7 */
+    TOK_in, TOK_a, TOK_box, TOK_DOT,                       /*  8 .. 11 */
+    TOK_A, TOK_dog, TOK_saw, TOK_one, TOK_red, TOK_bird,   /* 12 .. 17 */
+    TOK_She, TOK_reads, TOK_every, TOK_day,                /* 18 .. 21 */
+    TOK_We, TOK_like, TOK_green, TOK_tea,                  /* 22 .. 25 */
+    TOK_It, TOK_is, TOK_very, TOK_cold,                    /* 26 .. 29 */
+    TOK_My, TOK_fish, TOK_can, TOK_swim, TOK_fast, TOK_BANG, /* 30 .. 35 */
+    VOCAB_SIZE                                             /* 36 */
+};
+
+static const char *const VOCAB[VOCAB_SIZE] = {
+    "<eos>", "<mask>",
+    "The", "cat", "sat", "on", "the", "mat", "in", "a", "box", ".",
+    "A", "dog", "saw", "one", "red", "bird",
+    "She", "reads", "every", "day",
+    "We", "like", "green", "tea",
+    "It", "is", "very", "cold",
+    "My", "fish", "can", "swim", "fast", "!",
+};
+
+/* NEXT[t]: the one word that follows t. The walkthrough target is a bigram
+ * machine whose greedy continuation of t is always NEXT[t]. The sentences:
+ *   The cat sat on the mat in a box . <eos>
+ *   A dog saw one red bird . <eos>
+ *   She reads every day . <eos>
+ *   We like green tea . <eos>
+ *   It is very cold . <eos>
+ *   My fish can swim fast ! <eos>
+ * and <eos> -> The, so without a stop id the model tells the cat story
+ * again. <mask> has no successor (-1): its lm_head column is zero. */
+static const int NEXT[VOCAB_SIZE] = {
+    [TOK_EOS] = TOK_The, [TOK_MASK] = -1,
+    [TOK_The] = TOK_cat, [TOK_cat] = TOK_sat, [TOK_sat] = TOK_on,
+    [TOK_on] = TOK_the, [TOK_the] = TOK_mat, [TOK_mat] = TOK_in,
+    [TOK_in] = TOK_a, [TOK_a] = TOK_box, [TOK_box] = TOK_DOT,
+    [TOK_DOT] = TOK_EOS,
+    [TOK_A] = TOK_dog, [TOK_dog] = TOK_saw, [TOK_saw] = TOK_one,
+    [TOK_one] = TOK_red, [TOK_red] = TOK_bird, [TOK_bird] = TOK_DOT,
+    [TOK_She] = TOK_reads, [TOK_reads] = TOK_every, [TOK_every] = TOK_day,
+    [TOK_day] = TOK_DOT,
+    [TOK_We] = TOK_like, [TOK_like] = TOK_green, [TOK_green] = TOK_tea,
+    [TOK_tea] = TOK_DOT,
+    [TOK_It] = TOK_is, [TOK_is] = TOK_very, [TOK_very] = TOK_cold,
+    [TOK_cold] = TOK_DOT,
+    [TOK_My] = TOK_fish, [TOK_fish] = TOK_can, [TOK_can] = TOK_swim,
+    [TOK_swim] = TOK_fast, [TOK_fast] = TOK_BANG, [TOK_BANG] = TOK_EOS,
+};
+
+/* ===========================================================================
+ * 4. Shapes
+ * ===========================================================================
+ * Both sets: target 12 layers, draft 2 layers, D = 512, I = 1536, H = 8,
+ * d = 64, rope_theta 1e6, eps 1e-6, target_layer_ids [3, 7, 11], block 4.
+ * They differ in Hkv: the random set has 4 KV heads (grouped-query attention:
+ * query head h reads KV head h/2), the walkthrough set 8 (one per head, so
+ * every planted head owns its keys and values). */
+typedef struct {
+    int hidden_size;             /* D */
+    int intermediate_size;       /* I */
+    int num_hidden_layers;       /* L (target) or N (draft) */
+    int num_attention_heads;     /* H */
+    int num_key_value_heads;     /* Hkv */
+    int head_dim;                /* d */
+    int vocab_size;              /* V */
+    int max_position_embeddings;
+    const char *rms_norm_eps;    /* written verbatim into config.json */
+    const char *rope_theta;
+    /* draft only */
+    int is_draft;
+    int num_target_layers;
+    int block_size;
+    int mask_token_id;
+    int n_layer_ids;             /* k */
+    int target_layer_ids[3];
+} Config;
+
+static Config make_config(int is_draft, int n_kv_heads) {
+    Config c = {
+        .hidden_size = 512, .intermediate_size = 1536,
+        .num_hidden_layers = is_draft ? 2 : 12,
+        .num_attention_heads = 8, .num_key_value_heads = n_kv_heads,
+        .head_dim = 64, .vocab_size = VOCAB_SIZE,
+        .max_position_embeddings = 4096,
+        .rms_norm_eps = "1e-06", .rope_theta = "1000000.0",
+        .is_draft = is_draft, .num_target_layers = 12, .block_size = 4,
+        .mask_token_id = TOK_MASK,
+        .n_layer_ids = 3, .target_layer_ids = {3, 7, 11},
+    };
+    return c;
+}
+
+/* ===========================================================================
+ * 5. How a tensor is described
+ * ===========================================================================
+ * Every element starts as base + noise * uniform(-1, 1) (noise = 0: exactly
+ * base, and no random numbers are drawn); then, for the walkthrough set, an
+ * optional plant() function overwrites the hand-chosen entries. */
+typedef struct Tensor Tensor;
+typedef void (*PlantFn)(float *w, const Tensor *t, const Config *c);
+
+struct Tensor {
+    char name[96];
+    int ndim;       /* 1 or 2 */
+    int shape[2];   /* [rows] or [rows, cols] */
+    double base;
+    double noise;   /* half-width of the uniform noise */
+    PlantFn plant;  /* or NULL */
+};
+
+#define MAX_TENSORS 160
+
+typedef struct {
+    const char *set;  /* "random" or "walkthrough": part of the PRNG key */
+    int n;
+    Tensor t[MAX_TENSORS];
+} TensorList;
+
+static size_t tensor_numel(const Tensor *t) {
+    return t->ndim == 1 ? (size_t)t->shape[0] : (size_t)t->shape[0] * (size_t)t->shape[1];
+}
+
+static Tensor *add_tensor(TensorList *tl, const char *name, int rows, int cols,
+                          double base, double noise) {
+    if (tl->n >= MAX_TENSORS) { /* a programming error, not a user error */
+        fprintf(stderr, "gen: more than %d tensors\n", MAX_TENSORS);
+        exit(1);
+    }
+    Tensor *t = &tl->t[tl->n++];
+    memset(t, 0, sizeof *t);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    t->ndim = cols > 0 ? 2 : 1;
+    t->shape[0] = rows;
+    t->shape[1] = cols;
+    t->base = base;
+    t->noise = noise;
+    return t;
+}
+
+/* Half-width a of a uniform(-a, a) linear weight with fan_in inputs whose
+ * outputs have RMS `scale` when the inputs have RMS 1:
+ *   Var(w) = a^2/3 = scale^2/fan_in  ->  a = scale * sqrt(3/fan_in). */
+static double uniform_bound(double scale, int fan_in) {
+    return scale * sqrt_newton(3.0 / fan_in);
+}
+
+/* Fill a tensor: base + noise, then the planted entries. */
+static void fill_tensor(float *w, const Tensor *t, const TensorList *tl, const Config *c) {
+    size_t n = tensor_numel(t);
+    if (t->noise != 0.0) {
+        char key[160];
+        snprintf(key, sizeof key, "%s:%s", tl->set, t->name);
+        uint64_t state = GEN_SEED ^ fnv1a64(key);
+        for (size_t i = 0; i < n; i++) w[i] = (float)(t->base + t->noise * uniform_pm1(&state));
+    } else {
+        for (size_t i = 0; i < n; i++) w[i] = (float)t->base;
+    }
+    if (t->plant) t->plant(w, t, c);
+}
+
+/* One Qwen3 decoder layer's tensors, named PREFIX"layers.N.", in the order
+ * of the forward pass. */
+typedef struct {
+    double in_scale;   /* q/k/v/gate/up: output RMS scale (uniform_bound)   */
+    double out_scale;  /* o_proj/down_proj, the residual writers: likewise  */
+    double norm_noise; /* RMSNorm weights are base +- this                  */
+    double qk_gain;    /* base of q_norm/k_norm (the others have base 1)    */
+} LayerScales;
+
+static void add_layer(TensorList *tl, const Config *c, const char *prefix, int l, LayerScales s) {
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim;
+    int Hq = c->num_attention_heads * d, Hk = c->num_key_value_heads * d;
+    char p[64], name[96];
+    snprintf(p, sizeof p, "%slayers.%d.", prefix, l);
+#define LAYER_T(suffix, rows, cols, base, noise)                       \
+    do {                                                               \
+        snprintf(name, sizeof name, "%s%s", p, suffix);                \
+        add_tensor(tl, name, rows, cols, base, noise);                 \
+    } while (0)
+    LAYER_T("input_layernorm.weight", D, 0, 1.0, s.norm_noise);              /* (D) */
+    LAYER_T("self_attn.q_proj.weight", Hq, D, 0.0, uniform_bound(s.in_scale, D));   /* (H*d, D) */
+    LAYER_T("self_attn.k_proj.weight", Hk, D, 0.0, uniform_bound(s.in_scale, D));   /* (Hkv*d, D) */
+    LAYER_T("self_attn.v_proj.weight", Hk, D, 0.0, uniform_bound(s.in_scale, D));   /* (Hkv*d, D) */
+    LAYER_T("self_attn.o_proj.weight", D, Hq, 0.0, uniform_bound(s.out_scale, Hq)); /* (D, H*d) */
+    LAYER_T("self_attn.q_norm.weight", d, 0, s.qk_gain, s.norm_noise);       /* (d) */
+    LAYER_T("self_attn.k_norm.weight", d, 0, s.qk_gain, s.norm_noise);       /* (d) */
+    LAYER_T("post_attention_layernorm.weight", D, 0, 1.0, s.norm_noise);     /* (D) */
+    LAYER_T("mlp.gate_proj.weight", I, D, 0.0, uniform_bound(s.in_scale, D));  /* (I, D) */
+    LAYER_T("mlp.up_proj.weight", I, D, 0.0, uniform_bound(s.in_scale, D));    /* (I, D) */
+    LAYER_T("mlp.down_proj.weight", D, I, 0.0, uniform_bound(s.out_scale, I)); /* (D, I) */
+#undef LAYER_T
+}
+
+static Tensor *find_tensor(TensorList *tl, const char *name) {
+    for (int i = 0; i < tl->n; i++)
+        if (strcmp(tl->t[i].name, name) == 0) return &tl->t[i];
+    fprintf(stderr, "gen: internal error: no tensor %s\n", name);
+    exit(1);
+}
+
+/* ===========================================================================
+ * 6. The random set
+ * ===========================================================================
+ * Dense pseudo-random weights for parity tests: nothing planted, every
+ * multiply does real work. The scaling argument (README has the numbers):
+ * - embeddings uniform with RMS 1, so the residual stream starts at RMS 1;
+ * - q/k/v/gate/up: RMS 1/sqrt(fan_in) (scale 1), their inputs are RMSNorm
+ *   outputs of RMS ~1, so their outputs have RMS ~1;
+ * - o_proj/down_proj: scale RND_OUT, so each layer adds a modest update and
+ *   the residual RMS grows slowly instead of doubling through 12 layers;
+ * - q_norm/k_norm weights around RND_QK = 2: every query and key has
+ *   length 8 after its RMSNorm, so with weights 1 the scores q.k/8 stay
+ *   within +-8 and the heads blur the whole context together; greedy output
+ *   then fell into one-token loops ("very very very ...") for half of 20
+ *   test prompts. Weights ~2 make scores 4x larger, heads pick out
+ *   positions, and the output stays varied;
+ * - lm_head: scale RND_LM, logits with a spread of a few units (only the
+ *   scale of the logits changes, not which one is largest);
+ * - RMSNorm weights 1 +- 0.1, so a forgotten weight multiply is caught. */
+#define RND_EMBED 1.0      /* RMS of an embedding row                       */
+#define RND_IN 1.0         /* output RMS scale of q/k/v/gate/up             */
+#define RND_OUT 0.5        /* output RMS scale of o_proj/down_proj          */
+#define RND_LM 4.0         /* output RMS scale of lm_head (logit spread)    */
+#define RND_NORM_NOISE 0.1 /* RMSNorm weights are 1 +- this                 */
+#define RND_QK 2.0         /* q_norm/k_norm weights around this             */
+
+static void build_random_target(TensorList *tl, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size;
+    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK};
+    add_tensor(tl, "model.embed_tokens.weight", V, D, 0.0, RND_EMBED * sqrt_newton(3.0)); /* (V, D) */
+    for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "model.", l, s);
+    add_tensor(tl, "model.norm.weight", D, 0, 1.0, RND_NORM_NOISE);                   /* (D) */
+    add_tensor(tl, "lm_head.weight", V, D, 0.0, uniform_bound(RND_LM, D));            /* (V, D) */
+}
+
+static void build_random_draft(TensorList *tl, const Config *c) {
+    int D = c->hidden_size, kD = c->n_layer_ids * D;
+    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK};
+    add_tensor(tl, "fc.weight", D, kD, 0.0, uniform_bound(1.0, kD));                  /* (D, k*D) */
+    add_tensor(tl, "hidden_norm.weight", D, 0, 1.0, RND_NORM_NOISE);                  /* (D) */
+    for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "", l, s);
+    add_tensor(tl, "norm.weight", D, 0, 1.0, RND_NORM_NOISE);                         /* (D) */
+}
+
+/* ===========================================================================
+ * 7. The walkthrough set: planted weights
+ * ===========================================================================
+ * Target: a bigram machine. Token t is embedded as sqrt(D) * e_t (a one-hot
+ * vector of RMS 1 in residual dims 0..V-1), the decoder layers add small
+ * dense pseudo-random updates (so layers 3/7/11 differ and every kernel is
+ * exercised), and lm_head reads the token dims back: logit[NEXT[t]] is the
+ * normed residual's component t. Greedy decoding follows NEXT[].
+ *
+ * Draft: layer 0 has three planted look-ahead heads m = 1, 2, 3. Head m makes
+ * the mask m positions after the anchor (the block's first, known token)
+ * attend to the anchor and copy look_m(anchor) into its residual:
+ *   look_1(t) = t, look_2(t) = NEXT[t], look_3(t) = NEXT[NEXT[t]],
+ * so lm_head (which maps t to NEXT[t]) proposes NEXT^m(anchor), the target's
+ * own continuation -- except one planted mistake, look_3(on) = box, so after
+ * "on" the draft proposes "the mat ." where the target says "the mat in".
+ * Heads 0, 4..7, the MLPs and layer 1 carry small pseudo-random weights. */
+
+/* --- target (and the unplanted parts of the draft) ---------------------- */
+#define WT_IN 1.0          /* q/k/v/gate/up: ordinary scale                  */
+#define WT_OUT 0.3         /* o_proj/down_proj: 0.3 x ordinary, so the token */
+                           /* stays dominant in the residual: after 11       */
+                           /* layers the token dim still holds ~21-23 while  */
+                           /* the other dims have RMS ~1 (README)            */
+#define WT_NORM_NOISE 0.1  /* decoder-layer RMSNorm weights 1 +- 0.1         */
+
+/* embed[t] = sqrt(D) * e_t: RMS exactly 1, so input_layernorm leaves it
+ * (almost) unchanged and the token owns residual dim t. */
+static void plant_embed(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size;
+    (void)t;
+    float sqrt_d = (float)sqrt_newton((double)D); /* 22.627417 */
+    for (int tok = 0; tok < V; tok++) w[(size_t)tok * D + tok] = sqrt_d;
+}
+
+/* lm_head[NEXT[t], t] = 1: the logit of NEXT[t] is the final-normed residual
+ * at dim t. Tokens no word leads to (<mask>, A, She, We, It, My) have an
+ * all-zero row (logit exactly 0); <mask> has an all-zero column (it predicts
+ * nothing). */
+static void plant_lm_head(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size;
+    (void)t;
+    for (int tok = 0; tok < V; tok++)
+        if (NEXT[tok] >= 0) w[(size_t)NEXT[tok] * D + tok] = 1.0f;
+}
+
+/* --- draft: the look-ahead heads ----------------------------------------- */
+#define LOOK_FIRST 1       /* heads 1, 2, 3 are the look-ahead heads; head m */
+#define LOOK_LAST 3        /* looks m positions back to the anchor           */
+#define POS_DIM 0          /* RoPE pair 0 (dims 0 and d/2): inv_freq[0] =    */
+                           /* theta^0 = 1, it turns 1 radian per position    */
+#define CTX_DIM 16         /* context keys point here; no query reads it     */
+#define KEY_GAIN 10.0      /* k_norm weight on pair 0 and the sink pair      */
+#define FLAG_DIM(c) ((c)->hidden_size - 1) /* C's "I am context" dim (511)   */
+#define PLANTED_ANCHOR TOK_on   /* the one planted mistake:                  */
+#define PLANTED_LOOK3 TOK_box   /*   look_3(on) = box, not NEXT^2(on) = mat  */
+
+/* The sink pair is the last, slowest pair (dims d/2-1 and d-1):
+ * inv_freq[d/2-1] = theta^(-(d-2)/d) = 1e6^(-62/64) ~ 1.5e-6 rad/position,
+ * so a mask query and a mask key score the same at every distance. */
+static int sink_dim(const Config *c) { return c->head_dim / 2 - 1; }
+
+/* SINK = (1 + cos 1)/2 = 0.7702: the sink score relative to the peak, half
+ * way between the peak (cos 0 = 1, the anchor at the right distance) and the
+ * best wrong distance (cos 1 = 0.5403), so both margins are equal. */
+static double sink_weight(void) { return 0.5 * (1.0 + cos_taylor(1.0)); }
+
+/* look_m(t): what head m writes for anchor t (lm_head then adds one NEXT). */
+static int look(int m, int tok) {
+    if (m == 1) return tok;
+    if (m == 2) return NEXT[tok];
+    if (tok == PLANTED_ANCHOR) return PLANTED_LOOK3; /* the planted mistake */
+    return NEXT[NEXT[tok]];
+}
+
+/* q_proj rows of head m (input: H = input_layernorm(embed) = sqrt(D) e_t):
+ *   any word t : q = (1 at POS_DIM)                  pair 0 at angle 0
+ *   <mask>     : q = (cos m at dim 0, -sin m at dim d/2)   pair 0 at angle -m
+ *                  + (SINK at the sink dim 31)
+ * (magnitudes do not matter: q_norm rescales every query to length 8). After
+ * RoPE the score with a word key at distance delta = q_pos - k_pos is
+ * proportional to cos(delta - m): largest at delta = m. */
+static void plant_look_q(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size, d = c->head_dim;
+    (void)t;
+    for (int m = LOOK_FIRST; m <= LOOK_LAST; m++) {
+        float *head = w + (size_t)m * d * D;  /* rows m*d .. m*d+d-1 */
+        memset(head, 0, sizeof(float) * (size_t)d * D);
+        for (int tok = 0; tok < V; tok++) {
+            if (tok == TOK_MASK) {
+                head[(size_t)POS_DIM * D + tok] = (float)cos_taylor((double)m);
+                head[(size_t)(POS_DIM + d / 2) * D + tok] = (float)-sin_taylor((double)m);
+                head[(size_t)sink_dim(c) * D + tok] = (float)sink_weight();
+            } else {
+                head[(size_t)POS_DIM * D + tok] = 1.0f;
+            }
+        }
+    }
+}
+
+/* k_proj rows of head m: every key gets exactly one deliberate direction
+ * (k_norm would blow tiny noise up to unit length, so none is left to chance):
+ *   any word t : POS_DIM (pair 0 at angle 0)
+ *   <mask>     : the sink dim
+ *   context C  : CTX_DIM, read from C's flag dim (C is zero on dims 0..V-1,
+ *                see plant_fc, so the other two rows give exactly 0 there). */
+static void plant_look_k(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size, d = c->head_dim;
+    (void)t;
+    for (int m = LOOK_FIRST; m <= LOOK_LAST; m++) {
+        float *head = w + (size_t)m * d * D;
+        memset(head, 0, sizeof(float) * (size_t)d * D);
+        for (int tok = 0; tok < V; tok++) {
+            if (tok == TOK_MASK) head[(size_t)sink_dim(c) * D + tok] = 1.0f;
+            else head[(size_t)POS_DIM * D + tok] = 1.0f;
+        }
+        head[(size_t)CTX_DIM * D + FLAG_DIM(c)] = 1.0f;
+    }
+}
+
+/* v_proj rows of head m: copy the token's identity, v = sqrt(D) e_t in the
+ * head's dims 0..V-1 (V <= d). <mask> and the context give v = 0. */
+static void plant_look_v(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size, d = c->head_dim;
+    (void)t;
+    for (int m = LOOK_FIRST; m <= LOOK_LAST; m++) {
+        float *head = w + (size_t)m * d * D;
+        memset(head, 0, sizeof(float) * (size_t)d * D);
+        for (int tok = 0; tok < V; tok++)
+            if (tok != TOK_MASK) head[(size_t)tok * D + tok] = 1.0f;
+    }
+}
+
+/* o_proj columns of head m: value dim t -> residual dim look_m(t), weight 1.
+ * The mask m positions after the anchor thus gains sqrt(D) e_look, as strong
+ * as a token embedding, and lm_head reads NEXT[look_m(anchor)] from it. */
+static void plant_look_o(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size, d = c->head_dim;
+    int HD = c->num_attention_heads * d; /* o_proj is (D, H*d) */
+    (void)t;
+    for (int m = LOOK_FIRST; m <= LOOK_LAST; m++) {
+        for (int row = 0; row < D; row++)
+            memset(w + (size_t)row * HD + (size_t)m * d, 0, sizeof(float) * (size_t)d);
+        for (int tok = 0; tok < V; tok++)
+            if (tok != TOK_MASK) w[(size_t)look(m, tok) * HD + (size_t)m * d + tok] = 1.0f;
+    }
+}
+
+/* k_norm weight (shared by all heads of the layer): KEY_GAIN on both dims of
+ * pair 0 and of the sink pair (equal within a pair, so the gain commutes with
+ * the rotation), 1 elsewhere. After q_norm every query has length 8 and
+ * after k_norm every planted key length 8 * KEY_GAIN, so with the 1/8 score
+ * scale the peak score is 8 * KEY_GAIN / sqrt(1 + SINK^2) = 63.4 (README). */
+static void plant_look_knorm(float *w, const Tensor *t, const Config *c) {
+    int d = c->head_dim, s = sink_dim(c);
+    (void)t;
+    for (int i = 0; i < d; i++) w[i] = 1.0f;
+    w[POS_DIM] = w[POS_DIM + d / 2] = (float)KEY_GAIN;
+    w[s] = w[s + d / 2] = (float)KEY_GAIN;
+}
+
+/* fc (D, k*D): rows 0..V-1 are zero, so C = hidden_norm(fc(...)) is exactly
+ * zero on the token dims and the look-ahead heads see context rows only
+ * through CTX_DIM (score 0, value 0). Row FLAG_DIM reads the token dims of
+ * the layer-3 features (hidden_states[4], columns 0..V-1) with weight
+ * 1/sqrt(D): about 1 for any token, since the token's own dim holds ~sqrt(D).
+ * The other rows stay pseudo-random: the rest of C carries target features
+ * into the random heads. */
+static void plant_fc(float *w, const Tensor *t, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size, kD = t->shape[1];
+    memset(w, 0, sizeof(float) * (size_t)V * kD);
+    float *flag = w + (size_t)FLAG_DIM(c) * kD;
+    memset(flag, 0, sizeof(float) * (size_t)kD);
+    for (int j = 0; j < V; j++) flag[j] = (float)(1.0 / sqrt_newton((double)D));
+}
+
+static void build_walkthrough_target(TensorList *tl, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size;
+    LayerScales s = {WT_IN, WT_OUT, WT_NORM_NOISE, 1.0};
+    add_tensor(tl, "model.embed_tokens.weight", V, D, 0.0, 0.0)->plant = plant_embed;
+    for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "model.", l, s);
+    add_tensor(tl, "model.norm.weight", D, 0, 1.0, 0.0);     /* exactly 1 */
+    add_tensor(tl, "lm_head.weight", V, D, 0.0, 0.0)->plant = plant_lm_head;
+}
+
+/* The planted heads keep a token's identity in one head's d dims, and head m
+ * reads KV head m (no grouping). */
+_Static_assert(VOCAB_SIZE <= 64, "the vocabulary must fit in head_dim (64)");
+
+static void build_walkthrough_draft(TensorList *tl, const Config *c) {
+    int D = c->hidden_size, kD = c->n_layer_ids * D;
+    if (c->num_key_value_heads != c->num_attention_heads || c->head_dim < VOCAB_SIZE) {
+        fprintf(stderr, "gen: internal error: the planted draft needs Hkv = H and d >= V\n");
+        exit(1);
+    }
+    LayerScales s = {WT_IN, WT_OUT, WT_NORM_NOISE, 1.0};
+    add_tensor(tl, "fc.weight", D, kD, 0.0, uniform_bound(1.0, kD))->plant = plant_fc;
+    add_tensor(tl, "hidden_norm.weight", D, 0, 1.0, 0.0);   /* exactly 1 */
+    for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "", l, s);
+    /* layer 0: input_layernorm exactly 1 (H = embed, unchanged), the
+     * planted heads, q_norm exactly 1, k_norm with the gains. */
+    find_tensor(tl, "layers.0.input_layernorm.weight")->noise = 0.0;
+    find_tensor(tl, "layers.0.self_attn.q_proj.weight")->plant = plant_look_q;
+    find_tensor(tl, "layers.0.self_attn.k_proj.weight")->plant = plant_look_k;
+    find_tensor(tl, "layers.0.self_attn.v_proj.weight")->plant = plant_look_v;
+    find_tensor(tl, "layers.0.self_attn.o_proj.weight")->plant = plant_look_o;
+    find_tensor(tl, "layers.0.self_attn.q_norm.weight")->noise = 0.0;
+    Tensor *kn = find_tensor(tl, "layers.0.self_attn.k_norm.weight");
+    kn->noise = 0.0;
+    kn->plant = plant_look_knorm;
+    add_tensor(tl, "norm.weight", D, 0, 1.0, 0.0);          /* exactly 1 */
+}
+
+/* ===========================================================================
+ * 8. File writers
+ * =========================================================================== */
+
+/* Report "gen: PATH: reason" (errno's text) and return -1. */
+static int fail(const char *path) {
+    fprintf(stderr, "gen: %s: %s\n", path, strerror(errno));
+    return -1;
+}
+
+/* mkdir -p: create each missing component of path. */
+static int mkdir_p(const char *path) {
+    char buf[4096];
+    if (strlen(path) >= sizeof buf) {
+        errno = ENAMETOOLONG;
+        return fail(path);
+    }
+    strcpy(buf, path);
+    for (char *p = buf + 1;; p++) {
+        if (*p == '/' || *p == '\0') {
+            char saved = *p;
+            *p = '\0';
+            if (mkdir(buf, 0777) != 0 && errno != EEXIST) return fail(buf);
+            struct stat st;
+            if (stat(buf, &st) != 0) return fail(buf);
+            if (!S_ISDIR(st.st_mode)) {
+                errno = ENOTDIR;
+                return fail(buf);
+            }
+            *p = saved;
+            if (saved == '\0') break;
+        }
+    }
+    return 0;
+}
+
+/* Files are written to "<path>.tmp" and renamed over <path> once complete,
+ * so an interrupted run never leaves a truncated file under the real name. */
+typedef struct {
+    FILE *f;
+    char path[4096], tmp[4112];
+} OutFile;
+
+static int out_open(OutFile *o, const char *path) {
+    if (strlen(path) >= sizeof o->path) {
+        errno = ENAMETOOLONG;
+        return fail(path);
+    }
+    strcpy(o->path, path);
+    snprintf(o->tmp, sizeof o->tmp, "%s.tmp", path);
+    o->f = fopen(o->tmp, "wb");
+    return o->f ? 0 : fail(o->tmp);
+}
+
+static int out_write(OutFile *o, const void *p, size_t n) {
+    if (fwrite(p, 1, n, o->f) != n) return fail(o->tmp);
+    return 0;
+}
+
+/* Close and rename; on any earlier error the caller passes ok = 0. */
+static int out_close(OutFile *o, int ok) {
+    int err = ferror(o->f);
+    if (fclose(o->f) != 0 || err) {
+        if (ok) fail(o->tmp);
+        ok = 0;
+    }
+    if (!ok) {
+        remove(o->tmp);
+        return -1;
+    }
+    if (rename(o->tmp, o->path) != 0) {
+        int e = errno;
+        remove(o->tmp);
+        errno = e;
+        return fail(o->path);
+    }
+    return 0;
+}
+
+/* A growing text buffer for JSON. */
+typedef struct {
+    char *s;
+    size_t len, cap;
+} Text;
+
+static void text_add(Text *t, const char *fmt, ...)
+#if defined(__GNUC__)
+    __attribute__((format(printf, 2, 3)))
+#endif
+    ;
+
+static void text_add(Text *t, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) {
+        fprintf(stderr, "gen: formatting error\n");
+        exit(1);
+    }
+    if (t->len + (size_t)n + 1 > t->cap) {
+        size_t cap = t->cap ? t->cap : 1024;
+        while (cap < t->len + (size_t)n + 1) cap *= 2;
+        char *s = realloc(t->s, cap);
+        if (!s) {
+            fprintf(stderr, "gen: out of memory\n");
+            exit(1);
+        }
+        t->s = s;
+        t->cap = cap;
+    }
+    va_start(ap, fmt);
+    vsnprintf(t->s + t->len, t->cap - t->len, fmt, ap);
+    va_end(ap);
+    t->len += (size_t)n;
+}
+
+/* Write a text buffer as a whole file. */
+static int write_text_file(const char *path, const Text *t) {
+    OutFile o;
+    if (out_open(&o, path) != 0) return -1;
+    int ok = out_write(&o, t->s, t->len) == 0;
+    if (out_close(&o, ok) != 0) return -1;
+    printf("wrote %s (%zu bytes)\n", path, t->len);
+    return 0;
+}
+
+static int write_vocab(const char *path) {
+    Text t = {0};
+    for (int i = 0; i < VOCAB_SIZE; i++) text_add(&t, "%s\n", VOCAB[i]);
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+/* config.json: the Hugging Face fields (REFERENCE.md section 3). */
+static int write_config(const char *path, const Config *c) {
+    Text t = {0};
+    text_add(&t, "{\n");
+    text_add(&t, "  \"architectures\": [\"%s\"],\n", c->is_draft ? "DFlashDraftModel" : "Qwen3ForCausalLM");
+    text_add(&t, "  \"model_type\": \"qwen3\",\n");
+    text_add(&t, "  \"hidden_size\": %d,\n", c->hidden_size);
+    text_add(&t, "  \"intermediate_size\": %d,\n", c->intermediate_size);
+    text_add(&t, "  \"num_hidden_layers\": %d,\n", c->num_hidden_layers);
+    text_add(&t, "  \"num_attention_heads\": %d,\n", c->num_attention_heads);
+    text_add(&t, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
+    text_add(&t, "  \"head_dim\": %d,\n", c->head_dim);
+    text_add(&t, "  \"vocab_size\": %d,\n", c->vocab_size);
+    text_add(&t, "  \"rms_norm_eps\": %s,\n", c->rms_norm_eps);
+    text_add(&t, "  \"rope_theta\": %s,\n", c->rope_theta);
+    text_add(&t, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+    text_add(&t, "  \"hidden_act\": \"silu\",\n");
+    text_add(&t, "  \"attention_bias\": false,\n");
+    text_add(&t, "  \"tie_word_embeddings\": false,\n");
+    text_add(&t, "  \"eos_token_id\": %d,\n", TOK_EOS);
+    if (c->is_draft) {
+        text_add(&t, "  \"num_target_layers\": %d,\n", c->num_target_layers);
+        text_add(&t, "  \"block_size\": %d,\n", c->block_size);
+        text_add(&t, "  \"dflash_config\": {\"mask_token_id\": %d, \"target_layer_ids\": [", c->mask_token_id);
+        for (int i = 0; i < c->n_layer_ids; i++) text_add(&t, "%s%d", i ? ", " : "", c->target_layer_ids[i]);
+        text_add(&t, "]},\n");
+    }
+    text_add(&t, "  \"torch_dtype\": \"float32\"\n}\n");
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+/* model.safetensors:
+ *   u64 little-endian N | N bytes of JSON header, space-padded so that
+ *   8 + N is a multiple of 8 | the tensors' raw little-endian float32 data,
+ *   back to back in header order.
+ * The header maps each name to {"dtype":"F32","shape":[...],
+ * "data_offsets":[begin,end]} (byte offsets from the start of the data). */
+static int write_safetensors(const char *path, const TensorList *tl, const Config *c) {
+    Text h = {0};
+    size_t offset = 0, max_numel = 0;
+    text_add(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int i = 0; i < tl->n; i++) {
+        const Tensor *t = &tl->t[i];
+        size_t bytes = 4 * tensor_numel(t);
+        text_add(&h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%d", t->name, t->shape[0]);
+        if (t->ndim == 2) text_add(&h, ",%d", t->shape[1]);
+        text_add(&h, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
+        offset += bytes;
+        if (tensor_numel(t) > max_numel) max_numel = tensor_numel(t);
+    }
+    text_add(&h, "}");
+    while (h.len % 8 != 0) text_add(&h, " ");
+
+    float *w = malloc(sizeof(float) * max_numel);
+    unsigned char *bytes = malloc(4 * max_numel);
+    if (!w || !bytes) {
+        fprintf(stderr, "gen: out of memory\n");
+        exit(1);
+    }
+    OutFile o;
+    int ok = 0;
+    if (out_open(&o, path) == 0) {
+        unsigned char len8[8];
+        for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
+        ok = out_write(&o, len8, 8) == 0 && out_write(&o, h.s, h.len) == 0;
+        for (int i = 0; ok && i < tl->n; i++) {
+            const Tensor *t = &tl->t[i];
+            size_t n = tensor_numel(t);
+            fill_tensor(w, t, tl, c);
+            for (size_t j = 0; j < n; j++) { /* float32 -> little-endian bytes */
+                uint32_t u;
+                memcpy(&u, &w[j], 4);
+                bytes[4 * j + 0] = (unsigned char)(u);
+                bytes[4 * j + 1] = (unsigned char)(u >> 8);
+                bytes[4 * j + 2] = (unsigned char)(u >> 16);
+                bytes[4 * j + 3] = (unsigned char)(u >> 24);
+            }
+            ok = out_write(&o, bytes, 4 * n) == 0;
+        }
+        if (out_close(&o, ok) != 0) ok = 0;
+    }
+    if (ok) printf("wrote %s (%zu bytes, %d tensors)\n", path, 8 + h.len + offset, tl->n);
+    free(w);
+    free(bytes);
+    free(h.s);
+    return ok ? 0 : -1;
+}
+
+/* ===========================================================================
+ * 9. main
+ * =========================================================================== */
+static TensorList target_tensors, draft_tensors; /* static: ~30 KB each */
+
+static int join(char *out, size_t cap, const char *dir, const char *name) {
+    if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) {
+        errno = ENAMETOOLONG;
+        return fail(dir);
+    }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 || (strcmp(argv[1], "random") != 0 && strcmp(argv[1], "walkthrough") != 0)) {
+        fprintf(stderr, "usage: %s random|walkthrough OUTDIR\n", argv[0]);
+        return 1;
+    }
+    const char *set = argv[1], *outdir = argv[2];
+    int walkthrough = strcmp(set, "walkthrough") == 0;
+
+    /* random: GQA with 4 KV heads; walkthrough: 8 KV heads, one per head */
+    Config tc = make_config(0, walkthrough ? 8 : 4);
+    Config dc = make_config(1, walkthrough ? 8 : 4);
+    target_tensors.set = draft_tensors.set = set;
+    if (walkthrough) {
+        build_walkthrough_target(&target_tensors, &tc);
+        build_walkthrough_draft(&draft_tensors, &dc);
+    } else {
+        build_random_target(&target_tensors, &tc);
+        build_random_draft(&draft_tensors, &dc);
+    }
+
+    char tdir[4096], ddir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
+    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
+    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
+    if (join(path, sizeof path, tdir, "config.json") || write_config(path, &tc)) return 1;
+    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, &tc))
+        return 1;
+    if (join(path, sizeof path, ddir, "config.json") || write_config(path, &dc)) return 1;
+    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, &dc))
+        return 1;
+    return 0;
+}
