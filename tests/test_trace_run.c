@@ -163,7 +163,18 @@ static void want(WantList *l, int ndim, int64_t s0, int64_t s1, int64_t s2, cons
 
 typedef struct {
     int n, B, L, D, H, Hkv, d, V, k, N, max_new;
+    int stop;   /* stop id, or -1 (--ignore-eos) */
 } Dims;
+
+static void read_ids(const char *dir, const char *name, int *out, int n) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    Npy a;
+    if (npy_load(path, &a) != 0) fail_msg("cannot read %s", path);
+    assert_int_equal(a.numel, n);
+    for (int i = 0; i < n; i++) out[i] = (int)a.v[i];
+    npy_free_(&a);
+}
 
 /* Build the contract's list for a run, reading only the acceptance lengths
  * (the data-dependent part) from the trace itself. */
@@ -177,8 +188,11 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
     want(l, 2, 1, g->V, 0, "prefill.logits");
     want(l, 1, 1, 0, 0, "prefill.sampled");
     want(l, 2, n, kD, 0, "prefill.target_hidden");
-    int start = n, Lc = n, r = 0, max_length = n + g->max_new;
-    while (start < max_length) {
+    int start = n, Lc = n, r = 0, max_length = n + g->max_new, stopped = 0;
+    int out[512];   /* output_ids as dflash_generate writes them */
+    for (int i = 0; i < 512; i++) out[i] = -2;
+    read_ids(dir, "prefill.sampled", &out[n], 1);
+    while (start < max_length && !stopped) {
         r++;
         int P = Lc + B, S = start + B;
         want(l, 1, B, 0, 0, "draft%d.block_output_ids", r);
@@ -225,10 +239,22 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
         for (int i = 0; i < P; i++) assert_int_equal((int)pos.v[i], start - Lc + i);
         npy_free_(&pos);
         assert_in_range(acc, 0, B - 1);
+        /* output_ids[start:start+acc+1] = block[:acc+1]; [start+acc+1] = posterior[acc] */
+        int blk[64], post[64];
+        snprintf(name, sizeof name, "verify%d.input_ids", r);
+        read_ids(dir, name, blk, B);
+        snprintf(name, sizeof name, "verify%d.sampled", r);
+        read_ids(dir, name, post, B);
+        assert_int_equal(blk[0], out[start]);   /* the anchor is the token at start */
+        for (int i = 0; i <= acc; i++) out[start + i] = blk[i];
+        out[start + acc + 1] = post[acc];
         start += acc + 1;
         Lc = acc + 1;
+        for (int i = n; i <= start; i++) stopped |= out[i] == g->stop;
     }
     int m = start + 1 < max_length ? start + 1 : max_length;
+    for (int i = n; i < m; i++)
+        if (out[i] == g->stop) { m = i + 1; break; }
     want(l, 1, m, 0, 0, "output_ids");
     return r;
 }
@@ -293,10 +319,10 @@ static void test_contract_walkthrough(void **state) {
     char cmd[800];
     snprintf(cmd, sizeof cmd, "./dflash --weights " WALK " --trace %s/t", dir);
     run_ok(cmd);
-    Dims g = {3, 4, 12, 512, 8, 8, 64, vocab_lines(WALK), 3, 2, 16};
+    Dims g = {3, 4, 12, 512, 8, 8, 64, vocab_lines(WALK), 3, 2, 16, 0 /* <eos> */};
     char t[600];
     snprintf(t, sizeof t, "%s/t", dir);
-    check_contract(t, &g, -1);
+    check_contract(t, &g, 2);   /* the walkthrough story has two rounds */
     /* the walkthrough's numbers: acceptance 2 in round 1, cumprod [1,1,0] */
     assert_int_equal((int)npy_scalar(t, "verify1.acceptance_length"), 2);
     tu_rmtree(dir);
@@ -310,7 +336,7 @@ static void test_contract_random_block6(void **state) {
     snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --prompt 'The cat sat on' --block-size 6 "
                               "--max-new-tokens 10 --ignore-eos --trace %s/t", dir);
     run_ok(cmd);
-    Dims g = {4, 6, 12, 512, 8, 4, 64, vocab_lines(RAND), 3, 2, 10};
+    Dims g = {4, 6, 12, 512, 8, 4, 64, vocab_lines(RAND), 3, 2, 10, -1};
     char t[600];
     snprintf(t, sizeof t, "%s/t", dir);
     check_contract(t, &g, -1);
