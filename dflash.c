@@ -685,7 +685,6 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     int kD = c->n_target_layer_ids * D, P = Lc + B;
     real eps = (real)c->rms_norm_eps;
 
-    tr_ids(tc, block, "the block entering the draft: anchor + B-1 mask ids", 1, SHAPE(B), "block_output_ids");
     tr_real(tc, target_hidden, "target_hidden_raw = [h3; h7; h11] per position: the context handed in",
             2, SHAPE(Lc, kD), "target_hidden_raw");
 
@@ -697,6 +696,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
             2, SHAPE(Lc, D), "hidden_norm");
 
     /* Step 3: noise_embedding = target.model.embed_tokens(block) */
+    tr_ids(tc, block, "the block entering the draft: anchor + B-1 mask ids", 1, SHAPE(B), "block_output_ids");
     for (int t = 0; t < B; t++)
         memcpy(r->noise_embedding + (size_t)t * D, tm->embed_tokens + (size_t)block[t] * D, sizeof(real) * D);
     tr_real(tc, r->noise_embedding, "H = embed_tokens(block): the block's own input (noise embedding)",

@@ -195,10 +195,10 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
     while (start < max_length && !stopped) {
         r++;
         int P = Lc + B, S = start + B;
-        want(l, 1, B, 0, 0, "draft%d.block_output_ids", r);
         want(l, 2, Lc, kD, 0, "draft%d.target_hidden_raw", r);
         want(l, 2, Lc, D, 0, "draft%d.fc", r);
         want(l, 2, Lc, D, 0, "draft%d.hidden_norm", r);
+        want(l, 1, B, 0, 0, "draft%d.block_output_ids", r);
         want(l, 2, B, D, 0, "draft%d.noise_embedding", r);
         want(l, 1, P, 0, 0, "draft%d.position_ids", r);
         want(l, 2, P, g->d / 2, 0, "draft%d.rope_angles", r);
