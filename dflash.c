@@ -449,6 +449,20 @@ static real *hidden_state(const TargetRun *r, const Config *c, int i, int T) {
     return r->hidden_states + (size_t)i * T * c->hidden_size;
 }
 
+/* mlp_block: the second half of every decoder layer, target and draft alike:
+ *   out (T, D) = h_mid + down_proj(silu(gate_proj(x)) * up_proj(x)),
+ *   x = post_attention_layernorm(h_mid)            (Qwen3MLP + residual)
+ * reading a->h_mid and filling a->xb2, gate, up, act, mlp_out on the way. */
+static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T, real *xt) {
+    int D = c->hidden_size, I = c->intermediate_size;
+    rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, (real)c->rms_norm_eps);
+    matmul(a->gate, a->xb2, w->gate_proj, T, D, I, xt);
+    matmul(a->up, a->xb2, w->up_proj, T, D, I, xt);
+    for (size_t i = 0; i < (size_t)T * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
+    matmul(a->mlp_out, a->act, w->down_proj, T, I, D, xt);
+    for (size_t i = 0; i < (size_t)T * D; i++) out[i] = a->h_mid[i] + a->mlp_out[i];
+}
+
 /* target_forward: T tokens at positions pos0..pos0+T-1 (pos0 must equal the
  * cache length), appended to the target KV cache. Fills r->hidden_states
  * (L+1, T, D) and the logits of rows logits_from..T-1 (the prefill keeps only
@@ -457,7 +471,7 @@ static int target_forward(const Model *m, KVCache *cache, TargetRun *r, const in
                           int logits_from, TraceCtx *tc) {
     const Config *c = &m->cfg;
     int D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    int d = c->head_dim, I = c->intermediate_size, L = c->num_hidden_layers, V = c->vocab_size;
+    int d = c->head_dim, L = c->num_hidden_layers, V = c->vocab_size;
     int past = cache->len;          /* past_key_values.get_seq_length() */
     int S = past + T;               /* keys after appending */
     real eps = (real)c->rms_norm_eps;
@@ -500,12 +514,7 @@ static int target_forward(const Model *m, KVCache *cache, TargetRun *r, const in
         for (size_t i = 0; i < (size_t)T * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
 
         /* MLP block: h = h + down_proj(silu(gate_proj(x)) * up_proj(x)) */
-        rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, eps);
-        matmul(a->gate, a->xb2, w->gate_proj, T, D, I, r->xt);
-        matmul(a->up, a->xb2, w->up_proj, T, D, I, r->xt);
-        for (size_t i = 0; i < (size_t)T * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
-        matmul(a->mlp_out, a->act, w->down_proj, T, I, D, r->xt);
-        for (size_t i = 0; i < (size_t)T * D; i++) r->h[i] = a->h_mid[i] + a->mlp_out[i];
+        mlp_block(r->h, a, w, c, T, r->xt);
 
         /* hidden_states[l+1] = output of layer l (the last one is replaced below) */
         memcpy(hidden_state(r, c, l + 1, T), r->h, sizeof(real) * (size_t)T * D);
@@ -610,7 +619,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     const LayerWeights *w = &dm->layers[l];
     LayerActs *a = &r->acts[l];
     int B = r->B, D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
-    int d = c->head_dim, I = c->intermediate_size, P = Lc + B;
+    int d = c->head_dim, P = Lc + B;
     int kvd = Hkv * d;
     int S = cache->len + P;   /* keys after appending this call's Lc+B */
     real eps = (real)c->rms_norm_eps;
@@ -660,12 +669,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     tr_real(tc, a->attn_output, "Attn_out = concat(heads) W_O: only the block's B rows", 2, SHAPE(B, D),
             "layers.%d.self_attn.attn_output", l);
     for (size_t i = 0; i < (size_t)B * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
-    rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, B, D, eps);
-    matmul(a->gate, a->xb2, w->gate_proj, B, D, I, r->xt);
-    matmul(a->up, a->xb2, w->up_proj, B, D, I, r->xt);
-    for (size_t i = 0; i < (size_t)B * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
-    matmul(a->mlp_out, a->act, w->down_proj, B, I, D, r->xt);
-    for (size_t i = 0; i < (size_t)B * D; i++) a->out[i] = a->h_mid[i] + a->mlp_out[i];
+    mlp_block(a->out, a, w, c, B, r->xt);
     memcpy(r->h, a->out, sizeof(real) * (size_t)B * D);
     tr_real(tc, a->out, "draft decoder layer output (the block's hidden states)", 2, SHAPE(B, D),
             "layers.%d", l);
