@@ -129,7 +129,7 @@ static void write_sample(const char *dir, int variant) {
     real fc[6] = {1, 0, 0.125f, -7, 8, 9};
     int64_t ids[3] = {5, 6, 9};
     if (variant == 1) { fc[5] = 10; ids[2] = 8; }
-    if (variant == 2) fc[0] = (real)1.0005;
+    if (variant == 2) fc[0] = (real)1.002;
     if (variant == 3) fc[1] = (real)5e-7;
     assert_int_equal(trace_real(t, PREFILL, "prefill.hidden_states.0", "embedding output", h, 2, s23), 0);
     assert_int_equal(trace_real(t, DRAFT1, "draft1.fc", "fc output", fc, 2, s23), 0);
@@ -553,8 +553,8 @@ static void test_diff_first_departure(void **state) {
 static void test_diff_tolerances(void **state) {
     const char *a = tu_path(*state, "a"), *rel = tu_path(*state, "rel"), *abs_ = tu_path(*state, "abs");
     write_sample(a, 0);
-    write_sample(rel, 2);  /* 1 vs 1.0005: relative 5e-4 */
-    write_sample(abs_, 3); /* 0 vs 5e-7: absolute 5e-7 */
+    write_sample(rel, 2);  /* 1 vs 1.002: 2e-3 > 1e-6 + 1e-4 * max|B| (9) */
+    write_sample(abs_, 3); /* 0 vs 5e-7: far inside the default tolerance */
     char *out;
     assert_int_equal(run_diff(&out, a, rel, NULL, NULL, NULL, NULL), 1);
     assert_contains(out, "first departure: draft1.fc");
@@ -563,7 +563,7 @@ static void test_diff_tolerances(void **state) {
     free(out);
     assert_int_equal(run_diff(&out, a, abs_, NULL, NULL, NULL, NULL), 0);
     free(out);
-    assert_int_equal(run_diff(&out, a, abs_, "--atol", "1e-7", NULL, NULL), 1);
+    assert_int_equal(run_diff(&out, a, abs_, "--atol", "1e-7", "--rtol", "0"), 1);
     assert_contains(out, "worst at [0, 1]");
     free(out);
     assert_int_equal(run_diff(&out, a, abs_, "--atol", "-1", NULL, NULL), 2);
