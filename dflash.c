@@ -159,17 +159,27 @@ static void rope_apply(real *out, const real *x, const real *cos_, const real *s
     }
 }
 
+/* exp in the working precision: expf for float (accurate to an ulp, like
+ * torch's float exp, and about twice as fast as exp), exp for double */
+static real exp_real(real x) {
+#ifdef DFLASH_DOUBLE
+    return exp(x);
+#else
+    return expf(x);
+#endif
+}
+
 /* softmax in place over n values: exp(x - max) / sum */
 static void softmax(real *x, int n) {
     real mx = x[0];
     for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
     real sum = 0;
-    for (int i = 0; i < n; i++) { x[i] = (real)exp((double)(x[i] - mx)); sum += x[i]; }
+    for (int i = 0; i < n; i++) { x[i] = exp_real(x[i] - mx); sum += x[i]; }
     for (int i = 0; i < n; i++) x[i] = x[i] / sum;
 }
 
 /* silu(x) = x * sigmoid(x) = x / (1 + exp(-x)) */
-static real silu(real x) { return x / ((real)1 + (real)exp(-(double)x)); }
+static real silu(real x) { return x / ((real)1 + exp_real(-x)); }
 
 /* argmax over n values; the FIRST index wins on ties (torch.argmax) */
 static int argmax(const real *x, int n) {
