@@ -3,6 +3,7 @@
 #   make run        the walkthrough run ("The cat sat", block 4)
 #   make test       build and run the cmocka suite
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
+#   make bench      DFlash vs autoregressive decoding, measured side by side
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 CC      ?= cc
 REAL    ?= float
@@ -23,7 +24,7 @@ LDLIBS  = -lm
 SRC     = dflash.c trace.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run test debug weights clean FORCE
+.PHONY: all run bench test debug weights clean FORCE
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -58,6 +59,10 @@ toy_weights/walkthrough/.stamp: toy_weights/gen
 
 run: dflash weights
 	./dflash
+
+# DFlash vs autoregressive on the same binary, in one run (README: Performance)
+bench: dflash weights
+	./dflash bench
 
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
