@@ -6,6 +6,7 @@
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
+#   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
 CC      ?= cc
 REAL    ?= float
 WARN    = -std=c11 -Wall -Wextra -Werror -pedantic
@@ -25,7 +26,7 @@ LDLIBS  = -lm
 SRC     = dflash.c trace.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run test debug weights clean FORCE walkthrough walkthrough-check
+.PHONY: all run test debug weights clean FORCE walkthrough walkthrough-check gdb-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -105,6 +106,10 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 	if [ $$rc -eq 0 ]; then echo "walkthrough-check: walkthrough/ matches a fresh regeneration"; \
 	else echo "walkthrough-check: FAILED: walkthrough/ differs from a regeneration (make walkthrough, then commit)"; fi; \
 	exit $$rc
+
+# The gdb guide (walkthrough/gdb.md), run as written on the -O0 -g3 build.
+gdb-check: dflash-debug weights
+	sh walkthrough/gdb-check.sh
 
 clean:
 	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
