@@ -728,12 +728,12 @@ static void header(void) {
       "     Do not edit by hand: CI (`make walkthrough-check`) fails when this file differs from a\n"
       "     regeneration. Edit walkthrough/mkwalk.c instead. -->\n\n");
     P("# The DFlash walkthrough, with this implementation's real numbers\n\n");
-    P("The user's walkthrough (`../shared/seed/`, in Chinese) follows one DFlash round on the prompt\n"
-      "\"The cat sat\" with shapes only. This page follows the same round, in the same seven steps, through\n"
-      "`dflash.c` on the planted toy model (`toy_weights/walkthrough`), with the values the program\n"
-      "actually computed. Every number below is read from a trace of the default run\n"
-      "(`./dflash --trace DIR`: one `.npy` file per tensor, named as in `REFERENCE.md` section 4),\n"
-      "and the trace name is given next to it, so a port can compare its own tensors.\n"
+    P("The user's walkthrough (kept beside this repository in `shared/seed/`, in Chinese) follows one DFlash\n"
+      "round on the prompt \"The cat sat\" with shapes only. This page follows the same round, in the same seven\n"
+      "steps, through `dflash.c` on the planted toy model (`toy_weights/walkthrough`), with the values the\n"
+      "program actually computed. Every number below is read from a trace of the default run\n"
+      "(`./dflash --trace DIR`: one `.npy` file per tensor, named by the trace contract, section 4 of\n"
+      "`shared/REFERENCE.md`), and the trace name is given next to it, so a port can compare its own tensors.\n"
       "To stop the program at each step and look at the same buffers, see [gdb.md](gdb.md).\n\n");
     P("| setting | value | where it comes from |\n|---|---|---|\n");
     P("| target layers L | %d | `prefill.hidden_states.0..%d` (L+1 entries) |\n", RUN.L, RUN.L);
@@ -1214,6 +1214,9 @@ static void step7(void) {
     int B = RUN.B;
     P("## Step 7: the state update\n\n");
     P("**Code:** the end of the round loop in `dflash_generate` (dflash.c, section 7); `cache_crop` (section 2).\n\n");
+    P("```math\n\\mathrm{start} \\leftarrow \\mathrm{start} + \\mathrm{acc} + 1,\\qquad "
+      "\\mathrm{crop}(n) \\text{ keeps positions } 0, \\dots, n-1,\\qquad "
+      "\\mathrm{target\\_hidden} \\leftarrow \\mathrm{target\\_hidden}_{[0:\\mathrm{acc}+1]}\n```\n\n");
     P("```text\n");
     P("output_ids[start : start+acc+1] = block[:acc+1]       positions %d..%d = ", r->start, r->start + r->acc);
     for (int i = 0; i <= r->acc; i++) P("%s%s", i ? " " : "", word(r->block[i]));
