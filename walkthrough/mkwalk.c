@@ -1,0 +1,1427 @@
+/* mkwalk.c - regenerate walkthrough/README.md and its SVG figures from a
+ * trace of the default run (`./dflash --trace DIR`).
+ *
+ *   usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR
+ *
+ * Reads DIR/trace.jsonl and the .npy files it lists (format 1.0, '<f4',
+ * '<f8' or '<i8', C order: what trace.c writes), and the vocabulary, then
+ * writes OUT_DIR/README.md, OUT_DIR/timeline.svg and
+ * OUT_DIR/attn_round1_layer0_head{h}.svg. Everything is built in memory
+ * first; if any tensor is missing or any cross-check fails, nothing is
+ * written and the exit status is 1.
+ *
+ * Determinism: every number is printed with a fixed format from values read
+ * out of the trace (which is bit-reproducible) or computed from them with
+ * + - * / and sqrt (correctly rounded in IEEE 754) in a fixed order, built
+ * with -ffp-contract=off. The only other libm call is exp() in a cross-check
+ * whose result is compared against a threshold and never printed. So the
+ * output is byte-identical wherever the trace is.
+ *
+ * The walkthrough's seven steps, in its order (../shared/seed): prefill and
+ * extract_context_feature, fc + hidden_norm -> C, the block, Q / K / V with
+ * KV injection, RoPE, attention, output and logits, verification, update.
+ */
+#include <math.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ===========================================================================
+ * 1. Errors. Loading functions return -1 after writing errmsg; the writers
+ *    never fail on their own: a missing tensor or a failed cross-check sets
+ *    `bad` (with a message) and main() refuses to write anything.
+ * ======================================================================== */
+
+static char errmsg[1024];
+static int bad;           /* a lookup or a check failed while writing */
+static char badmsg[1024]; /* the first such failure */
+
+static void set_error(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
+    va_end(ap);
+}
+
+static void flag_bad(const char *fmt, ...) {
+    if (bad++) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(badmsg, sizeof badmsg, fmt, ap);
+    va_end(ap);
+}
+
+/* ===========================================================================
+ * 2. The .npy reader: format 1.0 as trace.c writes it.
+ *    "\x93NUMPY" 1 0, u16 header length, "{'descr': '<f4', 'fortran_order':
+ *    False, 'shape': (8, 4, 7), }" padded with spaces and '\n', then data.
+ * ======================================================================== */
+
+#define MAX_NDIM 4
+
+typedef struct {
+    char *name;
+    int is_int;               /* '<i8' */
+    int ndim;
+    int64_t shape[MAX_NDIM];
+    size_t n;                 /* number of elements */
+    double *f;                /* (n) '<f4'/'<f8' values as double, or NULL */
+    int64_t *i;               /* (n) '<i8' values, or NULL */
+} Tensor;
+
+static unsigned char *read_all(const char *path, size_t *len) {
+    FILE *f = fopen(path, "rb");
+    if (!f) { set_error("%s: cannot open", path); return NULL; }
+    size_t cap = 1 << 16, n = 0;
+    unsigned char *buf = malloc(cap);
+    while (buf) {
+        if (n == cap) {
+            unsigned char *nb = realloc(buf, cap * 2);
+            if (!nb) { free(buf); buf = NULL; break; }
+            buf = nb;
+            cap *= 2;
+        }
+        size_t got = fread(buf + n, 1, cap - n, f);
+        n += got;
+        if (got == 0) break;
+    }
+    int err = ferror(f);
+    fclose(f);
+    if (!buf) { set_error("%s: out of memory", path); return NULL; }
+    if (err) { free(buf); set_error("%s: read error", path); return NULL; }
+    *len = n;
+    return buf;
+}
+
+/* Parse one .npy file into t (name set by the caller). */
+static int npy_load(const char *path, Tensor *t) {
+    size_t len;
+    unsigned char *b = read_all(path, &len);
+    if (!b) return -1;
+    int rc = -1;
+    if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0 || b[6] != 1 || b[7] != 0) {
+        set_error("%s: not a .npy file of format 1.0", path);
+        goto done;
+    }
+    size_t hlen = (size_t)b[8] | (size_t)b[9] << 8;
+    if (10 + hlen > len) { set_error("%s: header runs past the end of the file", path); goto done; }
+    char h[1024];
+    if (hlen >= sizeof h) { set_error("%s: header too long", path); goto done; }
+    memcpy(h, b + 10, hlen);
+    h[hlen] = 0;
+    const char *dp = strstr(h, "'descr': '");
+    const char *fp = strstr(h, "'fortran_order': False");
+    const char *sp = strstr(h, "'shape': (");
+    if (!dp || !fp || !sp) { set_error("%s: header lacks descr / fortran_order False / shape", path); goto done; }
+    dp += 10;
+    int size;
+    if (strncmp(dp, "<f4'", 4) == 0) { t->is_int = 0; size = 4; }
+    else if (strncmp(dp, "<f8'", 4) == 0) { t->is_int = 0; size = 8; }
+    else if (strncmp(dp, "<i8'", 4) == 0) { t->is_int = 1; size = 8; }
+    else { set_error("%s: dtype %.4s: expected <f4, <f8 or <i8", path, dp); goto done; }
+    sp += 10;
+    t->ndim = 0;
+    t->n = 1;
+    while (*sp != ')') {
+        if (*sp == ',' || *sp == ' ') { sp++; continue; }
+        char *end;
+        long long v = strtoll(sp, &end, 10);
+        if (end == sp || v < 0 || t->ndim == MAX_NDIM) { set_error("%s: bad shape in header", path); goto done; }
+        t->shape[t->ndim++] = v;
+        t->n *= (size_t)v;
+        sp = end;
+    }
+    if (10 + hlen + t->n * (size_t)size != len) {
+        set_error("%s: %zu bytes of data, expected %zu", path, len - 10 - hlen, t->n * (size_t)size);
+        goto done;
+    }
+    const unsigned char *d = b + 10 + hlen;
+    if (t->is_int) t->i = malloc(sizeof(int64_t) * (t->n ? t->n : 1));
+    else t->f = malloc(sizeof(double) * (t->n ? t->n : 1));
+    if (!t->i && !t->f) { set_error("%s: out of memory", path); goto done; }
+    for (size_t k = 0; k < t->n; k++) {
+        uint64_t u = 0;
+        for (int j = 0; j < size; j++) u |= (uint64_t)d[k * (size_t)size + (size_t)j] << (8 * j);
+        if (t->is_int) { int64_t v; memcpy(&v, &u, 8); t->i[k] = v; }
+        else if (size == 4) { uint32_t w = (uint32_t)u; float v; memcpy(&v, &w, 4); t->f[k] = v; }
+        else { double v; memcpy(&v, &u, 8); t->f[k] = v; }
+    }
+    rc = 0;
+done:
+    free(b);
+    return rc;
+}
+
+/* ===========================================================================
+ * 3. The trace: trace.jsonl lists {"name": ..., "file": ...} per line; every
+ *    tensor is loaded (the default run's trace is a few MB).
+ * ======================================================================== */
+
+typedef struct {
+    Tensor *t;
+    int n;
+} Trace;
+
+/* the value of "key":"..." in one manifest line (names and files have no escapes) */
+static char *json_field(const char *line, const char *key) {
+    char pat[32];
+    snprintf(pat, sizeof pat, "\"%s\":\"", key);
+    const char *p = strstr(line, pat);
+    if (!p) return NULL;
+    p += strlen(pat);
+    const char *e = strchr(p, '"');
+    if (!e) return NULL;
+    char *s = malloc((size_t)(e - p) + 1);
+    if (!s) return NULL;
+    memcpy(s, p, (size_t)(e - p));
+    s[e - p] = 0;
+    return s;
+}
+
+static int trace_load(Trace *tr, const char *dir) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/trace.jsonl", dir);
+    size_t len;
+    char *text = (char *)read_all(path, &len);
+    if (!text) return -1;
+    int rc = -1, cap = 0;
+    for (size_t pos = 0; pos < len;) {
+        size_t e = pos;
+        while (e < len && text[e] != '\n') e++;
+        char line[2048];
+        size_t ll = e - pos < sizeof line - 1 ? e - pos : sizeof line - 1;
+        memcpy(line, text + pos, ll);
+        line[ll] = 0;
+        pos = e + 1;
+        if (ll == 0) continue;
+        char *name = json_field(line, "name"), *file = json_field(line, "file");
+        if (!name || !file || strchr(file, '/')) {
+            free(name); free(file);
+            set_error("%s: a line without \"name\" and a plain \"file\"", path);
+            goto done;
+        }
+        if (tr->n == cap) {
+            cap = cap ? 2 * cap : 256;
+            Tensor *nt = realloc(tr->t, sizeof(Tensor) * (size_t)cap);
+            if (!nt) { free(name); free(file); set_error("out of memory"); goto done; }
+            tr->t = nt;
+        }
+        Tensor *t = &tr->t[tr->n];
+        memset(t, 0, sizeof *t);
+        t->name = name;
+        char fpath[4096];
+        snprintf(fpath, sizeof fpath, "%s/%s", dir, file);
+        free(file);
+        tr->n++;
+        if (npy_load(fpath, t) != 0) goto done;
+    }
+    rc = 0;
+done:
+    free(text);
+    return rc;
+}
+
+static void trace_free(Trace *tr) {
+    for (int k = 0; k < tr->n; k++) { free(tr->t[k].name); free(tr->t[k].f); free(tr->t[k].i); }
+    free(tr->t);
+}
+
+static Trace TR;  /* the trace being documented */
+
+/* find(fmt, ...): the tensor of that name, or NULL */
+static const Tensor *vfind(const char *fmt, va_list ap) {
+    char name[256];
+    vsnprintf(name, sizeof name, fmt, ap);
+    for (int k = 0; k < TR.n; k++)
+        if (strcmp(TR.t[k].name, name) == 0) return &TR.t[k];
+    return NULL;
+}
+
+static const Tensor *find(const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    const Tensor *t = vfind(fmt, ap);
+    va_end(ap);
+    return t;
+}
+
+/* get(fmt, ...): the tensor, which must exist; a missing one flags `bad` and
+ * yields an empty stand-in whose every element reads as 0. */
+static const Tensor *get(const char *fmt, ...) {
+    static const Tensor missing = {"(missing)", 0, 0, {0}, 0, NULL, NULL};
+    va_list ap;
+    va_start(ap, fmt);
+    const Tensor *t = vfind(fmt, ap);
+    va_end(ap);
+    if (!t) {
+        char name[256];
+        va_start(ap, fmt);
+        vsnprintf(name, sizeof name, fmt, ap);
+        va_end(ap);
+        flag_bad("the trace has no tensor \"%s\"", name);
+        return &missing;
+    }
+    return t;
+}
+
+/* element at a flat index, bounds-checked */
+static double val(const Tensor *t, size_t k) {
+    if (k >= t->n) {
+        flag_bad("%s: index %zu out of range (%zu elements)", t->name, k, t->n);
+        return 0;
+    }
+    return t->is_int ? (double)t->i[k] : t->f[k];
+}
+static long ival(const Tensor *t, size_t k) { return (long)val(t, k); }
+static int64_t dim(const Tensor *t, int a) { return a < t->ndim ? t->shape[a] : 0; }
+/* t[a][b] of a 2-D tensor, t[a][b][c] of a 3-D tensor */
+static double at2(const Tensor *t, long a, long b) { return val(t, (size_t)(a * dim(t, 1) + b)); }
+static double at3(const Tensor *t, long a, long b, long c) {
+    return val(t, (size_t)((a * dim(t, 1) + b) * dim(t, 2) + c));
+}
+
+static void check(int ok, const char *fmt, ...) {
+    if (ok) return;
+    char m[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    flag_bad("cross-check failed: %s", m);
+}
+
+/* ===========================================================================
+ * 4. Vocabulary and token words.
+ * ======================================================================== */
+
+static char **VOC;
+static int NVOC;
+
+static int vocab_load(const char *path) {
+    size_t len;
+    char *text = (char *)read_all(path, &len);
+    if (!text) return -1;
+    int lines = 0;
+    for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
+    VOC = calloc((size_t)lines + 1, sizeof(char *));
+    if (!VOC) { free(text); set_error("out of memory"); return -1; }
+    size_t p = 0;
+    while (p < len) {
+        size_t e = p;
+        while (e < len && text[e] != '\n') e++;
+        char *w = malloc(e - p + 1);
+        if (!w) { free(text); set_error("out of memory"); return -1; }
+        memcpy(w, text + p, e - p);
+        w[e - p] = 0;
+        VOC[NVOC++] = w;
+        p = e + 1;
+    }
+    free(text);
+    return 0;
+}
+
+static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; }
+
+/* Rotating static buffers, so a few formatted strings can sit in one printf. */
+static char *rbuf(void) {
+    static char bufs[16][128];
+    static int k;
+    return bufs[k++ % 16];
+}
+
+/* a token for Markdown prose and tables: in a code span, so "<mask>" shows */
+static const char *mw(long id) {
+    char *b = rbuf();
+    snprintf(b, 128, "`%s`", word(id));
+    return b;
+}
+
+/* a token inside an SVG <text>: XML-escaped */
+static const char *xw(const char *s) {
+    char *b = rbuf();
+    size_t o = 0;
+    for (; *s && o < 100; s++) {
+        const char *r = *s == '<' ? "&lt;" : *s == '>' ? "&gt;" : *s == '&' ? "&amp;" : NULL;
+        if (r) { memcpy(b + o, r, strlen(r)); o += strlen(r); }
+        else b[o++] = *s;
+    }
+    b[o] = 0;
+    return b;
+}
+
+/* fixed-point number without "-0.0000" */
+static const char *fx(double x, int decimals) {
+    double half = 0.5;
+    for (int k = 0; k < decimals; k++) half /= 10;
+    if (fabs(x) < half) x = 0;
+    char *b = rbuf();
+    snprintf(b, 128, "%.*f", decimals, x);
+    return b;
+}
+
+/* ===========================================================================
+ * 5. What the trace says about the run: dimensions and the rounds.
+ * ======================================================================== */
+
+typedef struct {
+    int start, start_after;      /* start before and after the round */
+    int acc;                     /* acceptance_length */
+    int Lc;                      /* context rows injected */
+    int draft_cache_before;      /* = draft position_ids[0] */
+    int S;                       /* keys attended by the draft */
+    long block_in[16], block[16], posterior[16], match[16], cumprod[16];
+} Round;
+
+static struct {
+    int n;                 /* prompt length */
+    int L, D, k, kD;       /* target layers, hidden, len(target_layer_ids), k*D */
+    int layer_ids[16];
+    int N, H, Hkv, d, B, V;
+    int R;                 /* rounds */
+    Round r[16];
+    long out[64];
+    int n_out;
+    double inv_freq_first, inv_freq_last;
+} RUN;
+
+static int same_rows(const Tensor *a, long a_col0, const Tensor *b, long rows, long cols) {
+    for (long i = 0; i < rows; i++)
+        for (long j = 0; j < cols; j++)
+            if (at2(a, i, a_col0 + j) != at2(b, i, j)) return 0;
+    return 1;
+}
+
+static void read_run(void) {
+    RUN.n = (int)dim(get("input_ids"), 0);
+    while (find("prefill.hidden_states.%d", RUN.L + 1)) RUN.L++;
+    const Tensor *hs0 = get("prefill.hidden_states.0");
+    RUN.D = (int)dim(hs0, 1);
+    const Tensor *th = get("prefill.target_hidden");
+    RUN.kD = (int)dim(th, 1);
+    RUN.k = RUN.D ? RUN.kD / RUN.D : 0;
+    check(RUN.k > 0 && RUN.k < 16 && RUN.k * RUN.D == RUN.kD, "target_hidden width %d is k * %d", RUN.kD, RUN.D);
+    /* which hidden_states[i] each slice of target_hidden is: id = i - 1 */
+    for (int j = 0; j < RUN.k && j < 16; j++) {
+        RUN.layer_ids[j] = -99;
+        for (int i = 0; i <= RUN.L; i++)
+            if (same_rows(th, (long)j * RUN.D, get("prefill.hidden_states.%d", i), RUN.n, RUN.D)) {
+                RUN.layer_ids[j] = i - 1;
+                break;
+            }
+        check(RUN.layer_ids[j] >= 0, "slice %d of prefill.target_hidden equals no hidden_states[i]", j);
+    }
+    const Tensor *q = get("draft1.layers.0.self_attn.q");
+    RUN.H = (int)dim(q, 0);
+    RUN.d = (int)dim(q, 2);
+    RUN.Hkv = (int)dim(get("draft1.layers.0.self_attn.k"), 0);
+    while (find("draft1.layers.%d", RUN.N)) RUN.N++;
+    RUN.B = (int)dim(get("draft1.block_output_ids"), 0);
+    RUN.V = (int)dim(get("draft1.logits"), 1);
+    check(RUN.B >= 2 && RUN.B <= 16, "block size %d in 2..16", RUN.B);
+    const Tensor *ang = get("draft1.rope_angles");
+    RUN.inv_freq_first = at2(ang, 1, 0) - at2(ang, 0, 0);
+    RUN.inv_freq_last = at2(ang, 1, RUN.d / 2 - 1) - at2(ang, 0, RUN.d / 2 - 1);
+
+    while (RUN.R < 16 && find("draft%d.block_output_ids", RUN.R + 1)) RUN.R++;
+    int B = RUN.B;
+    for (int ri = 0; ri < RUN.R; ri++) {
+        Round *r = &RUN.r[ri];
+        int rn = ri + 1;
+        const Tensor *pos = get("verify%d.position_ids", rn);
+        r->start = (int)ival(pos, 0);
+        r->acc = (int)ival(get("verify%d.acceptance_length", rn), 0);
+        r->start_after = r->start + r->acc + 1;
+        r->Lc = (int)dim(get("draft%d.target_hidden_raw", rn), 0);
+        r->draft_cache_before = (int)ival(get("draft%d.position_ids", rn), 0);
+        r->S = (int)dim(get("draft%d.layers.0.self_attn.attn_weights", rn), 2);
+        for (int i = 0; i < B; i++) {
+            r->block_in[i] = ival(get("draft%d.block_output_ids", rn), (size_t)i);
+            r->block[i] = ival(get("verify%d.input_ids", rn), (size_t)i);
+            r->posterior[i] = ival(get("verify%d.sampled", rn), (size_t)i);
+        }
+        for (int i = 0; i + 1 < B; i++) {
+            r->match[i] = ival(get("verify%d.match", rn), (size_t)i);
+            r->cumprod[i] = ival(get("verify%d.cumprod", rn), (size_t)i);
+            check(r->block[i + 1] == ival(get("draft%d.sampled", rn), (size_t)i),
+                  "round %d: verify input %d is the draft's proposal", rn, i + 1);
+        }
+        /* the bookkeeping the update step relies on */
+        check(r->S == r->draft_cache_before + r->Lc + B, "round %d: S = cache + Lc + B", rn);
+        check((int)ival(get("draft%d.position_ids", rn), (size_t)(r->Lc + B - 1)) == r->start + B - 1,
+              "round %d: draft position_ids end at start + B - 1", rn);
+        if (ri > 0) {
+            const Round *p = &RUN.r[ri - 1];
+            check(r->start == p->start_after, "round %d starts where round %d ended", rn, rn - 1);
+            check(r->draft_cache_before == p->start, "round %d: draft cache = previous start", rn);
+            check(r->Lc == p->acc + 1, "round %d: Lc = previous acc + 1", rn);
+            check(same_rows(get("verify%d.target_hidden", rn - 1), 0, get("draft%d.target_hidden_raw", rn),
+                            r->Lc, RUN.kD),
+                  "draft%d.target_hidden_raw = verify%d.target_hidden[:acc+1]", rn, rn - 1);
+        } else {
+            check(same_rows(get("prefill.target_hidden"), 0, get("draft1.target_hidden_raw"), RUN.n, RUN.kD),
+                  "draft1.target_hidden_raw = prefill.target_hidden");
+        }
+    }
+    const Tensor *o = get("output_ids");
+    RUN.n_out = (int)dim(o, 0) < 64 ? (int)dim(o, 0) : 64;
+    for (int i = 0; i < RUN.n_out; i++) RUN.out[i] = ival(o, (size_t)i);
+}
+
+/* ===========================================================================
+ * 6. SVG figures. Plain SVG 1.1, fixed coordinates, system fonts; every
+ *    label is placed with room to spare for DejaVu Sans / Arial widths.
+ * ======================================================================== */
+
+#define FONT "font-family=\"DejaVu Sans, Verdana, Arial, sans-serif\""
+
+/* "Blues" colour scale: white (0) to dark blue (1), piecewise linear */
+static void blues(double v, char *out) {
+    static const int stop[5][3] = {{247, 251, 255}, {198, 219, 239}, {107, 174, 214}, {33, 113, 181}, {8, 48, 107}};
+    if (v < 0) v = 0;
+    if (v > 1) v = 1;
+    double x = v * 4;
+    int s = (int)x;
+    if (s > 3) s = 3;
+    double f = x - s;
+    int c[3];
+    for (int k = 0; k < 3; k++) c[k] = (int)(stop[s][k] + (stop[s + 1][k] - stop[s][k]) * f + 0.5);
+    sprintf(out, "#%02x%02x%02x", c[0], c[1], c[2]);
+}
+
+static const char *head_role(int h) {
+    static char b[8][64];
+    if (h >= 1 && h <= 3) snprintf(b[h], 64, "planted look-ahead %d", h);
+    else snprintf(b[h & 7], 64, "pseudo-random weights");
+    return b[h & 7];
+}
+
+/* One head's (B x S) attention weights of draft round 1, layer 0. */
+static void svg_heatmap(FILE *f, int h) {
+    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights");
+    const Round *r = &RUN.r[0];
+    int B = RUN.B, S = r->S, Lc = r->Lc, c0 = r->draft_cache_before;
+    int cw = 76, ch = 40;                 /* cell size */
+    int x0 = 128, y0 = 110;               /* top-left of the grid */
+    int W = x0 + S * cw + 24, Hh = y0 + B * ch + 62;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
+            W, Hh, W, Hh);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, Hh);
+    fprintf(f, "<text x=\"%d\" y=\"24\" %s font-size=\"16\" font-weight=\"bold\" fill=\"#222222\">"
+               "draft round 1, layer 0, head %d (%s)</text>\n", 12, FONT, h, head_role(h));
+    /* group labels above the key columns */
+    int xb = x0 + Lc * cw;  /* the KV-injection boundary */
+    fprintf(f, "<text x=\"%d\" y=\"52\" %s font-size=\"13\" text-anchor=\"middle\" fill=\"#8c2d04\">"
+               "context (C)</text>\n", x0 + Lc * cw / 2, FONT);
+    fprintf(f, "<line x1=\"%d\" y1=\"58\" x2=\"%d\" y2=\"58\" stroke=\"#8c2d04\" stroke-width=\"1.5\"/>\n",
+            x0 + 4, xb - 6);
+    fprintf(f, "<text x=\"%d\" y=\"52\" %s font-size=\"13\" text-anchor=\"middle\" fill=\"#08519c\">"
+               "block</text>\n", xb + (S - Lc) * cw / 2, FONT);
+    fprintf(f, "<line x1=\"%d\" y1=\"58\" x2=\"%d\" y2=\"58\" stroke=\"#08519c\" stroke-width=\"1.5\"/>\n",
+            xb + 6, x0 + S * cw - 4);
+    /* key column labels: k@pos and the word */
+    for (int j = 0; j < S; j++) {
+        int pos = c0 + j;
+        long id = pos < RUN.n_out ? RUN.out[pos] : -1;
+        if (j >= Lc) id = r->block_in[j - Lc];
+        int cx = x0 + j * cw + cw / 2;
+        fprintf(f, "<text x=\"%d\" y=\"80\" %s font-size=\"13\" text-anchor=\"middle\" fill=\"#222222\">k@%d</text>\n",
+                cx, FONT, pos);
+        fprintf(f, "<text x=\"%d\" y=\"98\" %s font-size=\"12\" text-anchor=\"middle\" fill=\"#555555\">%s</text>\n",
+                cx, FONT, xw(word(id)));
+    }
+    /* rows */
+    for (int t = 0; t < B; t++) {
+        int cy = y0 + t * ch + ch / 2 + 5;
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" text-anchor=\"end\" fill=\"#222222\">"
+                   "q@%d <tspan fill=\"#555555\">%s</tspan></text>\n",
+                x0 - 10, cy, FONT, r->start + t, xw(word(r->block_in[t])));
+        for (int j = 0; j < S; j++) {
+            double v = at3(A, h, t, j);
+            char col[8];
+            blues(v, col);
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#ffffff\" "
+                       "stroke-width=\"1\"/>\n", x0 + j * cw, y0 + t * ch, cw, ch, col);
+            fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
+                    x0 + j * cw + cw / 2, cy, FONT, v > 0.5 ? "#ffffff" : "#222222", fx(v, 4));
+        }
+    }
+    /* grid frame and the KV-injection boundary */
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#444444\" "
+               "stroke-width=\"1\"/>\n", x0, y0, S * cw, B * ch);
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#111111\" stroke-width=\"4\"/>\n",
+            xb, 64, xb, y0 + B * ch + 8);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" text-anchor=\"middle\" fill=\"#111111\">"
+               "KV-injection boundary</text>\n", xb, y0 + B * ch + 24, FONT);
+    fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#555555\">rows: block queries at positions "
+               "%d..%d; columns: keys; each row sums to 1</text>\n", y0 + B * ch + 48, FONT, r->start,
+            r->start + B - 1);
+    fprintf(f, "</svg>\n");
+}
+
+/* one token cell of the timeline */
+static void tl_cell(FILE *f, int x, int y, int w, int hgt, const char *fill, const char *stroke,
+                    const char *dash, const char *text, const char *tcol, const char *mark) {
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" rx=\"4\" fill=\"%s\" stroke=\"%s\" "
+               "stroke-width=\"1.5\"%s/>\n", x + 2, y, w - 4, hgt, fill, stroke, dash);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" text-anchor=\"middle\" fill=\"%s\">%s</text>\n",
+            x + w / 2, y + hgt / 2 + 5, FONT, tcol, xw(text));
+    if (mark[0])
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"11\" text-anchor=\"end\" fill=\"%s\">%s</text>\n",
+                x + w - 5, y + 12, FONT, tcol, mark);
+}
+
+#define C_PROMPT "#d9d9d9"
+#define C_ANCHOR "#fff7bc"
+#define C_OK "#c7e9c0"
+#define C_NO "#fcbba1"
+#define C_BONUS "#fdae6b"
+#define C_UNUSED "#ffffff"
+
+/* The whole run: prefill, then per round the draft's block and the target's
+ * posterior on a shared position axis, then the output. */
+static void svg_timeline(FILE *f) {
+    int B = RUN.B, R = RUN.R;
+    int maxpos = RUN.r[R - 1].start + B;  /* the last posterior's position */
+    int lw = 200, cw = 64, ch = 30, gap = 8, aw = 360;
+    int P = maxpos + 1;
+    int W = lw + P * cw + aw, x0 = lw;
+    int y = 64;
+    int n_lines = 2 + 2 * R;
+    int Hh = y + n_lines * (ch + gap) + 18 + 2 * 26 + 10 + 24;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
+            W, Hh, W, Hh);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, Hh);
+    fprintf(f, "<text x=\"12\" y=\"24\" %s font-size=\"16\" font-weight=\"bold\" fill=\"#222222\">"
+               "The default run: \"", FONT);
+    for (int i = 0; i < RUN.n; i++) fprintf(f, "%s%s", i ? " " : "", xw(word(RUN.out[i]))); 
+    fprintf(f, "\", block size %d, greedy</text>\n", B);
+    /* position axis */
+    fprintf(f, "<text x=\"%d\" y=\"52\" %s font-size=\"12\" text-anchor=\"end\" fill=\"#555555\">position</text>\n",
+            x0 - 10, FONT);
+    for (int p = 0; p < P; p++)
+        fprintf(f, "<text x=\"%d\" y=\"52\" %s font-size=\"12\" text-anchor=\"middle\" fill=\"#555555\">%d</text>\n",
+                x0 + p * cw + cw / 2, FONT, p);
+    int fwd = 1;
+    /* prefill */
+    fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" text-anchor=\"end\" fill=\"#222222\">prefill</text>\n",
+            x0 - 10, y + ch / 2 + 5, FONT);
+    for (int p = 0; p < RUN.n; p++)
+        tl_cell(f, x0 + p * cw, y, cw, ch, C_PROMPT, "#969696", "", word(RUN.out[p]), "#222222", "");
+    tl_cell(f, x0 + RUN.n * cw, y, cw, ch, C_BONUS, "#d94801", "", word(ival(get("prefill.sampled"), 0)), "#222222", "");
+    fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" fill=\"#222222\">target forward %d: %d prompt tokens"
+               "</text>\n", x0 + P * cw + 12, y + ch / 2 + 5, FONT, fwd++, RUN.n);
+    y += ch + gap;
+    for (int ri = 0; ri < R; ri++) {
+        const Round *r = &RUN.r[ri];
+        /* draft line */
+        fprintf(f, "<line x1=\"8\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#dddddd\" stroke-width=\"1\"/>\n",
+                y - gap / 2, W - 8, y - gap / 2);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" text-anchor=\"end\" fill=\"#222222\">"
+                   "round %d: draft proposes</text>\n", x0 - 10, y + ch / 2 + 5, FONT, ri + 1);
+        tl_cell(f, x0 + r->start * cw, y, cw, ch, C_ANCHOR, "#b8a000", "", word(r->block[0]), "#222222", "");
+        for (int i = 1; i < B; i++) {
+            int ok = i <= r->acc;
+            tl_cell(f, x0 + (r->start + i) * cw, y, cw, ch, ok ? C_OK : C_NO, ok ? "#41ab5d" : "#cb181d", "",
+                    word(r->block[i]), "#222222", ok ? "\xE2\x9C\x93" : "\xE2\x9C\x97");
+        }
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" fill=\"#222222\">draft forward %d: "
+                   "%d context rows + %d block rows</text>\n", x0 + P * cw + 12, y + ch / 2 + 5, FONT, ri + 1,
+                r->Lc, B);
+        y += ch + gap;
+        /* verify line: posterior[i] is the target's token for position start+i+1 */
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" text-anchor=\"end\" fill=\"#222222\">"
+                   "target verifies</text>\n", x0 - 10, y + ch / 2 + 5, FONT);
+        for (int i = 0; i < B; i++) {
+            int p = r->start + i + 1;
+            if (i < r->acc)
+                tl_cell(f, x0 + p * cw, y, cw, ch, C_OK, "#41ab5d", "", word(r->posterior[i]), "#222222", "");
+            else if (i == r->acc)
+                tl_cell(f, x0 + p * cw, y, cw, ch, C_BONUS, "#d94801", "", word(r->posterior[i]), "#222222", "");
+            else
+                tl_cell(f, x0 + p * cw, y, cw, ch, C_UNUSED, "#bdbdbd", " stroke-dasharray=\"4 3\"",
+                        word(r->posterior[i]), "#969696", "");
+        }
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" fill=\"#222222\">target forward %d: "
+                   "accept %d, start %d \xE2\x86\x92 %d</text>\n", x0 + P * cw + 12, y + ch / 2 + 5, FONT, fwd++,
+                r->acc, r->start, r->start_after);
+        y += ch + gap;
+    }
+    /* the output */
+    fprintf(f, "<line x1=\"8\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#dddddd\" stroke-width=\"1\"/>\n",
+            y - gap / 2, W - 8, y - gap / 2);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"13\" font-weight=\"bold\" text-anchor=\"end\" "
+               "fill=\"#222222\">output</text>\n", x0 - 10, y + ch / 2 + 5, FONT);
+    for (int p = 0; p < RUN.n_out; p++) {
+        const char *fill = C_PROMPT, *stroke = "#969696";
+        if (p == RUN.n) { fill = C_BONUS; stroke = "#d94801"; }
+        for (int ri = 0; ri < R; ri++) {
+            const Round *r = &RUN.r[ri];
+            if (p > r->start && p <= r->start + r->acc) { fill = C_OK; stroke = "#41ab5d"; }
+            if (p == r->start_after) { fill = C_BONUS; stroke = "#d94801"; }
+        }
+        tl_cell(f, x0 + p * cw, y, cw, ch, fill, stroke, "", word(RUN.out[p]), "#222222", "");
+    }
+    int new_tokens = RUN.n_out - RUN.n;
+    fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" fill=\"#222222\">%d new tokens from %d target "
+               "forwards</text>\n", x0 + P * cw + 12, y + ch / 2 + 5, FONT, new_tokens, RUN.R + 1);
+    y += ch + gap + 18;
+    /* legend */
+    static const struct { const char *fill, *stroke, *text; } leg[] = {
+        {C_PROMPT, "#969696", "prompt"},
+        {C_ANCHOR, "#b8a000", "anchor (last known token)"},
+        {C_OK, "#41ab5d", "draft token accepted (= target)"},
+        {C_NO, "#cb181d", "draft token rejected"},
+        {C_BONUS, "#d94801", "target's own token (bonus)"},
+        {C_UNUSED, "#bdbdbd", "posterior after a mismatch: unused"},
+    };
+    for (int k = 0; k < 6; k++) {
+        int lx = 12 + (k % 3) * 300, ly = y + (k / 3) * 26;
+        fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"28\" height=\"18\" rx=\"3\" fill=\"%s\" stroke=\"%s\" "
+                   "stroke-width=\"1.5\"%s/>\n", lx, ly, leg[k].fill, leg[k].stroke,
+                k == 5 ? " stroke-dasharray=\"4 3\"" : "");
+        fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" fill=\"#222222\">%s</text>\n", lx + 36, ly + 14,
+                FONT, leg[k].text);
+    }
+    y += 2 * 26 + 10;
+    fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#555555\">The target's posterior at position "
+               "p is its next token after the block's tokens up to p - 1; \xE2\x9C\x93 / \xE2\x9C\x97: "
+               "the draft's token there matches it / does not.</text>\n", y, FONT);
+    fprintf(f, "</svg>\n");
+}
+
+/* ===========================================================================
+ * 7. README.md, step by step.
+ * ======================================================================== */
+
+static FILE *md;  /* the README being written (a memory stream) */
+#define P(...) fprintf(md, __VA_ARGS__)
+
+static double dot_row(const Tensor *a, long ha, long ra, const Tensor *b, long hb, long rb, int n) {
+    double s = 0;
+    for (int i = 0; i < n; i++) s += at3(a, ha, ra, i) * at3(b, hb, rb, i);
+    return s;
+}
+
+static double rms_row(const Tensor *t, long row, long col0, long n) {
+    double s = 0;
+    for (long j = 0; j < n; j++) s += at2(t, row, col0 + j) * at2(t, row, col0 + j);
+    return sqrt(s / (double)n);
+}
+
+/* argmax of row `row` of a 2-D tensor (first index on ties), and the runner-up */
+static void top2(const Tensor *t, long row, long *i1, long *i2) {
+    long n = dim(t, 1), a = 0, b = -1;
+    for (long j = 1; j < n; j++) if (at2(t, row, j) > at2(t, row, a)) a = j;
+    for (long j = 0; j < n; j++) if (j != a && (b < 0 || at2(t, row, j) > at2(t, row, b))) b = j;
+    *i1 = a;
+    *i2 = b;
+}
+
+static void words_list(long *ids, int n) {
+    for (int i = 0; i < n; i++) P("%s%s", i ? " " : "", word(ids[i]));
+}
+
+static void header(void) {
+    P("<!-- Generated by walkthrough/mkwalk.c from a trace of the default run (`make walkthrough`).\n"
+      "     Do not edit by hand: CI (`make walkthrough-check`) fails when this file differs from a\n"
+      "     regeneration. Edit walkthrough/mkwalk.c instead. -->\n\n");
+    P("# The DFlash walkthrough, with this implementation's real numbers\n\n");
+    P("The user's walkthrough (kept beside this repository in `shared/seed/`, in Chinese) follows one DFlash\n"
+      "round on the prompt \"The cat sat\" with shapes only. This page follows the same round, in the same seven\n"
+      "steps, through `dflash.c` on the planted toy model (`toy_weights/walkthrough`), with the values the\n"
+      "program actually computed. Every number below is read from a trace of the default run\n"
+      "(`./dflash --trace DIR`: one `.npy` file per tensor, named by the trace contract, section 4 of\n"
+      "`shared/REFERENCE.md`), and the trace name is given next to it, so a port can compare its own tensors.\n"
+      "To stop the program at each step and look at the same buffers, see [gdb.md](gdb.md).\n\n");
+    P("| setting | value | where it comes from |\n|---|---|---|\n");
+    P("| target layers L | %d | `prefill.hidden_states.0..%d` (L+1 entries) |\n", RUN.L, RUN.L);
+    P("| hidden size D | %d | |\n", RUN.D);
+    P("| heads H / head_dim d | %d / %d | `draft1.layers.0.self_attn.q` is [%d, %d, %d] |\n", RUN.H, RUN.d, RUN.H,
+      RUN.B, RUN.d);
+    P("| draft layers N | %d | `draft1.layers.0`, `draft1.layers.1` |\n", RUN.N);
+    P("| target_layer_ids (k = %d) | ", RUN.k);
+    for (int j = 0; j < RUN.k; j++) P("%s%d", j ? ", " : "", RUN.layer_ids[j]);
+    P(" | each slice of `prefill.target_hidden` is bit-identical to `prefill.hidden_states.{id+1}` |\n");
+    P("| block_size B | %d | `draft1.block_output_ids` |\n", RUN.B);
+    P("| vocabulary V | %d words | `toy_weights/walkthrough/vocab.txt` |\n", RUN.V);
+    P("| prompt | \"");
+    words_list(RUN.out, RUN.n);
+    P("\", ids ");
+    for (int i = 0; i < RUN.n; i++) P("%s%ld", i ? " " : "", RUN.out[i]);
+    P(", positions 0..%d | `input_ids` |\n\n", RUN.n - 1);
+    P("The toy model is planted so that the story is readable ([toy_weights/README.md](../toy_weights/README.md)):\n"
+      "the target is a bigram machine (its greedy next token after t is always NEXT[t]), and draft layer 0 has\n"
+      "three look-ahead heads: head m (m = 1, 2, 3) makes the mask at distance m from the anchor attend to the\n"
+      "anchor and copy it forward. One mistake is planted (three places after \"on\" the draft believes \"box\"),\n"
+      "so round 1 accepts 2 of 3 proposals. The other heads, the MLPs and draft layer 1 are pseudo-random.\n"
+      "All computation is float32 (`-ffp-contract=off`, so the trace is bit-reproducible).\n\n");
+    P("## The whole run\n\n![timeline of the default run](timeline.svg)\n\n");
+    P("| | block (positions) | draft proposes | target posterior | match / cumprod | acceptance | start |\n"
+      "|---|---|---|---|---|---|---|\n");
+    P("| prefill | ");
+    for (int i = 0; i < RUN.n; i++) P("%s%s", i ? " " : "", mw(RUN.out[i]));
+    P(" (0..%d) | | %s | | | %d |\n", RUN.n - 1, mw(ival(get("prefill.sampled"), 0)), RUN.n);
+    for (int ri = 0; ri < RUN.R; ri++) {
+        const Round *r = &RUN.r[ri];
+        P("| round %d | ", ri + 1);
+        for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->block_in[i]));
+        P(" (%d..%d) | ", r->start, r->start + RUN.B - 1);
+        for (int i = 1; i < RUN.B; i++) P("%s%s", i > 1 ? " " : "", mw(r->block[i]));
+        P(" | ");
+        for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->posterior[i]));
+        P(" | [");
+        for (int i = 0; i + 1 < RUN.B; i++) P("%s%ld", i ? "," : "", r->match[i]);
+        P("] / [");
+        for (int i = 0; i + 1 < RUN.B; i++) P("%s%ld", i ? "," : "", r->cumprod[i]);
+        P("] | %d | %d &rarr; %d |\n", r->acc, r->start, r->start_after);
+    }
+    P("\nOutput: \"");
+    words_list(RUN.out, RUN.n_out);
+    P("\" (ids");
+    for (int i = 0; i < RUN.n_out; i++) P(" %ld", RUN.out[i]);
+    int tot = 0;
+    for (int ri = 0; ri < RUN.R; ri++) tot += RUN.r[ri].acc + 1;
+    P("): %d new tokens from %d target forwards (prefill + %d verifications) and %d draft forwards;\n"
+      "%.2f tokens per verification. Target-only decoding needs one target forward per new token, %d (that it\n"
+      "gives the same ids is the lossless property, which `make test` checks).\n\n",
+      RUN.n_out - RUN.n, RUN.R + 1, RUN.R, RUN.R, (double)tot / RUN.R, RUN.n_out - RUN.n);
+}
+
+static void step1(void) {
+    const Tensor *th = get("prefill.target_hidden"), *lg = get("prefill.logits");
+    int D = RUN.D;
+    P("## Step 1: prefill, and the target's hidden states\n\n");
+    P("**Code:** `target_forward` (dflash.c, section 3) runs the %d-token prompt at positions 0..%d, fills\n"
+      "`TargetRun.hidden_states` (L+1 = %d arrays of [%d, %d]) and the logits of the last position only\n"
+      "(`logits_to_keep=1`); `dflash_generate` samples the first new token; `extract_context_feature`\n"
+      "(dflash.c, section 4) concatenates `hidden_states[id + 1]` for id in target_layer_ids.\n\n",
+      RUN.n, RUN.n - 1, RUN.L + 1, RUN.n, D);
+    P("```math\nX_i = \\left[\\,h^{(%d)}_i \\,;\\, h^{(%d)}_i \\,;\\, h^{(%d)}_i\\,\\right] "
+      "= \\left[\\,\\mathrm{hs}[%d]_i \\,;\\, \\mathrm{hs}[%d]_i \\,;\\, \\mathrm{hs}[%d]_i\\,\\right] \\in "
+      "\\mathbb{R}^{%d}\n```\n\n", RUN.layer_ids[0], RUN.layer_ids[1], RUN.layer_ids[2], RUN.layer_ids[0] + 1,
+      RUN.layer_ids[1] + 1, RUN.layer_ids[2] + 1, RUN.kD);
+    long a, b;
+    top2(lg, 0, &a, &b);
+    P("- `prefill.logits` [1, %d]: the largest is %s (%s), the runner-up %s (%s), so `prefill.sampled` = %ld\n"
+      "  (%s), written at position %d.\n", RUN.V, mw(a), fx(at2(lg, 0, a), 4), mw(b), fx(at2(lg, 0, b), 4),
+      ival(get("prefill.sampled"), 0), mw(ival(get("prefill.sampled"), 0)), RUN.n);
+    P("- `prefill.target_hidden` [%d, %d] (`target_hidden_raw`). Each %d-wide slice is one hidden state; in this\n"
+      "  model a token keeps a large value in its own dimension (dim = token id), the rest is small:\n\n",
+      RUN.n, RUN.kD, D);
+    P("| row | word | ");
+    for (int j = 0; j < RUN.k; j++)
+        P("cols %d..%d = hs[%d] (layer %d%s): own dim, RMS | ", j * D, (j + 1) * D - 1, RUN.layer_ids[j] + 1,
+          RUN.layer_ids[j], RUN.layer_ids[j] + 1 == RUN.L ? ", post-norm" : "");
+    P("\n|---|---|");
+    for (int j = 0; j < RUN.k; j++) P("---|");
+    P("\n");
+    for (int i = 0; i < RUN.n; i++) {
+        long id = RUN.out[i];
+        P("| %d | %s | ", i, mw(id));
+        for (int j = 0; j < RUN.k; j++)
+            P("%s, %s | ", fx(at2(th, i, (long)j * D + id), 4), fx(rms_row(th, i, (long)j * D, D), 4));
+        P("\n");
+    }
+    P("\nThe last slice is `hidden_states[%d]`, the output *after* the final `model.norm` (RMS 1): transformers\n"
+      "replaces the last hidden state with `last_hidden_state` (see Errata).\n\n", RUN.L);
+}
+
+static void step2(void) {
+    const Tensor *fc = get("draft1.fc"), *C = get("draft1.hidden_norm");
+    int Lc = RUN.r[0].Lc;
+    P("## Step 2: projection and normalisation to C\n\n");
+    P("**Code:** `draft_forward` (dflash.c, section 5): `matmul(r->fc_out, target_hidden, dm->fc, ...)` then\n"
+      "`rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, ...)`. `fc.weight` is stored [%d, %d] (out, in).\n\n",
+      RUN.D, RUN.kD);
+    P("```math\nC = \\mathrm{RMSNorm}\\!\\left(X\\,W_\\mathrm{fc}^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d},"
+      "\\qquad \\mathrm{RMSNorm}(x) = w \\odot \\frac{x}{\\sqrt{\\mathrm{mean}(x^2) + \\epsilon}}\n```\n\n",
+      Lc, RUN.D);
+    P("`draft1.target_hidden_raw` [%d, %d] is `prefill.target_hidden` (checked bit for bit), `draft1.fc` is\n"
+      "[%d, %d] and C = `draft1.hidden_norm` [%d, %d]. In this model fc rows 0..35 are zero, so C is exactly 0 on\n"
+      "the token dimensions; dim %d is the planted \"context flag\" that gives the context keys their own\n"
+      "direction (Step 4.2):\n\n", Lc, RUN.kD, Lc, RUN.D, Lc, RUN.D, RUN.D - 1);
+    P("| row (position) | C[0..3] | C[36..39] | C[%d] | RMS of fc row | RMS of C row |\n|---|---|---|---|---|---|\n",
+      RUN.D - 1);
+    for (int i = 0; i < Lc; i++) {
+        P("| %d (%s) | ", i, mw(RUN.out[i]));
+        for (int j = 0; j < 4; j++) P("%s%s", j ? " " : "", fx(at2(C, i, j), 4));
+        P(" | ");
+        for (int j = 36; j < 40; j++) P("%s%s", j > 36 ? " " : "", fx(at2(C, i, j), 4));
+        P(" | %s | %s | %s |\n", fx(at2(C, i, RUN.D - 1), 4), fx(rms_row(fc, i, 0, RUN.D), 4),
+          fx(rms_row(C, i, 0, RUN.D), 4));
+    }
+    P("\nThe same C is injected into every draft layer (Step 4.2); it is not re-normalised per layer.\n\n");
+}
+
+static void step3(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *ne = get("draft1.noise_embedding");
+    P("## Step 3: the block\n\n");
+    P("**Code:** `dflash_generate` (dflash.c, section 7) copies `block = output_ids[start : start+B]`;\n"
+      "`draft_forward` looks up `noise_embedding = embed_tokens(block)` in the target's embedding.\n\n");
+    P("```math\nH^{(0)} = \\mathrm{embed}(\\mathrm{block}) \\in \\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B, RUN.D);
+    P("`draft1.block_output_ids` = [");
+    for (int i = 0; i < RUN.B; i++) P("%s%ld", i ? ", " : "", r->block_in[i]);
+    P("] = ");
+    for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->block_in[i]));
+    P(" at positions %d..%d (start = %d: the anchor is the token the prefill sampled).\n"
+      "`draft1.noise_embedding` [%d, %d]: row t is `embed_tokens[block[t]]`; here that is %s in dimension\n"
+      "block[t] and 0 elsewhere:\n\n", r->start, r->start + RUN.B - 1, r->start, RUN.B, RUN.D,
+      fx(at2(ne, 0, r->block_in[0]), 4));
+    P("| row | position | token | dim | value there | RMS of row |\n|---|---|---|---|---|---|\n");
+    for (int t = 0; t < RUN.B; t++)
+        P("| %d | %d | %s | %ld | %s | %s |\n", t, r->start + t, mw(r->block_in[t]), r->block_in[t],
+          fx(at2(ne, t, r->block_in[t]), 4), fx(rms_row(ne, t, 0, RUN.D), 4));
+    P("\n");
+}
+
+static void step4_qkv(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *q = get("draft1.layers.0.self_attn.q"), *k = get("draft1.layers.0.self_attn.k");
+    const Tensor *v = get("draft1.layers.0.self_attn.v");
+    int Lc = r->Lc, S = r->S, half = RUN.d / 2;
+    P("## Step 4: KV injection, draft layer 0\n\n");
+    P("**Code:** `draft_layer` (dflash.c, section 5), once per draft layer; the steps 4.1 to 4.5 below are\n"
+      "marked with the same numbers in its comments. H is the layer's normed input for the block,\n"
+      "`a->xb = input_layernorm(h)` (in layer 0, `input_layernorm` is 1, so H is the embedding itself).\n\n");
+    P("### 4.1 Q: from the block only\n\n");
+    P("```math\nQ = \\mathrm{QNorm}\\!\\left(H W_Q^{\\top}\\right) \\in \\mathbb{R}^{n_h \\times L_q \\times d_h} "
+      "= \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n", RUN.H, RUN.B, RUN.d);
+    P("`draft1.layers.0.self_attn.q` is [%d, %d, %d] (after q_norm, before RoPE; in memory `LayerActs.q` is\n"
+      "[B, H*d], the trace transposes it to the reference's [H, B, d]). The planted head 1 shows the recipe: a word\n"
+      "query points along pair 0 at angle 0, a mask query at angle -m plus a \"sink\" component on dim %d:\n\n",
+      RUN.H, RUN.B, RUN.d, half - 1);
+    P("| head 1, row | position | token | q[0] | q[%d] | q[%d] | norm of q |\n|---|---|---|---|---|---|---|\n",
+      half, half - 1);
+    for (int t = 0; t < RUN.B; t++) {
+        double nn = sqrt(dot_row(q, 1, t, q, 1, t, RUN.d));
+        P("| %d | %d | %s | %s | %s | %s | %s |\n", t, r->start + t, mw(r->block_in[t]), fx(at3(q, 1, t, 0), 4),
+          fx(at3(q, 1, t, half), 4), fx(at3(q, 1, t, half - 1), 4), fx(nn, 4));
+    }
+    {
+        double q0 = at3(q, 1, 1, 0), q32 = at3(q, 1, 1, half), q31 = at3(q, 1, 1, half - 1);
+        double len0 = sqrt(q0 * q0 + q32 * q32);
+        P("\nq_norm rescales every head's query to length sqrt(d) = 8. The mask's is %s along pair 0, in the\n"
+          "direction (%s, %s) = (cos 1, -sin 1), i.e. at angle -1, and %s on the sink (dim %d).\n\n",
+          fx(len0, 4), fx(q0 / len0, 4), fx(q32 / len0, 4), fx(q31, 4), half - 1);
+    }
+    P("### 4.2 K and V: the context and the block through the same projections\n\n");
+    P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; H W_K^{\\top}\\right]\\right)"
+      " \\in \\mathbb{R}^{%d \\times %d \\times %d},\\qquad V = \\mathrm{concat}\\!\\left[C W_V^{\\top},\\; "
+      "H W_V^{\\top}\\right] \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
+      RUN.Hkv, Lc + RUN.B, RUN.d, RUN.Hkv, Lc + RUN.B, RUN.d);
+    P("`draft_layer` runs `matmul(a->k, r->C, w->k_proj, Lc, ...)` for rows 0..%d and\n"
+      "`matmul(a->k + Lc*kvd, a->xb, w->k_proj, B, ...)` for rows %d..%d: one weight matrix, two inputs, one\n"
+      "buffer; `v` likewise. `draft1.layers.0.self_attn.k` and `.v` are [%d, %d, %d]. The %d keys and values and\n"
+      "their sources, with head 1's components (k_norm has gain 10 on dims 0, %d, %d, %d in the planted heads;\n"
+      "each planted key has exactly one non-zero component):\n\n",
+      Lc - 1, Lc, Lc + RUN.B - 1, RUN.Hkv, Lc + RUN.B, RUN.d, S, half - 1, half, RUN.d - 1);
+    P("| K/V index | position | source | token | head 1: k[0] | k[16] | k[%d] | head 1: v, largest component |\n"
+      "|---|---|---|---|---|---|---|---|\n", half - 1);
+    for (int j = 0; j < Lc + RUN.B; j++) {
+        int ctx = j < Lc;
+        int pos = r->draft_cache_before + j;
+        long id = ctx ? RUN.out[pos] : r->block_in[j - Lc];
+        int best = 0;
+        for (int c = 1; c < RUN.d; c++) if (fabs(at3(v, 1, j, c)) > fabs(at3(v, 1, j, best))) best = c;
+        char vs[96];
+        if (fabs(at3(v, 1, j, best)) < 0.00005) snprintf(vs, sizeof vs, "all 0");
+        else snprintf(vs, sizeof vs, "%s at dim %d (%s)", fx(at3(v, 1, j, best), 4), best, mw(best));
+        P("| %d | %d | %s | %s | %s | %s | %s | %s |\n", j, pos,
+          ctx ? "C W_K (target context)" : "H W_K (block)", mw(id), fx(at3(k, 1, j, 0), 4),
+          fx(at3(k, 1, j, 16), 4), fx(at3(k, 1, j, half - 1), 4), vs);
+    }
+    P("\nThe context rows carry what the target computed for \"The cat sat\" (through C), the block rows what the\n"
+      "draft knows of its own block. In the pseudo-random heads all 64 components are dense, e.g. head 0's key 0\n"
+      "starts %s %s %s %s.\n\n", fx(at3(k, 0, 0, 0), 4), fx(at3(k, 0, 0, 1), 4), fx(at3(k, 0, 0, 2), 4),
+      fx(at3(k, 0, 0, 3), 4));
+}
+
+static void step4_rope(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *ang = get("draft1.rope_angles"), *cs = get("draft1.cos"), *sn = get("draft1.sin");
+    const Tensor *q = get("draft1.layers.0.self_attn.q"), *k = get("draft1.layers.0.self_attn.k");
+    const Tensor *qr = get("draft1.layers.0.self_attn.q_rope"), *kr = get("draft1.layers.0.self_attn.k_rope");
+    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights");
+    int Lc = r->Lc, S = r->S, d = RUN.d, half = d / 2, P0 = r->draft_cache_before;
+    P("### 4.3 RoPE: keys at all positions, queries at the last B\n\n");
+    P("**Code:** `draft_forward` sets `position_ids = [cache_len, start+B)` = %d..%d and calls\n"
+      "`rope_cos_sin` (dflash.c, section 2); `draft_layer` calls `rope_apply` with rows 0..%d of cos/sin for the\n"
+      "keys and rows %d..%d (`cos[-q_len:]`) for the queries.\n\n", P0, P0 + S - 1, S - 1, Lc, S - 1);
+    P("```math\n\\theta_{p,i} = p \\cdot \\mathrm{inv\\_freq}_i,\\quad \\mathrm{inv\\_freq}_i = "
+      "\\mathrm{rope\\_theta}^{-2i/d},\\qquad x' = x \\odot \\cos\\theta_p + \\mathrm{rotate\\_half}(x) \\odot "
+      "\\sin\\theta_p\n```\n\n");
+    P("Dims i and i + %d form pair i (the Hugging Face half split). `draft1.rope_angles` [%d, %d], `draft1.cos`\n"
+      "and `.sin` [%d, %d]; the first pair turns %s rad per position, the last %.4e:\n\n", half, S, half, S, d,
+      fx(RUN.inv_freq_first, 4), RUN.inv_freq_last);
+    P("| position | used by | angle pair 0 | cos | sin | angle pair %d | cos |\n|---|---|---|---|---|---|---|\n",
+      half - 1);
+    for (int p = 0; p < S; p++) {
+        int pos = P0 + p;
+        P("| %d | %s | %s | %s | %s | %.4e | %s |\n", pos, p < Lc ? "K (context)" : "K and Q (block)",
+          fx(at2(ang, p, 0), 4), fx(at2(cs, p, 0), 4), fx(at2(sn, p, 0), 4), at2(ang, p, half - 1),
+          fx(at2(cs, p, half - 1), 6));
+    }
+    /* q5 . k2 in head 0 (dense weights): rotated vs relative rotation */
+    int qrow = 5 - r->start, kj = 2 - P0;
+    double s_rot = dot_row(qr, 0, qrow, kr, 0, kj, d);
+    int delta = 5 - 2, drow = delta - P0;  /* row of the cos/sin table for angle delta */
+    double s_rel = 0, s_none = dot_row(q, 0, qrow, k, 0, kj, d);
+    for (int i = 0; i < half; i++) {
+        /* R_{-delta} k: rotate pair i by -delta * inv_freq_i */
+        double c = at2(cs, drow, i), s = at2(sn, drow, i);
+        double k1 = at3(k, 0, kj, i), k2 = at3(k, 0, kj, i + half);
+        s_rel += at3(q, 0, qrow, i) * (k1 * c + k2 * s) + at3(q, 0, qrow, i + half) * (k2 * c - k1 * s);
+    }
+    check(fabs(s_rot - s_rel) < 1e-4 * (1 + fabs(s_rot)), "q5.k2 rotated (%f) = relative (%f)", s_rot, s_rel);
+    /* the softmax of head 0's row of scores reproduces the traced weights */
+    double sc[64], mx = -1e300, sum = 0, maxdiff = 0;
+    for (int j = 0; j < S && j < 64; j++) {
+        sc[j] = dot_row(qr, 0, qrow, kr, 0, j, d) * 0.125;
+        if (sc[j] > mx) mx = sc[j];
+    }
+    for (int j = 0; j < S && j < 64; j++) sum += exp(sc[j] - mx);
+    for (int j = 0; j < S && j < 64; j++) {
+        double e = fabs(exp(sc[j] - mx) / sum - at3(A, 0, qrow, j));
+        if (e > maxdiff) maxdiff = e;
+    }
+    check(maxdiff < 1e-5, "softmax of recomputed scores matches attn_weights (%g)", maxdiff);
+    P("\n**The walkthrough's example q5 . k2 (distance 3), with head 0's actual vectors** (`q`, `k` before RoPE,\n"
+      "`q_rope`, `k_rope` after; the query at position 5 is row %d of Q, the key at position 2 is row %d of K):\n\n",
+      qrow, kj);
+    P("```text\n");
+    {
+        char l1[96], l4[96];
+        snprintf(l1, sizeof l1, "q'_5 . k'_2 = q_rope[0][%d] . k_rope[0][%d]", qrow, kj);
+        snprintf(l4, sizeof l4, "score = q'_5 . k'_2 * d^-0.5 = %s * 0.125", fx(s_rot, 4));
+        P("%-62s= %10s\n", l1, fx(s_rot, 4));
+        P("%-62s= %10s   the same: only 2 - 5 = -3 matters\n",
+          "q_5 . R_-3 k_2  (q, k unrotated; k turned by -3 * inv_freq)", fx(s_rel, 4));
+        P("%-62s= %10s   distance 0: a different score\n",
+          "q_5 . k_2       (no rotation: Q wrongly at positions 0..3)", fx(s_none, 4));
+        P("%-62s= %10s\n", l4, fx(s_rot * 0.125, 4));
+        P("%-62s= %10s\n", "A[0][q@5][k@2], the softmax of head 0's row q@5 of scores", fx(at3(A, 0, qrow, kj), 4));
+    }
+    P("  (draft1.layers.0.self_attn.attn_weights[0][%d][%d])\n", qrow, kj);
+    P("```\n\n(The two ways of computing the score agree to float rounding, and the softmax of the recomputed row\n"
+      "matches the traced weights to 1e-5: both are checked when this page is generated.)\n\n");
+    /* planted heads: scores against the anchor by distance */
+    int anchor = Lc;  /* key index of the anchor */
+    P("**The angle argument in the planted heads.** A mask query of head m sits at angle -m on pair 0, every word\n"
+      "key at angle 0, so after RoPE their score is proportional to cos((q_pos - k_pos) - m): largest exactly at\n"
+      "distance m. Scores q'.k'/8 against the anchor key k@%d (%s), from `q_rope` and `k_rope`:\n\n",
+      r->start, mw(r->block_in[0]));
+    P("| head | ");
+    for (int t = 0; t < RUN.B; t++) P("q@%d (distance %d) | ", r->start + t, t);
+    P("q@%d vs a mask key |\n|---|", r->start + RUN.B - 1);
+    for (int t = 0; t <= RUN.B; t++) P("---|");
+    P("\n");
+    for (int h = 1; h <= 3 && h < RUN.H; h++) {
+        P("| %d | ", h);
+        for (int t = 0; t < RUN.B; t++) P("%s | ", fx(dot_row(qr, h, t, kr, h, anchor, d) * 0.125, 2));
+        P("%s |\n", fx(dot_row(qr, h, RUN.B - 1, kr, h, S - 1, d) * 0.125, 2));
+    }
+    {
+        double self = dot_row(qr, 1, 0, kr, 1, anchor, d) * 0.125, peak = dot_row(qr, 1, 1, kr, 1, anchor, d) * 0.125;
+        double off1 = dot_row(qr, 1, 2, kr, 1, anchor, d) * 0.125, off2 = dot_row(qr, 1, 3, kr, 1, anchor, d) * 0.125;
+        double sink = dot_row(qr, 1, RUN.B - 1, kr, 1, S - 1, d) * 0.125, ctx = 0;
+        for (int h = 1; h <= 3 && h < RUN.H; h++)
+            for (int t = 0; t < RUN.B; t++)
+                for (int j = 0; j < Lc; j++) {
+                    double x = fabs(dot_row(qr, h, t, kr, h, j, d) * 0.125);
+                    if (x > ctx) ctx = x;
+                }
+        P("\nThe anchor scores itself %s (its own query, angle 0); a mask scores the anchor %s at its distance, %s one\n"
+          "off and %s two off, and every mask key %s (the sink, half-way between %s and %s), so only the mask at\n"
+          "distance m attends to the anchor. Context keys live on dim 16, which no planted query has: ",
+          fx(self, 2), fx(peak, 2), fx(off1, 2), fx(off2, 2), fx(sink, 2), fx(peak, 2), fx(off1, 2));
+        if (ctx == 0) P("in heads 1 to 3\nthey score exactly 0.\n\n");
+        else P("in heads 1 to 3\nthey score at most %.2e in magnitude.\n\n", ctx);
+    }
+}
+
+static void step4_attn(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights"), *v = get("draft1.layers.0.self_attn.v");
+    const Tensor *ao = get("draft1.layers.0.self_attn.attn_output");
+    int Lc = r->Lc, S = r->S, B = RUN.B, P0 = r->draft_cache_before;
+    P("### 4.4 Attention: %d x %d per head, non-causal\n\n", B, S);
+    P("**Code:** `attention` (dflash.c, section 2) with `causal = 0`, called from `draft_layer` after\n"
+      "`cache_append` has put the %d new keys and values into the draft cache.\n\n", Lc + B);
+    P("```math\nA_{ij} = \\frac{\\exp\\!\\left(q'^{\\top}_i k'_j / \\sqrt{d_h}\\right)}{\\sum_{m} "
+      "\\exp\\!\\left(q'^{\\top}_i k'_m / \\sqrt{d_h}\\right)},\\qquad \\mathrm{out}_i = \\sum_{j} A_{ij}\\, v_j,"
+      "\\qquad i \\in \\{%d..%d\\},\\ j \\in \\{%d..%d\\}\n```\n\n", r->start, r->start + B - 1, P0, P0 + S - 1);
+    P("`draft1.layers.0.self_attn.attn_weights` [%d, %d, %d], scale d^-0.5 = 0.125, no mask. Heads 1 to 3 are\n"
+      "the planted look-ahead heads (head m: row q@%d+m peaks at the anchor k@%d); heads 0 and 4 to 7 have\n"
+      "pseudo-random weights and spread their weight over context and block. The thick line is the KV-injection\n"
+      "boundary: left of it the keys and values come from the target's features (C), right of it from the\n"
+      "block.\n\n", RUN.H, B, S, r->start, r->start);
+    P("| | |\n|---|---|\n");
+    for (int h = 0; h < RUN.H; h += 2) {
+        P("| ![draft round 1, layer 0, head %d](attn_round1_layer0_head%d.svg) |", h, h);
+        if (h + 1 < RUN.H) P(" ![draft round 1, layer 0, head %d](attn_round1_layer0_head%d.svg) |", h + 1, h + 1);
+        P("\n");
+    }
+    P("\nThe same numbers as text (rows: queries q@position, columns: keys k@position; `┃` = the KV-injection\n"
+      "boundary):\n\n```text\n");
+    for (int h = 0; h < RUN.H; h++) {
+        P("head %d (%s)\n%-13s", h, head_role(h), "");
+        for (int j = 0; j < S; j++) {
+            int pos = P0 + j;
+            long id = j < Lc ? RUN.out[pos] : r->block_in[j - Lc];
+            char lab[64];
+            snprintf(lab, sizeof lab, "k@%d %s", pos, word(id));
+            P("%s%11s", j == Lc ? "  ┃" : "", lab);
+        }
+        P("\n");
+        for (int t = 0; t < B; t++) {
+            char lab[64];
+            snprintf(lab, sizeof lab, "q@%d %s", r->start + t, word(r->block_in[t]));
+            P("  %-11s", lab);
+            for (int j = 0; j < S; j++) P("%s%11s", j == Lc ? "  ┃" : "", fx(at3(A, h, t, j), 4));
+            P("\n");
+        }
+        P("\n");
+    }
+    P("```\n\n");
+    P("Weight on the %d context keys, i.e. how much each query takes from the target's features through KV\n"
+      "injection:\n\n| head | ", Lc);
+    for (int t = 0; t < B; t++) P("q@%d | ", r->start + t);
+    P("\n|---|");
+    for (int t = 0; t < B; t++) P("---|");
+    P("\n");
+    for (int h = 0; h < RUN.H; h++) {
+        P("| %d | ", h);
+        for (int t = 0; t < B; t++) {
+            double s = 0;
+            for (int j = 0; j < Lc; j++) s += at3(A, h, t, j);
+            P("%s | ", fx(s, 4));
+        }
+        P("\n");
+    }
+    /* out_5 of head 2, expanded */
+    int h = 2, t = 5 - r->start;
+    long tok = r->block_in[0];
+    P("\n**out_5 expanded, head 2** (look-ahead 2: the mask at position 5 is 2 after the anchor). Its value\n"
+      "vectors are non-zero only for words, in the word's own dimension, so dimension %ld (%s) shows the copy:\n\n",
+      tok, mw(tok));
+    P("| j | position | source | A[2][q@5][j] | v_j[%ld] | A v_j[%ld] |\n|---|---|---|---|---|---|\n", tok, tok);
+    double o = 0;
+    for (int j = 0; j < S; j++) {
+        double w = at3(A, h, t, j), vv = at3(v, h, j, tok);
+        o += w * vv;
+        P("| %d | %d | %s | %s | %s | %s |\n", j, P0 + j, j < Lc ? "context (C)" : "block", fx(w, 4), fx(vv, 4),
+          fx(w * vv, 4));
+    }
+    P("| | | | | out_5[%ld] = | **%s** |\n\n", tok, fx(o, 4));
+    P("### 4.5 Output projection\n\n");
+    P("**Code:** `draft_layer`: `matmul(a->attn_output, a->attn, w->o_proj, ...)`, then the residual and the MLP.\n\n");
+    P("```math\n\\mathrm{Attn\\_out} = \\mathrm{concat}[\\mathrm{head}_0, \\dots, \\mathrm{head}_{%d}]\\, W_O^{\\top} "
+      "\\in \\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.H - 1, B, RUN.D);
+    P("`draft1.layers.0.self_attn.attn_output` is [%d, %d]: only the block's rows; the %d context positions gave\n"
+      "keys and values but produce no output. Head m's o_proj writes the copied token t to dimension look_m(t),\n"
+      "so each mask row gains the word it should predict from (the largest components of each row):\n\n", B,
+      RUN.D, Lc);
+    P("| row | position | token | largest | second | third |\n|---|---|---|---|---|---|\n");
+    for (int tt = 0; tt < B; tt++) {
+        int top[3] = {-1, -1, -1};
+        for (int c = 0; c < RUN.D; c++) {
+            double x = at2(ao, tt, c);
+            for (int s = 0; s < 3; s++)
+                if (top[s] < 0 || x > at2(ao, tt, top[s])) {
+                    for (int u = 2; u > s; u--) top[u] = top[u - 1];
+                    top[s] = c;
+                    break;
+                }
+        }
+        P("| %d | %d | %s |", tt, r->start + tt, mw(r->block_in[tt]));
+        for (int s = 0; s < 3; s++)
+            P(" %s at dim %d%s%s%s |", fx(at2(ao, tt, top[s]), 4), top[s], top[s] < NVOC ? " (" : "",
+              top[s] < NVOC ? mw(top[s]) : "", top[s] < NVOC ? ")" : "");
+        P("\n");
+    }
+    P("\nThe anchor row attends to itself in all three planted heads, so it collects all three words; that row is\n"
+      "dropped in Step 5 anyway. Layer 1 (`draft1.layers.1.*`, same shapes) is pseudo-random and only adds small\n"
+      "updates.\n\n");
+}
+
+static void step5(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *lg = get("draft1.logits");
+    P("## Step 5: output and logits\n\n");
+    P("**Code:** `draft_forward`: `rmsnorm_rows(r->norm, r->h, dm->norm, ...)`, then\n"
+      "`matmul(r->logits, r->norm + D, tm->lm_head, B - 1, ...)`: the target's lm_head on rows 1..%d;\n"
+      "`dflash_generate` takes the argmax of each row (the draft is always greedy).\n\n", RUN.B - 1);
+    P("```math\n\\mathrm{draft\\_logits} = \\mathrm{norm}(h^{(N)})_{[1:]}\\, W_\\mathrm{lm}^{\\top} \\in "
+      "\\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B - 1, RUN.V);
+    P("`draft1.norm` [%d, %d], `draft1.logits` [%d, %d], `draft1.sampled` [%d]:\n\n", RUN.B, RUN.D, RUN.B - 1,
+      RUN.V, RUN.B - 1);
+    P("| logits row | position | argmax | logit | runner-up | logit |\n|---|---|---|---|---|---|\n");
+    for (int i = 0; i + 1 < RUN.B; i++) {
+        long a, b;
+        top2(lg, i, &a, &b);
+        check(a == r->block[i + 1], "draft argmax row %d = draft1.sampled", i);
+        P("| %d | %d | %s | %s | %s | %s |\n", i, r->start + i + 1, mw(a), fx(at2(lg, i, a), 4), mw(b),
+          fx(at2(lg, i, b), 4));
+    }
+    P("\nThe block becomes ");
+    for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->block[i]));
+    P(". The last proposal is the planted mistake: three places after \"on\" the draft's head 3 believes\n"
+      "\"box\" (instead of \"mat\") and lm_head turns that into NEXT[box] = \".\".\n\n");
+}
+
+static void step6(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *lg = get("verify1.logits");
+    int B = RUN.B;
+    P("## Step 6: verification and acceptance\n\n");
+    P("**Code:** `target_forward` on the %d block tokens at positions %d..%d (cache %d &rarr; %d positions);\n"
+      "`sample_row` (argmax at temperature 0) gives the posterior; `acceptance_length` (dflash.c, section 7)\n"
+      "compares.\n\n", B, r->start, r->start + B - 1, r->start, r->start + B);
+    P("```math\n\\mathrm{acc} = \\sum_{i=0}^{B-2} \\prod_{j \\le i} \\left[\\mathrm{block}_{j+1} = "
+      "\\mathrm{posterior}_j\\right]\n```\n\n");
+    P("`verify1.input_ids` = ");
+    for (int i = 0; i < B; i++) P("%s%s", i ? " " : "", mw(r->block[i]));
+    P(", `verify1.logits` [%d, %d], `verify1.sampled` (the posterior) [%d]:\n\n", B, RUN.V, B);
+    P("| i | position | token in | target's next (posterior[i]) | logit | draft's guess block[i+1] | match | cumprod |\n"
+      "|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < B; i++) {
+        long a, b;
+        top2(lg, i, &a, &b);
+        check(a == r->posterior[i], "verify argmax row %d = verify1.sampled", i);
+        if (i + 1 < B)
+            P("| %d | %d | %s | %s | %s | %s | %ld | %ld |\n", i, r->start + i, mw(r->block[i]), mw(r->posterior[i]),
+              fx(at2(lg, i, a), 4), mw(r->block[i + 1]), r->match[i], r->cumprod[i]);
+        else
+            P("| %d | %d | %s | %s | %s | (none) | | |\n", i, r->start + i, mw(r->block[i]), mw(r->posterior[i]),
+              fx(at2(lg, i, a), 4));
+    }
+    P("\n`verify1.match` = [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->match[i]);
+    P("], `verify1.cumprod` = [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->cumprod[i]);
+    P("], `verify1.acceptance_length` = **%d**: keep ", r->acc);
+    for (int i = 0; i <= r->acc; i++) P("%s%s", i ? " " : "", mw(r->block[i]));
+    P(" and take the target's %s as the bonus token. The last posterior (%s after %s) is computed in the same\n"
+      "forward but only used when every proposal is accepted.\n\n", mw(r->posterior[r->acc]),
+      mw(r->posterior[B - 1]), mw(r->block[B - 1]));
+}
+
+static void step7(void) {
+    const Round *r = &RUN.r[0];
+    int B = RUN.B;
+    P("## Step 7: the state update\n\n");
+    P("**Code:** the end of the round loop in `dflash_generate` (dflash.c, section 7); `cache_crop` (section 2).\n\n");
+    P("```math\n\\mathrm{start} \\leftarrow \\mathrm{start} + \\mathrm{acc} + 1,\\qquad "
+      "\\mathrm{crop}(n) \\text{ keeps positions } 0, \\dots, n-1,\\qquad "
+      "\\mathrm{target\\_hidden} \\leftarrow \\mathrm{target\\_hidden}_{[0:\\mathrm{acc}+1]}\n```\n\n");
+    P("```text\n");
+    P("output_ids[start : start+acc+1] = block[:acc+1]       positions %d..%d = ", r->start, r->start + r->acc);
+    for (int i = 0; i <= r->acc; i++) P("%s%s", i ? " " : "", word(r->block[i]));
+    P("\noutput_ids[start+acc+1]          = posterior[acc]     position %d = %s\n", r->start_after,
+      word(r->posterior[r->acc]));
+    P("start += acc + 1                                       start = %d + %d + 1 = %d\n", r->start, r->acc,
+      r->start_after);
+    P("target cache crop(start)                               %d positions (0..%d) -> %d (0..%d)\n", r->start + B,
+      r->start + B - 1, r->start_after, r->start_after - 1);
+    P("target_hidden = extract_context_feature(...)[:acc+1]   rows 0..%d of verify1.target_hidden = positions %d..%d\n",
+      r->acc, r->start, r->start + r->acc);
+    P("```\n\n");
+    P("The crop drops the K/V of the rejected %s at position %d. It also means the bonus %s is not in the target\n"
+      "cache: it is the next block's anchor and is fed again. `draft2.target_hidden_raw` is bit-identical to the\n"
+      "first %d rows of `verify1.target_hidden` (checked).\n\n", mw(r->block[B - 1]), r->start + B - 1,
+      mw(r->posterior[r->acc]), r->acc + 1);
+    P("**The draft cache** is cropped to `start` right after each draft forward, so it keeps only context\n"
+      "K/V, and grows by acc + 1 positions per round (the rows of `target_hidden` it is handed):\n\n");
+    P("| round | start | draft cache entering | draft position_ids | keys attended S | draft cache after crop(start) "
+      "| target cache after verify | after crop(new start) | new start |\n"
+      "|---|---|---|---|---|---|---|---|---|\n");
+    for (int ri = 0; ri < RUN.R; ri++) {
+        const Round *x = &RUN.r[ri];
+        char dc[32];
+        if (x->draft_cache_before) snprintf(dc, sizeof dc, "%d (0..%d)", x->draft_cache_before, x->draft_cache_before - 1);
+        else snprintf(dc, sizeof dc, "0");
+        P("| %d | %d | %s | %d..%d | %d | %d (0..%d) | %d (0..%d) | %d (0..%d) | %d |\n", ri + 1, x->start, dc,
+          x->draft_cache_before, x->start + B - 1, x->S, x->start, x->start - 1, x->start + B, x->start + B - 1,
+          x->start_after, x->start_after - 1, x->start_after);
+    }
+    P("\nNote the RoPE positions of later rounds: `draft2.position_ids` starts at %d, not 0. The keys of positions\n"
+      "0..%d were rotated in round 1 and wait in the cache; only the new context rows and the block get new\n"
+      "keys.\n\n", RUN.R > 1 ? RUN.r[1].draft_cache_before : 0, RUN.R > 1 ? RUN.r[1].draft_cache_before - 1 : 0);
+}
+
+static void round2(void) {
+    if (RUN.R < 2) return;
+    const Round *r = &RUN.r[1];
+    int B = RUN.B;
+    const Tensor *A = get("draft2.layers.0.self_attn.attn_weights");
+    P("## Round 2\n\n");
+    P("The block ");
+    for (int i = 0; i < B; i++) P("%s%s", i ? " " : "", mw(r->block_in[i]));
+    P(" at positions %d..%d; the draft is handed %d new context rows (positions %d..%d: ", r->start,
+      r->start + B - 1, r->Lc, r->draft_cache_before, r->draft_cache_before + r->Lc - 1);
+    for (int i = 0; i < r->Lc; i++) P("%s%s", i ? " " : "", mw(RUN.out[r->draft_cache_before + i]));
+    P("), its cache holds %d, so its queries attend over S = %d keys (`draft2.layers.0.self_attn.attn_weights` is\n"
+      "[%d, %d, %d]). The planted heads again find the anchor k@%d (the keys with the largest weight per query):\n\n", r->draft_cache_before, r->S, RUN.H, B,
+      r->S, r->start);
+    P("| head | ");
+    for (int t = 0; t < B; t++) P("q@%d attends to | ", r->start + t);
+    P("\n|---|");
+    for (int t = 0; t < B; t++) P("---|");
+    P("\n");
+    for (int h = 1; h <= 3 && h < RUN.H; h++) {
+        P("| %d | ", h);
+        for (int t = 0; t < B; t++) {
+            int best = 0;
+            for (int j = 1; j < r->S; j++) if (at3(A, h, t, j) > at3(A, h, t, best)) best = j;
+            /* key index j is position j: the draft cache always starts at position 0 */
+            double top = at3(A, h, t, best);
+            int last = best, n_top = 0;
+            for (int j = 0; j < r->S; j++)
+                if (at3(A, h, t, j) > top - 1e-3) { n_top++; last = j; }
+            if (n_top == 1) P("k@%d (%s) | ", best, fx(top, 4));
+            else P("k@%d..%d (%s each) | ", best, last, fx(top, 4));
+        }
+        P("\n");
+    }
+    P("\nDraft: ");
+    for (int i = 1; i < B; i++) P("%s%s", i > 1 ? " " : "", mw(r->block[i]));
+    P("; target posterior: ");
+    for (int i = 0; i < B; i++) P("%s%s", i ? " " : "", mw(r->posterior[i]));
+    P("; match [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->match[i]);
+    P("], cumprod [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->cumprod[i]);
+    P("], acceptance length **%d**: all proposals kept, plus the bonus %s at position %d; start %d &rarr; %d.\n",
+      r->acc, mw(r->posterior[r->acc]), r->start_after, r->start, r->start_after);
+    P("%s is the stop id, so the loop ends: `output_ids` is cut after it (%d ids).\n\n", mw(r->posterior[r->acc]),
+      RUN.n_out);
+}
+
+static void errata(void) {
+    const Round *r = &RUN.r[0];
+    int B = RUN.B;
+    P("## Errata: where the walkthrough's text differs from what the code does\n\n");
+    P("The published code (z-lab/dflash, with transformers) is the specification; `NOTES.md` lists these too.\n\n");
+    P("1. **Step 7, the next start.** The walkthrough says `start` moves to 7 after round 1. The code does\n"
+      "   `start += acc + 1` = %d + %d + 1 = **%d**: the bonus %s is written at position %d and is the anchor of\n"
+      "   the next block, at positions %d..%d (`verify2.position_ids` starts at %d).\n", r->start, r->acc,
+      r->start_after, mw(r->posterior[r->acc]), r->start_after, r->start_after, r->start_after + B - 1,
+      RUN.R > 1 ? RUN.r[1].start : r->start_after);
+    P("2. **Step 7, the crop.** The walkthrough says `crop(start)` keeps positions 0..%d. `crop(n)` keeps the\n"
+      "   first n positions, so `crop(%d)` keeps **0..%d** (round 2's verification attends over %d + %d = %ld keys:\n"
+      "   `verify2.layers.0.self_attn.attn_weights` is [%d, %d, %ld]).\n", r->start_after, r->start_after,
+      r->start_after - 1, r->start_after, B, (long)dim(get("verify2.layers.0.self_attn.attn_weights"), 2), RUN.H,
+      B, (long)dim(get("verify2.layers.0.self_attn.attn_weights"), 2));
+    P("3. **Step 7, the next context.** \"Only pos 3, 4, 5 (the 3 accepted positions)\" is right about the\n"
+      "   positions, but they are the anchor plus the %d accepted draft tokens: `[:acc+1]` of the verified block.\n",
+      r->acc);
+    P("4. **Step 2, the shape of W_fc.** The walkthrough writes W_fc in R^{1536x512}; `nn.Linear` stores\n"
+      "   `fc.weight` as [%d, %d] (out, in) and computes x W^T.\n", RUN.D, RUN.kD);
+    P("5. **Step 1, \"layers 3/7/11\".** The code reads `hidden_states[id + 1]` = `hidden_states[%d]`, `[%d]`,\n"
+      "   `[%d]` (entry 0 is the embedding), and the last one is the output *after* the final `model.norm`\n"
+      "   (transformers replaces the last hidden state with `last_hidden_state`): the RMS column of its slice\n"
+      "   in Step 1 is 1. Ports that hook the raw output of layer %d differ exactly there.\n\n",
+      RUN.layer_ids[0] + 1, RUN.layer_ids[1] + 1, RUN.layer_ids[2] + 1, RUN.layer_ids[2]);
+}
+
+static void footer(void) {
+    P("## How this page is made\n\n");
+    P("`make walkthrough` builds `./dflash` and the toy weights, traces the default run into a temporary\n"
+      "directory (`./dflash --weights toy_weights/walkthrough --trace DIR`), and runs `walkthrough/mkwalk` on it,\n"
+      "which writes this README, `timeline.svg` and the eight `attn_round1_layer0_head*.svg`, and cross-checks\n"
+      "what it states (the target_layer_ids, the q5 . k2 identity, the softmax of the recomputed scores, the\n"
+      "context handed from round to round, the round bookkeeping). `make walkthrough-check` regenerates into a\n"
+      "temporary directory and fails on any difference from the committed files, so the numbers here cannot go\n"
+      "stale. [gdb.md](gdb.md) stops the debug build at each step and prints the same values.\n");
+}
+
+/* ===========================================================================
+ * 8. main
+ * ======================================================================== */
+
+typedef struct {
+    char name[64];
+    char *data;
+    size_t len;
+} OutFile;
+
+static int write_file(const char *dir, const OutFile *o) {
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", dir, o->name);
+    FILE *f = fopen(path, "wb");
+    if (!f) { set_error("%s: cannot create", path); return -1; }
+    int ok = fwrite(o->data, 1, o->len, f) == o->len;
+    if (fclose(f) != 0) ok = 0;
+    if (!ok) { set_error("%s: write error", path); return -1; }
+    return 0;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR\n");
+        return 2;
+    }
+    if (trace_load(&TR, argv[1]) != 0 || vocab_load(argv[2]) != 0) {
+        fprintf(stderr, "mkwalk: %s\n", errmsg);
+        return 1;
+    }
+    read_run();
+    if (!bad && (RUN.R < 1 || RUN.k != 3 || RUN.H < 4 || RUN.n < 3 || RUN.B > 16))
+        flag_bad("this is not the walkthrough run (rounds %d, k %d, heads %d, prompt %d, block %d)", RUN.R, RUN.k,
+                 RUN.H, RUN.n, RUN.B);
+    OutFile out[10];
+    int n_out = 0;
+    if (!bad) {
+        /* README.md */
+        OutFile *o = &out[n_out++];
+        snprintf(o->name, sizeof o->name, "README.md");
+        md = open_memstream(&o->data, &o->len);
+        if (!md) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
+        header();
+        step1();
+        step2();
+        step3();
+        step4_qkv();
+        step4_rope();
+        step4_attn();
+        step5();
+        step6();
+        step7();
+        round2();
+        errata();
+        footer();
+        fclose(md);
+        /* figures */
+        for (int h = 0; h < RUN.H && h < 8; h++) {
+            o = &out[n_out++];
+            snprintf(o->name, sizeof o->name, "attn_round1_layer0_head%d.svg", h);
+            FILE *f = open_memstream(&o->data, &o->len);
+            if (!f) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
+            svg_heatmap(f, h);
+            fclose(f);
+        }
+        o = &out[n_out++];
+        snprintf(o->name, sizeof o->name, "timeline.svg");
+        FILE *f = open_memstream(&o->data, &o->len);
+        if (!f) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
+        svg_timeline(f);
+        fclose(f);
+    }
+    int rc = 0;
+    if (bad) {
+        fprintf(stderr, "mkwalk: %s%s; nothing written\n", badmsg, bad > 1 ? " (and more)" : "");
+        rc = 1;
+    } else {
+        for (int i = 0; i < n_out && rc == 0; i++)
+            if (write_file(argv[3], &out[i]) != 0) { fprintf(stderr, "mkwalk: %s\n", errmsg); rc = 1; }
+        if (rc == 0) printf("mkwalk: wrote %d files to %s\n", n_out, argv[3]);
+    }
+    for (int i = 0; i < n_out; i++) free(out[i].data);
+    trace_free(&TR);
+    for (int i = 0; i < NVOC; i++) free(VOC[i]);
+    free(VOC);
+    return rc;
+}
