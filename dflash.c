@@ -169,6 +169,28 @@ static real exp_real(real x) {
 #endif
 }
 
+/* apply_rotary_pos_emb (dflash/model.py): RoPE for q_len queries and k_len
+ * keys from cos, sin (k_len, d), the tables of positions [p0, p0 + k_len).
+ *   q (q_len, H*d) -> q_rope, rotated by the LAST q_len rows: cos[-q_len:]
+ *   k (k_len, Hkv*d) -> k_rope, rotated by all k_len rows
+ * In the target q_len == k_len (the same positions). In the draft the keys
+ * are the Lc context rows plus the B block rows and the queries are the
+ * block only, so the queries land on the block's positions start..start+B-1
+ * (walkthrough Step 4.3). */
+static void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
+                                 const real *cos_, const real *sin_, int q_len, int k_len,
+                                 int n_heads, int n_kv_heads, int head_dim) {
+    int q_row0 = k_len - q_len;   /* the first of the last q_len rows */
+    for (int t = 0; t < q_len; t++)
+        for (int h = 0; h < n_heads; h++)
+            rope_apply(q_rope + ((size_t)t * n_heads + h) * head_dim, q + ((size_t)t * n_heads + h) * head_dim,
+                       cos_ + (size_t)(q_row0 + t) * head_dim, sin_ + (size_t)(q_row0 + t) * head_dim, head_dim);
+    for (int p = 0; p < k_len; p++)
+        for (int h = 0; h < n_kv_heads; h++)
+            rope_apply(k_rope + ((size_t)p * n_kv_heads + h) * head_dim, k + ((size_t)p * n_kv_heads + h) * head_dim,
+                       cos_ + (size_t)p * head_dim, sin_ + (size_t)p * head_dim, head_dim);
+}
+
 /* softmax in place over n values: exp(x - max) / sum */
 static void softmax(real *x, int n) {
     real mx = x[0];
@@ -520,14 +542,7 @@ static int target_forward(const Model *m, KVCache *cache, TargetRun *r, const in
         matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d, r->xt);
         rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
         rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
-        for (int t = 0; t < T; t++) {
-            for (int h = 0; h < H; h++)
-                rope_apply(a->q_rope + ((size_t)t * H + h) * d, a->q + ((size_t)t * H + h) * d,
-                           r->cos + (size_t)t * d, r->sin + (size_t)t * d, d);
-            for (int h = 0; h < Hkv; h++)
-                rope_apply(a->k_rope + ((size_t)t * Hkv + h) * d, a->k + ((size_t)t * Hkv + h) * d,
-                           r->cos + (size_t)t * d, r->sin + (size_t)t * d, d);
-        }
+        apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, T, T, H, Hkv, d);
         cache_append(cache, l, a->k_rope, a->v, T);
         attention(a->attn, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
                   T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
@@ -672,14 +687,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
              "layers.%d.self_attn.v", l);
 
     /* 4.3 RoPE: keys at all P positions, queries at the LAST B (q_len) of them */
-    for (int p = 0; p < P; p++)
-        for (int h = 0; h < Hkv; h++)
-            rope_apply(a->k_rope + ((size_t)p * Hkv + h) * d, a->k + ((size_t)p * Hkv + h) * d,
-                       r->cos + (size_t)p * d, r->sin + (size_t)p * d, d);
-    for (int t = 0; t < B; t++)
-        for (int h = 0; h < H; h++)
-            rope_apply(a->q_rope + ((size_t)t * H + h) * d, a->q + ((size_t)t * H + h) * d,
-                       r->cos + (size_t)(Lc + t) * d, r->sin + (size_t)(Lc + t) * d, d);
+    apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, B, P, H, Hkv, d);
     tr_heads(tc, a->q_rope, B, H, d, "Q after RoPE at the block positions (cos[-q_len:])",
              "layers.%d.self_attn.q_rope", l);
     tr_heads(tc, a->k_rope, P, Hkv, d, "K after RoPE at all context + block positions",
