@@ -948,8 +948,9 @@ static void step4_rope(void) {
     int Lc = r->Lc, S = r->S, d = RUN.d, half = d / 2, P0 = r->draft_cache_before;
     P("### 4.3 RoPE: keys at all positions, queries at the last B\n\n");
     P("**Code:** `draft_forward` sets `position_ids = [cache_len, start+B)` = %d..%d and calls\n"
-      "`rope_cos_sin` (dflash.c, section 2); `draft_layer` calls `rope_apply` with rows 0..%d of cos/sin for the\n"
-      "keys and rows %d..%d (`cos[-q_len:]`) for the queries.\n\n", P0, P0 + S - 1, S - 1, Lc, S - 1);
+      "`rope_cos_sin` (dflash.c, section 2); `draft_layer` calls `apply_rotary_pos_emb`, which rotates the keys\n"
+      "by rows 0..%d of cos/sin and the queries by rows %d..%d (`cos[-q_len:]`), each vector via `rope_apply`.\n\n",
+      P0, P0 + S - 1, S - 1, Lc, S - 1);
     P("```math\n\\theta_{p,i} = p \\cdot \\mathrm{inv\\_freq}_i,\\quad \\mathrm{inv\\_freq}_i = "
       "\\mathrm{rope\\_theta}^{-2i/d},\\qquad x' = x \\odot \\cos\\theta_p + \\mathrm{rotate\\_half}(x) \\odot "
       "\\sin\\theta_p\n```\n\n");
