@@ -206,6 +206,9 @@ typedef struct {
 int  model_load(Model *m, const char *dir, int expect_draft);
 void model_free(Model *m);
 int  check_pair(const Model *target, const Model *draft);
+/* vocab.txt (read from path) against the configs: vocab_size tokens, and the
+ * draft's mask_token_id must be the id of "<mask>" (draft may be NULL). */
+int  check_vocab(const Vocab *v, const char *path, const Model *target, const Model *draft);
 int  vocab_load(Vocab *v, const char *path);
 void vocab_free(Vocab *v);
 int  vocab_find(const Vocab *v, const char *word);
