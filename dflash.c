@@ -2095,12 +2095,17 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, long *ou
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno) { dflash_set_error("%s: expected an integer, got \"%s\"", flag, s); return -1; }
-    if (v < lo || v > hi) { dflash_set_error("%s: expected %ld..%ld, got %ld", flag, lo, hi, v); return -1; }
+    /* strtol would also take " 5" and "+5": only digits, with an optional '-' */
+    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno) {
+        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
+        return -1;
+    }
+    if (v < lo || v > hi) { dflash_set_error("%s: expected an integer in %ld..%ld, got %ld", flag, lo, hi, v); return -1; }
     *out = v;
     return 0;
 }
 
+/* 0: run; 1: --help was asked for; -1: bad arguments (dflash_errmsg) */
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->max_new_tokens = 16;
@@ -2112,14 +2117,18 @@ static int parse_args(int argc, char **argv, Args *a) {
         long v;
         int has_value = i + 1 < argc;
         const char *val = has_value ? argv[i + 1] : NULL;
-#define NEED_VALUE() do { if (!has_value) { dflash_set_error("%s: missing value", f); return -1; } i++; } while (0)
+        /* a flag's value may not look like a flag: "--weights --prompt x" */
+        if (has_value && strncmp(val, "--", 2) == 0 && val[2]) has_value = 0;
+#define NEED_VALUE() do { if (!has_value) { \
+            dflash_set_error("%s: missing value%s%.100s%s", f, val ? " (the next argument, \"" : "", \
+                             val ? val : "", val ? "\", is a flag)" : ""); return -1; } i++; } while (0)
         if (strcmp(f, "--weights") == 0) { NEED_VALUE(); a->weights = val; }
         else if (strcmp(f, "--prompt") == 0) { NEED_VALUE(); a->prompt = val; }
         else if (strcmp(f, "--ids") == 0) { NEED_VALUE(); a->ids = val; }
         else if (strcmp(f, "--mode") == 0) {
             NEED_VALUE();
             if (strcmp(val, "dflash") != 0 && strcmp(val, "ar") != 0) {
-                dflash_set_error("--mode: expected dflash or ar, got \"%s\"", val);
+                dflash_set_error("--mode: expected dflash or ar, got \"%.100s\"", val);
                 return -1;
             }
             a->mode = val;
@@ -2136,14 +2145,18 @@ static int parse_args(int argc, char **argv, Args *a) {
             char *end;
             errno = 0;
             unsigned long long s = strtoull(val, &end, 10);
-            if (!*val || *end || errno || val[0] == '-') { dflash_set_error("--seed: expected a non-negative integer, got \"%s\"", val); return -1; }
+            /* strtoull would take " -1" (as 2^64 - 1): digits only */
+            if (!(*val >= '0' && *val <= '9') || *end || errno) {
+                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, val);
+                return -1;
+            }
             a->seed = s;
         } else if (strcmp(f, "--temperature") == 0) {
             NEED_VALUE();
             char *end;
             double t = strtod(val, &end);
             if (!*val || *end || !isfinite(t) || t < 0) {
-                dflash_set_error("--temperature: expected a finite number >= 0, got \"%s\"", val);
+                dflash_set_error("--temperature: expected a finite number >= 0, got \"%.100s\"", val);
                 return -1;
             }
             a->temperature = t;
@@ -2151,16 +2164,17 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (strcmp(f, "--trace-text") == 0) { NEED_VALUE(); a->trace_text = val; }
         else if (strcmp(f, "--trace-filter") == 0) {
             NEED_VALUE();
-            if (a->n_filters == 32) { dflash_set_error("--trace-filter: at most 32"); return -1; }
+            if (a->n_filters == 32) { dflash_set_error("--trace-filter: expected at most 32, got more"); return -1; }
             a->filters[a->n_filters++] = val;
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
         else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
         else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
-        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) { fputs(USAGE, stdout); exit(0); }
-        else { dflash_set_error("unknown flag \"%s\" (see --help)", f); return -1; }
+        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
+        else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see --help)", f); return -1; }
+        else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }
 #undef NEED_VALUE
     }
-    if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: give one, not both"); return -1; }
+    if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
     return 0;
 }
@@ -2172,11 +2186,12 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > 0x7fffffff || (*end && *end != ',')) {
-            dflash_set_error("--ids: expected comma-separated non-negative integers, got \"%s\"", s);
+        if (!(*p >= '0' && *p <= '9') || errno || v > 0x7fffffff || (*end && *end != ',')) {
+            dflash_set_error("--ids: expected comma-separated non-negative integers, got \"%.100s\" "
+                             "(id %d)", s, n + 1);
             return -1;
         }
-        if (n >= cap) { dflash_set_error("--ids: more than %d ids", cap); return -1; }
+        if (n >= cap) { dflash_set_error("--ids: expected at most %d ids, got more", cap); return -1; }
         ids[n++] = (int)v;
         if (!*end) break;
         p = end + 1;
@@ -2396,6 +2411,17 @@ static int bench_main(void) {
     return 0;
 }
 
+/* "dflash: <message>" on stderr, on one line whatever the message quotes
+ * (a tensor name or a word from a file may hold control characters). */
+static void print_error(const char *who) {
+    char line[sizeof dflash_errmsg];
+    size_t n = 0;
+    for (const char *c = dflash_errmsg; *c && n + 1 < sizeof line; c++)
+        line[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
+    line[n] = 0;
+    fprintf(stderr, "%s: %s\n", who, line);
+}
+
 static int file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f) fclose(f);
@@ -2406,15 +2432,17 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return trace_diff_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return 2; }
-        if (bench_main() != 0) { fprintf(stderr, "dflash bench: %s\n", dflash_errmsg); return 2; }
+        if (bench_main() != 0) { print_error("dflash bench"); return 2; }
         return 0;
     }
     Args a;
-    if (parse_args(argc, argv, &a) != 0) { fprintf(stderr, "dflash: %s\n", dflash_errmsg); return 2; }
+    int pa = parse_args(argc, argv, &a);
+    if (pa < 0) { print_error("dflash"); return 2; }
+    if (pa == 1) { fputs(USAGE, stdout); return 0; }
     if (!a.weights)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
-    char path[4096];
+    char path[4096], vocab_path[4096];
     Model target, draft;
     Vocab vocab;
     int have_draft = 0, rc = 2;
@@ -2424,23 +2452,24 @@ int main(int argc, char **argv) {
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
 
-    snprintf(path, sizeof path, "%s/vocab.txt", a.weights);
-    if (vocab_load(&vocab, path) != 0) goto fail;
+    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", a.weights);
+    if (vocab_load(&vocab, vocab_path) != 0) goto fail;
     snprintf(path, sizeof path, "%s/target", a.weights);
     if (model_load(&target, path, 0) != 0) goto fail;
-    if (vocab.n != target.cfg.vocab_size) {
-        dflash_set_error("%s/vocab.txt: %d tokens, but target config.json says vocab_size %d", a.weights, vocab.n,
-                         target.cfg.vocab_size);
-        goto fail;
-    }
     int dflash_mode = strcmp(a.mode, "dflash") == 0;
     if (dflash_mode && a.block_size != 1) {
         snprintf(path, sizeof path, "%s/draft", a.weights);
         if (model_load(&draft, path, 1) != 0) goto fail;
         have_draft = 1;
-        if (check_pair(&target, &draft) != 0) goto fail;
+        if (check_pair(&target, &draft) != 0) {
+            char msg[sizeof dflash_errmsg];
+            memcpy(msg, dflash_errmsg, sizeof msg);
+            dflash_set_error("%.500s: %s", a.weights, msg);  /* name the weight set */
+            goto fail;
+        }
         if (a.block_size < 0) a.block_size = draft.cfg.block_size;
     }
+    if (check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
     if (a.block_size < 0) a.block_size = 1;
 
     GenParams p = {0};
@@ -2455,6 +2484,19 @@ int main(int argc, char **argv) {
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+    for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
+        if (prompt[i] >= vocab.n) {
+            dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
+                             vocab.n - 1, vocab_path, prompt[i]);
+            tok_rc = -1;
+        }
+    /* every check of the run's arguments before any output file is opened */
+    if (tok_rc == 0 && check_gen_args(&target, n_prompt, &p, p.block_size, prompt) != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("%s (%.500s/target/config.json)", msg, a.weights);
+        tok_rc = -1;
+    }
     if (tok_rc != 0) { free(prompt); goto fail; }
 
     if (a.trace_dir || a.trace_text) {
@@ -2468,7 +2510,8 @@ int main(int argc, char **argv) {
                              : ar_generate(&target, prompt, n_prompt, &p, &res);
     free(prompt);
     if (tracer) {
-        int close_rc = trace_close(tracer);
+        /* a failed run leaves no trace behind (an earlier one stays) */
+        int close_rc = gen_rc == 0 ? trace_close(tracer) : (trace_discard(tracer), -1);
         tracer = NULL;
         if (gen_rc == 0 && close_rc != 0) gen_rc = -1;
     }
@@ -2498,8 +2541,8 @@ int main(int argc, char **argv) {
     }
     rc = 0;
 fail:
-    if (rc != 0) fprintf(stderr, "dflash: %s\n", dflash_errmsg);
-    if (tracer) trace_close(tracer);
+    if (rc != 0) print_error("dflash");
+    if (tracer) trace_discard(tracer);
     gen_result_free(&res);
     if (have_draft) model_free(&draft);
     model_free(&target);
