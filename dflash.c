@@ -1293,6 +1293,8 @@ static int json_parse_value(JsonParser *p, Json *out, int depth) {
 static int json_parse(const char *text, size_t len, const char *what, Json *out) {
     JsonParser p = {text, len, 0, what, 0};
     memset(out, 0, sizeof *out);
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)  /* Python's json refuses it too */
+        return json_fail(&p, "a UTF-8 byte order mark (expected the JSON value; save the file without BOM)");
     if (json_parse_value(&p, out, 0) != 0) { json_free(out); return -1; }
     json_skip_ws(&p);
     if (p.pos != p.len) { json_free(out); return json_fail(&p, "trailing characters after the value"); }
@@ -1328,8 +1330,20 @@ static const char *json_describe(const Json *v, char *buf, size_t size) {
 
 /* read_file: the whole file into a NUL-terminated buffer (at most max bytes) */
 static char *read_file(const char *path, size_t max, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a
+     * regular file is read (a directory or a device is refused) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
+        close(fd);
+        dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -1774,12 +1788,14 @@ done:
 /* safetensors_load: check the header against the table, then read every
  * tensor (little-endian F32) into its place, converting to `real`. */
 static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Model *m) {
-    int fd = open(path, O_RDONLY);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
     if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
     struct stat st;
+    memset(&st, 0, sizeof st);
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
         close(fd);
-        dflash_set_error("%s: not a regular file", path);
+        dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
         return -1;
     }
     int64_t fsize = (int64_t)st.st_size;
@@ -1933,6 +1949,11 @@ static int vocab_parse(Vocab *v, const char *path, char *text, size_t len) {
     memset(v, 0, sizeof *v);
     if (len == 0) { free(text); dflash_set_error("%s: empty (expected one token per line)", path); return -1; }
     if (memchr(text, 0, len)) { free(text); dflash_set_error("%s: contains a NUL byte", path); return -1; }
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {  /* it would silently become part of token 0 */
+        free(text);
+        dflash_set_error("%s: line 1 (token id 0): starts with a UTF-8 byte order mark; save the file without BOM", path);
+        return -1;
+    }
     int lines = 0;
     for (size_t i = 0; i < len; i++) if (text[i] == '\n') lines++;
     if (text[len - 1] != '\n') lines++;

@@ -34,6 +34,7 @@
 #include "dflash.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <dirent.h>
 #include <math.h>
@@ -193,9 +194,11 @@ static void namemap_free(NameMap *m) {
 static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
     if (!f) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return -1;
     }
     struct stat st;
@@ -360,7 +363,7 @@ static int json_skip(JsonIn *j, int depth) {
     }
     /* number, true, false, null: a run of these characters */
     size_t start = j->i;
-    while (j->i < j->n && strchr("0123456789+-.eEtruefalsn", j->s[j->i])) j->i++;
+    while (j->i < j->n && j->s[j->i] && strchr("0123456789+-.eEtruefalsn", j->s[j->i])) j->i++;
     return j->i > start ? 0 : -1;
 }
 

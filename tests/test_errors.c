@@ -147,6 +147,23 @@ static void mk_st_directory(const char *set) {
     assert_int_equal(unlink(P(set, TST)), 0);
     assert_int_equal(mkdir(P(set, TST), 0755), 0);
 }
+static void mk_fifo(const char *path) {
+    unlink(path);
+    assert_int_equal(mkfifo(path, 0644), 0);
+}
+static void mk_st_fifo(const char *set) { mk_fifo(P(set, TST)); }
+static void mk_cfg_fifo(const char *set) { mk_fifo(P(set, TCFG)); }
+static void mk_cfg_bom(const char *set) {
+    size_t len = 0;
+    char *s = tu_read(P(set, TCFG), &len), *b = malloc(len + 4);
+    assert_non_null(s);
+    assert_non_null(b);
+    memcpy(b, "\xEF\xBB\xBF", 3);
+    memcpy(b + 3, s, len);
+    assert_int_equal(tu_write(P(set, TCFG), b, len + 3), 0);
+    free(s);
+    free(b);
+}
 static void mk_cfg_empty(const char *set) { tu_write_text(P(set, TCFG), ""); }
 static void mk_cfg_not_json(const char *set) { tu_write_text(P(set, TCFG), "{hidden_size: 8}"); }
 static void mk_cfg_array(const char *set) { tu_write_text(P(set, TCFG), "[]"); }
@@ -174,6 +191,11 @@ static void mk_default_layer_ids(const char *set) {
     edit_text(P(set, DCFG), "\"num_hidden_layers\":1", "\"num_hidden_layers\":2");
 }
 static void mk_vocab_missing(const char *set) { assert_int_equal(unlink(P(set, "vocab.txt")), 0); }
+static void mk_vocab_bom(const char *set) { mk_vocab(set, "\xEF\xBB\xBF" "a\nb\nc\n.\n<eos>\n<mask>\n"); }
+static void mk_vocab_dir(const char *set) {
+    assert_int_equal(unlink(P(set, "vocab.txt")), 0);
+    assert_int_equal(mkdir(P(set, "vocab.txt"), 0755), 0);
+}
 
 /* q_proj's first entry, as tu_write_safetensors writes it */
 #define QP "\"shape\":[8,8],\"data_offsets\":[224,480]"
@@ -217,7 +239,8 @@ static const LoadCase LOAD_CASES[] = {
     {"st: NaN in a weight", RUN_TARGET, 0, 0, 0, mk_st_nan, 0, {TST, "model.layers.0.self_attn.q_proj.weight", "element 10", "got NaN"}},
     {"st: Inf in a weight", RUN_DRAFT, 0, 0, 0, mk_st_inf, 0, {DST, "fc.weight", "element 3", "got -Inf"}},
     {"st: file missing", RUN_TARGET, 0, 0, 0, mk_st_missing_file, 0, {TST, "cannot open"}},
-    {"st: a directory", RUN_TARGET, 0, 0, 0, mk_st_directory, 0, {TST, "not a regular file"}},
+    {"st: a directory", RUN_TARGET, 0, 0, 0, mk_st_directory, 0, {TST, "expected a regular file, got a directory"}},
+    {"st: a FIFO (must not block)", RUN_TARGET, 0, 0, 0, mk_st_fifo, 0, {TST, "expected a regular file, got a special file"}},
     /* ---- config.json */
     {"config: missing field", RUN_TARGET, TCFG, "\"hidden_size\":8,", "", 0, 0, {TCFG, "missing field \"hidden_size\""}},
     {"config: field a string", RUN_TARGET, TCFG, "\"hidden_size\":8", "\"hidden_size\":\"8\"", 0, 0, {TCFG, "field \"hidden_size\"", "expected an integer", "got the string \"8\""}},
@@ -245,6 +268,8 @@ static const LoadCase LOAD_CASES[] = {
     {"config: NUL byte", RUN_TARGET, 0, 0, 0, mk_cfg_nul, 0, {TCFG, "invalid JSON at byte 5"}},
     {"config: an array", RUN_TARGET, 0, 0, 0, mk_cfg_array, 0, {TCFG, "expected a JSON object"}},
     {"config: missing file", RUN_TARGET, 0, 0, 0, mk_cfg_missing, 0, {TCFG, "cannot open"}},
+    {"config: a FIFO (must not block)", RUN_TARGET, 0, 0, 0, mk_cfg_fifo, 0, {TCFG, "expected a regular file, got a special file"}},
+    {"config: UTF-8 byte order mark", RUN_TARGET, 0, 0, 0, mk_cfg_bom, 0, {TCFG, "at byte 0", "byte order mark"}},
     {"draft config: target_layer_ids out of range", RUN_DRAFT, DCFG, "\"target_layer_ids\":[0]", "\"target_layer_ids\":[1]", 0, 0, {DCFG, "\"target_layer_ids\"[0]", "0..0", "got 1"}},
     {"draft config: target_layer_ids negative", RUN_DRAFT, DCFG, "\"target_layer_ids\":[0]", "\"target_layer_ids\":[-1]", 0, 0, {DCFG, "\"target_layer_ids\"[0]", "got -1"}},
     {"draft config: target_layer_ids repeated", RUN_DRAFT, DCFG, "\"target_layer_ids\":[0]", "\"target_layer_ids\":[0,0]", 0, 0, {DCFG, "\"target_layer_ids\"", "distinct", "layer 0 twice"}},
@@ -270,6 +295,8 @@ static const LoadCase LOAD_CASES[] = {
     {"vocab: control character", RUN_VOCAB, 0, 0, 0, mk_vocab_ctrl, 0, {"vocab.txt", "line 3 (token id 2)", "0x01"}},
     {"vocab: NUL byte", RUN_VOCAB, 0, 0, 0, mk_vocab_nul, 0, {"vocab.txt", "NUL byte"}},
     {"vocab: missing file", RUN_VOCAB, 0, 0, 0, mk_vocab_missing, 0, {"vocab.txt", "cannot open"}},
+    {"vocab: a directory", RUN_VOCAB, 0, 0, 0, mk_vocab_dir, 0, {"vocab.txt", "expected a regular file, got a directory"}},
+    {"vocab: UTF-8 byte order mark", RUN_VOCAB, 0, 0, 0, mk_vocab_bom, 0, {"vocab.txt", "line 1 (token id 0)", "byte order mark"}},
     {"vocab: more tokens than vocab_size", RUN_CHECK_VOCAB, 0, 0, 0, mk_vocab_7, 0, {"vocab.txt", "expected 6 tokens (vocab_size in the target config.json), got 7"}},
     {"vocab: fewer tokens than vocab_size", RUN_CHECK_VOCAB, 0, 0, 0, mk_vocab_5, 0, {"vocab.txt", "expected 6 tokens", "got 5"}},
     {"vocab: no <mask> though the draft names one", RUN_CHECK_VOCAB, 0, 0, 0, mk_vocab_no_mask, 0, {"vocab.txt", "no token \"<mask>\"", "mask_token_id 5"}},
@@ -467,6 +494,7 @@ static void mk_diff_dup_name(const char *t) {
 }
 static void mk_diff_a_is_file(const char *t) { mk_npy(t, F4_2, 8); mk_cli_file(t); }
 static void mk_diff_good(const char *t) { mk_npy(t, F4_2, 8); }
+static void mk_npy_fifo(const char *t) { mk_npy(t, F4_2, 8); mk_fifo(tu_path(t, "a/x.npy")); }
 
 static const CliCase CLI_CASES[] = {
     /* accepted inputs (controls) */
@@ -548,6 +576,7 @@ static const CliCase CLI_CASES[] = {
     {"npy: header without shape", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_no_shape, 2, {"a/x.npy", "missing key 'shape'"}},
     {"npy: shape (2) is not a tuple", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_shape_int, 2, {"a/x.npy", "not a tuple"}},
     {"npy: negative shape", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_shape_neg, 2, {"a/x.npy", "non-negative integers"}},
+    {"npy: a FIFO (must not block)", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_fifo, 2, {"a/x.npy", "not a regular file"}},
     {"npy: shape overflowing the element count", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_shape_huge, 2, {"a/x.npy", "overflows"}},
     /* trace directories given to diff */
     {"diff: directory missing", "diff|$T/a|$T/b", 0, 0, 0, 0, 2, {"/a: cannot open directory"}},
