@@ -553,6 +553,8 @@ static const CliCase CLI_CASES[] = {
      {"trace:", "file/tr"}},
     {"cli: text trace in a missing directory", "--weights|$W|--prompt|a|--max-new-tokens|2|--trace|$T/tr|--trace-text|$T/no/t.txt", 0, 0, 0, 0, 2,
      {"no/t.txt"}},
+    {"cli: text trace that cannot be written (/dev/full)", "--weights|$W|--prompt|a|--max-new-tokens|2|--trace|$T/tr|--trace-text|/dev/full",
+     0, 0, 0, 0, 2, {"trace: cannot write /dev/full"}},
     {"cli: trace in --mode ar", "--weights|$W|--prompt|a|--mode|ar|--trace|$T/tr", 0, 0, 0, 0, 2, {"--trace", "--mode dflash only"}},
     {"cli: too many --trace-filter", "--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|"
      "--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|"
@@ -688,12 +690,39 @@ static void run_cli_case(void **state) {
     free(err);
 }
 
+/* trace_discard (main calls it when generation fails after trace_open):
+ * the partial directory and the text trace go, the earlier trace stays,
+ * and the run's error message is kept. */
+static void test_trace_discard_leaves_nothing(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    assert_non_null(t);
+    mk_earlier_trace(t);
+    Tracer *tr = trace_open(tu_path(t, "tr"), tu_path(t, "tt.txt"), NULL, 0);
+    assert_non_null(tr);
+    int64_t v[2] = {1, 2}, shape[1] = {2};
+    assert_int_equal(trace_i64(tr, (TracePhase){"prefill", 0}, "y", "y", v, 1, shape), 0);
+    assert_true(tu_exists(tu_path(t, "tt.txt")));
+    dflash_set_error("the run failed");
+    trace_discard(tr);
+    assert_string_equal(dflash_errmsg, "the run failed");
+    assert_false(tu_exists(tu_path(t, "tt.txt")));
+    assert_true(tu_exists(tu_path(t, "tr/x.npy")));   /* the earlier trace */
+    assert_false(tu_exists(tu_path(t, "tr/y.npy")));
+    assert_int_equal(tu_count_entries(t), 1);          /* tr only: no .partial */
+    trace_discard(NULL);
+    tu_rmtree(t);
+    free(t);
+}
+
 int main(void) {
     enum { NL = sizeof LOAD_CASES / sizeof LOAD_CASES[0], NC = sizeof CLI_CASES / sizeof CLI_CASES[0] };
     static struct CMUnitTest load[NL], cli[NC];
     for (int i = 0; i < NL; i++) load[i] = (struct CMUnitTest){LOAD_CASES[i].name, run_load_case, NULL, NULL, (void *)&LOAD_CASES[i]};
     for (int i = 0; i < NC; i++) cli[i] = (struct CMUnitTest){CLI_CASES[i].name, run_cli_case, NULL, NULL, (void *)&CLI_CASES[i]};
+    const struct CMUnitTest other[] = {cmocka_unit_test(test_trace_discard_leaves_nothing)};
     int failed = _cmocka_run_group_tests("errors: loader, config, vocab, prompt", load, NL, NULL, NULL);
+    failed += cmocka_run_group_tests_name("errors: a failed run's trace", other, NULL, NULL);
     failed += _cmocka_run_group_tests("errors: ./dflash and dflash diff (exit status 2, one line)", cli, NC, NULL, NULL);
     return failed ? 1 : 0;
 }
