@@ -8,6 +8,9 @@
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
+#   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
+#   make memcheck   valgrind memcheck on the default run and on a traced run
+#   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
 CC      ?= cc
 REAL    ?= float
 WARN    = -std=c11 -Wall -Wextra -Werror -pedantic
@@ -27,7 +30,7 @@ LDLIBS  = -lm
 SRC     = dflash.c trace.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check
+.PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -116,6 +119,93 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 gdb-check: dflash-debug weights
 	sh walkthrough/gdb-check.sh
 
+# ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
+# make sanitize: every test binary and the three programs the tests run
+# (./dflash, ./dflash-debug, ./dflash-double) built with ASan+UBSan into
+# build/san/, then the tests run there (toy_weights linked in) with
+# DFLASH_TEST_QUICK=1, all at once (the machine's cores share them); any
+# sanitizer report (a leak too) fails its test binary and the target.
+SAN_CC   ?= clang
+SANFLAGS = $(WARN) $(FPFLAGS) -g -fsanitize=address,undefined -fno-sanitize-recover=all \
+           -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L
+SAN_TESTS = $(patsubst tests/%.c,build/san/tests/bin/%,$(wildcard tests/test_*.c))
+SAN_ENV  = DFLASH_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+           UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+
+build/san/dflash: $(SRC) dflash.h
+	@mkdir -p build/san
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $(SRC) $(LDLIBS)
+build/san/dflash-debug: $(SRC) dflash.h
+	@mkdir -p build/san
+	$(SAN_CC) $(SANFLAGS) -O0 -o $@ $(SRC) $(LDLIBS)
+build/san/dflash-double: $(SRC) dflash.h
+	@mkdir -p build/san
+	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
+build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+	@mkdir -p build/san/tests/bin
+	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_NO_MAIN -o $@ $< trace.c $(LDLIBS) -lcmocka
+
+sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS)
+	@ln -sfn ../../toy_weights build/san/toy_weights
+	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
+	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
+	  ( s=$$(date +%s); $(SAN_ENV) ./$$t > $$t.log 2>&1; rc=$$?; \
+	    echo "$$rc $$(( $$(date +%s) - s ))" > $$t.rc ) & \
+	done; wait; fail=0; \
+	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
+	  read rc secs < $$t.rc; echo "== build/san/$$t (sanitized, quick): exit $$rc, $$secs s"; \
+	  cat $$t.log; [ "$$rc" = 0 ] || fail=1; \
+	done; exit $$fail
+
+# make memcheck: valgrind on ./dflash as built by `make`: the default run
+# (the walkthrough, 16 new tokens), the same run traced (--trace and
+# --trace-text), a traced random-set run with block size 5, dflash diff of
+# a trace with itself, and a refused input (exit 2, not valgrind's 1). Fails on any error and on any
+# definitely or indirectly lost byte. About a minute.
+VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
+           --show-leak-kinds=definite,indirect
+memcheck: dflash weights
+	@rm -rf build/memcheck && mkdir -p build/memcheck
+	$(VALGRIND) ./dflash > build/memcheck/default.txt
+	$(VALGRIND) ./dflash --trace build/memcheck/walk --trace-text build/memcheck/walk.txt > build/memcheck/walk-run.txt
+	$(VALGRIND) ./dflash --weights toy_weights/random --prompt "A dog saw" --block-size 5 --max-new-tokens 8 \
+	    --ignore-eos --trace build/memcheck/rand --trace-text build/memcheck/rand.txt > build/memcheck/rand-run.txt
+	$(VALGRIND) ./dflash diff build/memcheck/rand build/memcheck/rand > build/memcheck/diff.txt
+	$(VALGRIND) ./dflash --prompt "The zebra" --trace build/memcheck/walk > /dev/null 2> build/memcheck/refused.txt; \
+	    test $$? = 2
+	@echo "memcheck: 0 errors, no definitely or indirectly lost bytes"
+
+# make fuzz: each libFuzzer target for FUZZ_SECONDS, from its committed seeds
+# (tests/fuzz/<target>/, read only: new inputs go to build/fuzz/corpus/).
+# Deterministic seed; a crash, a leak, a sanitizer report or a slow input
+# (-timeout) stops the target and fails make (the input is left in
+# build/fuzz/crash-<target>-*).
+FUZZ_CC      ?= clang
+FUZZ_SECONDS ?= 60
+FUZZ_TARGETS = safetensors config tokenizer npy
+FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
+            -D_POSIX_C_SOURCE=200809L -DDFLASH_NO_MAIN
+build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c $(LDLIBS)
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< trace.c $(LDLIBS)
+
+fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
+	@set -e; for t in $(FUZZ_TARGETS); do \
+	  echo "== fuzz $$t: $(FUZZ_SECONDS) s"; \
+	  rm -rf build/fuzz/corpus/$$t && mkdir -p build/fuzz/corpus/$$t; \
+	  dict=; case $$t in safetensors|config) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  if ./build/fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
+	      -rss_limit_mb=2048 -print_final_stats=1 $$dict -artifact_prefix=build/fuzz/crash-$$t- \
+	      build/fuzz/corpus/$$t tests/fuzz/$$t > build/fuzz/$$t.log 2>&1; then \
+	    grep -E '^(Done|stat::number_of_executed_units|stat::peak_rss)|INFO: seed corpus' build/fuzz/$$t.log; \
+	  else \
+	    grep -v '^#[0-9]' build/fuzz/$$t.log; echo "fuzz $$t: FAILED (log: build/fuzz/$$t.log)"; exit 1; \
+	  fi; \
+	done
+
 clean:
 	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
-	       walkthrough/mkwalk
+	       walkthrough/mkwalk build

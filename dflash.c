@@ -1072,7 +1072,9 @@ done:
 
 /* ---- a small strict JSON reader (RFC 8259), enough for config.json and the
  * safetensors header. Rejects duplicate keys, invalid UTF-8, nesting deeper
- * than JSON_MAX_DEPTH, and anything after the value but white space. */
+ * than JSON_MAX_DEPTH, and anything after the value but white space. Hostile
+ * input stays cheap: at most JSON_MAX_VALUES values in all (memory) and
+ * JSON_MAX_KEYS keys per object (the duplicate check is quadratic). */
 typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
 
 typedef struct Json {
@@ -1088,11 +1090,14 @@ typedef struct Json {
 } Json;
 
 #define JSON_MAX_DEPTH 32
+#define JSON_MAX_VALUES (1 << 20)
+#define JSON_MAX_KEYS (1 << 14)
 
 typedef struct {
     const char *s;
     size_t len, pos;
     const char *what;       /* file name for messages */
+    long values;            /* values parsed so far (JSON_MAX_VALUES) */
 } JsonParser;
 
 static void json_free(Json *j) {
@@ -1261,6 +1266,7 @@ static int json_parse_container(JsonParser *p, Json *out, int depth, int object)
     json_skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { p->pos++; return 0; }
     for (;;) {
+        if (object && out->n == JSON_MAX_KEYS) return json_fail(p, "more than 16384 keys in one object");
         if (out->n == cap) {
             cap = cap ? cap * 2 : 8;
             Json *ni = realloc(out->items, sizeof(Json) * (size_t)cap);
@@ -1302,6 +1308,7 @@ static int json_parse_container(JsonParser *p, Json *out, int depth, int object)
 
 static int json_parse_value(JsonParser *p, Json *out, int depth) {
     if (depth > JSON_MAX_DEPTH) return json_fail(p, "nested too deeply");
+    if (++p->values > JSON_MAX_VALUES) return json_fail(p, "more than 1048576 values");
     json_skip_ws(p);
     if (p->pos >= p->len) return json_fail(p, "unexpected end");
     char c = p->s[p->pos];
@@ -1324,8 +1331,10 @@ static int json_parse_value(JsonParser *p, Json *out, int depth) {
 
 /* json_parse: the whole text must be one JSON value. what names the source. */
 static int json_parse(const char *text, size_t len, const char *what, Json *out) {
-    JsonParser p = {text, len, 0, what};
+    JsonParser p = {text, len, 0, what, 0};
     memset(out, 0, sizeof *out);
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)  /* Python's json refuses it too */
+        return json_fail(&p, "a UTF-8 byte order mark (expected the JSON value; save the file without BOM)");
     if (json_parse_value(&p, out, 0) != 0) { json_free(out); return -1; }
     json_skip_ws(&p);
     if (p.pos != p.len) { json_free(out); return json_fail(&p, "trailing characters after the value"); }
@@ -1338,12 +1347,43 @@ static const Json *json_get(const Json *obj, const char *key) {
     return NULL;
 }
 
+/* json_describe: a value as a message shows what it found ("got ..."). */
+static const char *json_describe(const Json *v, char *buf, size_t size) {
+    switch (v->type) {
+    case JSON_NULL: snprintf(buf, size, "null"); break;
+    case JSON_BOOL: snprintf(buf, size, v->boolean ? "true" : "false"); break;
+    case JSON_NUMBER:
+        if (v->is_integer) snprintf(buf, size, "%lld", v->integer);
+        else {  /* 512.0 is not an integer: show it as written, with its fraction */
+            int k = snprintf(buf, size, "%.15g", v->number);
+            if (k > 0 && (size_t)k + 2 < size && strspn(buf, "-0123456789") == (size_t)k) strcat(buf, ".0");
+        }
+        break;
+    case JSON_STRING: snprintf(buf, size, "the string \"%.40s%s\"", v->string, strlen(v->string) > 40 ? "..." : ""); break;
+    case JSON_ARRAY: snprintf(buf, size, "an array of %d items", v->n); break;
+    case JSON_OBJECT: snprintf(buf, size, "an object"); break;
+    }
+    return buf;
+}
+
 /* ---- files */
 
 /* read_file: the whole file into a NUL-terminated buffer (at most max bytes) */
 static char *read_file(const char *path, size_t max, size_t *len_out) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a
+     * regular file is read (a directory or a device is refused) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
+    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
+        close(fd);
+        dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
+        return NULL;
+    }
+    FILE *f = fdopen(fd, "rb");
+    if (!f) { close(fd); dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
     size_t cap = 4096, n = 0;
     char *buf = malloc(cap);
     for (;;) {
@@ -1376,24 +1416,31 @@ static char *read_file(const char *path, size_t max, size_t *len_out) {
 
 static int cfg_int(const Json *root, const char *path, const char *key, int lo, int hi, int *out) {
     const Json *v = json_get(root, key);
-    if (!v) { dflash_set_error("%s: missing field \"%s\"", path, key); return -1; }
-    if (v->type != JSON_NUMBER || !v->is_integer) {
-        dflash_set_error("%s: field \"%s\": expected an integer", path, key);
+    char got[96];
+    if (!v) {
+        dflash_set_error("%s: missing field \"%s\" (expected an integer in %d..%d)", path, key, lo, hi);
         return -1;
     }
-    if (v->integer < lo || v->integer > hi) {
-        dflash_set_error("%s: field \"%s\": expected %d..%d, got %lld", path, key, lo, hi, v->integer);
+    if (v->type != JSON_NUMBER || !v->is_integer || v->integer < lo || v->integer > hi) {
+        dflash_set_error("%s: field \"%s\": expected an integer in %d..%d, got %s", path, key, lo, hi,
+                         json_describe(v, got, sizeof got));
         return -1;
     }
     *out = (int)v->integer;
     return 0;
 }
 
-static int cfg_pos_double(const Json *root, const char *path, const char *key, double *out) {
+/* a number in (lo, hi]: rms_norm_eps and rope_theta, converted to float later */
+static int cfg_double(const Json *root, const char *path, const char *key, double lo, double hi, double *out) {
     const Json *v = json_get(root, key);
-    if (!v) { dflash_set_error("%s: missing field \"%s\"", path, key); return -1; }
-    if (v->type != JSON_NUMBER || !(v->number > 0) || !isfinite(v->number)) {
-        dflash_set_error("%s: field \"%s\": expected a positive number", path, key);
+    char got[96];
+    if (!v) {
+        dflash_set_error("%s: missing field \"%s\" (expected a number in (%g, %g])", path, key, lo, hi);
+        return -1;
+    }
+    if (v->type != JSON_NUMBER || !(v->number > lo && v->number <= hi)) {
+        dflash_set_error("%s: field \"%s\": expected a number in (%g, %g], got %s", path, key, lo, hi,
+                         json_describe(v, got, sizeof got));
         return -1;
     }
     *out = v->number;
@@ -1402,11 +1449,14 @@ static int cfg_pos_double(const Json *root, const char *path, const char *key, d
 
 static int cfg_architecture(const Json *root, const char *path, const char *want) {
     const Json *a = json_get(root, "architectures");
+    char got[96];
     if (!a) { dflash_set_error("%s: missing field \"architectures\" (expected [\"%s\"])", path, want); return -1; }
     if (a->type == JSON_ARRAY)
         for (int i = 0; i < a->n; i++)
             if (a->items[i].type == JSON_STRING && strcmp(a->items[i].string, want) == 0) return 0;
-    dflash_set_error("%s: field \"architectures\": expected [\"%s\"]", path, want);
+    if (a->type == JSON_ARRAY && a->n > 0) json_describe(&a->items[0], got, sizeof got);
+    else json_describe(a, got, sizeof got);
+    dflash_set_error("%s: field \"architectures\": expected [\"%s\"], got %s", path, want, got);
     return -1;
 }
 
@@ -1436,31 +1486,40 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
         cfg_int(&root, path, "head_dim", 2, MAX_DIM, &c->head_dim) ||
         cfg_int(&root, path, "vocab_size", 1, MAX_VOCAB, &c->vocab_size) ||
         cfg_int(&root, path, "max_position_embeddings", 1, 1 << 20, &c->max_position_embeddings) ||
-        cfg_pos_double(&root, path, "rms_norm_eps", &c->rms_norm_eps) ||
-        cfg_pos_double(&root, path, "rope_theta", &c->rope_theta))
+        /* eps and theta become floats: (0, 1] and (1, 1e30] keep every
+         * derived value (eps, theta^(2i/d), its inverse) finite in float */
+        cfg_double(&root, path, "rms_norm_eps", 0, 1, &c->rms_norm_eps) ||
+        cfg_double(&root, path, "rope_theta", 1, 1e30, &c->rope_theta))
         goto done;
     if (c->num_attention_heads % c->num_key_value_heads != 0) {
-        dflash_set_error("%s: num_attention_heads %d is not a multiple of num_key_value_heads %d", path,
-                         c->num_attention_heads, c->num_key_value_heads);
+        dflash_set_error("%s: field \"num_attention_heads\": expected a multiple of num_key_value_heads (%d), "
+                         "got %d", path, c->num_key_value_heads, c->num_attention_heads);
         goto done;
     }
     if (c->head_dim % 2 != 0) {
-        dflash_set_error("%s: head_dim %d must be even (RoPE rotates pairs of dims)", path, c->head_dim);
+        dflash_set_error("%s: field \"head_dim\": expected an even number (RoPE rotates pairs of dims), got %d",
+                         path, c->head_dim);
         goto done;
     }
+    /* hidden_size need not equal heads x head_dim (Qwen3 allows it: q_proj is
+     * [H*d, D], o_proj [D, H*d]); only an absurd H*d is refused. */
     if ((long)c->num_attention_heads * c->head_dim > MAX_DIM) {
-        dflash_set_error("%s: num_attention_heads x head_dim = %ld is larger than %d", path,
-                         (long)c->num_attention_heads * c->head_dim, MAX_DIM);
+        dflash_set_error("%s: fields \"num_attention_heads\" x \"head_dim\": expected at most %d, got %d x %d = %ld",
+                         path, MAX_DIM, c->num_attention_heads, c->head_dim,
+                         (long)c->num_attention_heads * c->head_dim);
         goto done;
     }
     const Json *tie = json_get(&root, "tie_word_embeddings");
+    char got[96];
     if (tie && !(tie->type == JSON_BOOL && tie->boolean == 0)) {
-        dflash_set_error("%s: field \"tie_word_embeddings\": expected false (lm_head is its own tensor)", path);
+        dflash_set_error("%s: field \"tie_word_embeddings\": expected false (lm_head is its own tensor), got %s",
+                         path, json_describe(tie, got, sizeof got));
         goto done;
     }
     const Json *bias = json_get(&root, "attention_bias");
     if (bias && !(bias->type == JSON_BOOL && bias->boolean == 0)) {
-        dflash_set_error("%s: field \"attention_bias\": expected false (no bias tensors)", path);
+        dflash_set_error("%s: field \"attention_bias\": expected false (no bias tensors), got %s", path,
+                         json_describe(bias, got, sizeof got));
         goto done;
     }
     if (draft) {
@@ -1470,7 +1529,9 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
             goto done;
         const Json *dfc = json_get(&root, "dflash_config");
         if (!dfc || dfc->type != JSON_OBJECT) {
-            dflash_set_error("%s: missing object \"dflash_config\"", path);
+            if (!dfc) dflash_set_error("%s: missing field \"dflash_config\" (expected an object)", path);
+            else dflash_set_error("%s: field \"dflash_config\": expected an object, got %s", path,
+                                  json_describe(dfc, got, sizeof got));
             goto done;
         }
         char sub[600];
@@ -1487,8 +1548,8 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
             build_target_layer_ids(c->num_target_layers, c->num_hidden_layers, c->target_layer_ids);
         } else {
             if (ids->type != JSON_ARRAY || ids->n < 1 || ids->n > DFLASH_MAX_LAYER_IDS) {
-                dflash_set_error("%s: \"target_layer_ids\": expected a list of 1..%d layer indices", sub,
-                                 DFLASH_MAX_LAYER_IDS);
+                dflash_set_error("%s: field \"target_layer_ids\": expected a list of 1..%d layer indices, got %s",
+                                 sub, DFLASH_MAX_LAYER_IDS, json_describe(ids, got, sizeof got));
                 goto done;
             }
             c->n_target_layer_ids = ids->n;
@@ -1496,21 +1557,35 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                 const Json *v = &ids->items[i];
                 if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 ||
                     v->integer >= c->num_target_layers) {
-                    dflash_set_error("%s: \"target_layer_ids\"[%d]: expected an integer in 0..%d "
-                                     "(num_target_layers - 1)", sub, i, c->num_target_layers - 1);
+                    dflash_set_error("%s: field \"target_layer_ids\"[%d]: expected an integer in 0..%d "
+                                     "(num_target_layers - 1), got %s", sub, i, c->num_target_layers - 1,
+                                     json_describe(v, got, sizeof got));
                     goto done;
                 }
                 c->target_layer_ids[i] = (int)v->integer;
-                for (int j = 0; j < i; j++)
-                    if (c->target_layer_ids[j] == c->target_layer_ids[i]) {
-                        dflash_set_error("%s: \"target_layer_ids\": layer %d appears twice", sub,
-                                         c->target_layer_ids[i]);
-                        goto done;
-                    }
             }
         }
+        /* every id, given or defaulted (the default goes out of range for
+         * fewer than 4 target layers), must name a distinct target layer */
+        for (int i = 0; i < c->n_target_layer_ids; i++) {
+            if (c->target_layer_ids[i] < 0 || c->target_layer_ids[i] >= c->num_target_layers) {
+                dflash_set_error("%s: no \"target_layer_ids\", and the default for %d target layers and %d draft "
+                                 "layers gives %d, outside 0..%d; give target_layer_ids", sub,
+                                 c->num_target_layers, c->num_hidden_layers, c->target_layer_ids[i],
+                                 c->num_target_layers - 1);
+                goto done;
+            }
+            for (int j = 0; j < i; j++)
+                if (c->target_layer_ids[j] == c->target_layer_ids[i]) {
+                    dflash_set_error("%s: field \"target_layer_ids\": expected distinct layers, got layer %d twice%s",
+                                     sub, c->target_layer_ids[i], ids ? "" : " (from the default: give target_layer_ids)");
+                    goto done;
+                }
+        }
         if ((long)c->n_target_layer_ids * c->hidden_size > MAX_DIM * 4L) {
-            dflash_set_error("%s: k x hidden_size is too large", sub);
+            dflash_set_error("%s: field \"target_layer_ids\": %d layers x hidden_size %d = %ld fc.weight inputs, "
+                             "expected at most %ld", sub, c->n_target_layer_ids, c->hidden_size,
+                             (long)c->n_target_layer_ids * c->hidden_size, MAX_DIM * 4L);
             goto done;
         }
     }
@@ -1588,100 +1663,124 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
 
 #define MAX_HEADER (100u << 20)   /* a safetensors header above 100 MiB is refused */
 
-/* safetensors_load: check the header against the table, then read every
- * tensor (little-endian F32) into its place, converting to `real`. */
-static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Model *m) {
-    int fd = open(path, O_RDONLY);
-    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
-    struct stat st;
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        close(fd);
-        dflash_set_error("%s: not a regular file", path);
-        return -1;
-    }
-    int64_t fsize = (int64_t)st.st_size;
-    if (fsize < 8) {
-        close(fd);
-        dflash_set_error("%s: file is %lld bytes, shorter than the 8-byte header length", path, (long long)fsize);
-        return -1;
-    }
-    /* Map the file instead of reading it: the weights are used in place
-     * (float build), with no copy and no zeroed pages to fill. MAP_PRIVATE
-     * makes a write (a test poking a weight) copy-on-write, never to disk. */
-    unsigned char *map = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
-    close(fd);
-    if (map == MAP_FAILED) { dflash_set_error("%s: cannot map: %s", path, strerror(errno)); return -1; }
+/* the safetensors dtypes: only F32 is read; the others are named as such */
+static const char *const SAFETENSORS_DTYPES[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64",
+                                                 "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2"};
+
+/* safetensors_check_header: buf is a whole model.safetensors file (len
+ * bytes). Checks the 8-byte header length, the JSON header and every entry
+ * against the table (names, dtype F32, shapes from config.json, offsets),
+ * and that the tensors tile the data section exactly; fills specs[].begin,
+ * .end, .found. *data_start (may be NULL) gets 8 + header length. Reads
+ * nothing of the data section, so it is the whole parser a fuzzer needs. */
+static int safetensors_check_header(const unsigned char *buf, size_t len, TensorSpec *specs, int n_specs,
+                                    const char *path, size_t *data_start) {
     int rc = -1;
     TensorSpec **order = NULL;
     Json root = {0};
-    uint64_t hlen = 0;
-    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | map[i];
-    if (hlen > (uint64_t)(fsize - 8)) {
-        dflash_set_error("%s: header length %llu is larger than the file (%lld bytes)", path,
-                         (unsigned long long)hlen, (long long)fsize);
-        goto done;
+    char got[96];
+    for (int j = 0; j < n_specs; j++) specs[j].found = 0;
+    if (len < 8) {
+        dflash_set_error("%s: expected at least the 8-byte header length, got a file of %zu bytes", path, len);
+        return -1;
     }
-    if (hlen > MAX_HEADER) {
+    uint64_t hlen = 0;
+    for (int i = 7; i >= 0; i--) hlen = hlen << 8 | buf[i];
+    if (hlen > MAX_HEADER) {  /* first: garbage lengths are named as such */
         dflash_set_error("%s: header length %llu is above the limit of %u bytes", path,
                          (unsigned long long)hlen, MAX_HEADER);
-        goto done;
+        return -1;
     }
-    const char *header = (const char *)map + 8;
+    if (hlen > (uint64_t)(len - 8)) {
+        dflash_set_error("%s: header length %llu is larger than the rest of the file (%zu bytes)", path,
+                         (unsigned long long)hlen, len - 8);
+        return -1;
+    }
+    const char *header = (const char *)buf + 8;
     char what[600];
     snprintf(what, sizeof what, "%.500s (header)", path);
-    if (json_parse(header, (size_t)hlen, what, &root) != 0) goto done;
-    if (root.type != JSON_OBJECT) { dflash_set_error("%s: header is not a JSON object", path); goto done; }
-    int64_t data_size = (int64_t)fsize - 8 - (int64_t)hlen;
+    if (json_parse(header, (size_t)hlen, what, &root) != 0) return -1;
+    if (root.type != JSON_OBJECT) {
+        dflash_set_error("%s: header: expected a JSON object, got %s", path, json_describe(&root, got, sizeof got));
+        goto done;
+    }
+    int64_t data_size = (int64_t)(len - 8 - hlen);
 
     for (int i = 0; i < root.n; i++) {
         const char *name = root.keys[i];
         const Json *e = &root.items[i];
-        if (strcmp(name, "__metadata__") == 0) continue;
+        if (strcmp(name, "__metadata__") == 0) {
+            if (e->type != JSON_OBJECT) {
+                dflash_set_error("%s: \"__metadata__\": expected an object of strings, got %s", path,
+                                 json_describe(e, got, sizeof got));
+                goto done;
+            }
+            continue;
+        }
         TensorSpec *s = NULL;
         for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
         if (!s) { dflash_set_error("%s: unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
         const Json *dt = json_get(e, "dtype"), *sh = json_get(e, "shape"), *off = json_get(e, "data_offsets");
-        if (!dt || dt->type != JSON_STRING || !sh || sh->type != JSON_ARRAY || !off ||
-            off->type != JSON_ARRAY || off->n != 2) {
-            dflash_set_error("%s: tensor \"%s\": expected {\"dtype\", \"shape\", \"data_offsets\": [begin, end]}",
-                             path, name);
+        if (e->type != JSON_OBJECT || !dt || !sh || !off) {
+            dflash_set_error("%s: tensor \"%s\": expected an object with \"dtype\", \"shape\" and \"data_offsets\", "
+                             "got %s%s", path, name, json_describe(e, got, sizeof got),
+                             e->type != JSON_OBJECT ? "" : !dt ? " without \"dtype\"" : !sh ? " without \"shape\""
+                                                                                     : " without \"data_offsets\"");
             goto done;
         }
-        if (strcmp(dt->string, "F32") != 0) {
-            dflash_set_error("%s: tensor \"%s\": dtype \"%.20s\" is not supported (expected F32)", path, name, dt->string);
+        if (dt->type != JSON_STRING || strcmp(dt->string, "F32") != 0) {
+            int known = 0;
+            for (size_t k = 0; dt->type == JSON_STRING && k < sizeof SAFETENSORS_DTYPES / sizeof *SAFETENSORS_DTYPES; k++)
+                known |= strcmp(dt->string, SAFETENSORS_DTYPES[k]) == 0;
+            dflash_set_error("%s: tensor \"%s\": field \"dtype\": expected \"F32\", got %s%s", path, name,
+                             json_describe(dt, got, sizeof got),
+                             known ? " (a safetensors dtype this program does not read)"
+                                   : dt->type == JSON_STRING ? " (not a safetensors dtype)" : "");
             goto done;
         }
-        int64_t got[8];
-        int ok = sh->n == s->ndim;
+        int ok = sh->type == JSON_ARRAY && sh->n == s->ndim;
         for (int k = 0; ok && k < sh->n; k++) {
             const Json *v = &sh->items[k];
-            ok = v->type == JSON_NUMBER && v->is_integer && v->integer >= 0 && v->integer == s->shape[k];
-            got[k] = v->type == JSON_NUMBER ? (int64_t)v->number : -1;
+            ok = v->type == JSON_NUMBER && v->is_integer && v->integer == s->shape[k];
         }
         if (!ok) {
-            char want[64], have[64] = "?";
+            char want[64], have[160];
             shape_str(want, sizeof want, s->shape, s->ndim);
-            if (sh->n <= 8) {
-                for (int k = 0; k < sh->n; k++) got[k] = sh->items[k].type == JSON_NUMBER ? (int64_t)sh->items[k].number : -1;
-                shape_str(have, sizeof have, got, sh->n);
+            if (sh->type != JSON_ARRAY) {
+                json_describe(sh, have, sizeof have);
+            } else {  /* the list as written, each item described */
+                int o = snprintf(have, sizeof have, "[");
+                for (int k = 0; k < sh->n && k < 8 && o < (int)sizeof have; k++)
+                    o += snprintf(have + o, sizeof have - (size_t)o, "%s%s", k ? ", " : "",
+                                  json_describe(&sh->items[k], got, sizeof got));
+                if (o < (int)sizeof have) snprintf(have + o, sizeof have - (size_t)o, "%s]", sh->n > 8 ? ", ..." : "");
             }
-            dflash_set_error("%s: tensor \"%s\": shape %s, but config.json implies %s", path, name, have, want);
+            dflash_set_error("%s: tensor \"%s\": field \"shape\": expected %s (from config.json), got %s", path, name,
+                             want, have);
             goto done;
         }
-        const Json *b = &off->items[0], *en = &off->items[1];
-        if (b->type != JSON_NUMBER || !b->is_integer || en->type != JSON_NUMBER || !en->is_integer ||
+        const Json *b = off->type == JSON_ARRAY && off->n == 2 ? &off->items[0] : NULL;
+        const Json *en = b ? &off->items[1] : NULL;
+        if (!b || b->type != JSON_NUMBER || !b->is_integer || en->type != JSON_NUMBER || !en->is_integer ||
             b->integer < 0 || en->integer < b->integer) {
-            dflash_set_error("%s: tensor \"%s\": data_offsets must be two integers 0 <= begin <= end", path, name);
+            char g1[44], g2[44];
+            if (b) snprintf(got, sizeof got, "[%s, %s]", json_describe(b, g1, sizeof g1), json_describe(en, g2, sizeof g2));
+            else json_describe(off, got, sizeof got);
+            dflash_set_error("%s: tensor \"%s\": field \"data_offsets\": expected [begin, end] with "
+                             "0 <= begin <= end, got %s", path, name, got);
             goto done;
         }
         if (en->integer > data_size) {
-            dflash_set_error("%s: tensor \"%s\": data_offsets end %lld is past the end of the data (%lld bytes)",
-                             path, name, en->integer, (long long)data_size);
+            dflash_set_error("%s: tensor \"%s\": field \"data_offsets\": expected end <= %lld (the data section), "
+                             "got %lld (past the end of the file)", path, name, (long long)data_size, en->integer);
             goto done;
         }
         if (en->integer - b->integer != spec_numel(s) * 4) {
-            dflash_set_error("%s: tensor \"%s\": data_offsets span %lld bytes, but shape x F32 needs %lld",
-                             path, name, en->integer - b->integer, (long long)spec_numel(s) * 4);
+            char sh_s[64];
+            shape_str(sh_s, sizeof sh_s, s->shape, s->ndim);
+            dflash_set_error("%s: tensor \"%s\": field \"data_offsets\": expected a span of %lld bytes "
+                             "(shape %s x 4-byte F32), got %lld", path, name, (long long)spec_numel(s) * 4,
+                             sh_s, en->integer - b->integer);
             goto done;
         }
         s->found = 1;
@@ -1699,28 +1798,69 @@ static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Mo
     int64_t at = 0;
     for (int j = 0; j < n_specs; j++) {
         if (order[j]->begin < at) {
-            dflash_set_error("%s: tensor \"%s\" overlaps the previous tensor (begins at %lld, before %lld)", path,
-                             order[j]->name, (long long)order[j]->begin, (long long)at);
+            dflash_set_error("%s: tensor \"%s\" overlaps the previous tensor \"%s\" (begins at byte %lld, "
+                             "expected %lld)", path, order[j]->name, order[j - 1]->name,
+                             (long long)order[j]->begin, (long long)at);
             goto done;
         }
         if (order[j]->begin > at) {
-            dflash_set_error("%s: hole of %lld bytes before tensor \"%s\"", path,
-                             (long long)(order[j]->begin - at), order[j]->name);
+            dflash_set_error("%s: hole of %lld bytes before tensor \"%s\" (begins at byte %lld, expected %lld)", path,
+                             (long long)(order[j]->begin - at), order[j]->name, (long long)order[j]->begin,
+                             (long long)at);
             goto done;
         }
         at = order[j]->end;
     }
     if (at != data_size) {
-        dflash_set_error("%s: %lld trailing bytes after the last tensor", path, (long long)(data_size - at));
+        dflash_set_error("%s: %lld trailing bytes after the last tensor (expected the data section to end at "
+                         "byte %lld, got %lld)", path, (long long)(data_size - at), (long long)at,
+                         (long long)data_size);
         goto done;
     }
+    if (data_start) *data_start = (size_t)(8 + hlen);
+    rc = 0;
+done:
+    free(order);
+    json_free(&root);
+    return rc;
+}
+
+/* safetensors_load: check the header against the table, then read every
+ * tensor (little-endian F32) into its place, converting to `real`. */
+static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Model *m) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
+    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
+    struct stat st;
+    memset(&st, 0, sizeof st);
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        int dir = S_ISDIR(st.st_mode);
+        close(fd);
+        dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
+        return -1;
+    }
+    int64_t fsize = (int64_t)st.st_size;
+    if (fsize < 8) {  /* also keeps mmap away from an empty file */
+        close(fd);
+        dflash_set_error("%s: expected at least the 8-byte header length, got a file of %lld bytes", path,
+                         (long long)fsize);
+        return -1;
+    }
+    /* Map the file instead of reading it: the weights are used in place
+     * (float build), with no copy and no zeroed pages to fill. MAP_PRIVATE
+     * makes a write (a test poking a weight) copy-on-write, never to disk. */
+    unsigned char *map = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (map == MAP_FAILED) { dflash_set_error("%s: cannot map: %s", path, strerror(errno)); return -1; }
+    int rc = -1;
+    size_t data_start;
+    if (safetensors_check_header(map, (size_t)fsize, specs, n_specs, path, &data_start) != 0) goto done;
 
     /* the data: F32 little-endian, refusing NaN and Inf. In the float build
      * the weights stay in the mapping (every tensor begins at a multiple of 4
      * bytes from the data section, so only the section must be aligned);
      * otherwise they are converted into Model.data. */
-    const unsigned char *data = map + 8 + hlen;
-    int in_place = sizeof(real) == sizeof(float) && (8 + hlen) % sizeof(float) == 0;
+    const unsigned char *data = map + data_start;
+    int in_place = sizeof(real) == sizeof(float) && data_start % sizeof(float) == 0;
     if (!in_place) {
         size_t total = 0;
         for (int j = 0; j < n_specs; j++) total += (size_t)spec_numel(&specs[j]);
@@ -1745,13 +1885,13 @@ static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Mo
                 float x;
                 memcpy(&x, src + 4 * i, 4);
                 if (!isfinite(x)) {
-                    dflash_set_error("%s: tensor \"%s\": element %lld is %s", path, s->name, (long long)i,
-                                     isnan(x) ? "NaN" : "Inf");
+                    dflash_set_error("%s: tensor \"%s\": element %lld: expected a finite F32, got %s", path, s->name,
+                                     (long long)i, isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf");
                     goto done;
                 }
             }
         if (in_place) {
-            *s->dst = (real *)(void *)(map + 8 + hlen + s->begin);
+            *s->dst = (real *)(void *)(map + data_start + s->begin);
         } else {
             for (int64_t i = 0; i < numel; i++) {
                 float x;
@@ -1767,8 +1907,6 @@ static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Mo
     map = NULL;
     rc = 0;
 done:
-    free(order);
-    json_free(&root);
     if (map) munmap(map, (size_t)fsize);
     return rc;
 }
@@ -1824,17 +1962,18 @@ void model_free(Model *m) {
 /* check_pair: the draft and the target must agree where they share tensors. */
 int check_pair(const Model *target, const Model *draft) {
     const Config *t = &target->cfg, *d = &draft->cfg;
+    const char *field = NULL, *their = NULL;
+    int want = 0, got = 0;
     if (d->hidden_size != t->hidden_size) {
-        dflash_set_error("draft config.json: hidden_size %d differs from the target's %d", d->hidden_size, t->hidden_size);
-        return -1;
+        field = "hidden_size", their = "hidden_size", want = t->hidden_size, got = d->hidden_size;
+    } else if (d->vocab_size != t->vocab_size) {
+        field = "vocab_size", their = "vocab_size", want = t->vocab_size, got = d->vocab_size;
+    } else if (d->num_target_layers != t->num_hidden_layers) {
+        field = "num_target_layers", their = "num_hidden_layers", want = t->num_hidden_layers, got = d->num_target_layers;
     }
-    if (d->vocab_size != t->vocab_size) {
-        dflash_set_error("draft config.json: vocab_size %d differs from the target's %d", d->vocab_size, t->vocab_size);
-        return -1;
-    }
-    if (d->num_target_layers != t->num_hidden_layers) {
-        dflash_set_error("draft config.json: num_target_layers %d differs from the target's num_hidden_layers %d",
-                         d->num_target_layers, t->num_hidden_layers);
+    if (field) {
+        dflash_set_error("draft config.json: field \"%s\": expected %d (the target config.json's %s), got %d",
+                         field, want, their, got);
         return -1;
     }
     return 0;
@@ -1844,13 +1983,17 @@ int check_pair(const Model *target, const Model *draft) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
-int vocab_load(Vocab *v, const char *path) {
+/* vocab_parse: text (len bytes + a NUL, malloc'd) becomes v's storage,
+ * also on failure (then it is freed). */
+static int vocab_parse(Vocab *v, const char *path, char *text, size_t len) {
     memset(v, 0, sizeof *v);
-    size_t len;
-    char *text = read_file(path, 64u << 20, &len);
-    if (!text) return -1;
     if (len == 0) { free(text); dflash_set_error("%s: empty (expected one token per line)", path); return -1; }
     if (memchr(text, 0, len)) { free(text); dflash_set_error("%s: contains a NUL byte", path); return -1; }
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0) {  /* it would silently become part of token 0 */
+        free(text);
+        dflash_set_error("%s: line 1 (token id 0): starts with a UTF-8 byte order mark; save the file without BOM", path);
+        return -1;
+    }
     int lines = 0;
     for (size_t i = 0; i < len; i++) if (text[i] == '\n') lines++;
     if (text[len - 1] != '\n') lines++;
@@ -1870,6 +2013,16 @@ int vocab_load(Vocab *v, const char *path) {
                 vocab_free(v);
                 return -1;
             }
+        for (size_t k = 0; k < wl;) {
+            int sl = utf8_seq_len((const unsigned char *)s + k, wl - k);
+            if (sl == 0 || (unsigned char)s[k] < 0x20 || s[k] == 0x7f) {
+                dflash_set_error("%s: line %d (token id %d): expected printable UTF-8, got byte 0x%02x at "
+                                 "column %zu", path, i + 1, i, (unsigned char)s[k], k + 1);
+                vocab_free(v);
+                return -1;
+            }
+            k += (size_t)sl;
+        }
         v->words[i] = s;
         v->n = i + 1;
         s = nl ? nl + 1 : s + wl;
@@ -1890,6 +2043,41 @@ int vocab_load(Vocab *v, const char *path) {
             return -1;
         }
     free(sorted);
+    return 0;
+}
+
+int vocab_load(Vocab *v, const char *path) {
+    memset(v, 0, sizeof *v);
+    size_t len;
+    char *text = read_file(path, 64u << 20, &len);
+    if (!text) return -1;
+    return vocab_parse(v, path, text, len);
+}
+
+/* check_vocab: vocab.txt against the configs. It must have the target's
+ * vocab_size tokens, and, when a draft is loaded, the draft's mask_token_id
+ * must be the id of the token "<mask>" (a vocab without "<mask>", or with a
+ * different word at that id, is refused: the draft would read a real word as
+ * its mask). draft may be NULL (block size 1, --mode ar): no mask check. */
+int check_vocab(const Vocab *v, const char *path, const Model *target, const Model *draft) {
+    if (v->n != target->cfg.vocab_size) {
+        dflash_set_error("%s: expected %d tokens (vocab_size in the target config.json), got %d", path,
+                         target->cfg.vocab_size, v->n);
+        return -1;
+    }
+    if (draft) {
+        int mask = draft->cfg.mask_token_id, at = vocab_find(v, "<mask>");
+        if (mask < 0 || mask >= v->n || strcmp(v->words[mask], "<mask>") != 0) {
+            if (at < 0)
+                dflash_set_error("%s: no token \"<mask>\", but the draft config.json names mask_token_id %d "
+                                 "(expected \"<mask>\" on line %d)", path, mask, mask + 1);
+            else
+                dflash_set_error("%s: token id %d (the draft's mask_token_id): expected \"<mask>\", got \"%.100s\" "
+                                 "(\"<mask>\" is id %d)", path, mask, mask >= 0 && mask < v->n ? v->words[mask] : "",
+                                 at);
+            return -1;
+        }
+    }
     return 0;
 }
 
@@ -1919,23 +2107,24 @@ int tokenize(const Vocab *v, const char *text, int *ids, int cap, int *n_ids) {
                    s[wl] != '\r' && s[wl] != '\v' && s[wl] != '\f')
                 wl++;
         if (wl >= sizeof word) {
-            dflash_set_error("--prompt: word %d is longer than %zu bytes", word_no, sizeof word - 1);
+            dflash_set_error("--prompt: word %d (\"%.40s...\"): expected a word from vocab.txt, got %zu bytes, "
+                             "longer than any (%zu); give token ids with --ids", word_no + 1, s, wl, sizeof word - 1);
             return -1;
         }
         memcpy(word, s, wl);
         word[wl] = 0;
         int id = vocab_find(v, word);
         if (id < 0) {
-            dflash_set_error("--prompt: word \"%s\" (word %d) is not in the vocabulary; "
-                             "use words from vocab.txt, or give token ids with --ids", word, word_no);
+            dflash_set_error("--prompt: word %d, \"%s\", is not in the vocabulary; "
+                             "use words from vocab.txt, or give token ids with --ids", word_no + 1, word);
             return -1;
         }
-        if (n >= cap) { dflash_set_error("--prompt: more than %d tokens", cap); return -1; }
+        if (n >= cap) { dflash_set_error("--prompt: expected at most %d tokens, got more", cap); return -1; }
         ids[n++] = id;
         word_no++;
         s += wl;
     }
-    if (n == 0) { dflash_set_error("--prompt: empty (no words)"); return -1; }
+    if (n == 0) { dflash_set_error("--prompt: expected at least one word, got an empty prompt"); return -1; }
     *n_ids = n;
     return 0;
 }
@@ -1967,12 +2156,17 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, long *ou
     char *end;
     errno = 0;
     long v = strtol(s, &end, 10);
-    if (!*s || *end || errno) { dflash_set_error("%s: expected an integer, got \"%s\"", flag, s); return -1; }
-    if (v < lo || v > hi) { dflash_set_error("%s: expected %ld..%ld, got %ld", flag, lo, hi, v); return -1; }
+    /* strtol would also take " 5" and "+5": only digits, with an optional '-' */
+    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno) {
+        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
+        return -1;
+    }
+    if (v < lo || v > hi) { dflash_set_error("%s: expected an integer in %ld..%ld, got %ld", flag, lo, hi, v); return -1; }
     *out = v;
     return 0;
 }
 
+/* 0: run; 1: --help was asked for; -1: bad arguments (dflash_errmsg) */
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->max_new_tokens = 16;
@@ -1984,14 +2178,18 @@ static int parse_args(int argc, char **argv, Args *a) {
         long v;
         int has_value = i + 1 < argc;
         const char *val = has_value ? argv[i + 1] : NULL;
-#define NEED_VALUE() do { if (!has_value) { dflash_set_error("%s: missing value", f); return -1; } i++; } while (0)
+        /* a flag's value may not look like a flag: "--weights --prompt x" */
+        if (has_value && strncmp(val, "--", 2) == 0 && val[2]) has_value = 0;
+#define NEED_VALUE() do { if (!has_value) { \
+            dflash_set_error("%s: missing value%s%.100s%s", f, val ? " (the next argument, \"" : "", \
+                             val ? val : "", val ? "\", is a flag)" : ""); return -1; } i++; } while (0)
         if (strcmp(f, "--weights") == 0) { NEED_VALUE(); a->weights = val; }
         else if (strcmp(f, "--prompt") == 0) { NEED_VALUE(); a->prompt = val; }
         else if (strcmp(f, "--ids") == 0) { NEED_VALUE(); a->ids = val; }
         else if (strcmp(f, "--mode") == 0) {
             NEED_VALUE();
             if (strcmp(val, "dflash") != 0 && strcmp(val, "ar") != 0) {
-                dflash_set_error("--mode: expected dflash or ar, got \"%s\"", val);
+                dflash_set_error("--mode: expected dflash or ar, got \"%.100s\"", val);
                 return -1;
             }
             a->mode = val;
@@ -2008,14 +2206,18 @@ static int parse_args(int argc, char **argv, Args *a) {
             char *end;
             errno = 0;
             unsigned long long s = strtoull(val, &end, 10);
-            if (!*val || *end || errno || val[0] == '-') { dflash_set_error("--seed: expected a non-negative integer, got \"%s\"", val); return -1; }
+            /* strtoull would take " -1" (as 2^64 - 1): digits only */
+            if (!(*val >= '0' && *val <= '9') || *end || errno) {
+                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, val);
+                return -1;
+            }
             a->seed = s;
         } else if (strcmp(f, "--temperature") == 0) {
             NEED_VALUE();
             char *end;
             double t = strtod(val, &end);
             if (!*val || *end || !isfinite(t) || t < 0) {
-                dflash_set_error("--temperature: expected a finite number >= 0, got \"%s\"", val);
+                dflash_set_error("--temperature: expected a finite number >= 0, got \"%.100s\"", val);
                 return -1;
             }
             a->temperature = t;
@@ -2023,16 +2225,17 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (strcmp(f, "--trace-text") == 0) { NEED_VALUE(); a->trace_text = val; }
         else if (strcmp(f, "--trace-filter") == 0) {
             NEED_VALUE();
-            if (a->n_filters == 32) { dflash_set_error("--trace-filter: at most 32"); return -1; }
+            if (a->n_filters == 32) { dflash_set_error("--trace-filter: expected at most 32, got more"); return -1; }
             a->filters[a->n_filters++] = val;
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
         else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
         else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
-        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) { fputs(USAGE, stdout); exit(0); }
-        else { dflash_set_error("unknown flag \"%s\" (see --help)", f); return -1; }
+        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
+        else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see --help)", f); return -1; }
+        else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }
 #undef NEED_VALUE
     }
-    if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: give one, not both"); return -1; }
+    if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
     return 0;
 }
@@ -2044,11 +2247,12 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
         char *end;
         errno = 0;
         long v = strtol(p, &end, 10);
-        if (end == p || errno || v < 0 || v > 0x7fffffff || (*end && *end != ',')) {
-            dflash_set_error("--ids: expected comma-separated non-negative integers, got \"%s\"", s);
+        if (!(*p >= '0' && *p <= '9') || errno || v > 0x7fffffff || (*end && *end != ',')) {
+            dflash_set_error("--ids: expected comma-separated non-negative integers, got \"%.100s\" "
+                             "(id %d)", s, n + 1);
             return -1;
         }
-        if (n >= cap) { dflash_set_error("--ids: more than %d ids", cap); return -1; }
+        if (n >= cap) { dflash_set_error("--ids: expected at most %d ids, got more", cap); return -1; }
         ids[n++] = (int)v;
         if (!*end) break;
         p = end + 1;
@@ -2303,6 +2507,17 @@ static int bench_main(void) {
     return 0;
 }
 
+/* "dflash: <message>" on stderr, on one line whatever the message quotes
+ * (a tensor name or a word from a file may hold control characters). */
+static void print_error(const char *who) {
+    char line[sizeof dflash_errmsg];
+    size_t n = 0;
+    for (const char *c = dflash_errmsg; *c && n + 1 < sizeof line; c++)
+        line[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
+    line[n] = 0;
+    fprintf(stderr, "%s: %s\n", who, line);
+}
+
 static int file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f) fclose(f);
@@ -2313,15 +2528,17 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return trace_diff_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return 2; }
-        if (bench_main() != 0) { fprintf(stderr, "dflash bench: %s\n", dflash_errmsg); return 2; }
+        if (bench_main() != 0) { print_error("dflash bench"); return 2; }
         return 0;
     }
     Args a;
-    if (parse_args(argc, argv, &a) != 0) { fprintf(stderr, "dflash: %s\n", dflash_errmsg); return 2; }
+    int pa = parse_args(argc, argv, &a);
+    if (pa < 0) { print_error("dflash"); return 2; }
+    if (pa == 1) { fputs(USAGE, stdout); return 0; }
     if (!a.weights)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
-    char path[4096];
+    char path[4096], vocab_path[4096];
     Model target, draft;
     Vocab vocab;
     int have_draft = 0, rc = 2;
@@ -2331,23 +2548,24 @@ int main(int argc, char **argv) {
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
 
-    snprintf(path, sizeof path, "%s/vocab.txt", a.weights);
-    if (vocab_load(&vocab, path) != 0) goto fail;
+    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", a.weights);
+    if (vocab_load(&vocab, vocab_path) != 0) goto fail;
     snprintf(path, sizeof path, "%s/target", a.weights);
     if (model_load(&target, path, 0) != 0) goto fail;
-    if (vocab.n != target.cfg.vocab_size) {
-        dflash_set_error("%s/vocab.txt: %d tokens, but target config.json says vocab_size %d", a.weights, vocab.n,
-                         target.cfg.vocab_size);
-        goto fail;
-    }
     int dflash_mode = strcmp(a.mode, "dflash") == 0;
     if (dflash_mode && a.block_size != 1) {
         snprintf(path, sizeof path, "%s/draft", a.weights);
         if (model_load(&draft, path, 1) != 0) goto fail;
         have_draft = 1;
-        if (check_pair(&target, &draft) != 0) goto fail;
+        if (check_pair(&target, &draft) != 0) {
+            char msg[sizeof dflash_errmsg];
+            memcpy(msg, dflash_errmsg, sizeof msg);
+            dflash_set_error("%.500s: %s", a.weights, msg);  /* name the weight set */
+            goto fail;
+        }
         if (a.block_size < 0) a.block_size = draft.cfg.block_size;
     }
+    if (check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
     if (a.block_size < 0) a.block_size = 1;
 
     GenParams p = {0};
@@ -2362,6 +2580,19 @@ int main(int argc, char **argv) {
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+    for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
+        if (prompt[i] >= vocab.n) {
+            dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
+                             vocab.n - 1, vocab_path, prompt[i]);
+            tok_rc = -1;
+        }
+    /* every check of the run's arguments before any output file is opened */
+    if (tok_rc == 0 && check_gen_args(&target, n_prompt, &p, p.block_size, prompt) != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("%s (%.500s/target/config.json)", msg, a.weights);
+        tok_rc = -1;
+    }
     if (tok_rc != 0) { free(prompt); goto fail; }
 
     if (a.trace_dir || a.trace_text) {
@@ -2375,7 +2606,8 @@ int main(int argc, char **argv) {
                              : ar_generate(&target, prompt, n_prompt, &p, &res);
     free(prompt);
     if (tracer) {
-        int close_rc = trace_close(tracer);
+        /* a failed run leaves no trace behind (an earlier one stays) */
+        int close_rc = gen_rc == 0 ? trace_close(tracer) : (trace_discard(tracer), -1);
         tracer = NULL;
         if (gen_rc == 0 && close_rc != 0) gen_rc = -1;
     }
@@ -2405,8 +2637,8 @@ int main(int argc, char **argv) {
     }
     rc = 0;
 fail:
-    if (rc != 0) fprintf(stderr, "dflash: %s\n", dflash_errmsg);
-    if (tracer) trace_close(tracer);
+    if (rc != 0) print_error("dflash");
+    if (tracer) trace_discard(tracer);
     gen_result_free(&res);
     if (have_draft) model_free(&draft);
     model_free(&target);

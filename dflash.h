@@ -149,6 +149,10 @@ void trace_set_vocab(Tracer *t, const Vocab *v);
 /* Finish the manifest and close every file; frees t. Returns -1 (with
  * dflash_errmsg) when anything could not be written. */
 int trace_close(Tracer *t);
+/* Close the trace of a run that failed: writes nothing, deletes the partial
+ * directory and the text trace file; an earlier trace stays. Frees t and
+ * leaves dflash_errmsg as it was. */
+void trace_discard(Tracer *t);
 /* `dflash diff DIR_A DIR_B [--rtol R] [--atol A]`: argv[0] is "diff".
  * Returns the exit status: 0 all compared agree, 1 some differ, 2 bad input. */
 int trace_diff_main(int argc, char **argv);
@@ -202,6 +206,9 @@ typedef struct {
 int  model_load(Model *m, const char *dir, int expect_draft);
 void model_free(Model *m);
 int  check_pair(const Model *target, const Model *draft);
+/* vocab.txt (read from path) against the configs: vocab_size tokens, and the
+ * draft's mask_token_id must be the id of "<mask>" (draft may be NULL). */
+int  check_vocab(const Vocab *v, const char *path, const Model *target, const Model *draft);
 int  vocab_load(Vocab *v, const char *path);
 void vocab_free(Vocab *v);
 int  vocab_find(const Vocab *v, const char *word);

@@ -34,6 +34,7 @@
 #include "dflash.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <fnmatch.h>
 #include <dirent.h>
 #include <math.h>
@@ -193,9 +194,11 @@ static void namemap_free(NameMap *m) {
 static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
     *out = NULL;
     *len = 0;
-    FILE *f = fopen(path, "rb");
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
     if (!f) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
         return -1;
     }
     struct stat st;
@@ -360,7 +363,7 @@ static int json_skip(JsonIn *j, int depth) {
     }
     /* number, true, false, null: a run of these characters */
     size_t start = j->i;
-    while (j->i < j->n && strchr("0123456789+-.eEtruefalsn", j->s[j->i])) j->i++;
+    while (j->i < j->n && j->s[j->i] && strchr("0123456789+-.eEtruefalsn", j->s[j->i])) j->i++;
     return j->i > start ? 0 : -1;
 }
 
@@ -948,6 +951,13 @@ int trace_close(Tracer *t) {
             ok = 0;
         }
     }
+    /* a failed run leaves no partial text trace (the .npy side is handled
+     * by tracer_free, which deletes the partial directory); only a regular
+     * file is removed, never /dev/stderr or a pipe */
+    struct stat ts;
+    if (!ok && t->text_path && strcmp(t->text_path, "-") != 0 && lstat(t->text_path, &ts) == 0 &&
+        S_ISREG(ts.st_mode))
+        unlink(t->text_path);
     if (t->manifest) {
         int bad = fclose(t->manifest) != 0;
         t->manifest = NULL;
@@ -994,6 +1004,18 @@ int trace_close(Tracer *t) {
     }
     tracer_free(t);  /* after a failure this deletes the partial directory */
     return ok ? 0 : -1;
+}
+
+void trace_discard(Tracer *t) {
+    if (!t) return;
+    char keep[sizeof dflash_errmsg];
+    memcpy(keep, dflash_errmsg, sizeof keep);
+    if (!t->failed) {
+        t->failed = 1;
+        snprintf(t->error, sizeof t->error, "trace discarded: the run failed");
+    }
+    trace_close(t);
+    memcpy(dflash_errmsg, keep, sizeof keep);
 }
 
 /* ===========================================================================
@@ -1429,8 +1451,9 @@ static void npy_free(NpyArray *a) {
 
 /* A Python string literal '...' or "..." (no escapes: descr has none). */
 static int py_string(const char **p, const char *end, char *out, size_t size) {
+    if (*p >= end) return -1;  /* before reading **p: the header may end here */
     char q = **p;
-    if ((q != '\'' && q != '"') || *p >= end) return -1;
+    if (q != '\'' && q != '"') return -1;
     const char *s = *p + 1, *e = s;
     while (e < end && *e != q) e++;
     if (e >= end || (size_t)(e - s) >= size) return -1;
@@ -1550,12 +1573,11 @@ static int npy_parse_header(const char *path, const char *h, size_t len, NpyArra
     return 0;
 }
 
-/* Read path into a (values converted to double or int64). -1 with message. */
-static int npy_read(const char *path, NpyArray *a) {
+/* Parse a whole .npy file held in buf (size bytes) into a (values converted
+ * to double or int64). -1 with a message naming path. Reads nothing outside
+ * buf[0..size). */
+static int npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray *a) {
     memset(a, 0, sizeof *a);
-    unsigned char *buf;
-    size_t size;
-    if (read_whole_file(path, &buf, &size) != 0) return -1;
     int ret = -1;
     if (size < 10 || memcmp(buf, "\x93NUMPY", 6) != 0) {
         dflash_set_error("%s: bad magic: not a .npy file (expected \\x93NUMPY)", path);
@@ -1563,10 +1585,15 @@ static int npy_read(const char *path, NpyArray *a) {
     }
     int major = buf[6], minor = buf[7];
     size_t hlen, hstart;
+    if ((major == 2 || major == 3) && minor == 0 && size < 12) {
+        dflash_set_error("%s: expected a 12-byte preamble for format %d.0, got a file of %zu bytes", path, major,
+                         size);
+        goto out;
+    }
     if (major == 1 && minor == 0) {
         hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
         hstart = 10;
-    } else if ((major == 2 || major == 3) && minor == 0 && size >= 12) {
+    } else if ((major == 2 || major == 3) && minor == 0) {
         hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
         hstart = 12;
     } else {
@@ -1643,8 +1670,18 @@ static int npy_read(const char *path, NpyArray *a) {
     }
     ret = 0;
 out:
-    free(buf);
     if (ret != 0) npy_free(a);
+    return ret;
+}
+
+/* Read path into a (values converted to double or int64). -1 with message. */
+static int npy_read(const char *path, NpyArray *a) {
+    memset(a, 0, sizeof *a);
+    unsigned char *buf;
+    size_t size;
+    if (read_whole_file(path, &buf, &size) != 0) return -1;
+    int ret = npy_parse(path, buf, size, a);
+    free(buf);
     return ret;
 }
 
@@ -1793,8 +1830,20 @@ static int parse_tol(const char *s, double *out) {
     return 0;
 }
 
+/* "dflash diff: <message><after>" on stderr, on one line whatever the
+ * message quotes (a manifest name may hold control characters). */
+static void diff_error(const char *after) {
+    char line[sizeof dflash_errmsg];
+    size_t n = 0;
+    for (const char *c = dflash_errmsg; *c && n + 1 < sizeof line; c++)
+        line[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
+    line[n] = '\0';
+    fprintf(stderr, "dflash diff: %s%s\n", line, after);
+}
+
 static int diff_usage(const char *why) {
-    fprintf(stderr, "dflash diff: %s\nusage: dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n", why);
+    (void)why;  /* the message is dflash_errmsg */
+    diff_error(" (usage: dflash diff DIR_A DIR_B [--rtol R] [--atol A])");
     return 2;
 }
 
@@ -1831,7 +1880,7 @@ int trace_diff_main(int argc, char **argv) {
         if (stat(dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
             dflash_set_error("%s: cannot open directory: %s", dir[k],
                              stat(dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
-            fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+            diff_error("");
             return 2;
         }
     }
@@ -1839,12 +1888,12 @@ int trace_diff_main(int argc, char **argv) {
     int ra = manifest_load(&ma, dir[0], 1);
     if (ra != 0) {
         if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", dir[0]);
-        fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+        diff_error("");
         return 2;
     }
     int rb = manifest_load(&mb, dir[1], 1);
     if (rb < 0) {
-        fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+        diff_error("");
         manifest_free(&ma);
         return 2;
     }
@@ -1889,7 +1938,7 @@ int trace_diff_main(int argc, char **argv) {
         free(pb);
     }
     if (status == 2) {
-        fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+        diff_error("");
     } else {
         if (rb == 0)
             for (int k = 0; k < mb.names.n; k++)
@@ -1909,7 +1958,7 @@ int trace_diff_main(int argc, char **argv) {
                st.not_compared);
         if (st.compared == 0) {
             dflash_set_error("nothing was compared: %s and %s share no tensor names", dir[0], dir[1]);
-            fprintf(stderr, "dflash diff: %s\n", dflash_errmsg);
+            diff_error("");
             status = 2;
         } else {
             status = st.differ ? 1 : 0;
