@@ -18,7 +18,7 @@
  *   6. sampling
  *   7. dflash_generate (Steps 6-7) and target-only ar_generate
  *   8. loading: JSON, safetensors, config.json, vocab.txt, tokenizer
- *   9. the command line
+ *   9. the command line (and `dflash bench`)
  *
  * Names follow the reference code (z-lab/dflash, dflash/model.py, and
  * transformers' modeling_qwen3.py); NOTES.md maps each Python function to the
