@@ -1075,19 +1075,7 @@ done:
  * than JSON_MAX_DEPTH, and anything after the value but white space. Hostile
  * input stays cheap: at most JSON_MAX_VALUES values in all (memory) and
  * JSON_MAX_KEYS keys per object (the duplicate check is quadratic). */
-typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
-
-typedef struct Json {
-    JsonType type;
-    int boolean;            /* JSON_BOOL */
-    double number;          /* JSON_NUMBER */
-    int is_integer;         /* the number was written without fraction/exponent and fits int64 */
-    long long integer;
-    char *string;           /* JSON_STRING, decoded, NUL-terminated */
-    int n;                  /* JSON_ARRAY / JSON_OBJECT: number of items */
-    struct Json *items;     /* (n) */
-    char **keys;            /* (n) JSON_OBJECT keys */
-} Json;
+/* Json, JsonType: in dflash.h (trace.c reads its manifests with this reader too) */
 
 #define JSON_MAX_DEPTH 32
 #define JSON_MAX_VALUES (1 << 20)
@@ -1100,7 +1088,7 @@ typedef struct {
     long values;            /* values parsed so far (JSON_MAX_VALUES) */
 } JsonParser;
 
-static void json_free(Json *j) {
+void json_free(Json *j) {
     if (!j) return;
     free(j->string);
     for (int i = 0; i < j->n; i++) {
@@ -1330,7 +1318,7 @@ static int json_parse_value(JsonParser *p, Json *out, int depth) {
 }
 
 /* json_parse: the whole text must be one JSON value. what names the source. */
-static int json_parse(const char *text, size_t len, const char *what, Json *out) {
+int json_parse(const char *text, size_t len, const char *what, Json *out) {
     JsonParser p = {text, len, 0, what, 0};
     memset(out, 0, sizeof *out);
     if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)  /* Python's json refuses it too */
@@ -1341,7 +1329,7 @@ static int json_parse(const char *text, size_t len, const char *what, Json *out)
     return 0;
 }
 
-static const Json *json_get(const Json *obj, const char *key) {
+const Json *json_get(const Json *obj, const char *key) {
     if (!obj || obj->type != JSON_OBJECT) return NULL;
     for (int i = 0; i < obj->n; i++) if (strcmp(obj->keys[i], key) == 0) return &obj->items[i];
     return NULL;

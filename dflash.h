@@ -124,6 +124,29 @@ typedef struct {
 } Vocab;
 
 /* ---------------------------------------------------------------------------
+ * A small strict JSON reader (RFC 8259): config.json, the safetensors header
+ * and trace.c's manifests. json_parse rejects duplicate keys, invalid UTF-8,
+ * deep nesting and trailing text, naming `what` and the byte offset.
+ */
+typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
+
+typedef struct Json {
+    JsonType type;
+    int boolean;            /* JSON_BOOL */
+    double number;          /* JSON_NUMBER */
+    int is_integer;         /* the number was written without fraction/exponent and fits int64 */
+    long long integer;
+    char *string;           /* JSON_STRING, decoded, NUL-terminated */
+    int n;                  /* JSON_ARRAY / JSON_OBJECT: number of items */
+    struct Json *items;     /* (n) */
+    char **keys;            /* (n) JSON_OBJECT keys */
+} Json;
+
+int json_parse(const char *text, size_t len, const char *what, Json *out);
+const Json *json_get(const Json *obj, const char *key);  /* NULL: absent or not an object */
+void json_free(Json *j);
+
+/* ---------------------------------------------------------------------------
  * Trace hook. dflash.c calls these through a Tracer pointer that is NULL when
  * no trace was asked for (then nothing is formatted, copied or allocated).
  * trace.c implements them. Every call names the tensor exactly as the trace

@@ -228,188 +228,6 @@ static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
     return 0;
 }
 
-typedef struct {
-    const char *s;  /* text being read */
-    size_t i, n;    /* position, length */
-} JsonIn;
-
-static void json_ws(JsonIn *j) {
-    while (j->i < j->n && (j->s[j->i] == ' ' || j->s[j->i] == '\t' ||
-                           j->s[j->i] == '\r' || j->s[j->i] == '\n'))
-        j->i++;
-}
-
-static int hexval(char c) {
-    if (c >= '0' && c <= '9') return c - '0';
-    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
-    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
-    return -1;
-}
-
-/* Append code point cp as UTF-8. */
-static size_t utf8_put(char *o, unsigned cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) {
-        o[0] = (char)(0xC0 | (cp >> 6));
-        o[1] = (char)(0x80 | (cp & 0x3F));
-        return 2;
-    }
-    if (cp < 0x10000) {
-        o[0] = (char)(0xE0 | (cp >> 12));
-        o[1] = (char)(0x80 | ((cp >> 6) & 0x3F));
-        o[2] = (char)(0x80 | (cp & 0x3F));
-        return 3;
-    }
-    o[0] = (char)(0xF0 | (cp >> 18));
-    o[1] = (char)(0x80 | ((cp >> 12) & 0x3F));
-    o[2] = (char)(0x80 | ((cp >> 6) & 0x3F));
-    o[3] = (char)(0x80 | (cp & 0x3F));
-    return 4;
-}
-
-/* Four hex digits at j->i (after "\u"). -1 when malformed. */
-static long json_hex4(JsonIn *j) {
-    if (j->i + 4 > j->n) return -1;
-    long v = 0;
-    for (int k = 0; k < 4; k++) {
-        int h = hexval(j->s[j->i + (size_t)k]);
-        if (h < 0) return -1;
-        v = v * 16 + h;
-    }
-    j->i += 4;
-    return v;
-}
-
-/* A JSON string at j->i; *out gets a malloc'd UTF-8 copy (NULL: skip it).
- * Returns 0, or -1 when malformed. */
-static int json_string(JsonIn *j, char **out) {
-    if (out) *out = NULL;
-    if (j->i >= j->n || j->s[j->i] != '"') return -1;
-    j->i++;
-    /* the decoded string is never longer than the escaped one */
-    char *buf = malloc(j->n - j->i + 1);
-    if (!buf) return -1;
-    size_t o = 0;
-    for (;;) {
-        if (j->i >= j->n) goto bad;
-        char c = j->s[j->i++];
-        if (c == '"') break;
-        if ((unsigned char)c < 0x20) goto bad;
-        if (c != '\\') { buf[o++] = c; continue; }
-        if (j->i >= j->n) goto bad;
-        c = j->s[j->i++];
-        switch (c) {
-        case '"': buf[o++] = '"'; break;
-        case '\\': buf[o++] = '\\'; break;
-        case '/': buf[o++] = '/'; break;
-        case 'b': buf[o++] = '\b'; break;
-        case 'f': buf[o++] = '\f'; break;
-        case 'n': buf[o++] = '\n'; break;
-        case 'r': buf[o++] = '\r'; break;
-        case 't': buf[o++] = '\t'; break;
-        case 'u': {
-            long cp = json_hex4(j);
-            if (cp < 0) goto bad;
-            /* a UTF-16 surrogate pair encodes one code point above U+FFFF */
-            if (cp >= 0xD800 && cp < 0xDC00 && j->i + 1 < j->n &&
-                j->s[j->i] == '\\' && j->s[j->i + 1] == 'u') {
-                j->i += 2;
-                long lo = json_hex4(j);
-                if (lo < 0xDC00 || lo >= 0xE000) goto bad;
-                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
-            }
-            o += utf8_put(buf + o, (unsigned)cp);
-            break;
-        }
-        default: goto bad;
-        }
-    }
-    buf[o] = '\0';
-    if (out) *out = buf;
-    else free(buf);
-    return 0;
-bad:
-    free(buf);
-    return -1;
-}
-
-/* Skip any JSON value. depth bounds the recursion on hostile input. */
-static int json_skip(JsonIn *j, int depth) {
-    if (depth > 64) return -1;
-    json_ws(j);
-    if (j->i >= j->n) return -1;
-    char c = j->s[j->i];
-    if (c == '"') return json_string(j, NULL);
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        j->i++;
-        json_ws(j);
-        if (j->i < j->n && j->s[j->i] == close) { j->i++; return 0; }
-        for (;;) {
-            if (c == '{') {
-                json_ws(j);
-                if (json_string(j, NULL) != 0) return -1;
-                json_ws(j);
-                if (j->i >= j->n || j->s[j->i] != ':') return -1;
-                j->i++;
-            }
-            if (json_skip(j, depth + 1) != 0) return -1;
-            json_ws(j);
-            if (j->i >= j->n) return -1;
-            if (j->s[j->i] == ',') { j->i++; continue; }
-            if (j->s[j->i] == close) { j->i++; return 0; }
-            return -1;
-        }
-    }
-    /* number, true, false, null: a run of these characters */
-    size_t start = j->i;
-    while (j->i < j->n && j->s[j->i] && strchr("0123456789+-.eEtruefalsn", j->s[j->i])) j->i++;
-    return j->i > start ? 0 : -1;
-}
-
-/* One manifest line: an object; *name and *file get its "name" and "file"
- * strings (malloc'd; NULL when absent). 0, or -1 when not a JSON object. */
-static int json_manifest_line(const char *s, size_t n, char **name, char **file) {
-    JsonIn j = {s, 0, n};
-    *name = *file = NULL;
-    json_ws(&j);
-    if (j.i >= j.n || j.s[j.i] != '{') return -1;
-    j.i++;
-    json_ws(&j);
-    if (j.i < j.n && j.s[j.i] == '}') { j.i++; goto end; }
-    for (;;) {
-        char *key = NULL;
-        json_ws(&j);
-        if (json_string(&j, &key) != 0) goto bad;
-        json_ws(&j);
-        if (j.i >= j.n || j.s[j.i] != ':') { free(key); goto bad; }
-        j.i++;
-        json_ws(&j);
-        char **dst = strcmp(key, "name") == 0 ? name : strcmp(key, "file") == 0 ? file : NULL;
-        free(key);
-        if (dst) {
-            free(*dst);  /* a repeated key: the last one wins, as in Python */
-            if (json_string(&j, dst) != 0) goto bad;
-        } else if (json_skip(&j, 0) != 0) {
-            goto bad;
-        }
-        json_ws(&j);
-        if (j.i >= j.n) goto bad;
-        if (j.s[j.i] == ',') { j.i++; continue; }
-        if (j.s[j.i] == '}') { j.i++; break; }
-        goto bad;
-    }
-end:
-    json_ws(&j);
-    if (j.i != j.n) goto bad;
-    return 0;
-bad:
-    free(*name);
-    free(*file);
-    *name = *file = NULL;
-    return -1;
-}
-
 /* ===========================================================================
  * Manifests. A trace's manifest is trace.jsonl (ours); for diff, a directory
  * written by the oracle (shared/oracle/oracle.py) is also accepted through
@@ -455,7 +273,7 @@ static int manifest_add(Manifest *m, const char *name, const char *file) {
 }
 
 /* Parse trace.jsonl text: one object per non-blank line with "name" and
- * "file" strings. */
+ * "file" strings (read with dflash.c's strict JSON reader). */
 static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
     size_t start = 0;
     int line = 0;
@@ -466,16 +284,20 @@ static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
         size_t k = start;
         while (k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
         if (k < end) {
-            char *name, *file;
-            if (json_manifest_line(text + start, end - start, &name, &file) != 0 || !name || !file) {
-                if (name || file) { free(name); free(file); }
+            Json obj;
+            const Json *name = NULL, *file = NULL;
+            if (json_parse(text + start, end - start, m->path, &obj) == 0) {
+                name = json_get(&obj, "name");
+                file = json_get(&obj, "file");
+            }
+            if (!name || name->type != JSON_STRING || !file || file->type != JSON_STRING) {
+                json_free(&obj);  /* zeroed when json_parse failed: then a no-op */
                 dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings",
                                  m->path, line);
                 return -1;
             }
-            int r = manifest_add(m, name, file);
-            free(name);
-            free(file);
+            int r = manifest_add(m, name->string, file->string);
+            json_free(&obj);
             if (r != 0) return -1;
         }
         start = end + 1;
@@ -485,30 +307,19 @@ static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
 
 /* Parse names.json: ["name", "name", ...]. */
 static int manifest_parse_names_json(Manifest *m, const char *text, size_t len) {
-    JsonIn j = {text, 0, len};
-    json_ws(&j);
-    if (j.i >= j.n || j.s[j.i] != '[') goto bad;
-    j.i++;
-    json_ws(&j);
-    if (j.i < j.n && j.s[j.i] == ']') { j.i++; goto end; }
-    for (;;) {
-        char *name;
-        json_ws(&j);
-        if (json_string(&j, &name) != 0) goto bad;
-        char *file = str_cat(name, ".npy");
-        int r = file ? manifest_add(m, name, file) : -1;
-        free(name);
+    Json arr;
+    if (json_parse(text, len, m->path, &arr) != 0) goto bad;
+    int ok = arr.type == JSON_ARRAY;
+    for (int i = 0; ok && i < arr.n; i++) ok = arr.items[i].type == JSON_STRING;
+    if (!ok) { json_free(&arr); goto bad; }
+    for (int i = 0; i < arr.n; i++) {
+        char *file = str_cat(arr.items[i].string, ".npy");
+        int r = file ? manifest_add(m, arr.items[i].string, file) : -1;
         free(file);
-        if (r != 0) return -1;
-        json_ws(&j);
-        if (j.i >= j.n) goto bad;
-        if (j.s[j.i] == ',') { j.i++; continue; }
-        if (j.s[j.i] == ']') { j.i++; break; }
-        goto bad;
+        if (r != 0) { json_free(&arr); return -1; }
     }
-end:
-    json_ws(&j);
-    if (j.i == j.n) return 0;
+    json_free(&arr);
+    return 0;
 bad:
     dflash_set_error("%s: expected a JSON array of name strings", m->path);
     return -1;
