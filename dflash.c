@@ -2607,9 +2607,8 @@ int main(int argc, char **argv) {
     if (shown > res.n_prompt && p.n_stop && res.output_ids[shown - 1] == p.stop_ids[0]) shown--;
     print_words(stdout, &vocab, res.output_ids, shown);
     printf("\n");
-    if (a.print_ids) {
-        printf("ids:");
-        for (int i = 0; i < res.n_output; i++) printf(" %d", res.output_ids[i]);
+    if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
+        for (int i = 0; i < res.n_output; i++) printf(i ? " %d" : "%d", res.output_ids[i]);
         printf("\n");
     }
     int new_tokens = res.n_output - res.n_prompt;
