@@ -388,6 +388,94 @@ static void test_round_bookkeeping(void **state) {
     gen_result_free(&r);
 }
 
+/* ---- sampling with temperature: lossless in distribution ----------------
+ * With T > 0 no C program can match torch.multinomial draw for draw, so the
+ * property is checked statistically: over many seeds, the first two new
+ * tokens of DFlash (block 2 and 3) and of target-only decoding follow the
+ * exact target distribution P(t1) P(t2 | t1), computed here from softmax of
+ * the target's logits. Tiny model (testutil.h), lm_head sharpened so the
+ * distribution is far from uniform and the draft disagrees often. */
+static void exact_joint(const Model *t, const int *prompt, int n, double temp, double *P /* (V*V) */) {
+    int V = t->cfg.vocab_size, ids[8];
+    KVCache kv;
+    TargetRun tr;
+    TraceCtx off = {0};
+    assert_int_equal(target_run_init(&tr, &t->cfg, n + 1, 16), 0);
+    double p1[16], p2[16];
+    for (int a = -1; a < V; a++) {
+        assert_int_equal(cache_init(&kv, &t->cfg, 16), 0);
+        memcpy(ids, prompt, sizeof(int) * (size_t)n);
+        int T = n;
+        if (a >= 0) ids[T++] = a;
+        target_forward(t, &kv, &tr, ids, T, T - 1, &off);
+        double *p = a < 0 ? p1 : p2, mx = -1e300, sum = 0;
+        for (int v = 0; v < V; v++) if (tr.logits[v] / temp > mx) mx = tr.logits[v] / temp;
+        for (int v = 0; v < V; v++) sum += p[v] = exp(tr.logits[v] / temp - mx);
+        for (int v = 0; v < V; v++) p[v] /= sum;
+        if (a >= 0)
+            for (int b = 0; b < V; b++) P[a * V + b] = p1[a] * p2[b];
+        cache_free(&kv);
+    }
+    target_run_free(&tr);
+}
+
+/* chi-square of observed counts against N * P over cells with expected >= 5 */
+static void assert_fits(const int *count, const double *P, int cells, int N, const char *what) {
+    double chi2 = 0;
+    int df = -1;
+    double rest_e = 0, rest_o = 0;
+    for (int c = 0; c < cells; c++) {
+        double e = N * P[c];
+        if (e >= 5) { chi2 += (count[c] - e) * (count[c] - e) / e; df++; }
+        else { rest_e += e; rest_o += count[c]; }
+    }
+    if (rest_e > 0) { chi2 += (rest_o - rest_e) * (rest_o - rest_e) / (rest_e > 1 ? rest_e : 1); df++; }
+    double limit = df + 6 * sqrt(2.0 * df);  /* ~6 standard deviations */
+    if (chi2 > limit) fail_msg("%s: chi-square %.1f over %d degrees of freedom (limit %.1f)", what, chi2, df, limit);
+}
+
+static void test_temperature_sampling_is_lossless_in_distribution(void **state) {
+    (void)state;
+    char p[400], *dir = tu_tmpdir();
+    assert_non_null(dir);
+    tu_write_tiny_set(dir);
+    Model t, d;
+    snprintf(p, sizeof p, "%s/target", dir);
+    assert_int_equal(model_load(&t, p, 0), 0);
+    snprintf(p, sizeof p, "%s/draft", dir);
+    assert_int_equal(model_load(&d, p, 1), 0);
+    /* sharpen: logits = 40 * lm_head . h, with a different row pattern per token */
+    for (int v = 0; v < TU_V; v++)
+        for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(4.0 * sin(1.7 * v + 0.9 * i));
+    int V = TU_V, prompt[2] = {0, 1}, N = 3000;
+    double temp = 1.0, P[TU_V * TU_V];
+    exact_joint(&t, prompt, 2, temp, P);
+    for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
+        int count[TU_V * TU_V] = {0}, accepted = 0;
+        for (int s = 0; s < N; s++) {
+            GenParams gp = {0};
+            gp.max_new_tokens = 2;
+            gp.block_size = mode == 0 ? 1 : mode + 1;
+            gp.temperature = temp;
+            gp.seed = (uint64_t)s;
+            GenResult r;
+            if (mode == 0) assert_int_equal(ar_generate(&t, prompt, 2, &gp, &r), 0);
+            else assert_int_equal(dflash_generate(&d, &t, prompt, 2, &gp, &r), 0);
+            assert_int_equal(r.n_output, 4);
+            count[r.output_ids[2] * V + r.output_ids[3]]++;
+            for (int i = 0; i < r.n_rounds; i++) accepted += r.rounds[i].acceptance_length;
+            gen_result_free(&r);
+        }
+        assert_fits(count, P, V * V, N, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
+        /* the draft path was exercised: some, not all, proposals accepted */
+        if (mode > 0) assert_true(accepted > 0 && accepted < N * mode);
+    }
+    model_free(&t);
+    model_free(&d);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* ---- the loader ----------------------------------------------------------- */
 
 static void test_loader_round_trip(void **state) {
@@ -474,6 +562,7 @@ int main(void) {
         cmocka_unit_test(test_matmul_matches_naive_and_is_block_invariant),
         cmocka_unit_test(test_acceptance_walkthrough_example),
         cmocka_unit_test(test_kv_crop_keeps_first_positions),
+        cmocka_unit_test(test_temperature_sampling_is_lossless_in_distribution),
         cmocka_unit_test(test_extract_context_feature_offset),
         cmocka_unit_test(test_loader_round_trip),
         cmocka_unit_test(test_loader_rejects_wrong_shape_and_missing_tensor),
