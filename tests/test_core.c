@@ -436,14 +436,8 @@ static void assert_fits(const int *count, const double *P, int cells, int N, con
 
 static void test_temperature_sampling_is_lossless_in_distribution(void **state) {
     (void)state;
-    char p[400], *dir = tu_tmpdir();
-    assert_non_null(dir);
-    tu_write_tiny_set(dir);
     Model t, d;
-    snprintf(p, sizeof p, "%s/target", dir);
-    assert_int_equal(model_load(&t, p, 0), 0);
-    snprintf(p, sizeof p, "%s/draft", dir);
-    assert_int_equal(model_load(&d, p, 1), 0);
+    char *dir = tu_load_tiny_pair(&t, &d);
     /* sharpen: logits = 40 * lm_head . h, with a different row pattern per token */
     for (int v = 0; v < TU_V; v++)
         for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(4.0 * sin(1.7 * v + 0.9 * i));
@@ -480,14 +474,8 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
 
 static void test_loader_round_trip(void **state) {
     (void)state;
-    char p[400], *dir = tu_tmpdir();
-    assert_non_null(dir);
-    tu_write_tiny_set(dir);
     Model t, d;
-    snprintf(p, sizeof p, "%s/target", dir);
-    assert_int_equal(model_load(&t, p, 0), 0);
-    snprintf(p, sizeof p, "%s/draft", dir);
-    assert_int_equal(model_load(&d, p, 1), 0);
+    char *dir = tu_load_tiny_pair(&t, &d);
     assert_int_equal(check_pair(&t, &d), 0);
     /* tensor k of the writer holds tu_value(k, i): embed is 0, layer 0 q_proj is 2 */
     assert_float_equal(t.embed_tokens[13], tu_value(0, 13), 0);

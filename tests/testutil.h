@@ -292,6 +292,19 @@ static inline void tu_write_tiny_set(const char *dir) {
     tu_write_text(p, "a\nb\nc\n.\n<eos>\n<mask>\n");
 }
 
+/* a fresh tiny weight set in a temp dir, loaded: the caller frees the two
+ * models, then tu_rmtree(dir) and free(dir) */
+static inline char *tu_load_tiny_pair(Model *t, Model *d) {
+    char p[400], *dir = tu_tmpdir();
+    assert_non_null(dir);
+    tu_write_tiny_set(dir);
+    snprintf(p, sizeof p, "%s/target", dir);
+    assert_int_equal(model_load(t, p, 0), 0);
+    snprintf(p, sizeof p, "%s/draft", dir);
+    assert_int_equal(model_load(d, p, 1), 0);
+    return dir;
+}
+
 /* substring check with a readable failure */
 #define assert_contains(hay, needle)                                                     \
     do {                                                                                 \
