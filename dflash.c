@@ -228,12 +228,13 @@ static real dot(const real *a, const real *b, int n) {
 /* attention (eager_attention_forward) for T queries over S cached keys.
  *   q    (T, H*d)        queries after q_norm and RoPE
  *   key, value           one layer of a KVCache: (Hkv, cap, d)
- *   att  (H, T, S)       out: softmax(q . k * d^-0.5) over the allowed keys
+ *   scores (H, T, S)     out: q . k * d^-0.5, before the softmax (-inf where masked)
+ *   att  (H, T, S)       out: softmax(scores) over the allowed keys
  *   out  (T, H*d)        out: att @ v, heads side by side (before o_proj)
  * causal: query t sees keys 0..q_pos0+t (the target); otherwise all S keys
  * (the draft: non-causal). Masked weights are exactly 0, as exp(finfo.min -
  * max) is 0 in the reference. Query head h reads KV head h / (H / Hkv). */
-static void attention(real *out, real *att, const real *q, const real *key, const real *value,
+static void attention(real *out, real *scores, real *att, const real *q, const real *key, const real *value,
                       int T, int S, int cap, int n_heads, int n_kv_heads, int head_dim,
                       int causal, int q_pos0) {
     real scale = (real)(1.0 / sqrt((double)head_dim));  /* head_dim ** -0.5 */
@@ -244,11 +245,12 @@ static void attention(real *out, real *att, const real *q, const real *key, cons
         const real *v_h = value + (size_t)kvh * cap * head_dim;  /* (S, d) */
         for (int t = 0; t < T; t++) {
             const real *q_t = q + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
+            real *sc = scores + ((size_t)h * T + t) * S;         /* (S) */
             real *a = att + ((size_t)h * T + t) * S;             /* (S) */
             int n_keys = causal ? q_pos0 + t + 1 : S;
-            for (int s = 0; s < n_keys; s++) {
-                a[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
-            }
+            for (int s = 0; s < n_keys; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
+            for (int s = n_keys; s < S; s++) sc[s] = -INFINITY;
+            memcpy(a, sc, sizeof(real) * (size_t)n_keys);
             softmax(a, n_keys);
             for (int s = n_keys; s < S; s++) a[s] = 0;
             real *o_t = out + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
@@ -399,6 +401,7 @@ typedef struct {
     real *v;           /* (Tk, Hkv*d) v_proj(.)                                 */
     real *q_rope;      /* (T, H*d)   q after RoPE                               */
     real *k_rope;      /* (Tk, Hkv*d) k after RoPE                              */
+    real *scores;      /* (H, T, S)  q'.k'/sqrt(d) before the softmax            */
     real *att;         /* (H, T, S)  attention weights                          */
     real *attn;        /* (T, H*d)   att @ v, heads side by side                */
     real *attn_output; /* (T, D)     o_proj(attn)                               */
@@ -421,6 +424,7 @@ static int layer_acts_init(LayerActs *a, const Config *c, int T, int Tk, int S) 
     a->v = xcalloc((size_t)Tk * kvd, sizeof(real), "v");
     a->q_rope = xcalloc((size_t)T * qd, sizeof(real), "q_rope");
     a->k_rope = xcalloc((size_t)Tk * kvd, sizeof(real), "k_rope");
+    a->scores = xcalloc((size_t)c->num_attention_heads * T * S, sizeof(real), "scores");
     a->att = xcalloc((size_t)c->num_attention_heads * T * S, sizeof(real), "att");
     a->attn = xcalloc((size_t)T * qd, sizeof(real), "attn");
     a->attn_output = xcalloc((size_t)T * D, sizeof(real), "attn_output");
@@ -431,13 +435,13 @@ static int layer_acts_init(LayerActs *a, const Config *c, int T, int Tk, int S) 
     a->act = xcalloc((size_t)T * I, sizeof(real), "act");
     a->mlp_out = xcalloc((size_t)T * D, sizeof(real), "mlp_out");
     a->out = xcalloc((size_t)T * D, sizeof(real), "out");
-    return a->xb && a->q && a->k && a->v && a->q_rope && a->k_rope && a->att && a->attn &&
+    return a->xb && a->q && a->k && a->v && a->q_rope && a->k_rope && a->scores && a->att && a->attn &&
            a->attn_output && a->h_mid && a->xb2 && a->gate && a->up && a->act && a->mlp_out && a->out
                ? 0 : -1;
 }
 
 static void layer_acts_free(LayerActs *a) {
-    real *bufs[] = {a->xb, a->q, a->k, a->v, a->q_rope, a->k_rope, a->att, a->attn,
+    real *bufs[] = {a->xb, a->q, a->k, a->v, a->q_rope, a->k_rope, a->scores, a->att, a->attn,
                     a->attn_output, a->h_mid, a->xb2, a->gate, a->up, a->act, a->mlp_out, a->out};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
     memset(a, 0, sizeof *a);
@@ -544,7 +548,7 @@ static int target_forward(const Model *m, KVCache *cache, TargetRun *r, const in
         rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
         apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, T, T, H, Hkv, d);
         cache_append(cache, l, a->k_rope, a->v, T);
-        attention(a->attn, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
+        attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
                   T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
         tr_real(tc, a->att, "target causal attention weights softmax(q.k/sqrt(d)) over the cache",
                 3, SHAPE(H, T, S), "layers.%d.self_attn.attn_weights", l);
@@ -695,8 +699,10 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
 
     /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False) */
     cache_append(cache, l, a->k_rope, a->v, P);
-    attention(a->attn, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
+    attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
               B, S, cache->capacity, H, Hkv, d, /*causal=*/0, 0);
+    tr_real(tc, a->scores, "scores = q'.k'/sqrt(d_h) before the softmax: block queries over context + block keys",
+            3, SHAPE(H, B, S), "layers.%d.self_attn.attn_scores", l);
     tr_real(tc, a->att, "A = softmax(q'.k'/sqrt(d_h)): block queries over context (KV injection) + block keys",
             3, SHAPE(H, B, S), "layers.%d.self_attn.attn_weights", l);
 

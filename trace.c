@@ -903,7 +903,7 @@ static int step_of(const char *name, int *layer) {
     if (!strcmp(end, ".self_attn.q")) return 41;
     if (!strcmp(end, ".self_attn.k") || !strcmp(end, ".self_attn.v")) return 42;
     if (!strcmp(end, ".self_attn.q_rope") || !strcmp(end, ".self_attn.k_rope")) return 43;
-    if (!strcmp(end, ".self_attn.attn_weights")) return 44;
+    if (!strcmp(end, ".self_attn.attn_weights") || !strcmp(end, ".self_attn.attn_scores")) return 44;
     if (!strcmp(end, ".self_attn.attn_output")) return 45;
     *layer = -1;
     return 0;
@@ -1022,7 +1022,7 @@ static const int64_t *positions_for(const Tracer *t, const char *name) {
     return t->pos;
 }
 
-/* attn_weights (H, B, S): one B x S matrix per head. Queries are the last B
+/* attn_weights or attn_scores (H, B, S): one B x S matrix per head. Queries are the last B
  * positions of position_ids; keys are the S positions ending at the last one
  * (the cache holds 0..S-1 in both models), when the positions are
  * contiguous. A '|' marks where the block's own keys start (the walkthrough's
@@ -1038,8 +1038,8 @@ static void text_attention(FILE *f, const Tracer *t, const TensorView *x) {
     int64_t border = known && q0 > k0 ? q0 - k0 : -1;  /* column of the first block key */
     char label[32];
     for (int64_t h = 0; h < H; h++) {
-        fprintf(f, "    head %lld (%lld queries x %lld keys, each row sums to 1)\n", (long long)h,
-                (long long)B, (long long)S);
+        fprintf(f, "    head %lld (%lld queries x %lld keys%s)\n", (long long)h, (long long)B, (long long)S,
+                ends_with(x->name, ".attn_scores") ? ", before the softmax" : ", each row sums to 1");
         fprintf(f, "    %8s", "");
         for (int64_t j = 0; j < S; j++) {
             if (j == border) fprintf(f, " |");
@@ -1100,7 +1100,8 @@ static void text_tensor(Tracer *t, TracePhase ph, const TensorView *x) {
         fprintf(f, "\n");
     }
     if (x->n == 0) fprintf(f, "    (empty)\n");
-    else if (ends_with(x->name, ".attn_weights") && x->ndim == 3) text_attention(f, t, x);
+    else if ((ends_with(x->name, ".attn_weights") || ends_with(x->name, ".attn_scores")) && x->ndim == 3)
+        text_attention(f, t, x);
     else if (ends_with(x->name, ".rope_angles") && x->ndim == 2) text_rope_angles(f, t, x);
     else if (x->is_int && is_token_tensor(x->name)) text_tokens(f, t, x);
     else if (ends_with(x->name, ".match") || ends_with(x->name, ".cumprod") || x->n <= 64) text_full(f, x);
