@@ -270,6 +270,37 @@ static void test_hidden_states_last_entry_is_post_norm(void **state) {
     target_run_free(&tr);
 }
 
+/* A token's logits are the same bits whether it is verified alone (one
+ * token per forward, as autoregressive decoding does) or inside a block of
+ * any size: what makes greedy DFlash exactly lossless here. */
+static void test_logits_bit_identical_alone_or_in_block(void **state) {
+    Pair *p = *state;
+    const Config *c = &p->target.cfg;
+    int V = c->vocab_size, prompt[3] = {2, 3, 4}, block[8] = {5, 6, 7, 8, 9, 10, 11, 12};
+    KVCache kv;
+    TargetRun tr;
+    TraceCtx off = {0};
+    assert_int_equal(cache_init(&kv, c, 16), 0);
+    assert_int_equal(target_run_init(&tr, c, 8, 16), 0);
+    target_forward(&p->target, &kv, &tr, prompt, 3, 2, &off);
+    real alone[8][64];
+    assert_true(V <= 64);
+    /* one token at a time: block[i] at position 3 + i */
+    for (int i = 0; i < 8; i++) {
+        target_forward(&p->target, &kv, &tr, &block[i], 1, 0, &off);
+        memcpy(alone[i], tr.logits, sizeof(real) * (size_t)V);
+    }
+    for (int T = 2; T <= 8; T++) {
+        cache_crop(&kv, 3);
+        target_forward(&p->target, &kv, &tr, block, T, 0, &off);   /* the block at positions 3..3+T-1 */
+        for (int i = 0; i < T; i++)
+            if (memcmp(alone[i], tr.logits + (size_t)i * V, sizeof(real) * (size_t)V) != 0)
+                fail_msg("block of %d: row %d differs from the same token computed alone", T, i);
+    }
+    cache_free(&kv);
+    target_run_free(&tr);
+}
+
 /* extract_context_feature: row t, block j = hidden_states[ids[j] + 1][r0 + t] */
 static void test_extract_context_feature_offset(void **state) {
     (void)state;
@@ -558,6 +589,7 @@ int main(void) {
     };
     const struct CMUnitTest models[] = {
         cmocka_unit_test(test_hidden_states_last_entry_is_post_norm),
+        cmocka_unit_test(test_logits_bit_identical_alone_or_in_block),
         cmocka_unit_test(test_output_length_is_max_length),
         cmocka_unit_test(test_stop_id_cuts_after_first_occurrence),
         cmocka_unit_test(test_mask_id_output_is_kept),
