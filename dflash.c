@@ -56,6 +56,18 @@ void dflash_set_error(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* "<who>: <dflash_errmsg><after>" on stderr, on ONE line whatever the
+ * message quotes (a tensor name or a word from a file may hold control
+ * characters: they print as '?'). Used by main and by `dflash diff`. */
+void dflash_print_error(const char *who, const char *after) {
+    char line[sizeof dflash_errmsg];
+    size_t n = 0;
+    for (const char *c = dflash_errmsg; *c && n + 1 < sizeof line; c++)
+        line[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
+    line[n] = 0;
+    fprintf(stderr, "%s: %s%s\n", who, line, after);
+}
+
 /* calloc that reports what it was for; NULL (with dflash_errmsg) on failure */
 static void *xcalloc(size_t n, size_t size, const char *what) {
     if (n == 0) n = 1;
@@ -2501,16 +2513,6 @@ static int bench_main(void) {
     return 0;
 }
 
-/* "dflash: <message>" on stderr, on one line whatever the message quotes
- * (a tensor name or a word from a file may hold control characters). */
-static void print_error(const char *who) {
-    char line[sizeof dflash_errmsg];
-    size_t n = 0;
-    for (const char *c = dflash_errmsg; *c && n + 1 < sizeof line; c++)
-        line[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
-    line[n] = 0;
-    fprintf(stderr, "%s: %s\n", who, line);
-}
 
 static int file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
@@ -2522,12 +2524,12 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return trace_diff_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return 2; }
-        if (bench_main() != 0) { print_error("dflash bench"); return 2; }
+        if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return 2; }
         return 0;
     }
     Args a;
     int pa = parse_args(argc, argv, &a);
-    if (pa < 0) { print_error("dflash"); return 2; }
+    if (pa < 0) { dflash_print_error("dflash", ""); return 2; }
     if (pa == 1) { fputs(USAGE, stdout); return 0; }
     if (!a.weights)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
@@ -2630,7 +2632,7 @@ int main(int argc, char **argv) {
     }
     rc = 0;
 fail:
-    if (rc != 0) print_error("dflash");
+    if (rc != 0) dflash_print_error("dflash", "");
     if (tracer) trace_discard(tracer);
     gen_result_free(&res);
     if (have_draft) model_free(&draft);

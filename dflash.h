@@ -49,6 +49,9 @@ void dflash_set_error(const char *fmt, ...)
     __attribute__((format(printf, 1, 2)))
 #endif
     ;
+/* "<who>: <dflash_errmsg><after>" on stderr, on one line (control
+ * characters in the message print as '?'). */
+void dflash_print_error(const char *who, const char *after);
 
 /* ---------------------------------------------------------------------------
  * Model configuration: the fields of config.json (Hugging Face names).

@@ -1642,16 +1642,8 @@ static int parse_tol(const char *s, double *out) {
     return 0;
 }
 
-/* "dflash diff: <message><after>" on stderr, on one line whatever the
- * message quotes (a manifest name may hold control characters). */
-static void diff_error(const char *after) {
-    char line[sizeof dflash_errmsg];
-    size_t n = 0;
-    for (const char *c = dflash_errmsg; *c && n + 1 < sizeof line; c++)
-        line[n++] = (unsigned char)*c < 0x20 || *c == 0x7f ? '?' : *c;
-    line[n] = '\0';
-    fprintf(stderr, "dflash diff: %s%s\n", line, after);
-}
+/* "dflash diff: <message><after>" on stderr, on one line */
+static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
 
 static int diff_usage(const char *why) {
     (void)why;  /* the message is dflash_errmsg */
