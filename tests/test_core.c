@@ -218,7 +218,6 @@ static int make_prompt(int k, int V, int mask, int *ids) {
 static void test_lossless_random_set(void **state) {
     Pair *p = *state;
     int V = p->target.cfg.vocab_size, mask = p->draft.cfg.mask_token_id;
-    int accepted_somewhere = 0;
     int n_prompts = tu_quick() ? 3 : 20;
     for (int k = 0; k < n_prompts; k++) {
         int ids[8];
@@ -235,14 +234,12 @@ static void test_lossless_random_set(void **state) {
             assert_int_equal(dflash_generate(B > 1 ? &p->draft : NULL, &p->target, ids, n, &gp, &r), 0);
             if (r.n_output != ar.n_output || memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)r.n_output))
                 fail_msg("prompt %d block %d: DFlash output differs from target-only decoding", k, B);
-            for (int i = 0; i < r.n_rounds; i++) accepted_somewhere |= r.rounds[i].acceptance_length > 0;
             /* every verification accepts at least one token (the bonus) */
             assert_true(r.target_forwards <= 1 + 8);
             gen_result_free(&r);
         }
         gen_result_free(&ar);
     }
-    (void)accepted_somewhere;
 }
 
 /* hidden_states[L] is post-norm: it equals model.norm(raw last layer output),
