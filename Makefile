@@ -27,7 +27,9 @@ CFLAGS  ?= -O2
 ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
-SRC     = dflash.c trace.c
+# dflash.c is the algorithm; the rest is what a program around it needs.
+LIBSRC  = dflash.c json.c load.c trace.c
+SRC     = $(LIBSRC) main.c bench.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
 .PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
@@ -72,9 +74,10 @@ bench: dflash weights
 
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
+# every test #includes dflash.c and load.c (to reach their static functions)
 tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -DDFLASH_NO_MAIN -o $@ $< trace.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
 test: dflash dflash-debug dflash-double weights $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
@@ -143,7 +146,7 @@ build/san/dflash-double: $(SRC) dflash.h
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
 build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_NO_MAIN -o $@ $< trace.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS)
 	@ln -sfn ../../toy_weights build/san/toy_weights
@@ -184,13 +187,13 @@ FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors config tokenizer npy
 FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
-            -D_POSIX_C_SOURCE=200809L -DDFLASH_NO_MAIN
+            -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS)
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< trace.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c $(LDLIBS)
 
 fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \

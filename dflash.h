@@ -53,6 +53,11 @@ void dflash_set_error(const char *fmt, ...)
  * characters in the message print as '?'). */
 void dflash_print_error(const char *who, const char *after);
 
+/* calloc that names what it was for: NULL (with dflash_errmsg) on failure */
+void *xcalloc(size_t n, size_t size, const char *what);
+/* a monotonic clock in seconds */
+double now_seconds(void);
+
 /* ---------------------------------------------------------------------------
  * Model configuration: the fields of config.json (Hugging Face names).
  */
@@ -148,6 +153,8 @@ typedef struct Json {
 int json_parse(const char *text, size_t len, const char *what, Json *out);
 const Json *json_get(const Json *obj, const char *key);  /* NULL: absent or not an object */
 void json_free(Json *j);
+/* "the number 3", "a string", ...: what a value is, for error messages */
+const char *json_describe(const Json *v, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------
  * Trace hook. dflash.c calls these through a Tracer pointer that is NULL when
@@ -249,5 +256,68 @@ int  dflash_generate(const Model *draft, const Model *target, const int *input_i
 int  ar_generate(const Model *target, const int *input_ids, int n_prompt,
                  const GenParams *p, GenResult *res);
 void gen_result_free(GenResult *res);
+/* The run's arguments against the target config (prompt ids in range,
+ * positions within max_position_embeddings, ...), before anything runs. */
+int  check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B, const int *input_ids);
+/* inv_freq (d/2)[i] = 1 / theta^(2i/d): computed on load, not stored */
+void rope_inv_freq(real *inv_freq, int head_dim, double theta);
+/* `dflash bench` (bench.c): returns 0, or -1 with dflash_errmsg */
+int  bench_main(void);
+
+/* ---------------------------------------------------------------------------
+ * Building blocks of dflash.c that bench.c (and a port's own C harness) call:
+ * the KV cache, one target forward and the buffers it writes.
+ */
+#define LANES 8   /* tokens per pass of the matmul kernel (dflash.c) */
+typedef struct TraceCtx TraceCtx;  /* dflash.c's tracing state; NULL: no trace */
+
+/* Activations of one decoder layer for one call of T tokens, every step in a
+ * named buffer so a debugger (and the tracer) can see it. The draft keeps one
+ * per layer; the target reuses one across its layers (its per-layer outputs
+ * live on in hidden_states). */
+typedef struct {
+    real *xb;          /* (T, D)     input_layernorm(h)                         */
+    real *q;           /* (T, H*d)   q_norm(q_proj(xb)), before RoPE            */
+    real *k;           /* (Tk, Hkv*d) k_norm(k_proj(.)), before RoPE (Tk = new keys) */
+    real *v;           /* (Tk, Hkv*d) v_proj(.)                                 */
+    real *q_rope;      /* (T, H*d)   q after RoPE                               */
+    real *k_rope;      /* (Tk, Hkv*d) k after RoPE                              */
+    real *scores;      /* (H, T, S)  q'.k'/sqrt(d) before the softmax            */
+    real *att;         /* (H, T, S)  attention weights                          */
+    real *attn;        /* (T, H*d)   att @ v, heads side by side                */
+    real *attn_output; /* (T, D)     o_proj(attn)                               */
+    real *h_mid;       /* (T, D)     h + attn_output (residual)                 */
+    real *xb2;         /* (T, D)     post_attention_layernorm(h_mid)            */
+    real *gate;        /* (T, I)     gate_proj(xb2)                             */
+    real *up;          /* (T, I)     up_proj(xb2)                               */
+    real *act;         /* (T, I)     silu(gate) * up                            */
+    real *mlp_out;     /* (T, D)     down_proj(act)                             */
+    real *out;         /* (T, D)     h_mid + mlp_out: the layer output          */
+} LayerActs;
+
+/* Everything the target forward writes, sized for at most cap_T tokens. */
+typedef struct {
+    int cap_T;
+    int *pos;             /* (T)          position_ids                        */
+    real *angles;         /* (T, d/2)     pos * inv_freq                      */
+    real *cos, *sin;      /* (T, d)                                           */
+    real *h;              /* (T, D)       the residual stream                 */
+    real *hidden_states;  /* (L+1, T, D)  output_hidden_states; [L] post-norm */
+    real *logits;         /* (T, V)                                           */
+    real *xt;             /* (max_in, LANES) matmul scratch                   */
+    LayerActs acts;       /* one layer's activations, reused layer by layer   */
+} TargetRun;
+
+int  cache_init(KVCache *c, const Config *cfg, int capacity);
+void cache_free(KVCache *c);
+void cache_crop(KVCache *c, int n);   /* keep the first n positions */
+int  target_run_init(TargetRun *r, const Config *c, int cap_T, int cap_S);
+void target_run_free(TargetRun *r);
+/* T tokens at positions cache->len.., appended to the cache; fills
+ * r->hidden_states and the logits of rows logits_from..T-1 (returned: rows). */
+int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T,
+                    int logits_from, TraceCtx *trace);
+/* the UTF-8 sequence length at s (1..4), or 0 when it is not valid UTF-8 */
+int  utf8_seq_len(const unsigned char *s, size_t n);
 
 #endif /* DFLASH_H */

@@ -17,6 +17,7 @@
  * first); `make sanitize` runs this file from build/san/, where ./dflash is
  * the ASan+UBSan build, so a sanitizer report fails the row. */
 #include "../dflash.c"
+#include "../load.c"
 #include "testutil.h"
 
 #include <signal.h>

@@ -15,6 +15,7 @@
  * ./dflash-double (the Makefile builds them before the tests).
  * .npy files are read by a small reader written here, not trace.c's. */
 #include "../dflash.c"
+#include "../load.c"
 #include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"

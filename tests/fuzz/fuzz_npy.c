@@ -1,7 +1,7 @@
 /* tests/fuzz/fuzz_npy.c - libFuzzer target: the readers of `dflash diff`.
  * An input starting with 0x93 (the .npy magic) goes to npy_parse, anything
  * else to the manifest readers (trace.jsonl and names.json). Includes
- * trace.c for its static readers; links dflash.c (-DDFLASH_NO_MAIN) for
+ * trace.c for its static readers; links dflash.c, json.c and load.c for
  * dflash_set_error. Seeds in tests/fuzz/npy/. */
 #include "../../trace.c"
 

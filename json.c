@@ -1,0 +1,293 @@
+/* json.c - a small strict JSON reader (RFC 8259), for config.json, the
+ * safetensors header and trace.c's manifests. Declared in dflash.h.
+ *
+ * Rejects duplicate keys, invalid UTF-8, nesting deeper than JSON_MAX_DEPTH,
+ * and anything after the value but white space. Hostile input stays cheap:
+ * at most JSON_MAX_VALUES values in all (memory) and JSON_MAX_KEYS keys per
+ * object (the duplicate check is quadratic). */
+#include "dflash.h"
+
+#include <errno.h>
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define JSON_MAX_DEPTH 32
+#define JSON_MAX_VALUES (1 << 20)
+#define JSON_MAX_KEYS (1 << 14)
+
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    const char *what;       /* file name for messages */
+    long values;            /* values parsed so far (JSON_MAX_VALUES) */
+} JsonParser;
+
+void json_free(Json *j) {
+    if (!j) return;
+    free(j->string);
+    for (int i = 0; i < j->n; i++) {
+        json_free(&j->items[i]);
+        if (j->keys) free(j->keys[i]);
+    }
+    free(j->items);
+    free(j->keys);
+    memset(j, 0, sizeof *j);
+}
+
+static int json_fail(JsonParser *p, const char *msg) {
+    dflash_set_error("%s: invalid JSON at byte %zu: %s", p->what, p->pos, msg);
+    return -1;
+}
+
+static void json_skip_ws(JsonParser *p) {
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' ||
+                               p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+        p->pos++;
+}
+
+static int hexval(char c) {
+    if (c >= '0' && c <= '9') return c - '0';
+    if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+    if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+    return -1;
+}
+
+/* length of a valid UTF-8 sequence at s (max n bytes), or 0 if invalid */
+int utf8_seq_len(const unsigned char *s, size_t n) {
+    unsigned c = s[0];
+    int len;
+    unsigned min;
+    if (c < 0x80) return 1;
+    if (c >= 0xC2 && c <= 0xDF) { len = 2; min = 0x80; }
+    else if (c >= 0xE0 && c <= 0xEF) { len = 3; min = 0x800; }
+    else if (c >= 0xF0 && c <= 0xF4) { len = 4; min = 0x10000; }
+    else return 0;
+    if ((size_t)len > n) return 0;
+    unsigned cp = c & (0x7F >> len);
+    for (int i = 1; i < len; i++) {
+        if ((s[i] & 0xC0) != 0x80) return 0;
+        cp = (cp << 6) | (s[i] & 0x3F);
+    }
+    if (cp < min || cp > 0x10FFFF || (cp >= 0xD800 && cp <= 0xDFFF)) return 0;
+    return len;
+}
+
+static int json_parse_string(JsonParser *p, char **out) {
+    p->pos++;  /* opening quote */
+    size_t cap = 16, n = 0;
+    char *buf = malloc(cap);
+    if (!buf) return json_fail(p, "out of memory");
+    for (;;) {
+        if (p->pos >= p->len) { free(buf); return json_fail(p, "unterminated string"); }
+        unsigned char c = (unsigned char)p->s[p->pos];
+        char tmp[4];
+        int tn = 0;
+        if (c == '"') { p->pos++; break; }
+        if (c < 0x20) { free(buf); return json_fail(p, "control character in string"); }
+        if (c == '\\') {
+            if (p->pos + 1 >= p->len) { free(buf); return json_fail(p, "unterminated escape"); }
+            char e = p->s[p->pos + 1];
+            p->pos += 2;
+            switch (e) {
+            case '"': tmp[tn++] = '"'; break;
+            case '\\': tmp[tn++] = '\\'; break;
+            case '/': tmp[tn++] = '/'; break;
+            case 'b': tmp[tn++] = '\b'; break;
+            case 'f': tmp[tn++] = '\f'; break;
+            case 'n': tmp[tn++] = '\n'; break;
+            case 'r': tmp[tn++] = '\r'; break;
+            case 't': tmp[tn++] = '\t'; break;
+            case 'u': {
+                unsigned cp = 0;
+                for (int i = 0; i < 4; i++) {
+                    int h = p->pos + i < p->len ? hexval(p->s[p->pos + i]) : -1;
+                    if (h < 0) { free(buf); return json_fail(p, "bad \\u escape"); }
+                    cp = cp * 16 + (unsigned)h;
+                }
+                p->pos += 4;
+                if (cp >= 0xD800 && cp <= 0xDFFF) {  /* surrogates: only NUL-free BMP accepted */
+                    free(buf);
+                    return json_fail(p, "surrogate \\u escape not supported");
+                }
+                if (cp == 0) { free(buf); return json_fail(p, "\\u0000 in string"); }
+                if (cp < 0x80) tmp[tn++] = (char)cp;
+                else if (cp < 0x800) { tmp[tn++] = (char)(0xC0 | (cp >> 6)); tmp[tn++] = (char)(0x80 | (cp & 0x3F)); }
+                else {
+                    tmp[tn++] = (char)(0xE0 | (cp >> 12));
+                    tmp[tn++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+                    tmp[tn++] = (char)(0x80 | (cp & 0x3F));
+                }
+                break;
+            }
+            default: free(buf); return json_fail(p, "unknown escape");
+            }
+        } else {
+            int sl = utf8_seq_len((const unsigned char *)p->s + p->pos, p->len - p->pos);
+            if (sl == 0) { free(buf); return json_fail(p, "invalid UTF-8 in string"); }
+            memcpy(tmp, p->s + p->pos, (size_t)sl);
+            tn = sl;
+            p->pos += (size_t)sl;
+        }
+        if (n + (size_t)tn + 1 > cap) {
+            cap = cap * 2 + (size_t)tn;
+            char *nb = realloc(buf, cap);
+            if (!nb) { free(buf); return json_fail(p, "out of memory"); }
+            buf = nb;
+        }
+        memcpy(buf + n, tmp, (size_t)tn);
+        n += (size_t)tn;
+    }
+    buf[n] = 0;
+    *out = buf;
+    return 0;
+}
+
+static int json_parse_value(JsonParser *p, Json *out, int depth);
+
+static int json_parse_number(JsonParser *p, Json *out) {
+    size_t b = p->pos;
+    int integer = 1;
+    if (p->pos < p->len && p->s[p->pos] == '-') p->pos++;
+    if (p->pos >= p->len) return json_fail(p, "bad number");
+    if (p->s[p->pos] == '0') p->pos++;
+    else if (p->s[p->pos] >= '1' && p->s[p->pos] <= '9')
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+    else return json_fail(p, "bad number");
+    if (p->pos < p->len && p->s[p->pos] == '.') {
+        integer = 0;
+        p->pos++;
+        if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9') return json_fail(p, "bad fraction");
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+    }
+    if (p->pos < p->len && (p->s[p->pos] == 'e' || p->s[p->pos] == 'E')) {
+        integer = 0;
+        p->pos++;
+        if (p->pos < p->len && (p->s[p->pos] == '+' || p->s[p->pos] == '-')) p->pos++;
+        if (p->pos >= p->len || p->s[p->pos] < '0' || p->s[p->pos] > '9') return json_fail(p, "bad exponent");
+        while (p->pos < p->len && p->s[p->pos] >= '0' && p->s[p->pos] <= '9') p->pos++;
+    }
+    char tok[64];
+    size_t n = p->pos - b;
+    if (n >= sizeof tok) return json_fail(p, "number too long");
+    memcpy(tok, p->s + b, n);
+    tok[n] = 0;
+    out->type = JSON_NUMBER;
+    out->number = strtod(tok, NULL);
+    if (integer) {
+        errno = 0;
+        long long v = strtoll(tok, NULL, 10);
+        if (errno == 0) { out->is_integer = 1; out->integer = v; }
+    }
+    return 0;
+}
+
+static int json_parse_container(JsonParser *p, Json *out, int depth, int object) {
+    out->type = object ? JSON_OBJECT : JSON_ARRAY;
+    p->pos++;
+    int cap = 0;
+    json_skip_ws(p);
+    if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { p->pos++; return 0; }
+    for (;;) {
+        if (object && out->n == JSON_MAX_KEYS) return json_fail(p, "more than 16384 keys in one object");
+        if (out->n == cap) {
+            cap = cap ? cap * 2 : 8;
+            Json *ni = realloc(out->items, sizeof(Json) * (size_t)cap);
+            if (!ni) return json_fail(p, "out of memory");
+            out->items = ni;
+            if (object) {
+                char **nk = realloc(out->keys, sizeof(char *) * (size_t)cap);
+                if (!nk) return json_fail(p, "out of memory");
+                out->keys = nk;
+            }
+        }
+        Json *item = &out->items[out->n];
+        memset(item, 0, sizeof *item);
+        json_skip_ws(p);
+        if (object) {
+            char *key = NULL;
+            if (p->pos >= p->len || p->s[p->pos] != '"') return json_fail(p, "expected a string key");
+            if (json_parse_string(p, &key) != 0) return -1;
+            for (int i = 0; i < out->n; i++)
+                if (strcmp(out->keys[i], key) == 0) {
+                    char msg[160];
+                    snprintf(msg, sizeof msg, "duplicate key \"%.100s\"", key);
+                    free(key);
+                    return json_fail(p, msg);
+                }
+            out->keys[out->n] = key;
+            json_skip_ws(p);
+            if (p->pos >= p->len || p->s[p->pos] != ':') { out->n++; return json_fail(p, "expected ':'"); }
+            p->pos++;
+        }
+        out->n++;  /* count it now so json_free frees a half-parsed item */
+        if (json_parse_value(p, item, depth + 1) != 0) return -1;
+        json_skip_ws(p);
+        if (p->pos < p->len && p->s[p->pos] == ',') { p->pos++; continue; }
+        if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { p->pos++; return 0; }
+        return json_fail(p, object ? "expected ',' or '}'" : "expected ',' or ']'");
+    }
+}
+
+static int json_parse_value(JsonParser *p, Json *out, int depth) {
+    if (depth > JSON_MAX_DEPTH) return json_fail(p, "nested too deeply");
+    if (++p->values > JSON_MAX_VALUES) return json_fail(p, "more than 1048576 values");
+    json_skip_ws(p);
+    if (p->pos >= p->len) return json_fail(p, "unexpected end");
+    char c = p->s[p->pos];
+    if (c == '{' || c == '[') return json_parse_container(p, out, depth, c == '{');
+    if (c == '"') { out->type = JSON_STRING; return json_parse_string(p, &out->string); }
+    if (c == '-' || (c >= '0' && c <= '9')) return json_parse_number(p, out);
+    static const struct { const char *word; JsonType type; int b; } lits[] = {
+        {"true", JSON_BOOL, 1}, {"false", JSON_BOOL, 0}, {"null", JSON_NULL, 0}};
+    for (int i = 0; i < 3; i++) {
+        size_t wl = strlen(lits[i].word);
+        if (p->len - p->pos >= wl && memcmp(p->s + p->pos, lits[i].word, wl) == 0) {
+            out->type = lits[i].type;
+            out->boolean = lits[i].b;
+            p->pos += wl;
+            return 0;
+        }
+    }
+    return json_fail(p, "unexpected character");
+}
+
+/* json_parse: the whole text must be one JSON value. what names the source. */
+int json_parse(const char *text, size_t len, const char *what, Json *out) {
+    JsonParser p = {text, len, 0, what, 0};
+    memset(out, 0, sizeof *out);
+    if (len >= 3 && memcmp(text, "\xEF\xBB\xBF", 3) == 0)  /* Python's json refuses it too */
+        return json_fail(&p, "a UTF-8 byte order mark (expected the JSON value; save the file without BOM)");
+    if (json_parse_value(&p, out, 0) != 0) { json_free(out); return -1; }
+    json_skip_ws(&p);
+    if (p.pos != p.len) { json_free(out); return json_fail(&p, "trailing characters after the value"); }
+    return 0;
+}
+
+const Json *json_get(const Json *obj, const char *key) {
+    if (!obj || obj->type != JSON_OBJECT) return NULL;
+    for (int i = 0; i < obj->n; i++) if (strcmp(obj->keys[i], key) == 0) return &obj->items[i];
+    return NULL;
+}
+
+/* json_describe: a value as a message shows what it found ("got ..."). */
+const char *json_describe(const Json *v, char *buf, size_t size) {
+    switch (v->type) {
+    case JSON_NULL: snprintf(buf, size, "null"); break;
+    case JSON_BOOL: snprintf(buf, size, v->boolean ? "true" : "false"); break;
+    case JSON_NUMBER:
+        if (v->is_integer) snprintf(buf, size, "%lld", v->integer);
+        else {  /* 512.0 is not an integer: show it as written, with its fraction */
+            int k = snprintf(buf, size, "%.15g", v->number);
+            if (k > 0 && (size_t)k + 2 < size && strspn(buf, "-0123456789") == (size_t)k) strcat(buf, ".0");
+        }
+        break;
+    case JSON_STRING: snprintf(buf, size, "the string \"%.40s%s\"", v->string, strlen(v->string) > 40 ? "..." : ""); break;
+    case JSON_ARRAY: snprintf(buf, size, "an array of %d items", v->n); break;
+    case JSON_OBJECT: snprintf(buf, size, "an object"); break;
+    }
+    return buf;
+}
+
