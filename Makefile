@@ -32,7 +32,7 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -74,13 +74,25 @@ bench: dflash weights
 
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
-# every test #includes dflash.c and load.c (to reach their static functions)
+# test_hook uses only dflash.h and links WITHOUT trace.c: dflash.c stands alone
+tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+	@mkdir -p tests/bin
+	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
+
+# every other test #includes dflash.c and load.c (to reach their static functions)
 tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
-test: dflash dflash-debug dflash-double weights $(TESTS)
+test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
+
+# dflash.c compiles on its own with no flags and needs nothing from trace.c
+standalone-check:
+	@mkdir -p tests/bin; $(CC) -c dflash.c -o tests/bin/dflash-alone.o && \
+	if nm -u tests/bin/dflash-alone.o | grep -w 'trace_[a-z_]*'; then \
+	  echo "standalone-check: dflash.c calls into trace.c"; exit 1; \
+	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_* symbol is undefined"; fi
 
 # ---- the walkthrough (walkthrough/README.md, its figures, the gdb guide) ----
 # mkwalk reads a trace of the default run and writes README.md and the SVGs.
@@ -144,6 +156,9 @@ build/san/dflash-debug: $(SRC) dflash.h
 build/san/dflash-double: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
+build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+	@mkdir -p build/san/tests/bin
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
 build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka

@@ -7,18 +7,22 @@
  * the whole block in ONE forward pass and keeps the longest agreeing prefix
  * plus one token of its own. Greedy output equals target-only greedy output.
  *
- * This file is the naive float implementation of the whole algorithm, laid
- * out in the order of the walkthrough (../shared/seed, walkthrough/README.md):
+ * This file is the naive float implementation of the whole algorithm and
+ * nothing else (files, the command line and the tracer live in load.c,
+ * main.c and trace.c), laid out in the order of the walkthrough
+ * (walkthrough/README.md):
  *
  *   1. errors and small helpers
- *   2. kernels: matmul, rmsnorm, RoPE, softmax, silu, attention
+ *   2. kernels: matmul, rmsnorm, RoPE, softmax, silu, attention; the KV cache
  *   3. the target forward (Qwen3ForCausalLM, output_hidden_states)
  *   4. extract_context_feature (Step 1 of the walkthrough)
  *   5. the draft forward with KV injection (Steps 2-5)
  *   6. sampling
  *   7. dflash_generate (Steps 6-7) and target-only ar_generate
- *   8. loading: JSON, safetensors, config.json, vocab.txt, tokenizer
- *   9. the command line (and `dflash bench`)
+ *   8. handing tensors to the trace hook, and the table of every trace name
+ *
+ * Every intermediate goes out through one line, TRACE(trace, buffer, name):
+ * with no trace asked for it returns at once.
  *
  * Names follow the reference code (z-lab/dflash, dflash/model.py, and
  * transformers' modeling_qwen3.py); NOTES.md maps each Python function to the
@@ -27,6 +31,9 @@
  *   T tokens in a call, B block, n prompt, Lc context rows, S keys.
  * Every tensor is row-major; a comment "(T, D)" means T rows of D values.
  */
+#ifndef _POSIX_C_SOURCE
+#define _POSIX_C_SOURCE 200809L  /* clock_gettime (the run's timings) */
+#endif
 #include "dflash.h"
 
 #include <errno.h>
@@ -317,80 +324,48 @@ static void cache_append(KVCache *c, int layer, const real *k_new, const real *v
 }
 
 /* ---------------------------------------------------------------------------
- * Tracing glue. When tc->tracer is NULL (no --trace), every helper returns at
- * once: nothing is formatted, copied or allocated.
+ * Tracing. TRACE(trace, buffer, "name", ...) hands one tensor to the trace
+ * hook (dflash.h). Its shape, dtype and meaning are not written here: they
+ * come from the trace-name table at the end of this file, evaluated with the
+ * sizes of the current call. With no hook (no --trace) TRACE returns at once:
+ * nothing is formatted, copied or allocated.
  */
+typedef struct {
+    int n, m;          /* prompt length; output length (final)            */
+    int T, S;          /* tokens in this call; keys after appending        */
+    int B, Lc;         /* block size; context rows handed to the draft    */
+    int V, D, I, H, Hkv, d, k, L;  /* the target's sizes (dflash.h legend) */
+} TraceDims;
+
 struct TraceCtx {
-    Tracer *tracer;
-    TracePhase ph;
-    char prefix[32];   /* "prefill", "draft1", "verify1", "" */
-    int failed;        /* a trace write failed: the run stops */
+    const TraceHook *hook;  /* NULL: no trace                              */
+    TracePhase ph;          /* "prefill" | "draft" | "verify" | "final", round */
+    char prefix[32];        /* "prefill", "draft1", "verify1", "" (final)  */
+    TraceDims dims;
+    int failed;             /* the hook failed: the run stops              */
 };
 
-static void trace_begin(TraceCtx *tc, const char *phase, int round) {
-    tc->ph.phase = phase;
-    tc->ph.round = round;
-    if (strcmp(phase, "prefill") == 0) snprintf(tc->prefix, sizeof tc->prefix, "prefill");
-    else if (strcmp(phase, "final") == 0) tc->prefix[0] = 0;
-    else snprintf(tc->prefix, sizeof tc->prefix, "%s%d", phase, round);
+static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...);
+static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids);
+static int trace_failed(const TraceCtx *trace);
+static void trace_output_length(TraceCtx *trace, int m);
+
+static void trace_begin(TraceCtx *trace, const char *phase, int round) {
+    if (!trace) return;
+    trace->ph.phase = phase;
+    trace->ph.round = round;
+    if (strcmp(phase, "prefill") == 0) snprintf(trace->prefix, sizeof trace->prefix, "prefill");
+    else if (strcmp(phase, "final") == 0) trace->prefix[0] = 0;
+    else snprintf(trace->prefix, sizeof trace->prefix, "%s%d", phase, round);
 }
 
-static void trace_name(char *buf, size_t size, const TraceCtx *tc, const char *fmt, va_list ap) {
-    int off = 0;
-    if (tc->prefix[0]) off = snprintf(buf, size, "%s.", tc->prefix);
-    vsnprintf(buf + off, size - (size_t)off, fmt, ap);
+/* the sizes of the call being traced (shapes in the table use them) */
+static void trace_sizes(TraceCtx *trace, int T, int S, int Lc) {
+    if (!trace) return;
+    trace->dims.T = T;
+    trace->dims.S = S;
+    trace->dims.Lc = Lc;
 }
-
-/* tr_real(tc, data, meaning, ndim, shape..., name_fmt, ...) */
-static void tr_real(TraceCtx *tc, const real *data, const char *meaning, int ndim,
-                    const int64_t *shape, const char *fmt, ...) {
-    if (!tc || !tc->tracer || tc->failed) return;
-    char name[160];
-    va_list ap;
-    va_start(ap, fmt);
-    trace_name(name, sizeof name, tc, fmt, ap);
-    va_end(ap);
-    if (trace_real(tc->tracer, tc->ph, name, meaning, data, ndim, shape) != 0) tc->failed = 1;
-}
-
-static void tr_ids(TraceCtx *tc, const int *ids, const char *meaning, int ndim,
-                   const int64_t *shape, const char *fmt, ...) {
-    if (!tc || !tc->tracer || tc->failed) return;
-    char name[160];
-    va_list ap;
-    va_start(ap, fmt);
-    trace_name(name, sizeof name, tc, fmt, ap);
-    va_end(ap);
-    int64_t n = 1;
-    for (int i = 0; i < ndim; i++) n *= shape[i];
-    int64_t *tmp = malloc(sizeof(int64_t) * (size_t)(n > 0 ? n : 1));
-    if (!tmp) { dflash_set_error("out of memory tracing %s", name); tc->failed = 1; return; }
-    for (int64_t i = 0; i < n; i++) tmp[i] = ids[i];
-    if (trace_i64(tc->tracer, tc->ph, name, meaning, tmp, ndim, shape) != 0) tc->failed = 1;
-    free(tmp);
-}
-
-/* tr_heads: trace a (T, nh*d) buffer as (nh, T, d), the reference's
- * q.transpose(1, 2) layout. Only runs (and allocates) when tracing. */
-static void tr_heads(TraceCtx *tc, const real *x, int T, int nh, int hd, const char *meaning,
-                     const char *fmt, ...) {
-    if (!tc || !tc->tracer || tc->failed) return;
-    char name[160];
-    va_list ap;
-    va_start(ap, fmt);
-    trace_name(name, sizeof name, tc, fmt, ap);
-    va_end(ap);
-    real *tmp = malloc(sizeof(real) * (size_t)T * nh * hd + 1);
-    if (!tmp) { dflash_set_error("out of memory tracing %s", name); tc->failed = 1; return; }
-    for (int h = 0; h < nh; h++)
-        for (int t = 0; t < T; t++)
-            memcpy(tmp + ((size_t)h * T + t) * hd, x + (size_t)t * nh * hd + (size_t)h * hd, sizeof(real) * hd);
-    int64_t shape[3] = {nh, T, hd};
-    if (trace_real(tc->tracer, tc->ph, name, meaning, tmp, 3, shape) != 0) tc->failed = 1;
-    free(tmp);
-}
-
-#define SHAPE(...) ((const int64_t[]){__VA_ARGS__})
 
 /* ===========================================================================
  * 3. The target forward (Qwen3ForCausalLM with output_hidden_states=True)
@@ -488,7 +463,7 @@ static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Conf
  * (L+1, T, D) and the logits of rows logits_from..T-1 (the prefill keeps only
  * the last row: logits_to_keep=1). Returns the number of logit rows. */
 int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T,
-                          int logits_from, TraceCtx *tc) {
+                   int logits_from, TraceCtx *trace) {
     const Config *c = &m->cfg;
     int D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, L = c->num_hidden_layers, V = c->vocab_size;
@@ -496,12 +471,13 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     int S = past + T;               /* keys after appending */
     real eps = (real)c->rms_norm_eps;
     LayerActs *a = &r->acts;
+    trace_sizes(trace, T, S, 0);
 
     /* position_ids = [past, past+T); RoPE cos/sin for them */
     for (int t = 0; t < T; t++) r->pos[t] = past + t;
     rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, d);
-    tr_ids(tc, ids, "token ids fed to the target", 1, SHAPE(T), "input_ids");
-    tr_ids(tc, r->pos, "positions of those tokens (RoPE and the KV cache slots)", 1, SHAPE(T), "position_ids");
+    TRACE(trace, ids, "input_ids");
+    TRACE(trace, r->pos, "position_ids");
 
     /* hidden_states[0] = embed_tokens(input_ids) */
     for (int t = 0; t < T; t++)
@@ -521,8 +497,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         cache_append(cache, l, a->k_rope, a->v, T);
         attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
                   T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
-        tr_real(tc, a->att, "target causal attention weights softmax(q.k/sqrt(d)) over the cache",
-                3, SHAPE(H, T, S), "layers.%d.self_attn.attn_weights", l);
+        TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
         matmul(a->attn_output, a->attn, w->o_proj, T, H * d, D, r->xt);
         for (size_t i = 0; i < (size_t)T * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
 
@@ -537,12 +512,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     /* final norm; transformers stores it as hidden_states[L] (post-norm!) */
     real *last = hidden_state(r, c, L, T);
     rmsnorm_rows(last, r->h, m->norm, T, D, eps);
-    for (int i = 0; i <= L; i++)
-        tr_real(tc, hidden_state(r, c, i, T),
-                i == 0 ? "hidden_states[0]: embedding output"
-                       : i == L ? "hidden_states[L]: AFTER the final model.norm (transformers semantics)"
-                                : "hidden_states[i]: output of decoder layer i-1",
-                2, SHAPE(T, D), "hidden_states.%d", i);
+    for (int i = 0; i <= L; i++) TRACE(trace, hidden_state(r, c, i, T), "hidden_states.%d", i);
 
     /* logits = lm_head(norm(h)) for rows logits_from..T-1 */
     int rows = T - logits_from;
@@ -558,13 +528,13 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
  * along the feature axis. The +1: hidden_states[0] is the embedding, so the
  * output of decoder layer id is hidden_states[id + 1]. For id = L-1 that entry
  * is the post-norm last_hidden_state (see NOTES.md). */
-static void extract_context_feature(real *target_hidden, const TargetRun *r, const Config *tc,
+static void extract_context_feature(real *target_hidden, const TargetRun *r, const Config *tcfg,
                                     const int *layer_ids, int n_ids, int T, int r0, int rows) {
-    int D = tc->hidden_size;
+    int D = tcfg->hidden_size;
     for (int t = 0; t < rows; t++)
         for (int j = 0; j < n_ids; j++)
             memcpy(target_hidden + ((size_t)t * n_ids + j) * D,
-                   hidden_state(r, tc, layer_ids[j] + 1, T) + (size_t)(r0 + t) * D, sizeof(real) * D);
+                   hidden_state(r, tcfg, layer_ids[j] + 1, T) + (size_t)(r0 + t) * D, sizeof(real) * D);
 }
 
 /* ===========================================================================
@@ -625,11 +595,12 @@ static void draft_run_free(DraftRun *r, const Config *dc) {
 /* One draft decoder layer (Qwen3DFlashDecoderLayer + Qwen3DFlashAttention).
  *   h (B, D) in/out: the block's residual stream
  *   C (Lc, D): the injected target context, the same for every layer
- * Q comes from the block only; K and V come from [C ; xb] through the SAME
+ *   X (B, D) = input_layernorm(h): the block's normed input (a->xb)
+ * Q comes from the block only; K and V come from [C ; X] through the SAME
  * k_proj / v_proj / k_norm (Step 4.2). Keys take RoPE at all Lc+B positions,
  * queries at the last B (Step 4.3). The new K/V are appended to the draft
  * cache and the B queries attend over the whole cache, non-causally (4.4). */
-static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int Lc, TraceCtx *tc) {
+static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int Lc, TraceCtx *trace) {
     const Config *c = &dm->cfg;
     const LayerWeights *w = &dm->layers[l];
     LayerActs *a = &r->acts[l];
@@ -639,53 +610,44 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     int S = cache->len + P;   /* keys after appending this call's Lc+B */
     real eps = (real)c->rms_norm_eps;
 
-    rmsnorm_rows(a->xb, r->h, w->input_layernorm, B, D, eps);           /* H = input_layernorm(h) */
+    rmsnorm_rows(a->xb, r->h, w->input_layernorm, B, D, eps);           /* X = input_layernorm(h) */
 
-    /* 4.1 Q: q = q_norm(q_proj(H)) from the block only: (B, H*d) */
+    /* 4.1 Q: q = q_norm(q_proj(X)) from the block only: (B, H*d) */
     matmul(a->q, a->xb, w->q_proj, B, D, H * d, r->xt);
     rmsnorm_rows(a->q, a->q, w->q_norm, B * H, d, eps);
-    tr_heads(tc, a->q, B, H, d, "Q = QNorm(H W_Q): queries from the block only, before RoPE",
-             "layers.%d.self_attn.q", l);
+    TRACE(trace, a->q, "layers.%d.self_attn.q", l);
 
-    /* 4.2 K/V: k = k_norm(cat[k_proj(C), k_proj(H)]), v = cat[v_proj(C), v_proj(H)]
+    /* 4.2 K/V: k = k_norm(cat[k_proj(C), k_proj(X)]), v = cat[v_proj(C), v_proj(X)]
      * The same k_proj / v_proj serve both: stack the Lc context rows and the B
      * block rows into kv_in (Lc+B, D) and project them in one pass (row by
      * row this is exactly the reference's two projections then cat). */
     memcpy(r->kv_in, r->C, sizeof(real) * (size_t)Lc * D);
     memcpy(r->kv_in + (size_t)Lc * D, a->xb, sizeof(real) * (size_t)B * D);
-    matmul(a->k, r->kv_in, w->k_proj, P, D, kvd, r->xt);   /* rows 0..Lc-1: C W_K, then H W_K */
+    matmul(a->k, r->kv_in, w->k_proj, P, D, kvd, r->xt);   /* rows 0..Lc-1: C W_K, then X W_K */
     matmul(a->v, r->kv_in, w->v_proj, P, D, kvd, r->xt);
     rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps);
-    tr_heads(tc, a->k, P, Hkv, d, "K = KNorm(concat[C W_K, H W_K]): context keys then block keys, before RoPE",
-             "layers.%d.self_attn.k", l);
-    tr_heads(tc, a->v, P, Hkv, d, "V = concat[C W_V, H W_V]: context values then block values",
-             "layers.%d.self_attn.v", l);
+    TRACE(trace, a->k, "layers.%d.self_attn.k", l);
+    TRACE(trace, a->v, "layers.%d.self_attn.v", l);
 
     /* 4.3 RoPE: keys at all P positions, queries at the LAST B (q_len) of them */
     apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, B, P, H, Hkv, d);
-    tr_heads(tc, a->q_rope, B, H, d, "Q after RoPE at the block positions (cos[-q_len:])",
-             "layers.%d.self_attn.q_rope", l);
-    tr_heads(tc, a->k_rope, P, Hkv, d, "K after RoPE at all context + block positions",
-             "layers.%d.self_attn.k_rope", l);
+    TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
+    TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
 
     /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False) */
     cache_append(cache, l, a->k_rope, a->v, P);
     attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
               B, S, cache->capacity, H, Hkv, d, /*causal=*/0, 0);
-    tr_real(tc, a->scores, "scores = q'.k'/sqrt(d_h) before the softmax: block queries over context + block keys",
-            3, SHAPE(H, B, S), "layers.%d.self_attn.attn_scores", l);
-    tr_real(tc, a->att, "A = softmax(q'.k'/sqrt(d_h)): block queries over context (KV injection) + block keys",
-            3, SHAPE(H, B, S), "layers.%d.self_attn.attn_weights", l);
+    TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
+    TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
 
     /* 4.5 output projection, residual, MLP */
     matmul(a->attn_output, a->attn, w->o_proj, B, H * d, D, r->xt);
-    tr_real(tc, a->attn_output, "Attn_out = concat(heads) W_O: only the block's B rows", 2, SHAPE(B, D),
-            "layers.%d.self_attn.attn_output", l);
+    TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
     for (size_t i = 0; i < (size_t)B * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
     mlp_block(a->out, a, w, c, B, r->xt);
     memcpy(r->h, a->out, sizeof(real) * (size_t)B * D);
-    tr_real(tc, a->out, "draft decoder layer output (the block's hidden states)", 2, SHAPE(B, D),
-            "layers.%d", l);
+    TRACE(trace, a->out, "layers.%d", l);
 }
 
 /* draft_forward: DFlashDraftModel.forward followed by target.lm_head(out[1:]).
@@ -696,49 +658,45 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
  * Fills r->logits (B-1, V). Appends Lc+B positions to the draft cache; the
  * caller crops it back to start (keeping only context K/V). */
 static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, DraftRun *r,
-                          const real *target_hidden, int Lc, const int *block, TraceCtx *tc) {
+                          const real *target_hidden, int Lc, const int *block, TraceCtx *trace) {
     const Config *c = &dm->cfg;
     int B = r->B, D = c->hidden_size, d = c->head_dim, V = tm->cfg.vocab_size;
     int kD = c->n_target_layer_ids * D, P = Lc + B;
     real eps = (real)c->rms_norm_eps;
+    trace_sizes(trace, B, cache->len + P, Lc);
 
-    tr_real(tc, target_hidden, "target_hidden_raw = [h3; h7; h11] per position: the context handed in",
-            2, SHAPE(Lc, kD), "target_hidden_raw");
+    TRACE(trace, target_hidden, "target_hidden_raw");
 
     /* Step 2: C = hidden_norm(fc(target_hidden)) */
     matmul(r->fc_out, target_hidden, dm->fc, Lc, kD, D, r->xt);
     rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, Lc, D, eps);
-    tr_real(tc, r->fc_out, "W_fc . target_hidden_raw: k*D features projected back to D", 2, SHAPE(Lc, D), "fc");
-    tr_real(tc, r->C, "C = RMSNorm(W_fc . target_hidden_raw): target context injected into every draft layer",
-            2, SHAPE(Lc, D), "hidden_norm");
+    TRACE(trace, r->fc_out, "fc");
+    TRACE(trace, r->C, "hidden_norm");
 
     /* Step 3: noise_embedding = target.model.embed_tokens(block) */
-    tr_ids(tc, block, "the block entering the draft: anchor + B-1 mask ids", 1, SHAPE(B), "block_output_ids");
+    TRACE(trace, block, "block_output_ids");
     for (int t = 0; t < B; t++)
         memcpy(r->noise_embedding + (size_t)t * D, tm->embed_tokens + (size_t)block[t] * D, sizeof(real) * D);
-    tr_real(tc, r->noise_embedding, "H = embed_tokens(block): the block's own input (noise embedding)",
-            2, SHAPE(B, D), "noise_embedding");
+    TRACE(trace, r->noise_embedding, "noise_embedding");
 
     /* positions and RoPE tables for [cache_len, cache_len + Lc + B) */
     for (int p = 0; p < P; p++) r->pos[p] = cache->len + p;
     rope_cos_sin(r->angles, r->cos, r->sin, r->pos, P, dm->inv_freq, d);
-    tr_ids(tc, r->pos, "position_ids = [cache_len, start+B): keys use all, queries the last B", 1, SHAPE(P),
-           "position_ids");
-    tr_real(tc, r->angles, "RoPE angles theta = position * inv_freq", 2, SHAPE(P, d / 2), "rope_angles");
-    tr_real(tc, r->cos, "cos(cat(angles, angles))", 2, SHAPE(P, d), "cos");
-    tr_real(tc, r->sin, "sin(cat(angles, angles))", 2, SHAPE(P, d), "sin");
+    TRACE(trace, r->pos, "position_ids");
+    TRACE(trace, r->angles, "rope_angles");
+    TRACE(trace, r->cos, "cos");
+    TRACE(trace, r->sin, "sin");
 
     /* Step 4: the decoder layers, each injecting the same C */
     memcpy(r->h, r->noise_embedding, sizeof(real) * (size_t)B * D);
-    for (int l = 0; l < c->num_hidden_layers; l++) draft_layer(dm, l, cache, r, Lc, tc);
+    for (int l = 0; l < c->num_hidden_layers; l++) draft_layer(dm, l, cache, r, Lc, trace);
     cache->len += P;
 
     /* Step 5: final norm, then the target's lm_head on rows 1..B-1 */
     rmsnorm_rows(r->norm, r->h, dm->norm, B, D, eps);
-    tr_real(tc, r->norm, "final draft norm of the block's B positions", 2, SHAPE(B, D), "norm");
+    TRACE(trace, r->norm, "norm");
     matmul(r->logits, r->norm + D, tm->lm_head, B - 1, D, V, r->xt);
-    tr_real(tc, r->logits, "draft logits = target.lm_head(out[1:]): one row per masked position",
-            2, SHAPE(B - 1, V), "logits");
+    TRACE(trace, r->logits, "logits");
 }
 
 /* ===========================================================================
@@ -820,6 +778,24 @@ int check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B,
     return 0;
 }
 
+/* any stop id among ids[0..n) */
+static int any_stop(const GenParams *p, const int *ids, int n) {
+    for (int i = 0; i < n; i++) if (is_stop(p, ids[i])) return 1;
+    return 0;
+}
+
+/* the end of a round in the round log: what entered the target, what it
+ * said, how much was kept and the cache lengths after the crops */
+static void round_log(RoundInfo *ri, const int *block, const int *posterior, int B, int acc, int start,
+                      int draft_cache_len, int target_cache_len) {
+    memcpy(ri->block, block, sizeof(int) * B);
+    memcpy(ri->posterior, posterior, sizeof(int) * B);
+    ri->acceptance_length = acc;
+    ri->start_after = start;
+    ri->draft_cache_after = draft_cache_len;
+    ri->target_cache_after = target_cache_len;
+}
+
 void gen_result_free(GenResult *res) {
     free(res->output_ids);
     free(res->rounds);
@@ -842,18 +818,17 @@ static int acceptance_length(const int *block, const int *posterior, int B, int 
 int dflash_generate(const Model *draft, const Model *target, const int *input_ids, int n_prompt,
                     const GenParams *p, GenResult *res) {
     memset(res, 0, sizeof *res);
-    const Config *tc = &target->cfg;
     int B = p->block_size;
     if (B > 1 && !draft) { dflash_set_error("block size %d needs a draft model", B); return -1; }
     if (check_gen_args(target, n_prompt, p, B, input_ids) != 0) return -1;
-    const Config *dc = draft ? &draft->cfg : NULL;
-    int n = n_prompt, V = tc->vocab_size, D = tc->hidden_size;
+    const Config *tcfg = &target->cfg, *dcfg = draft ? &draft->cfg : NULL;
+    int n = n_prompt, V = tcfg->vocab_size, D = tcfg->hidden_size;
     int max_length = n + p->max_new_tokens;
-    int mask_id = dc ? dc->mask_token_id : -1;  /* B = 1 runs without a draft */
-    int k = dc ? dc->n_target_layer_ids : 0;
+    int mask_id = dcfg ? dcfg->mask_token_id : -1;  /* B = 1 runs without a draft */
+    int n_ids = dcfg ? dcfg->n_target_layer_ids : 0;  /* k: target layers fed to the draft */
     int cap_ctx = n > B ? n : B;                 /* most context rows handed in */
     int cap_S = max_length + B;                  /* most positions ever cached */
-    TraceCtx tcx = {p->tracer, {"prefill", 0}, "prefill", 0};
+    TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids);
     Rng rng;
     rng_seed(&rng, p->seed);
 
@@ -870,13 +845,13 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     block = xcalloc((size_t)B, sizeof(int), "block_output_ids");
     posterior = xcalloc((size_t)B, sizeof(int), "posterior");
     rounds = xcalloc((size_t)p->max_new_tokens + 1, sizeof(RoundInfo), "round log");
-    target_hidden = xcalloc((size_t)cap_ctx * (k ? k : 1) * D, sizeof(real), "target_hidden");
+    target_hidden = xcalloc((size_t)cap_ctx * (n_ids ? n_ids : 1) * D, sizeof(real), "target_hidden");
     if (!output_ids || !block || !posterior || !rounds || !target_hidden) goto done;
-    if (cache_init(&past_key_values_target, tc, cap_S) != 0) goto done;
-    if (target_run_init(&tr, tc, cap_ctx, cap_S) != 0) goto done;
+    if (cache_init(&past_key_values_target, tcfg, cap_S) != 0) goto done;
+    if (target_run_init(&tr, tcfg, cap_ctx, cap_S) != 0) goto done;
     if (B > 1) {
-        if (cache_init(&past_key_values_draft, dc, cap_S) != 0) goto done;
-        if (draft_run_init(&dr, dc, V, cap_ctx, B, cap_S) != 0) goto done;
+        if (cache_init(&past_key_values_draft, dcfg, cap_S) != 0) goto done;
+        if (draft_run_init(&dr, dcfg, V, cap_ctx, B, cap_S) != 0) goto done;
     }
     for (int i = 0; i < max_length + B; i++) output_ids[i] = i < n ? input_ids[i] : mask_id;
 
@@ -884,98 +859,82 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
      * keeps the logits of the last position only, and returns its hidden
      * states; the first new token is sampled from those logits. */
     double t0 = now_seconds();
-    tcx.prefix[0] = 0;  /* the prompt is traced as plain "input_ids" */
-    tr_ids(&tcx, input_ids, "prompt ids", 1, SHAPE(n), "input_ids");
-    trace_begin(&tcx, "prefill", 0);
-    target_forward(target, &past_key_values_target, &tr, input_ids, n, n - 1, &tcx);
-    res->target_forwards++;
+    TRACE(trace, input_ids, "input_ids");
+    trace_begin(trace, "prefill", 0);
+    target_forward(target, &past_key_values_target, &tr, input_ids, n, n - 1, trace);
     output_ids[n] = sample_row(tr.logits, V, p->temperature, &rng);
-    tr_real(&tcx, tr.logits, "target logits of the last prompt position (logits_to_keep=1)", 2,
-            SHAPE(1, V), "logits");
-    tr_ids(&tcx, &output_ids[n], "the first new token, sampled at prefill", 1, SHAPE(1), "sampled");
+    TRACE(trace, tr.logits, "logits");
+    TRACE(trace, &output_ids[n], "sampled");
     if (B > 1) {
-        extract_context_feature(target_hidden, &tr, tc, dc->target_layer_ids, k, n, 0, n);
-        tr_real(&tcx, target_hidden, "extract_context_feature: [hidden_states[id+1] for id in target_layer_ids]",
-                2, SHAPE(n, (int64_t)k * D), "target_hidden");
+        extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, n, 0, n);
+        TRACE(trace, target_hidden, "target_hidden");
     }
     int n_ctx = n;                /* rows of target_hidden the draft has not seen */
+    res->target_forwards = 1;
     res->seconds_prefill = now_seconds() - t0;
-    if (tcx.failed) goto done;
 
     int start = n;
-    while (start < max_length) {
-        RoundInfo *ri = &rounds[res->n_rounds];
+    while (start < max_length && !trace_failed(trace)) {
         int round = ++res->n_rounds;
+        RoundInfo *ri = &rounds[round - 1];          /* the round log (--rounds, tests) */
         ri->start_before = start;
+        ri->draft_cache_before = past_key_values_draft.len;
+
         /* ---- Step 3: block = output_ids[start : start+B]: anchor + B-1 masks */
         for (int i = 0; i < B; i++) block[i] = output_ids[start + i];
         memcpy(ri->block_in, block, sizeof(int) * B);
+
+        /* ---- Steps 2-5: the draft proposes block[1:] in one forward */
+        double t_draft = now_seconds();
         if (B > 1) {
-            /* ---- Steps 2-5: the draft proposes block[1:] in one forward */
-            double td = now_seconds();
-            trace_begin(&tcx, "draft", round);
-            ri->draft_cache_before = past_key_values_draft.len;
-            draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, &tcx);
-            res->draft_forwards++;
+            trace_begin(trace, "draft", round);
+            draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, trace);
             cache_crop(&past_key_values_draft, start);   /* keep context K/V only */
-            ri->draft_cache_after = past_key_values_draft.len;
             for (int i = 1; i < B; i++) block[i] = argmax(dr.logits + (size_t)(i - 1) * V, V);  /* always greedy */
-            tr_ids(&tcx, block + 1, "the draft's proposal: argmax of each row (the draft is always greedy)",
-                   1, SHAPE(B - 1), "sampled");
-            res->seconds_draft += now_seconds() - td;
-            if (tcx.failed) goto done;
+            TRACE(trace, block + 1, "sampled");
+            res->draft_forwards++;
         }
-        memcpy(ri->block, block, sizeof(int) * B);
+        res->seconds_draft += now_seconds() - t_draft;
 
         /* ---- Step 6: the target verifies the whole block in ONE forward */
-        double tv = now_seconds();
-        trace_begin(&tcx, "verify", round);
-        target_forward(target, &past_key_values_target, &tr, block, B, 0, &tcx);
-        res->target_forwards++;
+        double t_verify = now_seconds();
+        trace_begin(trace, "verify", round);
+        target_forward(target, &past_key_values_target, &tr, block, B, 0, trace);
         for (int i = 0; i < B; i++) posterior[i] = sample_row(tr.logits + (size_t)i * V, V, p->temperature, &rng);
         int acc = acceptance_length(block, posterior, B, ri->match, ri->cumprod);
-        memcpy(ri->posterior, posterior, sizeof(int) * B);
-        ri->acceptance_length = acc;
         if (B > 1) {
-            extract_context_feature(target_hidden, &tr, tc, dc->target_layer_ids, k, B, 0, B);
-            tr_real(&tcx, target_hidden, "extract_context_feature of the block (next round keeps acc+1 rows)",
-                    2, SHAPE(B, (int64_t)k * D), "target_hidden");
+            extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
+            TRACE(trace, target_hidden, "target_hidden");
         }
-        tr_real(&tcx, tr.logits, "target logits at every block position", 2, SHAPE(B, V), "logits");
-        tr_ids(&tcx, posterior, "posterior = sample(target logits): the target's own next token at each position",
-               1, SHAPE(B), "sampled");
-        tr_ids(&tcx, ri->match, "match = block[1:] == posterior[:-1]", 1, SHAPE(B - 1), "match");
-        tr_ids(&tcx, ri->cumprod, "cumprod(match): 1 until the first mismatch", 1, SHAPE(B - 1), "cumprod");
-        {
-            int al = acc;
-            tr_ids(&tcx, &al, "acceptance_length = sum(cumprod): draft tokens accepted", 0, NULL,
-                   "acceptance_length");
-        }
-        if (tcx.failed) goto done;
+        TRACE(trace, tr.logits, "logits");
+        TRACE(trace, posterior, "sampled");
+        TRACE(trace, ri->match, "match");
+        TRACE(trace, ri->cumprod, "cumprod");
+        TRACE(trace, &acc, "acceptance_length");
 
         /* ---- Step 7: keep block[:acc+1], then the bonus token posterior[acc] */
         for (int i = 0; i <= acc; i++) output_ids[start + i] = block[i];
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;
         cache_crop(&past_key_values_target, start);
-        ri->start_after = start;
-        ri->target_cache_after = past_key_values_target.len;
         n_ctx = acc + 1;  /* target_hidden[:acc+1]: rows 0..acc are already in place */
-        res->seconds_verify += now_seconds() - tv;
+        res->target_forwards++;
+        res->seconds_verify += now_seconds() - t_verify;
+        round_log(ri, block, posterior, B, acc, start, past_key_values_draft.len, past_key_values_target.len);
 
         /* stop if any stop id appears anywhere in output_ids[n:] */
-        int stop = 0;
-        for (int i = n; i < max_length + B && !stop; i++) stop = is_stop(p, output_ids[i]);
-        if (stop) break;
+        if (any_stop(p, output_ids + n, max_length + B - n)) break;
     }
+    if (trace_failed(trace)) goto done;
 
     /* output = output_ids[:min(start+1, max_length)], cut after the first stop id */
     int m = start + 1 < max_length ? start + 1 : max_length;
     for (int i = n; i < m; i++)
         if (is_stop(p, output_ids[i])) { m = i + 1; break; }
-    trace_begin(&tcx, "final", 0);
-    tr_ids(&tcx, output_ids, "final output ids: prompt + new tokens", 1, SHAPE(m), "output_ids");
-    if (tcx.failed) goto done;
+    trace_begin(trace, "final", 0);
+    trace_output_length(trace, m);
+    TRACE(trace, output_ids, "output_ids");
+    if (trace_failed(trace)) goto done;
 
     res->output_ids = xcalloc((size_t)m, sizeof(int), "result output_ids");
     if (!res->output_ids) goto done;
@@ -990,7 +949,7 @@ done:
     cache_free(&past_key_values_target);
     cache_free(&past_key_values_draft);
     target_run_free(&tr);
-    if (dc) draft_run_free(&dr, dc);
+    if (dcfg) draft_run_free(&dr, dcfg);
     if (rc != 0) gen_result_free(res);
     return rc;
 }
@@ -1002,31 +961,30 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
                 GenResult *res) {
     memset(res, 0, sizeof *res);
     if (check_gen_args(target, n_prompt, p, 1, input_ids) != 0) return -1;
-    const Config *tc = &target->cfg;
-    int n = n_prompt, V = tc->vocab_size;
+    const Config *tcfg = &target->cfg;
+    int n = n_prompt, V = tcfg->vocab_size;
     int max_length = n + p->max_new_tokens;
     int rc = -1;
     KVCache cache = {0};
     TargetRun tr = {0};
-    TraceCtx tcx = {NULL, {"prefill", 0}, "", 0};  /* AR runs are not traced */
     Rng rng;
     rng_seed(&rng, p->seed);
     int *out = xcalloc((size_t)max_length + 1, sizeof(int), "output_ids");
     if (!out) goto done;
-    if (cache_init(&cache, tc, max_length + 1) != 0) goto done;
-    if (target_run_init(&tr, tc, n, max_length + 1) != 0) goto done;
+    if (cache_init(&cache, tcfg, max_length + 1) != 0) goto done;
+    if (target_run_init(&tr, tcfg, n, max_length + 1) != 0) goto done;
     memcpy(out, input_ids, sizeof(int) * (size_t)n);
     int len = n;
     double t0 = now_seconds();
     if (len < max_length) {
-        target_forward(target, &cache, &tr, input_ids, n, n - 1, &tcx);
+        target_forward(target, &cache, &tr, input_ids, n, n - 1, NULL);  /* AR runs are not traced */
         res->target_forwards++;
         out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
     }
     res->seconds_prefill = now_seconds() - t0;
     t0 = now_seconds();
     while (len < max_length && !is_stop(p, out[len - 1])) {
-        target_forward(target, &cache, &tr, &out[len - 1], 1, 0, &tcx);
+        target_forward(target, &cache, &tr, &out[len - 1], 1, 0, NULL);
         res->target_forwards++;
         out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
     }
@@ -1043,3 +1001,239 @@ done:
     return rc;
 }
 
+
+/* ===========================================================================
+ * 8. Handing tensors to the trace hook, and the trace-name table
+ * ======================================================================== */
+
+/* trace_start: a TraceCtx for one run, or NULL when no hook was given (then
+ * every TRACE line returns at once). The sizes that do not change during the
+ * run are set here; trace_sizes sets the per-call ones. */
+static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids) {
+    if (!hook) return NULL;
+    memset(trace, 0, sizeof *trace);
+    trace->hook = hook;
+    trace->ph.phase = "prefill";   /* input_ids is filed under the prefill */
+    TraceDims *dm = &trace->dims;
+    dm->n = n;
+    dm->B = B;
+    dm->k = n_ids;
+    dm->V = tcfg->vocab_size;
+    dm->D = tcfg->hidden_size;
+    dm->I = tcfg->intermediate_size;
+    dm->H = tcfg->num_attention_heads;
+    dm->Hkv = tcfg->num_key_value_heads;
+    dm->d = tcfg->head_dim;
+    dm->L = tcfg->num_hidden_layers;
+    return trace;
+}
+
+static int trace_failed(const TraceCtx *trace) { return trace && trace->failed; }
+
+static void trace_output_length(TraceCtx *trace, int m) {
+    if (trace) trace->dims.m = m;
+}
+
+/* Does a trace name match a table pattern? "P." matches "prefill." and
+ * "verify<r>."; {l}, {i}, {r} match a decimal number; {L} only the number L. */
+static int name_matches(const char *pattern, const char *name, int L) {
+    if (strncmp(pattern, "P.", 2) == 0) {
+        if (strncmp(name, "prefill.", 8) == 0) {
+            name += 8;
+        } else if (strncmp(name, "verify", 6) == 0 && name[6] >= '0' && name[6] <= '9') {
+            name += 6;
+            while (*name >= '0' && *name <= '9') name++;
+            if (*name++ != '.') return 0;
+        } else {
+            return 0;
+        }
+        pattern += 2;
+    }
+    while (*pattern) {
+        if (*pattern == '{') {
+            if (*name < '0' || *name > '9') return 0;
+            char *end;
+            long v = strtol(name, &end, 10);
+            if (pattern[1] == 'L' && v != L) return 0;
+            name = end;
+            pattern = strchr(pattern, '}') + 1;
+        } else if (*pattern++ != *name++) {
+            return 0;
+        }
+    }
+    return *name == 0;
+}
+
+const TraceName *dflash_trace_name(const char *name, int num_layers) {
+    for (int i = 0; i < dflash_n_trace_names; i++)
+        if (name_matches(dflash_trace_names[i].pattern, name, num_layers)) return &dflash_trace_names[i];
+    return NULL;
+}
+
+/* The value of one symbol of a shape ("Lc", "d", "4") */
+static long dim_value(const char *sym, size_t len, const TraceDims *dm) {
+    static const struct { const char *sym; size_t off; } DIMS[] = {
+        {"n", offsetof(TraceDims, n)}, {"m", offsetof(TraceDims, m)}, {"T", offsetof(TraceDims, T)},
+        {"S", offsetof(TraceDims, S)}, {"B", offsetof(TraceDims, B)}, {"Lc", offsetof(TraceDims, Lc)},
+        {"V", offsetof(TraceDims, V)}, {"D", offsetof(TraceDims, D)}, {"I", offsetof(TraceDims, I)},
+        {"H", offsetof(TraceDims, H)}, {"Hkv", offsetof(TraceDims, Hkv)}, {"d", offsetof(TraceDims, d)},
+        {"k", offsetof(TraceDims, k)}, {"L", offsetof(TraceDims, L)},
+    };
+    if (sym[0] >= '0' && sym[0] <= '9') return strtol(sym, NULL, 10);
+    for (size_t i = 0; i < sizeof DIMS / sizeof DIMS[0]; i++)
+        if (strlen(DIMS[i].sym) == len && strncmp(DIMS[i].sym, sym, len) == 0)
+            return *(const int *)((const char *)dm + DIMS[i].off);
+    return -1;
+}
+
+/* A symbolic shape ("Hkv,Lc+B,d", "B-1", "" for a 0-d tensor) with the
+ * current sizes: each axis is one symbol, or two joined by + - * or /.
+ * Returns the number of axes, or -1 when the shape cannot be read. */
+static int eval_shape(const char *shape, const TraceDims *dm, int64_t *out) {
+    int ndim = 0;
+    for (const char *s = shape; *s && ndim < TRACE_MAX_DIMS;) {
+        long v[2] = {0, 0};
+        char op = 0;
+        for (int side = 0; side < 2; side++) {
+            size_t len = strcspn(s, ",+-*/");
+            v[side] = dim_value(s, len, dm);
+            if (v[side] < 0) return -1;
+            s += len;
+            if (side == 0 && *s && *s != ',') op = *s++;
+            else break;
+        }
+        out[ndim++] = op == '+' ? v[0] + v[1] : op == '-' ? v[0] - v[1] : op == '*' ? v[0] * v[1]
+                    : op == '/' ? v[0] / v[1] : v[0];
+        if (*s == ',') s++;
+    }
+    return ndim;
+}
+
+/* hand_to_hook: look the name up, give the buffer its shape, and convert it
+ * to what the table promises: int ids become int64; a (rows, heads*d) buffer
+ * becomes (heads, rows, d), the reference's q.transpose(1, 2) layout. */
+static int hand_to_hook(TraceCtx *trace, const char *name, const void *buffer) {
+    const TraceName *spec = dflash_trace_name(name, trace->dims.L);
+    if (!spec) {
+        dflash_set_error("trace: %s is not in the trace-name table (dflash.c)", name);
+        return -1;
+    }
+    TraceTensor x = {name, trace->ph, spec->kind == TRACE_IDS, buffer, 0, {0}, spec};
+    x.ndim = eval_shape(spec->shape, &trace->dims, x.shape);
+    int64_t count = 1;
+    for (int i = 0; i < x.ndim; i++) count *= x.shape[i];
+    if (x.ndim < 0 || count < 0) {
+        dflash_set_error("trace: %s: cannot size the shape [%s]", name, spec->shape);
+        return -1;
+    }
+    void *copy = NULL;
+    if (spec->kind == TRACE_IDS) {
+        int64_t *ids = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+        if (ids)
+            for (int64_t i = 0; i < count; i++) ids[i] = ((const int *)buffer)[i];
+        x.data = copy = ids;
+    } else if (spec->kind == TRACE_HEADS) {
+        int64_t heads = x.shape[0], rows = x.shape[1], hd = x.shape[2];
+        real *t = malloc(sizeof(real) * (size_t)(count ? count : 1));
+        if (t)
+            for (int64_t h = 0; h < heads; h++)
+                for (int64_t row = 0; row < rows; row++)
+                    memcpy(t + (h * rows + row) * hd, (const real *)buffer + (row * heads + h) * hd,
+                           sizeof(real) * (size_t)hd);
+        x.data = copy = t;
+    }
+    if (spec->kind != TRACE_REAL && !copy) {
+        dflash_set_error("out of memory tracing %s", name);
+        return -1;
+    }
+    int rc = trace->hook->tensor(trace->hook->ctx, &x);
+    free(copy);
+    return rc;
+}
+
+static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...) {
+    if (!trace || trace->failed) return;
+    char name[160];
+    int off = trace->prefix[0] ? snprintf(name, sizeof name, "%s.", trace->prefix) : 0;
+    va_list ap;
+    va_start(ap, name_fmt);
+    vsnprintf(name + off, sizeof name - (size_t)off, name_fmt, ap);
+    va_end(ap);
+    if (hand_to_hook(trace, name, buffer) != 0) trace->failed = 1;
+}
+
+/* Every name the run traces, in the order the run computes them. P is
+ * "prefill" or "verify{r}" (the target's two kinds of call), r counts rounds
+ * from 1, l is a layer, i an index. Shapes use the legend of dflash.h and drop
+ * the batch axis: T tokens in the call, S keys after appending, Lc context rows.
+ * The same table gives trace.jsonl its "meaning" and TRACE.md its rows. */
+#define R TRACE_REAL
+#define IDS TRACE_IDS
+#define HEADS TRACE_HEADS
+const TraceName dflash_trace_names[] = {
+    /* Step 1: the prompt and the target's prefill (and every verification) */
+    {"input_ids", "n", IDS, "prompt ids", "dflash_generate"},
+    {"P.input_ids", "T", IDS, "token ids fed to the target", "target_forward"},
+    {"P.position_ids", "T", IDS, "positions of those tokens (RoPE and the KV cache slots)", "target_forward"},
+    {"P.layers.{l}.self_attn.attn_weights", "H,T,S", R,
+     "target causal attention weights softmax(q.k/sqrt(d)) over the cache", "attention"},
+    {"P.hidden_states.0", "T,D", R, "hidden_states[0]: embedding output", "target_forward"},
+    {"P.hidden_states.{L}", "T,D", R, "hidden_states[L]: AFTER the final model.norm (transformers semantics)",
+     "target_forward"},
+    {"P.hidden_states.{i}", "T,D", R, "hidden_states[i]: output of decoder layer i-1", "target_forward"},
+    {"prefill.logits", "1,V", R, "target logits of the last prompt position (logits_to_keep=1)", "target_forward"},
+    {"prefill.sampled", "1", IDS, "the first new token, sampled at prefill", "sample_row"},
+    {"prefill.target_hidden", "n,k*D", R,
+     "extract_context_feature: [hidden_states[id+1] for id in target_layer_ids]", "extract_context_feature"},
+    /* Steps 2-5: the draft */
+    {"draft{r}.target_hidden_raw", "Lc,k*D", R,
+     "target_hidden_raw = [h3; h7; h11] per position: the context handed in", "draft_forward"},
+    {"draft{r}.fc", "Lc,D", R, "W_fc . target_hidden_raw: k*D features projected back to D", "draft_forward"},
+    {"draft{r}.hidden_norm", "Lc,D", R,
+     "C = RMSNorm(W_fc . target_hidden_raw): target context injected into every draft layer", "draft_forward"},
+    {"draft{r}.block_output_ids", "B", IDS, "the block entering the draft: anchor + B-1 mask ids", "draft_forward"},
+    {"draft{r}.noise_embedding", "B,D", R, "H = embed_tokens(block): the block's own input (noise embedding)",
+     "draft_forward"},
+    {"draft{r}.position_ids", "Lc+B", IDS, "position_ids = [cache_len, start+B): keys use all, queries the last B",
+     "draft_forward"},
+    {"draft{r}.rope_angles", "Lc+B,d/2", R, "RoPE angles theta = position * inv_freq", "rope_cos_sin"},
+    {"draft{r}.cos", "Lc+B,d", R, "cos(cat(angles, angles))", "rope_cos_sin"},
+    {"draft{r}.sin", "Lc+B,d", R, "sin(cat(angles, angles))", "rope_cos_sin"},
+    {"draft{r}.layers.{l}.self_attn.q", "H,B,d", HEADS, "Q = QNorm(H W_Q): queries from the block only, before RoPE",
+     "draft_layer"},
+    {"draft{r}.layers.{l}.self_attn.k", "Hkv,Lc+B,d", HEADS,
+     "K = KNorm(concat[C W_K, H W_K]): context keys then block keys, before RoPE", "draft_layer"},
+    {"draft{r}.layers.{l}.self_attn.v", "Hkv,Lc+B,d", HEADS,
+     "V = concat[C W_V, H W_V]: context values then block values", "draft_layer"},
+    {"draft{r}.layers.{l}.self_attn.q_rope", "H,B,d", HEADS, "Q after RoPE at the block positions (cos[-q_len:])",
+     "apply_rotary_pos_emb"},
+    {"draft{r}.layers.{l}.self_attn.k_rope", "Hkv,Lc+B,d", HEADS, "K after RoPE at all context + block positions",
+     "apply_rotary_pos_emb"},
+    {"draft{r}.layers.{l}.self_attn.attn_scores", "H,B,S", R,
+     "scores = q'.k'/sqrt(d_h) before the softmax: block queries over context + block keys", "attention"},
+    {"draft{r}.layers.{l}.self_attn.attn_weights", "H,B,S", R,
+     "A = softmax(q'.k'/sqrt(d_h)): block queries over context (KV injection) + block keys", "attention"},
+    {"draft{r}.layers.{l}.self_attn.attn_output", "B,D", R, "Attn_out = concat(heads) W_O: only the block's B rows",
+     "draft_layer"},
+    {"draft{r}.layers.{l}", "B,D", R, "draft decoder layer output (the block's hidden states)", "draft_layer"},
+    {"draft{r}.norm", "B,D", R, "final draft norm of the block's B positions", "draft_forward"},
+    {"draft{r}.logits", "B-1,V", R, "draft logits = target.lm_head(out[1:]): one row per masked position",
+     "draft_forward"},
+    {"draft{r}.sampled", "B-1", IDS, "the draft's proposal: argmax of each row (the draft is always greedy)",
+     "dflash_generate"},
+    /* Steps 6-7: verification and the update */
+    {"verify{r}.target_hidden", "B,k*D", R, "extract_context_feature of the block (next round keeps acc+1 rows)",
+     "extract_context_feature"},
+    {"verify{r}.logits", "B,V", R, "target logits at every block position", "target_forward"},
+    {"verify{r}.sampled", "B", IDS, "posterior = sample(target logits): the target's own next token at each position",
+     "sample_row"},
+    {"verify{r}.match", "B-1", IDS, "match = block[1:] == posterior[:-1]", "acceptance_length"},
+    {"verify{r}.cumprod", "B-1", IDS, "cumprod(match): 1 until the first mismatch", "acceptance_length"},
+    {"verify{r}.acceptance_length", "", IDS, "acceptance_length = sum(cumprod): draft tokens accepted",
+     "acceptance_length"},
+    {"output_ids", "m", IDS, "final output ids: prompt + new tokens", "dflash_generate"},
+};
+#undef R
+#undef IDS
+#undef HEADS
+const int dflash_n_trace_names = (int)(sizeof dflash_trace_names / sizeof dflash_trace_names[0]);

@@ -157,17 +157,62 @@ void json_free(Json *j);
 const char *json_describe(const Json *v, char *buf, size_t size);
 
 /* ---------------------------------------------------------------------------
- * Trace hook. dflash.c calls these through a Tracer pointer that is NULL when
- * no trace was asked for (then nothing is formatted, copied or allocated).
- * trace.c implements them. Every call names the tensor exactly as the trace
- * contract (REFERENCE.md section 4) does, e.g. "draft1.layers.0.self_attn.q".
+ * The trace hook: how dflash.c hands out every intermediate tensor.
+ * dflash.c knows nothing of files: it calls hook->tensor(hook->ctx, &t) once
+ * per tensor, in the order it computes them, and only when GenParams.trace is
+ * set. trace.c is one implementation (trace_hook below: .npy files, a
+ * manifest, a readable text); a port's own C test harness can install
+ * another and take the tensors in-process (tests/test_hook.c does).
  */
-typedef struct Tracer Tracer;
+#define TRACE_MAX_DIMS 4
 
 typedef struct {
     const char *phase;    /* "prefill" | "draft" | "verify" | "final" */
     int round;            /* 1.. for draft/verify, 0 otherwise */
 } TracePhase;
+
+/* How a traced buffer is laid out in dflash.c (the trace itself is always
+ * C order in the table's shape): */
+typedef enum {
+    TRACE_REAL,   /* real values, already in the shape's order                */
+    TRACE_IDS,    /* int token ids / positions / flags, traced as int64       */
+    TRACE_HEADS   /* real (rows, heads*d), traced as (heads, rows, d)         */
+} TraceKind;
+
+/* One row of the trace-name table (dflash.c, dflash_trace_names). */
+typedef struct {
+    const char *pattern;   /* "P.layers.{l}.self_attn.q"; P = prefill | verify{r} */
+    const char *shape;     /* symbolic, in the legend above: "H,T,d"; "" = 0-d */
+    TraceKind kind;
+    const char *meaning;
+    const char *function;  /* the C function that computes it */
+} TraceName;
+
+extern const TraceName dflash_trace_names[];
+extern const int dflash_n_trace_names;
+/* The table row a full trace name belongs to (NULL: none). num_layers is the
+ * target's L (hidden_states.{L} is the post-norm entry). */
+const TraceName *dflash_trace_name(const char *name, int num_layers);
+
+/* One tensor handed to the hook. */
+typedef struct {
+    const char *name;      /* "draft1.layers.0.self_attn.q" */
+    TracePhase ph;
+    int is_int;            /* 1: data is int64_t; 0: real */
+    const void *data;      /* C order, `shape` */
+    int ndim;              /* 0 = a scalar */
+    int64_t shape[TRACE_MAX_DIMS];
+    const TraceName *spec; /* its row of the table */
+} TraceTensor;
+
+typedef struct {
+    /* returns 0, or -1 with dflash_errmsg set: the run then stops and fails */
+    int (*tensor)(void *ctx, const TraceTensor *t);
+    void *ctx;
+} TraceHook;
+
+/* ---- trace.c: the hook that writes files, and `dflash diff` */
+typedef struct Tracer Tracer;
 
 /* Open a trace. dir: write <name>.npy files and dir/trace.jsonl (NULL: no
  * .npy). text_path: readable trace ("-" = stdout, NULL: none). filters: glob
@@ -177,6 +222,8 @@ typedef struct {
  * cannot be created, ...). */
 Tracer *trace_open(const char *dir, const char *text_path,
                    const char *const *filters, int n_filters);
+/* The hook to put in GenParams.trace: every tensor goes to trace_real/_i64. */
+const TraceHook *trace_hook(Tracer *t);
 /* Token words for the readable trace (may be NULL). */
 void trace_set_vocab(Tracer *t, const Vocab *v);
 /* Finish the manifest and close every file; frees t. Returns -1 (with
@@ -208,7 +255,7 @@ typedef struct {
     uint64_t seed;           /* seeds the sampling PRNG when temperature > 0 */
     int n_stop;
     int stop_ids[DFLASH_MAX_STOP];
-    Tracer *tracer;          /* NULL: no trace */
+    const TraceHook *trace;  /* NULL: no trace */
 } GenParams;
 
 /* What one speculative round did (for the per-round summary and tests). */

@@ -268,7 +268,7 @@ int main(int argc, char **argv) {
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
         if (!tracer) { free(prompt); goto fail; }
         trace_set_vocab(tracer, &vocab);
-        p.tracer = tracer;
+        p.trace = trace_hook(tracer);
     }
     int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)
                              : ar_generate(&target, prompt, n_prompt, &p, &res);

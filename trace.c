@@ -586,6 +586,7 @@ static char *make_sibling(const char *dir, const char *tag) {
  * ======================================================================== */
 
 struct Tracer {
+    TraceHook hook;       /* what dflash.c calls (trace_hook) */
     /* .npy output (dir given) */
     char *dir;            /* where the trace ends up (trailing '/' removed) */
     char *tmp_dir;        /* "<dir>.partial.XXXXXX", written during the run */
@@ -1231,6 +1232,20 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
 int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
                const real *data, int ndim, const int64_t *shape) {
     return record(t, ph, name, meaning, 0, data, ndim, shape);
+}
+
+/* The hook dflash.c calls: each tensor goes to trace_real / trace_i64 with
+ * the meaning from the trace-name table. */
+static int hook_tensor(void *ctx, const TraceTensor *x) {
+    const char *meaning = x->spec ? x->spec->meaning : "";
+    return x->is_int ? trace_i64(ctx, x->ph, x->name, meaning, x->data, x->ndim, x->shape)
+                     : trace_real(ctx, x->ph, x->name, meaning, x->data, x->ndim, x->shape);
+}
+
+const TraceHook *trace_hook(Tracer *t) {
+    t->hook.tensor = hook_tensor;
+    t->hook.ctx = t;
+    return &t->hook;
 }
 
 int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,

@@ -34,10 +34,10 @@ tbreak extract_context_feature
 continue
 printf "\n== Step 1: extract_context_feature: %d rows, target_layer_ids = {%d, %d, %d}, read from hidden_states[id + 1]\n", rows, layer_ids[0], layer_ids[1], layer_ids[2]
 finish
-printf "target_hidden [n, k*D] = [%d, %d]; columns 0..5 (hidden_states[4]):\n", n, k*D
-ptensor target_hidden n 6 k*D
+printf "target_hidden [n, k*D] = [%d, %d]; columns 0..5 (hidden_states[4]):\n", n, n_ids*D
+ptensor target_hidden n 6 n_ids*D
 printf "columns %d..%d (hidden_states[12], after the final norm):\n", 2*D, 2*D+5
-ptensor target_hidden+2*D n 6 k*D
+ptensor target_hidden+2*D n 6 n_ids*D
 
 # ---- Steps 2 and 3: the draft's inputs ----------------------------------------
 tbreak draft_forward
