@@ -241,7 +241,7 @@ static real dot(const real *a, const real *b, int n) {
 /* attention (eager_attention_forward) for T queries over S cached keys.
  *   q    (T, H*d)        queries after q_norm and RoPE
  *   key, value           one layer of a KVCache: (Hkv, cap, d)
- *   scores (H, T, S)     out: q . k * d^-0.5, before the softmax (-inf where masked)
+ *   scores (H, T, S)     out: q . k * d^-0.5 for every key, before the mask and softmax
  *   att  (H, T, S)       out: softmax(scores) over the allowed keys
  *   out  (T, H*d)        out: att @ v, heads side by side (before o_proj)
  * causal: query t sees keys 0..q_pos0+t (the target); otherwise all S keys
@@ -261,8 +261,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
             real *sc = scores + ((size_t)h * T + t) * S;         /* (S) */
             real *a = att + ((size_t)h * T + t) * S;             /* (S) */
             int n_keys = causal ? q_pos0 + t + 1 : S;
-            for (int s = 0; s < n_keys; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
-            for (int s = n_keys; s < S; s++) sc[s] = -INFINITY;
+            for (int s = 0; s < S; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
             memcpy(a, sc, sizeof(real) * (size_t)n_keys);
             softmax(a, n_keys);
             for (int s = n_keys; s < S; s++) a[s] = 0;
@@ -448,13 +447,19 @@ static real *hidden_state(const TargetRun *r, const Config *c, int i, int T) {
  *   out (T, D) = h_mid + down_proj(silu(gate_proj(x)) * up_proj(x)),
  *   x = post_attention_layernorm(h_mid)            (Qwen3MLP + residual)
  * reading a->h_mid and filling a->xb2, gate, up, act, mlp_out on the way. */
-static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T, real *xt) {
+static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T, real *xt,
+                      int l, TraceCtx *trace) {
     int D = c->hidden_size, I = c->intermediate_size;
     rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, (real)c->rms_norm_eps);
+    TRACE(trace, a->xb2, "layers.%d.post_attention_layernorm", l);
     matmul(a->gate, a->xb2, w->gate_proj, T, D, I, xt);
+    TRACE(trace, a->gate, "layers.%d.mlp.gate_proj", l);
     matmul(a->up, a->xb2, w->up_proj, T, D, I, xt);
+    TRACE(trace, a->up, "layers.%d.mlp.up_proj", l);
     for (size_t i = 0; i < (size_t)T * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
+    TRACE(trace, a->act, "layers.%d.mlp.act", l);
     matmul(a->mlp_out, a->act, w->down_proj, T, I, D, xt);
+    TRACE(trace, a->mlp_out, "layers.%d.mlp.down_proj", l);
     for (size_t i = 0; i < (size_t)T * D; i++) out[i] = a->h_mid[i] + a->mlp_out[i];
 }
 
@@ -478,45 +483,60 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, d);
     TRACE(trace, ids, "input_ids");
     TRACE(trace, r->pos, "position_ids");
+    TRACE(trace, r->angles, "rope_angles");
+    TRACE(trace, r->cos, "cos");
+    TRACE(trace, r->sin, "sin");
 
     /* hidden_states[0] = embed_tokens(input_ids) */
     for (int t = 0; t < T; t++)
         memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
     memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * (size_t)T * D);
+    TRACE(trace, r->h, "hidden_states.0");
 
     for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
         /* attention block: h = h + o_proj(attn(input_layernorm(h))) */
         rmsnorm_rows(a->xb, r->h, w->input_layernorm, T, D, eps);
+        TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
         matmul(a->q, a->xb, w->q_proj, T, D, H * d, r->xt);
         matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d, r->xt);
         matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d, r->xt);
         rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
         rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
+        TRACE(trace, a->q, "layers.%d.self_attn.q", l);
+        TRACE(trace, a->k, "layers.%d.self_attn.k", l);
+        TRACE(trace, a->v, "layers.%d.self_attn.v", l);
         apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, T, T, H, Hkv, d);
+        TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
+        TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
         cache_append(cache, l, a->k_rope, a->v, T);
         attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
                   T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
+        TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
         TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
         matmul(a->attn_output, a->attn, w->o_proj, T, H * d, D, r->xt);
+        TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
         for (size_t i = 0; i < (size_t)T * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
 
         /* MLP block: h = h + down_proj(silu(gate_proj(x)) * up_proj(x)) */
-        mlp_block(r->h, a, w, c, T, r->xt);
+        mlp_block(r->h, a, w, c, T, r->xt, l, trace);
 
-        /* hidden_states[l+1] = output of layer l (the last one is replaced below) */
+        /* hidden_states[l+1] = output of layer l (the last entry is the
+         * post-norm state, written below) */
         memcpy(hidden_state(r, c, l + 1, T), r->h, sizeof(real) * (size_t)T * D);
+        if (l + 1 < L) TRACE(trace, r->h, "hidden_states.%d", l + 1);
     }
     cache->len = S;
 
     /* final norm; transformers stores it as hidden_states[L] (post-norm!) */
     real *last = hidden_state(r, c, L, T);
     rmsnorm_rows(last, r->h, m->norm, T, D, eps);
-    for (int i = 0; i <= L; i++) TRACE(trace, hidden_state(r, c, i, T), "hidden_states.%d", i);
+    TRACE(trace, last, "hidden_states.%d", L);
 
     /* logits = lm_head(norm(h)) for rows logits_from..T-1 */
     int rows = T - logits_from;
     matmul(r->logits, last + (size_t)logits_from * D, m->lm_head, rows, D, V, r->xt);
+    TRACE(trace, r->logits, "logits");
     return rows;
 }
 
@@ -611,6 +631,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     real eps = (real)c->rms_norm_eps;
 
     rmsnorm_rows(a->xb, r->h, w->input_layernorm, B, D, eps);           /* X = input_layernorm(h) */
+    TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
 
     /* 4.1 Q: q = q_norm(q_proj(X)) from the block only: (B, H*d) */
     matmul(a->q, a->xb, w->q_proj, B, D, H * d, r->xt);
@@ -645,7 +666,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     matmul(a->attn_output, a->attn, w->o_proj, B, H * d, D, r->xt);
     TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
     for (size_t i = 0; i < (size_t)B * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
-    mlp_block(a->out, a, w, c, B, r->xt);
+    mlp_block(a->out, a, w, c, B, r->xt, l, trace);
     memcpy(r->h, a->out, sizeof(real) * (size_t)B * D);
     TRACE(trace, a->out, "layers.%d", l);
 }
@@ -863,7 +884,6 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     trace_begin(trace, "prefill", 0);
     target_forward(target, &past_key_values_target, &tr, input_ids, n, n - 1, trace);
     output_ids[n] = sample_row(tr.logits, V, p->temperature, &rng);
-    TRACE(trace, tr.logits, "logits");
     TRACE(trace, &output_ids[n], "sampled");
     if (B > 1) {
         extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, n, 0, n);
@@ -902,11 +922,6 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         target_forward(target, &past_key_values_target, &tr, block, B, 0, trace);
         for (int i = 0; i < B; i++) posterior[i] = sample_row(tr.logits + (size_t)i * V, V, p->temperature, &rng);
         int acc = acceptance_length(block, posterior, B, ri->match, ri->cumprod);
-        if (B > 1) {
-            extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
-            TRACE(trace, target_hidden, "target_hidden");
-        }
-        TRACE(trace, tr.logits, "logits");
         TRACE(trace, posterior, "sampled");
         TRACE(trace, ri->match, "match");
         TRACE(trace, ri->cumprod, "cumprod");
@@ -917,7 +932,11 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;
         cache_crop(&past_key_values_target, start);
-        n_ctx = acc + 1;  /* target_hidden[:acc+1]: rows 0..acc are already in place */
+        if (B > 1) {  /* target_hidden = extract_context_feature(...)[:acc+1] */
+            extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
+            TRACE(trace, target_hidden, "target_hidden");
+            n_ctx = acc + 1;  /* the draft reads rows 0..acc next round */
+        }
         res->target_forwards++;
         res->seconds_verify += now_seconds() - t_verify;
         round_log(ri, block, posterior, B, acc, start, past_key_values_draft.len, past_key_values_target.len);
@@ -1152,7 +1171,7 @@ static int hand_to_hook(TraceCtx *trace, const char *name, const void *buffer) {
 }
 
 static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...) {
-    if (!trace || trace->failed) return;
+    if (!trace || !trace->hook || trace->failed) return;
     char name[160];
     int off = trace->prefix[0] ? snprintf(name, sizeof name, "%s.", trace->prefix) : 0;
     va_list ap;
@@ -1171,13 +1190,36 @@ static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...
 #define IDS TRACE_IDS
 #define HEADS TRACE_HEADS
 const TraceName dflash_trace_names[] = {
-    /* Step 1: the prompt and the target's prefill (and every verification) */
+    /* Step 1: the prompt, then the target's prefill; every verification
+     * (verify{r}, Step 6) is the same target forward over the block */
     {"input_ids", "n", IDS, "prompt ids", "dflash_generate"},
     {"P.input_ids", "T", IDS, "token ids fed to the target", "target_forward"},
     {"P.position_ids", "T", IDS, "positions of those tokens (RoPE and the KV cache slots)", "target_forward"},
+    {"P.rope_angles", "T,d/2", R, "RoPE angles = position * inv_freq", "rope_cos_sin"},
+    {"P.cos", "T,d", R, "cos(cat(angles, angles))", "rope_cos_sin"},
+    {"P.sin", "T,d", R, "sin(cat(angles, angles))", "rope_cos_sin"},
+    {"P.hidden_states.0", "T,D", R, "hidden_states[0]: embedding output", "target_forward"},
+    {"P.layers.{l}.input_layernorm", "T,D", R, "X = input_layernorm(h): the layer's normed input",
+     "target_forward"},
+    {"P.layers.{l}.self_attn.q", "H,T,d", HEADS, "q = q_norm(q_proj(X)) per head, before RoPE", "target_forward"},
+    {"P.layers.{l}.self_attn.k", "Hkv,T,d", HEADS, "k = k_norm(k_proj(X)) per KV head, before RoPE: the new rows only",
+     "target_forward"},
+    {"P.layers.{l}.self_attn.v", "Hkv,T,d", HEADS, "v = v_proj(X): the new rows only", "target_forward"},
+    {"P.layers.{l}.self_attn.q_rope", "H,T,d", HEADS, "q after RoPE at the tokens' positions", "apply_rotary_pos_emb"},
+    {"P.layers.{l}.self_attn.k_rope", "Hkv,T,d", HEADS, "k after RoPE: what the KV cache stores",
+     "apply_rotary_pos_emb"},
+    {"P.layers.{l}.self_attn.attn_scores", "H,T,S", R,
+     "q'.k'/sqrt(d) over every cached and new key, before the causal mask and the softmax", "attention"},
     {"P.layers.{l}.self_attn.attn_weights", "H,T,S", R,
      "target causal attention weights softmax(q.k/sqrt(d)) over the cache", "attention"},
-    {"P.hidden_states.0", "T,D", R, "hidden_states[0]: embedding output", "target_forward"},
+    {"P.layers.{l}.self_attn.attn_output", "T,D", R, "o_proj(attention output, heads side by side)",
+     "target_forward"},
+    {"P.layers.{l}.post_attention_layernorm", "T,D", R, "post_attention_layernorm(h + attn_output): the MLP's input",
+     "mlp_block"},
+    {"P.layers.{l}.mlp.gate_proj", "T,I", R, "gate_proj(x)", "mlp_block"},
+    {"P.layers.{l}.mlp.up_proj", "T,I", R, "up_proj(x)", "mlp_block"},
+    {"P.layers.{l}.mlp.act", "T,I", R, "silu(gate_proj(x)) * up_proj(x)", "mlp_block"},
+    {"P.layers.{l}.mlp.down_proj", "T,D", R, "down_proj(act): added to the residual stream", "mlp_block"},
     {"P.hidden_states.{L}", "T,D", R, "hidden_states[L]: AFTER the final model.norm (transformers semantics)",
      "target_forward"},
     {"P.hidden_states.{i}", "T,D", R, "hidden_states[i]: output of decoder layer i-1", "target_forward"},
@@ -1192,38 +1234,46 @@ const TraceName dflash_trace_names[] = {
     {"draft{r}.hidden_norm", "Lc,D", R,
      "C = RMSNorm(W_fc . target_hidden_raw): target context injected into every draft layer", "draft_forward"},
     {"draft{r}.block_output_ids", "B", IDS, "the block entering the draft: anchor + B-1 mask ids", "draft_forward"},
-    {"draft{r}.noise_embedding", "B,D", R, "H = embed_tokens(block): the block's own input (noise embedding)",
+    {"draft{r}.noise_embedding", "B,D", R, "embed_tokens(block): the block's own input (noise embedding)",
      "draft_forward"},
     {"draft{r}.position_ids", "Lc+B", IDS, "position_ids = [cache_len, start+B): keys use all, queries the last B",
      "draft_forward"},
     {"draft{r}.rope_angles", "Lc+B,d/2", R, "RoPE angles theta = position * inv_freq", "rope_cos_sin"},
     {"draft{r}.cos", "Lc+B,d", R, "cos(cat(angles, angles))", "rope_cos_sin"},
     {"draft{r}.sin", "Lc+B,d", R, "sin(cat(angles, angles))", "rope_cos_sin"},
-    {"draft{r}.layers.{l}.self_attn.q", "H,B,d", HEADS, "Q = QNorm(H W_Q): queries from the block only, before RoPE",
+    {"draft{r}.layers.{l}.input_layernorm", "B,D", R, "X = input_layernorm(h): the block's normed input",
+     "draft_layer"},
+    {"draft{r}.layers.{l}.self_attn.q", "H,B,d", HEADS, "Q = QNorm(X W_Q): queries from the block only, before RoPE",
      "draft_layer"},
     {"draft{r}.layers.{l}.self_attn.k", "Hkv,Lc+B,d", HEADS,
-     "K = KNorm(concat[C W_K, H W_K]): context keys then block keys, before RoPE", "draft_layer"},
+     "K = KNorm(concat[C W_K, X W_K]): context keys then block keys, before RoPE (the new rows only)",
+     "draft_layer"},
     {"draft{r}.layers.{l}.self_attn.v", "Hkv,Lc+B,d", HEADS,
-     "V = concat[C W_V, H W_V]: context values then block values", "draft_layer"},
+     "V = concat[C W_V, X W_V]: context values then block values (the new rows only)", "draft_layer"},
     {"draft{r}.layers.{l}.self_attn.q_rope", "H,B,d", HEADS, "Q after RoPE at the block positions (cos[-q_len:])",
      "apply_rotary_pos_emb"},
     {"draft{r}.layers.{l}.self_attn.k_rope", "Hkv,Lc+B,d", HEADS, "K after RoPE at all context + block positions",
      "apply_rotary_pos_emb"},
     {"draft{r}.layers.{l}.self_attn.attn_scores", "H,B,S", R,
-     "scores = q'.k'/sqrt(d_h) before the softmax: block queries over context + block keys", "attention"},
+     "scores = q'.k'/sqrt(d_h) before the softmax: block queries over the whole draft cache", "attention"},
     {"draft{r}.layers.{l}.self_attn.attn_weights", "H,B,S", R,
-     "A = softmax(q'.k'/sqrt(d_h)): block queries over context (KV injection) + block keys", "attention"},
+     "A = softmax(q'.k'/sqrt(d_h)): block queries over context (KV injection) + block keys, non-causal",
+     "attention"},
     {"draft{r}.layers.{l}.self_attn.attn_output", "B,D", R, "Attn_out = concat(heads) W_O: only the block's B rows",
      "draft_layer"},
+    {"draft{r}.layers.{l}.post_attention_layernorm", "B,D", R,
+     "post_attention_layernorm(h + attn_output): the MLP's input", "mlp_block"},
+    {"draft{r}.layers.{l}.mlp.gate_proj", "B,I", R, "gate_proj(x)", "mlp_block"},
+    {"draft{r}.layers.{l}.mlp.up_proj", "B,I", R, "up_proj(x)", "mlp_block"},
+    {"draft{r}.layers.{l}.mlp.act", "B,I", R, "silu(gate_proj(x)) * up_proj(x)", "mlp_block"},
+    {"draft{r}.layers.{l}.mlp.down_proj", "B,D", R, "down_proj(act): added to the residual stream", "mlp_block"},
     {"draft{r}.layers.{l}", "B,D", R, "draft decoder layer output (the block's hidden states)", "draft_layer"},
     {"draft{r}.norm", "B,D", R, "final draft norm of the block's B positions", "draft_forward"},
     {"draft{r}.logits", "B-1,V", R, "draft logits = target.lm_head(out[1:]): one row per masked position",
      "draft_forward"},
     {"draft{r}.sampled", "B-1", IDS, "the draft's proposal: argmax of each row (the draft is always greedy)",
      "dflash_generate"},
-    /* Steps 6-7: verification and the update */
-    {"verify{r}.target_hidden", "B,k*D", R, "extract_context_feature of the block (next round keeps acc+1 rows)",
-     "extract_context_feature"},
+    /* Steps 6-7: verification (the target rows above, then these) and the update */
     {"verify{r}.logits", "B,V", R, "target logits at every block position", "target_forward"},
     {"verify{r}.sampled", "B", IDS, "posterior = sample(target logits): the target's own next token at each position",
      "sample_row"},
@@ -1231,6 +1281,9 @@ const TraceName dflash_trace_names[] = {
     {"verify{r}.cumprod", "B-1", IDS, "cumprod(match): 1 until the first mismatch", "acceptance_length"},
     {"verify{r}.acceptance_length", "", IDS, "acceptance_length = sum(cumprod): draft tokens accepted",
      "acceptance_length"},
+    {"verify{r}.target_hidden", "B,k*D", R,
+     "extract_context_feature of the block: all B rows; the next round reads rows 0..acc",
+     "extract_context_feature"},
     {"output_ids", "m", IDS, "final output ids: prompt + new tokens", "dflash_generate"},
 };
 #undef R

@@ -277,20 +277,19 @@ static void test_logits_bit_identical_alone_or_in_block(void **state) {
     int V = c->vocab_size, prompt[3] = {2, 3, 4}, block[8] = {5, 6, 7, 8, 9, 10, 11, 12};
     KVCache kv;
     TargetRun tr;
-    TraceCtx off = {0};
     assert_int_equal(cache_init(&kv, c, 16), 0);
     assert_int_equal(target_run_init(&tr, c, 8, 16), 0);
-    target_forward(&p->target, &kv, &tr, prompt, 3, 2, &off);
+    target_forward(&p->target, &kv, &tr, prompt, 3, 2, NULL);
     real alone[8][64];
     assert_true(V <= 64);
     /* one token at a time: block[i] at position 3 + i */
     for (int i = 0; i < 8; i++) {
-        target_forward(&p->target, &kv, &tr, &block[i], 1, 0, &off);
+        target_forward(&p->target, &kv, &tr, &block[i], 1, 0, NULL);
         memcpy(alone[i], tr.logits, sizeof(real) * (size_t)V);
     }
     for (int T = 2; T <= 8; T++) {
         cache_crop(&kv, 3);
-        target_forward(&p->target, &kv, &tr, block, T, 0, &off);   /* the block at positions 3..3+T-1 */
+        target_forward(&p->target, &kv, &tr, block, T, 0, NULL);   /* the block at positions 3..3+T-1 */
         for (int i = 0; i < T; i++)
             if (memcmp(alone[i], tr.logits + (size_t)i * V, sizeof(real) * (size_t)V) != 0)
                 fail_msg("block of %d: row %d differs from the same token computed alone", T, i);
@@ -428,7 +427,6 @@ static void exact_joint(const Model *t, const int *prompt, int n, double temp, d
     int V = t->cfg.vocab_size, ids[8];
     KVCache kv;
     TargetRun tr;
-    TraceCtx off = {0};
     assert_int_equal(target_run_init(&tr, &t->cfg, n + 1, 16), 0);
     double p1[16], p2[16];
     for (int a = -1; a < V; a++) {
@@ -436,7 +434,7 @@ static void exact_joint(const Model *t, const int *prompt, int n, double temp, d
         memcpy(ids, prompt, sizeof(int) * (size_t)n);
         int T = n;
         if (a >= 0) ids[T++] = a;
-        target_forward(t, &kv, &tr, ids, T, T - 1, &off);
+        target_forward(t, &kv, &tr, ids, T, T - 1, NULL);
         double *p = a < 0 ? p1 : p2, mx = -1e300, sum = 0;
         for (int v = 0; v < V; v++) if (tr.logits[v] / temp > mx) mx = tr.logits[v] / temp;
         for (int v = 0; v < V; v++) sum += p[v] = exp(tr.logits[v] / temp - mx);

@@ -1,9 +1,9 @@
 /* tests/test_trace_run.c - traces of whole runs of the built programs.
  *
- * - every name of the trace contract (REFERENCE.md section 4) is written,
- *   with the shape the contract gives, for the walkthrough run and for a
- *   random-weights run with block size 6; the manifest lists them in
- *   production order and every listed file exists. Expected names and shapes
+ * - every name of the trace contract (TRACE.md) is written, with the shape
+ *   the contract gives, for the walkthrough run and for a random-weights run
+ *   with block size 6; the manifest lists exactly them, in data-flow order
+ *   (each layer's internals, then its output), and every listed file exists. Expected names and shapes
  *   are derived here from the algorithm (start += acc + 1, Lc = acc + 1,
  *   S = start + B), not copied from a run.
  * - two runs give byte-identical trace directories; the -O0 debug build and
@@ -148,7 +148,7 @@ typedef struct {
 } Want;
 
 typedef struct {
-    Want w[4000];
+    Want w[20000];
     int n;
 } WantList;
 
@@ -165,7 +165,39 @@ static void want(WantList *l, int ndim, int64_t s0, int64_t s1, int64_t s2, cons
 typedef struct {
     int n, B, L, D, H, Hkv, d, V, k, N, max_new;
     int stop;   /* stop id, or -1 (--ignore-eos) */
+    int I;      /* intermediate_size (target and draft alike here) */
 } Dims;
+
+/* One target forward (prefill or verify{r}) of T tokens over S keys, in the
+ * order the computation produces its tensors: each layer's internals, then
+ * that layer's output hidden_states.{l+1}; the last one after the final norm. */
+static void want_target(WantList *l, const Dims *g, const char *P, int T, int S, int logit_rows) {
+    int D = g->D, d = g->d;
+    want(l, 1, T, 0, 0, "%s.input_ids", P);
+    want(l, 1, T, 0, 0, "%s.position_ids", P);
+    want(l, 2, T, d / 2, 0, "%s.rope_angles", P);
+    want(l, 2, T, d, 0, "%s.cos", P);
+    want(l, 2, T, d, 0, "%s.sin", P);
+    want(l, 2, T, D, 0, "%s.hidden_states.0", P);
+    for (int ly = 0; ly < g->L; ly++) {
+        want(l, 2, T, D, 0, "%s.layers.%d.input_layernorm", P, ly);
+        want(l, 3, g->H, T, d, "%s.layers.%d.self_attn.q", P, ly);
+        want(l, 3, g->Hkv, T, d, "%s.layers.%d.self_attn.k", P, ly);
+        want(l, 3, g->Hkv, T, d, "%s.layers.%d.self_attn.v", P, ly);
+        want(l, 3, g->H, T, d, "%s.layers.%d.self_attn.q_rope", P, ly);
+        want(l, 3, g->Hkv, T, d, "%s.layers.%d.self_attn.k_rope", P, ly);
+        want(l, 3, g->H, T, S, "%s.layers.%d.self_attn.attn_scores", P, ly);
+        want(l, 3, g->H, T, S, "%s.layers.%d.self_attn.attn_weights", P, ly);
+        want(l, 2, T, D, 0, "%s.layers.%d.self_attn.attn_output", P, ly);
+        want(l, 2, T, D, 0, "%s.layers.%d.post_attention_layernorm", P, ly);
+        want(l, 2, T, g->I, 0, "%s.layers.%d.mlp.gate_proj", P, ly);
+        want(l, 2, T, g->I, 0, "%s.layers.%d.mlp.up_proj", P, ly);
+        want(l, 2, T, g->I, 0, "%s.layers.%d.mlp.act", P, ly);
+        want(l, 2, T, D, 0, "%s.layers.%d.mlp.down_proj", P, ly);
+        want(l, 2, T, D, 0, "%s.hidden_states.%d", P, ly + 1);
+    }
+    want(l, 2, logit_rows, g->V, 0, "%s.logits", P);
+}
 
 static void read_ids(const char *dir, const char *name, int *out, int n) {
     char path[600];
@@ -183,10 +215,7 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
     int n = g->n, B = g->B, D = g->D, kD = g->k * g->D;
     l->n = 0;
     want(l, 1, n, 0, 0, "input_ids");
-    want(l, 1, n, 0, 0, "prefill.input_ids");
-    want(l, 1, n, 0, 0, "prefill.position_ids");
-    for (int i = 0; i <= g->L; i++) want(l, 2, n, D, 0, "prefill.hidden_states.%d", i);
-    want(l, 2, 1, g->V, 0, "prefill.logits");
+    want_target(l, g, "prefill", n, n, 1);
     want(l, 1, 1, 0, 0, "prefill.sampled");
     want(l, 2, n, kD, 0, "prefill.target_hidden");
     int start = n, Lc = n, r = 0, max_length = n + g->max_new, stopped = 0;
@@ -206,28 +235,33 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
         want(l, 2, P, g->d, 0, "draft%d.cos", r);
         want(l, 2, P, g->d, 0, "draft%d.sin", r);
         for (int ly = 0; ly < g->N; ly++) {
+            want(l, 2, B, D, 0, "draft%d.layers.%d.input_layernorm", r, ly);
             want(l, 3, g->H, B, g->d, "draft%d.layers.%d.self_attn.q", r, ly);
             want(l, 3, g->Hkv, P, g->d, "draft%d.layers.%d.self_attn.k", r, ly);
             want(l, 3, g->Hkv, P, g->d, "draft%d.layers.%d.self_attn.v", r, ly);
             want(l, 3, g->H, B, g->d, "draft%d.layers.%d.self_attn.q_rope", r, ly);
             want(l, 3, g->Hkv, P, g->d, "draft%d.layers.%d.self_attn.k_rope", r, ly);
+            want(l, 3, g->H, B, S, "draft%d.layers.%d.self_attn.attn_scores", r, ly);
             want(l, 3, g->H, B, S, "draft%d.layers.%d.self_attn.attn_weights", r, ly);
             want(l, 2, B, D, 0, "draft%d.layers.%d.self_attn.attn_output", r, ly);
+            want(l, 2, B, D, 0, "draft%d.layers.%d.post_attention_layernorm", r, ly);
+            want(l, 2, B, g->I, 0, "draft%d.layers.%d.mlp.gate_proj", r, ly);
+            want(l, 2, B, g->I, 0, "draft%d.layers.%d.mlp.up_proj", r, ly);
+            want(l, 2, B, g->I, 0, "draft%d.layers.%d.mlp.act", r, ly);
+            want(l, 2, B, D, 0, "draft%d.layers.%d.mlp.down_proj", r, ly);
             want(l, 2, B, D, 0, "draft%d.layers.%d", r, ly);
         }
         want(l, 2, B, D, 0, "draft%d.norm", r);
         want(l, 2, B - 1, g->V, 0, "draft%d.logits", r);
         want(l, 1, B - 1, 0, 0, "draft%d.sampled", r);
-        want(l, 1, B, 0, 0, "verify%d.input_ids", r);
-        want(l, 1, B, 0, 0, "verify%d.position_ids", r);
-        for (int i = 0; i <= g->L; i++) want(l, 2, B, D, 0, "verify%d.hidden_states.%d", r, i);
-        want(l, 2, B, kD, 0, "verify%d.target_hidden", r);
-        want(l, 2, B, g->V, 0, "verify%d.logits", r);
+        char name[64];
+        snprintf(name, sizeof name, "verify%d", r);
+        want_target(l, g, name, B, S, B);
         want(l, 1, B, 0, 0, "verify%d.sampled", r);
         want(l, 1, B - 1, 0, 0, "verify%d.match", r);
         want(l, 1, B - 1, 0, 0, "verify%d.cumprod", r);
         want(l, 0, 0, 0, 0, "verify%d.acceptance_length", r);
-        char name[64];
+        want(l, 2, B, kD, 0, "verify%d.target_hidden", r);
         snprintf(name, sizeof name, "verify%d.acceptance_length", r);
         int acc = (int)npy_scalar(dir, name);
         /* the draft's positions: [start - Lc, start + B) */
@@ -289,6 +323,8 @@ static void check_contract(const char *dir, const Dims *g, int expect_rounds) {
         assert_int_equal(a.ndim, w->ndim);
         npy_free_(&a);
     }
+    /* the manifest lists exactly these names: nothing more */
+    if (m.n != l->n) fail_msg("%s: the manifest lists %d tensors, the contract %d", dir, m.n, l->n);
     /* every listed file exists */
     for (int i = 0; i < m.n; i++) assert_true(tu_exists(tu_path(dir, m.e[i].file)));
     free(l);
@@ -320,7 +356,7 @@ static void test_contract_walkthrough(void **state) {
     char cmd[800];
     snprintf(cmd, sizeof cmd, "./dflash --weights " WALK " --trace %s/t", dir);
     run_ok(cmd);
-    Dims g = {3, 4, 12, 512, 8, 8, 64, vocab_lines(WALK), 3, 2, 16, 0 /* <eos> */};
+    Dims g = {3, 4, 12, 512, 8, 8, 64, vocab_lines(WALK), 3, 2, 16, 0 /* <eos> */, 1536};
     char t[600];
     snprintf(t, sizeof t, "%s/t", dir);
     check_contract(t, &g, 2);   /* the walkthrough story has two rounds */
@@ -337,7 +373,7 @@ static void test_contract_random_block6(void **state) {
     snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --prompt 'The cat sat on' --block-size 6 "
                               "--max-new-tokens 10 --ignore-eos --trace %s/t", dir);
     run_ok(cmd);
-    Dims g = {4, 6, 12, 512, 8, 4, 64, vocab_lines(RAND), 3, 2, 10, -1};
+    Dims g = {4, 6, 12, 512, 8, 4, 64, vocab_lines(RAND), 3, 2, 10, -1, 1536};
     char t[600];
     snprintf(t, sizeof t, "%s/t", dir);
     check_contract(t, &g, -1);

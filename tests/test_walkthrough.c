@@ -167,12 +167,11 @@ static void test_planted_attention_round1_layer0(void **state) {
     KVCache tkv, dkv;
     TargetRun tr;
     DraftRun dr;
-    TraceCtx off = {0};
     assert_int_equal(cache_init(&tkv, tc, 16), 0);
     assert_int_equal(cache_init(&dkv, dc, 16), 0);
     assert_int_equal(target_run_init(&tr, tc, 3, 16), 0);
     assert_int_equal(draft_run_init(&dr, dc, tc->vocab_size, 3, B, 16), 0);
-    target_forward(&s->target, &tkv, &tr, ids, 3, 2, &off);
+    target_forward(&s->target, &tkv, &tr, ids, 3, 2, NULL);
     assert_int_equal(argmax(tr.logits, tc->vocab_size), id(s, "on"));
     /* the target's layers 3, 7, 11 (hidden_states[4], [8], [12]) differ */
     for (int a = 4; a <= 12; a += 4)
@@ -185,7 +184,7 @@ static void test_planted_attention_round1_layer0(void **state) {
     real *th = calloc((size_t)3 * dc->n_target_layer_ids * tc->hidden_size, sizeof(real));
     extract_context_feature(th, &tr, tc, dc->target_layer_ids, dc->n_target_layer_ids, 3, 0, 3);
     int block[4] = {id(s, "on"), dc->mask_token_id, dc->mask_token_id, dc->mask_token_id};
-    draft_forward(&s->draft, &s->target, &dkv, &dr, th, 3, block, &off);
+    draft_forward(&s->draft, &s->target, &dkv, &dr, th, 3, block, NULL);
     const int S = 7;                                   /* 3 context keys + 4 block keys */
     assert_int_equal(dkv.len, S);
     const real *att = dr.acts[0].att;                  /* (H, B, S) */
