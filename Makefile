@@ -7,7 +7,8 @@
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
-#   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
+#   make gdb-guide          regenerate walkthrough/gdb.md by running its commands in gdb
+#   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
 #   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
@@ -32,7 +33,7 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check sanitize memcheck fuzz
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -130,7 +131,11 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 	else echo "walkthrough-check: FAILED: walkthrough/ differs from a regeneration (make walkthrough, then commit)"; fi; \
 	exit $$rc
 
-# The gdb guide (walkthrough/gdb.md), run as written on the -O0 -g3 build.
+# The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
+# commands in gdb on the -O0 -g3 build (transcripts and line numbers are
+# gdb's). After an edit of dflash.c moves lines, `make gdb-guide` and commit.
+gdb-guide: dflash-debug weights
+	sh walkthrough/gdb-check.sh --write
 gdb-check: dflash-debug weights
 	sh walkthrough/gdb-check.sh
 
