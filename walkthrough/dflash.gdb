@@ -93,12 +93,6 @@ def end_line(func):
 # ---------------------------------------------------------------------------
 # Reading memory
 
-def _val(expr, frame=None):
-    if frame is not None and frame.is_valid():
-        frame.select()
-    return gdb.parse_and_eval(expr)
-
-
 def _int(expr):
     return int(gdb.parse_and_eval(expr))
 
@@ -203,7 +197,6 @@ def _where(label):
     f = gdb.selected_frame()
     sal = f.find_sal()
     line = sal.line
-    text = _source()[line - 1].strip() if line else ""
     out("%s   (%s, dflash.c:%d)", label, f.name(), line)
     out("%d\t%s", line, _source()[line - 1] if line else "")
 
@@ -287,7 +280,12 @@ def dflash_command(name):
                 super().__init__(name, gdb.COMMAND_USER)
 
             def invoke(self, arg, from_tty):
-                fn(gdb.string_to_argv(arg))
+                try:
+                    fn(gdb.string_to_argv(arg))
+                except gdb.GdbError:
+                    raise
+                except gdb.error as e:  # e.g. a variable that is not there at this stop
+                    raise gdb.GdbError("%s: %s" % (name, e))
         C()
         _commands[name] = fn
         return fn
@@ -299,18 +297,38 @@ def _need(args, n, usage):
         raise gdb.GdbError("usage: " + usage)
 
 
+def _need_stop(what):
+    if not _running():
+        raise gdb.GdbError("%s: the program is not running; step1, round R or any step command starts it" % what)
+
+
+def _num(arg, what):
+    """an integer argument: a number or an expression of the program"""
+    try:
+        return int(gdb.parse_and_eval(arg))
+    except (gdb.error, ValueError):
+        raise gdb.GdbError("%s: expected a number, got '%s'" % (what, arg))
+
+
+def _check_layer(L, cfg, what):
+    """L must be a layer of the model whose config dflash_generate calls cfg"""
+    if _round() is None:
+        return
+    n = _in_frame("dflash_generate", lambda: _int("%s ? %s->num_hidden_layers : 0" % (cfg, cfg)))
+    if not 0 <= L < n:
+        raise gdb.GdbError("%s: the %s has layers 0..%d, not %d" % (what, "draft" if cfg == "dcfg" else "target",
+                                                                    n - 1, L))
+
+
 # ---------------------------------------------------------------------------
 # The steps
 
-def _gen(expr):
-    return int(_in_frame("dflash_generate", lambda: gdb.parse_and_eval(expr)))
-
-
 @dflash_command("step1")
 def step1(args):
-    """step1: run the prefill (Step 1) and stop when round 1 is about to start.
-Prints the prompt, the prefill's logits, the first new token and
-target_hidden = extract_context_feature(hidden_states)."""
+    """Step 1: run the prefill, stop as round 1 starts.
+Usage: step1. Prints the prompt, the prefill's logits, the first new token
+and target_hidden = extract_context_feature(hidden_states). Starts the
+program again when round 1 is already under way."""
     _need(args, 0, "step1")
     r = _round()
     if r is not None and r >= 1:
@@ -347,8 +365,8 @@ target_hidden = extract_context_feature(hidden_states)."""
 
 @dflash_command("step2")
 def step2(args):
-    """step2: run to the end of Step 2 (in draft_forward) and print C =
-hidden_norm(fc(target_hidden)), the context the draft injects."""
+    """Step 2: run to C = hidden_norm(fc(target_hidden)) and print it.
+Usage: step2. Stops in draft_forward, in the current or next round."""
     _need(args, 0, "step2")
     line = marker_line("draft_forward", "/* Step 3:")
     if not run_to("dflash.c:%d" % line, None, "Step 2"):
@@ -369,8 +387,9 @@ hidden_norm(fc(target_hidden)), the context the draft injects."""
 
 @dflash_command("step3")
 def step3(args):
-    """step3: run to the end of Step 3 (in draft_forward): the block,
-noise_embedding = embed_tokens(block), and the position ids."""
+    """Step 3: run to the block's embedding and print the block.
+Usage: step3. Stops in draft_forward, in the current or next round, and
+prints the block, noise_embedding = embed_tokens(block), the position ids."""
     _need(args, 0, "step3")
     line = marker_line("draft_forward", "/* Step 4:")
     if not run_to("dflash.c:%d" % line, None, "Step 3"):
@@ -409,10 +428,12 @@ def _layer_header(label):
 
 @dflash_command("draft-layer")
 def draft_layer_cmd(args):
-    """draft-layer L: run to the start of draft layer L (Step 4.1 next) in
-the current or next round. Prints the layer's normed input X = a->xb."""
+    """Run to the start of draft layer L (Step 4.1 next).
+Usage: draft-layer L. In the current or next round; prints the layer's
+normed input X = a->xb. `next` steps through the layer from there."""
     _need(args, 1, "draft-layer L")
-    L = int(gdb.parse_and_eval(args[0]))
+    L = _num(args[0], "draft-layer L")
+    _check_layer(L, "dcfg", "draft-layer")
     line = marker_line("draft_layer", "/* 4.1")
     if not run_to("dflash.c:%d" % line, lambda: _int("l") == L, "draft layer %d" % L):
         return
@@ -442,9 +463,10 @@ def _sub_end(K):
 
 @dflash_command("step4")
 def step4(args):
-    """step4 [K]: with no K, run to the start of draft layer 0 (Step 4: KV
-injection), to step through it with `next`. With K = 1..5, run to the end
-of sub-step 4.K in the current or next draft layer and print it:
+    """Step 4: run to draft layer 0, or to the end of sub-step 4.K.
+Usage: step4 [K]. With no K, stop where draft layer 0 starts (Step 4, the
+KV injection), to step through it with `next`. With K = 1..5, run to the
+end of sub-step 4.K in the current or next draft layer and print it:
 4.1 Q, 4.2 K (context and block rows), 4.3 RoPE, 4.4 attention, 4.5 output."""
     if len(args) == 0:
         line = marker_line("draft_layer", "/* 4.1")
@@ -452,7 +474,7 @@ of sub-step 4.K in the current or next draft layer and print it:
             _draft_layer_start()
         return
     _need(args, 1, "step4 [K]   (K = 1..5)")
-    K = int(args[0])
+    K = _num(args[0], "step4 K")
     if not 1 <= K <= 5:
         raise gdb.GdbError("step4: K must be 1..5 (4.1 Q ... 4.5 output), not %d" % K)
     if not run_to(_sub_end(K), None, "the end of Step 4.%d" % K):
@@ -534,8 +556,8 @@ def _s45():
 
 @dflash_command("step5")
 def step5(args):
-    """step5: run to the end of draft_forward (Step 5) and print the draft's
-logits: the argmax of each row is a proposal."""
+    """Step 5: run to the draft's logits and print the proposals.
+Usage: step5. Stops at the end of draft_forward, in the current or next round."""
     _need(args, 0, "step5")
     if not run_to("dflash.c:%d" % end_line("draft_forward"), None, "Step 5"):
         return
@@ -551,8 +573,9 @@ logits: the argmax of each row is a proposal."""
 
 @dflash_command("step6")
 def step6(args):
-    """step6: run to the end of Step 6 (verification) and print the block,
-the target's posterior, match, cumprod and the acceptance length."""
+    """Step 6: run past the verification and print the acceptance.
+Usage: step6. Prints the block, the target's posterior, match, cumprod and
+the acceptance length, in the current or next round."""
     _need(args, 0, "step6")
     line = marker_line("dflash_generate", "/* ---- Step 7")
     if not run_to("dflash.c:%d" % line, None, "Step 6"):
@@ -577,8 +600,9 @@ the target's posterior, match, cumprod and the acceptance length."""
 
 @dflash_command("step7")
 def step7(args):
-    """step7: run to the end of Step 7, the state update: start, output_ids,
-the target cache crop, and the draft cache crop made after the draft forward."""
+    """Step 7: run to the end of the round and print the state update.
+Usage: step7. Prints start, output_ids, the target cache crop, and the
+draft cache crop (made right after the draft forward)."""
     _need(args, 0, "step7")
     line = marker_line("dflash_generate", "/* stop if any stop id")
     if not run_to("dflash.c:%d" % line, None, "Step 7"):
@@ -598,10 +622,11 @@ the target cache crop, and the draft cache crop made after the draft forward."""
 
 @dflash_command("round")
 def round_cmd(args):
-    """round R: run to the start of round R (restarting the program when round
-R is already under way or over) and print the state it starts from."""
+    """Run to the start of round R.
+Usage: round R. Starts the program again when round R is already under
+way or over; prints start and the cache lengths the round starts from."""
     _need(args, 1, "round R")
-    R = int(gdb.parse_and_eval(args[0]))
+    R = _num(args[0], "round R")
     if R < 1:
         raise gdb.GdbError("round: R counts from 1")
     r = _round()
@@ -623,11 +648,12 @@ R is already under way or over) and print the state it starts from."""
 
 @dflash_command("target-layer")
 def target_layer_cmd(args):
-    """target-layer L: run to the MLP of target layer L in the next target
-forward (the prefill or a verification), at the start of mlp_block; `next`
-steps through it, `finish` runs it to its end."""
+    """Run to the MLP of target layer L in the next target forward.
+Usage: target-layer L. Stops where mlp_block starts, in the prefill or a
+verification; `next` steps through it, `finish` runs it to its end."""
     _need(args, 1, "target-layer L")
-    L = int(gdb.parse_and_eval(args[0]))
+    L = _num(args[0], "target-layer L")
+    _check_layer(L, "tcfg", "target-layer")
     if not run_to("mlp_block", lambda: _int("l") == L and _is_caller("target_forward"),
                   "target layer %d" % L):
         return
@@ -652,16 +678,18 @@ steps through it, `finish` runs it to its end."""
 
 @dflash_command("ptensor")
 def ptensor(args):
-    """ptensor EXPR ROWS COLS [ROW_STRIDE]: print ROWS x COLS values of a
-row-major buffer starting at EXPR (a pointer to real), with its shape. Rows
+    """Print a row-major buffer as a matrix.
+Usage: ptensor EXPR ROWS COLS [ROW_STRIDE]. Prints ROWS x COLS values of
+the buffer starting at EXPR (a pointer to real), with its shape. Rows
 are ROW_STRIDE values apart (default COLS), so `ptensor r->C+36 Lc 6 D` is
 columns 36..41 of C. ROWS, COLS, ROW_STRIDE may be expressions (B, H*d)."""
     if len(args) not in (3, 4):
         raise gdb.GdbError("usage: ptensor EXPR ROWS COLS [ROW_STRIDE]")
+    _need_stop("ptensor")
     p = gdb.parse_and_eval(args[0])
-    rows = int(gdb.parse_and_eval(args[1]))
-    cols = int(gdb.parse_and_eval(args[2]))
-    stride = int(gdb.parse_and_eval(args[3])) if len(args) == 4 else cols
+    rows = _num(args[1], "ptensor ROWS")
+    cols = _num(args[2], "ptensor COLS")
+    stride = _num(args[3], "ptensor ROW_STRIDE") if len(args) == 4 else cols
     head = "%s  [%d, %d]" % (args[0], rows, cols)
     if stride != cols:
         head += "  (row stride %d)" % stride
@@ -702,18 +730,22 @@ def _pattn(h):
 
 @dflash_command("pattn")
 def pattn(args):
-    """pattn HEAD: the attention weights of one head at the current stop (in
-draft_layer, target_forward or attention), rows = queries, columns = keys,
-with the boundary between the context (or cached) keys and the block marked."""
+    """Print one head's attention weights, context | block marked.
+Usage: pattn HEAD. At a stop in draft_layer, target_forward or attention
+(or below them): rows = queries, columns = keys, with the boundary between
+the context (or cached) keys and the block's keys marked."""
     _need(args, 1, "pattn HEAD")
-    _pattn(int(gdb.parse_and_eval(args[0])))
+    _need_stop("pattn")
+    _pattn(_num(args[0], "pattn HEAD"))
 
 
 @dflash_command("pblock")
 def pblock(args):
-    """pblock: the block of the current round as words, with its positions
-(dflash_generate's block: anchor + masks before Step 5, the proposals after)."""
+    """Print the block as words, with its positions.
+Usage: pblock. dflash_generate's block: anchor + masks before Step 5, the
+proposals after."""
     _need(args, 0, "pblock")
+    _need_stop("pblock")
 
     def show():
         B = _int("B")

@@ -18,6 +18,9 @@
 #      moved, it says so and `make gdb-guide` regenerates the page;
 #   4. the same with `print` commands run between the commands (a student
 #      exploring): the transcripts do not depend on gdb's value history;
+#      and the commands run as a script (gdb -batch -x) print the same, but
+#      for "Continuing." and "Run till exit", which gdb prints for typed
+#      commands only;
 #   5. each "NNN<tab>source" line of the transcripts (a stop, a `next`) is
 #      line NNN of dflash.c;
 #   6. the facts the guide is about: acceptance lengths 2 and 3, the planted
@@ -113,6 +116,21 @@ if ! cmp -s "$tmp/got" "$tmp/noise"; then
     fail=1
 fi
 
+# 4b. the commands run as a script (gdb -batch -x): the same output, except
+#     the lines gdb prints only for typed commands
+awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/gdb.md.in > "$tmp/cmds.gdb"
+gdb -q -batch -nx -x "$tmp/cmds.gdb" ./dflash-debug > "$tmp/batch.raw" 2>&1
+checks=$((checks + 1))
+awk '/^```/ { t = ($0 == "```text"); next } t' "$tmp/fresh.md" |
+    grep -v -e '^(gdb) ' -e '^Continuing\.$' -e '^Run till exit from ' > "$tmp/batch.want"
+normalize "$tmp/batch.want" > "$tmp/batch.want.n"
+normalize "$tmp/batch.raw" > "$tmp/batch.got.n"
+if ! cmp -s "$tmp/batch.want.n" "$tmp/batch.got.n"; then
+    echo "gdb-check: the guide's commands run with gdb -batch -x print something else:"
+    diff -u "$tmp/batch.want.n" "$tmp/batch.got.n" | head -n 30
+    fail=1
+fi
+
 # 5. every "NNN<tab>text" line gdb printed in dflash.c is line NNN of dflash.c
 checks=$((checks + 1))
 bad=$(awk -F '\t' 'NR == FNR { src[FNR] = $0; next }
@@ -159,5 +177,5 @@ if [ $fail -ne 0 ]; then
     echo "gdb-check: FAILED"
     exit 1
 fi
-echo "gdb-check: OK: $checks checks; walkthrough/gdb.md is what gdb prints now ($(grep -c '^(gdb) ' walkthrough/gdb.md) commands, $n_defined defined in dflash.gdb, all used), with or without values printed in between"
+echo "gdb-check: OK: $checks checks; walkthrough/gdb.md is what gdb prints now ($(grep -c '^(gdb) ' walkthrough/gdb.md) commands, $n_defined defined in dflash.gdb, all used), with or without values printed in between, typed or as a script"
 exit 0
