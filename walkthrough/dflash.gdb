@@ -75,10 +75,10 @@ def _function_lines(func):
 
 
 def marker_line(func, text):
-    """The line of dflash.c inside func that contains text (it must occur once)."""
+    """The line of dflash.c inside func that starts with text (a comment; it must occur once)."""
     first, last = _function_lines(func)
     lines = _source()
-    hits = [i for i in range(first, last + 1) if text in lines[i - 1]]
+    hits = [i for i in range(first, last + 1) if lines[i - 1].lstrip().startswith(text)]
     if len(hits) != 1:
         raise gdb.GdbError("dflash.gdb: \"%s\" occurs %d times in %s (dflash.c), expected once; "
                            "update the marker in walkthrough/dflash.gdb" % (text, len(hits), func))

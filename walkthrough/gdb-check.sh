@@ -57,8 +57,10 @@ fi
 fail=0
 checks=0
 # what may differ from machine to machine or with the session's history
+# (and a software watchpoint where the machine has no hardware ones)
 normalize() {
-    sed -e 's/0x[0-9a-f][0-9a-f]*/0x?/g' -e 's/\$[0-9][0-9]*/$?/g' -e 's/process [0-9][0-9]*/process ?/g' "$1"
+    sed -e 's/0x[0-9a-f][0-9a-f]*/0x?/g' -e 's/\$[0-9][0-9]*/$?/g' -e 's/process [0-9][0-9]*/process ?/g' \
+        -e 's/^Hardware watchpoint /Watchpoint /' "$1"
 }
 
 # 1. no hand-written line numbers in the template
