@@ -245,6 +245,8 @@ def run_to(spec, cond, what):
         if _running():
             _quietly("continue")
         else:
+            global _words
+            _words = None  # the new run may load other weights
             _quietly("run")
     finally:
         reached = bp.reached
