@@ -38,9 +38,10 @@
 set pagination off
 
 python
-import gdb
-import re
+import os
 import struct
+
+import gdb
 
 # ---------------------------------------------------------------------------
 # dflash.c's source, and lines found by their text
@@ -55,10 +56,15 @@ def _source():
         raise gdb.GdbError("dflash.gdb: no dflash_generate here; load ./dflash-debug first "
                            "(gdb -q ./dflash-debug)")
     path = sym.symtab.fullname()
-    if path not in _src_cache:
+    prog = gdb.current_progspace().filename
+    if prog and os.path.getmtime(path) > os.path.getmtime(prog):
+        raise gdb.GdbError("dflash.gdb: %s is newer than %s, so its lines may not be the program's: "
+                           "`make debug`, then `file %s`" % (path, prog, prog))
+    key = (path, os.path.getmtime(path))  # read again after an edit and a rebuild
+    if key not in _src_cache:
         with open(path) as f:
-            _src_cache[path] = f.read().split("\n")
-    return _src_cache[path]
+            _src_cache[key] = f.read().split("\n")
+    return _src_cache[key]
 
 
 def _function_lines(func):
