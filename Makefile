@@ -8,6 +8,9 @@
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
+#   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
+#   make explorer-check     open the explorers in headless chromium and check what they show
+#   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
@@ -29,10 +32,11 @@ LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c
-SRC     = $(LIBSRC) main.c bench.c
+SRC     = $(LIBSRC) main.c bench.c explore.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz \
+        explorer explorer-check exercises-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -100,8 +104,11 @@ walkthrough: dflash weights walkthrough/mkwalk
 walkthrough-check: dflash weights walkthrough/mkwalk
 	@tmp=$$(mktemp -d); rc=1; \
 	if mkdir $$tmp/out && $(WALK_RUN) $$tmp/trace > /dev/null && \
-	   ./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt $$tmp/out > /dev/null; then \
+	   ./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt $$tmp/out > /dev/null && \
+	   $(EXPLORE) $$tmp/trace $$tmp/explorer.html; then \
 	  rc=0; \
+	  cmp -s walkthrough/explorer.html $$tmp/explorer.html || \
+	    { rc=1; echo "walkthrough-check: walkthrough/explorer.html differs from a regeneration (make explorer)"; }; \
 	  for f in $(WALK_GEN); do \
 	    diff -u walkthrough/$$f $$tmp/out/$$f > $$tmp/diff || { rc=1; head -n 40 $$tmp/diff; }; \
 	  done; \
@@ -117,6 +124,22 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 	if [ $$rc -eq 0 ]; then echo "walkthrough-check: walkthrough/ matches a fresh regeneration"; \
 	else echo "walkthrough-check: FAILED: walkthrough/ differs from a regeneration (make walkthrough, then commit)"; fi; \
 	exit $$rc
+
+# The trace explorer of the default run: one offline HTML page (explore.c).
+# Byte-reproducible like the walkthrough; walkthrough-check compares it too.
+EXPLORE = ./dflash explore --vocab toy_weights/walkthrough/vocab.txt
+explorer: dflash weights
+	@tmp=$$(mktemp -d) && $(WALK_RUN) $$tmp/trace > /dev/null && \
+	$(EXPLORE) $$tmp/trace walkthrough/explorer.html; \
+	rc=$$?; rm -rf $$tmp; [ $$rc -eq 0 ] && echo "wrote walkthrough/explorer.html ($$(wc -c < walkthrough/explorer.html) bytes)"; exit $$rc
+
+# The explorer in a real browser (headless chromium): see the script's banner.
+explorer-check: dflash weights
+	sh walkthrough/explorer-check.sh
+
+# Every answer in walkthrough/exercises.md, checked by running ./dflash.
+exercises-check: dflash weights
+	sh walkthrough/exercises-check.sh walkthrough/exercises.md
 
 # The gdb guide (walkthrough/gdb.md), run as written on the -O0 -g3 build.
 gdb-check: dflash-debug weights
