@@ -91,7 +91,7 @@ test: dflash dflash-debug dflash-double weights $(TESTS)
 # The trace is bit-reproducible and mkwalk prints fixed formats, so the output
 # is byte-identical on every machine: walkthrough-check holds CI to it.
 WALK_RUN = ./dflash --weights toy_weights/walkthrough --trace
-WALK_GEN = README.md timeline.svg $(foreach h,0 1 2 3 4 5 6 7,attn_round1_layer0_head$(h).svg)
+WALK_GEN = README.md README.zh.md timeline.svg $(foreach h,0 1 2 3 4 5 6 7,attn_round1_layer0_head$(h).svg)
 
 walkthrough/mkwalk: walkthrough/mkwalk.c
 	$(CC) $(WARN) $(FPFLAGS) -O2 -D_POSIX_C_SOURCE=200809L -o $@ $< -lm
