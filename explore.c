@@ -73,7 +73,7 @@ static char *join_path(const char *dir, const char *file) {
     return p;
 }
 
-static int entries_add(Entries *es, const char *name, const char *file, const char *phase,
+static int entries_add(Entries *es, const char *where, const char *name, const char *file, const char *phase,
                        const char *meaning, int round) {
     if (es->n == es->cap) {
         int cap = es->cap ? es->cap * 2 : 256;
@@ -97,7 +97,7 @@ static int entries_add(Entries *es, const char *name, const char *file, const ch
     /* a manifest's file must be a plain name inside the directory */
     size_t fl = strlen(file);
     if (fl < 5 || strcmp(file + fl - 4, ".npy") != 0 || strchr(file, '/') || file[0] == '.') {
-        dflash_set_error("entry \"%s\": file \"%s\" is not a plain .npy file name", name, file);
+        dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name", where, name, file);
         return -1;
     }
     return 0;
@@ -143,7 +143,7 @@ static int load_jsonl(Entries *es, const char *path, const char *text, size_t le
             const Json *r = json_get(&o, "round");
             int round = r && r->type == JSON_NUMBER && r->is_integer && r->integer >= 0 && r->integer < 1000000
                             ? (int)r->integer : -1;
-            int rc = entries_add(es, name, file, json_str(&o, "phase"), json_str(&o, "meaning"), round);
+            int rc = entries_add(es, path, name, file, json_str(&o, "phase"), json_str(&o, "meaning"), round);
             json_free(&o);
             if (rc != 0) return -1;
         }
@@ -163,7 +163,7 @@ static int load_names_json(Entries *es, const char *path, const char *text, size
         char *file = malloc(strlen(name) + 5);
         if (!file) { json_free(&arr); dflash_set_error("out of memory"); return -1; }
         sprintf(file, "%s.npy", name);
-        int rc = entries_add(es, name, file, NULL, NULL, -1);
+        int rc = entries_add(es, path, name, file, NULL, NULL, -1);
         free(file);
         if (rc != 0) { json_free(&arr); return -1; }
     }
@@ -445,8 +445,9 @@ static int put_data(FILE *f, const Entries *es, const char *vocab_text) {
 static const char *const *ui_head(void);
 static const char *const *ui_tail(void);
 
-static int explore_usage(const char *why) {
-    fprintf(stderr, "dflash explore: %s\nusage: dflash explore TRACE_DIR OUT.html [--vocab FILE]\n", why);
+/* bad arguments: the message (dflash_errmsg) and the usage, on one line */
+static int explore_usage(void) {
+    dflash_print_error("dflash explore", " (usage: dflash explore TRACE_DIR OUT.html [--vocab FILE])");
     return 2;
 }
 
@@ -455,21 +456,27 @@ int explore_main(int argc, char **argv) {
     for (int k = 1; k < argc; k++) {
         const char *arg = argv[k];
         if (strcmp(arg, "--vocab") == 0) {
-            if (k + 1 >= argc) return explore_usage("--vocab needs a file");
+            if (k + 1 >= argc) {
+                dflash_set_error("--vocab needs a file");
+                return explore_usage();
+            }
             vocab = argv[++k];
         } else if (arg[0] == '-' && arg[1] == '-') {
             dflash_set_error("unknown option %s", arg);
-            return explore_usage(dflash_errmsg);
+            return explore_usage();
         } else if (!dir) {
             dir = arg;
         } else if (!out) {
             out = arg;
         } else {
             dflash_set_error("too many arguments (%s)", arg);
-            return explore_usage(dflash_errmsg);
+            return explore_usage();
         }
     }
-    if (!dir || !out) return explore_usage("need a trace directory and an output file");
+    if (!dir || !out) {
+        dflash_set_error("need a trace directory and an output file");
+        return explore_usage();
+    }
 
     Entries es = {0};
     unsigned char *vtext = NULL;
