@@ -105,6 +105,8 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
     done
     rounds=$((r - 1))
     [ "$rounds" -ge 1 ] || bad "$label: the trace has no rounds"
+    shown=$(grep -o '<td id="acc-[0-9]*">' "$tmp/dom.html" | wc -l)
+    [ "$shown" -eq "$rounds" ] || bad "$label: the page shows $shown rounds, the trace has $rounds"
     # output ids and words
     npy_check "$dir/output_ids.npy" '<i8' || return 0
     want=$(npy_data "$dir/output_ids.npy" d8 | tr '\n' ' ' | sed 's/ $//')
