@@ -17,6 +17,7 @@
 #     layer, head, query, key; the pick is printed) show exactly the trace's
 #     float32 value (od prints the shortest decimal that reads back to the
 #     same float32, as the page does; awk compares the two numbers);
+#   - the arrow keys step through the run (the page's #keys=N presses them);
 #   - offline: the HTML has no src=, href=, url(, @import, fetch(,
 #     XMLHttpRequest, WebSocket or http(s):// other than the SVG namespace
 #     name; Chromium runs with a dead proxy (127.0.0.1:9) and still renders
@@ -115,6 +116,13 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
     words=$(for id in $want; do sed -n "$((id + 1))p" "$vocab"; done | tr '\n' ' ' | sed 's/ $//' | html_escape)
     grep -q "<code id=\"output-text\">$words</code>" "$tmp/dom.html" || bad "$label: output words \"$words\" not shown"
     echo "$label: $rounds rounds, acceptance lengths $(sed -n 's/.*<span id="acceptance-lengths" class="mono">\([^<]*\)<.*/\1/p' "$tmp/dom.html"), output ids $got"
+    # the keyboard: two presses of the right arrow from the overview reach round 1's draft step
+    render "$page" "#keys=2" || return 0
+    got=$(sed -n 's/.*<span id="steptitle">\([^<]*\)<.*/\1/p' "$tmp/dom.html")
+    [ "$got" = "Round 1: the draft proposes" ] || bad "$label: after two right-arrow presses the step is \"$got\""
+    render "$page" "#step=4&keys=-3" || return 0
+    got=$(sed -n 's/.*<span id="steptitle">\([^<]*\)<.*/\1/p' "$tmp/dom.html")
+    [ "$got" = "Overview of the run" ] || bad "$label: three left-arrow presses from step 4 land on \"$got\""
     # three attention cells picked at random
     grep -o '"name":"[^"]*\.layers\.[0-9]*\.self_attn\.attn_weights"' "$dir/trace.jsonl" | sed 's/"name":"//; s/"$//' > "$tmp/attn.names"
     n=$(wc -l < "$tmp/attn.names")
