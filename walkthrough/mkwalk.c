@@ -1507,7 +1507,19 @@ static void zh_step4(void) {
     P("```math\nQ = \\mathrm{QNorm}\\!\\left(H W_Q^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
       RUN.H, B, d);
     P("`draft1.layers.0.self_attn.q` 是 [%d, %d, %d]（q_norm 之后、RoPE 之前；内存里 `LayerActs.q` 是 [B, H*d]，trace 把它\n"
-      "转置成参考实现的 [H, B, d]）。\n\n", RUN.H, B, d);
+      "转置成参考实现的 [H, B, d]）。植入的 head 1 展示了配方：词的 query 沿第 0 对、角度为 0；mask 的 query 角度为 -m，\n"
+      "并在第 %d 维上带一个 \"sink\" 分量：\n\n", RUN.H, B, d, half - 1);
+    P("| head 1 的行 | 位置 | token | q[0] | q[%d] | q[%d] | q 的模长 |\n|---|---|---|---|---|---|---|\n", half, half - 1);
+    for (int t = 0; t < B; t++)
+        P("| %d | %d | %s | %s | %s | %s | %s |\n", t, r->start + t, mw(r->block_in[t]), fx(at3(q, 1, t, 0), 4),
+          fx(at3(q, 1, t, half), 4), fx(at3(q, 1, t, half - 1), 4), fx(sqrt(dot_row(q, 1, t, q, 1, t, d)), 4));
+    {
+        double q0 = at3(q, 1, 1, 0), q32 = at3(q, 1, 1, half), q31 = at3(q, 1, 1, half - 1);
+        double len0 = sqrt(q0 * q0 + q32 * q32);
+        P("\nq_norm 把每个头的 query 缩放到长度 sqrt(d) = 8。mask 的 query 在第 0 对上长 %s，方向 (%s, %s) = (cos 1, -sin 1)，\n"
+          "即角度 -1；在 sink（第 %d 维）上是 %s。\n\n", fx(len0, 4), fx(q0 / len0, 4), fx(q32 / len0, 4), half - 1,
+          fx(q31, 4));
+    }
     P("### 4.2 K 和 V：上下文和 block 走同一组投影\n\n");
     P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; H W_K^{\\top}\\right]\\right)"
       " \\in \\mathbb{R}^{%d \\times %d \\times %d},\\qquad V = \\mathrm{concat}\\!\\left[C W_V^{\\top},\\; "
@@ -1516,6 +1528,25 @@ static void zh_step4(void) {
       "`k_proj` 权重、写进**同一个** buffer，V 也一样。`draft1.layers.0.self_attn.k` 和 `.v` 都是 [%d, %d, %d]：前 %d 行携带\n"
       "target 对 \"The cat sat\" 算出的信息，后 %d 行是 draft 对自己这个 block 的认识。Q 只有 %d 行，所以上下文只提供\n"
       "key/value，不产生输出。\n\n", Lc - 1, Lc, Lc + B - 1, RUN.Hkv, Lc + B, d, Lc, B, B);
+    {
+        const Tensor *v = get("draft1.layers.0.self_attn.v");
+        P("%d 个 key/value 及其来源，以及 head 1 的分量（植入的头里 k_norm 在第 0、%d、%d、%d 维上增益为 10；每个植入的 key\n"
+          "恰好只有一个非零分量）：\n\n", S, half - 1, half, d - 1);
+        P("| K/V 序号 | 位置 | 来源 | token | head 1：k[0] | k[16] | k[%d] | head 1：v 的最大分量 |\n"
+          "|---|---|---|---|---|---|---|---|\n", half - 1);
+        for (int j = 0; j < Lc + B; j++) {
+            int ctx = j < Lc, pos = P0 + j, best = 0;
+            long id = ctx ? RUN.out[pos] : r->block_in[j - Lc];
+            for (int c = 1; c < d; c++) if (fabs(at3(v, 1, j, c)) > fabs(at3(v, 1, j, best))) best = c;
+            char vs[96];
+            if (fabs(at3(v, 1, j, best)) < 0.00005) snprintf(vs, sizeof vs, "全为 0");
+            else snprintf(vs, sizeof vs, "第 %d 维 %s（%s）", best, fx(at3(v, 1, j, best), 4), mw(best));
+            P("| %d | %d | %s | %s | %s | %s | %s | %s |\n", j, pos, ctx ? "C W_K（target 上下文）" : "H W_K（block）",
+              mw(id), fx(at3(k, 1, j, 0), 4), fx(at3(k, 1, j, 16), 4), fx(at3(k, 1, j, half - 1), 4), vs);
+        }
+        P("\n伪随机的头里 64 个分量都是稠密的，比如 head 0 的 key 0 开头是 %s %s %s %s。\n\n", fx(at3(k, 0, 0, 0), 4),
+          fx(at3(k, 0, 0, 1), 4), fx(at3(k, 0, 0, 2), 4), fx(at3(k, 0, 0, 3), 4));
+    }
     P("### 4.3 RoPE：key 用全部位置，query 只用最后 B 个\n\n");
     P("**代码：** `draft_forward` 设 `position_ids = [cache_len, start+B)` = %d..%d，调用 `rope_cos_sin`；`draft_layer` 调用\n"
       "`apply_rotary_pos_emb`：key 用 cos/sin 的第 0..%d 行，query 用第 %d..%d 行（`cos[-q_len:]`）。\n\n",
@@ -1530,13 +1561,35 @@ static void zh_step4(void) {
         P("| %d | %s | %s | %s | %s | %.4e | %s |\n", P0 + p, p < Lc ? "K（上下文）" : "K 和 Q（block）",
           fx(at2(ang, p, 0), 4), fx(at2(cs, p, 0), 4), fx(at2(sn, p, 0), 4), at2(ang, p, half - 1),
           fx(at2(cs, p, half - 1), 6));
-    int qrow = 5 - r->start, kj = 2 - P0;
-    double s_rot = dot_row(qr, 0, qrow, kr, 0, kj, d), s_none = dot_row(q, 0, qrow, k, 0, kj, d);
-    P("\n**原讲解里的例子 q5 · k2（距离 3），用 head 0 的真实向量：** 旋转后的点积 q_rope[0][%d] · k_rope[0][%d] = %s；\n"
-      "只取决于相对距离 2 - 5 = -3。如果忘了把 query 放在 block 的位置上（错误地用位置 0..3），未旋转的点积是 %s，\n"
-      "得分就变了。score = %s × 0.125 = %s，softmax 之后 A[0][q@5][k@2] = %s\n"
-      "（`draft1.layers.0.self_attn.attn_weights[0][%d][%d]`）。\n\n", qrow, kj, fx(s_rot, 4), fx(s_none, 4),
-      fx(s_rot, 4), fx(s_rot * 0.125, 4), fx(at3(A, 0, qrow, kj), 4), qrow, kj);
+    int qrow = 5 - r->start, kj = 2 - P0, drow = 3 - P0;
+    double s_rot = dot_row(qr, 0, qrow, kr, 0, kj, d), s_none = dot_row(q, 0, qrow, k, 0, kj, d), s_rel = 0;
+    for (int i = 0; i < half; i++) {
+        double c = at2(cs, drow, i), sv = at2(sn, drow, i), k1 = at3(k, 0, kj, i), k2 = at3(k, 0, kj, i + half);
+        s_rel += at3(q, 0, qrow, i) * (k1 * c + k2 * sv) + at3(q, 0, qrow, i + half) * (k2 * c - k1 * sv);
+    }
+    P("\n**原讲解里的例子 q5 · k2（距离 3），用 head 0 的真实向量**（`q`、`k` 是 RoPE 之前，`q_rope`、`k_rope` 是之后；\n"
+      "位置 5 的 query 是 Q 的第 %d 行，位置 2 的 key 是 K 的第 %d 行）：\n\n```text\n", qrow, kj);
+    P("q_rope[0][%d] · k_rope[0][%d]                    = %10s\n", qrow, kj, fx(s_rot, 4));
+    P("q_5 · R_-3 k_2（不旋转 q，k 转 -3·inv_freq）     = %10s   相同：只有相对距离 2 - 5 = -3 起作用\n", fx(s_rel, 4));
+    P("q_5 · k_2（都不旋转：相当于 Q 错放在位置 0..3）  = %10s   距离 0：得分不同\n", fx(s_none, 4));
+    P("score = %s × 0.125                          = %10s\n", fx(s_rot, 4), fx(s_rot * 0.125, 4));
+    P("A[0][q@5][k@2]（head 0 第 q@5 行 softmax 之后）  = %10s   draft1.layers.0.self_attn.attn_weights[0][%d][%d]\n",
+      fx(at3(A, 0, qrow, kj), 4), qrow, kj);
+    P("```\n\n");
+    P("**植入的头里的角度论证。** head m 的 mask query 在第 0 对上角度为 -m，每个词的 key 角度为 0，所以 RoPE 之后二者的得分\n"
+      "正比于 cos((q_pos - k_pos) - m)：恰好在距离 m 处最大。下表是对锚点 key k@%d（%s）的得分 q'·k'/8：\n\n", r->start,
+      mw(r->block_in[0]));
+    P("| head | ");
+    for (int t = 0; t < B; t++) P("q@%d（距离 %d） | ", r->start + t, t);
+    P("q@%d 对一个 mask key |\n|---|", r->start + B - 1);
+    for (int t = 0; t <= B; t++) P("---|");
+    P("\n");
+    for (int h = 1; h <= 3 && h < RUN.H; h++) {
+        P("| %d | ", h);
+        for (int t = 0; t < B; t++) P("%s | ", fx(dot_row(qr, h, t, kr, h, Lc, d) * 0.125, 2));
+        P("%s |\n", fx(dot_row(qr, h, B - 1, kr, h, S - 1, d) * 0.125, 2));
+    }
+    P("\n只有距离恰为 m 的 mask 会把注意力集中到锚点上；其余 mask 落在 sink 上。\n\n");
     P("### 4.4 注意力：每个头 %d × %d，没有因果 mask\n\n", B, S);
     P("**代码：** `attention`（dflash.c 第 2 节），`causal = 0`；在此之前 `cache_append` 已把 %d 个新 key/value 放进 draft cache。\n\n",
       Lc + B);
@@ -1552,6 +1605,27 @@ static void zh_step4(void) {
         if (h + 1 < RUN.H) P(" ![draft 第 1 轮，第 0 层，head %d](attn_round1_layer0_head%d.svg) |", h + 1, h + 1);
         P("\n");
     }
+    P("\n<details><summary>同样的数字，文本形式（行：query q@位置；列：key k@位置；`┃` 是 KV Injection 的分界）</summary>\n\n```text\n");
+    for (int h = 0; h < RUN.H; h++) {
+        P("head %d（%s）\n%-13s", h, h >= 1 && h <= 3 ? "植入的前瞻头" : "伪随机权重", "");
+        for (int j = 0; j < S; j++) {
+            int pos = P0 + j;
+            long id = j < Lc ? RUN.out[pos] : r->block_in[j - Lc];
+            char lab[64];
+            snprintf(lab, sizeof lab, "k@%d %s", pos, word(id));
+            P("%s%11s", j == Lc ? "  ┃" : "", lab);
+        }
+        P("\n");
+        for (int t = 0; t < B; t++) {
+            char lab[64];
+            snprintf(lab, sizeof lab, "q@%d %s", r->start + t, word(r->block_in[t]));
+            P("  %-11s", lab);
+            for (int j = 0; j < S; j++) P("%s%11s", j == Lc ? "  ┃" : "", fx(at3(A, h, t, j), 4));
+            P("\n");
+        }
+        P("\n");
+    }
+    P("```\n\n</details>\n");
     P("\n每个 query 在 %d 个上下文 key 上的权重之和，也就是它通过 KV Injection 从 target 特征里拿了多少：\n\n| head | ", Lc);
     for (int t = 0; t < B; t++) P("q@%d | ", r->start + t);
     P("\n|---|");
@@ -1566,10 +1640,50 @@ static void zh_step4(void) {
         }
         P("\n");
     }
+    {
+        const Tensor *v = get("draft1.layers.0.self_attn.v");
+        int h = 2, t = 5 - r->start;
+        long tok = r->block_in[0];
+        double o = 0;
+        P("\n**把 out_5 展开，head 2**（前瞻 2：位置 5 的 mask 在锚点之后第 2 个）。它的 value 向量只在词自己的维度上非零，\n"
+          "所以第 %ld 维（%s）能看出复制：\n\n", tok, mw(tok));
+        P("| j | 位置 | 来源 | A[2][q@5][j] | v_j[%ld] | A v_j[%ld] |\n|---|---|---|---|---|---|\n", tok, tok);
+        for (int j = 0; j < S; j++) {
+            double w = at3(A, h, t, j), vv = at3(v, h, j, tok);
+            o += w * vv;
+            P("| %d | %d | %s | %s | %s | %s |\n", j, P0 + j, j < Lc ? "上下文（C）" : "block", fx(w, 4), fx(vv, 4),
+              fx(w * vv, 4));
+        }
+        P("| | | | | out_5[%ld] = | **%s** |\n", tok, fx(o, 4));
+    }
     P("\n### 4.5 输出投影\n\n");
     P("**代码：** `draft_layer`：`matmul(a->attn_output, a->attn, w->o_proj, ...)`，然后是残差和 MLP。\n"
-      "`draft1.layers.0.self_attn.attn_output` 是 [%d, %d]：只有 block 的 %d 行。第 1 层（`draft1.layers.1.*`，形状相同）\n"
-      "是伪随机的，只做小幅修正。\n\n", B, RUN.D, B);
+      "`draft1.layers.0.self_attn.attn_output` 是 [%d, %d]：只有 block 的 %d 行；%d 个上下文位置只提供 key/value，不产生输出。\n"
+      "head m 的 o_proj 把复制来的 token t 写到维度 look_m(t)，于是每个 mask 行都得到它该据以预测的那个词（每行最大的分量）：\n\n",
+      B, RUN.D, B, Lc);
+    {
+        const Tensor *ao = get("draft1.layers.0.self_attn.attn_output");
+        P("| 行 | 位置 | token | 最大 | 第二 | 第三 |\n|---|---|---|---|---|---|\n");
+        for (int tt = 0; tt < B; tt++) {
+            int top[3] = {-1, -1, -1};
+            for (int c = 0; c < RUN.D; c++) {
+                double x = at2(ao, tt, c);
+                for (int s3 = 0; s3 < 3; s3++)
+                    if (top[s3] < 0 || x > at2(ao, tt, top[s3])) {
+                        for (int u = 2; u > s3; u--) top[u] = top[u - 1];
+                        top[s3] = c;
+                        break;
+                    }
+            }
+            P("| %d | %d | %s |", tt, r->start + tt, mw(r->block_in[tt]));
+            for (int s3 = 0; s3 < 3; s3++)
+                P(" 第 %d 维 %s%s%s%s |", top[s3], fx(at2(ao, tt, top[s3]), 4), top[s3] < NVOC ? "（" : "",
+                  top[s3] < NVOC ? mw(top[s3]) : "", top[s3] < NVOC ? "）" : "");
+            P("\n");
+        }
+    }
+    P("\n锚点那一行在三个植入头里都关注自己，所以三个词都收集到了；反正它在 Step 5 会被丢掉。第 1 层（`draft1.layers.1.*`，\n"
+      "形状相同）是伪随机的，只做小幅修正。\n\n");
 }
 
 static void zh_step5(void) {
@@ -1675,6 +1789,29 @@ static void zh_round2(void) {
     for (int i = 0; i < r->Lc; i++) P("%s%s", i ? " " : "", mw(RUN.out[r->draft_cache_before + i]));
     P("），cache 里已有 %d 个，所以 query 关注 S = %d 个 key（`draft2.layers.0.self_attn.attn_weights` 是 [%d, %d, %d]）。\n\n",
       r->draft_cache_before, r->S, RUN.H, B, r->S);
+    {
+        const Tensor *A = get("draft2.layers.0.self_attn.attn_weights");
+        P("植入的头再次找到锚点 k@%d（每个 query 权重最大的 key）：\n\n| head | ", r->start);
+        for (int t = 0; t < B; t++) P("q@%d 关注 | ", r->start + t);
+        P("\n|---|");
+        for (int t = 0; t < B; t++) P("---|");
+        P("\n");
+        for (int h = 1; h <= 3 && h < RUN.H; h++) {
+            P("| %d | ", h);
+            for (int t = 0; t < B; t++) {
+                int best = 0, last, n_top = 0;
+                for (int j = 1; j < r->S; j++) if (at3(A, h, t, j) > at3(A, h, t, best)) best = j;
+                double top = at3(A, h, t, best);
+                last = best;
+                for (int j = 0; j < r->S; j++)
+                    if (at3(A, h, t, j) > top - 1e-3) { n_top++; last = j; }
+                if (n_top == 1) P("k@%d（%s） | ", best, fx(top, 4));
+                else P("k@%d..%d（各 %s） | ", best, last, fx(top, 4));
+            }
+            P("\n");
+        }
+        P("\n");
+    }
     P("Draft 提议 ");
     for (int i = 1; i < B; i++) P("%s%s", i > 1 ? " " : "", mw(r->block[i]));
     P("；target 的 posterior ");
