@@ -55,7 +55,7 @@ rnd() {  # N: a random number in 0..N-1
     echo $(( $(od -A n -t u4 -N 4 /dev/urandom | tr -d ' ') % $1 ))
 }
 
-FLAGS="--headless --no-sandbox --disable-gpu --no-first-run --disable-sync --disable-default-apps
+FLAGS="--headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --disable-sync --disable-default-apps
        --disable-background-networking --disable-component-update --proxy-server=127.0.0.1:9
        --enable-logging=stderr --v=0 --virtual-time-budget=10000"
 
