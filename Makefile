@@ -5,7 +5,7 @@
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
 #   make bench      DFlash vs autoregressive decoding, measured side by side
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
-#   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
+#   make walkthrough        regenerate walkthrough/README.md, README.zh.md, SVGs, explorer.html from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
 #   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
@@ -98,7 +98,8 @@ walkthrough/mkwalk: walkthrough/mkwalk.c
 
 walkthrough: dflash weights walkthrough/mkwalk
 	@tmp=$$(mktemp -d) && $(WALK_RUN) $$tmp/trace > /dev/null && \
-	./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt walkthrough; \
+	./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt walkthrough && \
+	$(EXPLORE) $$tmp/trace walkthrough/explorer.html; \
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
 walkthrough-check: dflash weights walkthrough/mkwalk
