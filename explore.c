@@ -478,6 +478,22 @@ int explore_main(int argc, char **argv) {
         return explore_usage();
     }
 
+    /* the page may not go into the trace directory: a trace directory holds
+     * only its manifest and .npy files (the next --trace would refuse it) */
+    {
+        char *outdir = xstrdup(out), *slash = outdir ? strrchr(outdir, '/') : NULL;
+        if (slash) *slash = '\0';
+        const char *od = !slash ? "." : *outdir ? outdir : "/";
+        struct stat sa, sb;
+        int inside = outdir && stat(dir, &sa) == 0 && stat(od, &sb) == 0 && sa.st_dev == sb.st_dev &&
+                     sa.st_ino == sb.st_ino;
+        free(outdir);
+        if (inside) {
+            dflash_set_error("%s: the page may not be written into the trace directory %s", out, dir);
+            dflash_print_error("dflash explore", "");
+            return 2;
+        }
+    }
     Entries es = {0};
     unsigned char *vtext = NULL;
     size_t vlen;
