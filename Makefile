@@ -5,10 +5,13 @@
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
 #   make bench      DFlash vs autoregressive decoding, measured side by side
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
-#   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
+#   make walkthrough        regenerate walkthrough/README.md, README.zh.md, SVGs, explorer.html from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-guide          regenerate walkthrough/gdb.md by running its commands in gdb
 #   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
+#   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
+#   make explorer-check     open the explorers in headless chromium and check what they show
+#   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
@@ -30,10 +33,11 @@ LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c
-SRC     = $(LIBSRC) main.c bench.c
+SRC     = $(LIBSRC) main.c bench.c explore.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check sanitize memcheck fuzz \
+        explorer explorer-check exercises-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -100,21 +104,25 @@ standalone-check:
 # The trace is bit-reproducible and mkwalk prints fixed formats, so the output
 # is byte-identical on every machine: walkthrough-check holds CI to it.
 WALK_RUN = ./dflash --weights toy_weights/walkthrough --trace
-WALK_GEN = README.md timeline.svg $(foreach h,0 1 2 3 4 5 6 7,attn_round1_layer0_head$(h).svg)
+WALK_GEN = README.md README.zh.md timeline.svg $(foreach h,0 1 2 3 4 5 6 7,attn_round1_layer0_head$(h).svg)
 
 walkthrough/mkwalk: walkthrough/mkwalk.c
 	$(CC) $(WARN) $(FPFLAGS) -O2 -D_POSIX_C_SOURCE=200809L -o $@ $< -lm
 
 walkthrough: dflash weights walkthrough/mkwalk
 	@tmp=$$(mktemp -d) && $(WALK_RUN) $$tmp/trace > /dev/null && \
-	./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt walkthrough; \
+	./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt walkthrough && \
+	$(EXPLORE) $$tmp/trace walkthrough/explorer.html; \
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
 walkthrough-check: dflash weights walkthrough/mkwalk
 	@tmp=$$(mktemp -d); rc=1; \
 	if mkdir $$tmp/out && $(WALK_RUN) $$tmp/trace > /dev/null && \
-	   ./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt $$tmp/out > /dev/null; then \
+	   ./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt $$tmp/out > /dev/null && \
+	   $(EXPLORE) $$tmp/trace $$tmp/explorer.html; then \
 	  rc=0; \
+	  cmp -s walkthrough/explorer.html $$tmp/explorer.html || \
+	    { rc=1; echo "walkthrough-check: walkthrough/explorer.html differs from a regeneration (make explorer)"; }; \
 	  for f in $(WALK_GEN); do \
 	    diff -u walkthrough/$$f $$tmp/out/$$f > $$tmp/diff || { rc=1; head -n 40 $$tmp/diff; }; \
 	  done; \
@@ -130,6 +138,22 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 	if [ $$rc -eq 0 ]; then echo "walkthrough-check: walkthrough/ matches a fresh regeneration"; \
 	else echo "walkthrough-check: FAILED: walkthrough/ differs from a regeneration (make walkthrough, then commit)"; fi; \
 	exit $$rc
+
+# The trace explorer of the default run: one offline HTML page (explore.c).
+# Byte-reproducible like the walkthrough; walkthrough-check compares it too.
+EXPLORE = ./dflash explore --vocab toy_weights/walkthrough/vocab.txt
+explorer: dflash weights
+	@tmp=$$(mktemp -d) && $(WALK_RUN) $$tmp/trace > /dev/null && \
+	$(EXPLORE) $$tmp/trace walkthrough/explorer.html; \
+	rc=$$?; rm -rf $$tmp; [ $$rc -eq 0 ] && echo "wrote walkthrough/explorer.html ($$(wc -c < walkthrough/explorer.html) bytes)"; exit $$rc
+
+# The explorer in a real browser (headless chromium): see the script's banner.
+explorer-check: dflash weights
+	sh walkthrough/explorer-check.sh
+
+# Every answer in walkthrough/exercises.md, checked by running ./dflash.
+exercises-check: dflash weights
+	sh walkthrough/exercises-check.sh walkthrough/exercises.md
 
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
@@ -183,7 +207,7 @@ sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-doubl
 # make memcheck: valgrind on ./dflash as built by `make`: the default run
 # (the walkthrough, 16 new tokens), the same run traced (--trace and
 # --trace-text), a traced random-set run with block size 5, dflash diff of
-# a trace with itself, and a refused input (exit 2, not valgrind's 1). Fails on any error and on any
+# a trace with itself, dflash explore of that trace, and a refused input (exit 2, not valgrind's 1). Fails on any error and on any
 # definitely or indirectly lost byte. About a minute.
 VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
            --show-leak-kinds=definite,indirect
@@ -194,6 +218,7 @@ memcheck: dflash weights
 	$(VALGRIND) ./dflash --weights toy_weights/random --prompt "A dog saw" --block-size 5 --max-new-tokens 8 \
 	    --ignore-eos --trace build/memcheck/rand --trace-text build/memcheck/rand.txt > build/memcheck/rand-run.txt
 	$(VALGRIND) ./dflash diff build/memcheck/rand build/memcheck/rand > build/memcheck/diff.txt
+	$(VALGRIND) ./dflash explore build/memcheck/rand build/memcheck/rand.html --vocab toy_weights/random/vocab.txt
 	$(VALGRIND) ./dflash --prompt "The zebra" --trace build/memcheck/walk > /dev/null 2> build/memcheck/refused.txt; \
 	    test $$? = 2
 	@echo "memcheck: 0 errors, no definitely or indirectly lost bytes"

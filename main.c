@@ -1,6 +1,6 @@
 /* main.c - the dflash command line: parse the flags, load a weight set,
  * run dflash_generate (or target-only decoding), print the output and the
- * per-round story; `dflash diff` and `dflash bench` are dispatched from here. */
+ * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
 
 #include <errno.h>
@@ -17,6 +17,7 @@ static const char *USAGE =
     "              [--print-ids] [--rounds] [--ignore-eos]\n"
     "              [--trace DIR] [--trace-text FILE|-] [--trace-filter GLOB]...\n"
     "       dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n"
+    "       dflash explore TRACE_DIR OUT.html [--vocab FILE]\n"
     "       dflash bench\n"
     "With no arguments: the walkthrough run (\"The cat sat\", block 4) with a per-round summary.\n";
 
@@ -194,6 +195,7 @@ static int file_exists(const char *path) {
 
 int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return trace_diff_main(argc - 1, argv + 1);
+    if (argc > 1 && strcmp(argv[1], "explore") == 0) return explore_main(argc - 1, argv + 1);
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return 2; }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return 2; }

@@ -1790,3 +1790,38 @@ int trace_diff_main(int argc, char **argv) {
     fflush(stdout);
     return status;
 }
+
+/* ===========================================================================
+ * Public wrappers for other readers of a trace (explore.c): the same file
+ * and .npy readers diff uses, so there is one .npy parser in the program.
+ * ======================================================================== */
+
+int trace_read_file(const char *path, unsigned char **out, size_t *len) {
+    return read_whole_file(path, out, len);
+}
+
+int trace_npy_read(const char *path, TraceArray *out) {
+    NpyArray a;
+    memset(out, 0, sizeof *out);
+    if (npy_read(path, &a) != 0) return -1;
+    if (a.ndim > TRACE_ARRAY_MAX_NDIM) {
+        dflash_set_error("%s: %d axes (at most %d are supported here)", path, a.ndim, TRACE_ARRAY_MAX_NDIM);
+        npy_free(&a);
+        return -1;
+    }
+    memcpy(out->descr, a.descr, sizeof out->descr);
+    out->is_int = a.is_int;
+    out->ndim = a.ndim;
+    for (int k = 0; k < a.ndim; k++) out->shape[k] = a.shape[k];
+    out->n = a.n;
+    out->f = a.f;
+    out->i = a.i;
+    return 0;
+}
+
+void trace_npy_free(TraceArray *a) {
+    free(a->f);
+    free(a->i);
+    a->f = NULL;
+    a->i = NULL;
+}

@@ -591,6 +591,21 @@ static const CliCase CLI_CASES[] = {
     {"diff: name listed twice", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_dup_name, 2, {"a/trace.jsonl", "\"x\" is listed twice"}},
     {"diff: one directory", "diff|$T/a", 0, 0, 0, 0, 2, {"need two trace directories", "usage"}},
     {"diff: bad tolerance", "diff|$T/a|$T/b|--rtol|-1", 0, 0, 0, mk_diff_good, 2, {"--rtol needs a number >= 0"}},
+    /* dflash explore: the same readers, its own arguments */
+    {"explore: a good trace", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_good, 0, {0}},
+    {"explore: directory missing", "explore|$T/a|$T/a.html", 0, 0, 0, 0, 2, {"dflash explore:", "/a: cannot open directory"}},
+    {"explore: not a trace directory", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_no_manifest, 2, {"/a: no trace.jsonl", "not a trace directory"}},
+    {"explore: malformed manifest line", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_bad_manifest, 2, {"a/trace.jsonl", "line 2"}},
+    {"explore: manifest file outside the directory", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_escape, 2, {"a/trace.jsonl", "\"../b/x.npy\"", "not a plain .npy file name"}},
+    {"explore: listed file missing", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_listed_missing, 2, {"a/x.npy", "cannot open"}},
+    {"explore: bad .npy", "explore|$T/a|$T/a.html", 0, 0, 0, mk_npy_truncated, 2, {"a/x.npy", "truncated"}},
+    {"explore: name listed twice", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_dup_name, 2, {"\"x\" is listed twice"}},
+    {"explore: output cannot be written", "explore|$T/a|$T/no/a.html", 0, 0, 0, mk_diff_good, 2, {"no/a.html", "cannot write"}},
+    {"explore: output full (/dev/full)", "explore|$T/a|/dev/full", 0, 0, 0, mk_diff_good, 2, {"/dev/full", "write error"}},
+    {"explore: vocabulary missing", "explore|$T/a|$T/a.html|--vocab|$T/none.txt", 0, 0, 0, mk_diff_good, 2, {"none.txt", "cannot open"}},
+    {"explore: page inside the trace directory", "explore|$T/a|$T/a/page.html", 0, 0, 0, mk_diff_good, 2, {"a/page.html", "into the trace directory"}},
+    {"explore: one argument", "explore|$T/a", 0, 0, 0, 0, 2, {"need a trace directory and an output file", "usage"}},
+    {"explore: unknown option", "explore|$T/a|$T/a.html|--vocabulary|x", 0, 0, 0, mk_diff_good, 2, {"unknown option --vocabulary", "usage"}},
 };
 
 /* Run ./dflash with args (after $W/$T substitution); stdout and stderr

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "../dflash.h"
+#include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"
 
@@ -96,32 +97,10 @@ static void assert_shape(const Got *g, int ndim, ...) {
     va_end(ap);
 }
 
-typedef struct {
-    Model target, draft;
-    Vocab vocab;
-} Set;
+typedef TuSet Set;
 
-static int setup(void **state) {
-    Set *s = calloc(1, sizeof *s);
-    if (!s) return -1;
-    if (vocab_load(&s->vocab, WALK "/vocab.txt") != 0 || model_load(&s->target, WALK "/target", 0) != 0 ||
-        model_load(&s->draft, WALK "/draft", 1) != 0) {
-        fprintf(stderr, "cannot load the walkthrough set (run make first): %s\n", dflash_errmsg);
-        free(s);
-        return -1;
-    }
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Set *s = *state;
-    model_free(&s->target);
-    model_free(&s->draft);
-    vocab_free(&s->vocab);
-    free(s);
-    return 0;
-}
+static int setup(void **state) { return tu_set_setup(state, WALK); }
+static int teardown(void **state) { return tu_set_teardown(state); }
 
 /* "The cat sat", block 4, up to 16 new tokens, stop at <eos>: the walkthrough run */
 static int run(Set *s, const TraceHook *hook, GenResult *res) {

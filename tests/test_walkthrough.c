@@ -14,33 +14,10 @@
 
 #define WALK "toy_weights/walkthrough"
 
-typedef struct {
-    Model target, draft;
-    Vocab vocab;
-} Set;
+typedef TuSet Set;
 
-static int setup(void **state) {
-    Set *s = calloc(1, sizeof *s);
-    if (!s) return -1;
-    if (vocab_load(&s->vocab, WALK "/vocab.txt") != 0 || model_load(&s->target, WALK "/target", 0) != 0 ||
-        model_load(&s->draft, WALK "/draft", 1) != 0) {
-        fprintf(stderr, "cannot load the walkthrough set (run make first): %s\n", dflash_errmsg);
-        free(s);
-        return -1;
-    }
-    *state = s;
-    return 0;
-}
-
-static int teardown(void **state) {
-    Set *s = *state;
-    if (!s) return 0;
-    model_free(&s->target);
-    model_free(&s->draft);
-    vocab_free(&s->vocab);
-    free(s);
-    return 0;
-}
+static int setup(void **state) { return tu_set_setup(state, WALK); }
+static int teardown(void **state) { return tu_set_teardown(state); }
 
 static int id(const Set *s, const char *word) {
     int i = vocab_find(&s->vocab, word);

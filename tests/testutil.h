@@ -305,6 +305,42 @@ static inline char *tu_load_tiny_pair(Model *t, Model *d) {
     return dir;
 }
 
+/* A generated weight set (target, draft, vocabulary), e.g. the walkthrough's */
+typedef struct {
+    Model target, draft;
+    Vocab vocab;
+} TuSet;
+
+/* setup for a cmocka group: *state = the loaded set at dir (-1: not built) */
+static inline int tu_set_setup(void **state, const char *dir) {
+    char p[400];
+    TuSet *s = calloc(1, sizeof *s);
+    if (!s) return -1;
+    snprintf(p, sizeof p, "%s/vocab.txt", dir);
+    int rc = vocab_load(&s->vocab, p);
+    snprintf(p, sizeof p, "%s/target", dir);
+    if (rc == 0) rc = model_load(&s->target, p, 0);
+    snprintf(p, sizeof p, "%s/draft", dir);
+    if (rc == 0) rc = model_load(&s->draft, p, 1);
+    if (rc != 0) {
+        fprintf(stderr, "cannot load %s (run make first): %s\n", dir, dflash_errmsg);
+        free(s);
+        return -1;
+    }
+    *state = s;
+    return 0;
+}
+
+static inline int tu_set_teardown(void **state) {
+    TuSet *s = *state;
+    if (!s) return 0;
+    model_free(&s->target);
+    model_free(&s->draft);
+    vocab_free(&s->vocab);
+    free(s);
+    return 0;
+}
+
 /* substring check with a readable failure */
 #define assert_contains(hay, needle)                                                     \
     do {                                                                                 \

@@ -5,7 +5,8 @@
  *
  * Reads DIR/trace.jsonl and the .npy files it lists (format 1.0, '<f4',
  * '<f8' or '<i8', C order: what trace.c writes), and the vocabulary, then
- * writes OUT_DIR/README.md, OUT_DIR/timeline.svg and
+ * writes OUT_DIR/README.md, its Chinese edition OUT_DIR/README.zh.md,
+ * OUT_DIR/timeline.svg and
  * OUT_DIR/attn_round1_layer0_head{h}.svg. Everything is built in memory
  * first; if any tensor is missing or any cross-check fails, nothing is
  * written and the exit status is 1.
@@ -728,6 +729,7 @@ static void header(void) {
       "     Do not edit by hand: CI (`make walkthrough-check`) fails when this file differs from a\n"
       "     regeneration. Edit walkthrough/mkwalk.c instead. -->\n\n");
     P("# The DFlash walkthrough, with this implementation's real numbers\n\n");
+    P("[中文版](README.zh.md) · the whole run in a browser: [explorer.html](explorer.html) · [exercises](exercises.md)\n\n");
     P("The user's walkthrough (kept beside this repository in `shared/seed/`, in Chinese) follows one DFlash\n"
       "round on the prompt \"The cat sat\" with shapes only. This page follows the same round, in the same seven\n"
       "steps, through `dflash.c` on the planted toy model (`toy_weights/walkthrough`), with the values the\n"
@@ -1340,6 +1342,523 @@ static void footer(void) {
 }
 
 /* ===========================================================================
+ * 7b. The Chinese edition (README.zh.md): the same run, the same numbers and
+ *     figures, written for Chinese readers rather than translated line by
+ *     line. Every number comes from the same trace through the same helpers
+ *     as the English edition.
+ * ======================================================================== */
+
+static void zh_header(void) {
+    P("<!-- 由 walkthrough/mkwalk.c 根据默认运行的 trace 生成（`make walkthrough`）。请勿手工编辑：\n"
+      "     CI（`make walkthrough-check`）在本文件与重新生成的结果不一致时失败。要修改请改 mkwalk.c。 -->\n\n");
+    P("# DFlash 逐步讲解：用本实现的真实数值走一遍\n\n");
+    P("[English edition](README.md) · 交互式浏览器：[explorer.html](explorer.html)（离线单文件，可逐轮、逐层、逐头查看）· "
+      "练习题：[exercises.md](exercises.md)\n\n");
+    P("原始的 DFlash KV Injection 讲解用 \"The cat sat\" 这个 prompt、只用形状走通了一轮 draft。本页沿用同样的七个\n"
+      "步骤，但每一个数字都是 `dflash.c` 在植入式玩具模型（`toy_weights/walkthrough`）上真正算出来的：它们读自默认运行的\n"
+      "trace（`./dflash --trace DIR`，每个张量一个 `.npy` 文件，按 trace 约定命名），张量名就写在数字旁边，\n"
+      "移植者可以拿自己的张量逐个对照。想在 gdb 里停在每一步亲眼看这些 buffer，见 [gdb.md](gdb.md)。\n\n");
+    P("| 设定 | 值 | 出处 |\n|---|---|---|\n");
+    P("| Target 层数 L | %d | `prefill.hidden_states.0..%d`（共 L+1 个） |\n", RUN.L, RUN.L);
+    P("| 隐藏维度 D | %d | |\n", RUN.D);
+    P("| 注意力头数 H / 每头维度 d | %d / %d | `draft1.layers.0.self_attn.q` 的形状是 [%d, %d, %d] |\n", RUN.H, RUN.d,
+      RUN.H, RUN.B, RUN.d);
+    P("| Draft 层数 N | %d | `draft1.layers.0`、`draft1.layers.1` |\n", RUN.N);
+    P("| target_layer_ids（k = %d） | ", RUN.k);
+    for (int j = 0; j < RUN.k; j++) P("%s%d", j ? ", " : "", RUN.layer_ids[j]);
+    P(" | `prefill.target_hidden` 的每一段都与 `prefill.hidden_states.{id+1}` 逐位相同 |\n");
+    P("| block_size B | %d | `draft1.block_output_ids` |\n", RUN.B);
+    P("| 词表 V | %d 个词 | `toy_weights/walkthrough/vocab.txt` |\n", RUN.V);
+    P("| Prompt | \"");
+    words_list(RUN.out, RUN.n);
+    P("\"，id ");
+    for (int i = 0; i < RUN.n; i++) P("%s%ld", i ? " " : "", RUN.out[i]);
+    P("，位置 0..%d | `input_ids` |\n\n", RUN.n - 1);
+    P("这个玩具模型是\"植入\"出来的，为的是让故事一目了然（[toy_weights/README.md](../toy_weights/README.md)）：target\n"
+      "是一台 bigram 机器（在 t 之后贪心地总是输出 NEXT[t]）；draft 第 0 层有三个\"前瞻头\"：head m（m = 1, 2, 3）让距离\n"
+      "锚点（anchor）m 的那个 mask 去关注锚点并把它往前复制。模型里故意埋了一个错误（在 \"on\" 之后第三个位置，draft\n"
+      "以为是 \"box\"），所以第 1 轮 3 个提议只接受 2 个。其余的头、MLP 和 draft 第 1 层都是伪随机权重。全部计算用\n"
+      "float32（`-ffp-contract=off`，trace 逐位可复现）。\n\n");
+    P("## 整个运行一览\n\n![默认运行的时间线](timeline.svg)\n\n");
+    P("| | block（位置） | draft 提议 | target 的 posterior | match / cumprod | 接受长度 | start |\n"
+      "|---|---|---|---|---|---|---|\n");
+    P("| prefill | ");
+    for (int i = 0; i < RUN.n; i++) P("%s%s", i ? " " : "", mw(RUN.out[i]));
+    P("（0..%d） | | %s | | | %d |\n", RUN.n - 1, mw(ival(get("prefill.sampled"), 0)), RUN.n);
+    for (int ri = 0; ri < RUN.R; ri++) {
+        const Round *r = &RUN.r[ri];
+        P("| 第 %d 轮 | ", ri + 1);
+        for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->block_in[i]));
+        P("（%d..%d） | ", r->start, r->start + RUN.B - 1);
+        for (int i = 1; i < RUN.B; i++) P("%s%s", i > 1 ? " " : "", mw(r->block[i]));
+        P(" | ");
+        for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->posterior[i]));
+        P(" | [");
+        for (int i = 0; i + 1 < RUN.B; i++) P("%s%ld", i ? "," : "", r->match[i]);
+        P("] / [");
+        for (int i = 0; i + 1 < RUN.B; i++) P("%s%ld", i ? "," : "", r->cumprod[i]);
+        P("] | %d | %d &rarr; %d |\n", r->acc, r->start, r->start_after);
+    }
+    int tot = 0;
+    for (int ri = 0; ri < RUN.R; ri++) tot += RUN.r[ri].acc + 1;
+    P("\n输出：\"");
+    words_list(RUN.out, RUN.n_out);
+    P("\"（id");
+    for (int i = 0; i < RUN.n_out; i++) P(" %ld", RUN.out[i]);
+    P("）。%d 个新 token 只用了 %d 次 target 前向（prefill + %d 次验证）和 %d 次 draft 前向，平均每次验证得到\n"
+      "%.2f 个 token。只用 target 逐个解码需要 %d 次前向（结果完全相同，这就是\"无损\"性质，`make test` 会检查）。\n\n",
+      RUN.n_out - RUN.n, RUN.R + 1, RUN.R, RUN.R, (double)tot / RUN.R, RUN.n_out - RUN.n);
+}
+
+static void zh_step1(void) {
+    const Tensor *th = get("prefill.target_hidden"), *lg = get("prefill.logits");
+    int D = RUN.D;
+    P("## Step 1：Prefill，从 target 取出 hidden states\n\n");
+    P("**代码：** `target_forward`（dflash.c 第 3 节）在位置 0..%d 上处理 %d 个 prompt token，填好\n"
+      "`TargetRun.hidden_states`（L+1 = %d 个 [%d, %d] 数组），并且只算最后一个位置的 logits（`logits_to_keep=1`）；\n"
+      "`dflash_generate` 采样出第一个新 token；`extract_context_feature`（第 4 节）把 target_layer_ids 中每个 id 对应的\n"
+      "`hidden_states[id + 1]` 在特征维拼接起来。\n\n", RUN.n - 1, RUN.n, RUN.L + 1, RUN.n, D);
+    P("```math\nX_i = \\left[\\,h^{(%d)}_i \\,;\\, h^{(%d)}_i \\,;\\, h^{(%d)}_i\\,\\right] "
+      "= \\left[\\,\\mathrm{hs}[%d]_i \\,;\\, \\mathrm{hs}[%d]_i \\,;\\, \\mathrm{hs}[%d]_i\\,\\right] \\in "
+      "\\mathbb{R}^{%d}\n```\n\n", RUN.layer_ids[0], RUN.layer_ids[1], RUN.layer_ids[2], RUN.layer_ids[0] + 1,
+      RUN.layer_ids[1] + 1, RUN.layer_ids[2] + 1, RUN.kD);
+    P("注意下标要 **+1**：`hidden_states[0]` 是 embedding 的输出，第 l 层的输出是 `hidden_states[l + 1]`。\n\n");
+    long a, b;
+    top2(lg, 0, &a, &b);
+    P("- `prefill.logits` [1, %d]：最大的是 %s（%s），第二是 %s（%s），所以 `prefill.sampled` = %ld（%s），写在位置 %d。\n",
+      RUN.V, mw(a), fx(at2(lg, 0, a), 4), mw(b), fx(at2(lg, 0, b), 4), ival(get("prefill.sampled"), 0),
+      mw(ival(get("prefill.sampled"), 0)), RUN.n);
+    P("- `prefill.target_hidden` [%d, %d]（即 `target_hidden_raw`）。每 %d 列是一个 hidden state；在这个模型里，一个 token\n"
+      "  在\"自己的维度\"（维度号 = token id）上保持一个大值，其余都很小：\n\n", RUN.n, RUN.kD, D);
+    P("| 行 | 词 | ");
+    for (int j = 0; j < RUN.k; j++)
+        P("第 %d..%d 列 = hs[%d]（第 %d 层%s）：自身维度，RMS | ", j * D, (j + 1) * D - 1, RUN.layer_ids[j] + 1,
+          RUN.layer_ids[j], RUN.layer_ids[j] + 1 == RUN.L ? "，final norm 之后" : "");
+    P("\n|---|---|");
+    for (int j = 0; j < RUN.k; j++) P("---|");
+    P("\n");
+    for (int i = 0; i < RUN.n; i++) {
+        long id = RUN.out[i];
+        P("| %d | %s | ", i, mw(id));
+        for (int j = 0; j < RUN.k; j++)
+            P("%s, %s | ", fx(at2(th, i, (long)j * D + id), 4), fx(rms_row(th, i, (long)j * D, D), 4));
+        P("\n");
+    }
+    P("\n最后一段是 `hidden_states[%d]`，它是经过最后的 `model.norm` **之后**的输出（RMS 为 1）：transformers 用\n"
+      "`last_hidden_state` 替换了最后一个 hidden state（见文末勘误）。\n\n", RUN.L);
+}
+
+static void zh_step2(void) {
+    const Tensor *fc = get("draft1.fc"), *C = get("draft1.hidden_norm");
+    int Lc = RUN.r[0].Lc;
+    P("## Step 2：投影与归一化，得到 C\n\n");
+    P("**代码：** `draft_forward`（dflash.c 第 5 节）：先 `matmul(r->fc_out, target_hidden, dm->fc, ...)`，再\n"
+      "`rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, ...)`。`fc.weight` 按 [%d, %d]（out, in）存储。\n\n", RUN.D, RUN.kD);
+    P("```math\nC = \\mathrm{RMSNorm}\\!\\left(X\\,W_\\mathrm{fc}^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d},"
+      "\\qquad \\mathrm{RMSNorm}(x) = w \\odot \\frac{x}{\\sqrt{\\mathrm{mean}(x^2) + \\epsilon}}\n```\n\n", Lc, RUN.D);
+    P("`draft1.target_hidden_raw` [%d, %d] 就是 `prefill.target_hidden`（逐位检查过），`draft1.fc` 是 [%d, %d]，\n"
+      "C = `draft1.hidden_norm` [%d, %d]。这个模型里 fc 的第 0..35 行为零，所以 C 在所有 token 维度上恰好为 0；\n"
+      "第 %d 维是植入的\"上下文标记\"，让上下文的 key 有自己独立的方向（见 4.2）：\n\n", Lc, RUN.kD, Lc, RUN.D, Lc,
+      RUN.D, RUN.D - 1);
+    P("| 行（位置） | C[0..3] | C[36..39] | C[%d] | fc 行的 RMS | C 行的 RMS |\n|---|---|---|---|---|---|\n", RUN.D - 1);
+    for (int i = 0; i < Lc; i++) {
+        P("| %d（%s） | ", i, mw(RUN.out[i]));
+        for (int j = 0; j < 4; j++) P("%s%s", j ? " " : "", fx(at2(C, i, j), 4));
+        P(" | ");
+        for (int j = 36; j < 40; j++) P("%s%s", j > 36 ? " " : "", fx(at2(C, i, j), 4));
+        P(" | %s | %s | %s |\n", fx(at2(C, i, RUN.D - 1), 4), fx(rms_row(fc, i, 0, RUN.D), 4),
+          fx(rms_row(C, i, 0, RUN.D), 4));
+    }
+    P("\n同一份 C 注入到 draft 的**每一层**（4.2），各层不会再单独归一化它。\n\n");
+}
+
+static void zh_step3(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *ne = get("draft1.noise_embedding");
+    P("## Step 3：准备 block\n\n");
+    P("**代码：** `dflash_generate`（dflash.c 第 7 节）复制 `block = output_ids[start : start+B]`；`draft_forward` 用 target 的\n"
+      "embedding 表查出 `noise_embedding = embed_tokens(block)`。\n\n");
+    P("```math\nH^{(0)} = \\mathrm{embed}(\\mathrm{block}) \\in \\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B, RUN.D);
+    P("`draft1.block_output_ids` = [");
+    for (int i = 0; i < RUN.B; i++) P("%s%ld", i ? ", " : "", r->block_in[i]);
+    P("] = ");
+    for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->block_in[i]));
+    P("，位置 %d..%d（start = %d：锚点就是 prefill 采样出的 token）。`draft1.noise_embedding` [%d, %d] 的第 t 行是\n"
+      "`embed_tokens[block[t]]`，这里它在第 block[t] 维为 %s、其余为 0：\n\n", r->start, r->start + RUN.B - 1,
+      r->start, RUN.B, RUN.D, fx(at2(ne, 0, r->block_in[0]), 4));
+    P("| 行 | 位置 | token | 维度 | 该维的值 | 行 RMS |\n|---|---|---|---|---|---|\n");
+    for (int t = 0; t < RUN.B; t++)
+        P("| %d | %d | %s | %ld | %s | %s |\n", t, r->start + t, mw(r->block_in[t]), r->block_in[t],
+          fx(at2(ne, t, r->block_in[t]), 4), fx(rms_row(ne, t, 0, RUN.D), 4));
+    P("\n");
+}
+
+static void zh_step4(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *qr = get("draft1.layers.0.self_attn.q_rope"), *kr = get("draft1.layers.0.self_attn.k_rope");
+    const Tensor *q = get("draft1.layers.0.self_attn.q"), *k = get("draft1.layers.0.self_attn.k");
+    const Tensor *ang = get("draft1.rope_angles"), *A = get("draft1.layers.0.self_attn.attn_weights");
+    const Tensor *cs = get("draft1.cos"), *sn = get("draft1.sin");
+    int Lc = r->Lc, S = r->S, B = RUN.B, d = RUN.d, half = d / 2, P0 = r->draft_cache_before;
+    P("## Step 4：KV Injection，draft 第 0 层\n\n");
+    P("**代码：** `draft_layer`（dflash.c 第 5 节），每个 draft 层调用一次；下面 4.1 到 4.5 的编号与它注释里的编号一致。\n"
+      "H 是该层对 block 的归一化输入 `a->xb = input_layernorm(h)`（第 0 层的 `input_layernorm` 权重为 1，H 就是 embedding）。\n\n");
+    P("### 4.1 Q：只来自 block\n\n");
+    P("```math\nQ = \\mathrm{QNorm}\\!\\left(H W_Q^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
+      RUN.H, B, d);
+    P("`draft1.layers.0.self_attn.q` 是 [%d, %d, %d]（q_norm 之后、RoPE 之前；内存里 `LayerActs.q` 是 [B, H*d]，trace 把它\n"
+      "转置成参考实现的 [H, B, d]）。植入的 head 1 展示了配方：词的 query 沿第 0 对、角度为 0；mask 的 query 角度为 -m，\n"
+      "并在第 %d 维上带一个 \"sink\" 分量：\n\n", RUN.H, B, d, half - 1);
+    P("| head 1 的行 | 位置 | token | q[0] | q[%d] | q[%d] | q 的模长 |\n|---|---|---|---|---|---|---|\n", half, half - 1);
+    for (int t = 0; t < B; t++)
+        P("| %d | %d | %s | %s | %s | %s | %s |\n", t, r->start + t, mw(r->block_in[t]), fx(at3(q, 1, t, 0), 4),
+          fx(at3(q, 1, t, half), 4), fx(at3(q, 1, t, half - 1), 4), fx(sqrt(dot_row(q, 1, t, q, 1, t, d)), 4));
+    {
+        double q0 = at3(q, 1, 1, 0), q32 = at3(q, 1, 1, half), q31 = at3(q, 1, 1, half - 1);
+        double len0 = sqrt(q0 * q0 + q32 * q32);
+        P("\nq_norm 把每个头的 query 缩放到长度 sqrt(d) = 8。mask 的 query 在第 0 对上长 %s，方向 (%s, %s) = (cos 1, -sin 1)，\n"
+          "即角度 -1；在 sink（第 %d 维）上是 %s。\n\n", fx(len0, 4), fx(q0 / len0, 4), fx(q32 / len0, 4), half - 1,
+          fx(q31, 4));
+    }
+    P("### 4.2 K 和 V：上下文和 block 走同一组投影\n\n");
+    P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; H W_K^{\\top}\\right]\\right)"
+      " \\in \\mathbb{R}^{%d \\times %d \\times %d},\\qquad V = \\mathrm{concat}\\!\\left[C W_V^{\\top},\\; "
+      "H W_V^{\\top}\\right]\n```\n\n", RUN.Hkv, Lc + B, d);
+    P("这就是 KV Injection 的全部秘密：`draft_layer` 对第 0..%d 行（上下文 C）和第 %d..%d 行（block 的 H）用**同一个**\n"
+      "`k_proj` 权重、写进**同一个** buffer，V 也一样。`draft1.layers.0.self_attn.k` 和 `.v` 都是 [%d, %d, %d]：前 %d 行携带\n"
+      "target 对 \"The cat sat\" 算出的信息，后 %d 行是 draft 对自己这个 block 的认识。Q 只有 %d 行，所以上下文只提供\n"
+      "key/value，不产生输出。\n\n", Lc - 1, Lc, Lc + B - 1, RUN.Hkv, Lc + B, d, Lc, B, B);
+    {
+        const Tensor *v = get("draft1.layers.0.self_attn.v");
+        P("%d 个 key/value 及其来源，以及 head 1 的分量（植入的头里 k_norm 在第 0、%d、%d、%d 维上增益为 10；每个植入的 key\n"
+          "恰好只有一个非零分量）：\n\n", S, half - 1, half, d - 1);
+        P("| K/V 序号 | 位置 | 来源 | token | head 1：k[0] | k[16] | k[%d] | head 1：v 的最大分量 |\n"
+          "|---|---|---|---|---|---|---|---|\n", half - 1);
+        for (int j = 0; j < Lc + B; j++) {
+            int ctx = j < Lc, pos = P0 + j, best = 0;
+            long id = ctx ? RUN.out[pos] : r->block_in[j - Lc];
+            for (int c = 1; c < d; c++) if (fabs(at3(v, 1, j, c)) > fabs(at3(v, 1, j, best))) best = c;
+            char vs[96];
+            if (fabs(at3(v, 1, j, best)) < 0.00005) snprintf(vs, sizeof vs, "全为 0");
+            else snprintf(vs, sizeof vs, "第 %d 维 %s（%s）", best, fx(at3(v, 1, j, best), 4), mw(best));
+            P("| %d | %d | %s | %s | %s | %s | %s | %s |\n", j, pos, ctx ? "C W_K（target 上下文）" : "H W_K（block）",
+              mw(id), fx(at3(k, 1, j, 0), 4), fx(at3(k, 1, j, 16), 4), fx(at3(k, 1, j, half - 1), 4), vs);
+        }
+        P("\n伪随机的头里 64 个分量都是稠密的，比如 head 0 的 key 0 开头是 %s %s %s %s。\n\n", fx(at3(k, 0, 0, 0), 4),
+          fx(at3(k, 0, 0, 1), 4), fx(at3(k, 0, 0, 2), 4), fx(at3(k, 0, 0, 3), 4));
+    }
+    P("### 4.3 RoPE：key 用全部位置，query 只用最后 B 个\n\n");
+    P("**代码：** `draft_forward` 设 `position_ids = [cache_len, start+B)` = %d..%d，调用 `rope_cos_sin`；`draft_layer` 调用\n"
+      "`apply_rotary_pos_emb`：key 用 cos/sin 的第 0..%d 行，query 用第 %d..%d 行（`cos[-q_len:]`）。\n\n",
+      P0, P0 + S - 1, S - 1, Lc, S - 1);
+    P("```math\n\\theta_{p,i} = p \\cdot \\mathrm{inv\\_freq}_i,\\quad \\mathrm{inv\\_freq}_i = "
+      "\\mathrm{rope\\_theta}^{-2i/d},\\qquad x' = x \\odot \\cos\\theta_p + \\mathrm{rotate\\_half}(x) \\odot "
+      "\\sin\\theta_p\n```\n\n");
+    P("第 i 维与第 i + %d 维组成第 i 对（Hugging Face 的前后两半切分）。`draft1.rope_angles` [%d, %d]；第 0 对每个位置转\n"
+      "%s 弧度，最后一对只转 %.4e：\n\n", half, S, half, fx(RUN.inv_freq_first, 4), RUN.inv_freq_last);
+    P("| 位置 | 用于 | 第 0 对角度 | cos | sin | 第 %d 对角度 | cos |\n|---|---|---|---|---|---|---|\n", half - 1);
+    for (int p = 0; p < S; p++)
+        P("| %d | %s | %s | %s | %s | %.4e | %s |\n", P0 + p, p < Lc ? "K（上下文）" : "K 和 Q（block）",
+          fx(at2(ang, p, 0), 4), fx(at2(cs, p, 0), 4), fx(at2(sn, p, 0), 4), at2(ang, p, half - 1),
+          fx(at2(cs, p, half - 1), 6));
+    int qrow = 5 - r->start, kj = 2 - P0, drow = 3 - P0;
+    double s_rot = dot_row(qr, 0, qrow, kr, 0, kj, d), s_none = dot_row(q, 0, qrow, k, 0, kj, d), s_rel = 0;
+    for (int i = 0; i < half; i++) {
+        double c = at2(cs, drow, i), sv = at2(sn, drow, i), k1 = at3(k, 0, kj, i), k2 = at3(k, 0, kj, i + half);
+        s_rel += at3(q, 0, qrow, i) * (k1 * c + k2 * sv) + at3(q, 0, qrow, i + half) * (k2 * c - k1 * sv);
+    }
+    P("\n**原讲解里的例子 q5 · k2（距离 3），用 head 0 的真实向量**（`q`、`k` 是 RoPE 之前，`q_rope`、`k_rope` 是之后；\n"
+      "位置 5 的 query 是 Q 的第 %d 行，位置 2 的 key 是 K 的第 %d 行）：\n\n```text\n", qrow, kj);
+    P("q_rope[0][%d] · k_rope[0][%d]                    = %10s\n", qrow, kj, fx(s_rot, 4));
+    P("q_5 · R_-3 k_2（不旋转 q，k 转 -3·inv_freq）     = %10s   相同：只有相对距离 2 - 5 = -3 起作用\n", fx(s_rel, 4));
+    P("q_5 · k_2（都不旋转：相当于 Q 错放在位置 0..3）  = %10s   距离 0：得分不同\n", fx(s_none, 4));
+    P("score = %s × 0.125                          = %10s\n", fx(s_rot, 4), fx(s_rot * 0.125, 4));
+    P("A[0][q@5][k@2]（head 0 第 q@5 行 softmax 之后）  = %10s   draft1.layers.0.self_attn.attn_weights[0][%d][%d]\n",
+      fx(at3(A, 0, qrow, kj), 4), qrow, kj);
+    P("```\n\n");
+    P("**植入的头里的角度论证。** head m 的 mask query 在第 0 对上角度为 -m，每个词的 key 角度为 0，所以 RoPE 之后二者的得分\n"
+      "正比于 cos((q_pos - k_pos) - m)：恰好在距离 m 处最大。下表是对锚点 key k@%d（%s）的得分 q'·k'/8：\n\n", r->start,
+      mw(r->block_in[0]));
+    P("| head | ");
+    for (int t = 0; t < B; t++) P("q@%d（距离 %d） | ", r->start + t, t);
+    P("q@%d 对一个 mask key |\n|---|", r->start + B - 1);
+    for (int t = 0; t <= B; t++) P("---|");
+    P("\n");
+    for (int h = 1; h <= 3 && h < RUN.H; h++) {
+        P("| %d | ", h);
+        for (int t = 0; t < B; t++) P("%s | ", fx(dot_row(qr, h, t, kr, h, Lc, d) * 0.125, 2));
+        P("%s |\n", fx(dot_row(qr, h, B - 1, kr, h, S - 1, d) * 0.125, 2));
+    }
+    P("\n只有距离恰为 m 的 mask 会把注意力集中到锚点上；其余 mask 落在 sink 上。\n\n");
+    P("### 4.4 注意力：每个头 %d × %d，没有因果 mask\n\n", B, S);
+    P("**代码：** `attention`（dflash.c 第 2 节），`causal = 0`；在此之前 `cache_append` 已把 %d 个新 key/value 放进 draft cache。\n\n",
+      Lc + B);
+    P("```math\nA_{ij} = \\frac{\\exp\\!\\left(q'^{\\top}_i k'_j / \\sqrt{d_h}\\right)}{\\sum_{m} "
+      "\\exp\\!\\left(q'^{\\top}_i k'_m / \\sqrt{d_h}\\right)},\\qquad \\mathrm{out}_i = \\sum_{j} A_{ij}\\, v_j\n```\n\n");
+    P("`draft1.layers.0.self_attn.attn_weights` [%d, %d, %d]，缩放 d^-0.5 = 0.125，不加 mask：block 内每一行都能看到整个\n"
+      "block（包括后面的 mask）。head 1 到 3 是植入的前瞻头（head m：第 q@%d+m 行的峰值落在锚点 k@%d 上）；head 0 和\n"
+      "4 到 7 是伪随机权重，注意力分散在上下文和 block 上。图中的粗线就是 KV Injection 的分界：左边的 key/value 来自\n"
+      "target 的特征（C），右边来自 block 本身。\n\n", RUN.H, B, S, r->start, r->start);
+    P("| | |\n|---|---|\n");
+    for (int h = 0; h < RUN.H; h += 2) {
+        P("| ![draft 第 1 轮，第 0 层，head %d](attn_round1_layer0_head%d.svg) |", h, h);
+        if (h + 1 < RUN.H) P(" ![draft 第 1 轮，第 0 层，head %d](attn_round1_layer0_head%d.svg) |", h + 1, h + 1);
+        P("\n");
+    }
+    P("\n<details><summary>同样的数字，文本形式（行：query q@位置；列：key k@位置；`┃` 是 KV Injection 的分界）</summary>\n\n```text\n");
+    for (int h = 0; h < RUN.H; h++) {
+        P("head %d（%s）\n%-13s", h, h >= 1 && h <= 3 ? "植入的前瞻头" : "伪随机权重", "");
+        for (int j = 0; j < S; j++) {
+            int pos = P0 + j;
+            long id = j < Lc ? RUN.out[pos] : r->block_in[j - Lc];
+            char lab[64];
+            snprintf(lab, sizeof lab, "k@%d %s", pos, word(id));
+            P("%s%11s", j == Lc ? "  ┃" : "", lab);
+        }
+        P("\n");
+        for (int t = 0; t < B; t++) {
+            char lab[64];
+            snprintf(lab, sizeof lab, "q@%d %s", r->start + t, word(r->block_in[t]));
+            P("  %-11s", lab);
+            for (int j = 0; j < S; j++) P("%s%11s", j == Lc ? "  ┃" : "", fx(at3(A, h, t, j), 4));
+            P("\n");
+        }
+        P("\n");
+    }
+    P("```\n\n</details>\n");
+    P("\n每个 query 在 %d 个上下文 key 上的权重之和，也就是它通过 KV Injection 从 target 特征里拿了多少：\n\n| head | ", Lc);
+    for (int t = 0; t < B; t++) P("q@%d | ", r->start + t);
+    P("\n|---|");
+    for (int t = 0; t < B; t++) P("---|");
+    P("\n");
+    for (int h = 0; h < RUN.H; h++) {
+        P("| %d | ", h);
+        for (int t = 0; t < B; t++) {
+            double s = 0;
+            for (int j = 0; j < Lc; j++) s += at3(A, h, t, j);
+            P("%s | ", fx(s, 4));
+        }
+        P("\n");
+    }
+    {
+        const Tensor *v = get("draft1.layers.0.self_attn.v");
+        int h = 2, t = 5 - r->start;
+        long tok = r->block_in[0];
+        double o = 0;
+        P("\n**把 out_5 展开，head 2**（前瞻 2：位置 5 的 mask 在锚点之后第 2 个）。它的 value 向量只在词自己的维度上非零，\n"
+          "所以第 %ld 维（%s）能看出复制：\n\n", tok, mw(tok));
+        P("| j | 位置 | 来源 | A[2][q@5][j] | v_j[%ld] | A v_j[%ld] |\n|---|---|---|---|---|---|\n", tok, tok);
+        for (int j = 0; j < S; j++) {
+            double w = at3(A, h, t, j), vv = at3(v, h, j, tok);
+            o += w * vv;
+            P("| %d | %d | %s | %s | %s | %s |\n", j, P0 + j, j < Lc ? "上下文（C）" : "block", fx(w, 4), fx(vv, 4),
+              fx(w * vv, 4));
+        }
+        P("| | | | | out_5[%ld] = | **%s** |\n", tok, fx(o, 4));
+    }
+    P("\n### 4.5 输出投影\n\n");
+    P("**代码：** `draft_layer`：`matmul(a->attn_output, a->attn, w->o_proj, ...)`，然后是残差和 MLP。\n"
+      "`draft1.layers.0.self_attn.attn_output` 是 [%d, %d]：只有 block 的 %d 行；%d 个上下文位置只提供 key/value，不产生输出。\n"
+      "head m 的 o_proj 把复制来的 token t 写到维度 look_m(t)，于是每个 mask 行都得到它该据以预测的那个词（每行最大的分量）：\n\n",
+      B, RUN.D, B, Lc);
+    {
+        const Tensor *ao = get("draft1.layers.0.self_attn.attn_output");
+        P("| 行 | 位置 | token | 最大 | 第二 | 第三 |\n|---|---|---|---|---|---|\n");
+        for (int tt = 0; tt < B; tt++) {
+            int top[3] = {-1, -1, -1};
+            for (int c = 0; c < RUN.D; c++) {
+                double x = at2(ao, tt, c);
+                for (int s3 = 0; s3 < 3; s3++)
+                    if (top[s3] < 0 || x > at2(ao, tt, top[s3])) {
+                        for (int u = 2; u > s3; u--) top[u] = top[u - 1];
+                        top[s3] = c;
+                        break;
+                    }
+            }
+            P("| %d | %d | %s |", tt, r->start + tt, mw(r->block_in[tt]));
+            for (int s3 = 0; s3 < 3; s3++)
+                P(" 第 %d 维 %s%s%s%s |", top[s3], fx(at2(ao, tt, top[s3]), 4), top[s3] < NVOC ? "（" : "",
+                  top[s3] < NVOC ? mw(top[s3]) : "", top[s3] < NVOC ? "）" : "");
+            P("\n");
+        }
+    }
+    P("\n锚点那一行在三个植入头里都关注自己，所以三个词都收集到了；反正它在 Step 5 会被丢掉。第 1 层（`draft1.layers.1.*`，\n"
+      "形状相同）是伪随机的，只做小幅修正。\n\n");
+}
+
+static void zh_step5(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *lg = get("draft1.logits");
+    P("## Step 5：输出与 logits\n\n");
+    P("**代码：** `draft_forward`：`rmsnorm_rows(r->norm, r->h, dm->norm, ...)`，再用 target 的 lm_head 算第 1..%d 行的 logits；\n"
+      "`dflash_generate` 对每一行取 argmax（draft 永远是贪心的）。锚点那一行不产生提议。\n\n", RUN.B - 1);
+    P("```math\n\\mathrm{draft\\_logits} = \\mathrm{norm}(h^{(N)})_{[1:]}\\, W_\\mathrm{lm}^{\\top} \\in "
+      "\\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B - 1, RUN.V);
+    P("| logits 行 | 位置 | argmax | logit | 第二名 | logit |\n|---|---|---|---|---|---|\n");
+    for (int i = 0; i + 1 < RUN.B; i++) {
+        long a, b;
+        top2(lg, i, &a, &b);
+        P("| %d | %d | %s | %s | %s | %s |\n", i, r->start + i + 1, mw(a), fx(at2(lg, i, a), 4), mw(b),
+          fx(at2(lg, i, b), 4));
+    }
+    P("\nblock 变成 ");
+    for (int i = 0; i < RUN.B; i++) P("%s%s", i ? " " : "", mw(r->block[i]));
+    P("。最后一个提议就是埋下的错误：在 \"on\" 之后第三个位置，draft 的 head 3 以为是 \"box\"（应为 \"mat\"），\n"
+      "lm_head 把它变成 NEXT[box] = \".\"。\n\n");
+}
+
+static void zh_step6(void) {
+    const Round *r = &RUN.r[0];
+    const Tensor *lg = get("verify1.logits");
+    int B = RUN.B;
+    P("## Step 6：验证与接受\n\n");
+    P("**代码：** `target_forward` 在位置 %d..%d 上处理 %d 个 block token（cache %d &rarr; %d）；`sample_row`（温度 0 时取\n"
+      "argmax）给出 posterior；`acceptance_length`（dflash.c 第 7 节）做比较。\n\n", r->start, r->start + B - 1, B,
+      r->start, r->start + B);
+    P("```math\n\\mathrm{acc} = \\sum_{i=0}^{B-2} \\prod_{j \\le i} \\left[\\mathrm{block}_{j+1} = "
+      "\\mathrm{posterior}_j\\right]\n```\n\n");
+    P("| i | 位置 | 输入 token | target 的下一个（posterior[i]） | logit | draft 的猜测 block[i+1] | match | cumprod |\n"
+      "|---|---|---|---|---|---|---|---|\n");
+    for (int i = 0; i < B; i++) {
+        long a, b;
+        top2(lg, i, &a, &b);
+        if (i + 1 < B)
+            P("| %d | %d | %s | %s | %s | %s | %ld | %ld |\n", i, r->start + i, mw(r->block[i]), mw(r->posterior[i]),
+              fx(at2(lg, i, a), 4), mw(r->block[i + 1]), r->match[i], r->cumprod[i]);
+        else
+            P("| %d | %d | %s | %s | %s | （无） | | |\n", i, r->start + i, mw(r->block[i]), mw(r->posterior[i]),
+              fx(at2(lg, i, a), 4));
+    }
+    P("\n`verify1.match` = [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->match[i]);
+    P("]，`verify1.cumprod` = [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->cumprod[i]);
+    P("]，`verify1.acceptance_length` = **%d**：保留 ", r->acc);
+    for (int i = 0; i <= r->acc; i++) P("%s%s", i ? " " : "", mw(r->block[i]));
+    P("，再加上 target 自己的 %s 作为 bonus token。最后一个 posterior（%s 之后的 %s）在同一次前向里顺带算出，\n"
+      "只有全部提议都被接受时才用得上。\n\n", mw(r->posterior[r->acc]), mw(r->block[B - 1]), mw(r->posterior[B - 1]));
+}
+
+static void zh_step7(void) {
+    const Round *r = &RUN.r[0];
+    int B = RUN.B;
+    P("## Step 7：状态更新\n\n");
+    P("**代码：** `dflash_generate` 轮循环的末尾（dflash.c 第 7 节）；`cache_crop`（第 2 节）。\n\n");
+    P("```text\n");
+    P("output_ids[start : start+acc+1] = block[:acc+1]       位置 %d..%d = ", r->start, r->start + r->acc);
+    for (int i = 0; i <= r->acc; i++) P("%s%s", i ? " " : "", word(r->block[i]));
+    P("\noutput_ids[start+acc+1]          = posterior[acc]     位置 %d = %s\n", r->start_after,
+      word(r->posterior[r->acc]));
+    P("start += acc + 1                                       start = %d + %d + 1 = %d\n", r->start, r->acc,
+      r->start_after);
+    P("target cache crop(start)                               %d 个位置 (0..%d) -> %d (0..%d)\n", r->start + B,
+      r->start + B - 1, r->start_after, r->start_after - 1);
+    P("target_hidden = extract_context_feature(...)[:acc+1]   verify1.target_hidden 的第 0..%d 行 = 位置 %d..%d\n",
+      r->acc, r->start, r->start + r->acc);
+    P("```\n\n");
+    P("crop 丢掉了位置 %d 上被拒绝的 %s 的 K/V。bonus %s 也不在 target cache 里：它是下一个 block 的锚点，会被重新输入。\n"
+      "`draft2.target_hidden_raw` 与 `verify1.target_hidden` 的前 %d 行逐位相同（已检查）。\n\n", r->start + B - 1,
+      mw(r->block[B - 1]), mw(r->posterior[r->acc]), r->acc + 1);
+    P("**Draft cache** 在每次 draft 前向之后立刻 crop 到 `start`，所以它只保留上下文的 K/V（block 的 K/V 从不留下），\n"
+      "每轮增长 acc + 1 个位置：\n\n");
+    P("| 轮 | start | 进入时的 draft cache | draft position_ids | 关注的 key 数 S | crop(start) 后的 draft cache "
+      "| 验证后的 target cache | crop(新 start) 后 | 新 start |\n|---|---|---|---|---|---|---|---|---|\n");
+    for (int ri = 0; ri < RUN.R; ri++) {
+        const Round *x = &RUN.r[ri];
+        char dc[32];
+        if (x->draft_cache_before) snprintf(dc, sizeof dc, "%d (0..%d)", x->draft_cache_before, x->draft_cache_before - 1);
+        else snprintf(dc, sizeof dc, "0");
+        P("| %d | %d | %s | %d..%d | %d | %d (0..%d) | %d (0..%d) | %d (0..%d) | %d |\n", ri + 1, x->start, dc,
+          x->draft_cache_before, x->start + B - 1, x->S, x->start, x->start - 1, x->start + B, x->start + B - 1,
+          x->start_after, x->start_after - 1, x->start_after);
+    }
+    P("\n注意后面几轮的 RoPE 位置：`draft2.position_ids` 从 %d 开始而不是 0。位置 0..%d 的 key 在第 1 轮已经旋转过、\n"
+      "存在 cache 里；只有新的上下文行和 block 才会得到新的 key。\n\n", RUN.R > 1 ? RUN.r[1].draft_cache_before : 0,
+      RUN.R > 1 ? RUN.r[1].draft_cache_before - 1 : 0);
+}
+
+static void zh_round2(void) {
+    if (RUN.R < 2) return;
+    const Round *r = &RUN.r[1];
+    int B = RUN.B;
+    P("## 第 2 轮\n\n");
+    P("block ");
+    for (int i = 0; i < B; i++) P("%s%s", i ? " " : "", mw(r->block_in[i]));
+    P(" 位于 %d..%d；draft 拿到 %d 个新的上下文行（位置 %d..%d：", r->start, r->start + B - 1, r->Lc,
+      r->draft_cache_before, r->draft_cache_before + r->Lc - 1);
+    for (int i = 0; i < r->Lc; i++) P("%s%s", i ? " " : "", mw(RUN.out[r->draft_cache_before + i]));
+    P("），cache 里已有 %d 个，所以 query 关注 S = %d 个 key（`draft2.layers.0.self_attn.attn_weights` 是 [%d, %d, %d]）。\n\n",
+      r->draft_cache_before, r->S, RUN.H, B, r->S);
+    {
+        const Tensor *A = get("draft2.layers.0.self_attn.attn_weights");
+        P("植入的头再次找到锚点 k@%d（每个 query 权重最大的 key）：\n\n| head | ", r->start);
+        for (int t = 0; t < B; t++) P("q@%d 关注 | ", r->start + t);
+        P("\n|---|");
+        for (int t = 0; t < B; t++) P("---|");
+        P("\n");
+        for (int h = 1; h <= 3 && h < RUN.H; h++) {
+            P("| %d | ", h);
+            for (int t = 0; t < B; t++) {
+                int best = 0, last, n_top = 0;
+                for (int j = 1; j < r->S; j++) if (at3(A, h, t, j) > at3(A, h, t, best)) best = j;
+                double top = at3(A, h, t, best);
+                last = best;
+                for (int j = 0; j < r->S; j++)
+                    if (at3(A, h, t, j) > top - 1e-3) { n_top++; last = j; }
+                if (n_top == 1) P("k@%d（%s） | ", best, fx(top, 4));
+                else P("k@%d..%d（各 %s） | ", best, last, fx(top, 4));
+            }
+            P("\n");
+        }
+        P("\n");
+    }
+    P("Draft 提议 ");
+    for (int i = 1; i < B; i++) P("%s%s", i > 1 ? " " : "", mw(r->block[i]));
+    P("；target 的 posterior ");
+    for (int i = 0; i < B; i++) P("%s%s", i ? " " : "", mw(r->posterior[i]));
+    P("；match [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->match[i]);
+    P("]，cumprod [");
+    for (int i = 0; i + 1 < B; i++) P("%s%ld", i ? ", " : "", r->cumprod[i]);
+    P("]，接受长度 **%d**：全部接受，再加 bonus %s（位置 %d）；start %d &rarr; %d。\n", r->acc,
+      mw(r->posterior[r->acc]), r->start_after, r->start, r->start_after);
+    P("%s 是停止符，循环结束：`output_ids` 在它之后截断（共 %d 个 id）。\n\n", mw(r->posterior[r->acc]), RUN.n_out);
+}
+
+static void zh_errata(void) {
+    const Round *r = &RUN.r[0];
+    int B = RUN.B;
+    long S2 = (long)dim(get("verify2.layers.0.self_attn.attn_weights"), 2);
+    P("## 勘误：原讲解的文字与代码行为不一致的地方\n\n");
+    P("以公开的参考代码（z-lab/dflash 配合 transformers）为准；`NOTES.md` 也列出了这些。\n\n");
+    P("1. **Step 7，下一个 start。** 原文说第 1 轮之后 `start` 变成 7。代码是 `start += acc + 1` = %d + %d + 1 = **%d**：\n"
+      "   bonus %s 写在位置 %d，它是下一个 block 的锚点，block 位于 %d..%d（`verify2.position_ids` 从 %d 开始）。\n",
+      r->start, r->acc, r->start_after, mw(r->posterior[r->acc]), r->start_after, r->start_after,
+      r->start_after + B - 1, RUN.R > 1 ? RUN.r[1].start : r->start_after);
+    P("2. **Step 7，crop。** 原文说 `crop(start)` 保留位置 0..%d。`crop(n)` 保留前 n 个位置，所以 `crop(%d)` 保留\n"
+      "   **0..%d**（第 2 轮验证关注 %d + %d = %ld 个 key：`verify2.layers.0.self_attn.attn_weights` 是 [%d, %d, %ld]）。\n",
+      r->start_after, r->start_after, r->start_after - 1, r->start_after, B, S2, RUN.H, B, S2);
+    P("3. **Step 7，下一轮的上下文。** \"只有 pos 3、4、5（3 个被接受的位置）\" 位置是对的，但它们是锚点加上 %d 个被接受的\n"
+      "   draft token：验证过的 block 的 `[:acc+1]`。\n", r->acc);
+    P("4. **Step 2，W_fc 的形状。** 原文写 W_fc ∈ R^{1536×512}；`nn.Linear` 把 `fc.weight` 存成 [%d, %d]（out, in），计算 x W^T。\n",
+      RUN.D, RUN.kD);
+    P("5. **Step 1，\"第 3/7/11 层\"。** 代码读的是 `hidden_states[id + 1]` = `hidden_states[%d]`、`[%d]`、`[%d]`（第 0 项是\n"
+      "   embedding），而且最后一项是经过最后 `model.norm` **之后**的输出（transformers 用 `last_hidden_state` 替换了它）：\n"
+      "   Step 1 表里它那一段的 RMS 是 1。直接 hook 第 %d 层原始输出的移植版本恰好在这里出现差异。\n\n",
+      RUN.layer_ids[0] + 1, RUN.layer_ids[1] + 1, RUN.layer_ids[2] + 1, RUN.layer_ids[2]);
+}
+
+static void zh_footer(void) {
+    P("## 本页是怎么生成的\n\n");
+    P("`make walkthrough` 编译 `./dflash` 和玩具权重，把默认运行 trace 到一个临时目录\n"
+      "（`./dflash --weights toy_weights/walkthrough --trace DIR`），再在上面运行 `walkthrough/mkwalk`，它写出英文版\n"
+      "README.md、本页 README.zh.md、`timeline.svg` 和八张 `attn_round1_layer0_head*.svg`，并交叉检查文中陈述的事实\n"
+      "（target_layer_ids、q5 · k2 恒等式、重算得分的 softmax、每轮传递的上下文、各轮的簿记）。两个版本的每个数字都来自\n"
+      "同一个 trace。`make walkthrough-check` 重新生成到临时目录并与提交的文件比较，有任何差异就失败，所以这里的数字\n"
+      "不会过时。[gdb.md](gdb.md) 在调试版本中停在每一步，打印同样的值。\n");
+}
+
+/* ===========================================================================
  * 8. main
  * ======================================================================== */
 
@@ -1373,7 +1892,7 @@ int main(int argc, char **argv) {
     if (!bad && (RUN.R < 1 || RUN.k != 3 || RUN.H < 4 || RUN.n < 3 || RUN.B > 16))
         flag_bad("this is not the walkthrough run (rounds %d, k %d, heads %d, prompt %d, block %d)", RUN.R, RUN.k,
                  RUN.H, RUN.n, RUN.B);
-    OutFile out[10];
+    OutFile out[12];
     int n_out = 0;
     if (!bad) {
         /* README.md */
@@ -1394,6 +1913,23 @@ int main(int argc, char **argv) {
         round2();
         errata();
         footer();
+        fclose(md);
+        /* README.zh.md: the Chinese edition, from the same run */
+        o = &out[n_out++];
+        snprintf(o->name, sizeof o->name, "README.zh.md");
+        md = open_memstream(&o->data, &o->len);
+        if (!md) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
+        zh_header();
+        zh_step1();
+        zh_step2();
+        zh_step3();
+        zh_step4();
+        zh_step5();
+        zh_step6();
+        zh_step7();
+        zh_round2();
+        zh_errata();
+        zh_footer();
         fclose(md);
         /* figures */
         for (int h = 0; h < RUN.H && h < 8; h++) {
