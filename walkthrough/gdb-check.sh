@@ -35,10 +35,11 @@ fi
 tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT INT TERM
 
-# gen OUT [1]: run the guide, write the page to OUT (with noise when $2 = 1)
+# gen OUT [1]: run the guide, write the page to OUT (with noise when $2 = 1).
+# debuginfod off: no download query (DEBUGINFOD_URLS from a login shell).
 gen() {
     GDB_GUIDE_OUT="$1" GDB_GUIDE_RAW="$1.raw" GDB_GUIDE_NOISE="${2:-0}" \
-        gdb -q -batch -nx -x walkthrough/gdb-guide.py ./dflash-debug > "$1.raw" 2>&1
+        gdb -q -batch -nx -iex 'set debuginfod enabled off' -x walkthrough/gdb-guide.py ./dflash-debug > "$1.raw" 2>&1
     rc=$?
     if [ $rc -ne 0 ] || [ ! -s "$1" ]; then
         echo "gdb-check: running the guide failed (gdb exit status $rc); its output:"
@@ -125,7 +126,8 @@ fi
 # 4b. the commands run as a script (gdb -batch -x): the same output, except
 #     the lines gdb prints only for typed commands
 awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/gdb.md.in > "$tmp/cmds.gdb"
-gdb -q -batch -nx -x "$tmp/cmds.gdb" ./dflash-debug > "$tmp/batch.raw" 2>&1
+gdb -q -batch -nx -iex 'set debuginfod enabled off' -x "$tmp/cmds.gdb" ./dflash-debug 2>&1 |
+    grep -v '^warning: Error disabling address space randomization' > "$tmp/batch.raw"
 checks=$((checks + 1))
 awk '/^```/ { t = ($0 == "```text"); next } t' "$tmp/fresh.md" |
     grep -v -e '^(gdb) ' -e '^Continuing\.$' -e '^Run till exit from ' > "$tmp/batch.want"

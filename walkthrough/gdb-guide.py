@@ -70,6 +70,9 @@ gdb.flush()
 # 2. split what was printed at the markers
 with open(RAW, errors="replace") as f:
     raw = f.read()
+# gdb's warnings about the machine, not about the program (a container that
+# forbids turning address randomisation off) are not part of the page
+raw = re.sub(r"(?m)^warning: Error disabling address space randomization.*\n", "", raw)
 parts = re.split("\x02gdb-guide (\\d+)\x03\n", raw)
 outputs = {}
 for k in range(1, len(parts) - 1, 2):
