@@ -424,13 +424,13 @@ prints the block, noise_embedding = embed_tokens(block), the position ids."""
     out("  keys: all %d (context | block); queries: the last %d", P, B)
 
 
-def _layer_header(label):
+def _layer_header(step, what):
     l = _int("l")
     B = _int("B")
     Lc = _int("Lc")
     S = _int("S")
     c0 = _int("cache->len")
-    _where("== %s, round %d, draft layer %d" % (label, _round(), l))
+    _where("== Step %s, round %d, draft layer %d: %s" % (step, _round(), l, what))
     return l, B, Lc, S, c0
 
 
@@ -449,7 +449,7 @@ normed input X = a->xb. `next` steps through the layer from there."""
 
 
 def _draft_layer_start():
-    l, B, Lc, S, c0 = _layer_header("Step 4: draft layer starts")
+    l, B, Lc, S, c0 = _layer_header("4", "the layer starts, 4.1 is next")
     D = _int("D")
     out("X = a->xb = input_layernorm(h) [B, D] = [%d, %d] is ready; Q, K, V, RoPE, attention come next.", B, D)
     out("keys this layer: S = %d = %d in the draft cache + Lc %d context rows + B %d block rows",
@@ -491,7 +491,7 @@ end of sub-step 4.K in the current or next draft layer and print it:
 
 
 def _s41():
-    l, B, Lc, S, c0 = _layer_header("Step 4.1 done: q = q_norm(q_proj(X))")
+    l, B, Lc, S, c0 = _layer_header("4.1", "done, q = q_norm(q_proj(X))")
     H, d = _int("H"), _int("d")
     out("a->q [B, H*d] = [%d, %d]; head 1 of block row t starts at a->q + t*H*d + 1*d:", B, H * d)
     q = _reals(gdb.parse_and_eval("a->q"), B * H * d)
@@ -502,7 +502,7 @@ def _s41():
 
 
 def _s42():
-    l, B, Lc, S, c0 = _layer_header("Step 4.2 done: K and V from [C ; X] through the same k_proj, v_proj")
+    l, B, Lc, S, c0 = _layer_header("4.2", "done, K and V from [C ; X] through the same k_proj, v_proj")
     P, kvd, d = _int("P"), _int("kvd"), _int("d")
     out("a->k [Lc+B, Hkv*d] = [%d, %d]: rows 0..%d are C W_K (context), rows %d..%d X W_K (block)",
         P, kvd, Lc - 1, Lc, P - 1)
@@ -515,7 +515,7 @@ def _s42():
 
 
 def _s43():
-    l, B, Lc, S, c0 = _layer_header("Step 4.3 done: RoPE, keys at all Lc+B positions, queries at the last B")
+    l, B, Lc, S, c0 = _layer_header("4.3", "done, RoPE: keys at all Lc+B positions, queries at the last B")
     P, d, H, kvd = _int("P"), _int("d"), _int("H"), _int("kvd")
     ang = _reals(gdb.parse_and_eval("r->angles"), P * (d // 2))
     cs = _reals(gdb.parse_and_eval("r->cos"), P * d)
@@ -535,7 +535,7 @@ def _s43():
 
 
 def _s44():
-    l, B, Lc, S, c0 = _layer_header("Step 4.4 done: attention over the draft cache, non-causal")
+    l, B, Lc, S, c0 = _layer_header("4.4", "done, attention over the draft cache, non-causal")
     H = _int("H")
     out("a->att [H, B, S] = [%d, %d, %d]: keys %d..%d are context, %d..%d the block", H, B, S,
         0, S - B - 1, S - B, S - 1)
@@ -549,7 +549,7 @@ def _s44():
 
 
 def _s45():
-    l, B, Lc, S, c0 = _layer_header("Step 4.5 done: o_proj, residual, MLP")
+    l, B, Lc, S, c0 = _layer_header("4.5", "done, o_proj, residual, MLP: the layer output is ready")
     D = _int("D")
     ao = _reals(gdb.parse_and_eval("a->attn_output"), B * D)
     out("a->attn_output [B, D] = [%d, %d]: the three largest components of each row (dims < 36 are words):", B, D)
