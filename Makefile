@@ -9,6 +9,7 @@
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-guide          regenerate walkthrough/gdb.md by running its commands in gdb
 #   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
+#   make gdb-typed-check    type the guide into gdb in tmux and compare the screen with gdb.md
 #   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
 #   make explorer-check     open the explorers in headless chromium and check what they show
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
@@ -36,7 +37,7 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c explore.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check sanitize memcheck fuzz \
+.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check gdb-typed-check sanitize memcheck fuzz \
         explorer explorer-check exercises-check
 all: dflash weights
 
@@ -162,6 +163,9 @@ gdb-guide: dflash-debug weights
 	sh walkthrough/gdb-check.sh --write
 gdb-check: dflash-debug weights
 	sh walkthrough/gdb-check.sh
+# the same session typed into gdb in a tmux pane, command by command (needs tmux)
+gdb-typed-check: dflash-debug weights
+	sh walkthrough/gdb-check.sh --typed
 
 # ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
 # make sanitize: every test binary and the three programs the tests run

@@ -3,6 +3,7 @@
 #
 #   sh walkthrough/gdb-check.sh           (make gdb-check)  check walkthrough/gdb.md
 #   sh walkthrough/gdb-check.sh --write   (make gdb-guide)  regenerate it
+#   sh walkthrough/gdb-check.sh --typed   type it into gdb in tmux and compare the screen
 #
 # Run from the repository root after building ./dflash-debug and the toy
 # weights (the make targets do both). walkthrough/gdb.md is written by
@@ -47,6 +48,39 @@ gen() {
         return 1
     fi
 }
+
+# --typed: type the guide's commands into gdb in a tmux pane, one by one as
+# a student does, and compare the screen with gdb.md (needs tmux; not in CI)
+if [ "${1:-}" = "--typed" ]; then
+    command -v tmux > /dev/null 2>&1 || { echo "gdb-check --typed: needs tmux"; exit 1; }
+    T="tmux -L gdb-check-$$"
+    awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/gdb.md.in > "$tmp/cmds"
+    $T -f /dev/null new-session -d -s g -x 300 -y 50 "gdb -q -nx -iex 'set debuginfod enabled off' ./dflash-debug" || exit 1
+    $T set-option -t g history-limit 100000 > /dev/null
+    prompt() {  # wait until the pane's last line is the prompt
+        i=0
+        while [ $i -lt 300 ]; do
+            [ "$($T capture-pane -p -t g | grep -v '^$' | tail -n 1)" = "(gdb)" ] && return 0
+            sleep 0.2; i=$((i + 1))
+        done
+        return 1
+    }
+    prompt
+    while IFS= read -r cmd; do
+        $T send-keys -t g -l "$cmd"; $T send-keys -t g Enter
+        sleep 0.1; prompt || { echo "gdb-check --typed: no prompt after '$cmd'"; break; }
+    done < "$tmp/cmds"
+    $T capture-pane -p -J -S - -t g > "$tmp/screen"
+    $T kill-server
+    clean() { expand | sed -e 's/0x[0-9a-f][0-9a-f]*/0x?/g' -e 's/process [0-9][0-9]*/process ?/g' -e 's/ *$//' | grep -v '^(gdb)$'; }
+    awk '/^```/ { t = ($0 == "```text"); next } t' walkthrough/gdb.md | clean > "$tmp/want"
+    sed -n '/^(gdb) source/,$p' "$tmp/screen" | clean > "$tmp/got"
+    if diff -u "$tmp/want" "$tmp/got" > "$tmp/diff"; then
+        echo "gdb-check --typed: the $(grep -c '^(gdb) ' "$tmp/got") commands typed in tmux showed exactly gdb.md's transcripts"
+        exit 0
+    fi
+    head -n 40 "$tmp/diff"; echo "gdb-check --typed: FAILED"; exit 1
+fi
 
 if [ "${1:-}" = "--write" ]; then
     gen "$tmp/gdb.md" || exit 1
