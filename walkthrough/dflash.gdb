@@ -265,8 +265,7 @@ def run_to(spec, cond, what):
         out("The program ended (exit code %s) before %s.", code, what)
         out("Type `step1` or `round 1` to start it again.")
     else:
-        out("Stopped before %s (one of your breakpoints?); the same command goes on.", what)
-        gdb.execute("frame", to_string=False)
+        out("(stopped above, before %s: the same command goes on from here)", what)
     return False
 
 
