@@ -8,6 +8,8 @@
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
+#   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
+#   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
 #   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
@@ -32,7 +34,8 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz \
+        trace-md trace-md-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -84,7 +87,7 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
-test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check
+test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check trace-md-check
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
 
 # dflash.c compiles on its own with no flags and needs nothing from trace.c
@@ -93,6 +96,35 @@ standalone-check:
 	if nm -u tests/bin/dflash-alone.o | grep -w 'trace_[a-z_]*'; then \
 	  echo "standalone-check: dflash.c calls into trace.c"; exit 1; \
 	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_* symbol is undefined"; fi
+
+# ---- TRACE.md: the trace contract, generated from dflash.c's name table ----
+# tools/mktrace #includes dflash.c: `md` prints TRACE.md.in with its
+# @TRACE_NAMES@ line replaced by the table; `check` reads traces and fails
+# when a name is matched by no row or by two, or when a row matches nothing.
+# The three runs: the default run, a random-set run with block size 6, and a
+# block-size-1 run (no draft: match/cumprod are empty).
+TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
+                "--block-size 1"
+
+tools/mktrace: tools/mktrace.c dflash.c json.c dflash.h
+	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c $(LDLIBS)
+
+trace-md: tools/mktrace TRACE.md.in
+	./tools/mktrace md TRACE.md.in > TRACE.md.tmp && mv TRACE.md.tmp TRACE.md
+
+trace-md-check: dflash weights tools/mktrace
+	@tmp=$$(mktemp -d); rc=0; \
+	./tools/mktrace md TRACE.md.in > $$tmp/TRACE.md || rc=1; \
+	if [ $$rc = 0 ] && ! diff -u TRACE.md $$tmp/TRACE.md > $$tmp/diff; then \
+	  head -n 40 $$tmp/diff; echo "trace-md-check: TRACE.md differs from a regeneration (make trace-md, then commit)"; rc=1; \
+	fi; \
+	i=0; dirs=; for args in $(TRACE_MD_RUNS); do \
+	  i=$$((i + 1)); eval "./dflash $$args --trace $$tmp/t$$i" > /dev/null || rc=1; dirs="$$dirs $$tmp/t$$i"; \
+	done; \
+	[ $$rc = 0 ] && { ./tools/mktrace check $$dirs || rc=1; }; \
+	rm -rf $$tmp; \
+	if [ $$rc = 0 ]; then echo "trace-md-check: TRACE.md matches the table and the names the runs emit"; \
+	else echo "trace-md-check: FAILED"; fi; exit $$rc
 
 # ---- the walkthrough (walkthrough/README.md, its figures, the gdb guide) ----
 # mkwalk reads a trace of the default run and writes README.md and the SVGs.
@@ -225,5 +257,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
+	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random toy_weights/walkthrough \
 	       walkthrough/mkwalk build
