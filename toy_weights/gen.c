@@ -709,7 +709,7 @@ static int write_vocab(const char *path) {
     return rc;
 }
 
-/* config.json: the Hugging Face fields (REFERENCE.md section 3). */
+/* config.json: the Hugging Face fields the published code reads (NOTES.md, "Weight files"). */
 static int write_config(const char *path, const Config *c) {
     Text t = {0};
     text_add(&t, "{\n");
