@@ -196,7 +196,8 @@ build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS)
-	@ln -sfn ../../toy_weights build/san/toy_weights
+	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
+	  ln -sfn ../../$$f build/san/$$f; done   # what the tests read (test_usage: the docs, the sources)
 	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
 	  ( s=$$(date +%s); $(SAN_ENV) ./$$t > $$t.log 2>&1; rc=$$?; \
