@@ -100,7 +100,8 @@ standalone-check:
 # ---- TRACE.md: the trace contract, generated from dflash.c's name table ----
 # tools/mktrace #includes dflash.c: `md` prints TRACE.md.in with its
 # @TRACE_NAMES@ line replaced by the table; `check` reads traces and fails
-# when a name is matched by no row or by two, or when a row matches nothing.
+# when a name is matched by no row or by two, when a row matches nothing, or
+# when a call's names are out of the table's data-flow order.
 # The three runs: the default run, a random-set run with block size 6, and a
 # block-size-1 run (no draft: match/cumprod are empty).
 TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \

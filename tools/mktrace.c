@@ -6,7 +6,9 @@
  *   mktrace check TRACE_DIR...       every name in each DIR/trace.jsonl is
  *                                    matched by exactly one table row, with
  *                                    the row's dtype and number of axes;
- *                                    every table row is matched by some name
+ *                                    every table row is matched by some name;
+ *                                    within each call the names come in the
+ *                                    table's data-flow order (place_of)
  *
  * The table is dflash_trace_names (dflash.c, section 8); this file
  * #includes dflash.c to use the same matcher (name_matches) as the tracer.
@@ -109,6 +111,44 @@ static int count_layers(const Json *lines, int n) {
     return L;
 }
 
+/* The data-flow order, derived from the table: within one call (the names
+ * sharing a first component, "prefill", "draft1", "verify1", ...) a name's
+ * place is (stage, layer, row): stage 0 for the rows the table lists before
+ * that model's layer rows, 1 for a layer's rows (and hidden_states.{l+1},
+ * which comes right after layer l), 2 for the rows after them. The places
+ * must strictly increase through a call: each layer's tensors in table
+ * order, a layer's output right after it, no name twice. */
+typedef struct { int stage, layer, row; } Place;
+
+static int is_draft_row(int r) { return strncmp(dflash_trace_names[r].pattern, "draft", 5) == 0; }
+static int is_layer_row(int r) { return strstr(dflash_trace_names[r].pattern, ".layers.{l}") != NULL; }
+
+static Place place_of(const char *name, int row) {
+    Place p = {0, -1, row};
+    const char *hs = strstr(name, ".hidden_states.");
+    const char *ly = strstr(name, ".layers.");
+    if (hs) {
+        int i = atoi(hs + 15);
+        if (i > 0) { p.stage = 1; p.layer = i - 1; p.row = 1 << 20; }  /* after layer i-1's rows */
+        return p;
+    }
+    if (ly) {
+        p.stage = 1;
+        p.layer = atoi(ly + 8);
+        return p;
+    }
+    for (int r = row + 1; r < dflash_n_trace_names; r++)
+        if (is_layer_row(r) && is_draft_row(r) == is_draft_row(row)) return p;  /* before the layers */
+    p.stage = 2;
+    return p;
+}
+
+static int place_less(Place a, Place b) {
+    if (a.stage != b.stage) return a.stage < b.stage;
+    if (a.layer != b.layer) return a.layer < b.layer;
+    return a.row < b.row;
+}
+
 static int cmd_check(int ndirs, char **dirs) {
     int *used = calloc((size_t)dflash_n_trace_names, sizeof(int));
     int bad = 0, total = 0;
@@ -142,6 +182,9 @@ static int cmd_check(int ndirs, char **dirs) {
         free(text);
         if (!lines) { free(used); return 2; }
         int L = count_layers(lines, n);
+        char call[64] = "";
+        Place last = {-1, -1, -1};
+        const char *last_name = "";
         for (int i = 0; i < n; i++) {
             const Json *nm = json_get(&lines[i], "name"), *dt = json_get(&lines[i], "dtype");
             const Json *sh = json_get(&lines[i], "shape");
@@ -161,6 +204,20 @@ static int cmd_check(int ndirs, char **dirs) {
             }
             used[row]++;
             const TraceName *t = &dflash_trace_names[row];
+            const char *dot = strchr(nm->string, '.');
+            size_t cl = dot ? (size_t)(dot - nm->string) : 0;
+            if (cl >= sizeof call) cl = sizeof call - 1;
+            Place pl = place_of(nm->string, row);
+            if (strlen(call) != cl || strncmp(call, nm->string, cl) != 0) {  /* a new call */
+                memcpy(call, nm->string, cl);
+                call[cl] = 0;
+            } else if (!place_less(last, pl)) {
+                printf("%s: %s comes after %s, against the table's data-flow order\n", dirs[di], nm->string,
+                       last_name);
+                bad = 1;
+            }
+            last = pl;
+            last_name = nm->string;
             /* reals are float32, or float64 in the double build */
             int dtype_ok = t->kind == TRACE_IDS ? strcmp(dt->string, "int64") == 0
                                                 : strcmp(dt->string, "float32") == 0 ||
