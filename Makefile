@@ -13,6 +13,8 @@
 #   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
 #   make explorer-check     open the explorers in headless chromium and check what they show
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
+#   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
+#   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
 #   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
@@ -38,7 +40,7 @@ SRC     = $(LIBSRC) main.c bench.c explore.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
 .PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check gdb-typed-check sanitize memcheck fuzz \
-        explorer explorer-check exercises-check
+        explorer explorer-check exercises-check trace-md trace-md-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -90,7 +92,7 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
-test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check
+test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check trace-md-check
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
 
 # dflash.c compiles on its own with no flags and needs nothing from trace.c
@@ -99,6 +101,36 @@ standalone-check:
 	if nm -u tests/bin/dflash-alone.o | grep -w 'trace_[a-z_]*'; then \
 	  echo "standalone-check: dflash.c calls into trace.c"; exit 1; \
 	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_* symbol is undefined"; fi
+
+# ---- TRACE.md: the trace contract, generated from dflash.c's name table ----
+# tools/mktrace #includes dflash.c: `md` prints TRACE.md.in with its
+# @TRACE_NAMES@ line replaced by the table; `check` reads traces and fails
+# when a name is matched by no row or by two, when a row matches nothing, or
+# when a call's names are out of the table's data-flow order.
+# The three runs: the default run, a random-set run with block size 6, and a
+# block-size-1 run (no draft: match/cumprod are empty).
+TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
+                "--block-size 1"
+
+tools/mktrace: tools/mktrace.c dflash.c json.c dflash.h
+	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c $(LDLIBS)
+
+trace-md: tools/mktrace TRACE.md.in
+	./tools/mktrace md TRACE.md.in > TRACE.md.tmp && mv TRACE.md.tmp TRACE.md
+
+trace-md-check: dflash weights tools/mktrace
+	@tmp=$$(mktemp -d); rc=0; \
+	./tools/mktrace md TRACE.md.in > $$tmp/TRACE.md || rc=1; \
+	if [ $$rc = 0 ] && ! diff -u TRACE.md $$tmp/TRACE.md > $$tmp/diff; then \
+	  head -n 40 $$tmp/diff; echo "trace-md-check: TRACE.md differs from a regeneration (make trace-md, then commit)"; rc=1; \
+	fi; \
+	i=0; dirs=; for args in $(TRACE_MD_RUNS); do \
+	  i=$$((i + 1)); eval "./dflash $$args --trace $$tmp/t$$i" > /dev/null || rc=1; dirs="$$dirs $$tmp/t$$i"; \
+	done; \
+	[ $$rc = 0 ] && { ./tools/mktrace check $$dirs || rc=1; }; \
+	rm -rf $$tmp; \
+	if [ $$rc = 0 ]; then echo "trace-md-check: TRACE.md matches the table and the names the runs emit"; \
+	else echo "trace-md-check: FAILED"; fi; exit $$rc
 
 # ---- the walkthrough (walkthrough/README.md, its figures, the gdb guide) ----
 # mkwalk reads a trace of the default run and writes README.md and the SVGs.
@@ -197,7 +229,8 @@ build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS)
-	@ln -sfn ../../toy_weights build/san/toy_weights
+	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
+	  ln -sfn ../../$$f build/san/$$f; done   # what the tests read (test_usage: the docs, the sources)
 	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
 	  ( s=$$(date +%s); $(SAN_ENV) ./$$t > $$t.log 2>&1; rc=$$?; \
@@ -259,5 +292,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
+	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random toy_weights/walkthrough \
 	       walkthrough/mkwalk build

@@ -1,6 +1,6 @@
 /* bench.c - `dflash bench`: DFlash against target-only decoding, same
  * binary, same run. Every number is a ratio or a count measured in this one
- * process, so a noisy shared machine moves both sides alike. */
+ * process, so a noisy, busy machine moves both sides alike. */
 #include "dflash.h"
 
 #include <errno.h>
@@ -114,7 +114,7 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
         for (int r = 0; r < BENCH_REPS; r++) {
             gen_result_free(&ar);
             gen_result_free(&df);
-            /* alternate the order so drift on a shared machine hits both */
+            /* alternate the order so drift on a busy machine hits both */
             for (int side = 0; side < 2; side++) {
                 int do_ar = (side + r) % 2 == 0;
                 double t0 = now_seconds();

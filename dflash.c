@@ -568,11 +568,11 @@ typedef struct {
     real *cos, *sin;        /* (Lc+B, d)                                           */
     real *fc_out;           /* (Lc, D)      fc(target_hidden)                      */
     real *C;                /* (Lc, D)      hidden_norm(fc(target_hidden)): "C"    */
-    real *noise_embedding;  /* (B, D)       embed_tokens(block): "H" of layer 0    */
+    real *noise_embedding;  /* (B, D)       embed_tokens(block): layer 0's input h  */
     real *h;                /* (B, D)       the residual stream                    */
     real *norm;             /* (B, D)       final norm                             */
     real *logits;           /* (B-1, V)     target.lm_head(norm[1:])               */
-    real *kv_in;            /* (Lc+B, D)    [C ; H]: the rows K and V are made from   */
+    real *kv_in;            /* (Lc+B, D)    [C ; X]: the rows K and V are made from   */
     real *xt;               /* matmul scratch                                      */
     LayerActs *acts;        /* (N) one per draft layer                             */
 } DraftRun;
@@ -1054,7 +1054,8 @@ static void trace_output_length(TraceCtx *trace, int m) {
 }
 
 /* Does a trace name match a table pattern? "P." matches "prefill." and
- * "verify<r>."; {l}, {i}, {r} match a decimal number; {L} only the number L. */
+ * "verify<r>."; {l}, {r} match a decimal number; {L} only the number L, {i}
+ * only 1..L-1 (so every name matches exactly one row of the table). */
 static int name_matches(const char *pattern, const char *name, int L) {
     if (strncmp(pattern, "P.", 2) == 0) {
         if (strncmp(name, "prefill.", 8) == 0) {
@@ -1074,6 +1075,7 @@ static int name_matches(const char *pattern, const char *name, int L) {
             char *end;
             long v = strtol(name, &end, 10);
             if (pattern[1] == 'L' && v != L) return 0;
+            if (pattern[1] == 'i' && (v < 1 || v >= L)) return 0;
             name = end;
             pattern = strchr(pattern, '}') + 1;
         } else if (*pattern++ != *name++) {
@@ -1255,9 +1257,9 @@ const TraceName dflash_trace_names[] = {
     {"draft{r}.layers.{l}.self_attn.k_rope", "Hkv,Lc+B,d", HEADS, "K after RoPE at all context + block positions",
      "apply_rotary_pos_emb"},
     {"draft{r}.layers.{l}.self_attn.attn_scores", "H,B,S", R,
-     "scores = q'.k'/sqrt(d_h) before the softmax: block queries over the whole draft cache", "attention"},
+     "scores = q'.k'/sqrt(d) before the softmax: block queries over the whole draft cache", "attention"},
     {"draft{r}.layers.{l}.self_attn.attn_weights", "H,B,S", R,
-     "A = softmax(q'.k'/sqrt(d_h)): block queries over context (KV injection) + block keys, non-causal",
+     "A = softmax(q'.k'/sqrt(d)): block queries over context (KV injection) + block keys, non-causal",
      "attention"},
     {"draft{r}.layers.{l}.self_attn.attn_output", "B,D", R, "Attn_out = concat(heads) W_O: only the block's B rows",
      "draft_layer"},

@@ -314,7 +314,8 @@ int  vocab_find(const Vocab *v, const char *word);
 /* Split on whitespace; "." is its own token. ids gets at most cap ids. */
 int  tokenize(const Vocab *v, const char *text, int *ids, int cap, int *n_ids);
 
-/* dflash_generate: REFERENCE.md section 2, batch 1. draft may be NULL when
+/* dflash_generate: the published dflash_generate (NOTES.md, "The generate
+ * loop"), batch 1. draft may be NULL when
  * block_size == 1. Fills *res (free with gen_result_free). */
 int  dflash_generate(const Model *draft, const Model *target, const int *input_ids,
                      int n_prompt, const GenParams *p, GenResult *res);

@@ -11,15 +11,46 @@
 #include <string.h>
 
 
+/* --help. README.md's "The program" shows this text verbatim (tests/test_usage.c
+ * checks that, and that every flag parse_args accepts is listed here). */
 static const char *USAGE =
-    "usage: dflash [--weights DIR] [--prompt TEXT | --ids 2,3,4] [--max-new-tokens N]\n"
-    "              [--block-size B] [--temperature T] [--seed S] [--mode dflash|ar]\n"
-    "              [--print-ids] [--rounds] [--ignore-eos]\n"
-    "              [--trace DIR] [--trace-text FILE|-] [--trace-filter GLOB]...\n"
-    "       dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n"
-    "       dflash explore TRACE_DIR OUT.html [--vocab FILE]\n"
-    "       dflash bench\n"
-    "With no arguments: the walkthrough run (\"The cat sat\", block 4) with a per-round summary.\n";
+    "usage: dflash [OPTIONS]                          generate; no options: the walkthrough run\n"
+    "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
+    "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
+    "       dflash bench                              DFlash vs target-only decoding, timed\n"
+    "\n"
+    "options (each flag: its value, its range, its default):\n"
+    "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"
+    "                        and DIR/vocab.txt (default toy_weights/walkthrough, or\n"
+    "                        toy_weights/random when that is absent)\n"
+    "  --prompt TEXT         words of vocab.txt, split on white space, \".\" its own token\n"
+    "                        (default \"The cat sat\")\n"
+    "  --ids I,J,...         the prompt as token ids instead: 0..vocab_size-1, comma-separated,\n"
+    "                        at most 65536\n"
+    "  --max-new-tokens N    new tokens to generate, 0..1048576 (default 16)\n"
+    "  --block-size B        1..64; 1 is plain autoregressive decoding, no draft\n"
+    "                        (default: block_size in the draft's config.json, 4 for the toy sets)\n"
+    "  --temperature T       a finite number >= 0; 0 (default) is greedy\n"
+    "  --seed S              the sampling PRNG's seed, 0..18446744073709551615 (default 0)\n"
+    "  --mode dflash|ar      dflash (default), or ar: target-only autoregressive decoding\n"
+    "  --print-ids           also print the output ids, prompt included (default off)\n"
+    "  --rounds              print the per-round summary (default: on with no arguments, else off)\n"
+    "  --ignore-eos          do not stop at <eos> (default: stop there)\n"
+    "  --trace DIR           write every intermediate: DIR/<name>.npy and DIR/trace.jsonl (TRACE.md)\n"
+    "  --trace-text FILE|-   the same tensors as readable text, to FILE or - (stdout)\n"
+    "  --trace-filter GLOB   trace only names matching GLOB (*, ?, [..]); repeatable, at most 32\n"
+    "                        (default: every name)\n"
+    "  -h, --help            this text\n"
+    "\n"
+    "diff options (TRACE.md, \"dflash diff A B\"):\n"
+    "  --rtol R, --rtol=R    relative tolerance, times max|A| of each tensor (default 1e-4)\n"
+    "  --atol A, --atol=A    absolute tolerance (default 1e-6)\n"
+    "  --only GLOB           compare only names matching GLOB; repeatable (default: every name)\n"
+    "  --verbose             one line per compared tensor: worst relative error, NMSE in dB\n"
+    "explore options:\n"
+    "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
+    "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
+    "2 bad input (a flag, a weight file, the vocabulary, a prompt word, a trace)\n";
 
 typedef struct {
     const char *weights, *prompt, *ids, *mode, *trace_dir, *trace_text;
@@ -44,6 +75,23 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, long *ou
     return 0;
 }
 
+/* The value of the flag argv[*i]: argv[*i + 1], which may not look like a
+ * flag ("--weights --prompt x" is refused). Moves *i past it. NULL, with
+ * dflash_errmsg set, when there is no value. */
+static const char *flag_value(int argc, char **argv, int *i) {
+    const char *f = argv[*i], *next = *i + 1 < argc ? argv[*i + 1] : NULL;
+    if (!next) {
+        dflash_set_error("%s: missing value", f);
+        return NULL;
+    }
+    if (strncmp(next, "--", 2) == 0 && next[2]) {
+        dflash_set_error("%s: missing value (the next argument, \"%.100s\", is a flag)", f, next);
+        return NULL;
+    }
+    ++*i;
+    return next;
+}
+
 /* 0: run; 1: --help was asked for; -1: bad arguments (dflash_errmsg) */
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
@@ -54,33 +102,27 @@ static int parse_args(int argc, char **argv, Args *a) {
     for (int i = 1; i < argc; i++) {
         const char *f = argv[i];
         long v;
-        int has_value = i + 1 < argc;
-        const char *val = has_value ? argv[i + 1] : NULL;
-        /* a flag's value may not look like a flag: "--weights --prompt x" */
-        if (has_value && strncmp(val, "--", 2) == 0 && val[2]) has_value = 0;
-#define NEED_VALUE() do { if (!has_value) { \
-            dflash_set_error("%s: missing value%s%.100s%s", f, val ? " (the next argument, \"" : "", \
-                             val ? val : "", val ? "\", is a flag)" : ""); return -1; } i++; } while (0)
-        if (strcmp(f, "--weights") == 0) { NEED_VALUE(); a->weights = val; }
-        else if (strcmp(f, "--prompt") == 0) { NEED_VALUE(); a->prompt = val; }
-        else if (strcmp(f, "--ids") == 0) { NEED_VALUE(); a->ids = val; }
+        const char *val;
+        if (strcmp(f, "--weights") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->weights = val; }
+        else if (strcmp(f, "--prompt") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->prompt = val; }
+        else if (strcmp(f, "--ids") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->ids = val; }
         else if (strcmp(f, "--mode") == 0) {
-            NEED_VALUE();
+            if (!(val = flag_value(argc, argv, &i))) return -1;
             if (strcmp(val, "dflash") != 0 && strcmp(val, "ar") != 0) {
                 dflash_set_error("--mode: expected dflash or ar, got \"%.100s\"", val);
                 return -1;
             }
             a->mode = val;
         } else if (strcmp(f, "--max-new-tokens") == 0) {
-            NEED_VALUE();
+            if (!(val = flag_value(argc, argv, &i))) return -1;
             if (parse_int(f, val, 0, 1 << 20, &v)) return -1;
             a->max_new_tokens = (int)v;
         } else if (strcmp(f, "--block-size") == 0) {
-            NEED_VALUE();
+            if (!(val = flag_value(argc, argv, &i))) return -1;
             if (parse_int(f, val, 1, DFLASH_MAX_BLOCK, &v)) return -1;
             a->block_size = (int)v;
         } else if (strcmp(f, "--seed") == 0) {
-            NEED_VALUE();
+            if (!(val = flag_value(argc, argv, &i))) return -1;
             char *end;
             errno = 0;
             unsigned long long s = strtoull(val, &end, 10);
@@ -91,7 +133,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             }
             a->seed = s;
         } else if (strcmp(f, "--temperature") == 0) {
-            NEED_VALUE();
+            if (!(val = flag_value(argc, argv, &i))) return -1;
             char *end;
             double t = strtod(val, &end);
             if (!*val || *end || !isfinite(t) || t < 0) {
@@ -99,10 +141,10 @@ static int parse_args(int argc, char **argv, Args *a) {
                 return -1;
             }
             a->temperature = t;
-        } else if (strcmp(f, "--trace") == 0) { NEED_VALUE(); a->trace_dir = val; }
-        else if (strcmp(f, "--trace-text") == 0) { NEED_VALUE(); a->trace_text = val; }
+        } else if (strcmp(f, "--trace") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_dir = val; }
+        else if (strcmp(f, "--trace-text") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_text = val; }
         else if (strcmp(f, "--trace-filter") == 0) {
-            NEED_VALUE();
+            if (!(val = flag_value(argc, argv, &i))) return -1;
             if (a->n_filters == 32) { dflash_set_error("--trace-filter: expected at most 32, got more"); return -1; }
             a->filters[a->n_filters++] = val;
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
@@ -111,7 +153,6 @@ static int parse_args(int argc, char **argv, Args *a) {
         else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
         else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see --help)", f); return -1; }
         else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }
-#undef NEED_VALUE
     }
     if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";

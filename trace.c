@@ -230,7 +230,7 @@ static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
 
 /* ===========================================================================
  * Manifests. A trace's manifest is trace.jsonl (ours); for diff, a directory
- * written by the oracle (shared/oracle/oracle.py) is also accepted through
+ * written by a reference script on the published code is also accepted through
  * its names.json (a JSON array of names; file = name + ".npy").
  * ======================================================================== */
 

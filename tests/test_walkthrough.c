@@ -2,7 +2,7 @@
  * walkthrough's story, token for token.
  *
  * Every expectation is written down from the walkthrough
- * (../shared/seed: "The cat sat" -> "on"; draft "the mat ." against target
+ * (NOTES.md, "Provenance", the original walkthrough: "The cat sat" -> "on"; draft "the mat ." against target
  * "the mat in"; match [1,1,0], cumprod [1,1,0], acceptance 2; start 3 -> 6;
  * draft cache 0..2 after round 1, 0..5 after round 2) or from the planted
  * design in toy_weights/README.md (look-ahead head m attends from the mask

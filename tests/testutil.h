@@ -1,4 +1,4 @@
-/* testutil.h - small helpers shared by the cmocka tests: scratch
+/* testutil.h - small helpers common to the cmocka tests: scratch
  * directories, whole-file reads and writes, capturing what a function prints
  * on stdout/stderr, and small weight directories built byte by byte (so the
  * loader tests do not depend on the generator they check). All static inline

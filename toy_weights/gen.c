@@ -110,7 +110,7 @@ static double uniform_pm1(uint64_t *state) {
 }
 
 /* ===========================================================================
- * 3. The vocabulary (shared by both sets) and the successor table
+ * 3. The vocabulary (the same in both sets) and the successor table
  * ===========================================================================
  * Token id = position in this list = line number (from 0) in vocab.txt.
  * 0 and 1 are the special tokens, then the words of six sentences in
@@ -509,7 +509,7 @@ static void plant_look_o(float *w, const Tensor *t, const Config *c) {
     }
 }
 
-/* k_norm weight (shared by all heads of the layer): KEY_GAIN on both dims of
+/* k_norm weight (one for all heads of the layer): KEY_GAIN on both dims of
  * pair 0 and of the sink pair (equal within a pair, so the gain commutes with
  * the rotation), 1 elsewhere. After q_norm every query has length 8 and
  * after k_norm every planted key length 8 * KEY_GAIN, so with the 1/8 score
@@ -709,7 +709,7 @@ static int write_vocab(const char *path) {
     return rc;
 }
 
-/* config.json: the Hugging Face fields (REFERENCE.md section 3). */
+/* config.json: the Hugging Face fields the published code reads (NOTES.md, "Weight files"). */
 static int write_config(const char *path, const Config *c) {
     Text t = {0};
     text_add(&t, "{\n");

@@ -1,14 +1,16 @@
 /* mkwalk.c - regenerate walkthrough/README.md and its SVG figures from a
  * trace of the default run (`./dflash --trace DIR`).
  *
- *   usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR
+ *   usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR [DFLASH_C]
  *
  * Reads DIR/trace.jsonl and the .npy files it lists (format 1.0, '<f4',
  * '<f8' or '<i8', C order: what trace.c writes), and the vocabulary, then
  * writes OUT_DIR/README.md, its Chinese edition OUT_DIR/README.zh.md,
- * OUT_DIR/timeline.svg and
- * OUT_DIR/attn_round1_layer0_head{h}.svg. Everything is built in memory
- * first; if any tensor is missing or any cross-check fails, nothing is
+ * OUT_DIR/timeline.svg and OUT_DIR/attn_round1_layer0_head{h}.svg. The C
+ * lines the page quotes are read from DFLASH_C (default: dflash.c in the
+ * current directory; section 4b). Everything is built in memory first; if
+ * any tensor is missing, any cross-check fails or a quoted line is no
+ * longer in dflash.c, nothing is
  * written and the exit status is 1.
  *
  * Determinism: every number is printed with a fixed format from values read
@@ -18,7 +20,8 @@
  * whose result is compared against a threshold and never printed. So the
  * output is byte-identical wherever the trace is.
  *
- * The walkthrough's seven steps, in its order (../shared/seed): prefill and
+ * The original walkthrough's seven steps, in its order (NOTES.md,
+ * "Provenance"): prefill and
  * extract_context_feature, fc + hidden_norm -> C, the block, Q / K / V with
  * KV injection, RoPE, attention, output and logits, verification, update.
  */
@@ -325,6 +328,115 @@ static int vocab_load(const char *path) {
 
 static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; }
 
+/* ===========================================================================
+ * 4b. Code quotes. Every line of C this page shows is read out of dflash.c
+ *     when the page is generated, never typed here: code(fn, needle) finds
+ *     the function fn (its definition starts at column 0 and its body ends
+ *     at the first line that is just "}"), and in it the one statement whose
+ *     first line contains needle; a statement running over several lines
+ *     is joined until its parentheses balance. No such function, no such
+ *     line, or two matching lines: the page is not written (flag_bad), so
+ *     a quote cannot outlive the code it quotes.
+ * ======================================================================== */
+
+static char *SRC;          /* dflash.c */
+static const char *SRC_PATH;
+
+static int source_load(const char *path) {
+    size_t len;
+    SRC = (char *)read_all(path, &len);
+    if (!SRC) return -1;
+    char *nb = realloc(SRC, len + 1);
+    if (!nb) { free(SRC); SRC = NULL; set_error("out of memory"); return -1; }
+    SRC = nb;
+    SRC[len] = 0;
+    SRC_PATH = path;
+    return 0;
+}
+
+/* the start of the line after p (or the terminating NUL) */
+static const char *next_line(const char *p) {
+    const char *nl = strchr(p, '\n');
+    return nl ? nl + 1 : p + strlen(p);
+}
+
+/* [body, end) of function fn in SRC: the line that defines it starts at
+ * column 0 with a type, names "fn(" and is not a prototype (no ';' at the
+ * end of the declaration, which may run over several lines). */
+static int find_function(const char *fn, const char **body, const char **end) {
+    size_t fl = strlen(fn);
+    for (const char *line = SRC; *line; line = next_line(line)) {
+        if (*line == ' ' || *line == '\t' || *line == '\n' || *line == '/' || *line == '#' || *line == '{' ||
+            *line == '}')
+            continue;
+        const char *eol = next_line(line), *p = line;
+        const char *hit = NULL;
+        while ((p = strstr(p, fn)) != NULL && p < eol) {
+            if ((p == line || p[-1] == ' ' || p[-1] == '*') && p[fl] == '(') { hit = p; break; }
+            p += fl;
+        }
+        if (!hit) continue;
+        const char *q = hit;  /* the declaration ends at '{' (a definition) or ';' (a prototype) */
+        while (*q && *q != '{' && *q != ';') q++;
+        if (*q != '{') continue;
+        *body = next_line(q);
+        for (const char *l = *body; *l; l = next_line(l))
+            if (l[0] == '}' && (l[1] == '\n' || l[1] == 0)) { *end = l; return 0; }
+        return -1;
+    }
+    return -1;
+}
+
+/* one statement of fn containing needle on its first line, trimmed and with
+ * runs of spaces and a trailing comment removed (inline comments stay) */
+static const char *code(const char *fn, const char *needle) {
+    static char bufs[8][512];
+    static int k;
+    char *out = bufs[k++ % 8];
+    snprintf(out, 512, "(missing code: %s in %s)", needle, fn);
+    const char *body, *end;
+    if (!SRC || find_function(fn, &body, &end) != 0) {
+        flag_bad("%s: no function %s (quoted by the walkthrough)", SRC_PATH ? SRC_PATH : "dflash.c", fn);
+        return out;
+    }
+    const char *found = NULL;
+    int n_found = 0;
+    for (const char *l = body; l < end; l = next_line(l)) {
+        const char *eol = next_line(l), *p = strstr(l, needle);
+        if (p && p < eol) { if (!found) found = l; n_found++; }
+    }
+    if (n_found != 1) {
+        flag_bad("%s: function %s has %d lines containing \"%s\" (the walkthrough quotes exactly one)",
+                 SRC_PATH, fn, n_found, needle);
+        return out;
+    }
+    size_t o = 0;
+    int depth = 0, started = 0;
+    for (const char *l = found; l < end && o < 500; l = next_line(l)) {
+        const char *p = l, *eol = next_line(l);
+        while (p < eol && (*p == ' ' || *p == '\t')) p++;
+        if (started && o < 500) out[o++] = ' ';
+        started = 1;
+        for (; p < eol && *p != '\n' && o < 500; p++) {
+            if (p[0] == '/' && p[1] == '/') break;
+            if (p[0] == '/' && p[1] == '*') {  /* a trailing comment ends the line; an inline one stays */
+                const char *c = strstr(p + 2, "*/");
+                if (!c || c > eol) break;
+                const char *after = c + 2;
+                while (after < eol && (*after == ' ' || *after == '\t')) after++;
+                if (after >= eol || *after == '\n') break;
+            }
+            if (*p == ' ' && o > 0 && out[o - 1] == ' ') continue;
+            depth += (*p == '(') - (*p == ')');
+            out[o++] = *p;
+        }
+        while (o > 0 && out[o - 1] == ' ') o--;
+        if (depth <= 0) break;
+    }
+    out[o] = 0;
+    return out;
+}
+
 /* Rotating static buffers, so a few formatted strings can sit in one printf. */
 static char *rbuf(void) {
     static char bufs[16][128];
@@ -581,7 +693,7 @@ static void tl_cell(FILE *f, int x, int y, int w, int hgt, const char *fill, con
 #define C_UNUSED "#ffffff"
 
 /* The whole run: prefill, then per round the draft's block and the target's
- * posterior on a shared position axis, then the output. */
+ * posterior on one position axis, then the output. */
 static void svg_timeline(FILE *f) {
     int B = RUN.B, R = RUN.R;
     int maxpos = RUN.r[R - 1].start + B;  /* the last posterior's position */
@@ -730,13 +842,18 @@ static void header(void) {
       "     regeneration. Edit walkthrough/mkwalk.c instead. -->\n\n");
     P("# The DFlash walkthrough, with this implementation's real numbers\n\n");
     P("[中文版](README.zh.md) · the whole run in a browser: [explorer.html](explorer.html) · [exercises](exercises.md)\n\n");
-    P("The user's walkthrough (kept beside this repository in `shared/seed/`, in Chinese) follows one DFlash\n"
-      "round on the prompt \"The cat sat\" with shapes only. This page follows the same round, in the same seven\n"
-      "steps, through `dflash.c` on the planted toy model (`toy_weights/walkthrough`), with the values the\n"
-      "program actually computed. Every number below is read from a trace of the default run\n"
-      "(`./dflash --trace DIR`: one `.npy` file per tensor, named by the trace contract, section 4 of\n"
-      "`shared/REFERENCE.md`), and the trace name is given next to it, so a port can compare its own tensors.\n"
-      "To stop the program at each step and look at the same buffers, see [gdb.md](gdb.md).\n\n");
+    P("This page retells the original DFlash walkthrough (a walkthrough in Chinese of one DFlash round on the\n"
+      "prompt \"The cat sat\", with shapes only; NOTES.md, \"Provenance\", describes it and lists its errata) with\n"
+      "the values this implementation actually computes: the same round, in the same seven steps, through\n"
+      "`dflash.c` on the planted toy model (`toy_weights/walkthrough`). Every number below is read from a trace\n"
+      "of the default run (`./dflash --trace DIR`: one `.npy` file per tensor, named by the trace contract,\n"
+      "[TRACE.md](../TRACE.md)), and the trace name is given next to it, so a port can compare its own tensors.\n"
+      "Every line of C quoted here is read out of `dflash.c` when the page is generated. The words (anchor,\n"
+      "block, mask token, posterior, bonus token, KV injection, ...) are defined in the glossary of\n"
+      "[README.md](../README.md#glossary). Letters keep one meaning: H is the number of query heads, Hkv of\n"
+      "key/value heads, d the head size, D the hidden size, B the block size, h a layer's residual stream, X a\n"
+      "layer's normed input `input_layernorm(h)`, C the injected context, Lc its number of rows, S the number\n"
+      "of keys attended over. To stop the program at each step and look at the same buffers, see [gdb.md](gdb.md).\n\n");
     P("| setting | value | where it comes from |\n|---|---|---|\n");
     P("| target layers L | %d | `prefill.hidden_states.0..%d` (L+1 entries) |\n", RUN.L, RUN.L);
     P("| hidden size D | %d | |\n", RUN.D);
@@ -798,9 +915,10 @@ static void step1(void) {
     P("**Code:** `target_forward` (dflash.c, section 3) runs the %d-token prompt at positions 0..%d, fills\n"
       "`TargetRun.hidden_states` (L+1 = %d arrays of [%d, %d]) and the logits of the last position only\n"
       "(`logits_to_keep=1`); `dflash_generate` samples the first new token; `extract_context_feature`\n"
-      "(dflash.c, section 4) concatenates `hidden_states[id + 1]` for id in target_layer_ids.\n\n",
-      RUN.n, RUN.n - 1, RUN.L + 1, RUN.n, D);
-    P("```math\nX_i = \\left[\\,h^{(%d)}_i \\,;\\, h^{(%d)}_i \\,;\\, h^{(%d)}_i\\,\\right] "
+      "(dflash.c, section 4) concatenates `hidden_states[id + 1]` for id in target_layer_ids:\n\n"
+      "```c\n%s\n```\n\n",
+      RUN.n, RUN.n - 1, RUN.L + 1, RUN.n, D, code("extract_context_feature", "memcpy(target_hidden"));
+    P("```math\n\\mathrm{target\\_hidden\\_raw}_i = \\left[\\,h^{(%d)}_i \\,;\\, h^{(%d)}_i \\,;\\, h^{(%d)}_i\\,\\right] "
       "= \\left[\\,\\mathrm{hs}[%d]_i \\,;\\, \\mathrm{hs}[%d]_i \\,;\\, \\mathrm{hs}[%d]_i\\,\\right] \\in "
       "\\mathbb{R}^{%d}\n```\n\n", RUN.layer_ids[0], RUN.layer_ids[1], RUN.layer_ids[2], RUN.layer_ids[0] + 1,
       RUN.layer_ids[1] + 1, RUN.layer_ids[2] + 1, RUN.kD);
@@ -834,10 +952,9 @@ static void step2(void) {
     const Tensor *fc = get("draft1.fc"), *C = get("draft1.hidden_norm");
     int Lc = RUN.r[0].Lc;
     P("## Step 2: projection and normalisation to C\n\n");
-    P("**Code:** `draft_forward` (dflash.c, section 5): `matmul(r->fc_out, target_hidden, dm->fc, ...)` then\n"
-      "`rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, ...)`. `fc.weight` is stored [%d, %d] (out, in).\n\n",
-      RUN.D, RUN.kD);
-    P("```math\nC = \\mathrm{RMSNorm}\\!\\left(X\\,W_\\mathrm{fc}^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d},"
+    P("**Code:** `draft_forward` (dflash.c, section 5):\n\n```c\n%s\n%s\n```\n\n`fc.weight` is stored [%d, %d] "
+      "(out, in).\n\n", code("draft_forward", "dm->fc,"), code("draft_forward", "dm->hidden_norm"), RUN.D, RUN.kD);
+    P("```math\nC = \\mathrm{RMSNorm}\\!\\left(\\mathrm{target\\_hidden\\_raw}\\,W_\\mathrm{fc}^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d},"
       "\\qquad \\mathrm{RMSNorm}(x) = w \\odot \\frac{x}{\\sqrt{\\mathrm{mean}(x^2) + \\epsilon}}\n```\n\n",
       Lc, RUN.D);
     P("`draft1.target_hidden_raw` [%d, %d] is `prefill.target_hidden` (checked bit for bit), `draft1.fc` is\n"
@@ -862,8 +979,9 @@ static void step3(void) {
     const Tensor *ne = get("draft1.noise_embedding");
     P("## Step 3: the block\n\n");
     P("**Code:** `dflash_generate` (dflash.c, section 7) copies `block = output_ids[start : start+B]`;\n"
-      "`draft_forward` looks up `noise_embedding = embed_tokens(block)` in the target's embedding.\n\n");
-    P("```math\nH^{(0)} = \\mathrm{embed}(\\mathrm{block}) \\in \\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B, RUN.D);
+      "`draft_forward` looks up `noise_embedding = embed_tokens(block)` in the target's embedding, which is\n"
+      "layer 0's residual stream h:\n\n```c\n%s\n```\n\n", code("draft_forward", "tm->embed_tokens"));
+    P("```math\nh^{(0)} = \\mathrm{embed}(\\mathrm{block}) \\in \\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B, RUN.D);
     P("`draft1.block_output_ids` = [");
     for (int i = 0; i < RUN.B; i++) P("%s%ld", i ? ", " : "", r->block_in[i]);
     P("] = ");
@@ -886,10 +1004,12 @@ static void step4_qkv(void) {
     int Lc = r->Lc, S = r->S, half = RUN.d / 2;
     P("## Step 4: KV injection, draft layer 0\n\n");
     P("**Code:** `draft_layer` (dflash.c, section 5), once per draft layer; the steps 4.1 to 4.5 below are\n"
-      "marked with the same numbers in its comments. H is the layer's normed input for the block,\n"
-      "`a->xb = input_layernorm(h)` (in layer 0, `input_layernorm` is 1, so H is the embedding itself).\n\n");
+      "marked with the same numbers in its comments. X is the layer's normed input for the block (in layer 0,\n"
+      "`input_layernorm` is 1, so X is the embedding itself):\n\n```c\n%s\n```\n\n",
+      code("draft_layer", "w->input_layernorm"));
     P("### 4.1 Q: from the block only\n\n");
-    P("```math\nQ = \\mathrm{QNorm}\\!\\left(H W_Q^{\\top}\\right) \\in \\mathbb{R}^{n_h \\times L_q \\times d_h} "
+    P("```c\n%s\n%s\n```\n\n", code("draft_layer", "w->q_proj"), code("draft_layer", "w->q_norm"));
+    P("```math\nQ = \\mathrm{QNorm}\\!\\left(X W_Q^{\\top}\\right) \\in \\mathbb{R}^{H \\times B \\times d} "
       "= \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n", RUN.H, RUN.B, RUN.d);
     P("`draft1.layers.0.self_attn.q` is [%d, %d, %d] (after q_norm, before RoPE; in memory `LayerActs.q` is\n"
       "[B, H*d], the trace transposes it to the reference's [H, B, d]). The planted head 1 shows the recipe: a word\n"
@@ -910,16 +1030,18 @@ static void step4_qkv(void) {
           fx(len0, 4), fx(q0 / len0, 4), fx(q32 / len0, 4), fx(q31, 4), half - 1);
     }
     P("### 4.2 K and V: the context and the block through the same projections\n\n");
-    P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; H W_K^{\\top}\\right]\\right)"
+    P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; X W_K^{\\top}\\right]\\right)"
       " \\in \\mathbb{R}^{%d \\times %d \\times %d},\\qquad V = \\mathrm{concat}\\!\\left[C W_V^{\\top},\\; "
-      "H W_V^{\\top}\\right] \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
+      "X W_V^{\\top}\\right] \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
       RUN.Hkv, Lc + RUN.B, RUN.d, RUN.Hkv, Lc + RUN.B, RUN.d);
-    P("`draft_layer` runs `matmul(a->k, r->C, w->k_proj, Lc, ...)` for rows 0..%d and\n"
-      "`matmul(a->k + Lc*kvd, a->xb, w->k_proj, B, ...)` for rows %d..%d: one weight matrix, two inputs, one\n"
-      "buffer; `v` likewise. `draft1.layers.0.self_attn.k` and `.v` are [%d, %d, %d]. The %d keys and values and\n"
-      "their sources, with head 1's components (k_norm has gain 10 on dims 0, %d, %d, %d in the planted heads;\n"
-      "each planted key has exactly one non-zero component):\n\n",
-      Lc - 1, Lc, Lc + RUN.B - 1, RUN.Hkv, Lc + RUN.B, RUN.d, S, half - 1, half, RUN.d - 1);
+    P("`draft_layer` stacks the %d context rows (C) and the %d block rows (X) into one buffer `kv_in` and\n"
+      "projects it once with each weight matrix, so rows 0..%d of K and V come from C and rows %d..%d from X:\n\n"
+      "```c\n%s\n%s\n%s\n%s\n%s\n```\n\n", Lc, RUN.B, Lc - 1, Lc, Lc + RUN.B - 1,
+      code("draft_layer", "memcpy(r->kv_in, r->C"), code("draft_layer", "memcpy(r->kv_in + "),
+      code("draft_layer", "w->k_proj"), code("draft_layer", "w->v_proj"), code("draft_layer", "w->k_norm"));
+    P("`draft1.layers.0.self_attn.k` and `.v` are [%d, %d, %d]. The %d keys and values and their sources, with\n"
+      "head 1's components (k_norm has gain 10 on dims 0, %d, %d, %d in the planted heads; each planted key has\n"
+      "exactly one non-zero component):\n\n", RUN.Hkv, Lc + RUN.B, RUN.d, S, half - 1, half, RUN.d - 1);
     P("| K/V index | position | source | token | head 1: k[0] | k[16] | k[%d] | head 1: v, largest component |\n"
       "|---|---|---|---|---|---|---|---|\n", half - 1);
     for (int j = 0; j < Lc + RUN.B; j++) {
@@ -932,7 +1054,7 @@ static void step4_qkv(void) {
         if (fabs(at3(v, 1, j, best)) < 0.00005) snprintf(vs, sizeof vs, "all 0");
         else snprintf(vs, sizeof vs, "%s at dim %d (%s)", fx(at3(v, 1, j, best), 4), best, mw(best));
         P("| %d | %d | %s | %s | %s | %s | %s | %s |\n", j, pos,
-          ctx ? "C W_K (target context)" : "H W_K (block)", mw(id), fx(at3(k, 1, j, 0), 4),
+          ctx ? "C W_K (target context)" : "X W_K (block)", mw(id), fx(at3(k, 1, j, 0), 4),
           fx(at3(k, 1, j, 16), 4), fx(at3(k, 1, j, half - 1), 4), vs);
     }
     P("\nThe context rows carry what the target computed for \"The cat sat\" (through C), the block rows what the\n"
@@ -951,8 +1073,9 @@ static void step4_rope(void) {
     P("### 4.3 RoPE: keys at all positions, queries at the last B\n\n");
     P("**Code:** `draft_forward` sets `position_ids = [cache_len, start+B)` = %d..%d and calls\n"
       "`rope_cos_sin` (dflash.c, section 2); `draft_layer` calls `apply_rotary_pos_emb`, which rotates the keys\n"
-      "by rows 0..%d of cos/sin and the queries by rows %d..%d (`cos[-q_len:]`), each vector via `rope_apply`.\n\n",
-      P0, P0 + S - 1, S - 1, Lc, S - 1);
+      "by rows 0..%d of cos/sin and the queries by rows %d..%d (`cos[-q_len:]`), each vector via `rope_apply`:\n\n"
+      "```c\n%s\n%s\n```\n\n", P0, P0 + S - 1, S - 1, Lc, S - 1, code("draft_forward", "rope_cos_sin("),
+      code("draft_layer", "apply_rotary_pos_emb("));
     P("```math\n\\theta_{p,i} = p \\cdot \\mathrm{inv\\_freq}_i,\\quad \\mathrm{inv\\_freq}_i = "
       "\\mathrm{rope\\_theta}^{-2i/d},\\qquad x' = x \\odot \\cos\\theta_p + \\mathrm{rotate\\_half}(x) \\odot "
       "\\sin\\theta_p\n```\n\n");
@@ -1052,9 +1175,10 @@ static void step4_attn(void) {
     int Lc = r->Lc, S = r->S, B = RUN.B, P0 = r->draft_cache_before;
     P("### 4.4 Attention: %d x %d per head, non-causal\n\n", B, S);
     P("**Code:** `attention` (dflash.c, section 2) with `causal = 0`, called from `draft_layer` after\n"
-      "`cache_append` has put the %d new keys and values into the draft cache.\n\n", Lc + B);
-    P("```math\nA_{ij} = \\frac{\\exp\\!\\left(q'^{\\top}_i k'_j / \\sqrt{d_h}\\right)}{\\sum_{m} "
-      "\\exp\\!\\left(q'^{\\top}_i k'_m / \\sqrt{d_h}\\right)},\\qquad \\mathrm{out}_i = \\sum_{j} A_{ij}\\, v_j,"
+      "`cache_append` has put the %d new keys and values into the draft cache:\n\n```c\n%s\n%s\n```\n\n", Lc + B,
+      code("draft_layer", "cache_append("), code("draft_layer", "attention("));
+    P("```math\nA_{ij} = \\frac{\\exp\\!\\left(q'^{\\top}_i k'_j / \\sqrt{d}\\right)}{\\sum_{m} "
+      "\\exp\\!\\left(q'^{\\top}_i k'_m / \\sqrt{d}\\right)},\\qquad \\mathrm{out}_i = \\sum_{j} A_{ij}\\, v_j,"
       "\\qquad i \\in \\{%d..%d\\},\\ j \\in \\{%d..%d\\}\n```\n\n", r->start, r->start + B - 1, P0, P0 + S - 1);
     P("`draft1.layers.0.self_attn.attn_weights` [%d, %d, %d], scale d^-0.5 = 0.125, no mask. Heads 1 to 3 are\n"
       "the planted look-ahead heads (head m: row q@%d+m peaks at the anchor k@%d); heads 0 and 4 to 7 have\n"
@@ -1120,7 +1244,7 @@ static void step4_attn(void) {
     }
     P("| | | | | out_5[%ld] = | **%s** |\n\n", tok, fx(o, 4));
     P("### 4.5 Output projection\n\n");
-    P("**Code:** `draft_layer`: `matmul(a->attn_output, a->attn, w->o_proj, ...)`, then the residual and the MLP.\n\n");
+    P("**Code:** `draft_layer`: `%s`, then the residual and the MLP.\n\n", code("draft_layer", "w->o_proj"));
     P("```math\n\\mathrm{Attn\\_out} = \\mathrm{concat}[\\mathrm{head}_0, \\dots, \\mathrm{head}_{%d}]\\, W_O^{\\top} "
       "\\in \\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.H - 1, B, RUN.D);
     P("`draft1.layers.0.self_attn.attn_output` is [%d, %d]: only the block's rows; the %d context positions gave\n"
@@ -1154,9 +1278,10 @@ static void step5(void) {
     const Round *r = &RUN.r[0];
     const Tensor *lg = get("draft1.logits");
     P("## Step 5: output and logits\n\n");
-    P("**Code:** `draft_forward`: `rmsnorm_rows(r->norm, r->h, dm->norm, ...)`, then\n"
-      "`matmul(r->logits, r->norm + D, tm->lm_head, B - 1, ...)`: the target's lm_head on rows 1..%d;\n"
-      "`dflash_generate` takes the argmax of each row (the draft is always greedy).\n\n", RUN.B - 1);
+    P("**Code:** `draft_forward` takes the final norm, then the target's lm_head on rows 1..%d;\n"
+      "`dflash_generate` takes the argmax of each row (the draft is always greedy):\n\n```c\n%s\n%s\n%s\n```\n\n",
+      RUN.B - 1, code("draft_forward", "dm->norm,"), code("draft_forward", "tm->lm_head"),
+      code("dflash_generate", "block[i] = argmax("));
     P("```math\n\\mathrm{draft\\_logits} = \\mathrm{norm}(h^{(N)})_{[1:]}\\, W_\\mathrm{lm}^{\\top} \\in "
       "\\mathbb{R}^{%d \\times %d}\n```\n\n", RUN.B - 1, RUN.V);
     P("`draft1.norm` [%d, %d], `draft1.logits` [%d, %d], `draft1.sampled` [%d]:\n\n", RUN.B, RUN.D, RUN.B - 1,
@@ -1182,7 +1307,10 @@ static void step6(void) {
     P("## Step 6: verification and acceptance\n\n");
     P("**Code:** `target_forward` on the %d block tokens at positions %d..%d (cache %d &rarr; %d positions);\n"
       "`sample_row` (argmax at temperature 0) gives the posterior; `acceptance_length` (dflash.c, section 7)\n"
-      "compares.\n\n", B, r->start, r->start + B - 1, r->start, r->start + B);
+      "compares:\n\n```c\n%s\n%s\n%s\n%s\n```\n\n", B, r->start, r->start + B - 1, r->start, r->start + B,
+      code("dflash_generate", "target_forward(target, &past_key_values_target, &tr, block"),
+      code("dflash_generate", "posterior[i] = sample_row("), code("acceptance_length", "match[i] ="),
+      code("acceptance_length", "cumprod[i] ="));
     P("```math\n\\mathrm{acc} = \\sum_{i=0}^{B-2} \\prod_{j \\le i} \\left[\\mathrm{block}_{j+1} = "
       "\\mathrm{posterior}_j\\right]\n```\n\n");
     P("`verify1.input_ids` = ");
@@ -1216,7 +1344,11 @@ static void step7(void) {
     const Round *r = &RUN.r[0];
     int B = RUN.B;
     P("## Step 7: the state update\n\n");
-    P("**Code:** the end of the round loop in `dflash_generate` (dflash.c, section 7); `cache_crop` (section 2).\n\n");
+    P("**Code:** the end of the round loop in `dflash_generate` (dflash.c, section 7); `cache_crop` (section 2):\n\n"
+      "```c\n%s\n%s\n%s\n%s\n%s\n%s\n```\n\n", code("dflash_generate", "output_ids[start + i] = block[i]"),
+      code("dflash_generate", "output_ids[start + acc + 1] ="), code("dflash_generate", "start += acc + 1"),
+      code("dflash_generate", "cache_crop(&past_key_values_target"),
+      code("dflash_generate", "n_ids, B, 0, B)"), code("dflash_generate", "n_ctx = acc + 1"));
     P("```math\n\\mathrm{start} \\leftarrow \\mathrm{start} + \\mathrm{acc} + 1,\\qquad "
       "\\mathrm{crop}(n) \\text{ keeps positions } 0, \\dots, n-1,\\qquad "
       "\\mathrm{target\\_hidden} \\leftarrow \\mathrm{target\\_hidden}_{[0:\\mathrm{acc}+1]}\n```\n\n");
@@ -1307,7 +1439,8 @@ static void errata(void) {
     const Round *r = &RUN.r[0];
     int B = RUN.B;
     P("## Errata: where the walkthrough's text differs from what the code does\n\n");
-    P("The published code (z-lab/dflash, with transformers) is the specification; `NOTES.md` lists these too.\n\n");
+    P("The published code (https://github.com/z-lab/dflash, `dflash/model.py`, with transformers) is the specification;\n"
+      "`NOTES.md` (\"Walkthrough errata\") lists these too, each with the published line that settles it.\n\n");
     P("1. **Step 7, the next start.** The walkthrough says `start` moves to 7 after round 1. The code does\n"
       "   `start += acc + 1` = %d + %d + 1 = **%d**: the bonus %s is written at position %d and is the anchor of\n"
       "   the next block, at positions %d..%d (`verify2.position_ids` starts at %d).\n", r->start, r->acc,
@@ -1880,11 +2013,12 @@ static int write_file(const char *dir, const OutFile *o) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) {
-        fprintf(stderr, "usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR\n");
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR [DFLASH_C (default dflash.c)]\n");
         return 2;
     }
-    if (trace_load(&TR, argv[1]) != 0 || vocab_load(argv[2]) != 0) {
+    if (trace_load(&TR, argv[1]) != 0 || vocab_load(argv[2]) != 0 ||
+        source_load(argc == 5 ? argv[4] : "dflash.c") != 0) {
         fprintf(stderr, "mkwalk: %s\n", errmsg);
         return 1;
     }
@@ -1958,6 +2092,7 @@ int main(int argc, char **argv) {
     }
     for (int i = 0; i < n_out; i++) free(out[i].data);
     trace_free(&TR);
+    free(SRC);
     for (int i = 0; i < NVOC; i++) free(VOC[i]);
     free(VOC);
     return rc;

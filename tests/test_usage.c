@@ -1,0 +1,207 @@
+/* tests/test_usage.c - `dflash --help`, README.md's usage block and the flags
+ * the code accepts agree.
+ *
+ * Nothing here lists flags by hand, so a flag added later is held to the
+ * same rules:
+ * - README.md holds a fenced block that is byte for byte what
+ *   `./dflash --help` prints;
+ * - every flag the sources compare against (a string literal "--name" or
+ *   "--name=" in main.c, trace.c, bench.c) is listed in --help;
+ * - every flag the documents mention (`--name` in README.md, NOTES.md,
+ *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
+ *   is listed in --help (a document cannot advertise a flag that is not
+ *   there, as toy_weights/README.md once did with `--stop`).
+ * ./dflash is built by the Makefile before the tests run. */
+#include "../dflash.c"
+#include "../load.c"
+#include "testutil.h"
+
+#include <ctype.h>
+
+/* stdout of a command, NUL-terminated (NULL on failure) */
+static char *run_capture(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    if (!p) return NULL;
+    size_t cap = 4096, n = 0;
+    char *buf = malloc(cap);
+    for (;;) {
+        if (n + 1 >= cap) buf = realloc(buf, cap *= 2);
+        if (!buf) break;
+        size_t got = fread(buf + n, 1, cap - n - 1, p);
+        if (got == 0) break;
+        n += got;
+    }
+    *status = pclose(p);
+    if (buf) buf[n] = 0;
+    return buf;
+}
+
+typedef struct {
+    char names[128][40];
+    int n;
+} FlagSet;
+
+static int flag_has(const FlagSet *s, const char *f) {
+    for (int i = 0; i < s->n; i++)
+        if (strcmp(s->names[i], f) == 0) return 1;
+    return 0;
+}
+
+static void flag_add(FlagSet *s, const char *start, size_t len) {
+    char f[40];
+    if (len >= sizeof f) return;
+    memcpy(f, start, len);
+    f[len] = 0;
+    if (!flag_has(s, f) && s->n < 128) strcpy(s->names[s->n++], f);
+}
+
+/* every "--name" in text that is not part of a longer word (x--y) */
+static void flags_in_text(const char *text, FlagSet *s) {
+    for (const char *p = text; (p = strstr(p, "--")) != NULL; p += 2) {
+        if (p > text && (isalnum((unsigned char)p[-1]) || p[-1] == '-' || p[-1] == '_')) continue;
+        if (!islower((unsigned char)p[2])) continue;
+        size_t len = 2;
+        while (islower((unsigned char)p[len]) || isdigit((unsigned char)p[len]) ||
+               (p[len] == '-' && islower((unsigned char)p[len + 1])))
+            len++;
+        flag_add(s, p, len);
+    }
+}
+
+/* every string literal "--name" or "--name=" in a C source */
+static void flags_in_source(const char *src, FlagSet *s) {
+    for (const char *p = src; (p = strstr(p, "\"--")) != NULL; p++) {
+        const char *q = p + 1;
+        size_t len = 2;
+        if (!islower((unsigned char)q[2])) continue;
+        while (islower((unsigned char)q[len]) || isdigit((unsigned char)q[len]) || q[len] == '-') len++;
+        if (q[len] == '"' || (q[len] == '=' && q[len + 1] == '"')) flag_add(s, q, len);
+    }
+}
+
+static char *help_text(void) {
+    int status;
+    char *help = run_capture("./dflash --help", &status);
+    assert_non_null(help);
+    assert_int_equal(status, 0);
+    assert_non_null(strstr(help, "usage: dflash"));
+    return help;
+}
+
+static void test_readme_usage_block_is_the_help_text(void **state) {
+    (void)state;
+    char *help = help_text();
+    size_t len;
+    char *readme = tu_read("README.md", &len);
+    assert_non_null(readme);
+    /* the fenced blocks of README.md: "```\n" ... "\n```" */
+    int found = 0;
+    const char *best = NULL;
+    for (const char *p = readme; (p = strstr(p, "```")) != NULL;) {
+        const char *body = strchr(p, '\n');
+        if (!body) break;
+        body++;
+        const char *end = strstr(body, "```");
+        if (!end) break;
+        if (strncmp(body, "usage: dflash", 13) == 0) {
+            best = body;
+            size_t n = (size_t)(end - body);
+            if (n == strlen(help) && memcmp(body, help, n) == 0) found = 1;
+        }
+        p = end + 3;
+    }
+    if (!found) {
+        /* name the first line that differs */
+        if (best) {
+            const char *a = best, *b = help;
+            int line = 1;
+            while (*a && *a == *b) { if (*a == '\n') line++; a++; b++; }
+            print_error("README.md's usage block differs from ./dflash --help at line %d of the help:\n"
+                        "  README: %.80s\n  help:   %.80s\n", line, a, b);
+        } else {
+            print_error("README.md has no fenced block starting with \"usage: dflash\"\n");
+        }
+    }
+    assert_true(found);
+    free(readme);
+    free(help);
+}
+
+static void test_every_flag_the_code_accepts_is_in_help(void **state) {
+    (void)state;
+    char *help = help_text();
+    FlagSet in_help = {0}, in_code = {0};
+    flags_in_text(help, &in_help);
+    const char *sources[] = {"main.c", "trace.c", "bench.c"};
+    for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
+        size_t len;
+        char *src = tu_read(sources[i], &len);
+        assert_non_null(src);
+        flags_in_source(src, &in_code);
+        free(src);
+    }
+    /* the extraction itself must find the flags every version has */
+    assert_true(flag_has(&in_code, "--weights"));
+    assert_true(flag_has(&in_code, "--rtol"));
+    assert_true(in_help.n >= in_code.n);
+    int missing = 0;
+    for (int i = 0; i < in_code.n; i++)
+        if (!flag_has(&in_help, in_code.names[i])) {
+            print_error("%s is accepted by the code but not listed in --help\n", in_code.names[i]);
+            missing++;
+        }
+    assert_int_equal(missing, 0);
+    free(help);
+}
+
+static void test_every_flag_the_docs_mention_is_in_help(void **state) {
+    (void)state;
+    char *help = help_text();
+    FlagSet in_help = {0};
+    flags_in_text(help, &in_help);
+    const char *docs[] = {"README.md", "NOTES.md", "TRACE.md", "toy_weights/README.md",
+                          "walkthrough/README.md", "walkthrough/gdb.md"};
+    int missing = 0, seen = 0;
+    for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
+        size_t len;
+        char *text = tu_read(docs[i], &len);
+        assert_non_null(text);
+        FlagSet in_doc = {0};
+        flags_in_text(text, &in_doc);
+        seen += in_doc.n;
+        for (int j = 0; j < in_doc.n; j++)
+            if (!flag_has(&in_help, in_doc.names[j])) {
+                print_error("%s mentions %s, which --help does not list\n", docs[i], in_doc.names[j]);
+                missing++;
+            }
+        free(text);
+    }
+    assert_true(seen > 0);
+    assert_int_equal(missing, 0);
+    free(help);
+}
+
+/* the extractors themselves: a planted ghost flag is found */
+static void test_flag_extraction_finds_a_planted_flag(void **state) {
+    (void)state;
+    FlagSet s = {0};
+    flags_in_text("run `dflash --stop 0`, not x--y or ---z; --max-new-tokens=3", &s);
+    assert_int_equal(s.n, 2);
+    assert_true(flag_has(&s, "--stop"));
+    assert_true(flag_has(&s, "--max-new-tokens"));
+    FlagSet c = {0};
+    flags_in_source("if (!strcmp(f, \"--seed\") || !strncmp(f, \"--rtol=\", 7)) puts(\"--x y\");", &c);
+    assert_int_equal(c.n, 2);
+    assert_true(flag_has(&c, "--seed"));
+    assert_true(flag_has(&c, "--rtol"));
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_flag_extraction_finds_a_planted_flag),
+        cmocka_unit_test(test_readme_usage_block_is_the_help_text),
+        cmocka_unit_test(test_every_flag_the_code_accepts_is_in_help),
+        cmocka_unit_test(test_every_flag_the_docs_mention_is_in_help),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}
