@@ -30,7 +30,7 @@ LDLIBS  = -lm
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c
-WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
+WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
 all: dflash weights
@@ -63,6 +63,11 @@ toy_weights/random/.stamp: toy_weights/gen
 	touch $@
 toy_weights/walkthrough/.stamp: toy_weights/gen
 	./toy_weights/gen walkthrough toy_weights/walkthrough
+	touch $@
+# a published checkpoint's layout (BF16, sharded target, tied embeddings), ~2 MB
+toy_weights/qwen3-layout/.stamp: toy_weights/gen
+	rm -rf toy_weights/qwen3-layout
+	./toy_weights/gen qwen3-layout toy_weights/qwen3-layout
 	touch $@
 
 run: dflash weights
@@ -210,5 +215,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
+	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/mkwalk build

@@ -12,19 +12,23 @@
 
 
 static const char *USAGE =
-    "usage: dflash [--weights DIR] [--prompt TEXT | --ids 2,3,4] [--max-new-tokens N]\n"
-    "              [--block-size B] [--temperature T] [--seed S] [--mode dflash|ar]\n"
-    "              [--print-ids] [--rounds] [--ignore-eos]\n"
+    "usage: dflash [--weights DIR | --target DIR --draft DIR] [--prompt TEXT | --ids 2,3,4]\n"
+    "              [--max-new-tokens N] [--block-size B] [--temperature T] [--seed S]\n"
+    "              [--mode dflash|ar] [--print-ids] [--rounds] [--stop-id ID]... [--ignore-eos]\n"
     "              [--trace DIR] [--trace-text FILE|-] [--trace-filter GLOB]...\n"
     "       dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n"
     "       dflash bench\n"
-    "With no arguments: the walkthrough run (\"The cat sat\", block 4) with a per-round summary.\n";
+    "With no arguments: the walkthrough run (\"The cat sat\", block 4) with a per-round summary.\n"
+    "--weights DIR holds target/ and draft/; --target and --draft are two model folders\n"
+    "(Hugging Face snapshots). Stop ids: --stop-id, else the target's generation_config.json\n"
+    "eos_token_id, else its config.json eos_token_id, else the vocabulary word <eos>.\n";
 
 typedef struct {
-    const char *weights, *prompt, *ids, *mode, *trace_dir, *trace_text;
+    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text;
     const char *filters[32];
     int n_filters;
     int max_new_tokens, block_size, print_ids, rounds, ignore_eos;
+    int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
 } Args;
@@ -61,6 +65,14 @@ static int parse_args(int argc, char **argv, Args *a) {
             dflash_set_error("%s: missing value%s%.100s%s", f, val ? " (the next argument, \"" : "", \
                              val ? val : "", val ? "\", is a flag)" : ""); return -1; } i++; } while (0)
         if (strcmp(f, "--weights") == 0) { NEED_VALUE(); a->weights = val; }
+        else if (strcmp(f, "--target") == 0) { NEED_VALUE(); a->target = val; }
+        else if (strcmp(f, "--draft") == 0) { NEED_VALUE(); a->draft = val; }
+        else if (strcmp(f, "--stop-id") == 0) {
+            NEED_VALUE();
+            if (a->n_stop == DFLASH_MAX_STOP) { dflash_set_error("--stop-id: expected at most %d, got more", DFLASH_MAX_STOP); return -1; }
+            if (parse_int(f, val, 0, 0x7fffffff, &v)) return -1;
+            a->stop_ids[a->n_stop++] = (int)v;
+        }
         else if (strcmp(f, "--prompt") == 0) { NEED_VALUE(); a->prompt = val; }
         else if (strcmp(f, "--ids") == 0) { NEED_VALUE(); a->ids = val; }
         else if (strcmp(f, "--mode") == 0) {
@@ -114,6 +126,12 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
+    if (a->weights && (a->target || a->draft)) {
+        dflash_set_error("--weights and --%s: expected one way to name the models, got both", a->target ? "target" : "draft");
+        return -1;
+    }
+    if (a->draft && !a->target) { dflash_set_error("--draft: expected --target DIR as well"); return -1; }
+    if (a->n_stop && a->ignore_eos) { dflash_set_error("--stop-id and --ignore-eos: expected one of them, got both"); return -1; }
     return 0;
 }
 
@@ -138,24 +156,34 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
     return 0;
 }
 
-/* words of ids[0..n) joined by spaces ("." sticks to the word before it) */
+/* token id's word, or the id itself when there is no vocabulary (v->n 0) */
+static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
+    if (v->n == 0) { snprintf(buf, size, "%d", id); return buf; }
+    return id >= 0 && id < v->n ? v->words[id] : "<?>";
+}
+
+/* words of ids[0..n) joined by spaces ("." sticks to the word before it);
+ * without a vocabulary, the ids joined by spaces */
 static void print_words(FILE *out, const Vocab *v, const int *ids, int n) {
+    char buf[16];
     for (int i = 0; i < n; i++) {
-        const char *w = ids[i] >= 0 && ids[i] < v->n ? v->words[ids[i]] : "<?>";
-        fprintf(out, "%s%s", i == 0 || strcmp(w, ".") == 0 ? "" : " ", w);
+        const char *w = tok_str(v, ids[i], buf, sizeof buf);
+        fprintf(out, "%s%s", i == 0 || (v->n && strcmp(w, ".") == 0) ? "" : " ", w);
     }
 }
 
 static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
+    char buf[16];
     fputc('[', out);
-    for (int i = 0; i < n; i++) fprintf(out, i ? " %s" : "%s", ids[i] >= 0 && ids[i] < v->n ? v->words[ids[i]] : "<?>");
+    for (int i = 0; i < n; i++) fprintf(out, i ? " %s" : "%s", tok_str(v, ids[i], buf, sizeof buf));
     fputc(']', out);
 }
 
 static void print_rounds(const GenResult *r, const Vocab *v, int B, int n_prompt, int first_new) {
+    char buf[16];
     printf("prefill: ");
     print_words(stdout, v, r->output_ids, n_prompt);
-    printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, v->words[first_new], n_prompt);
+    printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, tok_str(v, first_new, buf, sizeof buf), n_prompt);
     for (int i = 0; i < r->n_rounds; i++) {
         const RoundInfo *ri = &r->rounds[i];
         int acc = ri->acceptance_length;
@@ -175,7 +203,7 @@ static void print_rounds(const GenResult *r, const Vocab *v, int B, int n_prompt
         for (int j = 0; j + 1 < B; j++) printf(j ? " %d" : "%d", ri->cumprod[j]);
         printf("]  acceptance length %d: keep ", acc);
         print_list(stdout, v, ri->block, acc + 1);
-        printf(" + bonus \"%s\"\n", v->words[ri->posterior[acc]]);
+        printf(" + bonus \"%s\"\n", tok_str(v, ri->posterior[acc], buf, sizeof buf));
         printf("         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
                ri->start_after, ri->target_cache_after, ri->target_cache_after - 1);
         if (B > 1)
@@ -203,37 +231,62 @@ int main(int argc, char **argv) {
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return 2; }
     if (pa == 1) { fputs(USAGE, stdout); return 0; }
-    if (!a.weights)
+    if (!a.weights && !a.target)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
-    char path[4096], vocab_path[4096];
+    char tdir[4096], ddir[4096], vocab_path[4200] = "";
     Model target, draft;
     Vocab vocab;
-    int have_draft = 0, rc = 2;
+    int have_draft = 0, have_vocab = 0, rc = 2;
     Tracer *tracer = NULL;
     GenResult res = {0};
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
+    /* the two model folders: --weights W means W/target and W/draft */
+    if (a.weights) {
+        snprintf(tdir, sizeof tdir, "%s/target", a.weights);
+        snprintf(ddir, sizeof ddir, "%s/draft", a.weights);
+    } else {
+        snprintf(tdir, sizeof tdir, "%s", a.target);
+        snprintf(ddir, sizeof ddir, "%s", a.draft ? a.draft : "");
+    }
+    const char *set_name = a.weights ? a.weights : a.target;
 
-    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", a.weights);
-    if (vocab_load(&vocab, vocab_path) != 0) goto fail;
-    snprintf(path, sizeof path, "%s/target", a.weights);
-    if (model_load(&target, path, 0) != 0) goto fail;
+    /* the vocabulary is optional: W/vocab.txt (--weights), else the target
+     * folder's vocab.txt; without one, --ids works and output is ids */
+    const char *vdirs[2] = {a.weights, tdir};
+    for (int k = 0; k < 2 && !have_vocab; k++) {
+        if (!vdirs[k]) continue;
+        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", vdirs[k]);
+        if (!file_exists(vocab_path) && errno == ENOENT) continue;
+        if (vocab_load(&vocab, vocab_path) != 0) goto fail;
+        have_vocab = 1;
+    }
+    if (model_load(&target, tdir, 0) != 0) goto fail;
+    if (!have_vocab && !a.ids) {
+        dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
+                         a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
+        goto fail;
+    }
     int dflash_mode = strcmp(a.mode, "dflash") == 0;
     if (dflash_mode && a.block_size != 1) {
-        snprintf(path, sizeof path, "%s/draft", a.weights);
-        if (model_load(&draft, path, 1) != 0) goto fail;
+        if (!ddir[0]) {
+            dflash_set_error("--target: DFlash decoding needs the draft too (--draft DIR); for target-only decoding "
+                             "give --block-size 1 or --mode ar");
+            goto fail;
+        }
+        if (model_load(&draft, ddir, 1) != 0) goto fail;
         have_draft = 1;
         if (check_pair(&target, &draft) != 0) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("%.500s: %s", a.weights, msg);  /* name the weight set */
+            dflash_set_error("%.500s: %s", set_name, msg);  /* name the weight set */
             goto fail;
         }
         if (a.block_size < 0) a.block_size = draft.cfg.block_size;
     }
-    if (check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
+    if (have_vocab && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
     if (a.block_size < 0) a.block_size = 1;
 
     GenParams p = {0};
@@ -241,24 +294,42 @@ int main(int argc, char **argv) {
     p.block_size = dflash_mode ? a.block_size : 1;
     p.temperature = a.temperature;
     p.seed = a.seed;
-    int eos = vocab_find(&vocab, "<eos>");
-    if (!a.ignore_eos && eos >= 0) p.stop_ids[p.n_stop++] = eos;
+    /* stop ids: --stop-id; else generation_config.json / config.json
+     * eos_token_id of the target; else the vocabulary word <eos> */
+    if (a.n_stop) {
+        for (int i = 0; i < a.n_stop; i++) {
+            if (a.stop_ids[i] >= target.cfg.vocab_size) {
+                dflash_set_error("--stop-id: expected a token id in 0..%d (vocab_size in %.500s/config.json), got %d",
+                                 target.cfg.vocab_size - 1, tdir, a.stop_ids[i]);
+                goto fail;
+            }
+            p.stop_ids[p.n_stop++] = a.stop_ids[i];
+        }
+    } else if (!a.ignore_eos) {
+        char from[4200];
+        if (stop_ids_default(tdir, &target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) goto fail;
+        int eos = have_vocab ? vocab_find(&vocab, "<eos>") : -1;
+        if (p.n_stop == 0 && eos >= 0) p.stop_ids[p.n_stop++] = eos;
+    }
 
     int cap = 1 << 16, n_prompt = 0;
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+    int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
     for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
-        if (prompt[i] >= vocab.n) {
+        if (prompt[i] >= n_ids) {
+            char cfg_path[4300];
+            snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tdir);
             dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
-                             vocab.n - 1, vocab_path, prompt[i]);
+                             n_ids - 1, have_vocab ? vocab_path : cfg_path, prompt[i]);
             tok_rc = -1;
         }
     /* every check of the run's arguments before any output file is opened */
     if (tok_rc == 0 && check_gen_args(&target, n_prompt, &p, p.block_size, prompt) != 0) {
         char msg[sizeof dflash_errmsg];
         memcpy(msg, dflash_errmsg, sizeof msg);
-        dflash_set_error("%s (%.500s/target/config.json)", msg, a.weights);
+        dflash_set_error("%s (%.500s/config.json)", msg, tdir);
         tok_rc = -1;
     }
     if (tok_rc != 0) { free(prompt); goto fail; }
@@ -267,7 +338,7 @@ int main(int argc, char **argv) {
         if (!dflash_mode) { free(prompt); dflash_set_error("--trace: traces are written in --mode dflash only"); goto fail; }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
         if (!tracer) { free(prompt); goto fail; }
-        trace_set_vocab(tracer, &vocab);
+        trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.tracer = tracer;
     }
     int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)
@@ -284,7 +355,8 @@ int main(int argc, char **argv) {
     if (a.rounds && dflash_mode) print_rounds(&res, &vocab, p.block_size, res.n_prompt, res.output_ids[res.n_prompt < res.n_output ? res.n_prompt : 0]);
     /* the decoded text, without the stop token */
     int shown = res.n_output;
-    if (shown > res.n_prompt && p.n_stop && res.output_ids[shown - 1] == p.stop_ids[0]) shown--;
+    for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
+        if (res.output_ids[shown - 1] == p.stop_ids[i]) { shown--; break; }
     print_words(stdout, &vocab, res.output_ids, shown);
     printf("\n");
     if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
