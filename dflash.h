@@ -132,11 +132,15 @@ typedef struct {
     real *value;           /* (L, Hkv, capacity, d) */
 } KVCache;
 
-/* Word-level vocabulary: line number in vocab.txt = token id. */
+/* Word-level vocabulary: line number in vocab.txt = token id. Or, read
+ * from a Hugging Face tokenizer.json (byte_level = 1), for decoding only:
+ * words[id] is the token's bytes (lens[id] of them; NULL: no such token). */
 typedef struct {
     int n;
     char **words;  /* (n) */
     char *text;    /* storage for the words */
+    int byte_level;
+    int *lens;     /* (n) byte_level only */
 } Vocab;
 
 /* ---------------------------------------------------------------------------
@@ -254,6 +258,8 @@ int  check_vocab(const Vocab *v, const char *path, const Model *target, const Mo
  * eos_token_id, else its config.json's (n = 0: neither has one). */
 int  stop_ids_default(const char *target_dir, const Model *target, int *ids, int *n, char *from, size_t from_size);
 int  vocab_load(Vocab *v, const char *path);
+/* tokenizer.json (byte-level BPE, e.g. Qwen's): ids -> bytes, for output */
+int  tokenizer_json_load(Vocab *v, const char *path);
 void vocab_free(Vocab *v);
 int  vocab_find(const Vocab *v, const char *word);
 /* Split on whitespace; "." is its own token. ids gets at most cap ids. */

@@ -1003,12 +1003,13 @@ int check_vocab(const Vocab *v, const char *path, const Model *target, const Mod
 
 void vocab_free(Vocab *v) {
     free(v->words);
+    free(v->lens);
     free(v->text);
     memset(v, 0, sizeof *v);
 }
 
 int vocab_find(const Vocab *v, const char *word) {
-    for (int i = 0; i < v->n; i++) if (strcmp(v->words[i], word) == 0) return i;
+    for (int i = 0; i < v->n; i++) if (v->words[i] && strcmp(v->words[i], word) == 0) return i;
     return -1;
 }
 
@@ -1099,4 +1100,334 @@ int stop_ids_default(const char *target_dir, const Model *target, int *ids, int 
     for (int i = 0; i < target->cfg.n_eos; i++) ids[(*n)++] = target->cfg.eos_token_id[i];
     if (*n) snprintf(from, from_size, "%.4000s/config.json", target_dir);
     return 0;
+}
+
+/* ---- tokenizer.json: decoding output ids (byte-level BPE only) */
+
+/* A forward-only reader for the few parts of tokenizer.json decoding needs.
+ * json.c is not used: a real tokenizer.json has some 150 000 vocabulary
+ * keys in one object, past its limits (and its quadratic duplicate check). */
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    const char *path;
+} TokScan;
+
+static int tok_fail(TokScan *p, const char *what) {
+    dflash_set_error("%s: at byte %zu: %s", p->path, p->pos, what);
+    return -1;
+}
+static void tok_ws(TokScan *p) {
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+        p->pos++;
+}
+static int tok_peek(TokScan *p) { tok_ws(p); return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1; }
+static int tok_expect(TokScan *p, char c) {
+    if (tok_peek(p) != (unsigned char)c) {
+        char msg[40];
+        snprintf(msg, sizeof msg, "expected '%c'", c);
+        return tok_fail(p, msg);
+    }
+    p->pos++;
+    return 0;
+}
+static int hex4(const char *s, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        v = v * 16 + (unsigned)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99);
+        if (v > 0xffff) return -1;
+    }
+    *out = v;
+    return 0;
+}
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+    if (cp < 0x10000) { o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f)); return 3; }
+    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 0x3f)); o[2] = (char)(0x80 | (cp >> 6 & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+/* a JSON string, decoded to UTF-8 into out (cap bytes; longer: refused);
+ * out may be NULL (skip) */
+static int tok_string(TokScan *p, char *out, size_t cap, size_t *olen) {
+    if (tok_expect(p, '"')) return -1;
+    size_t n = 0;
+    for (;;) {
+        if (p->pos >= p->len) return tok_fail(p, "unterminated string");
+        unsigned char c = (unsigned char)p->s[p->pos++];
+        char buf[4];
+        size_t bl = 1;
+        if (c == '"') break;
+        if (c < 0x20) return tok_fail(p, "control character in a string");
+        if (c == '\\') {
+            if (p->pos >= p->len) return tok_fail(p, "unterminated string");
+            char e = p->s[p->pos++];
+            const char *simple = strchr("\"\\/bfnrt", e);
+            if (e && simple) {
+                buf[0] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            } else if (e == 'u') {
+                unsigned cp, lo;
+                if (p->pos + 4 > p->len || hex4(p->s + p->pos, &cp)) return tok_fail(p, "bad \\u escape");
+                p->pos += 4;
+                if (cp >= 0xd800 && cp < 0xdc00) {
+                    if (p->pos + 6 > p->len || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
+                        hex4(p->s + p->pos + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
+                        return tok_fail(p, "unpaired surrogate in a \\u escape");
+                    p->pos += 6;
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                } else if (cp >= 0xdc00 && cp < 0xe000) {
+                    return tok_fail(p, "unpaired surrogate in a \\u escape");
+                }
+                bl = put_utf8(buf, cp);
+            } else {
+                return tok_fail(p, "bad escape");
+            }
+        } else {
+            buf[0] = (char)c;
+        }
+        if (out) {
+            if (n + bl >= cap) return tok_fail(p, "string too long for a token");
+            memcpy(out + n, buf, bl);
+        }
+        n += bl;
+    }
+    if (out) out[n] = 0;
+    if (olen) *olen = n;
+    return 0;
+}
+static int tok_int(TokScan *p, long *out) {
+    tok_ws(p);
+    char *end;
+    errno = 0;
+    long v = strtol(p->s + p->pos, &end, 10);
+    if (end == p->s + p->pos || errno || (*end == '.' || *end == 'e' || *end == 'E'))
+        return tok_fail(p, "expected an integer");
+    p->pos = (size_t)(end - p->s);
+    *out = v;
+    return 0;
+}
+static int tok_skip(TokScan *p, int depth) {
+    if (depth > 64) return tok_fail(p, "nested too deeply");
+    int c = tok_peek(p);
+    if (c == '"') return tok_string(p, NULL, 0, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        p->pos++;
+        if (tok_peek(p) == close) { p->pos++; return 0; }
+        for (;;) {
+            if (c == '{') {
+                if (tok_string(p, NULL, 0, NULL) || tok_expect(p, ':')) return -1;
+            }
+            if (tok_skip(p, depth + 1)) return -1;
+            int d = tok_peek(p);
+            p->pos++;
+            if (d == close) return 0;
+            if (d != ',') { p->pos--; return tok_fail(p, "expected ',' or a closing bracket"); }
+        }
+    }
+    size_t st = p->pos;
+    while (p->pos < p->len && (strchr("+-.0123456789eE", p->s[p->pos]) || (p->s[p->pos] >= 'a' && p->s[p->pos] <= 'z'))) p->pos++;
+    if (p->pos == st) return tok_fail(p, "expected a JSON value");
+    return 0;
+}
+
+/* GPT-2's bytes_to_unicode, inverted: code point -> byte, -1 if none.
+ * Printable bytes 0x21-0x7e, 0xa1-0xac, 0xae-0xff stand for themselves;
+ * the other 68 bytes, in order, are U+0100, U+0101, ... */
+static int byte_of_codepoint(unsigned cp) {
+    if ((cp >= 0x21 && cp <= 0x7e) || (cp >= 0xa1 && cp <= 0xac) || (cp >= 0xae && cp <= 0xff)) return (int)cp;
+    if (cp < 0x100 || cp >= 0x100 + 68) return -1;
+    int k = (int)(cp - 0x100);
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+        if (!printable && k-- == 0) return b;
+    }
+    return -1;
+}
+
+/* byte-level string (UTF-8) -> bytes, in place; -1 if a character is not
+ * one of the 256 byte characters */
+static int bytelevel_decode(char *s, size_t *len) {
+    size_t n = 0;
+    for (size_t i = 0; i < *len;) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned cp;
+        int sl = utf8_seq_len((const unsigned char *)s + i, *len - i);
+        if (sl == 1) cp = c;
+        else if (sl == 2) cp = (unsigned)(c & 0x1f) << 6 | ((unsigned char)s[i + 1] & 0x3f);
+        else return -1;  /* every byte character is below U+0800 */
+        int b = byte_of_codepoint(cp);
+        if (b < 0) return -1;
+        s[n++] = (char)b;
+        i += (size_t)sl;
+    }
+    *len = n;
+    return 0;
+}
+
+typedef struct { long id; char *text; size_t len; } TokEntry;
+
+/* tokenizer_json_load: path's model.vocab (byte-level strings, decoded to
+ * bytes) and added_tokens (content as is) as v->words[id] (v->lens[id]
+ * bytes), v->byte_level = 1, v->n = highest id + 1 (ids without a token
+ * print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
+ * decoder is not ByteLevel, naming what it has. */
+int tokenizer_json_load(Vocab *v, const char *path) {
+    memset(v, 0, sizeof *v);
+    size_t len;
+    char *text = read_file(path, 256u << 20, &len);
+    if (!text) return -1;
+    TokScan p = {text, len, 0, path};
+    TokEntry *ents = NULL;
+    size_t n_ents = 0, cap_ents = 0;
+    int rc = -1, saw_vocab = 0;
+    char model_type[64] = "", decoder_type[64] = "", key[256];
+    char *tok = malloc(1 << 16);
+    if (!tok) { dflash_set_error("%s: out of memory", path); goto done; }
+    if (tok_expect(&p, '{')) goto done;
+    for (int first = 1;; first = 0) {
+        if (first && tok_peek(&p) == '}') { p.pos++; break; }
+        if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
+        int is_model = strcmp(key, "model") == 0, is_added = strcmp(key, "added_tokens") == 0;
+        int is_decoder = strcmp(key, "decoder") == 0;
+        if ((is_model || is_decoder) && tok_peek(&p) == '{') {
+            p.pos++;
+            for (int f2 = 1;; f2 = 0) {
+                if (f2 && tok_peek(&p) == '}') { p.pos++; break; }
+                if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
+                if (strcmp(key, "type") == 0 && tok_peek(&p) == '"') {
+                    if (tok_string(&p, is_model ? model_type : decoder_type, 64, NULL)) goto done;
+                } else if (is_model && strcmp(key, "vocab") == 0 && tok_peek(&p) == '{') {
+                    saw_vocab = 1;
+                    p.pos++;
+                    for (int f3 = 1;; f3 = 0) {
+                        if (f3 && tok_peek(&p) == '}') { p.pos++; break; }
+                        size_t tl;
+                        long id;
+                        if (tok_string(&p, tok, 1 << 16, &tl) || tok_expect(&p, ':') || tok_int(&p, &id)) goto done;
+                        if (id < 0 || id >= MAX_VOCAB) { tok_fail(&p, "token id out of range"); goto done; }
+                        if (bytelevel_decode(tok, &tl) != 0) {
+                            dflash_set_error("%s: model.vocab: token id %ld is not a byte-level string (only byte-level "
+                                             "BPE vocabularies are decoded)", path, id);
+                            goto done;
+                        }
+                        if (n_ents == cap_ents) {
+                            cap_ents = cap_ents ? cap_ents * 2 : 1024;
+                            TokEntry *ne = realloc(ents, cap_ents * sizeof *ents);
+                            if (!ne) { dflash_set_error("%s: out of memory", path); goto done; }
+                            ents = ne;
+                        }
+                        ents[n_ents].id = id;
+                        ents[n_ents].len = tl;
+                        ents[n_ents].text = malloc(tl + 1);
+                        if (!ents[n_ents].text) { dflash_set_error("%s: out of memory", path); goto done; }
+                        memcpy(ents[n_ents].text, tok, tl + 1);
+                        n_ents++;
+                        int d = tok_peek(&p);
+                        p.pos++;
+                        if (d == '}') break;
+                        if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                    }
+                } else if (tok_skip(&p, 2)) {
+                    goto done;
+                }
+                int d = tok_peek(&p);
+                p.pos++;
+                if (d == '}') break;
+                if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+            }
+        } else if (is_added && tok_peek(&p) == '[') {
+            p.pos++;
+            for (int f2 = 1;; f2 = 0) {
+                if (f2 && tok_peek(&p) == ']') { p.pos++; break; }
+                if (tok_expect(&p, '{')) goto done;
+                long id = -1;
+                size_t tl = 0;
+                int have_content = 0;
+                for (int f3 = 1;; f3 = 0) {
+                    if (f3 && tok_peek(&p) == '}') { p.pos++; break; }
+                    if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
+                    if (strcmp(key, "id") == 0) {
+                        if (tok_int(&p, &id)) goto done;
+                    } else if (strcmp(key, "content") == 0) {
+                        if (tok_string(&p, tok, 1 << 16, &tl)) goto done;
+                        have_content = 1;
+                    } else if (tok_skip(&p, 3)) {
+                        goto done;
+                    }
+                    int d = tok_peek(&p);
+                    p.pos++;
+                    if (d == '}') break;
+                    if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                }
+                if (id < 0 || id >= MAX_VOCAB || !have_content) {
+                    dflash_set_error("%s: added_tokens: expected entries with an \"id\" in 0..%d and a \"content\"", path,
+                                     MAX_VOCAB - 1);
+                    goto done;
+                }
+                if (n_ents == cap_ents) {
+                    cap_ents = cap_ents ? cap_ents * 2 : 1024;
+                    TokEntry *ne = realloc(ents, cap_ents * sizeof *ents);
+                    if (!ne) { dflash_set_error("%s: out of memory", path); goto done; }
+                    ents = ne;
+                }
+                ents[n_ents].id = id;
+                ents[n_ents].len = tl;
+                ents[n_ents].text = malloc(tl + 1);
+                if (!ents[n_ents].text) { dflash_set_error("%s: out of memory", path); goto done; }
+                memcpy(ents[n_ents].text, tok, tl + 1);
+                n_ents++;
+                int d = tok_peek(&p);
+                p.pos++;
+                if (d == ']') break;
+                if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or ']'"); goto done; }
+            }
+        } else if (tok_skip(&p, 1)) {
+            goto done;
+        }
+        int d = tok_peek(&p);
+        p.pos++;
+        if (d == '}') break;
+        if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+    }
+    if (tok_peek(&p) != -1) { tok_fail(&p, "text after the JSON object"); goto done; }
+    if (!saw_vocab || strcmp(model_type, "BPE") != 0) {
+        dflash_set_error("%s: field \"model\": expected a BPE model with a \"vocab\", got type \"%.40s\"%s", path,
+                         model_type, saw_vocab ? "" : " without a vocab");
+        goto done;
+    }
+    if (strcmp(decoder_type, "ByteLevel") != 0) {
+        dflash_set_error("%s: field \"decoder\": expected type \"ByteLevel\" (only byte-level decoding is "
+                         "implemented), got \"%.40s\"", path, decoder_type);
+        goto done;
+    }
+    /* id -> text; the later entry (added_tokens after model.vocab in the
+     * usual file order) wins, as in the tokenizers library */
+    long max_id = -1;
+    size_t total = 0;
+    for (size_t i = 0; i < n_ents; i++) {
+        if (ents[i].id > max_id) max_id = ents[i].id;
+        total += ents[i].len + 1;
+    }
+    v->n = (int)(max_id + 1);
+    v->words = xcalloc((size_t)(v->n ? v->n : 1), sizeof(char *), "tokenizer vocabulary");
+    v->lens = xcalloc((size_t)(v->n ? v->n : 1), sizeof(int), "tokenizer vocabulary");
+    v->text = malloc(total ? total : 1);
+    if (!v->words || !v->lens || !v->text) { dflash_set_error("%s: out of memory", path); vocab_free(v); goto done; }
+    char *at = v->text;
+    for (size_t i = 0; i < n_ents; i++) {
+        memcpy(at, ents[i].text, ents[i].len + 1);
+        v->words[ents[i].id] = at;
+        v->lens[ents[i].id] = (int)ents[i].len;
+        at += ents[i].len + 1;
+    }
+    v->byte_level = 1;
+    rc = 0;
+done:
+    for (size_t i = 0; i < n_ents; i++) free(ents[i].text);
+    free(ents);
+    free(tok);
+    free(text);
+    return rc;
 }

@@ -158,7 +158,7 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
 
 /* token id's word, or the id itself when there is no vocabulary (v->n 0) */
 static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
-    if (v->n == 0) { snprintf(buf, size, "%d", id); return buf; }
+    if (v->n == 0 || v->byte_level) { snprintf(buf, size, "%d", id); return buf; }
     return id >= 0 && id < v->n ? v->words[id] : "<?>";
 }
 
@@ -166,6 +166,13 @@ static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
  * without a vocabulary, the ids joined by spaces */
 static void print_words(FILE *out, const Vocab *v, const int *ids, int n) {
     char buf[16];
+    if (v->byte_level) {  /* tokenizer.json: the tokens' bytes, back to back */
+        for (int i = 0; i < n; i++) {
+            if (ids[i] >= 0 && ids[i] < v->n && v->words[ids[i]]) fwrite(v->words[ids[i]], 1, (size_t)v->lens[ids[i]], out);
+            else fprintf(out, "<%d>", ids[i]);
+        }
+        return;
+    }
     for (int i = 0; i < n; i++) {
         const char *w = tok_str(v, ids[i], buf, sizeof buf);
         fprintf(out, "%s%s", i == 0 || (v->n && strcmp(w, ".") == 0) ? "" : " ", w);
@@ -253,20 +260,26 @@ int main(int argc, char **argv) {
     }
     const char *set_name = a.weights ? a.weights : a.target;
 
-    /* the vocabulary is optional: W/vocab.txt (--weights), else the target
-     * folder's vocab.txt; without one, --ids works and output is ids */
+    /* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
+     * the target folder's vocab.txt, its tokenizer.json, the first found;
+     * without one, --ids works and output is ids. tokenizer.json only
+     * decodes output (no encoder here: --ids). */
     const char *vdirs[2] = {a.weights, tdir};
-    for (int k = 0; k < 2 && !have_vocab; k++) {
-        if (!vdirs[k]) continue;
-        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", vdirs[k]);
+    for (int k = 0; k < 4 && !have_vocab; k++) {
+        if (!vdirs[k / 2]) continue;
+        snprintf(vocab_path, sizeof vocab_path, "%s/%s", vdirs[k / 2], k % 2 ? "tokenizer.json" : "vocab.txt");
         if (!file_exists(vocab_path) && errno == ENOENT) continue;
-        if (vocab_load(&vocab, vocab_path) != 0) goto fail;
+        if ((k % 2 ? tokenizer_json_load(&vocab, vocab_path) : vocab_load(&vocab, vocab_path)) != 0) goto fail;
         have_vocab = 1;
     }
     if (model_load(&target, tdir, 0) != 0) goto fail;
-    if (!have_vocab && !a.ids) {
-        dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
-                         a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
+    if ((!have_vocab || vocab.byte_level) && !a.ids) {
+        if (have_vocab)
+            dflash_set_error("--prompt: %.500s decodes output only (no tokenizer is implemented here); give token ids "
+                             "with --ids (README: getting ids from the published tokenizer)", vocab_path);
+        else
+            dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
+                             a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
         goto fail;
     }
     int dflash_mode = strcmp(a.mode, "dflash") == 0;
@@ -286,7 +299,13 @@ int main(int argc, char **argv) {
         }
         if (a.block_size < 0) a.block_size = draft.cfg.block_size;
     }
-    if (have_vocab && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
+    if (have_vocab && vocab.byte_level && vocab.n > target.cfg.vocab_size) {
+        dflash_set_error("%s: token id %d: expected ids below %d (vocab_size in %.500s/config.json)", vocab_path,
+                         vocab.n - 1, target.cfg.vocab_size, tdir);
+        goto fail;
+    }
+    if (have_vocab && !vocab.byte_level && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0)
+        goto fail;
     if (a.block_size < 0) a.block_size = 1;
 
     GenParams p = {0};
@@ -308,7 +327,7 @@ int main(int argc, char **argv) {
     } else if (!a.ignore_eos) {
         char from[4200];
         if (stop_ids_default(tdir, &target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) goto fail;
-        int eos = have_vocab ? vocab_find(&vocab, "<eos>") : -1;
+        int eos = have_vocab && !vocab.byte_level ? vocab_find(&vocab, "<eos>") : -1;
         if (p.n_stop == 0 && eos >= 0) p.stop_ids[p.n_stop++] = eos;
     }
 
@@ -316,13 +335,13 @@ int main(int argc, char **argv) {
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
-    int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
+    int n_ids = have_vocab && !vocab.byte_level ? vocab.n : target.cfg.vocab_size;
     for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
         if (prompt[i] >= n_ids) {
             char cfg_path[4300];
             snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tdir);
             dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
-                             n_ids - 1, have_vocab ? vocab_path : cfg_path, prompt[i]);
+                             n_ids - 1, have_vocab && !vocab.byte_level ? vocab_path : cfg_path, prompt[i]);
             tok_rc = -1;
         }
     /* every check of the run's arguments before any output file is opened */
@@ -338,7 +357,7 @@ int main(int argc, char **argv) {
         if (!dflash_mode) { free(prompt); dflash_set_error("--trace: traces are written in --mode dflash only"); goto fail; }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
         if (!tracer) { free(prompt); goto fail; }
-        trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
+        trace_set_vocab(tracer, have_vocab && !vocab.byte_level ? &vocab : NULL);
         p.tracer = tracer;
     }
     int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)

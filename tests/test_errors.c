@@ -455,6 +455,27 @@ static void mk_cli_vocab_no_mask(const char *t) { mk_vocab_no_mask(tu_path(t, "w
 static void mk_cli_nan(const char *t) { mk_st_nan(tu_path(t, "w")); }
 static void mk_cli_file(const char *t) { tu_write_text(tu_path(t, "file"), "x"); }
 static void mk_cli_no_vocab(const char *t) { assert_int_equal(unlink(tu_path(t, "w/vocab.txt")), 0); }
+/* a tokenizer.json instead of vocab.txt */
+static void mk_tok(const char *t, const char *text) {
+    assert_int_equal(unlink(tu_path(t, "w/vocab.txt")), 0);
+    tu_write_text(tu_path(t, "w/tokenizer.json"), text);
+}
+#define TOK_OK "{\"added_tokens\":[{\"id\":4,\"content\":\"<|end|>\"}],\"decoder\":{\"type\":\"ByteLevel\"}," \
+               "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"\\u0120b\":1,\"c\":2},\"merges\":[]}}"
+static void mk_tok_ok(const char *t) { mk_tok(t, TOK_OK); }
+static void mk_tok_metaspace(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"Metaspace\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}");
+}
+static void mk_tok_wordpiece(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}");
+}
+static void mk_tok_not_bytes(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b c\":1}}}");
+}
+static void mk_tok_bad_json(const char *t) { mk_tok(t, "{\"model\": {\"type\": \"BPE\", "); }
+static void mk_tok_id_too_big(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":9}}}");
+}
 static void mk_cli_genconf_bad(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "{\"eos_token_id\": 4,"); }
 static void mk_cli_genconf_str(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "{\"eos_token_id\": \"4\"}"); }
 static void mk_cli_genconf_range(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "{\"eos_token_id\": [4, 9]}"); }
@@ -633,6 +654,13 @@ static const CliCase CLI_CASES[] = {
     {"cli: generation_config.json eos_token_id a string", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_str, 2, {"target/generation_config.json", "field \"eos_token_id\"", "the string \"4\""}},
     {"cli: generation_config.json eos_token_id outside the vocabulary", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_range, 2, {"target/generation_config.json", "\"eos_token_id\"", "0..5", "got 9"}},
     {"cli: generation_config.json an array", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_array, 2, {"target/generation_config.json", "expected a JSON object"}},
+    {"cli: tokenizer.json decodes output", "--weights|$W|--ids|0,1,2|--max-new-tokens|2", 0, 0, 0, mk_tok_ok, 0, {0}},
+    {"cli: tokenizer.json and --prompt", "--weights|$W|--prompt|a", 0, 0, 0, mk_tok_ok, 2, {"w/tokenizer.json", "decodes output only", "--ids"}},
+    {"cli: tokenizer.json with a Metaspace decoder", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_metaspace, 2, {"w/tokenizer.json", "field \"decoder\"", "\"ByteLevel\"", "\"Metaspace\""}},
+    {"cli: tokenizer.json with a WordPiece model", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_wordpiece, 2, {"w/tokenizer.json", "field \"model\"", "BPE", "\"WordPiece\""}},
+    {"cli: tokenizer.json token not byte-level", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_not_bytes, 2, {"w/tokenizer.json", "token id 1", "not a byte-level string"}},
+    {"cli: tokenizer.json cut short", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_bad_json, 2, {"w/tokenizer.json", "at byte"}},
+    {"cli: tokenizer.json id past vocab_size", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_id_too_big, 2, {"w/tokenizer.json", "token id 9", "below 6"}},
     {"cli: published config keys accepted", "--weights|$W|--ids|1,2|--max-new-tokens|2", 0, 0, 0, mk_cli_published_keys, 0, {0}},
     {"cli: NaN weight", "--weights|$W", 0, 0, 0, mk_cli_nan, 2, {"w/target/model.safetensors", "q_proj.weight", "NaN"}},
     {"cli: tensor name with a newline (one-line message)", "--weights|$W", TST, "\"model.norm.weight\"", "\"model.norm\\nweight\"", 0, 2, {"unexpected tensor \"model.norm?weight\""}},

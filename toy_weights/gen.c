@@ -950,6 +950,53 @@ static int q3_write_generation_config(const char *path) {
     return rc;
 }
 
+/* tokenizer.json: a Hugging Face byte-level BPE tokenizer over the 64 ids,
+ * as Qwen's is written: model.vocab maps each token's byte-level string
+ * (every byte b shown as GPT-2's bytes_to_unicode(b): "\xc4\xa0" is U+0120
+ * "Ġ", standing for the byte 0x20, a space) to its id; the special tokens
+ * are added_tokens, outside model.vocab. Ids 61 and 62 are the two bytes of
+ * "é" (0xC3, 0xA9) on their own, so decoding must join bytes, not
+ * characters. Merges are left empty: the program only decodes. */
+static const char *const Q3_TOKENS[Q3_VOCAB] = {
+    "The", "\xc4\xa0" "cat", "\xc4\xa0" "sat", NULL /* 3 <|im_end|> */, NULL /* 4 <|endoftext|> */,
+    "\xc4\xa0" "on", "\xc4\xa0" "the", "\xc4\xa0" "mat", ".", "\xc4\xa0" "A", "\xc4\xa0" "dog", "\xc4\xa0" "saw",
+    "\xc4\xa0" "one", "\xc4\xa0" "red", "\xc4\xa0" "bird", "\xc4\x8a", "\xc4\xa0" "She", "\xc4\xa0" "reads",
+    "\xc4\xa0" "every", "\xc4\xa0" "day", ",", "\xc4\xa0" "We", "\xc4\xa0" "like", "\xc4\xa0" "green",
+    "\xc4\xa0" "tea", "!", "\xc4\xa0" "It", "\xc4\xa0" "is", "\xc4\xa0" "very", "\xc4\xa0" "cold", "\xc4\xa0" "My",
+    "\xc4\xa0" "fish", "\xc4\xa0" "can", "\xc4\xa0" "swim", "\xc4\xa0" "fast", "\xc4\xa0" "caf\xc3\x83\xc2\xa9",
+    "\xc4\xa0" "na\xc3\x83\xc2\xafve", "\xc4\xa0\xc3\xa2\xc4\xa2\xc4\xb6", "\xc4\xa0\xc3\xb0\xc5\x81\xc4\xbb\xc4\xa4",
+    "\xc4\x89", "\xc4\xa0", "ing", "ed", "\xc4\xa0" "and", "\xc4\xa0" "or", "\xc4\xa0" "not", "\xc4\xa0" "in",
+    "\xc4\xa0" "a", "\xc4\xa0" "box", "\xc4\xa0" "to", "\xc4\xa0" "of", "\xc4\xa0" "he", "\xc4\xa0" "she",
+    "\xc4\xa0" "it", "\xc4\xa0" "we", "\xc4\xa0" "they", "\xc4\xa0" "you", "\xc4\xa0" "I", "?", "\xc4\xa0" "yes",
+    "\xc4\xa0" "no", "\xc3\x83", "\xc2\xa9", NULL /* 63 <|mask|> */,
+};
+
+static int q3_write_tokenizer(const char *path) {
+    static const struct { int id; const char *content; } ADDED[3] = {
+        {Q3_EOS, "<|im_end|>"}, {Q3_EOS2, "<|endoftext|>"}, {Q3_VOCAB - 1, "<|mask|>"}};
+    Text t = {0};
+    text_add(&t, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");
+    for (int i = 0; i < 3; i++)
+        text_add(&t, "%s\n    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
+                     "\"rstrip\": false, \"normalized\": false, \"special\": true}", i ? "," : "", ADDED[i].id,
+                 ADDED[i].content);
+    text_add(&t, "\n  ],\n  \"normalizer\": {\"type\": \"NFC\"},\n  \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                 "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": true},\n"
+                 "  \"post_processor\": null,\n  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                 "\"trim_offsets\": false, \"use_regex\": true},\n  \"model\": {\n    \"type\": \"BPE\",\n"
+                 "    \"dropout\": null,\n    \"unk_token\": null,\n    \"byte_fallback\": false,\n    \"vocab\": {");
+    int first = 1;
+    for (int i = 0; i < Q3_VOCAB; i++) {
+        if (!Q3_TOKENS[i]) continue;
+        text_add(&t, "%s\n      \"%s\": %d", first ? "" : ",", Q3_TOKENS[i], i);
+        first = 0;
+    }
+    text_add(&t, "\n    },\n    \"merges\": []\n  }\n}\n");
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
 static int q3_main(const char *outdir, int f32) {
     Config tc = q3_config(0), dc = q3_config(1);
     target_tensors.set = draft_tensors.set = "qwen3-layout";
@@ -960,6 +1007,7 @@ static int q3_main(const char *outdir, int f32) {
     if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
     if (join(path, sizeof path, tdir, "config.json") || q3_write_config(path, &tc)) return 1;
     if (join(path, sizeof path, tdir, "generation_config.json") || q3_write_generation_config(path)) return 1;
+    if (join(path, sizeof path, tdir, "tokenizer.json") || q3_write_tokenizer(path)) return 1;
     /* two shards: embed_tokens + layers 0..4 (1 + 5 x 11 tensors), the rest */
     static const char *const SHARD[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
     int split = 1 + Q3_SHARD1_LAYERS * 11;
