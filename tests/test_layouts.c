@@ -11,8 +11,8 @@
  *     bit patterns worked out by hand);
  *   - lossless: greedy DFlash gives the target-only greedy tokens at block
  *     sizes 16, 8, 3 and 1;
- *   - an F32 copy of the same (BF16-representable) values, one file per
- *     model, gives the same weights and a byte-identical trace.
+ *   - an F32 copy of the same (BF16-representable) values, in the same
+ *     shards, gives the same weights and a byte-identical trace.
  *   - tokenizer.json decodes output ids to text (GPT-2's byte table, bytes
  *     joined across tokens); without it (and without vocab.txt) the output
  *     is the ids.
@@ -227,7 +227,8 @@ static void test_lossless_block_sizes(void **state) {
 }
 
 /* the same values as F32 (the generator rounds to BF16, then writes F32,
- * one file per model, no index): the same weights, byte-identical traces */
+ * same shards and index): the same weights, byte-identical traces (and
+ * the F32 weights are used in place from the mapping) */
 static int sh(const char *cmd) {
     int rc = system(cmd);
     return rc;
@@ -264,7 +265,7 @@ static void test_f32_copy_same_trace(void **state) {
     snprintf(set, sizeof set, "%s/f32", tmp);
     snprintf(cmd, sizeof cmd, "./toy_weights/gen qwen3-layout %s f32 > /dev/null", set);
     assert_int_equal(sh(cmd), 0);
-    /* the F32 copy is one file per target shard, F32, same index */
+    /* the F32 copy: F32 shards behind the same index */
     size_t len = 0;
     char *hdr = tu_read(tu_path(set, "target/model-00001-of-00002.safetensors"), &len);
     assert_non_null(hdr);
@@ -378,6 +379,35 @@ static void test_byte_table(void **state) {
     for (int b = 0; b < 256; b++) assert_int_equal(seen[b], 1);  /* a bijection onto the 256 bytes */
 }
 
+/* The walkthrough set too (the random set: tests/test_core.c), at the
+ * same block sizes: 16 is four times its trained block. */
+static void test_lossless_walkthrough_set(void **state) {
+    (void)state;
+    Model t, d;
+    load_q3("toy_weights/walkthrough", &t, &d);
+    static const int prompts[2][3] = {{2, 3, 4}, {12, 13, 0}};
+    static const int plen[2] = {3, 2};
+    static const int blocks[4] = {16, 8, 3, 1};
+    for (int pi = 0; pi < 2; pi++) {
+        GenParams p = {0};
+        p.max_new_tokens = tu_quick() ? 8 : 24;
+        p.block_size = 1;
+        GenResult ar = {0};
+        assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
+        for (int bi = 0; bi < 4; bi++) {
+            p.block_size = blocks[bi];
+            GenResult r = {0};
+            assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
+            assert_int_equal(r.n_output, ar.n_output);
+            assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
+            gen_result_free(&r);
+        }
+        gen_result_free(&ar);
+    }
+    model_free(&t);
+    model_free(&d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_layout_as_configured),
@@ -385,6 +415,7 @@ int main(void) {
         cmocka_unit_test(test_weights_are_bf16_values),
         cmocka_unit_test(test_widening_bit_patterns),
         cmocka_unit_test(test_lossless_block_sizes),
+        cmocka_unit_test(test_lossless_walkthrough_set),
         cmocka_unit_test(test_f32_copy_same_trace),
         cmocka_unit_test(test_cli_output_text_and_ids),
         cmocka_unit_test(test_byte_table),
