@@ -190,7 +190,7 @@ memcheck: dflash weights
 # build/fuzz/crash-<target>-*).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = safetensors config tokenizer npy
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson
 FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
             -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
@@ -204,7 +204,7 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== fuzz $$t: $(FUZZ_SECONDS) s"; \
 	  rm -rf build/fuzz/corpus/$$t && mkdir -p build/fuzz/corpus/$$t; \
-	  dict=; case $$t in safetensors|config) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; case $$t in safetensors|config|tokjson) dict=-dict=tests/fuzz/json.dict;; esac; \
 	  if ./build/fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	      -rss_limit_mb=2048 -print_final_stats=1 $$dict -artifact_prefix=build/fuzz/crash-$$t- \
 	      build/fuzz/corpus/$$t tests/fuzz/$$t > build/fuzz/$$t.log 2>&1; then \

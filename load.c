@@ -1135,8 +1135,9 @@ static int hex4(const char *s, unsigned *out) {
     unsigned v = 0;
     for (int i = 0; i < 4; i++) {
         char c = s[i];
-        v = v * 16 + (unsigned)(c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : 99);
-        if (v > 0xffff) return -1;
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + (unsigned)d;
     }
     *out = v;
     return 0;
@@ -1227,7 +1228,9 @@ static int tok_skip(TokScan *p, int depth) {
         }
     }
     size_t st = p->pos;
-    while (p->pos < p->len && (strchr("+-.0123456789eE", p->s[p->pos]) || (p->s[p->pos] >= 'a' && p->s[p->pos] <= 'z'))) p->pos++;
+    while (p->pos < p->len && p->s[p->pos] &&
+           (strchr("+-.0123456789eE", p->s[p->pos]) || (p->s[p->pos] >= 'a' && p->s[p->pos] <= 'z')))
+        p->pos++;
     if (p->pos == st) return tok_fail(p, "expected a JSON value");
     return 0;
 }
@@ -1262,6 +1265,7 @@ static int bytelevel_decode(char *s, size_t *len) {
         s[n++] = (char)b;
         i += (size_t)sl;
     }
+    s[n] = 0;
     *len = n;
     return 0;
 }
@@ -1273,11 +1277,21 @@ typedef struct { long id; char *text; size_t len; } TokEntry;
  * bytes), v->byte_level = 1, v->n = highest id + 1 (ids without a token
  * print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
  * decoder is not ByteLevel, naming what it has. */
+static int tokenizer_json_parse(Vocab *v, const char *path, const char *text, size_t len);
+
 int tokenizer_json_load(Vocab *v, const char *path) {
     memset(v, 0, sizeof *v);
     size_t len;
     char *text = read_file(path, 256u << 20, &len);
     if (!text) return -1;
+    int rc = tokenizer_json_parse(v, path, text, len);
+    free(text);
+    return rc;
+}
+
+/* tokenizer_json_parse: text (len bytes, NUL-terminated) as tokenizer.json */
+static int tokenizer_json_parse(Vocab *v, const char *path, const char *text, size_t len) {
+    memset(v, 0, sizeof *v);
     TokScan p = {text, len, 0, path};
     TokEntry *ents = NULL;
     size_t n_ents = 0, cap_ents = 0;
@@ -1428,6 +1442,5 @@ done:
     for (size_t i = 0; i < n_ents; i++) free(ents[i].text);
     free(ents);
     free(tok);
-    free(text);
     return rc;
 }
