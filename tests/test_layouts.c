@@ -379,33 +379,36 @@ static void test_byte_table(void **state) {
     for (int b = 0; b < 256; b++) assert_int_equal(seen[b], 1);  /* a bijection onto the 256 bytes */
 }
 
-/* The walkthrough set too (the random set: tests/test_core.c), at the
- * same block sizes: 16 is four times its trained block. */
-static void test_lossless_walkthrough_set(void **state) {
+/* The other two sets too, at the same block sizes (16 is four times
+ * their trained block; tests/test_core.c covers the random set at 1..8). */
+static void test_lossless_other_sets(void **state) {
     (void)state;
-    Model t, d;
-    load_q3("toy_weights/walkthrough", &t, &d);
+    static const char *const SETS[2] = {"toy_weights/walkthrough", "toy_weights/random"};
     static const int prompts[2][3] = {{2, 3, 4}, {12, 13, 0}};
     static const int plen[2] = {3, 2};
     static const int blocks[4] = {16, 8, 3, 1};
-    for (int pi = 0; pi < 2; pi++) {
-        GenParams p = {0};
-        p.max_new_tokens = tu_quick() ? 8 : 24;
-        p.block_size = 1;
-        GenResult ar = {0};
-        assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
-        for (int bi = 0; bi < 4; bi++) {
-            p.block_size = blocks[bi];
-            GenResult r = {0};
-            assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
-            assert_int_equal(r.n_output, ar.n_output);
-            assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
-            gen_result_free(&r);
+    for (int si = 0; si < 2; si++) {
+        Model t, d;
+        load_q3(SETS[si], &t, &d);
+        for (int pi = 0; pi < 2; pi++) {
+            GenParams p = {0};
+            p.max_new_tokens = tu_quick() ? 6 : 12;
+            p.block_size = 1;
+            GenResult ar = {0};
+            assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
+            for (int bi = 0; bi < 4; bi++) {
+                p.block_size = blocks[bi];
+                GenResult r = {0};
+                assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
+                assert_int_equal(r.n_output, ar.n_output);
+                assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
+                gen_result_free(&r);
+            }
+            gen_result_free(&ar);
         }
-        gen_result_free(&ar);
+        model_free(&t);
+        model_free(&d);
     }
-    model_free(&t);
-    model_free(&d);
 }
 
 int main(void) {
@@ -415,7 +418,7 @@ int main(void) {
         cmocka_unit_test(test_weights_are_bf16_values),
         cmocka_unit_test(test_widening_bit_patterns),
         cmocka_unit_test(test_lossless_block_sizes),
-        cmocka_unit_test(test_lossless_walkthrough_set),
+        cmocka_unit_test(test_lossless_other_sets),
         cmocka_unit_test(test_f32_copy_same_trace),
         cmocka_unit_test(test_cli_output_text_and_ids),
         cmocka_unit_test(test_byte_table),
