@@ -132,16 +132,22 @@ typedef struct {
     real *value;           /* (L, Hkv, capacity, d) */
 } KVCache;
 
-/* Word-level vocabulary: line number in vocab.txt = token id. Or, read
- * from a Hugging Face tokenizer.json (byte_level = 1), for decoding only:
- * words[id] is the token's bytes (lens[id] of them; NULL: no such token). */
+/* Word-level vocabulary: line number in vocab.txt = token id. */
 typedef struct {
     int n;
     char **words;  /* (n) */
     char *text;    /* storage for the words */
-    int byte_level;
-    int *lens;     /* (n) byte_level only */
 } Vocab;
+
+/* A Hugging Face tokenizer.json's vocabulary (byte-level BPE, e.g. Qwen's),
+ * for decoding output only: words[id] is the token's bytes (lens[id] of
+ * them, then a NUL; NULL: no token has that id). */
+typedef struct {
+    int n;
+    char **words;  /* (n) */
+    int *lens;     /* (n) */
+    char *text;    /* storage for the words */
+} ByteVocab;
 
 /* ---------------------------------------------------------------------------
  * A small strict JSON reader (RFC 8259): config.json, the safetensors header
@@ -259,7 +265,8 @@ int  check_vocab(const Vocab *v, const char *path, const Model *target, const Mo
 int  stop_ids_default(const char *target_dir, const Model *target, int *ids, int *n, char *from, size_t from_size);
 int  vocab_load(Vocab *v, const char *path);
 /* tokenizer.json (byte-level BPE, e.g. Qwen's): ids -> bytes, for output */
-int  tokenizer_json_load(Vocab *v, const char *path);
+int  tokenizer_json_load(ByteVocab *v, const char *path);
+void byte_vocab_free(ByteVocab *v);
 void vocab_free(Vocab *v);
 int  vocab_find(const Vocab *v, const char *word);
 /* Split on whitespace; "." is its own token. ids gets at most cap ids. */

@@ -1003,7 +1003,6 @@ int check_vocab(const Vocab *v, const char *path, const Model *target, const Mod
 
 void vocab_free(Vocab *v) {
     free(v->words);
-    free(v->lens);
     free(v->text);
     memset(v, 0, sizeof *v);
 }
@@ -1274,12 +1273,18 @@ typedef struct { long id; char *text; size_t len; } TokEntry;
 
 /* tokenizer_json_load: path's model.vocab (byte-level strings, decoded to
  * bytes) and added_tokens (content as is) as v->words[id] (v->lens[id]
- * bytes), v->byte_level = 1, v->n = highest id + 1 (ids without a token
- * print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
+ * bytes), v->n = highest id + 1 (ids without a token print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
  * decoder is not ByteLevel, naming what it has. */
-static int tokenizer_json_parse(Vocab *v, const char *path, const char *text, size_t len);
+static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text, size_t len);
 
-int tokenizer_json_load(Vocab *v, const char *path) {
+void byte_vocab_free(ByteVocab *v) {
+    free(v->words);
+    free(v->lens);
+    free(v->text);
+    memset(v, 0, sizeof *v);
+}
+
+int tokenizer_json_load(ByteVocab *v, const char *path) {
     memset(v, 0, sizeof *v);
     size_t len;
     char *text = read_file(path, 256u << 20, &len);
@@ -1290,7 +1295,7 @@ int tokenizer_json_load(Vocab *v, const char *path) {
 }
 
 /* tokenizer_json_parse: text (len bytes, NUL-terminated) as tokenizer.json */
-static int tokenizer_json_parse(Vocab *v, const char *path, const char *text, size_t len) {
+static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text, size_t len) {
     memset(v, 0, sizeof *v);
     TokScan p = {text, len, 0, path};
     TokEntry *ents = NULL;
@@ -1428,7 +1433,7 @@ static int tokenizer_json_parse(Vocab *v, const char *path, const char *text, si
     v->words = xcalloc((size_t)(v->n ? v->n : 1), sizeof(char *), "tokenizer vocabulary");
     v->lens = xcalloc((size_t)(v->n ? v->n : 1), sizeof(int), "tokenizer vocabulary");
     v->text = malloc(total ? total : 1);
-    if (!v->words || !v->lens || !v->text) { dflash_set_error("%s: out of memory", path); vocab_free(v); goto done; }
+    if (!v->words || !v->lens || !v->text) { dflash_set_error("%s: out of memory", path); byte_vocab_free(v); goto done; }
     char *at = v->text;
     for (size_t i = 0; i < n_ents; i++) {
         memcpy(at, ents[i].text, ents[i].len + 1);
@@ -1436,7 +1441,6 @@ static int tokenizer_json_parse(Vocab *v, const char *path, const char *text, si
         v->lens[ents[i].id] = (int)ents[i].len;
         at += ents[i].len + 1;
     }
-    v->byte_level = 1;
     rc = 0;
 done:
     for (size_t i = 0; i < n_ents; i++) free(ents[i].text);

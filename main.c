@@ -158,17 +158,18 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
 
 /* token id's word, or the id itself when there is no vocabulary (v->n 0) */
 static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
-    if (v->n == 0 || v->byte_level) { snprintf(buf, size, "%d", id); return buf; }
+    if (v->n == 0) { snprintf(buf, size, "%d", id); return buf; }
     return id >= 0 && id < v->n ? v->words[id] : "<?>";
 }
 
 /* words of ids[0..n) joined by spaces ("." sticks to the word before it);
- * without a vocabulary, the ids joined by spaces */
-static void print_words(FILE *out, const Vocab *v, const int *ids, int n) {
+ * with a tokenizer.json (bv->n > 0), the tokens' bytes back to back;
+ * without either, the ids joined by spaces */
+static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n) {
     char buf[16];
-    if (v->byte_level) {  /* tokenizer.json: the tokens' bytes, back to back */
+    if (bv->n) {
         for (int i = 0; i < n; i++) {
-            if (ids[i] >= 0 && ids[i] < v->n && v->words[ids[i]]) fwrite(v->words[ids[i]], 1, (size_t)v->lens[ids[i]], out);
+            if (ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) fwrite(bv->words[ids[i]], 1, (size_t)bv->lens[ids[i]], out);
             else fprintf(out, "<%d>", ids[i]);
         }
         return;
@@ -186,10 +187,10 @@ static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
     fputc(']', out);
 }
 
-static void print_rounds(const GenResult *r, const Vocab *v, int B, int n_prompt, int first_new) {
+static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new) {
     char buf[16];
     printf("prefill: ");
-    print_words(stdout, v, r->output_ids, n_prompt);
+    print_words(stdout, v, bv, r->output_ids, n_prompt);
     printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, tok_str(v, first_new, buf, sizeof buf), n_prompt);
     for (int i = 0; i < r->n_rounds; i++) {
         const RoundInfo *ri = &r->rounds[i];
@@ -243,13 +244,15 @@ int main(int argc, char **argv) {
                                                                                      : "toy_weights/random";
     char tdir[4096], ddir[4096], vocab_path[4200] = "";
     Model target, draft;
-    Vocab vocab;
-    int have_draft = 0, have_vocab = 0, rc = 2;
+    Vocab vocab;        /* vocab.txt */
+    ByteVocab tok;      /* or tokenizer.json */
+    int have_draft = 0, have_vocab = 0, have_tok = 0, rc = 2;
     Tracer *tracer = NULL;
     GenResult res = {0};
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
+    memset(&tok, 0, sizeof tok);
     /* the two model folders: --weights W means W/target and W/draft */
     if (a.weights) {
         snprintf(tdir, sizeof tdir, "%s/target", a.weights);
@@ -265,16 +268,16 @@ int main(int argc, char **argv) {
      * without one, --ids works and output is ids. tokenizer.json only
      * decodes output (no encoder here: --ids). */
     const char *vdirs[2] = {a.weights, tdir};
-    for (int k = 0; k < 4 && !have_vocab; k++) {
+    for (int k = 0; k < 4 && !have_vocab && !have_tok; k++) {
         if (!vdirs[k / 2]) continue;
         snprintf(vocab_path, sizeof vocab_path, "%s/%s", vdirs[k / 2], k % 2 ? "tokenizer.json" : "vocab.txt");
         if (!file_exists(vocab_path) && errno == ENOENT) continue;
-        if ((k % 2 ? tokenizer_json_load(&vocab, vocab_path) : vocab_load(&vocab, vocab_path)) != 0) goto fail;
-        have_vocab = 1;
+        if (k % 2 ? tokenizer_json_load(&tok, vocab_path) : vocab_load(&vocab, vocab_path)) goto fail;
+        have_tok = k % 2, have_vocab = !have_tok;
     }
     if (model_load(&target, tdir, 0) != 0) goto fail;
-    if ((!have_vocab || vocab.byte_level) && !a.ids) {
-        if (have_vocab)
+    if (!have_vocab && !a.ids) {
+        if (have_tok)
             dflash_set_error("--prompt: %.500s decodes output only (no tokenizer is implemented here); give token ids "
                              "with --ids (README: getting ids from the published tokenizer)", vocab_path);
         else
@@ -299,12 +302,12 @@ int main(int argc, char **argv) {
         }
         if (a.block_size < 0) a.block_size = draft.cfg.block_size;
     }
-    if (have_vocab && vocab.byte_level && vocab.n > target.cfg.vocab_size) {
+    if (have_tok && tok.n > target.cfg.vocab_size) {
         dflash_set_error("%s: token id %d: expected ids below %d (vocab_size in %.500s/config.json)", vocab_path,
-                         vocab.n - 1, target.cfg.vocab_size, tdir);
+                         tok.n - 1, target.cfg.vocab_size, tdir);
         goto fail;
     }
-    if (have_vocab && !vocab.byte_level && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0)
+    if (have_vocab && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0)
         goto fail;
     if (a.block_size < 0) a.block_size = 1;
 
@@ -327,7 +330,7 @@ int main(int argc, char **argv) {
     } else if (!a.ignore_eos) {
         char from[4200];
         if (stop_ids_default(tdir, &target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) goto fail;
-        int eos = have_vocab && !vocab.byte_level ? vocab_find(&vocab, "<eos>") : -1;
+        int eos = have_vocab ? vocab_find(&vocab, "<eos>") : -1;
         if (p.n_stop == 0 && eos >= 0) p.stop_ids[p.n_stop++] = eos;
     }
 
@@ -335,13 +338,13 @@ int main(int argc, char **argv) {
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
-    int n_ids = have_vocab && !vocab.byte_level ? vocab.n : target.cfg.vocab_size;
+    int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
     for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
         if (prompt[i] >= n_ids) {
             char cfg_path[4300];
             snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tdir);
             dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
-                             n_ids - 1, have_vocab && !vocab.byte_level ? vocab_path : cfg_path, prompt[i]);
+                             n_ids - 1, have_vocab ? vocab_path : cfg_path, prompt[i]);
             tok_rc = -1;
         }
     /* every check of the run's arguments before any output file is opened */
@@ -357,7 +360,7 @@ int main(int argc, char **argv) {
         if (!dflash_mode) { free(prompt); dflash_set_error("--trace: traces are written in --mode dflash only"); goto fail; }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
         if (!tracer) { free(prompt); goto fail; }
-        trace_set_vocab(tracer, have_vocab && !vocab.byte_level ? &vocab : NULL);
+        trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.tracer = tracer;
     }
     int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)
@@ -371,12 +374,12 @@ int main(int argc, char **argv) {
     }
     if (gen_rc != 0) goto fail;
 
-    if (a.rounds && dflash_mode) print_rounds(&res, &vocab, p.block_size, res.n_prompt, res.output_ids[res.n_prompt < res.n_output ? res.n_prompt : 0]);
+    if (a.rounds && dflash_mode) print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt, res.output_ids[res.n_prompt < res.n_output ? res.n_prompt : 0]);
     /* the decoded text, without the stop token */
     int shown = res.n_output;
     for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
         if (res.output_ids[shown - 1] == p.stop_ids[i]) { shown--; break; }
-    print_words(stdout, &vocab, res.output_ids, shown);
+    print_words(stdout, &vocab, &tok, res.output_ids, shown);
     printf("\n");
     if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
         for (int i = 0; i < res.n_output; i++) printf(i ? " %d" : "%d", res.output_ids[i]);
@@ -401,6 +404,7 @@ fail:
     if (have_draft) model_free(&draft);
     model_free(&target);
     vocab_free(&vocab);
+    byte_vocab_free(&tok);
     return rc;
 }
 

@@ -13,13 +13,12 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!buf) return 0;
     memcpy(buf, data, size);
     buf[size] = 0;
-    Vocab v;
+    ByteVocab v;
     if (tokenizer_json_parse(&v, "tokenizer.json", buf, size) == 0) {
         /* what main relies on: every word has its length, ids below n */
         for (int i = 0; i < v.n; i++)
             if (v.words[i] && (v.lens[i] < 0 || memchr(v.words[i], 0, (size_t)v.lens[i] + 1) == NULL)) abort();
-        if (!v.byte_level) abort();
-        vocab_free(&v);
+        byte_vocab_free(&v);
     } else if (!dflash_errmsg[0]) {
         abort();
     }
