@@ -197,6 +197,33 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
             goto done;
         }
     }
+    /* transformers 5 writes RoPE as rope_parameters {rope_type, rope_theta} */
+    const Json *rp = json_get(&root, "rope_parameters");
+    if (rp && rp->type != JSON_NULL) {
+        const Json *rt = json_get(rp, "rope_type"), *th = json_get(rp, "rope_theta");
+        int ok = rp->type == JSON_OBJECT && (!rt || (rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) &&
+                 (!th || (th->type == JSON_NUMBER && th->number == c->rope_theta));
+        for (int i = 0; ok && i < rp->n; i++)
+            ok = strcmp(rp->keys[i], "rope_type") == 0 || strcmp(rp->keys[i], "rope_theta") == 0;
+        if (!ok) {
+            char g2[96] = "";
+            if (rp->type == JSON_OBJECT && th) json_describe(th, g2, sizeof g2);
+            if (rp->type == JSON_OBJECT)
+                snprintf(got, sizeof got, "rope_type %.30s%s%.40s", rt && rt->type == JSON_STRING ? rt->string : "(none)",
+                         th ? ", rope_theta " : "", g2);
+            else
+                json_describe(rp, got, sizeof got);
+            dflash_set_error("%s: field \"rope_parameters\": expected {\"rope_type\": \"default\", \"rope_theta\": %g} "
+                             "(plain RoPE with the config's rope_theta), got %s", path, c->rope_theta, got);
+            goto done;
+        }
+    }
+    const Json *mb = json_get(&root, "mlp_bias");
+    if (mb && !(mb->type == JSON_BOOL && mb->boolean == 0)) {
+        dflash_set_error("%s: field \"mlp_bias\": expected false (no bias tensors), got %s", path,
+                         json_describe(mb, got, sizeof got));
+        goto done;
+    }
     const Json *act = json_get(&root, "hidden_act");
     if (act && !(act->type == JSON_STRING && strcmp(act->string, "silu") == 0)) {
         dflash_set_error("%s: field \"hidden_act\": expected \"silu\" (the only activation implemented), got %s", path,

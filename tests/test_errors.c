@@ -322,6 +322,9 @@ static const LoadCase LOAD_CASES[] = {
     {"config: rope_scaling not an object", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_scaling\":2,", 0, 0, {TCFG, "field \"rope_scaling\"", "got 2"}},
     {"config: layer_types with sliding attention", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"layer_types\":[\"sliding_attention\"],", 0, 0, {TCFG, "field \"layer_types\"[0]", "\"full_attention\"", "\"sliding_attention\""}},
     {"config: layer_types of the wrong length", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"layer_types\":[\"full_attention\",\"full_attention\"],", 0, 0, {TCFG, "field \"layer_types\"", "a list of 1", "an array of 2 items"}},
+    {"config: rope_parameters yarn", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000.0},", 0, 0, {TCFG, "field \"rope_parameters\"", "\"default\"", "got rope_type yarn"}},
+    {"config: rope_parameters with another theta", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":500.0},", 0, 0, {TCFG, "field \"rope_parameters\"", "10000", "got rope_type default, rope_theta 500.0"}},
+    {"config: mlp_bias true", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"mlp_bias\":true,", 0, 0, {TCFG, "field \"mlp_bias\"", "expected false", "got true"}},
     {"config: hidden_act gelu", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"hidden_act\":\"gelu\",", 0, 0, {TCFG, "field \"hidden_act\"", "\"silu\"", "\"gelu\""}},
     {"config: eos_token_id outside the vocabulary", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"eos_token_id\":[4,6],", 0, 0, {TCFG, "field \"eos_token_id\"", "0..5", "got 6"}},
     {"config: eos_token_id a string", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"eos_token_id\":\"4\",", 0, 0, {TCFG, "field \"eos_token_id\"", "the string \"4\""}},
@@ -487,7 +490,8 @@ static void mk_cli_published_keys(const char *t) {
         "\"rope_scaling\":null,\"use_sliding_window\":false,\"sliding_window\":null,\"max_window_layers\":1,"
         "\"attention_bias\":false,\"attention_dropout\":0.0,\"hidden_act\":\"silu\",\"initializer_range\":0.02,"
         "\"auto_map\":{\"AutoModel\":\"dflash.DFlashDraftModel\"},\"transformers_version\":\"4.57.1\","
-        "\"use_cache\":true,\"bos_token_id\":4,\"eos_token_id\":[4],";
+        "\"use_cache\":true,\"bos_token_id\":4,\"eos_token_id\":[4],\"mlp_bias\":false,"
+        "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":10000.0},";
     edit_text(tu_path(t, "w/" TCFG), "\"head_dim\":4,", KEYS);
     edit_text(tu_path(t, "w/" DCFG), "\"head_dim\":4,", KEYS);
 }
