@@ -37,7 +37,7 @@ LDLIBS  = -lm
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c explore.c
-WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
+WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check gdb-typed-check sanitize memcheck fuzz \
         explorer explorer-check exercises-check trace-md trace-md-check
@@ -71,6 +71,11 @@ toy_weights/random/.stamp: toy_weights/gen
 	touch $@
 toy_weights/walkthrough/.stamp: toy_weights/gen
 	./toy_weights/gen walkthrough toy_weights/walkthrough
+	touch $@
+# a published checkpoint's layout (BF16, sharded target, tied embeddings), ~2 MB
+toy_weights/qwen3-layout/.stamp: toy_weights/gen
+	rm -rf toy_weights/qwen3-layout
+	./toy_weights/gen qwen3-layout toy_weights/qwen3-layout
 	touch $@
 
 run: dflash weights
@@ -267,7 +272,7 @@ memcheck: dflash weights
 # build/fuzz/crash-<target>-*).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = safetensors config tokenizer npy
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson
 FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
             -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
@@ -281,7 +286,7 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== fuzz $$t: $(FUZZ_SECONDS) s"; \
 	  rm -rf build/fuzz/corpus/$$t && mkdir -p build/fuzz/corpus/$$t; \
-	  dict=; case $$t in safetensors|config) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; case $$t in safetensors|config|tokjson) dict=-dict=tests/fuzz/json.dict;; esac; \
 	  if ./build/fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	      -rss_limit_mb=2048 -print_final_stats=1 $$dict -artifact_prefix=build/fuzz/crash-$$t- \
 	      build/fuzz/corpus/$$t tests/fuzz/$$t > build/fuzz/$$t.log 2>&1; then \
@@ -292,5 +297,6 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random toy_weights/walkthrough \
+	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
+	       toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/mkwalk build

@@ -37,6 +37,7 @@ typedef float real;
 #define DFLASH_MAX_LAYER_IDS 16  /* at most this many target_layer_ids       */
 #define DFLASH_MAX_BLOCK 64      /* block_size is validated to 1..this       */
 #define DFLASH_MAX_STOP 8        /* stop ids per run                          */
+#define DFLASH_MAX_SHARDS 128    /* files behind model.safetensors.index.json */
 
 /* ---------------------------------------------------------------------------
  * Errors. Library functions return 0 on success and -1 on failure, after
@@ -77,6 +78,11 @@ typedef struct {
     int num_target_layers;
     int block_size;
     int mask_token_id;
+    /* tie_word_embeddings: lm_head is model.embed_tokens (target only) */
+    int tie_word_embeddings;
+    /* eos_token_id (an int or a list; n_eos 0: absent or null) */
+    int n_eos;
+    int eos_token_id[DFLASH_MAX_STOP];
     int n_target_layer_ids;                       /* k */
     int target_layer_ids[DFLASH_MAX_LAYER_IDS];
 } Config;
@@ -102,16 +108,18 @@ typedef struct {
     LayerWeights *layers;  /* (L) */
     /* target only */
     real *embed_tokens;    /* (V, D)  model.embed_tokens.weight */
-    real *lm_head;         /* (V, D)  lm_head.weight (untied) */
+    real *lm_head;         /* (V, D)  lm_head.weight, or embed_tokens when tied */
+    int tied;              /* 1: lm_head == embed_tokens (tie_word_embeddings, no copy) */
     /* draft only */
     real *fc;              /* (D, k*D) fc.weight, no bias */
     real *hidden_norm;     /* (D)     hidden_norm.weight */
     /* both */
     real *norm;            /* (D)     model.norm.weight / norm.weight */
     real *inv_freq;        /* (d/2)   theta^(-2i/d), computed, not loaded */
-    real *data;            /* weights converted on load (double build), or NULL */
-    void *map;             /* the mapped model.safetensors (float build: weights */
-    size_t map_size;       /*   point straight into it) */
+    real *data;            /* weights widened on load (BF16/F16 tensors, double build), or NULL */
+    int n_maps;            /* mapped safetensors files still in use (float build: F32 */
+    void *map[DFLASH_MAX_SHARDS];       /*   weights point straight into them) */
+    size_t map_size[DFLASH_MAX_SHARDS];
     size_t n_params;
 } Model;
 
@@ -130,6 +138,16 @@ typedef struct {
     char **words;  /* (n) */
     char *text;    /* storage for the words */
 } Vocab;
+
+/* A Hugging Face tokenizer.json's vocabulary (byte-level BPE, e.g. Qwen's),
+ * for decoding output only: words[id] is the token's bytes (lens[id] of
+ * them, then a NUL; NULL: no token has that id). */
+typedef struct {
+    int n;
+    char **words;  /* (n) */
+    int *lens;     /* (n) */
+    char *text;    /* storage for the words */
+} ByteVocab;
 
 /* ---------------------------------------------------------------------------
  * A small strict JSON reader (RFC 8259): config.json, the safetensors header
@@ -308,7 +326,13 @@ int  check_pair(const Model *target, const Model *draft);
 /* vocab.txt (read from path) against the configs: vocab_size tokens, and the
  * draft's mask_token_id must be the id of "<mask>" (draft may be NULL). */
 int  check_vocab(const Vocab *v, const char *path, const Model *target, const Model *draft);
+/* The default stop ids: the target folder's generation_config.json
+ * eos_token_id, else its config.json's (n = 0: neither has one). */
+int  stop_ids_default(const char *target_dir, const Model *target, int *ids, int *n, char *from, size_t from_size);
 int  vocab_load(Vocab *v, const char *path);
+/* tokenizer.json (byte-level BPE, e.g. Qwen's): ids -> bytes, for output */
+int  tokenizer_json_load(ByteVocab *v, const char *path);
+void byte_vocab_free(ByteVocab *v);
 void vocab_free(Vocab *v);
 int  vocab_find(const Vocab *v, const char *word);
 /* Split on whitespace; "." is its own token. ids gets at most cap ids. */

@@ -159,18 +159,106 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                          (long)c->num_attention_heads * c->head_dim);
         goto done;
     }
-    const Json *tie = json_get(&root, "tie_word_embeddings");
     char got[96];
-    if (tie && !(tie->type == JSON_BOOL && tie->boolean == 0)) {
-        dflash_set_error("%s: field \"tie_word_embeddings\": expected false (lm_head is its own tensor), got %s",
-                         path, json_describe(tie, got, sizeof got));
+    /* keys of published Qwen3 / DFlash configs that change what is computed:
+     * the values this program computes are accepted, the others refused by
+     * name (never silently computed as something else) */
+    const Json *tie = json_get(&root, "tie_word_embeddings");
+    if (tie && tie->type != JSON_BOOL) {
+        dflash_set_error("%s: field \"tie_word_embeddings\": expected true or false, got %s", path,
+                         json_describe(tie, got, sizeof got));
         goto done;
     }
+    c->tie_word_embeddings = tie && tie->boolean && !draft;  /* the draft has no lm_head of its own */
     const Json *bias = json_get(&root, "attention_bias");
     if (bias && !(bias->type == JSON_BOOL && bias->boolean == 0)) {
         dflash_set_error("%s: field \"attention_bias\": expected false (no bias tensors), got %s", path,
                          json_describe(bias, got, sizeof got));
         goto done;
+    }
+    const Json *sw = json_get(&root, "use_sliding_window");
+    if (sw && !(sw->type == JSON_BOOL && sw->boolean == 0)) {
+        dflash_set_error("%s: field \"use_sliding_window\": expected false (sliding-window attention is not "
+                         "implemented), got %s", path, json_describe(sw, got, sizeof got));
+        goto done;
+    }
+    const Json *rs = json_get(&root, "rope_scaling");
+    if (rs && rs->type != JSON_NULL) {
+        /* {"rope_type": "default"} (or "type") is plain RoPE, anything else is not */
+        const Json *rt = json_get(rs, "rope_type");
+        if (!rt) rt = json_get(rs, "type");
+        if (!(rs->type == JSON_OBJECT && rs->n == 1 && rt && rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) {
+            if (rt && rt->type == JSON_STRING)
+                dflash_set_error("%s: field \"rope_scaling\": expected null (RoPE scaling is not implemented), got "
+                                 "rope_type \"%.60s\"", path, rt->string);
+            else
+                dflash_set_error("%s: field \"rope_scaling\": expected null (RoPE scaling is not implemented), got %s",
+                                 path, json_describe(rs, got, sizeof got));
+            goto done;
+        }
+    }
+    /* transformers 5 writes RoPE as rope_parameters {rope_type, rope_theta} */
+    const Json *rp = json_get(&root, "rope_parameters");
+    if (rp && rp->type != JSON_NULL) {
+        const Json *rt = json_get(rp, "rope_type"), *th = json_get(rp, "rope_theta");
+        int ok = rp->type == JSON_OBJECT && (!rt || (rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) &&
+                 (!th || (th->type == JSON_NUMBER && th->number == c->rope_theta));
+        for (int i = 0; ok && i < rp->n; i++)
+            ok = strcmp(rp->keys[i], "rope_type") == 0 || strcmp(rp->keys[i], "rope_theta") == 0;
+        if (!ok) {
+            char g2[96] = "";
+            if (rp->type == JSON_OBJECT && th) json_describe(th, g2, sizeof g2);
+            if (rp->type == JSON_OBJECT)
+                snprintf(got, sizeof got, "rope_type %.30s%s%.40s", rt && rt->type == JSON_STRING ? rt->string : "(none)",
+                         th ? ", rope_theta " : "", g2);
+            else
+                json_describe(rp, got, sizeof got);
+            dflash_set_error("%s: field \"rope_parameters\": expected {\"rope_type\": \"default\", \"rope_theta\": %g} "
+                             "(plain RoPE with the config's rope_theta), got %s", path, c->rope_theta, got);
+            goto done;
+        }
+    }
+    const Json *mb = json_get(&root, "mlp_bias");
+    if (mb && !(mb->type == JSON_BOOL && mb->boolean == 0)) {
+        dflash_set_error("%s: field \"mlp_bias\": expected false (no bias tensors), got %s", path,
+                         json_describe(mb, got, sizeof got));
+        goto done;
+    }
+    const Json *act = json_get(&root, "hidden_act");
+    if (act && !(act->type == JSON_STRING && strcmp(act->string, "silu") == 0)) {
+        dflash_set_error("%s: field \"hidden_act\": expected \"silu\" (the only activation implemented), got %s", path,
+                         json_describe(act, got, sizeof got));
+        goto done;
+    }
+    const Json *lt = json_get(&root, "layer_types");
+    if (lt && lt->type != JSON_NULL) {
+        if (lt->type != JSON_ARRAY || lt->n != c->num_hidden_layers) {
+            dflash_set_error("%s: field \"layer_types\": expected a list of %d \"full_attention\" (one per layer), got %s",
+                             path, c->num_hidden_layers, json_describe(lt, got, sizeof got));
+            goto done;
+        }
+        for (int i = 0; i < lt->n; i++)
+            if (!(lt->items[i].type == JSON_STRING && strcmp(lt->items[i].string, "full_attention") == 0)) {
+                dflash_set_error("%s: field \"layer_types\"[%d]: expected \"full_attention\" (the only attention "
+                                 "implemented), got %s", path, i, json_describe(&lt->items[i], got, sizeof got));
+                goto done;
+            }
+    }
+    /* eos_token_id: an int, a list of ints, or null (the stop-token default) */
+    const Json *eos = json_get(&root, "eos_token_id");
+    if (eos && eos->type != JSON_NULL) {
+        int n = eos->type == JSON_ARRAY ? eos->n : 1;
+        for (int i = 0; i < n; i++) {
+            const Json *v = eos->type == JSON_ARRAY ? &eos->items[i] : eos;
+            if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 || v->integer >= c->vocab_size ||
+                i >= DFLASH_MAX_STOP) {
+                dflash_set_error("%s: field \"eos_token_id\": expected a token id in 0..%d or a list of at most %d, "
+                                 "got %s", path, c->vocab_size - 1, DFLASH_MAX_STOP,
+                                 json_describe(i >= DFLASH_MAX_STOP ? eos : v, got, sizeof got));
+                goto done;
+            }
+            c->eos_token_id[c->n_eos++] = (int)v->integer;
+        }
     }
     if (draft) {
         c->is_draft = 1;
@@ -251,10 +339,16 @@ typedef struct {
     char name[96];
     int ndim;
     int64_t shape[2];
-    real **dst;          /* the Model field that will point at it */
+    real **dst;          /* the Model field that will point at it; NULL: must be absent (tied lm_head) */
     int found;
-    int64_t begin, end;  /* byte offsets in the data section */
+    int dtype;           /* ST_F32, ST_BF16, ST_F16 (from the file's header) */
+    int shard;           /* the file the index puts it in (0 without an index) */
+    int64_t begin, end;  /* byte offsets in that file's data section */
 } TensorSpec;
+
+enum { ST_F32, ST_BF16, ST_F16 };
+static const char *const ST_READ_NAMES[] = {"F32", "BF16", "F16"};
+static const int ST_READ_SIZES[] = {4, 2, 2};
 
 static int tensor_table(Model *m, TensorSpec **out_specs, int *out_n) {
     const Config *c = &m->cfg;
@@ -289,7 +383,9 @@ static int tensor_table(Model *m, TensorSpec **out_specs, int *out_n) {
         ADD(&m->norm, 1, D, 0, "norm.weight");
     } else {
         ADD(&m->norm, 1, D, 0, "model.norm.weight");
-        ADD(&m->lm_head, 2, c->vocab_size, D, "lm_head.weight");
+        /* tied: lm_head is the embedding matrix, and a file that also holds
+         * lm_head.weight is refused (which of the two would be meant?) */
+        ADD(c->tie_word_embeddings ? NULL : &m->lm_head, 2, c->vocab_size, D, "lm_head.weight");
     }
 #undef ADD
     *out_specs = s;
@@ -313,23 +409,27 @@ static void shape_str(char *buf, size_t size, const int64_t *shape, int ndim) {
 
 #define MAX_HEADER (100u << 20)   /* a safetensors header above 100 MiB is refused */
 
-/* the safetensors dtypes: only F32 is read; the others are named as such */
+/* the safetensors dtypes: F32, BF16 and F16 are read; the others are named as such */
 static const char *const SAFETENSORS_DTYPES[] = {"F64", "F32", "F16", "BF16", "I64", "I32", "I16", "I8", "U64",
                                                  "U32", "U16", "U8", "BOOL", "F8_E4M3", "F8_E5M2"};
 
-/* safetensors_check_header: buf is a whole model.safetensors file (len
- * bytes). Checks the 8-byte header length, the JSON header and every entry
- * against the table (names, dtype F32, shapes from config.json, offsets),
- * and that the tensors tile the data section exactly; fills specs[].begin,
- * .end, .found. *data_start (may be NULL) gets 8 + header length. Reads
- * nothing of the data section, so it is the whole parser a fuzzer needs. */
-static int safetensors_check_header(const unsigned char *buf, size_t len, TensorSpec *specs, int n_specs,
-                                    const char *path, size_t *data_start) {
+#define TIED_MSG "config.json says tie_word_embeddings: true (lm_head is the embedding matrix), but %s " \
+                 "\"lm_head.weight\"; expected no lm_head.weight in a tied model"
+
+/* st_check_file: buf is a whole safetensors file (len bytes), file number
+ * `file` of the model (0 without an index; shard_names: the index's file
+ * names, or NULL). Checks the 8-byte header length, the JSON header and every
+ * entry against the table (names, dtype F32/BF16/F16, shapes from
+ * config.json, offsets, and with an index: the shard the index names), and
+ * that this file's tensors tile its data section exactly; sets .found,
+ * .dtype, .begin, .end of the tensors it holds. *data_start (may be NULL)
+ * gets 8 + header length. Reads nothing of the data section. */
+static int st_check_file(const unsigned char *buf, size_t len, TensorSpec *specs, int n_specs,
+                         const char *path, size_t *data_start, int file, const char *const *shard_names) {
     int rc = -1;
     TensorSpec **order = NULL;
     Json root = {0};
     char got[96];
-    for (int j = 0; j < n_specs; j++) specs[j].found = 0;
     if (len < 8) {
         dflash_set_error("%s: expected at least the 8-byte header length, got a file of %zu bytes", path, len);
         return -1;
@@ -355,6 +455,7 @@ static int safetensors_check_header(const unsigned char *buf, size_t len, Tensor
         goto done;
     }
     int64_t data_size = (int64_t)(len - 8 - hlen);
+    int n_here = 0;
 
     for (int i = 0; i < root.n; i++) {
         const char *name = root.keys[i];
@@ -370,6 +471,17 @@ static int safetensors_check_header(const unsigned char *buf, size_t len, Tensor
         TensorSpec *s = NULL;
         for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
         if (!s) { dflash_set_error("%s: unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
+        if (!s->dst) { dflash_set_error("%s: " TIED_MSG, path, "the file also holds"); goto done; }
+        if (shard_names && s->found) {
+            dflash_set_error("%s: tensor \"%s\" is also in %s: expected every tensor in exactly one shard", path,
+                             name, shard_names[s->shard]);
+            goto done;
+        }
+        if (shard_names && s->shard != file) {
+            dflash_set_error("%s: tensor \"%s\": model.safetensors.index.json puts it in %s, not in this shard", path,
+                             name, shard_names[s->shard]);
+            goto done;
+        }
         const Json *dt = json_get(e, "dtype"), *sh = json_get(e, "shape"), *off = json_get(e, "data_offsets");
         if (e->type != JSON_OBJECT || !dt || !sh || !off) {
             dflash_set_error("%s: tensor \"%s\": expected an object with \"dtype\", \"shape\" and \"data_offsets\", "
@@ -378,12 +490,15 @@ static int safetensors_check_header(const unsigned char *buf, size_t len, Tensor
                                                                                      : " without \"data_offsets\"");
             goto done;
         }
-        if (dt->type != JSON_STRING || strcmp(dt->string, "F32") != 0) {
+        int dtype = -1;
+        for (int k = 0; dt->type == JSON_STRING && k < 3; k++)
+            if (strcmp(dt->string, ST_READ_NAMES[k]) == 0) dtype = k;
+        if (dtype < 0) {
             int known = 0;
             for (size_t k = 0; dt->type == JSON_STRING && k < sizeof SAFETENSORS_DTYPES / sizeof *SAFETENSORS_DTYPES; k++)
                 known |= strcmp(dt->string, SAFETENSORS_DTYPES[k]) == 0;
-            dflash_set_error("%s: tensor \"%s\": field \"dtype\": expected \"F32\", got %s%s", path, name,
-                             json_describe(dt, got, sizeof got),
+            dflash_set_error("%s: tensor \"%s\": field \"dtype\": expected \"F32\", \"BF16\" or \"F16\", got %s%s", path,
+                             name, json_describe(dt, got, sizeof got),
                              known ? " (a safetensors dtype this program does not read)"
                                    : dt->type == JSON_STRING ? " (not a safetensors dtype)" : "");
             goto done;
@@ -425,28 +540,38 @@ static int safetensors_check_header(const unsigned char *buf, size_t len, Tensor
                              "got %lld (past the end of the file)", path, name, (long long)data_size, en->integer);
             goto done;
         }
-        if (en->integer - b->integer != spec_numel(s) * 4) {
+        int esize = ST_READ_SIZES[dtype];
+        if (en->integer - b->integer != spec_numel(s) * esize) {
             char sh_s[64];
             shape_str(sh_s, sizeof sh_s, s->shape, s->ndim);
             dflash_set_error("%s: tensor \"%s\": field \"data_offsets\": expected a span of %lld bytes "
-                             "(shape %s x 4-byte F32), got %lld", path, name, (long long)spec_numel(s) * 4,
-                             sh_s, en->integer - b->integer);
+                             "(shape %s x %d-byte %s), got %lld", path, name, (long long)spec_numel(s) * esize,
+                             sh_s, esize, ST_READ_NAMES[dtype], en->integer - b->integer);
             goto done;
         }
         s->found = 1;
+        s->shard = file;
+        s->dtype = dtype;
         s->begin = b->integer;
         s->end = en->integer;
+        n_here++;
     }
-    for (int j = 0; j < n_specs; j++)
-        if (!specs[j].found) { dflash_set_error("%s: missing tensor \"%s\"", path, specs[j].name); goto done; }
+    if (!shard_names)
+        for (int j = 0; j < n_specs; j++)
+            if (!specs[j].found && specs[j].dst) {
+                dflash_set_error("%s: missing tensor \"%s\"", path, specs[j].name);
+                goto done;
+            }
 
-    /* the tensors must tile the data section exactly: no overlap, no hole, nothing after */
-    order = xcalloc((size_t)n_specs, sizeof *order, "tensor order");
+    /* this file's tensors must tile its data section exactly: no overlap, no hole, nothing after */
+    order = xcalloc((size_t)(n_here ? n_here : 1), sizeof *order, "tensor order");
     if (!order) goto done;
-    for (int j = 0; j < n_specs; j++) order[j] = &specs[j];
-    qsort(order, (size_t)n_specs, sizeof *order, cmp_begin);
+    int k = 0;
+    for (int j = 0; j < n_specs; j++)
+        if (specs[j].found && specs[j].shard == file) order[k++] = &specs[j];
+    qsort(order, (size_t)n_here, sizeof *order, cmp_begin);
     int64_t at = 0;
-    for (int j = 0; j < n_specs; j++) {
+    for (int j = 0; j < n_here; j++) {
         if (order[j]->begin < at) {
             dflash_set_error("%s: tensor \"%s\" overlaps the previous tensor \"%s\" (begins at byte %lld, "
                              "expected %lld)", path, order[j]->name, order[j - 1]->name,
@@ -475,89 +600,255 @@ done:
     return rc;
 }
 
-/* safetensors_load: check the header against the table, then read every
- * tensor (little-endian F32) into its place, converting to `real`. */
-static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Model *m) {
+/* safetensors_check_header: one whole model.safetensors (no index): every
+ * tensor of the table must be in it. The whole parser a fuzzer needs. */
+static int safetensors_check_header(const unsigned char *buf, size_t len, TensorSpec *specs, int n_specs,
+                                    const char *path, size_t *data_start) {
+    for (int j = 0; j < n_specs; j++) specs[j].found = 0, specs[j].shard = 0;
+    return st_check_file(buf, len, specs, n_specs, path, data_start, 0, NULL);
+}
+
+/* st_map: a regular file mapped read/write private (a write, e.g. a test
+ * poking a weight, is copy-on-write, never to disk) */
+static unsigned char *st_map(const char *path, size_t *size) {
     int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
-    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return -1; }
+    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
     struct stat st;
     memset(&st, 0, sizeof st);
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
         int dir = S_ISDIR(st.st_mode);
         close(fd);
         dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
-        return -1;
+        return NULL;
     }
     int64_t fsize = (int64_t)st.st_size;
     if (fsize < 8) {  /* also keeps mmap away from an empty file */
         close(fd);
         dflash_set_error("%s: expected at least the 8-byte header length, got a file of %lld bytes", path,
                          (long long)fsize);
-        return -1;
+        return NULL;
     }
-    /* Map the file instead of reading it: the weights are used in place
-     * (float build), with no copy and no zeroed pages to fill. MAP_PRIVATE
-     * makes a write (a test poking a weight) copy-on-write, never to disk. */
     unsigned char *map = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
-    if (map == MAP_FAILED) { dflash_set_error("%s: cannot map: %s", path, strerror(errno)); return -1; }
-    int rc = -1;
-    size_t data_start;
-    if (safetensors_check_header(map, (size_t)fsize, specs, n_specs, path, &data_start) != 0) goto done;
+    if (map == MAP_FAILED) { dflash_set_error("%s: cannot map: %s", path, strerror(errno)); return NULL; }
+    *size = (size_t)fsize;
+    return map;
+}
 
-    /* the data: F32 little-endian, refusing NaN and Inf. In the float build
-     * the weights stay in the mapping (every tensor begins at a multiple of 4
-     * bytes from the data section, so only the section must be aligned);
-     * otherwise they are converted into Model.data. */
-    const unsigned char *data = map + data_start;
-    int in_place = sizeof(real) == sizeof(float) && data_start % sizeof(float) == 0;
-    if (!in_place) {
-        size_t total = 0;
-        for (int j = 0; j < n_specs; j++) total += (size_t)spec_numel(&specs[j]);
+/* Widening to float, exact: BF16 is the top half of an F32; an F16 normal
+ * number gets its exponent rebiased and its 10-bit mantissa shifted, a
+ * subnormal is mantissa x 2^-24 (exact in float). Inf and NaN are refused
+ * before this is called. */
+static float bf16_to_float(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+static float f16_to_float(uint16_t h) {
+    uint32_t sign = (uint32_t)(h >> 15) << 31, e = (h >> 10) & 0x1f, man = h & 0x3ff;
+    if (e == 0) {
+        float f = (float)man * 0x1p-24f;
+        return sign ? -f : f;
+    }
+    uint32_t u = sign | (e - 15 + 127) << 23 | man << 13;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* element i of a tensor as a float, and whether it is finite */
+static float st_elem(const unsigned char *src, int dtype, int64_t i, int *finite) {
+    if (dtype == ST_F32) {
+        float x;
+        memcpy(&x, src + 4 * i, 4);
+        *finite = x - x == 0;  /* 0 for every finite x, NaN for NaN and Inf */
+        return x;
+    }
+    uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+    if (dtype == ST_BF16) {
+        *finite = (h & 0x7f80) != 0x7f80;
+        return *finite ? bf16_to_float(h) : 0;
+    }
+    *finite = (h & 0x7c00) != 0x7c00;
+    return *finite ? f16_to_float(h) : 0;
+}
+
+/* st_nonfinite_name: what a refused element is, for the message */
+static const char *st_nonfinite_name(const unsigned char *src, int dtype, int64_t i) {
+    if (dtype == ST_F32) {
+        float x;
+        memcpy(&x, src + 4 * i, 4);
+        return isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf";
+    }
+    uint16_t h = (uint16_t)(src[2 * i] | src[2 * i + 1] << 8);
+    int nan = dtype == ST_BF16 ? (h & 0x7f) != 0 : (h & 0x3ff) != 0;
+    return nan ? "NaN" : h & 0x8000 ? "-Inf" : "+Inf";
+}
+
+/* st_read_index: dir/model.safetensors.index.json. Gives every tensor of the
+ * table its shard (specs[].shard) and the list of shard file names (each
+ * a plain file name in dir, malloc'd). 0, or -1 with dflash_errmsg. */
+static int st_read_index(const char *path, TensorSpec *specs, int n_specs, char **names, int *n_names) {
+    size_t len;
+    char *text = read_file(path, 64u << 20, &len);
+    if (!text) return -1;
+    Json root;
+    int rc = json_parse(text, len, path, &root);
+    free(text);
+    if (rc != 0) return -1;
+    rc = -1;
+    char got[96];
+    const Json *wm = root.type == JSON_OBJECT ? json_get(&root, "weight_map") : NULL;
+    if (!wm || wm->type != JSON_OBJECT) {
+        if (root.type != JSON_OBJECT) dflash_set_error("%s: expected a JSON object, got %s", path, json_describe(&root, got, sizeof got));
+        else if (!wm) dflash_set_error("%s: missing field \"weight_map\" (expected an object: tensor name -> shard file)", path);
+        else dflash_set_error("%s: field \"weight_map\": expected an object (tensor name -> shard file), got %s", path,
+                              json_describe(wm, got, sizeof got));
+        goto done;
+    }
+    for (int j = 0; j < n_specs; j++) specs[j].found = 0, specs[j].shard = -1;
+    for (int i = 0; i < wm->n; i++) {
+        const char *name = wm->keys[i];
+        const Json *f = &wm->items[i];
+        TensorSpec *s = NULL;
+        for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
+        if (!s) { dflash_set_error("%s: field \"weight_map\": unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
+        if (!s->dst) { dflash_set_error("%s: " TIED_MSG, path, "the index also names"); goto done; }
+        if (f->type != JSON_STRING || !f->string[0] || strchr(f->string, '/') || strcmp(f->string, ".") == 0 ||
+            strcmp(f->string, "..") == 0 || strlen(f->string) > 255) {
+            dflash_set_error("%s: field \"weight_map\": tensor \"%s\": expected the name of a file in this folder, got %s",
+                             path, name, json_describe(f, got, sizeof got));
+            goto done;
+        }
+        int k = 0;
+        while (k < *n_names && strcmp(names[k], f->string) != 0) k++;
+        if (k == *n_names) {
+            if (k == DFLASH_MAX_SHARDS) { dflash_set_error("%s: more than %d shard files", path, DFLASH_MAX_SHARDS); goto done; }
+            names[k] = malloc(strlen(f->string) + 1);
+            if (!names[k]) { dflash_set_error("%s: out of memory", path); goto done; }
+            strcpy(names[k], f->string);
+            (*n_names)++;
+        }
+        s->shard = k;
+    }
+    for (int j = 0; j < n_specs; j++)
+        if (specs[j].dst && specs[j].shard < 0) {
+            dflash_set_error("%s: field \"weight_map\": missing tensor \"%s\"", path, specs[j].name);
+            goto done;
+        }
+    rc = 0;
+done:
+    json_free(&root);
+    return rc;
+}
+
+/* safetensors_load: dir/model.safetensors, or the shards listed in
+ * dir/model.safetensors.index.json. Every header is checked against the
+ * table first, then every tensor is read into its place: F32 weights stay in
+ * the mapping (float build); BF16 and F16 (and everything in the double
+ * build) are widened exactly into Model.data. NaN and Inf are refused. */
+static int safetensors_load(const char *dir, TensorSpec *specs, int n_specs, Model *m) {
+    char path[4200], index[4200];
+    char *names[DFLASH_MAX_SHARDS];
+    unsigned char *maps[DFLASH_MAX_SHARDS];
+    size_t sizes[DFLASH_MAX_SHARDS], starts[DFLASH_MAX_SHARDS];
+    int n_files = 0, rc = -1, use_index;
+    memset(maps, 0, sizeof maps);
+    snprintf(index, sizeof index, "%s/model.safetensors.index.json", dir);
+    use_index = access(index, F_OK) == 0;
+    if (use_index) {
+        if (st_read_index(index, specs, n_specs, names, &n_files) != 0) goto done;
+    } else {
+        names[0] = malloc(sizeof "model.safetensors");
+        if (!names[0]) { dflash_set_error("%s: out of memory", dir); goto done; }
+        strcpy(names[0], "model.safetensors");
+        n_files = 1;
+        for (int j = 0; j < n_specs; j++) specs[j].found = 0, specs[j].shard = 0;
+    }
+    for (int f = 0; f < n_files; f++) {
+        snprintf(path, sizeof path, "%s/%s", dir, names[f]);
+        maps[f] = st_map(path, &sizes[f]);
+        if (!maps[f]) {
+            if (use_index) {  /* say where the name came from */
+                char msg[sizeof dflash_errmsg];
+                memcpy(msg, dflash_errmsg, sizeof msg);
+                dflash_set_error("%.900s (a shard listed in model.safetensors.index.json)", msg);
+            }
+            goto done;
+        }
+        if (use_index ? st_check_file(maps[f], sizes[f], specs, n_specs, path, &starts[f], f,
+                                      (const char *const *)names)
+                      : safetensors_check_header(maps[f], sizes[f], specs, n_specs, path, &starts[f]))
+            goto done;
+    }
+    for (int j = 0; j < n_specs; j++)
+        if (specs[j].dst && !specs[j].found) {
+            snprintf(path, sizeof path, "%s/%s", dir, names[specs[j].shard]);
+            dflash_set_error("%s: missing tensor \"%s\" (model.safetensors.index.json puts it in this shard)", path,
+                             specs[j].name);
+            goto done;
+        }
+
+    /* where each tensor goes: in place (F32, float build, 4-byte aligned in
+     * the page-aligned mapping) or widened into Model.data */
+    size_t total = 0;
+    int keep[DFLASH_MAX_SHARDS];
+    memset(keep, 0, sizeof keep);
+    for (int j = 0; j < n_specs; j++) {
+        TensorSpec *s = &specs[j];
+        if (!s->dst) continue;
+        int in_place = sizeof(real) == sizeof(float) && s->dtype == ST_F32 && (starts[s->shard] + (size_t)s->begin) % 4 == 0;
+        if (in_place) keep[s->shard] = 1;
+        else total += (size_t)spec_numel(s);
+    }
+    if (total) {
         m->data = xcalloc(total, sizeof(real), "weights");
         if (!m->data) goto done;
     }
     real *conv = m->data;
     for (int j = 0; j < n_specs; j++) {
         TensorSpec *s = &specs[j];
+        if (!s->dst) continue;
         int64_t numel = spec_numel(s);
-        const unsigned char *src = data + s->begin;
-        /* x - x is 0 for every finite x and NaN for NaN and Inf; this form
-         * lets the compiler check many values per instruction */
-        int nonfinite = 0;
-        for (int64_t i = 0; i < numel; i++) {
-            float x;
-            memcpy(&x, src + 4 * i, 4);
-            nonfinite |= !(x - x == 0);
+        const unsigned char *src = maps[s->shard] + starts[s->shard] + s->begin;
+        int in_place = sizeof(real) == sizeof(float) && s->dtype == ST_F32 && (starts[s->shard] + (size_t)s->begin) % 4 == 0;
+        int nonfinite = 0, fin;
+        if (in_place) {
+            for (int64_t i = 0; i < numel; i++) { (void)st_elem(src, s->dtype, i, &fin); nonfinite |= !fin; }
+        } else {
+            for (int64_t i = 0; i < numel; i++) { conv[i] = (real)st_elem(src, s->dtype, i, &fin); nonfinite |= !fin; }
         }
         if (nonfinite)
             for (int64_t i = 0; i < numel; i++) {
-                float x;
-                memcpy(&x, src + 4 * i, 4);
-                if (!isfinite(x)) {
-                    dflash_set_error("%s: tensor \"%s\": element %lld: expected a finite F32, got %s", path, s->name,
-                                     (long long)i, isnan(x) ? "NaN" : x > 0 ? "+Inf" : "-Inf");
+                (void)st_elem(src, s->dtype, i, &fin);
+                if (!fin) {
+                    snprintf(path, sizeof path, "%s/%s", dir, names[s->shard]);
+                    dflash_set_error("%s: tensor \"%s\": element %lld: expected a finite %s, got %s", path, s->name,
+                                     (long long)i, ST_READ_NAMES[s->dtype], st_nonfinite_name(src, s->dtype, i));
                     goto done;
                 }
             }
         if (in_place) {
-            *s->dst = (real *)(void *)(map + data_start + s->begin);
+            *s->dst = (real *)(void *)(maps[s->shard] + starts[s->shard] + s->begin);
         } else {
-            for (int64_t i = 0; i < numel; i++) {
-                float x;
-                memcpy(&x, src + 4 * i, 4);
-                conv[i] = (real)x;
-            }
             *s->dst = conv;
             conv += numel;
         }
     }
-    m->map = map;
-    m->map_size = (size_t)fsize;
-    map = NULL;
+    /* keep the mappings F32 weights point into; the others are done with */
+    for (int f = 0; f < n_files; f++)
+        if (keep[f]) {
+            m->map[m->n_maps] = maps[f];
+            m->map_size[m->n_maps++] = sizes[f];
+            maps[f] = NULL;
+        }
     rc = 0;
 done:
-    if (map) munmap(map, (size_t)fsize);
+    for (int f = 0; f < n_files; f++) {
+        if (maps[f]) munmap(maps[f], sizes[f]);
+        free(names[f]);
+    }
     return rc;
 }
 
@@ -568,7 +859,7 @@ static int host_is_little_endian(void) {
     return b == 1;
 }
 
-/* model_load: dir/config.json and dir/model.safetensors. */
+/* model_load: dir/config.json and dir/model.safetensors (or its shards). */
 int model_load(Model *m, const char *dir, int expect_draft) {
     memset(m, 0, sizeof *m);
     if (!host_is_little_endian()) { dflash_set_error("this program reads little-endian files on little-endian hosts only"); return -1; }
@@ -587,11 +878,18 @@ int model_load(Model *m, const char *dir, int expect_draft) {
     m->inv_freq = xcalloc((size_t)m->cfg.head_dim / 2, sizeof(real), "inv_freq");
     if (!m->layers || !m->inv_freq || tensor_table(m, &specs, &n_specs) != 0) goto fail;
     size_t total = 0;
-    for (int j = 0; j < n_specs; j++) total += (size_t)spec_numel(&specs[j]);
-    if (total > ((size_t)1 << 31)) { dflash_set_error("%s: model too large (%zu parameters)", dir, total); goto fail; }
+    for (int j = 0; j < n_specs; j++) if (specs[j].dst) total += (size_t)spec_numel(&specs[j]);
+    /* 2^36 parameters (256 GiB as float) is far above any model this runs */
+    if ((uint64_t)total > ((uint64_t)1 << 36) || total > SIZE_MAX / 2 / sizeof(real)) {
+        dflash_set_error("%s: model too large (%zu parameters)", dir, total);
+        goto fail;
+    }
     m->n_params = total;
-    snprintf(path, sizeof path, "%s/model.safetensors", dir);
-    if (safetensors_load(path, specs, n_specs, m) != 0) goto fail;
+    if (safetensors_load(dir, specs, n_specs, m) != 0) goto fail;
+    if (m->cfg.tie_word_embeddings && !m->cfg.is_draft) {
+        m->lm_head = m->embed_tokens;  /* the same matrix, no copy */
+        m->tied = 1;
+    }
     rope_inv_freq(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta);
     free(specs);
     return 0;
@@ -603,12 +901,11 @@ fail:
 
 void model_free(Model *m) {
     free(m->data);
-    if (m->map) munmap(m->map, m->map_size);
+    for (int i = 0; i < m->n_maps; i++) munmap(m->map[i], m->map_size[i]);
     free(m->layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);
 }
-
 /* check_pair: the draft and the target must agree where they share tensors. */
 int check_pair(const Model *target, const Model *draft) {
     const Config *t = &target->cfg, *d = &draft->cfg;
@@ -738,7 +1035,7 @@ void vocab_free(Vocab *v) {
 }
 
 int vocab_find(const Vocab *v, const char *word) {
-    for (int i = 0; i < v->n; i++) if (strcmp(v->words[i], word) == 0) return i;
+    for (int i = 0; i < v->n; i++) if (v->words[i] && strcmp(v->words[i], word) == 0) return i;
     return -1;
 }
 
@@ -779,3 +1076,402 @@ int tokenize(const Vocab *v, const char *text, int *ids, int cap, int *n_ids) {
     return 0;
 }
 
+
+/* ---- stop tokens: generation_config.json, then config.json */
+
+/* stop_ids_default: the target folder's generation_config.json eos_token_id
+ * (an int or a list) when the file has one, else the target config.json's
+ * eos_token_id; *n = 0 when neither names one. `from` gets the file used.
+ * A generation_config.json that is not valid JSON, not an object, or whose
+ * eos_token_id is not a token id (or a list of them) is refused. */
+int stop_ids_default(const char *target_dir, const Model *target, int *ids, int *n, char *from, size_t from_size) {
+    char path[4200], got[96];
+    *n = 0;
+    snprintf(path, sizeof path, "%s/generation_config.json", target_dir);
+    if (access(path, F_OK) == 0) {
+        size_t len;
+        char *text = read_file(path, 1 << 20, &len);
+        if (!text) return -1;
+        Json root;
+        int rc = json_parse(text, len, path, &root);
+        free(text);
+        if (rc != 0) return -1;
+        rc = -1;
+        const Json *eos = root.type == JSON_OBJECT ? json_get(&root, "eos_token_id") : NULL;
+        if (root.type != JSON_OBJECT) {
+            dflash_set_error("%s: expected a JSON object, got %s", path, json_describe(&root, got, sizeof got));
+        } else if (eos && eos->type != JSON_NULL) {
+            int cnt = eos->type == JSON_ARRAY ? eos->n : 1, V = target->cfg.vocab_size;
+            rc = 0;
+            for (int i = 0; i < (cnt < 1 ? 1 : cnt) && rc == 0; i++) {
+                const Json *v = eos->type == JSON_ARRAY && cnt >= 1 ? &eos->items[i] : eos;
+                if (cnt < 1 || cnt > DFLASH_MAX_STOP || v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 ||
+                    v->integer >= V) {
+                    dflash_set_error("%s: field \"eos_token_id\": expected a token id in 0..%d (the target's "
+                                     "vocab_size - 1) or a list of 1..%d of them, got %s", path, V - 1,
+                                     DFLASH_MAX_STOP, json_describe(cnt < 1 || cnt > DFLASH_MAX_STOP ? eos : v, got, sizeof got));
+                    rc = -1;
+                } else {
+                    ids[(*n)++] = (int)v->integer;
+                }
+            }
+            if (rc == 0) snprintf(from, from_size, "%.4000s", path);
+        } else {
+            rc = 1;  /* no eos_token_id: config.json's */
+        }
+        json_free(&root);
+        if (rc <= 0) return rc;
+        *n = 0;
+    }
+    for (int i = 0; i < target->cfg.n_eos; i++) ids[(*n)++] = target->cfg.eos_token_id[i];
+    if (*n) snprintf(from, from_size, "%.4000s/config.json", target_dir);
+    return 0;
+}
+
+/* ---- tokenizer.json: decoding output ids (byte-level BPE only) */
+
+/* A forward-only reader for the few parts of tokenizer.json decoding needs.
+ * json.c is not used: a real tokenizer.json has some 150 000 vocabulary
+ * keys in one object, past its limits (and its quadratic duplicate check). */
+typedef struct {
+    const char *s;
+    size_t len, pos;
+    const char *path;
+} TokScan;
+
+static int tok_fail(TokScan *p, const char *what) {
+    dflash_set_error("%s: at byte %zu: %s", p->path, p->pos, what);
+    return -1;
+}
+static void tok_ws(TokScan *p) {
+    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
+        p->pos++;
+}
+static int tok_peek(TokScan *p) { tok_ws(p); return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1; }
+static int tok_expect(TokScan *p, char c) {
+    if (tok_peek(p) != (unsigned char)c) {
+        char msg[40];
+        snprintf(msg, sizeof msg, "expected '%c'", c);
+        return tok_fail(p, msg);
+    }
+    p->pos++;
+    return 0;
+}
+static int hex4(const char *s, unsigned *out) {
+    unsigned v = 0;
+    for (int i = 0; i < 4; i++) {
+        char c = s[i];
+        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
+        if (d < 0) return -1;
+        v = v * 16 + (unsigned)d;
+    }
+    *out = v;
+    return 0;
+}
+static size_t put_utf8(char *o, unsigned cp) {
+    if (cp < 0x80) { o[0] = (char)cp; return 1; }
+    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
+    if (cp < 0x10000) { o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f)); return 3; }
+    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 0x3f)); o[2] = (char)(0x80 | (cp >> 6 & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
+    return 4;
+}
+/* a JSON string, decoded to UTF-8 into out (cap bytes; longer: refused);
+ * out may be NULL (skip) */
+static int tok_string(TokScan *p, char *out, size_t cap, size_t *olen) {
+    if (tok_expect(p, '"')) return -1;
+    size_t n = 0;
+    for (;;) {
+        if (p->pos >= p->len) return tok_fail(p, "unterminated string");
+        unsigned char c = (unsigned char)p->s[p->pos++];
+        char buf[4];
+        size_t bl = 1;
+        if (c == '"') break;
+        if (c < 0x20) return tok_fail(p, "control character in a string");
+        if (c == '\\') {
+            if (p->pos >= p->len) return tok_fail(p, "unterminated string");
+            char e = p->s[p->pos++];
+            const char *simple = strchr("\"\\/bfnrt", e);
+            if (e && simple) {
+                buf[0] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
+            } else if (e == 'u') {
+                unsigned cp, lo;
+                if (p->pos + 4 > p->len || hex4(p->s + p->pos, &cp)) return tok_fail(p, "bad \\u escape");
+                p->pos += 4;
+                if (cp >= 0xd800 && cp < 0xdc00) {
+                    if (p->pos + 6 > p->len || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
+                        hex4(p->s + p->pos + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
+                        return tok_fail(p, "unpaired surrogate in a \\u escape");
+                    p->pos += 6;
+                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
+                } else if (cp >= 0xdc00 && cp < 0xe000) {
+                    return tok_fail(p, "unpaired surrogate in a \\u escape");
+                }
+                bl = put_utf8(buf, cp);
+            } else {
+                return tok_fail(p, "bad escape");
+            }
+        } else {
+            buf[0] = (char)c;
+        }
+        if (out) {
+            if (n + bl >= cap) return tok_fail(p, "string too long for a token");
+            memcpy(out + n, buf, bl);
+        }
+        n += bl;
+    }
+    if (out) out[n] = 0;
+    if (olen) *olen = n;
+    return 0;
+}
+static int tok_int(TokScan *p, long *out) {
+    tok_ws(p);
+    char *end;
+    errno = 0;
+    long v = strtol(p->s + p->pos, &end, 10);
+    if (end == p->s + p->pos || errno || (*end == '.' || *end == 'e' || *end == 'E'))
+        return tok_fail(p, "expected an integer");
+    p->pos = (size_t)(end - p->s);
+    *out = v;
+    return 0;
+}
+static int tok_skip(TokScan *p, int depth) {
+    if (depth > 64) return tok_fail(p, "nested too deeply");
+    int c = tok_peek(p);
+    if (c == '"') return tok_string(p, NULL, 0, NULL);
+    if (c == '{' || c == '[') {
+        char close = c == '{' ? '}' : ']';
+        p->pos++;
+        if (tok_peek(p) == close) { p->pos++; return 0; }
+        for (;;) {
+            if (c == '{') {
+                if (tok_string(p, NULL, 0, NULL) || tok_expect(p, ':')) return -1;
+            }
+            if (tok_skip(p, depth + 1)) return -1;
+            int d = tok_peek(p);
+            p->pos++;
+            if (d == close) return 0;
+            if (d != ',') { p->pos--; return tok_fail(p, "expected ',' or a closing bracket"); }
+        }
+    }
+    size_t st = p->pos;
+    while (p->pos < p->len && p->s[p->pos] &&
+           (strchr("+-.0123456789eE", p->s[p->pos]) || (p->s[p->pos] >= 'a' && p->s[p->pos] <= 'z')))
+        p->pos++;
+    if (p->pos == st) return tok_fail(p, "expected a JSON value");
+    return 0;
+}
+
+/* GPT-2's bytes_to_unicode, inverted: code point -> byte, -1 if none.
+ * Printable bytes 0x21-0x7e, 0xa1-0xac, 0xae-0xff stand for themselves;
+ * the other 68 bytes, in order, are U+0100, U+0101, ... */
+static int byte_of_codepoint(unsigned cp) {
+    if ((cp >= 0x21 && cp <= 0x7e) || (cp >= 0xa1 && cp <= 0xac) || (cp >= 0xae && cp <= 0xff)) return (int)cp;
+    if (cp < 0x100 || cp >= 0x100 + 68) return -1;
+    int k = (int)(cp - 0x100);
+    for (int b = 0; b < 256; b++) {
+        int printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
+        if (!printable && k-- == 0) return b;
+    }
+    return -1;
+}
+
+/* byte-level string (UTF-8) -> bytes, in place; -1 if a character is not
+ * one of the 256 byte characters */
+static int bytelevel_decode(char *s, size_t *len) {
+    size_t n = 0;
+    for (size_t i = 0; i < *len;) {
+        unsigned char c = (unsigned char)s[i];
+        unsigned cp;
+        int sl = utf8_seq_len((const unsigned char *)s + i, *len - i);
+        if (sl == 1) cp = c;
+        else if (sl == 2) cp = (unsigned)(c & 0x1f) << 6 | ((unsigned char)s[i + 1] & 0x3f);
+        else return -1;  /* every byte character is below U+0800 */
+        int b = byte_of_codepoint(cp);
+        if (b < 0) return -1;
+        s[n++] = (char)b;
+        i += (size_t)sl;
+    }
+    s[n] = 0;
+    *len = n;
+    return 0;
+}
+
+typedef struct { long id; char *text; size_t len; } TokEntry;
+
+/* tokenizer_json_load: path's model.vocab (byte-level strings, decoded to
+ * bytes) and added_tokens (content as is) as v->words[id] (v->lens[id]
+ * bytes), v->n = highest id + 1 (ids without a token print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
+ * decoder is not ByteLevel, naming what it has. */
+static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text, size_t len);
+
+void byte_vocab_free(ByteVocab *v) {
+    free(v->words);
+    free(v->lens);
+    free(v->text);
+    memset(v, 0, sizeof *v);
+}
+
+int tokenizer_json_load(ByteVocab *v, const char *path) {
+    memset(v, 0, sizeof *v);
+    size_t len;
+    char *text = read_file(path, 256u << 20, &len);
+    if (!text) return -1;
+    int rc = tokenizer_json_parse(v, path, text, len);
+    free(text);
+    return rc;
+}
+
+/* tokenizer_json_parse: text (len bytes, NUL-terminated) as tokenizer.json */
+static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text, size_t len) {
+    memset(v, 0, sizeof *v);
+    TokScan p = {text, len, 0, path};
+    TokEntry *ents = NULL;
+    size_t n_ents = 0, cap_ents = 0;
+    int rc = -1, saw_vocab = 0;
+    char model_type[64] = "", decoder_type[64] = "", key[256];
+    char *tok = malloc(1 << 16);
+    if (!tok) { dflash_set_error("%s: out of memory", path); goto done; }
+    if (tok_expect(&p, '{')) goto done;
+    for (int first = 1;; first = 0) {
+        if (first && tok_peek(&p) == '}') { p.pos++; break; }
+        if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
+        int is_model = strcmp(key, "model") == 0, is_added = strcmp(key, "added_tokens") == 0;
+        int is_decoder = strcmp(key, "decoder") == 0;
+        if ((is_model || is_decoder) && tok_peek(&p) == '{') {
+            p.pos++;
+            for (int f2 = 1;; f2 = 0) {
+                if (f2 && tok_peek(&p) == '}') { p.pos++; break; }
+                if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
+                if (strcmp(key, "type") == 0 && tok_peek(&p) == '"') {
+                    if (tok_string(&p, is_model ? model_type : decoder_type, 64, NULL)) goto done;
+                } else if (is_model && strcmp(key, "vocab") == 0 && tok_peek(&p) == '{') {
+                    saw_vocab = 1;
+                    p.pos++;
+                    for (int f3 = 1;; f3 = 0) {
+                        if (f3 && tok_peek(&p) == '}') { p.pos++; break; }
+                        size_t tl;
+                        long id;
+                        if (tok_string(&p, tok, 1 << 16, &tl) || tok_expect(&p, ':') || tok_int(&p, &id)) goto done;
+                        if (id < 0 || id >= MAX_VOCAB) { tok_fail(&p, "token id out of range"); goto done; }
+                        if (bytelevel_decode(tok, &tl) != 0) {
+                            dflash_set_error("%s: model.vocab: token id %ld is not a byte-level string (only byte-level "
+                                             "BPE vocabularies are decoded)", path, id);
+                            goto done;
+                        }
+                        if (n_ents == cap_ents) {
+                            cap_ents = cap_ents ? cap_ents * 2 : 1024;
+                            TokEntry *ne = realloc(ents, cap_ents * sizeof *ents);
+                            if (!ne) { dflash_set_error("%s: out of memory", path); goto done; }
+                            ents = ne;
+                        }
+                        ents[n_ents].id = id;
+                        ents[n_ents].len = tl;
+                        ents[n_ents].text = malloc(tl + 1);
+                        if (!ents[n_ents].text) { dflash_set_error("%s: out of memory", path); goto done; }
+                        memcpy(ents[n_ents].text, tok, tl + 1);
+                        n_ents++;
+                        int d = tok_peek(&p);
+                        p.pos++;
+                        if (d == '}') break;
+                        if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                    }
+                } else if (tok_skip(&p, 2)) {
+                    goto done;
+                }
+                int d = tok_peek(&p);
+                p.pos++;
+                if (d == '}') break;
+                if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+            }
+        } else if (is_added && tok_peek(&p) == '[') {
+            p.pos++;
+            for (int f2 = 1;; f2 = 0) {
+                if (f2 && tok_peek(&p) == ']') { p.pos++; break; }
+                if (tok_expect(&p, '{')) goto done;
+                long id = -1;
+                size_t tl = 0;
+                int have_content = 0;
+                for (int f3 = 1;; f3 = 0) {
+                    if (f3 && tok_peek(&p) == '}') { p.pos++; break; }
+                    if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
+                    if (strcmp(key, "id") == 0) {
+                        if (tok_int(&p, &id)) goto done;
+                    } else if (strcmp(key, "content") == 0) {
+                        if (tok_string(&p, tok, 1 << 16, &tl)) goto done;
+                        have_content = 1;
+                    } else if (tok_skip(&p, 3)) {
+                        goto done;
+                    }
+                    int d = tok_peek(&p);
+                    p.pos++;
+                    if (d == '}') break;
+                    if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                }
+                if (id < 0 || id >= MAX_VOCAB || !have_content) {
+                    dflash_set_error("%s: added_tokens: expected entries with an \"id\" in 0..%d and a \"content\"", path,
+                                     MAX_VOCAB - 1);
+                    goto done;
+                }
+                if (n_ents == cap_ents) {
+                    cap_ents = cap_ents ? cap_ents * 2 : 1024;
+                    TokEntry *ne = realloc(ents, cap_ents * sizeof *ents);
+                    if (!ne) { dflash_set_error("%s: out of memory", path); goto done; }
+                    ents = ne;
+                }
+                ents[n_ents].id = id;
+                ents[n_ents].len = tl;
+                ents[n_ents].text = malloc(tl + 1);
+                if (!ents[n_ents].text) { dflash_set_error("%s: out of memory", path); goto done; }
+                memcpy(ents[n_ents].text, tok, tl + 1);
+                n_ents++;
+                int d = tok_peek(&p);
+                p.pos++;
+                if (d == ']') break;
+                if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or ']'"); goto done; }
+            }
+        } else if (tok_skip(&p, 1)) {
+            goto done;
+        }
+        int d = tok_peek(&p);
+        p.pos++;
+        if (d == '}') break;
+        if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+    }
+    if (tok_peek(&p) != -1) { tok_fail(&p, "text after the JSON object"); goto done; }
+    if (!saw_vocab || strcmp(model_type, "BPE") != 0) {
+        dflash_set_error("%s: field \"model\": expected a BPE model with a \"vocab\", got type \"%.40s\"%s", path,
+                         model_type, saw_vocab ? "" : " without a vocab");
+        goto done;
+    }
+    if (strcmp(decoder_type, "ByteLevel") != 0) {
+        dflash_set_error("%s: field \"decoder\": expected type \"ByteLevel\" (only byte-level decoding is "
+                         "implemented), got \"%.40s\"", path, decoder_type);
+        goto done;
+    }
+    /* id -> text; the later entry (added_tokens after model.vocab in the
+     * usual file order) wins, as in the tokenizers library */
+    long max_id = -1;
+    size_t total = 0;
+    for (size_t i = 0; i < n_ents; i++) {
+        if (ents[i].id > max_id) max_id = ents[i].id;
+        total += ents[i].len + 1;
+    }
+    v->n = (int)(max_id + 1);
+    v->words = xcalloc((size_t)(v->n ? v->n : 1), sizeof(char *), "tokenizer vocabulary");
+    v->lens = xcalloc((size_t)(v->n ? v->n : 1), sizeof(int), "tokenizer vocabulary");
+    v->text = malloc(total ? total : 1);
+    if (!v->words || !v->lens || !v->text) { dflash_set_error("%s: out of memory", path); byte_vocab_free(v); goto done; }
+    char *at = v->text;
+    for (size_t i = 0; i < n_ents; i++) {
+        memcpy(at, ents[i].text, ents[i].len + 1);
+        v->words[ents[i].id] = at;
+        v->lens[ents[i].id] = (int)ents[i].len;
+        at += ents[i].len + 1;
+    }
+    rc = 0;
+done:
+    for (size_t i = 0; i < n_ents; i++) free(ents[i].text);
+    free(ents);
+    free(tok);
+    return rc;
+}

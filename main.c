@@ -23,6 +23,9 @@ static const char *USAGE =
     "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"
     "                        and DIR/vocab.txt (default toy_weights/walkthrough, or\n"
     "                        toy_weights/random when that is absent)\n"
+    "  --target DIR          instead of --weights: the target's folder (a Hugging Face\n"
+    "                        snapshot: config.json, model.safetensors or shards + index)\n"
+    "  --draft DIR           with --target: the draft's folder\n"
     "  --prompt TEXT         words of vocab.txt, split on white space, \".\" its own token\n"
     "                        (default \"The cat sat\")\n"
     "  --ids I,J,...         the prompt as token ids instead: 0..vocab_size-1, comma-separated,\n"
@@ -35,7 +38,10 @@ static const char *USAGE =
     "  --mode dflash|ar      dflash (default), or ar: target-only autoregressive decoding\n"
     "  --print-ids           also print the output ids, prompt included (default off)\n"
     "  --rounds              print the per-round summary (default: on with no arguments, else off)\n"
-    "  --ignore-eos          do not stop at <eos> (default: stop there)\n"
+    "  --stop-id ID          stop at token ID, 0..2147483647; repeatable, at most 8 (default: the\n"
+    "                        target's generation_config.json eos_token_id, else its config.json\n"
+    "                        eos_token_id, else the vocabulary word <eos>)\n"
+    "  --ignore-eos          do not stop at any stop id (default: stop there)\n"
     "  --trace DIR           write every intermediate: DIR/<name>.npy and DIR/trace.jsonl (TRACE.md)\n"
     "  --trace-text FILE|-   the same tensors as readable text, to FILE or - (stdout)\n"
     "  --trace-filter GLOB   trace only names matching GLOB (*, ?, [..]); repeatable, at most 32\n"
@@ -53,10 +59,11 @@ static const char *USAGE =
     "2 bad input (a flag, a weight file, the vocabulary, a prompt word, a trace)\n";
 
 typedef struct {
-    const char *weights, *prompt, *ids, *mode, *trace_dir, *trace_text;
+    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text;
     const char *filters[32];
     int n_filters;
     int max_new_tokens, block_size, print_ids, rounds, ignore_eos;
+    int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
 } Args;
@@ -104,6 +111,14 @@ static int parse_args(int argc, char **argv, Args *a) {
         long v;
         const char *val;
         if (strcmp(f, "--weights") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->weights = val; }
+        else if (strcmp(f, "--target") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->target = val; }
+        else if (strcmp(f, "--draft") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->draft = val; }
+        else if (strcmp(f, "--stop-id") == 0) {
+            if (!(val = flag_value(argc, argv, &i))) return -1;
+            if (a->n_stop == DFLASH_MAX_STOP) { dflash_set_error("--stop-id: expected at most %d, got more", DFLASH_MAX_STOP); return -1; }
+            if (parse_int(f, val, 0, 0x7fffffff, &v)) return -1;
+            a->stop_ids[a->n_stop++] = (int)v;
+        }
         else if (strcmp(f, "--prompt") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->prompt = val; }
         else if (strcmp(f, "--ids") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->ids = val; }
         else if (strcmp(f, "--mode") == 0) {
@@ -156,6 +171,12 @@ static int parse_args(int argc, char **argv, Args *a) {
     }
     if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
+    if (a->weights && (a->target || a->draft)) {
+        dflash_set_error("--weights and --%s: expected one way to name the models, got both", a->target ? "target" : "draft");
+        return -1;
+    }
+    if (a->draft && !a->target) { dflash_set_error("--draft: expected --target DIR as well"); return -1; }
+    if (a->n_stop && a->ignore_eos) { dflash_set_error("--stop-id and --ignore-eos: expected one of them, got both"); return -1; }
     return 0;
 }
 
@@ -180,24 +201,42 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
     return 0;
 }
 
-/* words of ids[0..n) joined by spaces ("." sticks to the word before it) */
-static void print_words(FILE *out, const Vocab *v, const int *ids, int n) {
+/* token id's word, or the id itself when there is no vocabulary (v->n 0) */
+static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
+    if (v->n == 0) { snprintf(buf, size, "%d", id); return buf; }
+    return id >= 0 && id < v->n ? v->words[id] : "<?>";
+}
+
+/* words of ids[0..n) joined by spaces ("." sticks to the word before it);
+ * with a tokenizer.json (bv->n > 0), the tokens' bytes back to back;
+ * without either, the ids joined by spaces */
+static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n) {
+    char buf[16];
+    if (bv->n) {
+        for (int i = 0; i < n; i++) {
+            if (ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) fwrite(bv->words[ids[i]], 1, (size_t)bv->lens[ids[i]], out);
+            else fprintf(out, "<%d>", ids[i]);
+        }
+        return;
+    }
     for (int i = 0; i < n; i++) {
-        const char *w = ids[i] >= 0 && ids[i] < v->n ? v->words[ids[i]] : "<?>";
-        fprintf(out, "%s%s", i == 0 || strcmp(w, ".") == 0 ? "" : " ", w);
+        const char *w = tok_str(v, ids[i], buf, sizeof buf);
+        fprintf(out, "%s%s", i == 0 || (v->n && strcmp(w, ".") == 0) ? "" : " ", w);
     }
 }
 
 static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
+    char buf[16];
     fputc('[', out);
-    for (int i = 0; i < n; i++) fprintf(out, i ? " %s" : "%s", ids[i] >= 0 && ids[i] < v->n ? v->words[ids[i]] : "<?>");
+    for (int i = 0; i < n; i++) fprintf(out, i ? " %s" : "%s", tok_str(v, ids[i], buf, sizeof buf));
     fputc(']', out);
 }
 
-static void print_rounds(const GenResult *r, const Vocab *v, int B, int n_prompt, int first_new) {
+static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new) {
+    char buf[16];
     printf("prefill: ");
-    print_words(stdout, v, r->output_ids, n_prompt);
-    printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, v->words[first_new], n_prompt);
+    print_words(stdout, v, bv, r->output_ids, n_prompt);
+    printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, tok_str(v, first_new, buf, sizeof buf), n_prompt);
     for (int i = 0; i < r->n_rounds; i++) {
         const RoundInfo *ri = &r->rounds[i];
         int acc = ri->acceptance_length;
@@ -217,7 +256,7 @@ static void print_rounds(const GenResult *r, const Vocab *v, int B, int n_prompt
         for (int j = 0; j + 1 < B; j++) printf(j ? " %d" : "%d", ri->cumprod[j]);
         printf("]  acceptance length %d: keep ", acc);
         print_list(stdout, v, ri->block, acc + 1);
-        printf(" + bonus \"%s\"\n", v->words[ri->posterior[acc]]);
+        printf(" + bonus \"%s\"\n", tok_str(v, ri->posterior[acc], buf, sizeof buf));
         printf("         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
                ri->start_after, ri->target_cache_after, ri->target_cache_after - 1);
         if (B > 1)
@@ -246,37 +285,76 @@ int main(int argc, char **argv) {
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return 2; }
     if (pa == 1) { fputs(USAGE, stdout); return 0; }
-    if (!a.weights)
+    if (!a.weights && !a.target)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
-    char path[4096], vocab_path[4096];
+    char tdir[4096], ddir[4096], vocab_path[4200] = "";
     Model target, draft;
-    Vocab vocab;
-    int have_draft = 0, rc = 2;
+    Vocab vocab;        /* vocab.txt */
+    ByteVocab tok;      /* or tokenizer.json */
+    int have_draft = 0, have_vocab = 0, have_tok = 0, rc = 2;
     Tracer *tracer = NULL;
     GenResult res = {0};
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
+    memset(&tok, 0, sizeof tok);
+    /* the two model folders: --weights W means W/target and W/draft */
+    if (a.weights) {
+        snprintf(tdir, sizeof tdir, "%s/target", a.weights);
+        snprintf(ddir, sizeof ddir, "%s/draft", a.weights);
+    } else {
+        snprintf(tdir, sizeof tdir, "%s", a.target);
+        snprintf(ddir, sizeof ddir, "%s", a.draft ? a.draft : "");
+    }
+    const char *set_name = a.weights ? a.weights : a.target;
 
-    snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", a.weights);
-    if (vocab_load(&vocab, vocab_path) != 0) goto fail;
-    snprintf(path, sizeof path, "%s/target", a.weights);
-    if (model_load(&target, path, 0) != 0) goto fail;
+    /* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
+     * the target folder's vocab.txt, its tokenizer.json, the first found;
+     * without one, --ids works and output is ids. tokenizer.json only
+     * decodes output (no encoder here: --ids). */
+    const char *vdirs[2] = {a.weights, tdir};
+    for (int k = 0; k < 4 && !have_vocab && !have_tok; k++) {
+        if (!vdirs[k / 2]) continue;
+        snprintf(vocab_path, sizeof vocab_path, "%s/%s", vdirs[k / 2], k % 2 ? "tokenizer.json" : "vocab.txt");
+        if (!file_exists(vocab_path) && errno == ENOENT) continue;
+        if (k % 2 ? tokenizer_json_load(&tok, vocab_path) : vocab_load(&vocab, vocab_path)) goto fail;
+        have_tok = k % 2, have_vocab = !have_tok;
+    }
+    if (model_load(&target, tdir, 0) != 0) goto fail;
+    if (!have_vocab && !a.ids) {
+        if (have_tok)
+            dflash_set_error("--prompt: %.500s decodes output only (no tokenizer is implemented here); give token ids "
+                             "with --ids (README: getting ids from the published tokenizer)", vocab_path);
+        else
+            dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
+                             a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
+        goto fail;
+    }
     int dflash_mode = strcmp(a.mode, "dflash") == 0;
     if (dflash_mode && a.block_size != 1) {
-        snprintf(path, sizeof path, "%s/draft", a.weights);
-        if (model_load(&draft, path, 1) != 0) goto fail;
+        if (!ddir[0]) {
+            dflash_set_error("--target: DFlash decoding needs the draft too (--draft DIR); for target-only decoding "
+                             "give --block-size 1 or --mode ar");
+            goto fail;
+        }
+        if (model_load(&draft, ddir, 1) != 0) goto fail;
         have_draft = 1;
         if (check_pair(&target, &draft) != 0) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("%.500s: %s", a.weights, msg);  /* name the weight set */
+            dflash_set_error("%.500s: %s", set_name, msg);  /* name the weight set */
             goto fail;
         }
         if (a.block_size < 0) a.block_size = draft.cfg.block_size;
     }
-    if (check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
+    if (have_tok && tok.n > target.cfg.vocab_size) {
+        dflash_set_error("%s: token id %d: expected ids below %d (vocab_size in %.500s/config.json)", vocab_path,
+                         tok.n - 1, target.cfg.vocab_size, tdir);
+        goto fail;
+    }
+    if (have_vocab && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0)
+        goto fail;
     if (a.block_size < 0) a.block_size = 1;
 
     GenParams p = {0};
@@ -284,24 +362,42 @@ int main(int argc, char **argv) {
     p.block_size = dflash_mode ? a.block_size : 1;
     p.temperature = a.temperature;
     p.seed = a.seed;
-    int eos = vocab_find(&vocab, "<eos>");
-    if (!a.ignore_eos && eos >= 0) p.stop_ids[p.n_stop++] = eos;
+    /* stop ids: --stop-id; else generation_config.json / config.json
+     * eos_token_id of the target; else the vocabulary word <eos> */
+    if (a.n_stop) {
+        for (int i = 0; i < a.n_stop; i++) {
+            if (a.stop_ids[i] >= target.cfg.vocab_size) {
+                dflash_set_error("--stop-id: expected a token id in 0..%d (vocab_size in %.500s/config.json), got %d",
+                                 target.cfg.vocab_size - 1, tdir, a.stop_ids[i]);
+                goto fail;
+            }
+            p.stop_ids[p.n_stop++] = a.stop_ids[i];
+        }
+    } else if (!a.ignore_eos) {
+        char from[4200];
+        if (stop_ids_default(tdir, &target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) goto fail;
+        int eos = have_vocab ? vocab_find(&vocab, "<eos>") : -1;
+        if (p.n_stop == 0 && eos >= 0) p.stop_ids[p.n_stop++] = eos;
+    }
 
     int cap = 1 << 16, n_prompt = 0;
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+    int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
     for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
-        if (prompt[i] >= vocab.n) {
+        if (prompt[i] >= n_ids) {
+            char cfg_path[4300];
+            snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tdir);
             dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
-                             vocab.n - 1, vocab_path, prompt[i]);
+                             n_ids - 1, have_vocab ? vocab_path : cfg_path, prompt[i]);
             tok_rc = -1;
         }
     /* every check of the run's arguments before any output file is opened */
     if (tok_rc == 0 && check_gen_args(&target, n_prompt, &p, p.block_size, prompt) != 0) {
         char msg[sizeof dflash_errmsg];
         memcpy(msg, dflash_errmsg, sizeof msg);
-        dflash_set_error("%s (%.500s/target/config.json)", msg, a.weights);
+        dflash_set_error("%s (%.500s/config.json)", msg, tdir);
         tok_rc = -1;
     }
     if (tok_rc != 0) { free(prompt); goto fail; }
@@ -310,7 +406,7 @@ int main(int argc, char **argv) {
         if (!dflash_mode) { free(prompt); dflash_set_error("--trace: traces are written in --mode dflash only"); goto fail; }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
         if (!tracer) { free(prompt); goto fail; }
-        trace_set_vocab(tracer, &vocab);
+        trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.trace = trace_hook(tracer);
     }
     int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)
@@ -324,11 +420,12 @@ int main(int argc, char **argv) {
     }
     if (gen_rc != 0) goto fail;
 
-    if (a.rounds && dflash_mode) print_rounds(&res, &vocab, p.block_size, res.n_prompt, res.output_ids[res.n_prompt < res.n_output ? res.n_prompt : 0]);
+    if (a.rounds && dflash_mode) print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt, res.output_ids[res.n_prompt < res.n_output ? res.n_prompt : 0]);
     /* the decoded text, without the stop token */
     int shown = res.n_output;
-    if (shown > res.n_prompt && p.n_stop && res.output_ids[shown - 1] == p.stop_ids[0]) shown--;
-    print_words(stdout, &vocab, res.output_ids, shown);
+    for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
+        if (res.output_ids[shown - 1] == p.stop_ids[i]) { shown--; break; }
+    print_words(stdout, &vocab, &tok, res.output_ids, shown);
     printf("\n");
     if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
         for (int i = 0; i < res.n_output; i++) printf(i ? " %d" : "%d", res.output_ids[i]);
@@ -353,6 +450,7 @@ fail:
     if (have_draft) model_free(&draft);
     model_free(&target);
     vocab_free(&vocab);
+    byte_vocab_free(&tok);
     return rc;
 }
 

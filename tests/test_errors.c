@@ -198,6 +198,51 @@ static void mk_vocab_dir(const char *set) {
     assert_int_equal(mkdir(P(set, "vocab.txt"), 0755), 0);
 }
 
+/* ---- sharded targets (model.safetensors.index.json, issue 13) */
+
+/* The tiny target split in two shards behind an index: s1 holds tensors
+ * 0..6 (embed_tokens .. o_proj), s2 holds 7..13 (q_norm .. lm_head).
+ * extra_in_s2: s2 also holds tensor 0; drop_from_s2: s2 leaves out its
+ * last tensor (lm_head) though the index still names it. */
+static void mk_sharded(const char *set, int extra_in_s2, int drop_from_s2) {
+    TuModel m;
+    tu_model_tensors(&m, 0);
+    assert_int_equal(unlink(P(set, TST)), 0);
+    tu_write_safetensors(P(set, "target/s1.safetensors"), m.t, 7);
+    TuTensor s2[8];
+    int n2 = 0;
+    if (extra_in_s2) s2[n2++] = m.t[0];
+    for (int k = 7; k < m.n - drop_from_s2; k++) s2[n2++] = m.t[k];
+    tu_write_safetensors(P(set, "target/s2.safetensors"), s2, n2);
+    char idx[4096];
+    int o = snprintf(idx, sizeof idx, "{\"metadata\":{\"total_size\":0},\"weight_map\":{");
+    for (int k = 0; k < m.n; k++)
+        o += snprintf(idx + o, sizeof idx - (size_t)o, "%s\"%s\":\"%s\"", k ? "," : "", m.names[k], k < 7 ? "s1.safetensors" : "s2.safetensors");
+    snprintf(idx + o, sizeof idx - (size_t)o, "}}");
+    tu_write_text(P(set, "target/model.safetensors.index.json"), idx);
+    tu_model_free(&m);
+}
+static void mk_shard_missing(const char *set) { mk_sharded(set, 0, 0); assert_int_equal(unlink(P(set, "target/s2.safetensors")), 0); }
+static void mk_shard_twice(const char *set) { mk_sharded(set, 1, 0); }
+static void mk_shard_index_names_absent(const char *set) { mk_sharded(set, 0, 1); }
+static void mk_shard_index_unknown(const char *set) {
+    mk_sharded(set, 0, 0);
+    edit_text(P(set, "target/model.safetensors.index.json"), "\"model.norm.weight\"", "\"model.norm.bias\"");
+}
+static void mk_shard_index_path(const char *set) {
+    mk_sharded(set, 0, 0);
+    edit_text(P(set, "target/model.safetensors.index.json"), "\"s2.safetensors\"", "\"../s2.safetensors\"");
+}
+static void mk_shard_index_no_map(const char *set) {
+    mk_sharded(set, 0, 0);
+    edit_text(P(set, "target/model.safetensors.index.json"), "\"weight_map\"", "\"weights\"");
+}
+/* tied, and the index (not only the file) names lm_head.weight */
+static void mk_shard_tied_index(const char *set) {
+    mk_sharded(set, 0, 0);
+    edit_text(P(set, TCFG), "\"tie_word_embeddings\":false", "\"tie_word_embeddings\":true");
+}
+
 /* q_proj's first entry, as tu_write_safetensors writes it */
 #define QP "\"shape\":[8,8],\"data_offsets\":[224,480]"
 
@@ -216,7 +261,16 @@ static const LoadCase LOAD_CASES[] = {
     {"st: header nested too deeply", RUN_TARGET, 0, 0, 0, mk_st_deep, 0, {TST, "nested too deeply"}},
     {"st: duplicate tensor name", RUN_TARGET, TST, "\"model.norm.weight\"", "\"lm_head.weight\"", 0, 0, {TST, "duplicate key \"lm_head.weight\""}},
     {"st: unknown dtype", RUN_TARGET, TST, "\"F32\"", "\"Q4_K\"", 0, 0, {TST, "model.embed_tokens.weight", "\"dtype\"", "\"Q4_K\" (not a safetensors dtype)"}},
-    {"st: unsupported dtype F16", RUN_TARGET, TST, "\"F32\"", "\"F16\"", 0, 0, {TST, "model.embed_tokens.weight", "expected \"F32\"", "\"F16\" (a safetensors dtype this program does not read)"}},
+    {"st: unsupported dtype I32", RUN_TARGET, TST, "\"F32\"", "\"I32\"", 0, 0, {TST, "model.embed_tokens.weight", "expected \"F32\", \"BF16\" or \"F16\"", "\"I32\" (a safetensors dtype this program does not read)"}},
+    {"st: BF16 header over F32 data (span twice the BF16 size)", RUN_TARGET, TST, "\"F32\"", "\"BF16\"", 0, 0, {TST, "model.embed_tokens.weight", "expected a span of 96 bytes (shape [6, 8] x 2-byte BF16)", "got 192"}},
+    {"st: F16 header over F32 data", RUN_DRAFT, DST, "\"F32\"", "\"F16\"", 0, 0, {DST, "x 2-byte F16", "got 32"}},
+    {"shards: a shard the index lists is missing", RUN_TARGET, 0, 0, 0, mk_shard_missing, 0, {"target/s2.safetensors", "cannot open", "listed in model.safetensors.index.json"}},
+    {"shards: a tensor in two shards", RUN_TARGET, 0, 0, 0, mk_shard_twice, 0, {"target/s2.safetensors", "\"model.embed_tokens.weight\" is also in s1.safetensors", "exactly one shard"}},
+    {"shards: the index names a tensor no shard holds", RUN_TARGET, 0, 0, 0, mk_shard_index_names_absent, 0, {"target/s2.safetensors", "missing tensor \"lm_head.weight\"", "index.json puts it in this shard"}},
+    {"shards: the index names a tensor not in the model", RUN_TARGET, 0, 0, 0, mk_shard_index_unknown, 0, {"model.safetensors.index.json", "\"weight_map\"", "unexpected tensor \"model.norm.bias\""}},
+    {"shards: a shard name with a path", RUN_TARGET, 0, 0, 0, mk_shard_index_path, 0, {"model.safetensors.index.json", "k_norm.weight", "a file in this folder", "\"../s2.safetensors\""}},
+    {"shards: index without weight_map", RUN_TARGET, 0, 0, 0, mk_shard_index_no_map, 0, {"model.safetensors.index.json", "missing field \"weight_map\""}},
+    {"shards: tied model whose index names lm_head.weight", RUN_TARGET, 0, 0, 0, mk_shard_tied_index, 0, {"model.safetensors.index.json", "tie_word_embeddings: true", "the index also names \"lm_head.weight\""}},
     {"st: dtype not a string", RUN_TARGET, TST, "\"F32\"", "32", 0, 0, {TST, "model.embed_tokens.weight", "\"dtype\"", "got 32"}},
     {"st: shape disagrees with config.json", RUN_TARGET, TST, QP, "\"shape\":[8,9],\"data_offsets\":[224,480]", 0, 0, {TST, "model.layers.0.self_attn.q_proj.weight", "expected [8, 8] (from config.json), got [8, 9]"}},
     {"st: shape with one axis too few", RUN_TARGET, TST, QP, "\"shape\":[64],\"data_offsets\":[224,480]", 0, 0, {TST, "q_proj.weight", "got [64]"}},
@@ -261,7 +315,19 @@ static const LoadCase LOAD_CASES[] = {
     {"config: max_position_embeddings 0", RUN_TARGET, TCFG, "\"max_position_embeddings\":64", "\"max_position_embeddings\":0", 0, 0, {TCFG, "field \"max_position_embeddings\"", "got 0"}},
     {"config: wrong architecture", RUN_TARGET, TCFG, "Qwen3ForCausalLM", "LlamaForCausalLM", 0, 0, {TCFG, "field \"architectures\"", "expected [\"Qwen3ForCausalLM\"]", "\"LlamaForCausalLM\""}},
     {"config: draft config given as the target", RUN_TARGET, TCFG, "Qwen3ForCausalLM", "DFlashDraftModel", 0, 0, {TCFG, "field \"architectures\"", "\"DFlashDraftModel\""}},
-    {"config: tie_word_embeddings true", RUN_TARGET, TCFG, "\"tie_word_embeddings\":false", "\"tie_word_embeddings\":true", 0, 0, {TCFG, "field \"tie_word_embeddings\"", "expected false", "got true"}},
+    {"config: tied model that ships lm_head.weight", RUN_TARGET, TCFG, "\"tie_word_embeddings\":false", "\"tie_word_embeddings\":true", 0, 0, {TST, "tie_word_embeddings: true", "also holds \"lm_head.weight\"", "expected no lm_head.weight"}},
+    {"config: tie_word_embeddings not a boolean", RUN_TARGET, TCFG, "\"tie_word_embeddings\":false", "\"tie_word_embeddings\":1", 0, 0, {TCFG, "field \"tie_word_embeddings\"", "true or false", "got 1"}},
+    {"config: use_sliding_window true", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"use_sliding_window\":true,", 0, 0, {TCFG, "field \"use_sliding_window\"", "not implemented", "got true"}},
+    {"config: rope_scaling yarn", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_scaling\":{\"rope_type\":\"yarn\",\"factor\":4.0},", 0, 0, {TCFG, "field \"rope_scaling\"", "expected null", "rope_type \"yarn\""}},
+    {"config: rope_scaling not an object", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_scaling\":2,", 0, 0, {TCFG, "field \"rope_scaling\"", "got 2"}},
+    {"config: layer_types with sliding attention", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"layer_types\":[\"sliding_attention\"],", 0, 0, {TCFG, "field \"layer_types\"[0]", "\"full_attention\"", "\"sliding_attention\""}},
+    {"config: layer_types of the wrong length", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"layer_types\":[\"full_attention\",\"full_attention\"],", 0, 0, {TCFG, "field \"layer_types\"", "a list of 1", "an array of 2 items"}},
+    {"config: rope_parameters yarn", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_parameters\":{\"rope_type\":\"yarn\",\"rope_theta\":10000.0},", 0, 0, {TCFG, "field \"rope_parameters\"", "\"default\"", "got rope_type yarn"}},
+    {"config: rope_parameters with another theta", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":500.0},", 0, 0, {TCFG, "field \"rope_parameters\"", "10000", "got rope_type default, rope_theta 500.0"}},
+    {"config: mlp_bias true", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"mlp_bias\":true,", 0, 0, {TCFG, "field \"mlp_bias\"", "expected false", "got true"}},
+    {"config: hidden_act gelu", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"hidden_act\":\"gelu\",", 0, 0, {TCFG, "field \"hidden_act\"", "\"silu\"", "\"gelu\""}},
+    {"config: eos_token_id outside the vocabulary", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"eos_token_id\":[4,6],", 0, 0, {TCFG, "field \"eos_token_id\"", "0..5", "got 6"}},
+    {"config: eos_token_id a string", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"eos_token_id\":\"4\",", 0, 0, {TCFG, "field \"eos_token_id\"", "the string \"4\""}},
     {"config: attention_bias true", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"attention_bias\":true,", 0, 0, {TCFG, "field \"attention_bias\"", "got true"}},
     {"config: duplicate key", RUN_TARGET, TCFG, "\"head_dim\":4,", "\"head_dim\":4,\"head_dim\":4,", 0, 0, {TCFG, "duplicate key \"head_dim\""}},
     {"config: not JSON", RUN_TARGET, 0, 0, 0, mk_cfg_not_json, 0, {TCFG, "invalid JSON at byte 1", "expected a string key"}},
@@ -391,6 +457,44 @@ static void mk_foreign_dir(const char *t) {
 static void mk_cli_vocab_no_mask(const char *t) { mk_vocab_no_mask(tu_path(t, "w")); }
 static void mk_cli_nan(const char *t) { mk_st_nan(tu_path(t, "w")); }
 static void mk_cli_file(const char *t) { tu_write_text(tu_path(t, "file"), "x"); }
+static void mk_cli_no_vocab(const char *t) { assert_int_equal(unlink(tu_path(t, "w/vocab.txt")), 0); }
+/* a tokenizer.json instead of vocab.txt */
+static void mk_tok(const char *t, const char *text) {
+    assert_int_equal(unlink(tu_path(t, "w/vocab.txt")), 0);
+    tu_write_text(tu_path(t, "w/tokenizer.json"), text);
+}
+#define TOK_OK "{\"added_tokens\":[{\"id\":4,\"content\":\"<|end|>\"}],\"decoder\":{\"type\":\"ByteLevel\"}," \
+               "\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"\\u0120b\":1,\"c\":2},\"merges\":[]}}"
+static void mk_tok_ok(const char *t) { mk_tok(t, TOK_OK); }
+static void mk_tok_metaspace(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"Metaspace\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0}}}");
+}
+static void mk_tok_wordpiece(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"WordPiece\",\"vocab\":{\"a\":0}}}");
+}
+static void mk_tok_not_bytes(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b c\":1}}}");
+}
+static void mk_tok_bad_json(const char *t) { mk_tok(t, "{\"model\": {\"type\": \"BPE\", "); }
+static void mk_tok_id_too_big(const char *t) {
+    mk_tok(t, "{\"decoder\":{\"type\":\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"b\":9}}}");
+}
+static void mk_cli_genconf_bad(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "{\"eos_token_id\": 4,"); }
+static void mk_cli_genconf_str(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "{\"eos_token_id\": \"4\"}"); }
+static void mk_cli_genconf_range(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "{\"eos_token_id\": [4, 9]}"); }
+static void mk_cli_genconf_array(const char *t) { tu_write_text(tu_path(t, "w/target/generation_config.json"), "[4]"); }
+/* what published Qwen3 / DFlash configs carry, with the values computed here */
+static void mk_cli_published_keys(const char *t) {
+    static const char *const KEYS =
+        "\"head_dim\":4,\"dtype\":\"bfloat16\",\"torch_dtype\":\"bfloat16\",\"layer_types\":[\"full_attention\"],"
+        "\"rope_scaling\":null,\"use_sliding_window\":false,\"sliding_window\":null,\"max_window_layers\":1,"
+        "\"attention_bias\":false,\"attention_dropout\":0.0,\"hidden_act\":\"silu\",\"initializer_range\":0.02,"
+        "\"auto_map\":{\"AutoModel\":\"dflash.DFlashDraftModel\"},\"transformers_version\":\"4.57.1\","
+        "\"use_cache\":true,\"bos_token_id\":4,\"eos_token_id\":[4],\"mlp_bias\":false,"
+        "\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":10000.0},";
+    edit_text(tu_path(t, "w/" TCFG), "\"head_dim\":4,", KEYS);
+    edit_text(tu_path(t, "w/" DCFG), "\"head_dim\":4,", KEYS);
+}
 
 /* head_dim 2 in both models: H*d = 4 != hidden_size 8, with q_proj [4, 8],
  * o_proj [8, 4], k/v_proj [2, 8], q/k_norm [2] */
@@ -536,8 +640,32 @@ static const CliCase CLI_CASES[] = {
     {"cli: --prompt and --ids", "--weights|$W|--prompt|a|--ids|1", 0, 0, 0, 0, 2, {"--prompt and --ids"}},
     {"cli: bench with an argument", "bench|now", 0, 0, 0, 0, 2, {"bench takes no arguments"}},
     /* weight sets */
-    {"cli: weights directory missing", "--weights|$T/none", 0, 0, 0, 0, 2, {"none/vocab.txt", "cannot open"}},
-    {"cli: bad safetensors", "--weights|$W", TST, "\"F32\"", "\"BF16\"", 0, 2, {"w/target/model.safetensors", "model.embed_tokens.weight", "\"BF16\""}},
+    {"cli: weights directory missing", "--weights|$T/none", 0, 0, 0, 0, 2, {"none/target/config.json", "cannot open"}},
+    {"cli: bad safetensors", "--weights|$W", TST, "\"F32\"", "\"BF16\"", 0, 2, {"w/target/model.safetensors", "model.embed_tokens.weight", "BF16", "got 192"}},
+    /* two model folders, stop ids, no vocabulary (issue 13) */
+    {"cli: --target and --draft accepted", "--target|$W/target|--draft|$W/draft|--ids|1,2|--max-new-tokens|2", 0, 0, 0, 0, 0, {0}},
+    {"cli: --target alone with --block-size 1 accepted", "--target|$W/target|--ids|1,2|--max-new-tokens|2|--block-size|1", 0, 0, 0, 0, 0, {0}},
+    {"cli: --target without --draft in DFlash mode", "--target|$W/target|--ids|1,2", 0, 0, 0, 0, 2, {"--target", "--draft DIR", "--block-size 1"}},
+    {"cli: --draft without --target", "--draft|$W/draft|--ids|1,2", 0, 0, 0, 0, 2, {"--draft", "--target DIR"}},
+    {"cli: --weights and --target", "--weights|$W|--target|$W/target|--ids|1", 0, 0, 0, 0, 2, {"--weights and --target"}},
+    {"cli: --stop-id outside the vocabulary", "--weights|$W|--ids|1|--stop-id|6", 0, 0, 0, 0, 2, {"--stop-id", "0..5", "got 6"}},
+    {"cli: --stop-id not a number", "--weights|$W|--ids|1|--stop-id|eos", 0, 0, 0, 0, 2, {"--stop-id", "\"eos\""}},
+    {"cli: --stop-id and --ignore-eos", "--weights|$W|--ids|1|--stop-id|4|--ignore-eos", 0, 0, 0, 0, 2, {"--stop-id and --ignore-eos"}},
+    {"cli: no vocab.txt, --ids accepted", "--weights|$W|--ids|1,2|--max-new-tokens|2", 0, 0, 0, mk_cli_no_vocab, 0, {0}},
+    {"cli: no vocab.txt, --prompt refused", "--weights|$W|--prompt|a b", 0, 0, 0, mk_cli_no_vocab, 2, {"--prompt", "no vocab.txt in", "--ids"}},
+    {"cli: no vocab.txt, --ids outside vocab_size", "--weights|$W|--ids|1,6", 0, 0, 0, mk_cli_no_vocab, 2, {"--ids", "0..5", "target/config.json", "got 6"}},
+    {"cli: generation_config.json not JSON", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_bad, 2, {"target/generation_config.json", "invalid JSON"}},
+    {"cli: generation_config.json eos_token_id a string", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_str, 2, {"target/generation_config.json", "field \"eos_token_id\"", "the string \"4\""}},
+    {"cli: generation_config.json eos_token_id outside the vocabulary", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_range, 2, {"target/generation_config.json", "\"eos_token_id\"", "0..5", "got 9"}},
+    {"cli: generation_config.json an array", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_array, 2, {"target/generation_config.json", "expected a JSON object"}},
+    {"cli: tokenizer.json decodes output", "--weights|$W|--ids|0,1,2|--max-new-tokens|2", 0, 0, 0, mk_tok_ok, 0, {0}},
+    {"cli: tokenizer.json and --prompt", "--weights|$W|--prompt|a", 0, 0, 0, mk_tok_ok, 2, {"w/tokenizer.json", "decodes output only", "--ids"}},
+    {"cli: tokenizer.json with a Metaspace decoder", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_metaspace, 2, {"w/tokenizer.json", "field \"decoder\"", "\"ByteLevel\"", "\"Metaspace\""}},
+    {"cli: tokenizer.json with a WordPiece model", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_wordpiece, 2, {"w/tokenizer.json", "field \"model\"", "BPE", "\"WordPiece\""}},
+    {"cli: tokenizer.json token not byte-level", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_not_bytes, 2, {"w/tokenizer.json", "token id 1", "not a byte-level string"}},
+    {"cli: tokenizer.json cut short", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_bad_json, 2, {"w/tokenizer.json", "at byte"}},
+    {"cli: tokenizer.json id past vocab_size", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_id_too_big, 2, {"w/tokenizer.json", "token id 9", "below 6"}},
+    {"cli: published config keys accepted", "--weights|$W|--ids|1,2|--max-new-tokens|2", 0, 0, 0, mk_cli_published_keys, 0, {0}},
     {"cli: NaN weight", "--weights|$W", 0, 0, 0, mk_cli_nan, 2, {"w/target/model.safetensors", "q_proj.weight", "NaN"}},
     {"cli: tensor name with a newline (one-line message)", "--weights|$W", TST, "\"model.norm.weight\"", "\"model.norm\\nweight\"", 0, 2, {"unexpected tensor \"model.norm?weight\""}},
     {"cli: bad config", "--weights|$W", DCFG, "\"block_size\":2", "\"block_size\":-2", 0, 2, {"w/draft/config.json", "field \"block_size\"", "got -2"}},

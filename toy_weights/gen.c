@@ -2,6 +2,11 @@
  *
  *   toy_weights/gen random      OUTDIR    dense pseudo-random weights
  *   toy_weights/gen walkthrough OUTDIR    the planted ("compiled") model
+ *   toy_weights/gen qwen3-layout OUTDIR [f32]
+ *                                         dense pseudo-random weights laid out
+ *                                         like a published Qwen3 + DFlash pair
+ *                                         (section 10); f32: the same values
+ *                                         written as F32 instead of BF16
  *
  * Each run writes, in the Hugging Face layout the reference code loads:
  *   OUTDIR/vocab.txt                  one token per line, line number = id
@@ -191,7 +196,7 @@ typedef struct {
     int block_size;
     int mask_token_id;
     int n_layer_ids;             /* k */
-    int target_layer_ids[3];
+    int target_layer_ids[8];
 } Config;
 
 static Config make_config(int is_draft, int n_kv_heads) {
@@ -748,14 +753,35 @@ static int write_config(const char *path, const Config *c) {
  *   back to back in header order.
  * The header maps each name to {"dtype":"F32","shape":[...],
  * "data_offsets":[begin,end]} (byte offsets from the start of the data). */
-static int write_safetensors(const char *path, const TensorList *tl, const Config *c) {
+/* float -> BF16 bits, round to nearest even (as torch's .to(bfloat16));
+ * the values here are finite and far from the float range's ends */
+static uint16_t float_to_bf16(float x) {
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* the BF16 value as a float again (exact) */
+static float bf16_round(float x) {
+    uint32_t u = (uint32_t)float_to_bf16(x) << 16;
+    float f;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* write_safetensors_part: tensors first..first+count-1 of tl; dtype "F32"
+ * or "BF16" (rounded to nearest even); round_bf16 with "F32": the values
+ * rounded to BF16 first, then written as F32 (the same numbers, twice the
+ * bytes). *data_bytes (may be NULL) gets the size of the data section. */
+static int write_safetensors_part(const char *path, const TensorList *tl, const Config *c, int first, int count,
+                                  int bf16, int round_bf16, size_t *data_bytes) {
     Text h = {0};
-    size_t offset = 0, max_numel = 0;
+    size_t offset = 0, max_numel = 0, esize = bf16 ? 2 : 4;
     text_add(&h, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int i = 0; i < tl->n; i++) {
+    for (int i = first; i < first + count; i++) {
         const Tensor *t = &tl->t[i];
-        size_t bytes = 4 * tensor_numel(t);
-        text_add(&h, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%d", t->name, t->shape[0]);
+        size_t bytes = esize * tensor_numel(t);
+        text_add(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d", t->name, bf16 ? "BF16" : "F32", t->shape[0]);
         if (t->ndim == 2) text_add(&h, ",%d", t->shape[1]);
         text_add(&h, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
         offset += bytes;
@@ -776,27 +802,39 @@ static int write_safetensors(const char *path, const TensorList *tl, const Confi
         unsigned char len8[8];
         for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)h.len >> (8 * b));
         ok = out_write(&o, len8, 8) == 0 && out_write(&o, h.s, h.len) == 0;
-        for (int i = 0; ok && i < tl->n; i++) {
+        for (int i = first; ok && i < first + count; i++) {
             const Tensor *t = &tl->t[i];
             size_t n = tensor_numel(t);
             fill_tensor(w, t, tl, c);
-            for (size_t j = 0; j < n; j++) { /* float32 -> little-endian bytes */
-                uint32_t u;
-                memcpy(&u, &w[j], 4);
+            for (size_t j = 0; j < n; j++) {
+                if (bf16) { /* BF16 -> little-endian bytes */
+                    uint16_t b = float_to_bf16(w[j]);
+                    bytes[2 * j + 0] = (unsigned char)(b);
+                    bytes[2 * j + 1] = (unsigned char)(b >> 8);
+                    continue;
+                }
+                float x = round_bf16 ? bf16_round(w[j]) : w[j];
+                uint32_t u; /* float32 -> little-endian bytes */
+                memcpy(&u, &x, 4);
                 bytes[4 * j + 0] = (unsigned char)(u);
                 bytes[4 * j + 1] = (unsigned char)(u >> 8);
                 bytes[4 * j + 2] = (unsigned char)(u >> 16);
                 bytes[4 * j + 3] = (unsigned char)(u >> 24);
             }
-            ok = out_write(&o, bytes, 4 * n) == 0;
+            ok = out_write(&o, bytes, esize * n) == 0;
         }
         if (out_close(&o, ok) != 0) ok = 0;
     }
-    if (ok) printf("wrote %s (%zu bytes, %d tensors)\n", path, 8 + h.len + offset, tl->n);
+    if (ok) printf("wrote %s (%zu bytes, %d tensors)\n", path, 8 + h.len + offset, count);
+    if (data_bytes) *data_bytes = offset;
     free(w);
     free(bytes);
     free(h.s);
     return ok ? 0 : -1;
+}
+
+static int write_safetensors(const char *path, const TensorList *tl, const Config *c) {
+    return write_safetensors_part(path, tl, c, 0, tl->n, 0, 0, NULL);
 }
 
 /* ===========================================================================
@@ -812,9 +850,196 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
     return 0;
 }
 
+/* ===========================================================================
+ * 10. The qwen3-layout set: a published checkpoint's layout, small
+ * ===========================================================================
+ * Laid out like z-lab/Qwen3-4B-DFlash-b16 and its Qwen3 target, at a size CI
+ * can run: BF16 tensors; the target split into two shards behind
+ * model.safetensors.index.json; tie_word_embeddings true (no lm_head.weight:
+ * the logits are h . embed_tokens rows); head_dim (32) != hidden_size /
+ * num_attention_heads (64 / 4); grouped-query attention 4:1 (4 query heads,
+ * 1 KV head); block size 16; a 5-layer draft fed by 5 of the 10 target
+ * layers, [1, 2, 4, 6, 7] (what the reference's build_target_layer_ids(10, 5)
+ * gives, Python round() ties to even); mask_token_id = vocab_size - 1;
+ * eos_token_id Q3_EOS (not 0) in config.json and [Q3_EOS, Q3_EOS2] in
+ * generation_config.json; the configs carry the keys published configs carry
+ * (dtype / torch_dtype, layer_types, rope_scaling null, use_sliding_window
+ * false, max_window_layers, auto_map, transformers_version, ...). No
+ * vocab.txt: output is printed as token ids. Weights as the random set's
+ * (section 6), from their own streams ("qwen3-layout:<name>"), rounded to
+ * BF16 (nearest even). */
+#define Q3_VOCAB 64
+#define Q3_EOS 3
+#define Q3_EOS2 4
+#define Q3_TARGET_LAYERS 10
+#define Q3_SHARD1_LAYERS 5 /* shard 1: embed_tokens + layers 0..4; shard 2: layers 5..9 + norm */
+
+static Config q3_config(int is_draft) {
+    Config c = {
+        .hidden_size = 64, .intermediate_size = 192,
+        .num_hidden_layers = is_draft ? 5 : Q3_TARGET_LAYERS,
+        .num_attention_heads = 4, .num_key_value_heads = 1,
+        .head_dim = 32, .vocab_size = Q3_VOCAB,
+        .max_position_embeddings = 512,
+        .rms_norm_eps = "1e-06", .rope_theta = "1000000",
+        .is_draft = is_draft, .num_target_layers = Q3_TARGET_LAYERS, .block_size = 16,
+        .mask_token_id = Q3_VOCAB - 1,
+        .n_layer_ids = 5, .target_layer_ids = {1, 2, 4, 6, 7},
+    };
+    return c;
+}
+
+/* Tied embeddings: the logits are norm(h) . embed_tokens rows, so the
+ * token just read, still in the residual stream, would win every time with
+ * the random set's scales (the output repeats its last token). Here the
+ * embeddings are small (RMS Q3_EMBED) and the layers write more (Q3_OUT), so
+ * the ten layers' updates, not the input row, decide the next token. */
+#define Q3_EMBED 0.25
+#define Q3_OUT 1.5
+
+static void q3_build_target(TensorList *tl, const Config *c) {
+    int V = c->vocab_size, D = c->hidden_size;
+    LayerScales s = {RND_IN, Q3_OUT, RND_NORM_NOISE, RND_QK};
+    add_tensor(tl, "model.embed_tokens.weight", V, D, 0.0, Q3_EMBED * sqrt_newton(3.0)); /* (V, D), also lm_head */
+    for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "model.", l, s);
+    add_tensor(tl, "model.norm.weight", D, 0, 1.0, RND_NORM_NOISE);                   /* (D) */
+}
+
+/* config.json as published Qwen3 / DFlash configs write it (sorted keys) */
+static int q3_write_config(const char *path, const Config *c) {
+    Text t = {0};
+    text_add(&t, "{\n  \"architectures\": [\"%s\"],\n", c->is_draft ? "DFlashDraftModel" : "Qwen3ForCausalLM");
+    text_add(&t, "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n");
+    if (c->is_draft) text_add(&t, "  \"auto_map\": {\"AutoModel\": \"dflash.DFlashDraftModel\"},\n");
+    if (c->is_draft) text_add(&t, "  \"block_size\": %d,\n", c->block_size);
+    text_add(&t, "  \"bos_token_id\": %d,\n", Q3_EOS2);
+    if (c->is_draft) {
+        text_add(&t, "  \"dflash_config\": {\"mask_token_id\": %d, \"target_layer_ids\": [", c->mask_token_id);
+        for (int i = 0; i < c->n_layer_ids; i++) text_add(&t, "%s%d", i ? ", " : "", c->target_layer_ids[i]);
+        text_add(&t, "]},\n  \"dtype\": \"bfloat16\",\n");
+    }
+    text_add(&t, "  \"eos_token_id\": %d,\n", Q3_EOS);
+    text_add(&t, "  \"head_dim\": %d,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->head_dim, c->hidden_size);
+    text_add(&t, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n", c->intermediate_size);
+    text_add(&t, "  \"layer_types\": [");
+    for (int i = 0; i < c->num_hidden_layers; i++) text_add(&t, "%s\"full_attention\"", i ? ", " : "");
+    text_add(&t, "],\n  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+    text_add(&t, "  \"max_window_layers\": %d,\n  \"model_type\": \"qwen3\",\n", c->num_hidden_layers);
+    text_add(&t, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n", c->num_attention_heads,
+             c->num_hidden_layers);
+    text_add(&t, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
+    if (c->is_draft) text_add(&t, "  \"num_target_layers\": %d,\n", c->num_target_layers);
+    text_add(&t, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n", c->rms_norm_eps,
+             c->rope_theta);
+    text_add(&t, "  \"sliding_window\": null,\n  \"tie_word_embeddings\": %s,\n", c->is_draft ? "false" : "true");
+    if (!c->is_draft) text_add(&t, "  \"torch_dtype\": \"bfloat16\",\n");
+    text_add(&t, "  \"transformers_version\": \"4.57.1\",\n  \"use_cache\": true,\n  \"use_sliding_window\": false,\n");
+    text_add(&t, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+static int q3_write_generation_config(const char *path) {
+    Text t = {0};
+    text_add(&t, "{\n  \"bos_token_id\": %d,\n  \"do_sample\": false,\n  \"eos_token_id\": [%d, %d],\n"
+                 "  \"pad_token_id\": %d,\n  \"transformers_version\": \"4.57.1\"\n}\n",
+             Q3_EOS2, Q3_EOS, Q3_EOS2, Q3_EOS2);
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+/* tokenizer.json: a Hugging Face byte-level BPE tokenizer over the 64 ids,
+ * as Qwen's is written: model.vocab maps each token's byte-level string
+ * (every byte b shown as GPT-2's bytes_to_unicode(b): "\xc4\xa0" is U+0120
+ * "Ġ", standing for the byte 0x20, a space) to its id; the special tokens
+ * are added_tokens, outside model.vocab. Ids 61 and 62 are the two bytes of
+ * "é" (0xC3, 0xA9) on their own, so decoding must join bytes, not
+ * characters. Merges are left empty: the program only decodes. */
+static const char *const Q3_TOKENS[Q3_VOCAB] = {
+    "The", "\xc4\xa0" "cat", "\xc4\xa0" "sat", NULL /* 3 <|im_end|> */, NULL /* 4 <|endoftext|> */,
+    "\xc4\xa0" "on", "\xc4\xa0" "the", "\xc4\xa0" "mat", ".", "\xc4\xa0" "A", "\xc4\xa0" "dog", "\xc4\xa0" "saw",
+    "\xc4\xa0" "one", "\xc4\xa0" "red", "\xc4\xa0" "bird", "\xc4\x8a", "\xc4\xa0" "She", "\xc4\xa0" "reads",
+    "\xc4\xa0" "every", "\xc4\xa0" "day", ",", "\xc4\xa0" "We", "\xc4\xa0" "like", "\xc4\xa0" "green",
+    "\xc4\xa0" "tea", "!", "\xc4\xa0" "It", "\xc4\xa0" "is", "\xc4\xa0" "very", "\xc4\xa0" "cold", "\xc4\xa0" "My",
+    "\xc4\xa0" "fish", "\xc4\xa0" "can", "\xc4\xa0" "swim", "\xc4\xa0" "fast", "\xc4\xa0" "caf\xc3\x83\xc2\xa9",
+    "\xc4\xa0" "na\xc3\x83\xc2\xafve", "\xc4\xa0\xc3\xa2\xc4\xa2\xc4\xb6", "\xc4\xa0\xc3\xb0\xc5\x81\xc4\xbb\xc4\xa4",
+    "\xc4\x89", "\xc4\xa0", "ing", "ed", "\xc4\xa0" "and", "\xc4\xa0" "or", "\xc4\xa0" "not", "\xc4\xa0" "in",
+    "\xc4\xa0" "a", "\xc4\xa0" "box", "\xc4\xa0" "to", "\xc4\xa0" "of", "\xc4\xa0" "he", "\xc4\xa0" "she",
+    "\xc4\xa0" "it", "\xc4\xa0" "we", "\xc4\xa0" "they", "\xc4\xa0" "you", "\xc4\xa0" "I", "?", "\xc4\xa0" "yes",
+    "\xc4\xa0" "no", "\xc3\x83", "\xc2\xa9", NULL /* 63 <|mask|> */,
+};
+
+static int q3_write_tokenizer(const char *path) {
+    static const struct { int id; const char *content; } ADDED[3] = {
+        {Q3_EOS, "<|im_end|>"}, {Q3_EOS2, "<|endoftext|>"}, {Q3_VOCAB - 1, "<|mask|>"}};
+    Text t = {0};
+    text_add(&t, "{\n  \"version\": \"1.0\",\n  \"truncation\": null,\n  \"padding\": null,\n  \"added_tokens\": [");
+    for (int i = 0; i < 3; i++)
+        text_add(&t, "%s\n    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
+                     "\"rstrip\": false, \"normalized\": false, \"special\": true}", i ? "," : "", ADDED[i].id,
+                 ADDED[i].content);
+    text_add(&t, "\n  ],\n  \"normalizer\": {\"type\": \"NFC\"},\n  \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
+                 "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": true},\n"
+                 "  \"post_processor\": null,\n  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
+                 "\"trim_offsets\": false, \"use_regex\": true},\n  \"model\": {\n    \"type\": \"BPE\",\n"
+                 "    \"dropout\": null,\n    \"unk_token\": null,\n    \"byte_fallback\": false,\n    \"vocab\": {");
+    int first = 1;
+    for (int i = 0; i < Q3_VOCAB; i++) {
+        if (!Q3_TOKENS[i]) continue;
+        text_add(&t, "%s\n      \"%s\": %d", first ? "" : ",", Q3_TOKENS[i], i);
+        first = 0;
+    }
+    text_add(&t, "\n    },\n    \"merges\": []\n  }\n}\n");
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+static int q3_main(const char *outdir, int f32) {
+    Config tc = q3_config(0), dc = q3_config(1);
+    target_tensors.set = draft_tensors.set = "qwen3-layout";
+    q3_build_target(&target_tensors, &tc);
+    build_random_draft(&draft_tensors, &dc);
+    char tdir[4096], ddir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
+    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
+    if (join(path, sizeof path, tdir, "config.json") || q3_write_config(path, &tc)) return 1;
+    if (join(path, sizeof path, tdir, "generation_config.json") || q3_write_generation_config(path)) return 1;
+    if (join(path, sizeof path, tdir, "tokenizer.json") || q3_write_tokenizer(path)) return 1;
+    /* two shards: embed_tokens + layers 0..4 (1 + 5 x 11 tensors), the rest */
+    static const char *const SHARD[2] = {"model-00001-of-00002.safetensors", "model-00002-of-00002.safetensors"};
+    int split = 1 + Q3_SHARD1_LAYERS * 11;
+    size_t bytes[2];
+    if (join(path, sizeof path, tdir, SHARD[0]) ||
+        write_safetensors_part(path, &target_tensors, &tc, 0, split, !f32, f32, &bytes[0]))
+        return 1;
+    if (join(path, sizeof path, tdir, SHARD[1]) ||
+        write_safetensors_part(path, &target_tensors, &tc, split, target_tensors.n - split, !f32, f32, &bytes[1]))
+        return 1;
+    Text ix = {0};
+    text_add(&ix, "{\n  \"metadata\": {\n    \"total_size\": %zu\n  },\n  \"weight_map\": {\n", bytes[0] + bytes[1]);
+    for (int i = 0; i < target_tensors.n; i++)
+        text_add(&ix, "    \"%s\": \"%s\"%s\n", target_tensors.t[i].name, SHARD[i >= split],
+                 i + 1 < target_tensors.n ? "," : "");
+    text_add(&ix, "  }\n}\n");
+    int rc = join(path, sizeof path, tdir, "model.safetensors.index.json") || write_text_file(path, &ix);
+    free(ix.s);
+    if (rc) return 1;
+    if (join(path, sizeof path, ddir, "config.json") || q3_write_config(path, &dc)) return 1;
+    if (join(path, sizeof path, ddir, "model.safetensors") ||
+        write_safetensors_part(path, &draft_tensors, &dc, 0, draft_tensors.n, !f32, f32, NULL))
+        return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc >= 3 && strcmp(argv[1], "qwen3-layout") == 0 &&
+        (argc == 3 || (argc == 4 && strcmp(argv[3], "f32") == 0)))
+        return q3_main(argv[2], argc == 4);
     if (argc != 3 || (strcmp(argv[1], "random") != 0 && strcmp(argv[1], "walkthrough") != 0)) {
-        fprintf(stderr, "usage: %s random|walkthrough OUTDIR\n", argv[0]);
+        fprintf(stderr, "usage: %s random|walkthrough OUTDIR\n       %s qwen3-layout OUTDIR [f32]\n", argv[0], argv[0]);
         return 1;
     }
     const char *set = argv[1], *outdir = argv[2];

@@ -47,7 +47,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             /* what safetensors_load relies on: every tensor inside the file */
             for (int j = 0; j < n_specs[k]; j++)
                 if (!specs[k][j].found || start + (size_t)specs[k][j].end > size ||
-                    specs[k][j].end - specs[k][j].begin != spec_numel(&specs[k][j]) * 4)
+                    specs[k][j].end - specs[k][j].begin != spec_numel(&specs[k][j]) * ST_READ_SIZES[specs[k][j].dtype])
                     abort();
         } else if (!dflash_errmsg[0]) {
             abort();  /* a refusal always comes with a message (main prints

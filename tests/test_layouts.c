@@ -1,0 +1,427 @@
+/* tests/test_layouts.c - published checkpoint layouts (issue 13).
+ *
+ * On toy_weights/qwen3-layout (BF16, the target in two shards behind
+ * model.safetensors.index.json, tied embeddings, head_dim != hidden/heads,
+ * GQA 4:1, block size 16, 5 target layer ids, mask id = vocab_size - 1,
+ * generation_config.json):
+ *   - the loader sees the layout the configs describe (tied lm_head is the
+ *     embedding matrix itself, the layer ids, the stop ids);
+ *   - every loaded weight is a BF16 value (its low 16 bits are zero);
+ *   - BF16 and F16 widening give the values the formats define (checked on
+ *     bit patterns worked out by hand);
+ *   - lossless: greedy DFlash gives the target-only greedy tokens at block
+ *     sizes 16, 8, 3 and 1;
+ *   - an F32 copy of the same (BF16-representable) values, in the same
+ *     shards, gives the same weights and a byte-identical trace.
+ *   - tokenizer.json decodes output ids to text (GPT-2's byte table, bytes
+ *     joined across tokens); without it (and without vocab.txt) the output
+ *     is the ids.
+ * Needs `make weights` (toy_weights/qwen3-layout) and ./dflash, ./toy_weights/gen. */
+#include "../dflash.c"
+#include "../load.c"
+#include "testutil.h"
+
+#define Q3 "toy_weights/qwen3-layout"
+
+static void load_q3(const char *set, Model *t, Model *d) {
+    char p[600];
+    snprintf(p, sizeof p, "%s/target", set);
+    if (model_load(t, p, 0) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+    snprintf(p, sizeof p, "%s/draft", set);
+    if (model_load(d, p, 1) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+}
+
+/* every weight array of a model, with its element count */
+typedef struct { const real *p; size_t n; } Arr;
+
+static int model_arrays(const Model *m, Arr *a) {
+    const Config *c = &m->cfg;
+    size_t D = (size_t)c->hidden_size, I = (size_t)c->intermediate_size, d = (size_t)c->head_dim;
+    size_t qd = (size_t)c->num_attention_heads * d, kvd = (size_t)c->num_key_value_heads * d;
+    int n = 0;
+    if (!c->is_draft) a[n++] = (Arr){m->embed_tokens, (size_t)c->vocab_size * D};
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const LayerWeights *w = &m->layers[l];
+        a[n++] = (Arr){w->input_layernorm, D};
+        a[n++] = (Arr){w->q_proj, qd * D};
+        a[n++] = (Arr){w->k_proj, kvd * D};
+        a[n++] = (Arr){w->v_proj, kvd * D};
+        a[n++] = (Arr){w->o_proj, D * qd};
+        a[n++] = (Arr){w->q_norm, d};
+        a[n++] = (Arr){w->k_norm, d};
+        a[n++] = (Arr){w->post_attention_layernorm, D};
+        a[n++] = (Arr){w->gate_proj, I * D};
+        a[n++] = (Arr){w->up_proj, I * D};
+        a[n++] = (Arr){w->down_proj, D * I};
+    }
+    a[n++] = (Arr){m->norm, D};
+    if (c->is_draft) {
+        a[n++] = (Arr){m->fc, D * (size_t)c->n_target_layer_ids * D};
+        a[n++] = (Arr){m->hidden_norm, D};
+    }
+    return n;
+}
+
+static void test_layout_as_configured(void **state) {
+    (void)state;
+    Model t, d;
+    load_q3(Q3, &t, &d);
+    /* the shapes a published pair has, scaled down */
+    assert_int_equal(t.cfg.head_dim, 32);
+    assert_int_not_equal(t.cfg.head_dim * t.cfg.num_attention_heads, t.cfg.hidden_size);
+    assert_int_equal(t.cfg.num_attention_heads / t.cfg.num_key_value_heads, 4);
+    assert_int_equal(d.cfg.block_size, 16);
+    assert_int_equal(d.cfg.mask_token_id, t.cfg.vocab_size - 1);
+    /* target_layer_ids as build_target_layer_ids(10, 5) gives them: 1 + i * 6/4
+     * = 1, 2.5, 4, 5.5, 7, and Python's round() takes ties to the even side */
+    static const int want_ids[5] = {1, 2, 4, 6, 7};
+    assert_int_equal(d.cfg.n_target_layer_ids, 5);
+    assert_memory_equal(d.cfg.target_layer_ids, want_ids, sizeof want_ids);
+    int built[5];
+    build_target_layer_ids(10, 5, built);
+    assert_memory_equal(built, want_ids, sizeof want_ids);
+    /* tied: lm_head is the embedding matrix, not a copy */
+    assert_true(t.tied);
+    assert_ptr_equal(t.lm_head, t.embed_tokens);
+    assert_false(d.tied);
+    /* every tensor was BF16: all widened into Model.data, no mapping kept */
+    assert_int_equal(t.n_maps, 0);
+    assert_int_equal(d.n_maps, 0);
+    /* stop ids: generation_config.json ([3, 4]) wins over config.json (3) */
+    assert_int_equal(t.cfg.n_eos, 1);
+    assert_int_equal(t.cfg.eos_token_id[0], 3);
+    int ids[DFLASH_MAX_STOP], n = -1;
+    char from[4200];
+    assert_int_equal(stop_ids_default(Q3 "/target", &t, ids, &n, from, sizeof from), 0);
+    assert_int_equal(n, 2);
+    assert_int_equal(ids[0], 3);
+    assert_int_equal(ids[1], 4);
+    assert_non_null(strstr(from, "generation_config.json"));
+    model_free(&t);
+    model_free(&d);
+}
+
+/* Without generation_config.json the target config.json's eos_token_id is
+ * the default; with neither, none (main then falls back to "<eos>"). */
+static void test_stop_id_fallbacks(void **state) {
+    (void)state;
+    Model t, d;
+    char *dir = tu_load_tiny_pair(&t, &d);  /* no eos_token_id anywhere */
+    int ids[DFLASH_MAX_STOP], n = -1;
+    char from[4200] = "";
+    assert_int_equal(stop_ids_default(tu_path(dir, "target"), &t, ids, &n, from, sizeof from), 0);
+    assert_int_equal(n, 0);
+    /* a generation_config.json without eos_token_id: config.json's (none) */
+    tu_write_text(tu_path(dir, "target/generation_config.json"), "{\"do_sample\": false}");
+    assert_int_equal(stop_ids_default(tu_path(dir, "target"), &t, ids, &n, from, sizeof from), 0);
+    assert_int_equal(n, 0);
+    t.cfg.n_eos = 1;  /* as if config.json said "eos_token_id": 4 */
+    t.cfg.eos_token_id[0] = 4;
+    assert_int_equal(stop_ids_default(tu_path(dir, "target"), &t, ids, &n, from, sizeof from), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 4);
+    assert_non_null(strstr(from, "config.json"));
+    assert_null(strstr(from, "generation_config"));
+    tu_write_text(tu_path(dir, "target/generation_config.json"), "{\"eos_token_id\": 2}");
+    assert_int_equal(stop_ids_default(tu_path(dir, "target"), &t, ids, &n, from, sizeof from), 0);
+    assert_int_equal(n, 1);
+    assert_int_equal(ids[0], 2);
+    model_free(&t);
+    model_free(&d);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* A BF16 value is the top half of an F32: widened, its low 16 bits are 0. */
+static void test_weights_are_bf16_values(void **state) {
+    (void)state;
+    Model t, d;
+    load_q3(Q3, &t, &d);
+    Arr a[160];
+    const Model *ms[2] = {&t, &d};
+    size_t checked = 0;
+    for (int k = 0; k < 2; k++) {
+        int n = model_arrays(ms[k], a);
+        for (int j = 0; j < n; j++)
+            for (size_t i = 0; i < a[j].n; i++) {
+                float x = (float)a[j].p[i];
+                uint32_t u;
+                memcpy(&u, &x, 4);
+                if (u & 0xffffu) fail_msg("array %d element %zu: %.9g is not a BF16 value", j, i, (double)x);
+                checked++;
+            }
+    }
+    assert_true(checked > 1000000 / 2);  /* the whole pair, about 0.9M weights */
+    model_free(&t);
+    model_free(&d);
+}
+
+/* Bit patterns and their values, from the formats' definitions:
+ * BF16 = sign, 8-bit exponent (bias 127), 7-bit mantissa;
+ * F16 = sign, 5-bit exponent (bias 15), 10-bit mantissa, subnormals
+ * mantissa x 2^-24. */
+static void test_widening_bit_patterns(void **state) {
+    (void)state;
+    assert_true(bf16_to_float(0x3f80) == 1.0f);
+    assert_true(bf16_to_float(0xc000) == -2.0f);
+    assert_true(bf16_to_float(0x3f81) == 1.0f + 1.0f / 128);          /* one mantissa step */
+    assert_true(bf16_to_float(0x4049) == 3.140625f);                  /* 1.5703125 x 2 */
+    assert_true(bf16_to_float(0x0001) == ldexpf(1.0f, -133));         /* smallest subnormal */
+    assert_true(bf16_to_float(0x8000) == 0.0f && signbit(bf16_to_float(0x8000)));
+    assert_true(f16_to_float(0x3c00) == 1.0f);
+    assert_true(f16_to_float(0xc000) == -2.0f);
+    assert_true(f16_to_float(0x3555) == 0.333251953125f);             /* 1365/4096 */
+    assert_true(f16_to_float(0x7bff) == 65504.0f);                    /* largest finite */
+    assert_true(f16_to_float(0xfbff) == -65504.0f);
+    assert_true(f16_to_float(0x0001) == ldexpf(1.0f, -24));           /* smallest subnormal */
+    assert_true(f16_to_float(0x03ff) == 1023.0f * ldexpf(1.0f, -24)); /* largest subnormal */
+    assert_true(f16_to_float(0x0400) == ldexpf(1.0f, -14));           /* smallest normal */
+    assert_true(f16_to_float(0x8000) == 0.0f && signbit(f16_to_float(0x8000)));
+    /* finite checks: Inf and NaN in both formats are refused by st_elem */
+    unsigned char b[2];
+    int fin;
+    const uint16_t bad[4] = {0x7f80, 0xff81, 0x7c00, 0xfe00};
+    const int dt[4] = {ST_BF16, ST_BF16, ST_F16, ST_F16};
+    for (int k = 0; k < 4; k++) {
+        b[0] = (unsigned char)bad[k];
+        b[1] = (unsigned char)(bad[k] >> 8);
+        (void)st_elem(b, dt[k], 0, &fin);
+        assert_false(fin);
+    }
+    b[0] = 0x80, b[1] = 0x3f;  /* BF16 1.0 */
+    assert_true(st_elem(b, ST_BF16, 0, &fin) == 1.0f && fin);
+    b[0] = 0x00, b[1] = 0x3c;  /* F16 1.0 */
+    assert_true(st_elem(b, ST_F16, 0, &fin) == 1.0f && fin);
+}
+
+/* Greedy DFlash must give exactly the target-only greedy tokens. */
+static void test_lossless_block_sizes(void **state) {
+    (void)state;
+    Model t, d;
+    load_q3(Q3, &t, &d);
+    static const int prompts[3][4] = {{5, 6, 7, 0}, {33, 34, 35, 36}, {3, 62, 1, 0}};
+    static const int plen[3] = {3, 4, 3};
+    static const int blocks[4] = {16, 8, 3, 1};
+    int rounds_with_acceptance = 0;
+    for (int pi = 0; pi < 3; pi++) {
+        GenParams p = {0};
+        p.max_new_tokens = 40;
+        p.block_size = 1;
+        GenResult ar = {0};
+        assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
+        assert_int_equal(ar.n_output, plen[pi] + 40);
+        for (int bi = 0; bi < 4; bi++) {
+            p.block_size = blocks[bi];
+            GenResult r = {0};
+            assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
+            assert_int_equal(r.n_output, ar.n_output);
+            assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
+            for (int k = 0; k < r.n_rounds; k++) rounds_with_acceptance += r.rounds[k].acceptance_length > 0;
+            gen_result_free(&r);
+        }
+        gen_result_free(&ar);
+    }
+    print_message("     rounds with accepted draft tokens: %d\n", rounds_with_acceptance);
+    model_free(&t);
+    model_free(&d);
+}
+
+/* the same values as F32 (the generator rounds to BF16, then writes F32,
+ * same shards and index): the same weights, byte-identical traces (and
+ * the F32 weights are used in place from the mapping) */
+static int sh(const char *cmd) {
+    int rc = system(cmd);
+    return rc;
+}
+
+static void compare_dirs(const char *a, const char *b) {
+    DIR *d = opendir(a);
+    assert_non_null(d);
+    struct dirent *e;
+    int files = 0;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        char pa[1200], pb[1200];
+        snprintf(pa, sizeof pa, "%s/%s", a, e->d_name);
+        snprintf(pb, sizeof pb, "%s/%s", b, e->d_name);
+        size_t la = 0, lb = 0;
+        char *xa = tu_read(pa, &la), *xb = tu_read(pb, &lb);
+        if (!xb) fail_msg("%s: only in %s", e->d_name, a);
+        if (la != lb || memcmp(xa, xb, la) != 0) fail_msg("%s differs between %s and %s", e->d_name, a, b);
+        free(xa);
+        free(xb);
+        files++;
+    }
+    closedir(d);
+    assert_int_equal(files, tu_count_entries(b));
+    assert_true(files > 100);
+}
+
+static void test_f32_copy_same_trace(void **state) {
+    (void)state;
+    char *tmp = tu_tmpdir();
+    assert_non_null(tmp);
+    char cmd[2000], set[600];
+    snprintf(set, sizeof set, "%s/f32", tmp);
+    snprintf(cmd, sizeof cmd, "./toy_weights/gen qwen3-layout %s f32 > /dev/null", set);
+    assert_int_equal(sh(cmd), 0);
+    /* the F32 copy: F32 shards behind the same index */
+    size_t len = 0;
+    char *hdr = tu_read(tu_path(set, "target/model-00001-of-00002.safetensors"), &len);
+    assert_non_null(hdr);
+    assert_true(len > 200);
+    assert_non_null(strstr(hdr + 8, "\"F32\""));
+    assert_null(strstr(hdr + 8, "\"BF16\""));
+    free(hdr);
+
+    Model t1, d1, t2, d2;
+    load_q3(Q3, &t1, &d1);
+    load_q3(set, &t2, &d2);
+    assert_true(t2.n_maps > 0);  /* F32: used in place from the mapping */
+    Arr a1[160], a2[160];
+    const Model *m1[2] = {&t1, &d1}, *m2[2] = {&t2, &d2};
+    for (int k = 0; k < 2; k++) {
+        int n1 = model_arrays(m1[k], a1), n2 = model_arrays(m2[k], a2);
+        assert_int_equal(n1, n2);
+        for (int j = 0; j < n1; j++) assert_memory_equal(a1[j].p, a2[j].p, sizeof(real) * a1[j].n);
+    }
+    model_free(&t1);
+    model_free(&d1);
+    model_free(&t2);
+    model_free(&d2);
+
+    static const char *const blocks[2] = {"16", "3"};
+    for (int k = 0; k < 2; k++) {
+        snprintf(cmd, sizeof cmd,
+                 "./dflash --weights " Q3 " --ids 5,6,7 --max-new-tokens 12 --block-size %s --trace %s/tb > %s/ob && "
+                 "./dflash --target %s/target --draft %s/draft --ids 5,6,7 --max-new-tokens 12 --block-size %s "
+                 "--trace %s/tf > %s/of",
+                 blocks[k], tmp, tmp, set, set, blocks[k], tmp, tmp);
+        assert_int_equal(sh(cmd), 0);
+        compare_dirs(tu_path(tmp, "tb"), tu_path(tmp, "tf"));
+        size_t l1, l2;
+        char *o1 = tu_read(tu_path(tmp, "ob"), &l1), *o2 = tu_read(tu_path(tmp, "of"), &l2);
+        assert_non_null(o1);
+        assert_non_null(o2);
+        assert_string_equal(o1, o2);
+        free(o1);
+        free(o2);
+        snprintf(cmd, sizeof cmd, "rm -rf %s/tb %s/tf", tmp, tmp);
+        assert_int_equal(sh(cmd), 0);
+    }
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* Output text. The set's tokenizer.json decodes: ids 0 1 2 are the
+ * byte-level strings "The", "\xc4\xa0cat", "\xc4\xa0sat" ("\xc4\xa0" is
+ * U+0120, GPT-2's stand-in for the space byte), 61 and 62 are "\xc3\x83"
+ * (U+00C3, the byte 0xC3) and "\xc2\xa9" (U+00A9, the byte 0xA9), which
+ * together are the UTF-8 of "é"; 3 is the added token "<|im_end|>".
+ * Without tokenizer.json (and no vocab.txt) the output is the ids. */
+static void test_cli_output_text_and_ids(void **state) {
+    (void)state;
+    char *tmp = tu_tmpdir();
+    assert_non_null(tmp);
+    char cmd[1600];
+    snprintf(cmd, sizeof cmd, "./dflash --weights " Q3 " --ids 0,1,2,61,62,15,3,9 --max-new-tokens 0 > %s/o", tmp);
+    assert_int_equal(sh(cmd), 0);
+    char *o = tu_read(tu_path(tmp, "o"), NULL);
+    assert_non_null(o);
+    assert_true(strncmp(o, "The cat sat\xc3\xa9\n<|im_end|> A\n", strlen("The cat sat\xc3\xa9\n<|im_end|> A\n")) == 0);
+    free(o);
+    /* a copy without tokenizer.json: 40 tokens as ids; the text line is
+     * the --print-ids line less a trailing stop id (3 or 4, from
+     * generation_config.json) */
+    snprintf(cmd, sizeof cmd, "cp -r " Q3 " %s/set && rm %s/set/target/tokenizer.json && "
+             "./dflash --target %s/set/target --draft %s/set/draft --ids 5,6,7 --max-new-tokens 40 --print-ids > %s/o",
+             tmp, tmp, tmp, tmp, tmp);
+    assert_int_equal(sh(cmd), 0);
+    o = tu_read(tu_path(tmp, "o"), NULL);
+    assert_non_null(o);
+    char *nl = strchr(o, '\n');
+    assert_non_null(nl);
+    *nl = 0;
+    char *ids = nl + 1, *nl2 = strchr(ids, '\n');
+    assert_non_null(nl2);
+    *nl2 = 0;
+    size_t tl = strlen(o), il = strlen(ids);
+    assert_true(il >= tl);
+    assert_memory_equal(o, ids, tl);
+    const char *rest = ids + tl;
+    assert_true(strcmp(rest, "") == 0 || strcmp(rest, " 3") == 0 || strcmp(rest, " 4") == 0);
+    assert_true(strncmp(o, "5 6 7 ", 6) == 0);
+    free(o);
+    tu_rmtree(tmp);
+    free(tmp);
+}
+
+/* GPT-2's byte table: the 68 bytes that are not printable Latin-1 map to
+ * U+0100.. in byte order: 0x00 -> U+0100, 0x20 (space) -> U+0120,
+ * 0x0a -> U+010A, 0x7f -> U+0121, 0xad -> U+0143; printable ones map to
+ * themselves. */
+static void test_byte_table(void **state) {
+    (void)state;
+    assert_int_equal(byte_of_codepoint(0x100), 0x00);
+    assert_int_equal(byte_of_codepoint(0x10a), 0x0a);
+    assert_int_equal(byte_of_codepoint(0x120), 0x20);
+    assert_int_equal(byte_of_codepoint(0x121), 0x7f);
+    assert_int_equal(byte_of_codepoint(0x143), 0xad);
+    assert_int_equal(byte_of_codepoint('A'), 'A');
+    assert_int_equal(byte_of_codepoint(0xe9), 0xe9);
+    assert_int_equal(byte_of_codepoint(0x20), -1);   /* space itself is not a byte character */
+    assert_int_equal(byte_of_codepoint(0x144), -1);  /* past the 68 */
+    int seen[256] = {0};
+    for (unsigned cp = 0; cp < 0x200; cp++) {
+        int b = byte_of_codepoint(cp);
+        if (b >= 0) seen[b]++;
+    }
+    for (int b = 0; b < 256; b++) assert_int_equal(seen[b], 1);  /* a bijection onto the 256 bytes */
+}
+
+/* The other two sets too, at the same block sizes (16 is four times
+ * their trained block; tests/test_core.c covers the random set at 1..8). */
+static void test_lossless_other_sets(void **state) {
+    (void)state;
+    static const char *const SETS[2] = {"toy_weights/walkthrough", "toy_weights/random"};
+    static const int prompts[2][3] = {{2, 3, 4}, {12, 13, 0}};
+    static const int plen[2] = {3, 2};
+    static const int blocks[4] = {16, 8, 3, 1};
+    for (int si = 0; si < 2; si++) {
+        Model t, d;
+        load_q3(SETS[si], &t, &d);
+        for (int pi = 0; pi < 2; pi++) {
+            GenParams p = {0};
+            p.max_new_tokens = tu_quick() ? 6 : 12;
+            p.block_size = 1;
+            GenResult ar = {0};
+            assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
+            for (int bi = 0; bi < 4; bi++) {
+                p.block_size = blocks[bi];
+                GenResult r = {0};
+                assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
+                assert_int_equal(r.n_output, ar.n_output);
+                assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
+                gen_result_free(&r);
+            }
+            gen_result_free(&ar);
+        }
+        model_free(&t);
+        model_free(&d);
+    }
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_layout_as_configured),
+        cmocka_unit_test(test_stop_id_fallbacks),
+        cmocka_unit_test(test_weights_are_bf16_values),
+        cmocka_unit_test(test_widening_bit_patterns),
+        cmocka_unit_test(test_lossless_block_sizes),
+        cmocka_unit_test(test_lossless_other_sets),
+        cmocka_unit_test(test_f32_copy_same_trace),
+        cmocka_unit_test(test_cli_output_text_and_ids),
+        cmocka_unit_test(test_byte_table),
+    };
+    return cmocka_run_group_tests_name("layouts: qwen3-layout (BF16, shards, tied, block 16)", tests, NULL, NULL);
+}
