@@ -237,8 +237,9 @@ static void install_signal_handlers(void) {
 /* Every write to stdout so far, and its flush: -1 with dflash_errmsg. */
 static int check_stdout(void) {
     errno = 0;
-    if (fflush(stdout) == 0 && !ferror(stdout)) return 0;
-    dflash_set_error("cannot write to standard output: %s", errno ? strerror(errno) : "a write failed");
+    int flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return 0;
+    dflash_set_error("cannot write to standard output: %s", !flushed && errno ? strerror(errno) : "an earlier write failed");
     return -1;
 }
 
