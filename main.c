@@ -260,21 +260,35 @@ static int file_exists(const char *path) {
     return f != NULL;
 }
 
-static int run(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "diff") == 0) return trace_diff_main(argc - 1, argv + 1);
+/* Every return of main goes through here: every write to stdout (dflash,
+ * diff, bench, --help) and the last flush must have worked; a failure is
+ * exit status 2 and one line (none more when rc is 2: one was printed). */
+static int finish(int rc) {
+    if (check_stdout() != 0) {
+        if (rc != 2) dflash_print_error("dflash", "");
+        rc = 2;
+    }
+    if (fflush(stderr) != 0 || ferror(stderr)) rc = 2;
+    return rc;
+}
+
+int main(int argc, char **argv) {
+    open_std_fds();
+    install_signal_handlers();
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(trace_diff_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
-        if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return 2; }
-        if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return 2; }
-        return 0;
+        if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
+        if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
+        return finish(0);
     }
     Args a;
     int pa = parse_args(argc, argv, &a);
-    if (pa < 0) { dflash_print_error("dflash", ""); return 2; }
-    if (pa == 1) { fputs(USAGE, stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
+    if (pa == 1) { fputs(USAGE, stdout); return finish(0); }
     if (!a.weights)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
-    if (check_output_paths(&a) != 0) { dflash_print_error("dflash", ""); return 2; }
+    if (check_output_paths(&a) != 0) { dflash_print_error("dflash", ""); return finish(2); }
     char path[4096], vocab_path[4096];
     Model target, draft;
     Vocab vocab;
@@ -381,19 +395,5 @@ fail:
     if (have_draft) model_free(&draft);
     model_free(&target);
     vocab_free(&vocab);
-    return rc;
-}
-
-int main(int argc, char **argv) {
-    open_std_fds();
-    install_signal_handlers();
-    int rc = run(argc, argv);
-    /* every write to stdout (dflash, diff, bench, --help), and the last
-     * flush, must have worked; a failure is exit status 2 and one line */
-    if (check_stdout() != 0) {
-        if (rc != 2) dflash_print_error("dflash", "");
-        rc = 2;
-    }
-    if (fflush(stderr) != 0 || ferror(stderr)) rc = 2;
-    return rc;
+    return finish(rc);
 }
