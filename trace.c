@@ -957,14 +957,15 @@ static int lock_acquire(Tracer *t) {
             restore_signals(&old);
             return -1;
         }
-        int err = 0, busy = 0, stale = 0;
-        int fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC, 0666);
+        int err = 0, busy = 0, stale = 0, foreign = 0;
+        int fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
         struct flock fl;
         memset(&fl, 0, sizeof fl);
         fl.l_type = F_WRLCK;
         fl.l_whence = SEEK_SET;
         struct stat a, b;
         if (fd < 0) err = errno;
+        else if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_size != 0) foreign = 1;  /* ours are empty */
         else if (fcntl(fd, F_SETLK, &fl) != 0) {
             if (errno == EACCES || errno == EAGAIN) busy = 1;
             else err = errno;
@@ -981,13 +982,18 @@ static int lock_acquire(Tracer *t) {
                     busy = 1;
             }
         }
-        if (err || busy || stale) {
+        if (err || busy || stale || foreign) {
             n_created = n_created - 1;  /* not ours to remove */
             free(created[n_created].path);
             if (fd >= 0) close(fd);
             fd = -1;
         }
         restore_signals(&old);
+        if (foreign) {
+            dflash_set_error("trace: %s exists and is not a dflash lock (an empty file); refusing to use "
+                             "or remove it", t->lock_path);
+            return -1;
+        }
         if (busy) {
             dflash_set_error("trace: another dflash run is writing the trace directory %s (it holds the lock "
                              "%s); wait for it to finish, or choose another directory", t->dir, t->lock_path);
@@ -1030,6 +1036,10 @@ static int text_open(Tracer *t, const char *text_path) {
                 return -1;
             }
             return 0;
+        }
+        if (access(text_path, W_OK) != 0) {  /* a read-only file is not replaced behind its back */
+            dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
+            return -1;
         }
         mode = st.st_mode & 07777;
         t->text_final = realpath(text_path, NULL);

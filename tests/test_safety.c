@@ -593,6 +593,16 @@ static void test_second_tracer_same_process(void **state) {
     trace_discard(b);
     assert_only(t, ONLY);
     assert_true(tu_exists(tu_path(t, "tr/output_ids.npy")));
+    /* a file of the user's where the lock goes is neither used nor removed */
+    const char *dir2 = tu_path(t, "tr2");
+    tu_write_text(tu_path(t, "tr2.lock"), "mine\n");
+    assert_null(trace_open(dir2, NULL, NULL, 0));
+    assert_contains(dflash_errmsg, "not a dflash lock");
+    char *kept = tu_read(tu_path(t, "tr2.lock"), NULL);
+    assert_string_equal(kept, "mine\n");
+    free(kept);
+    static const char *const ONLY2[] = {"tr", "tr2.lock", NULL};
+    assert_only(t, ONLY2);
     done_scratch(t);
 }
 
