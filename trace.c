@@ -921,8 +921,8 @@ static void tracer_free(Tracer *t) {
         else unlink(created[i].path);
     }
     if (t->lock_fd >= 0) close(t->lock_fd);  /* after the unlink: see lock_acquire */
-    restore_signals(&old);
     created_forget(t, 0, t->tmp_dir);
+    restore_signals(&old);
     memcpy(dflash_errmsg, keep, sizeof keep);
     for (int k = 0; k < t->n_filters; k++) free(t->filters[k]);
     free(t->filters);
