@@ -249,7 +249,8 @@ sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-doubl
 # make memcheck: valgrind on ./dflash as built by `make`: the default run
 # (the walkthrough, 16 new tokens), the same run traced (--trace and
 # --trace-text), a traced random-set run with block size 5, dflash diff of
-# a trace with itself, dflash explore of that trace, and a refused input (exit 2, not valgrind's 1). Fails on any error and on any
+# a trace with itself, dflash explore of that trace, a refused input and an output that is an input
+# (exit 2, not valgrind's 1). Fails on any error and on any
 # definitely or indirectly lost byte. About a minute.
 VALGRIND = valgrind -q --error-exitcode=1 --leak-check=full --errors-for-leak-kinds=definite,indirect \
            --show-leak-kinds=definite,indirect
@@ -262,6 +263,8 @@ memcheck: dflash weights
 	$(VALGRIND) ./dflash diff build/memcheck/rand build/memcheck/rand > build/memcheck/diff.txt
 	$(VALGRIND) ./dflash explore build/memcheck/rand build/memcheck/rand.html --vocab toy_weights/random/vocab.txt
 	$(VALGRIND) ./dflash --prompt "The zebra" --trace build/memcheck/walk > /dev/null 2> build/memcheck/refused.txt; \
+	    test $$? = 2
+	$(VALGRIND) ./dflash --trace-text toy_weights/walkthrough/vocab.txt > /dev/null 2> build/memcheck/refused-output.txt; \
 	    test $$? = 2
 	@echo "memcheck: 0 errors, no definitely or indirectly lost bytes"
 

@@ -88,6 +88,20 @@ double now_seconds(void) {
  * 2. Kernels
  * ======================================================================== */
 
+/* check_finite: a forward's logits must be finite (NaN or Inf would be
+ * sampled as some token and the run would go on printing garbage). -1 with
+ * a message naming the tensor (its trace name), the phase and the round. */
+static int check_finite(const real *x, int rows, int cols, const char *phase, int round) {
+    for (size_t k = 0; k < (size_t)rows * (size_t)cols; k++) {
+        if (isfinite(x[k])) continue;
+        dflash_set_error("non-finite logits: %s%.0d.logits (phase %s, round %d) row %zu, token id %zu is %s; the "
+                         "weights and config overflow %s here", phase, round, phase, round, k / (size_t)cols,
+                         k % (size_t)cols, isnan(x[k]) ? "NaN" : x[k] > 0 ? "+Inf" : "-Inf", REAL_NAME);
+        return -1;
+    }
+    return 0;
+}
+
 /* matmul: out (T, n_out) = x (T, n_in) @ W^T, W (n_out, n_in) as stored by
  * nn.Linear (y = x W^T). xt is scratch of (n_in, LANES).
  *
@@ -883,6 +897,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     TRACE(trace, input_ids, "input_ids");
     trace_begin(trace, "prefill", 0);
     target_forward(target, &past_key_values_target, &tr, input_ids, n, n - 1, trace);
+    if (check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
     output_ids[n] = sample_row(tr.logits, V, p->temperature, &rng);
     TRACE(trace, &output_ids[n], "sampled");
     if (B > 1) {
@@ -909,6 +924,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         if (B > 1) {
             trace_begin(trace, "draft", round);
             draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, trace);
+            if (check_finite(dr.logits, B - 1, V, "draft", round) != 0) goto done;
             cache_crop(&past_key_values_draft, start);   /* keep context K/V only */
             for (int i = 1; i < B; i++) block[i] = argmax(dr.logits + (size_t)(i - 1) * V, V);  /* always greedy */
             TRACE(trace, block + 1, "sampled");
@@ -920,6 +936,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         double t_verify = now_seconds();
         trace_begin(trace, "verify", round);
         target_forward(target, &past_key_values_target, &tr, block, B, 0, trace);
+        if (check_finite(tr.logits, B, V, "verify", round) != 0) goto done;
         for (int i = 0; i < B; i++) posterior[i] = sample_row(tr.logits + (size_t)i * V, V, p->temperature, &rng);
         int acc = acceptance_length(block, posterior, B, ri->match, ri->cumprod);
         TRACE(trace, posterior, "sampled");
@@ -998,6 +1015,7 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     if (len < max_length) {
         target_forward(target, &cache, &tr, input_ids, n, n - 1, NULL);  /* AR runs are not traced */
         res->target_forwards++;
+        if (check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
         out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
     }
     res->seconds_prefill = now_seconds() - t0;
@@ -1005,6 +1023,7 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     while (len < max_length && !is_stop(p, out[len - 1])) {
         target_forward(target, &cache, &tr, &out[len - 1], 1, 0, NULL);
         res->target_forwards++;
+        if (check_finite(tr.logits, 1, V, "ar", len - n) != 0) goto done;
         out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
     }
     res->seconds_verify = now_seconds() - t0;

@@ -248,9 +248,20 @@ void trace_set_vocab(Tracer *t, const Vocab *v);
  * dflash_errmsg) when anything could not be written. */
 int trace_close(Tracer *t);
 /* Close the trace of a run that failed: writes nothing, deletes the partial
- * directory and the text trace file; an earlier trace stays. Frees t and
- * leaves dflash_errmsg as it was. */
+ * directory and the temporary text trace; the earlier trace and text trace
+ * stay as they were. Frees t and leaves dflash_errmsg as it was. */
 void trace_discard(Tracer *t);
+/* Refuse (-1, dflash_errmsg) output paths that are, or are inside, an input
+ * or each other: the trace directory dir and the text trace text_path
+ * ("-" and NULL are not checked) against each of inputs (a file, or a
+ * directory standing for the regular files directly inside it). Paths are
+ * compared resolved (symbolic links, "..") and by device and inode. */
+int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
+/* For a signal handler: removes every partial output of the open traces
+ * (their .partial directories, temporary text files, locks, the parent
+ * directories they made) with unlink() and rmdir() only. Async-signal-safe;
+ * the traces must not be used afterwards. */
+void trace_cleanup_on_signal(void);
 /* `dflash diff DIR_A DIR_B [--rtol R] [--atol A]`: argv[0] is "diff".
  * Returns the exit status: 0 all compared agree, 1 some differ, 2 bad input. */
 int trace_diff_main(int argc, char **argv);

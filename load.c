@@ -5,6 +5,7 @@
 #include "dflash.h"
 
 #include <errno.h>
+#include <float.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -97,6 +98,40 @@ static int cfg_double(const Json *root, const char *path, const char *key, doubl
     return 0;
 }
 
+/* The smallest normal number of the build's `real`: a smaller (or
+ * subnormal) rms_norm_eps would become 0 or lose its digits on conversion. */
+#ifdef DFLASH_DOUBLE
+#define REAL_MIN_NORMAL DBL_MIN
+#else
+#define REAL_MIN_NORMAL FLT_MIN
+#endif
+
+/* The config's reals as the computation will see them, in `real`. */
+static int config_check_reals(const Config *c, const char *path) {
+    if (!(c->rms_norm_eps >= REAL_MIN_NORMAL)) {
+        dflash_set_error("%s: field \"rms_norm_eps\": expected at least %g (the smallest normal %s; a smaller eps "
+                         "becomes 0 or loses its precision), got %g", path, (double)REAL_MIN_NORMAL, REAL_NAME,
+                         c->rms_norm_eps);
+        return -1;
+    }
+    return 0;
+}
+
+/* inv_freq = 1 / theta^(2i/d) as computed (rope_inv_freq), for every i of
+ * the head_dim: finite and normal, and the largest angle finite. */
+static int check_rope(const real *inv_freq, int head_dim, double theta, int max_pos, const char *path) {
+    for (int i = 0; i < head_dim / 2; i++) {
+        real f = inv_freq[i], angle = (real)(max_pos - 1) * f;
+        if (!isfinite(f) || !(f >= REAL_MIN_NORMAL) || !isfinite(angle)) {
+            dflash_set_error("%s: field \"rope_theta\": %g gives inv_freq[%d] = 1/theta^(%d/%d) = %g with head_dim %d, "
+                             "expected a finite nonzero %s", path, theta, i, 2 * i, head_dim, (double)f, head_dim,
+                             REAL_NAME);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 static int cfg_architecture(const Json *root, const char *path, const char *want) {
     const Json *a = json_get(root, "architectures");
     char got[96];
@@ -141,6 +176,7 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
         cfg_double(&root, path, "rms_norm_eps", 0, 1, &c->rms_norm_eps) ||
         cfg_double(&root, path, "rope_theta", 1, 1e30, &c->rope_theta))
         goto done;
+    if (config_check_reals(c, path) != 0) goto done;
     if (c->num_attention_heads % c->num_key_value_heads != 0) {
         dflash_set_error("%s: field \"num_attention_heads\": expected a multiple of num_key_value_heads (%d), "
                          "got %d", path, c->num_key_value_heads, c->num_attention_heads);
@@ -891,6 +927,8 @@ int model_load(Model *m, const char *dir, int expect_draft) {
         m->tied = 1;
     }
     rope_inv_freq(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta);
+    snprintf(path, sizeof path, "%s/config.json", dir);
+    if (check_rope(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta, m->cfg.max_position_embeddings, path) != 0) goto fail;
     free(specs);
     return 0;
 fail:
@@ -930,6 +968,28 @@ int check_pair(const Model *target, const Model *draft) {
 
 static int cmp_str(const void *a, const void *b) { return strcmp(*(const char *const *)a, *(const char *const *)b); }
 
+/* The Unicode White_Space characters beyond ASCII ("U+00A0 (NO-BREAK
+ * SPACE)"), or NULL: a token holding one prints as two words. s: a valid
+ * UTF-8 sequence of sl bytes. */
+static const char *unicode_space(const unsigned char *s, int sl) {
+    static const struct { uint32_t cp; const char *name; } SPACES[] = {
+        {0x85, "U+0085 (NEXT LINE)"}, {0xA0, "U+00A0 (NO-BREAK SPACE)"}, {0x1680, "U+1680 (OGHAM SPACE MARK)"},
+        {0x2000, "U+2000 (EN QUAD)"}, {0x2001, "U+2001 (EM QUAD)"}, {0x2002, "U+2002 (EN SPACE)"},
+        {0x2003, "U+2003 (EM SPACE)"}, {0x2004, "U+2004 (THREE-PER-EM SPACE)"},
+        {0x2005, "U+2005 (FOUR-PER-EM SPACE)"}, {0x2006, "U+2006 (SIX-PER-EM SPACE)"},
+        {0x2007, "U+2007 (FIGURE SPACE)"}, {0x2008, "U+2008 (PUNCTUATION SPACE)"}, {0x2009, "U+2009 (THIN SPACE)"},
+        {0x200A, "U+200A (HAIR SPACE)"}, {0x2028, "U+2028 (LINE SEPARATOR)"},
+        {0x2029, "U+2029 (PARAGRAPH SEPARATOR)"}, {0x202F, "U+202F (NARROW NO-BREAK SPACE)"},
+        {0x205F, "U+205F (MEDIUM MATHEMATICAL SPACE)"}, {0x3000, "U+3000 (IDEOGRAPHIC SPACE)"},
+    };
+    if (sl < 2) return NULL;
+    uint32_t cp = s[0] & (0x7F >> sl);
+    for (int b = 1; b < sl; b++) cp = cp << 6 | (s[b] & 0x3F);
+    for (size_t i = 0; i < sizeof SPACES / sizeof SPACES[0]; i++)
+        if (SPACES[i].cp == cp) return SPACES[i].name;
+    return NULL;
+}
+
 /* vocab_parse: text (len bytes + a NUL, malloc'd) becomes v's storage,
  * also on failure (then it is freed). */
 static int vocab_parse(Vocab *v, const char *path, char *text, size_t len) {
@@ -965,6 +1025,13 @@ static int vocab_parse(Vocab *v, const char *path, char *text, size_t len) {
             if (sl == 0 || (unsigned char)s[k] < 0x20 || s[k] == 0x7f) {
                 dflash_set_error("%s: line %d (token id %d): expected printable UTF-8, got byte 0x%02x at "
                                  "column %zu", path, i + 1, i, (unsigned char)s[k], k + 1);
+                vocab_free(v);
+                return -1;
+            }
+            const char *space = unicode_space((const unsigned char *)s + k, sl);
+            if (space) {
+                dflash_set_error("%s: line %d (token id %d) contains white space %s at column %zu (a token must be "
+                                 "one word a prompt can spell)", path, i + 1, i, space, k + 1);
                 vocab_free(v);
                 return -1;
             }

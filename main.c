@@ -4,11 +4,14 @@
 #include "dflash.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
+#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 
 /* --help. README.md's "The program" shows this text verbatim (tests/test_usage.c
@@ -232,11 +235,16 @@ static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
     fputc(']', out);
 }
 
+/* first_new: the token sampled at prefill, -1 when none was kept (--max-new-tokens 0) */
 static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new) {
     char buf[16];
     printf("prefill: ");
     print_words(stdout, v, bv, r->output_ids, n_prompt);
-    printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, tok_str(v, first_new, buf, sizeof buf), n_prompt);
+    if (first_new >= 0)
+        printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, tok_str(v, first_new, buf, sizeof buf),
+               n_prompt);
+    else
+        printf(" at positions 0..%d -> no new token (--max-new-tokens 0)\n", n_prompt - 1);
     for (int i = 0; i < r->n_rounds; i++) {
         const RoundInfo *ri = &r->rounds[i];
         int acc = ri->acceptance_length;
@@ -267,27 +275,112 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
 }
 
 
+/* ---- the process around a run: descriptors 0-2, signals, stdout -------- */
+
+/* A closed descriptor 0, 1 or 2 would be handed to the first file the run
+ * opens (the manifest would then receive what is printed): /dev/null. */
+static void open_std_fds(void) {
+    for (int fd = 0; fd <= 2; fd++) {
+        if (fcntl(fd, F_GETFD) != -1 || errno != EBADF) continue;
+        int r = open("/dev/null", fd == 0 ? O_RDONLY : O_WRONLY);  /* the lowest free one: fd */
+        if (r != fd) _exit(2);  /* no /dev/null: nowhere to say so either */
+    }
+}
+
+/* SIGINT, SIGTERM, SIGHUP, SIGPIPE: remove the run's partial output
+ * (async-signal-safe: unlink and rmdir), then die of the same signal with
+ * its default action, so the exit status is the conventional 128 + signal. */
+static void on_signal(int sig) {
+    trace_cleanup_on_signal();
+    signal(sig, SIG_DFL);
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, sig);
+    sigprocmask(SIG_UNBLOCK, &s, NULL);
+    raise(sig);
+    _exit(128 + sig);
+}
+
+static void install_signal_handlers(void) {
+    const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    for (int i = 0; i < 4; i++) sigaddset(&sa.sa_mask, sigs[i]);
+    for (int i = 0; i < 4; i++) {
+        struct sigaction old;
+        /* a signal ignored by whoever started us stays ignored (nohup, `&`) */
+        if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
+        sigaction(sigs[i], &sa, NULL);
+    }
+}
+
+/* Every write to stdout so far, and its flush: -1 with dflash_errmsg. */
+static int check_stdout(void) {
+    errno = 0;
+    int flushed = fflush(stdout) == 0;
+    if (flushed && !ferror(stdout)) return 0;
+    dflash_set_error("cannot write to standard output: %s", !flushed && errno ? strerror(errno) : "an earlier write failed");
+    return -1;
+}
+
+/* --trace and --trace-text may not be, or be inside, an input of the run
+ * (a weight file, a config, vocab.txt, ...) or each other. */
+static int check_output_paths(const Args *a) {
+    if (!a->trace_dir && !a->trace_text) return 0;
+    char target[4096], draft[4096];
+    const char *inputs[3];
+    int n = 0;
+    if (a->weights) {   /* --weights DIR: DIR, DIR/target, DIR/draft */
+        snprintf(target, sizeof target, "%s/target", a->weights);
+        snprintf(draft, sizeof draft, "%s/draft", a->weights);
+        inputs[n++] = a->weights;
+        inputs[n++] = target;
+        inputs[n++] = draft;
+    } else {            /* --target DIR [--draft DIR] */
+        inputs[n++] = a->target;
+        if (a->draft) inputs[n++] = a->draft;
+    }
+    return trace_check_outputs(a->trace_dir, a->trace_text, inputs, n);
+}
+
 static int file_exists(const char *path) {
     FILE *f = fopen(path, "rb");
     if (f) fclose(f);
     return f != NULL;
 }
 
+/* Every return of main goes through here: every write to stdout (dflash,
+ * diff, bench, --help) and the last flush must have worked; a failure is
+ * exit status 2 and one line (none more when rc is 2: one was printed). */
+static int finish(int rc) {
+    if (check_stdout() != 0) {
+        if (rc != 2) dflash_print_error("dflash", "");
+        rc = 2;
+    }
+    if (fflush(stderr) != 0 || ferror(stderr)) rc = 2;
+    return rc;
+}
+
 int main(int argc, char **argv) {
-    if (argc > 1 && strcmp(argv[1], "diff") == 0) return trace_diff_main(argc - 1, argv + 1);
-    if (argc > 1 && strcmp(argv[1], "explore") == 0) return explore_main(argc - 1, argv + 1);
+    open_std_fds();
+    install_signal_handlers();
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(trace_diff_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
-        if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return 2; }
-        if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return 2; }
-        return 0;
+        if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
+        if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
+        return finish(0);
     }
     Args a;
     int pa = parse_args(argc, argv, &a);
-    if (pa < 0) { dflash_print_error("dflash", ""); return 2; }
-    if (pa == 1) { fputs(USAGE, stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
+    if (pa == 1) { fputs(USAGE, stdout); return finish(0); }
     if (!a.weights && !a.target)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
+    if (check_output_paths(&a) != 0) { dflash_print_error("dflash", ""); return finish(2); }
     char tdir[4096], ddir[4096], vocab_path[4200] = "";
     Model target, draft;
     Vocab vocab;        /* vocab.txt */
@@ -412,15 +505,11 @@ int main(int argc, char **argv) {
     int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)
                              : ar_generate(&target, prompt, n_prompt, &p, &res);
     free(prompt);
-    if (tracer) {
-        /* a failed run leaves no trace behind (an earlier one stays) */
-        int close_rc = gen_rc == 0 ? trace_close(tracer) : (trace_discard(tracer), -1);
-        tracer = NULL;
-        if (gen_rc == 0 && close_rc != 0) gen_rc = -1;
-    }
-    if (gen_rc != 0) goto fail;
+    if (gen_rc != 0) goto fail;  /* a failed run leaves no trace behind (an earlier one stays) */
 
-    if (a.rounds && dflash_mode) print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt, res.output_ids[res.n_prompt < res.n_output ? res.n_prompt : 0]);
+    if (a.rounds && dflash_mode)
+        print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt,
+                     res.n_prompt < res.n_output ? res.output_ids[res.n_prompt] : -1);
     /* the decoded text, without the stop token */
     int shown = res.n_output;
     for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
@@ -442,6 +531,13 @@ int main(int argc, char **argv) {
         printf("new tokens: %d, target forward passes: %d, mean acceptance length: - (%s)\n", new_tokens,
                res.target_forwards, dflash_mode ? "no verification rounds" : "autoregressive");
     }
+    /* the trace is installed only when everything else worked, stdout too */
+    if (check_stdout() != 0) goto fail;
+    if (tracer) {
+        int close_rc = trace_close(tracer);
+        tracer = NULL;
+        if (close_rc != 0) goto fail;
+    }
     rc = 0;
 fail:
     if (rc != 0) dflash_print_error("dflash", "");
@@ -451,6 +547,5 @@ fail:
     model_free(&target);
     vocab_free(&vocab);
     byte_vocab_free(&tok);
-    return rc;
+    return finish(rc);
 }
-

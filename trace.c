@@ -11,15 +11,26 @@
  * - Trace directory. A trace directory is one holding trace.jsonl where
  *   every other entry is a regular .npy file that trace.jsonl lists. A
  *   directory holding anything else is refused at trace_open, so a trace
- *   never destroys other data. The trace is written into a fresh sibling
- *   "<dir>.partial.XXXXXX" and moved into place by trace_close: the earlier
- *   trace (if any) is renamed to "<dir>.old.XXXXXX", the new one renamed to
- *   <dir>, then the old one deleted. A run that fails leaves the earlier
- *   trace untouched and removes the partial one (a crash leaves the
- *   .partial sibling behind: delete it by hand). Missing parent directories
- *   are created (mkdir -p style). A symbolic link as <dir> is refused.
- * - The readable text trace is written directly (no temporary file); it may
- *   not live inside the trace directory.
+ *   never destroys other data. One run at a time writes a directory: the
+ *   run holds an fcntl() lock on "<dir>.lock" from trace_open to the end
+ *   (another run is refused with a message naming the lock; the lock dies
+ *   with its process, so a killed run does not block the next). The trace is
+ *   written into a fresh sibling "<dir>.partial.XXXXXX" and moved into place
+ *   by trace_close, with the signals blocked: the earlier trace (if any) is
+ *   renamed to "<dir>.old.XXXXXX", the new one renamed to <dir>, then the
+ *   old one deleted. A run that fails or is interrupted (SIGINT, SIGTERM,
+ *   SIGHUP, SIGPIPE: main's handler calls trace_cleanup_on_signal) leaves the
+ *   earlier trace untouched and nothing else: the partial directory, the
+ *   lock and the parent directories the run created (mkdir -p style) are
+ *   removed. Only SIGKILL or a crash can leave a .partial sibling or the
+ *   lock file behind (delete them by hand). A symbolic link as <dir> is
+ *   refused.
+ * - The readable text trace is written the same way: into
+ *   "<file>.partial.XXXXXX" beside it, renamed over <file> at trace_close
+ *   (an existing file keeps its mode; a symbolic link is followed, so the
+ *   link stays); a failed run leaves the earlier <file> as it was. "-"
+ *   (stdout), devices, FIFOs and the program's own stdout/stderr are written
+ *   in place. It may not be, or be inside, the trace directory.
  * - Filters are fnmatch() globs without flags ("*" also matches "."). A
  *   tensor is written (to both outputs) when any filter matches its name.
  *   Filtered-out tensors cost one fnmatch per filter and nothing else (with
@@ -31,6 +42,10 @@
  *   magic + lengths + header is a multiple of 64 bytes, as NumPy does.
  * - diff: see the banner of the diff section below.
  */
+/* realpath() is an XSI interface: ask for it next to POSIX 2008 */
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700
+#endif
 #include "dflash.h"
 
 #include <errno.h>
@@ -38,6 +53,7 @@
 #include <fnmatch.h>
 #include <dirent.h>
 #include <math.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -361,6 +377,96 @@ static int manifest_load(Manifest *m, const char *dir, int allow_names_json) {
 }
 
 /* ===========================================================================
+ * What a run has created and not finished yet. Every partial output (the
+ * .partial directory and each file in it, the text trace's temporary file,
+ * the lock, the parent directories the run made) is registered here before
+ * it is created, so that trace_cleanup_on_signal can remove all of it from a
+ * signal handler with unlink() and rmdir() alone (async-signal-safe). The
+ * list changes only while SIGINT, SIGTERM, SIGHUP and SIGPIPE are blocked,
+ * so a handler never sees it half updated. Entries are removed newest first:
+ * files, then their directory, then the lock, then the parents.
+ * ======================================================================== */
+
+typedef struct {
+    const void *owner;  /* the Tracer (NULL: a file inside some tracer's .partial) */
+    char kind;          /* 'f': unlink, 'd': rmdir */
+    char *path;
+} Created;
+
+static Created *created;
+static volatile sig_atomic_t n_created;
+static int cap_created;
+
+static void block_signals(sigset_t *old) {
+    sigset_t s;
+    sigemptyset(&s);
+    sigaddset(&s, SIGINT);
+    sigaddset(&s, SIGTERM);
+    sigaddset(&s, SIGHUP);
+    sigaddset(&s, SIGPIPE);
+    sigprocmask(SIG_BLOCK, &s, old);
+}
+
+static void restore_signals(const sigset_t *old) { sigprocmask(SIG_SETMASK, old, NULL); }
+
+/* Register path; call with signals blocked, before creating it. */
+static int created_add(const void *owner, char kind, const char *path) {
+    char *p = strdup(path);
+    if (!p) {
+        dflash_set_error("trace: out of memory");
+        return -1;
+    }
+    if (n_created == cap_created) {
+        int cap = cap_created ? 2 * cap_created : 64;
+        Created *c = malloc((size_t)cap * sizeof *c);
+        if (!c) {
+            free(p);
+            dflash_set_error("trace: out of memory");
+            return -1;
+        }
+        if (n_created) memcpy(c, created, (size_t)n_created * sizeof *c);
+        Created *old = created;
+        created = c;  /* signals are blocked: no handler sees the swap */
+        cap_created = cap;
+        free(old);
+    }
+    created[n_created] = (Created){owner, kind, p};
+    n_created = n_created + 1;
+    return 0;
+}
+
+/* Forget (without removing) the entries of owner (of that kind; 0: any)
+ * and those under dir/. */
+static void created_forget(const void *owner, char kind, const char *under) {
+    sigset_t old;
+    block_signals(&old);
+    size_t lu = under ? strlen(under) : 0;
+    int k = 0;
+    for (int i = 0; i < n_created; i++) {
+        Created e = created[i];
+        int mine = (owner && e.owner == owner && (!kind || e.kind == kind)) ||
+                   (under && strncmp(e.path, under, lu) == 0 && e.path[lu] == '/');
+        if (mine) free(e.path);
+        else created[k++] = e;
+    }
+    n_created = k;
+    if (k == 0) {
+        free(created);
+        created = NULL;
+        cap_created = 0;
+    }
+    restore_signals(&old);
+}
+
+void trace_cleanup_on_signal(void) {
+    for (int i = n_created - 1; i >= 0; i--) {
+        if (created[i].kind == 'd') rmdir(created[i].path);
+        else unlink(created[i].path);
+    }
+    n_created = 0;
+}
+
+/* ===========================================================================
  * .npy writer (format 1.0).
  *   magic "\x93NUMPY", major 1, minor 0, u16 little-endian header length,
  *   header "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
@@ -417,8 +523,12 @@ static int npy_write(const char *path, int is_int, const void *data, int ndim,
                      const int64_t *shape, size_t n) {
     char header[16 + 21 * TRACE_MAX_NDIM + 128];
     size_t hlen = npy_header(header, is_int ? "<i8" : REAL_NPY_DESCR, ndim, shape);
-    /* "x": the directory is fresh, so an existing file is a repeated name */
-    FILE *f = fopen(path, "wbx");
+    /* "x": the directory is fresh, so an existing file is a repeated name.
+     * Registered first, so that an interrupted run removes it (see Created). */
+    sigset_t sigs;
+    block_signals(&sigs);
+    FILE *f = created_add(NULL, 'f', path) == 0 ? fopen(path, "wbx") : NULL;
+    restore_signals(&sigs);
     if (!f) {
         dflash_set_error("trace: cannot create %s: %s", path, strerror(errno));
         return -1;
@@ -541,8 +651,9 @@ static int remove_dir_files(const char *dir) {
     return ret;
 }
 
-/* mkdir -p for every ancestor of path (not path itself). */
-static int make_parents(const char *path) {
+/* mkdir -p for every ancestor of path (not path itself); the directories
+ * made are registered for owner, so a failed run removes them again. */
+static int make_parents(const char *path, const void *owner) {
     char *p = strdup(path);
     if (!p) {
         dflash_set_error("out of memory");
@@ -552,10 +663,21 @@ static int make_parents(const char *path) {
         if (*s != '/') continue;
         *s = '\0';
         struct stat st;
-        int err = mkdir(p, 0777) == 0 ? 0 : errno;
+        sigset_t old;
+        block_signals(&old);
+        int err = 0;
+        if (created_add(owner, 'd', p) != 0) {
+            err = ENOMEM;
+        } else if (mkdir(p, 0777) != 0) {
+            err = errno;
+            n_created = n_created - 1;  /* not made by this run: forget it */
+            free(created[n_created].path);
+        }
+        restore_signals(&old);
         if (err && !(err == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
-            dflash_set_error("trace: cannot create directory %s: %s", p,
-                             err == EEXIST ? "exists and is not a directory" : strerror(err));
+            if (err == ENOMEM) dflash_set_error("trace: out of memory");
+            else dflash_set_error("trace: cannot create directory %s: %s", p,
+                                  err == EEXIST ? "exists and is not a directory" : strerror(err));
             free(p);
             return -1;
         }
@@ -565,20 +687,169 @@ static int make_parents(const char *path) {
     return 0;
 }
 
-/* A fresh directory "<dir><tag>XXXXXX" beside dir; malloc'd path or NULL. */
-static char *make_sibling(const char *dir, const char *tag) {
+/* A fresh directory "<dir><tag>XXXXXX" beside dir; malloc'd path or NULL.
+ * With owner, it is registered (see above) before anyone can interrupt. */
+static char *make_sibling(const char *dir, const char *tag, const void *owner) {
     char *tmpl = malloc(strlen(dir) + strlen(tag) + 7);
     if (!tmpl) {
         dflash_set_error("out of memory");
         return NULL;
     }
     sprintf(tmpl, "%s%sXXXXXX", dir, tag);
-    if (!mkdtemp(tmpl)) {
-        dflash_set_error("trace: cannot create directory %s: %s", tmpl, strerror(errno));
+    sigset_t old;
+    block_signals(&old);
+    int err = mkdtemp(tmpl) ? 0 : errno;
+    if (!err && owner && created_add(owner, 'd', tmpl) != 0) {
+        rmdir(tmpl);
+        err = ENOMEM;
+    }
+    restore_signals(&old);
+    if (err) {
+        dflash_set_error("trace: cannot create directory %s: %s", tmpl, strerror(err));
         free(tmpl);
         return NULL;
     }
     return tmpl;
+}
+
+static mode_t current_umask(void) {
+    mode_t m = umask(0);
+    umask(m);
+    return m;
+}
+
+/* ===========================================================================
+ * Output paths against each other and against the run's inputs.
+ * ======================================================================== */
+
+/* path made absolute, the symbolic links of its longest existing prefix
+ * resolved, "//", "." and ".." taken out of the rest (malloc'd; NULL with
+ * dflash_errmsg). Two paths that name one file give one string. */
+static char *canon_path(const char *path) {
+    size_t n = strlen(path);
+    char *work = strdup(path), *real = NULL;
+    if (!work) goto oom;
+    size_t cut = n;
+    for (;;) {
+        char c = work[cut];
+        work[cut] = '\0';
+        real = realpath(cut ? work : path[0] == '/' ? "/" : ".", NULL);
+        work[cut] = c;
+        if (real || cut == 0) break;
+        while (cut > 0 && work[cut - 1] != '/') cut--;  /* drop the last component */
+        while (cut > 0 && work[cut - 1] == '/') cut--;
+    }
+    free(work);
+    if (!real) {
+        dflash_set_error("trace: cannot resolve %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    const char *rest = path + cut;
+    size_t lr = strlen(real);
+    char *joined = malloc(lr + strlen(rest) + 3), *out = malloc(lr + strlen(rest) + 3);
+    if (!joined || !out) {
+        free(real);
+        free(joined);
+        free(out);
+        goto oom;
+    }
+    sprintf(joined, "%s/%s", real, rest);
+    free(real);
+    size_t w = 0;
+    for (const char *s = joined; *s;) {
+        while (*s == '/') s++;
+        const char *e = s;
+        while (*e && *e != '/') e++;
+        size_t l = (size_t)(e - s);
+        if (l == 2 && s[0] == '.' && s[1] == '.') {
+            while (w > 0 && out[w - 1] != '/') w--;
+            if (w > 0) w--;
+        } else if (l > 0 && !(l == 1 && s[0] == '.')) {
+            out[w++] = '/';
+            memcpy(out + w, s, l);
+            w += l;
+        }
+        s = e;
+    }
+    if (w == 0) out[w++] = '/';
+    out[w] = '\0';
+    free(joined);
+    return out;
+oom:
+    dflash_set_error("trace: out of memory");
+    return NULL;
+}
+
+/* a is b or inside b (both from canon_path) */
+static int path_within(const char *a, const char *b) {
+    size_t lb = strlen(b);
+    if (strcmp(b, "/") == 0) return 1;
+    return strncmp(a, b, lb) == 0 && (a[lb] == '\0' || a[lb] == '/');
+}
+
+/* One input file against the canonical outputs (co[0] the trace
+ * directory, co[1] the text trace; NULL when not asked for). */
+static int check_against_input(const char *input, const struct stat *in_st, char *const co[2],
+                               const char *const out[2]) {
+    char *ci = canon_path(input);
+    if (!ci) return -1;
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        if (!co[k]) continue;
+        struct stat os;
+        int same = strcmp(co[k], ci) == 0 ||
+                   (stat(out[k], &os) == 0 && os.st_dev == in_st->st_dev && os.st_ino == in_st->st_ino);
+        if (same) {
+            dflash_set_error("trace: %s %s is the input %s; refusing to write over it (choose another path)",
+                             k ? "the text trace" : "the trace directory", out[k], input);
+            rc = -1;
+        } else if (k == 0 && path_within(ci, co[0])) {
+            dflash_set_error("trace: the trace directory %s holds the input %s; refusing to replace it "
+                             "(choose another path)", out[0], input);
+            rc = -1;
+        }
+    }
+    free(ci);
+    return rc;
+}
+
+int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs) {
+    const char *out[2] = {dir, text_path && strcmp(text_path, "-") != 0 ? text_path : NULL};
+    char *co[2] = {NULL, NULL};
+    int rc = 0;
+    for (int k = 0; k < 2 && rc == 0; k++)
+        if (out[k] && !(co[k] = canon_path(out[k]))) rc = -1;
+    if (rc == 0 && co[0] && co[1] && (path_within(co[1], co[0]) || path_within(co[0], co[1]))) {
+        dflash_set_error("trace: the text trace %s may not be the trace directory %s or inside it "
+                         "(the directory is replaced whole)", out[1], out[0]);
+        rc = -1;
+    }
+    for (int i = 0; i < n_inputs && rc == 0 && (co[0] || co[1]); i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) != 0) continue;  /* a missing input is the loader's to report */
+        if (!S_ISDIR(st.st_mode)) {
+            rc = check_against_input(inputs[i], &st, co, out);
+            continue;
+        }
+        /* a directory stands for the regular files directly inside it */
+        DIR *d = opendir(inputs[i]);
+        struct dirent *e;
+        while (d && rc == 0 && (e = readdir(d)) != NULL) {
+            char *p = path_join(inputs[i], e->d_name);
+            struct stat fs;
+            if (!p) {
+                dflash_set_error("trace: out of memory");
+                rc = -1;
+            } else if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) {
+                rc = check_against_input(p, &fs, co, out);
+            }
+            free(p);
+        }
+        if (d) closedir(d);
+    }
+    free(co[0]);
+    free(co[1]);
+    return rc;
 }
 
 /* ===========================================================================
@@ -592,8 +863,13 @@ struct Tracer {
     char *tmp_dir;        /* "<dir>.partial.XXXXXX", written during the run */
     char *manifest_path;  /* tmp_dir/trace.jsonl */
     FILE *manifest;
+    char *lock_path;      /* "<dir>.lock", held (lock_fd) from open to close */
+    int lock_fd;
     /* readable output (text_path given) */
-    char *text_path;
+    char *text_path;      /* as given, for messages */
+    char *text_final;     /* the file it replaces at close (symbolic links followed) */
+    char *text_tmp;       /* "<text_final>.partial.XXXXXX"; NULL: written in place
+                           * (stdout, a device, a FIFO) */
     FILE *text;           /* stdout for "-" */
     const Vocab *vocab;
     /* which names to write */
@@ -629,16 +905,26 @@ static int name_wanted(const Tracer *t, const char *name) {
     return 0;
 }
 
-/* Frees everything and deletes the partial directory (when still there). */
+/* Frees everything. Whatever is still registered for t (a failed run's
+ * partial directory, temporary text file, the parents it made) is removed,
+ * and the lock released. */
 static void tracer_free(Tracer *t) {
     if (t->manifest) fclose(t->manifest);
     if (t->text && t->text != stdout) fclose(t->text);
-    if (t->tmp_dir) {
-        char keep[sizeof dflash_errmsg];
-        memcpy(keep, dflash_errmsg, sizeof keep);
-        remove_dir_files(t->tmp_dir);  /* best effort: the run failed already */
-        memcpy(dflash_errmsg, keep, sizeof keep);
+    char keep[sizeof dflash_errmsg];
+    memcpy(keep, dflash_errmsg, sizeof keep);
+    if (t->tmp_dir) remove_dir_files(t->tmp_dir);  /* best effort: the run failed already */
+    sigset_t old;
+    block_signals(&old);
+    for (int i = n_created - 1; i >= 0; i--) {
+        if (created[i].owner != t) continue;
+        if (created[i].kind == 'd') rmdir(created[i].path);  /* fails harmlessly when not empty */
+        else unlink(created[i].path);
     }
+    if (t->lock_fd >= 0) close(t->lock_fd);  /* after the unlink: see lock_acquire */
+    created_forget(t, 0, t->tmp_dir);
+    restore_signals(&old);
+    memcpy(dflash_errmsg, keep, sizeof keep);
     for (int k = 0; k < t->n_filters; k++) free(t->filters[k]);
     free(t->filters);
     namemap_free(&t->written);
@@ -646,21 +932,157 @@ static void tracer_free(Tracer *t) {
     free(t->dir);
     free(t->tmp_dir);
     free(t->manifest_path);
+    free(t->lock_path);
     free(t->text_path);
+    free(t->text_final);
+    free(t->text_tmp);
     free(t);
 }
 
-/* Is text_path's directory the trace directory itself? (Same device and
- * inode; a directory that does not exist yet cannot be.) */
-static int text_inside_dir(const char *text_path, const char *dir) {
-    const char *slash = strrchr(text_path, '/');
-    char *parent = slash ? strndup(text_path, slash == text_path ? 1 : (size_t)(slash - text_path))
-                         : strdup(".");
-    struct stat a, b;
-    int same = parent && stat(parent, &a) == 0 && stat(dir, &b) == 0 && a.st_dev == b.st_dev &&
-               a.st_ino == b.st_ino;
-    free(parent);
-    return same;
+/* Take "<dir>.lock": an fcntl() write lock on that file, held until
+ * trace_close, so one run at a time writes a trace directory. The lock dies
+ * with its process: a lock file left by a killed run does not block the next
+ * run. The owner unlinks the file before closing it, so a run that opened
+ * the file just before checks, once locked, that the name still leads to
+ * the file it locked, and tries again if not. */
+static int lock_acquire(Tracer *t) {
+    t->lock_path = str_cat(t->dir, ".lock");
+    if (!t->lock_path) {
+        dflash_set_error("trace: out of memory");
+        return -1;
+    }
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        sigset_t old;
+        block_signals(&old);
+        if (created_add(t, 'l', t->lock_path) != 0) {
+            restore_signals(&old);
+            return -1;
+        }
+        int err = 0, busy = 0, stale = 0, foreign = 0;
+        int fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        struct stat a, b;
+        if (fd < 0) err = errno;
+        else if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_size != 0) foreign = 1;  /* ours are empty */
+        else if (fcntl(fd, F_SETLK, &fl) != 0) {
+            if (errno == EACCES || errno == EAGAIN) busy = 1;
+            else err = errno;
+        } else if (fstat(fd, &a) != 0 || stat(t->lock_path, &b) != 0 || a.st_dev != b.st_dev ||
+                   a.st_ino != b.st_ino) {
+            stale = 1;
+        } else {
+            /* fcntl locks do not exclude the same process: a second tracer
+             * of this process on the same directory is refused here */
+            for (int i = 0; i < n_created - 1 && !busy; i++) {
+                struct stat c;
+                if (created[i].kind == 'l' && created[i].owner != t && stat(created[i].path, &c) == 0 &&
+                    c.st_dev == a.st_dev && c.st_ino == a.st_ino)
+                    busy = 1;
+            }
+        }
+        if (err || busy || stale || foreign) {
+            n_created = n_created - 1;  /* not ours to remove */
+            free(created[n_created].path);
+            if (fd >= 0) close(fd);
+            fd = -1;
+        }
+        restore_signals(&old);
+        if (foreign) {
+            dflash_set_error("trace: %s exists and is not a dflash lock (an empty file); refusing to use "
+                             "or remove it", t->lock_path);
+            return -1;
+        }
+        if (busy) {
+            dflash_set_error("trace: another dflash run is writing the trace directory %s (it holds the lock "
+                             "%s); wait for it to finish, or choose another directory", t->dir, t->lock_path);
+            return -1;
+        }
+        if (err) {
+            dflash_set_error("trace: cannot create the lock %s: %s", t->lock_path, strerror(err));
+            return -1;
+        }
+        if (!stale) {
+            t->lock_fd = fd;
+            return 0;
+        }
+    }
+    dflash_set_error("trace: cannot take the lock %s: it keeps being replaced", t->lock_path);
+    return -1;
+}
+
+/* Open the text trace: a temporary file beside the one it replaces at
+ * close (an existing regular file keeps its mode, a symbolic link stays a
+ * link); a device, a FIFO or the program's own stdout/stderr is written in
+ * place. */
+static int text_open(Tracer *t, const char *text_path) {
+    struct stat st;
+    mode_t mode = 0666 & ~current_umask();
+    if (stat(text_path, &st) == 0) {
+        if (S_ISDIR(st.st_mode)) {
+            dflash_set_error("trace: the text trace %s is a directory; give a file name", text_path);
+            return -1;
+        }
+        int is_std = 0;
+        for (int fd = 1; fd <= 2; fd++) {
+            struct stat s;
+            if (fstat(fd, &s) == 0 && s.st_dev == st.st_dev && s.st_ino == st.st_ino) is_std = 1;
+        }
+        if (!S_ISREG(st.st_mode) || is_std) {
+            t->text = fopen(text_path, "w");
+            if (!t->text) {
+                dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
+                return -1;
+            }
+            return 0;
+        }
+        if (access(text_path, W_OK) != 0) {  /* a read-only file is not replaced behind its back */
+            dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
+            return -1;
+        }
+        mode = st.st_mode & 07777;
+        t->text_final = realpath(text_path, NULL);
+        if (!t->text_final) {
+            dflash_set_error("trace: cannot use %s: %s", text_path, strerror(errno));
+            return -1;
+        }
+    } else if (errno == ENOENT) {
+        t->text_final = strdup(text_path);
+    } else {
+        dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
+        return -1;
+    }
+    t->text_tmp = t->text_final ? str_cat(t->text_final, ".partial.XXXXXX") : NULL;
+    if (!t->text_tmp) {
+        dflash_set_error("trace: out of memory");
+        return -1;
+    }
+    sigset_t old;
+    block_signals(&old);
+    int fd = mkstemp(t->text_tmp), err = fd < 0 ? errno : 0;
+    if (fd >= 0 && created_add(t, 'f', t->text_tmp) != 0) {
+        unlink(t->text_tmp);
+        close(fd);
+        fd = -1;
+        err = ENOMEM;
+    }
+    restore_signals(&old);
+    if (fd < 0) {
+        dflash_set_error("trace: cannot create %s: %s", text_path, strerror(err));
+        free(t->text_tmp);
+        t->text_tmp = NULL;
+        return -1;
+    }
+    fchmod(fd, mode);
+    t->text = fdopen(fd, "w");
+    if (!t->text) {
+        dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
+        close(fd);
+        return -1;
+    }
+    return 0;
 }
 
 Tracer *trace_open(const char *dir, const char *text_path,
@@ -672,6 +1094,7 @@ Tracer *trace_open(const char *dir, const char *text_path,
     }
     t->round = -1;
     t->step_layer = -1;
+    t->lock_fd = -1;
     if (n_filters > 0) {
         t->filters = calloc((size_t)n_filters, sizeof *t->filters);
         if (!t->filters) goto oom;
@@ -694,20 +1117,26 @@ Tracer *trace_open(const char *dir, const char *text_path,
                              "of its own (e.g. %s/trace)", dir, dir);
             goto fail;
         }
+    }
+    if (trace_check_outputs(t->dir, text_path, NULL, 0) != 0) goto fail;
+    if (dir) {
         int exists;
         if (check_trace_dir(t->dir, &exists) != 0) goto fail;
-        if (!exists && make_parents(t->dir) != 0) goto fail;
-        t->tmp_dir = make_sibling(t->dir, ".partial.");
+        if (!exists && make_parents(t->dir, t) != 0) goto fail;
+        if (lock_acquire(t) != 0) goto fail;
+        t->tmp_dir = make_sibling(t->dir, ".partial.", t);
         if (!t->tmp_dir) goto fail;
         /* mkdtemp makes it 0700; give the trace a normal directory's mode */
-        mode_t mask = umask(0);
-        umask(mask);
-        chmod(t->tmp_dir, 0777 & ~mask);
+        chmod(t->tmp_dir, 0777 & ~current_umask());
         t->manifest_path = path_join(t->tmp_dir, "trace.jsonl");
         if (!t->manifest_path) goto oom;
-        t->manifest = fopen(t->manifest_path, "w");
+        sigset_t old;
+        block_signals(&old);
+        if (created_add(t, 'f', t->manifest_path) == 0) t->manifest = fopen(t->manifest_path, "w");
+        int err = errno;
+        restore_signals(&old);
         if (!t->manifest) {
-            dflash_set_error("trace: cannot create %s: %s", t->manifest_path, strerror(errno));
+            dflash_set_error("trace: cannot create %s: %s", t->manifest_path, strerror(err));
             goto fail;
         }
     }
@@ -715,20 +1144,8 @@ Tracer *trace_open(const char *dir, const char *text_path,
     if (text_path) {
         t->text_path = strdup(text_path);
         if (!t->text_path) goto oom;
-        if (strcmp(text_path, "-") == 0) {
-            t->text = stdout;
-        } else {
-            if (t->dir && text_inside_dir(text_path, t->dir)) {
-                dflash_set_error("trace: the text trace %s may not be inside the trace directory %s "
-                                 "(it is replaced whole)", text_path, t->dir);
-                goto fail;
-            }
-            t->text = fopen(text_path, "w");
-            if (!t->text) {
-                dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
-                goto fail;
-            }
-        }
+        if (strcmp(text_path, "-") == 0) t->text = stdout;
+        else if (text_open(t, text_path) != 0) goto fail;
         fprintf(t->text, "DFlash trace (real = %s); tensors in the order the run made them.\n"
                          "Shapes drop the batch axis. Small tensors in full, large ones as\n"
                          "min / max / mean / rms and their first values.\n", REAL_NAME);
@@ -743,6 +1160,64 @@ fail:
 
 void trace_set_vocab(Tracer *t, const Vocab *v) {
     if (t) t->vocab = v;
+}
+
+/* Move the finished outputs into place, with the signals blocked so that
+ * an interruption lands before (nothing changed) or after (all done): the
+ * earlier trace -> <dir>.old.XXXXXX, the new one -> <dir>, the earlier one
+ * deleted; then the text trace renamed over its file. */
+static int trace_commit(Tracer *t) {
+    int rc = 0;
+    sigset_t sigs;
+    block_signals(&sigs);
+    if (t->tmp_dir) {
+        int exists;
+        char *old = NULL;
+        if (check_trace_dir(t->dir, &exists) != 0) {
+            /* someone put other data there meanwhile: leave it alone */
+            error_wrap("", "; the new trace was discarded");
+            rc = -1;
+        } else if (exists && !(old = make_sibling(t->dir, ".old.", NULL))) {
+            rc = -1;
+        } else if (exists && rename(t->dir, old) != 0) {
+            dflash_set_error("trace: cannot move %s aside to %s: %s", t->dir, old, strerror(errno));
+            rmdir(old);
+            rc = -1;
+        } else if (rename(t->tmp_dir, t->dir) != 0) {
+            dflash_set_error("trace: cannot rename %s to %s: %s", t->tmp_dir, t->dir, strerror(errno));
+            if (exists && rename(old, t->dir) != 0) {  /* put the earlier trace back */
+                char after[600];
+                snprintf(after, sizeof after, "; the earlier trace is in %.500s", old);
+                error_wrap("", after);
+            }
+            rc = -1;
+        } else {
+            /* the new trace is <dir> now, and the parents made hold it */
+            created_forget(t, 'd', t->tmp_dir);
+            free(t->tmp_dir);
+            t->tmp_dir = NULL;
+            if (exists && remove_dir_files(old) != 0) {
+                char before[600];
+                snprintf(before, sizeof before, "trace: the new trace is in %.250s but the "
+                         "earlier one was not fully deleted: ", t->dir);
+                error_wrap(before, "");
+                rc = -1;
+            }
+        }
+        free(old);
+    }
+    if (rc == 0 && t->text_tmp) {
+        if (rename(t->text_tmp, t->text_final) != 0) {
+            dflash_set_error("trace: cannot rename %s to %s: %s", t->text_tmp, t->text_path, strerror(errno));
+            rc = -1;
+        } else {
+            created_forget(t, 'f', NULL);
+            free(t->text_tmp);
+            t->text_tmp = NULL;
+        }
+    }
+    restore_signals(&sigs);
+    return rc;
 }
 
 int trace_close(Tracer *t) {
@@ -763,13 +1238,6 @@ int trace_close(Tracer *t) {
             ok = 0;
         }
     }
-    /* a failed run leaves no partial text trace (the .npy side is handled
-     * by tracer_free, which deletes the partial directory); only a regular
-     * file is removed, never /dev/stderr or a pipe */
-    struct stat ts;
-    if (!ok && t->text_path && strcmp(t->text_path, "-") != 0 && lstat(t->text_path, &ts) == 0 &&
-        S_ISREG(ts.st_mode))
-        unlink(t->text_path);
     if (t->manifest) {
         int bad = fclose(t->manifest) != 0;
         t->manifest = NULL;
@@ -778,43 +1246,8 @@ int trace_close(Tracer *t) {
             ok = 0;
         }
     }
-
-    /* Swap the new trace in: old -> <dir>.old.XXXXXX, new -> <dir>, delete old. */
-    if (ok && t->tmp_dir) {
-        int exists;
-        char *old = NULL;
-        if (check_trace_dir(t->dir, &exists) != 0) {
-            /* someone put other data there meanwhile: keep both */
-            char after[600];
-            snprintf(after, sizeof after, "; the new trace was left in %.500s", t->tmp_dir);
-            error_wrap("", after);
-            free(t->tmp_dir);
-            t->tmp_dir = NULL;
-            ok = 0;
-        } else if (exists && !(old = make_sibling(t->dir, ".old."))) {
-            ok = 0;
-        } else if (exists && rename(t->dir, old) != 0) {
-            dflash_set_error("trace: cannot move %s aside to %s: %s", t->dir, old, strerror(errno));
-            rmdir(old);
-            ok = 0;
-        } else if (rename(t->tmp_dir, t->dir) != 0) {
-            dflash_set_error("trace: cannot rename %s to %s: %s", t->tmp_dir, t->dir, strerror(errno));
-            if (exists) rename(old, t->dir);  /* put the earlier trace back */
-            ok = 0;
-        } else {
-            free(t->tmp_dir);
-            t->tmp_dir = NULL;  /* it is <dir> now: tracer_free must not delete it */
-            if (exists && remove_dir_files(old) != 0) {
-                char before[600];
-                snprintf(before, sizeof before, "trace: the new trace is in %.250s but the "
-                         "earlier one was not fully deleted: ", t->dir);
-                error_wrap(before, "");
-                ok = 0;
-            }
-        }
-        free(old);
-    }
-    tracer_free(t);  /* after a failure this deletes the partial directory */
+    if (ok && trace_commit(t) != 0) ok = 0;
+    tracer_free(t);  /* removes what a failed run left; releases the lock */
     return ok ? 0 : -1;
 }
 
