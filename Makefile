@@ -1,14 +1,15 @@
 # dflash.c - build, weights, run, tests.
 #   make            build ./dflash and generate the toy weights
 #   make run        the walkthrough run ("The cat sat", block 4)
-#   make test       build and run the cmocka suite
+#   make test       build and run the cmocka suite (the long sweeps' subset, < 30 s)
+#   make test-long  the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
 #   make bench      DFlash vs autoregressive decoding, measured side by side
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
-#   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
+#   make sanitize   the test suite under ASan+UBSan (build/san/, make test's subset)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
 CC      ?= cc
@@ -32,7 +33,7 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test test-long debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -79,8 +80,14 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
+# make test: every test, the long sweeps (lossless over prompts x blocks
+# 1..8, the temperature chi-square) on a representative subset;
+# make test-long: the same binaries with the sweeps in full (a few minutes).
 test: dflash dflash-debug dflash-double weights $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
+
+test-long: dflash dflash-debug dflash-double weights $(TESTS)
+	@set -e; for t in $(TESTS); do echo "== $$t (DFLASH_TEST_LONG=1)"; DFLASH_TEST_LONG=1 ./$$t; done
 
 # ---- the walkthrough (walkthrough/README.md, its figures, the gdb guide) ----
 # mkwalk reads a trace of the default run and writes README.md and the SVGs.
@@ -125,14 +132,14 @@ gdb-check: dflash-debug weights
 # ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
 # make sanitize: every test binary and the three programs the tests run
 # (./dflash, ./dflash-debug, ./dflash-double) built with ASan+UBSan into
-# build/san/, then the tests run there (toy_weights linked in) with
-# DFLASH_TEST_QUICK=1, all at once (the machine's cores share them); any
+# build/san/, then the tests run there (toy_weights linked in) on make
+# test's subset of the long sweeps, all at once (the machine's cores share them); any
 # sanitizer report (a leak too) fails its test binary and the target.
 SAN_CC   ?= clang
 SANFLAGS = $(WARN) $(FPFLAGS) -g -fsanitize=address,undefined -fno-sanitize-recover=all \
            -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L
 SAN_TESTS = $(patsubst tests/%.c,build/san/tests/bin/%,$(wildcard tests/test_*.c))
-SAN_ENV  = DFLASH_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 build/san/dflash: $(SRC) dflash.h
@@ -156,7 +163,7 @@ sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-doubl
 	    echo "$$rc $$(( $$(date +%s) - s ))" > $$t.rc ) & \
 	done; wait; fail=0; \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
-	  read rc secs < $$t.rc; echo "== build/san/$$t (sanitized, quick): exit $$rc, $$secs s"; \
+	  read rc secs < $$t.rc; echo "== build/san/$$t (sanitized, make test subset): exit $$rc, $$secs s"; \
 	  cat $$t.log; [ "$$rc" = 0 ] || fail=1; \
 	done; exit $$fail
 
