@@ -522,14 +522,26 @@ static int safetensors_load(const char *path, TensorSpec *specs, int n_specs, Mo
         TensorSpec *s = &specs[j];
         int64_t numel = spec_numel(s);
         const unsigned char *src = data + s->begin;
-        /* x - x is 0 for every finite x and NaN for NaN and Inf; this form
-         * lets the compiler check many values per instruction */
-        int nonfinite = 0;
-        for (int64_t i = 0; i < numel; i++) {
-            float x;
-            memcpy(&x, src + 4 * i, 4);
-            nonfinite |= !(x - x == 0);
+        /* NaN and Inf are the floats whose 8 exponent bits are all ones.
+         * Checked 16 values at a time into 16 flags (a fixed-length inner
+         * loop the compiler turns into vector instructions at -O2; a plain
+         * loop over numel was left scalar, and this scan of every weight was
+         * half the default run's time) */
+        uint32_t flag[16] = {0};
+        int64_t i = 0;
+        for (; i + 16 <= numel; i += 16)
+            for (int j = 0; j < 16; j++) {
+                uint32_t u;
+                memcpy(&u, src + 4 * (i + j), 4);
+                flag[j] |= (u & 0x7f800000u) == 0x7f800000u;
+            }
+        for (; i < numel; i++) {
+            uint32_t u;
+            memcpy(&u, src + 4 * i, 4);
+            flag[0] |= (u & 0x7f800000u) == 0x7f800000u;
         }
+        int nonfinite = 0;
+        for (int j = 0; j < 16; j++) nonfinite |= flag[j] != 0;
         if (nonfinite)
             for (int64_t i = 0; i < numel; i++) {
                 float x;
