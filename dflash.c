@@ -142,10 +142,12 @@ TESTS_ONLY static void matmul_ref(real *out, const real *x, const real *w, int T
  * turn against those 4 rows: they come from memory for the first token and
  * from the L1 cache (8-24 KB) for the rest. A 1-token forward so runs at the
  * memory's read bandwidth (the 164 MB of toy target weights fit in no
- * cache), and each extra token in a block costs its arithmetic only, not
- * another pass over memory. (Tiling tokens as well as rows, 2 x 4 or 4 x 2
- * dot products at once, came out slower with gcc 12 -O2: it spilled the
- * partial sums to the stack.) */
+ * cache), and each extra token in a block costs its arithmetic only (a
+ * multiply and an add per weight), not another pass over memory. Tried and
+ * left out: tiling tokens as well as rows (2 x 4 dot products at once) was
+ * 15% faster on the arithmetic with AVX-512 only and slower with AVX2 and
+ * SSE2, whose 16 vector registers cannot hold 2 x 4 x 16 partial sums;
+ * fmaf was no faster here (the loop is bound by its loads, not its adds). */
 #define TILE_R 4
 
 /* out[t][o0 + r] = x[t] . W[o0 + r] for r < nr (nr <= TILE_R, a constant
@@ -169,15 +171,16 @@ static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, i
 
 /* Function multi-versioning: where the compiler and the C library support it
  * (GCC or clang on x86-64 Linux with glibc), the kernel is compiled once per
- * instruction set (AVX-512, AVX2, and the baseline SSE2) and the loader picks
- * the best the CPU has (AVX2 or the baseline SSE2). This is not
+ * instruction set and the loader picks the best the CPU has (AVX-512, AVX2
+ * or the baseline SSE2). This is not
  * -march=native: the binary still runs on any x86-64. Every clone performs
- * the same IEEE multiplies and adds in the same order (no FMA: the avx2
- * clone does not enable it, and -ffp-contract=off forbids contraction), so
- * all of them give the same bits. */
+ * the same IEEE multiplies and adds in the same order (no FMA: neither
+ * clone enables it, and -ffp-contract=off forbids contraction), so all of
+ * them give the same bits; the -O0 build (scalar code) gives them too
+ * (tests/test_trace_run.c compares its traces with the -O2 build's). */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
+#define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
 #ifndef KERNEL_CLONES
