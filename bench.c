@@ -52,28 +52,38 @@ static long peak_rss_kb(void) {
  * The roofline of a 1-token forward: every weight is used once, so it cannot
  * run faster than the memory can deliver the weights. The probe reads
  * exactly those arrays (the same mapped pages, so no page-cache or
- * page-fault difference) and sums them, with 64 independent partial sums so
- * no add waits for another and only the memory limits it. Same
- * multi-versioning as dflash.c's kernel (the AVX2 clone where the CPU has
- * it), so the probe is not handicapped against the kernel. */
+ * page-fault difference) and sums them, with 64 independent partial sums in
+ * registers so no add waits for another and only the memory limits it. The
+ * same multi-versioning as dflash.c's kernel, so the probe is not
+ * handicapped against it. */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
-#define PROBE_CLONES __attribute__((target_clones("avx2", "default")))
+#define PROBE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
 #ifndef PROBE_CLONES
 #define PROBE_CLONES
 #endif
 
+#if defined(__GNUC__) && !defined(__clang__)
+#define PROBE_UNROLL _Pragma("GCC unroll 16")
+#else
+#define PROBE_UNROLL
+#endif
+
+/* the sum of a[0..n), as 4 x 16 partial sums (the compiler unrolls the k
+ * and j loops and keeps them in vector registers, as in matmul_tile) */
 PROBE_CLONES
 static real sum_array(const real *a, size_t n) {
-    real part[64] = {0};
+    real part[4][16] = {{0}};
     size_t i = 0;
     for (; i + 64 <= n; i += 64)
-        for (int j = 0; j < 64; j++) part[j] += a[i + j];
-    for (; i < n; i++) part[0] += a[i];
+        PROBE_UNROLL for (int k = 0; k < 4; k++)
+            PROBE_UNROLL for (int j = 0; j < 16; j++) part[k][j] += a[i + 16 * k + j];
+    for (; i < n; i++) part[0][0] += a[i];
     real s = 0;
-    for (int j = 0; j < 64; j++) s += part[j];
+    for (int k = 0; k < 4; k++)
+        for (int j = 0; j < 16; j++) s += part[k][j];
     return s;
 }
 
@@ -120,63 +130,60 @@ typedef struct {
 /* ---- 2. and 3.: T-token target forwards on a cache of `ctx` positions ---- */
 static int bench_forward(const Model *target, int ctx, ForwardCosts *fc) {
     const Config *c = &target->cfg;
+    static const int Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 16};
+    enum { NT = sizeof Ts / sizeof Ts[0] };
     KVCache kv;
     TargetRun tr;
     int ids[16], pre[64];
     Span sp[4096];
-    int n_sp = forward_spans(target, sp, 4096), rc = -1;
+    int n_sp = forward_spans(target, sp, 4096);
     memset(fc, 0, sizeof *fc);
     for (int i = 0; i < n_sp; i++) fc->bytes += (double)sp[i].n * sizeof(real);
     if (ctx > 64) ctx = 64;
-    if (cache_init(&kv, c, ctx + 16) != 0 || target_run_init(&tr, c, ctx > 16 ? ctx : 16, ctx + 16) != 0) return -1;
+    if (cache_init(&kv, c, ctx + 16) != 0) return -1;
+    if (target_run_init(&tr, c, ctx > 16 ? ctx : 16, ctx + 16) != 0) {
+        cache_free(&kv);
+        return -1;
+    }
     for (int i = 0; i < ctx; i++) pre[i] = i % c->vocab_size;
     for (int i = 0; i < 16; i++) ids[i] = (i + 1) % c->vocab_size;
     target_forward(target, &kv, &tr, pre, ctx, ctx - 1, NULL);
 
-    /* probe and 1-token forward in alternation */
-    double tp[FWD_REPS], t1[FWD_REPS];
+    /* Round robin: each repetition runs the probe, then every T once, so a
+     * change of load on a shared machine hits all of them alike; then the
+     * median of each. */
+    double tp[FWD_REPS], tt[NT][FWD_REPS];
     probe_once(sp, n_sp);   /* warm-up: pages touched, clones resolved */
     for (int r = 0; r < FWD_REPS; r++) {
         tp[r] = probe_once(sp, n_sp);
-        double t0 = now_seconds();
-        target_forward(target, &kv, &tr, ids, 1, 0, NULL);
-        t1[r] = now_seconds() - t0;
-        cache_crop(&kv, ctx);
-    }
-    fc->probe_s = median(tp, FWD_REPS);
-    fc->fwd_s[1] = median(t1, FWD_REPS);
-    printf("\n== the 1-token target forward against the read-bandwidth roofline (the target of the set above)\n");
-    printf("weights a 1-token forward reads: %.1f MB; read probe (plain C sum over those bytes): %.2f ms = %.1f GB/s\n",
-           fc->bytes / 1e6, 1e3 * fc->probe_s, fc->bytes / fc->probe_s / 1e9);
-    printf("1-token target forward: %.2f ms = %.2fx the roofline (medians of %d alternating runs, cache of %d positions)\n",
-           1e3 * fc->fwd_s[1], fc->fwd_s[1] / fc->probe_s, FWD_REPS, ctx);
-
-    static const int Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 16};
-    int nT = (int)(sizeof Ts / sizeof Ts[0]);
-    for (int k = 1; k < nT; k++) {   /* T = 1 is measured above */
-        int T = Ts[k];
-        double t[FWD_REPS];
-        for (int r = 0; r < FWD_REPS; r++) {
+        for (int k = 0; k < NT; k++) {
             double t0 = now_seconds();
-            target_forward(target, &kv, &tr, ids, T, 0, NULL);
-            t[r] = now_seconds() - t0;
+            target_forward(target, &kv, &tr, ids, Ts[k], 0, NULL);
+            tt[k][r] = now_seconds() - t0;
             cache_crop(&kv, ctx);
         }
-        fc->fwd_s[T] = median(t, FWD_REPS);
     }
-    printf("\nT-token target forward (cache of %d positions; cost = time / 1-token time):\n  T       ", ctx);
-    for (int k = 0; k < nT; k++) printf("%7d", Ts[k]);
-    printf("\n  ms      ");
-    for (int k = 0; k < nT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]]);
-    printf("\n  cost    ");
-    for (int k = 0; k < nT; k++) printf("%7.2f", fc->fwd_s[Ts[k]] / fc->fwd_s[1]);
-    printf("\n  ms/token");
-    for (int k = 0; k < nT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]] / Ts[k]);
-    printf("\n");
-    rc = 0;
+    fc->probe_s = median(tp, FWD_REPS);
+    for (int k = 0; k < NT; k++) fc->fwd_s[Ts[k]] = median(tt[k], FWD_REPS);
     cache_free(&kv);
     target_run_free(&tr);
-    return rc;
+
+    printf("\n== the target forward against the read-bandwidth roofline (target of the set above; medians of\n"
+           "%d round-robin repetitions, each: the probe, then T = 1, 2, ..., 8, 16; cache of %d positions)\n",
+           FWD_REPS, ctx);
+    printf("weights a 1-token forward reads: %.1f MB; read probe (plain C sum over those bytes): %.2f ms = %.1f GB/s\n",
+           fc->bytes / 1e6, 1e3 * fc->probe_s, fc->bytes / fc->probe_s / 1e9);
+    printf("1-token target forward: %.2f ms = %.2fx the roofline\n", 1e3 * fc->fwd_s[1], fc->fwd_s[1] / fc->probe_s);
+    printf("T-token target forward (cost = time / 1-token time):\n  T       ");
+    for (int k = 0; k < NT; k++) printf("%7d", Ts[k]);
+    printf("\n  ms      ");
+    for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]]);
+    printf("\n  cost    ");
+    for (int k = 0; k < NT; k++) printf("%7.2f", fc->fwd_s[Ts[k]] / fc->fwd_s[1]);
+    printf("\n  ms/token");
+    for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]] / Ts[k]);
+    printf("\n");
+    return 0;
 }
 
 /* ---- 5. the default run: ./dflash with no arguments, its own process ----- */
