@@ -111,6 +111,18 @@ static int forward_spans(const Model *m, Span *sp, int cap) {
     return n;
 }
 
+/* the 1-minute load average (Linux /proc/loadavg), or -1: printed so a
+ * reader can tell a run on a busy machine */
+static double load_average(void) {
+    double l = -1;
+    FILE *f = fopen("/proc/loadavg", "r");
+    if (f) {
+        if (fscanf(f, "%lf", &l) != 1) l = -1;
+        fclose(f);
+    }
+    return l;
+}
+
 static volatile real probe_sink;   /* keeps the sums from being optimised away */
 
 static double probe_once(const Span *sp, int n) {
@@ -328,7 +340,8 @@ int bench_main(void) {
     ForwardCosts fc;
     double t0 = now_seconds();
     printf("dflash bench: the kernel against the memory roofline, and DFlash vs target-only decoding,\n"
-           "greedy, %s build, one thread, all in this one run\n", REAL_NAME);
+           "greedy, %s build, one thread, all in this one run (load average at the start: %.2f)\n", REAL_NAME,
+           load_average());
     if (bench_set("toy_weights/walkthrough", walk, 4, &w, &fc) != 0) return -1;
     if (bench_set("toy_weights/random", rnd, 2, &r, NULL) != 0) return -1;
     long rss = peak_rss_kb();
@@ -353,6 +366,6 @@ int bench_main(void) {
            "8-token runs)\n", w.speedup_all);
     printf("  the default run, loading included: %.3f s (target < 0.15 s): %s\n", def, def < 0.15 ? "met" : "NOT met");
     printf("  peak memory within 10%% of weights + KV caches: %s\n", excess <= 0.10 ? "met" : "NOT met");
-    printf("(bench took %.1f s)\n", now_seconds() - t0);
+    printf("(bench took %.1f s; load average at the end: %.2f)\n", now_seconds() - t0, load_average());
     return 0;
 }
