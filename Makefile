@@ -4,7 +4,7 @@
 #   make test       build and run the cmocka suite (the long sweeps' subset, < 30 s)
 #   make test-long  the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
-#   make bench      DFlash vs autoregressive decoding, measured side by side
+#   make bench      the kernel vs the read roofline, T-token forwards, DFlash vs target-only (one run)
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
@@ -69,7 +69,8 @@ toy_weights/walkthrough/.stamp: toy_weights/gen
 run: dflash weights
 	./dflash
 
-# DFlash vs autoregressive on the same binary, in one run (README: Performance)
+# the read roofline, the 1..16-token target forwards, DFlash vs target-only
+# decoding and the default run, all in one run (README: Performance)
 bench: dflash weights
 	./dflash bench
 
