@@ -1,12 +1,14 @@
 # dflash.c - build, weights, run, tests.
 #   make            build ./dflash and generate the toy weights
 #   make run        the walkthrough run ("The cat sat", block 4)
-#   make test       build and run the cmocka suite
+#   make test       build and run the cmocka suite (the long sweeps' subset, < 30 s)
+#   make test-long  the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
-#   make bench      DFlash vs autoregressive decoding, measured side by side
+#   make bench      the kernel vs the read roofline, T-token forwards, DFlash vs target-only (one run)
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 #   make walkthrough        regenerate walkthrough/README.md, README.zh.md, SVGs, explorer.html from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
+#   make test-long  the same suite with the long sweeps in full
 #   make gdb-guide          regenerate walkthrough/gdb.md by running its commands in gdb
 #   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
 #   make gdb-typed-check    type the guide into gdb in tmux and compare the screen with gdb.md
@@ -15,7 +17,7 @@
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
 #   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
-#   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
+#   make sanitize   the test suite under ASan+UBSan (build/san/, make test's subset)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
 CC      ?= cc
@@ -39,8 +41,8 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c explore.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
-.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide gdb-check gdb-typed-check sanitize memcheck fuzz \
-        explorer explorer-check exercises-check trace-md trace-md-check
+.PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
+        gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -81,7 +83,8 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 run: dflash weights
 	./dflash
 
-# DFlash vs autoregressive on the same binary, in one run (README: Performance)
+# the read roofline, the 1..16-token target forwards, DFlash vs target-only
+# decoding and the default run, all in one run (README: Performance)
 bench: dflash weights
 	./dflash bench
 
@@ -97,8 +100,14 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
+# make test: every test, the long sweeps (lossless over prompts x blocks
+# 1..8, the temperature chi-square) on a representative subset;
+# make test-long: the same binaries with the sweeps in full (a few minutes).
 test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check trace-md-check
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
+
+test-long: dflash dflash-debug dflash-double weights $(TESTS)
+	@set -e; for t in $(TESTS); do echo "== $$t (DFLASH_TEST_LONG=1)"; DFLASH_TEST_LONG=1 ./$$t; done
 
 # dflash.c compiles on its own with no flags and needs nothing from trace.c
 standalone-check:
@@ -207,14 +216,14 @@ gdb-typed-check: dflash-debug weights
 # ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
 # make sanitize: every test binary and the three programs the tests run
 # (./dflash, ./dflash-debug, ./dflash-double) built with ASan+UBSan into
-# build/san/, then the tests run there (toy_weights linked in) with
-# DFLASH_TEST_QUICK=1, all at once (the machine's cores share them); any
+# build/san/, then the tests run there (toy_weights linked in) on make
+# test's subset of the long sweeps, all at once (the machine's cores share them); any
 # sanitizer report (a leak too) fails its test binary and the target.
 SAN_CC   ?= clang
 SANFLAGS = $(WARN) $(FPFLAGS) -g -fsanitize=address,undefined -fno-sanitize-recover=all \
            -fno-omit-frame-pointer -D_POSIX_C_SOURCE=200809L
 SAN_TESTS = $(patsubst tests/%.c,build/san/tests/bin/%,$(wildcard tests/test_*.c))
-SAN_ENV  = DFLASH_TEST_QUICK=1 ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
+SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
 build/san/dflash: $(SRC) dflash.h
@@ -242,7 +251,7 @@ sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-doubl
 	    echo "$$rc $$(( $$(date +%s) - s ))" > $$t.rc ) & \
 	done; wait; fail=0; \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
-	  read rc secs < $$t.rc; echo "== build/san/$$t (sanitized, quick): exit $$rc, $$secs s"; \
+	  read rc secs < $$t.rc; echo "== build/san/$$t (sanitized, make test subset): exit $$rc, $$secs s"; \
 	  cat $$t.log; [ "$$rc" = 0 ] || fail=1; \
 	done; exit $$fail
 

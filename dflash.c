@@ -103,33 +103,119 @@ static int check_finite(const real *x, int rows, int cols, const char *phase, in
 }
 
 /* matmul: out (T, n_out) = x (T, n_in) @ W^T, W (n_out, n_in) as stored by
- * nn.Linear (y = x W^T). xt is scratch of (n_in, LANES).
+ * nn.Linear (y = x W^T): out[t][o] = the dot product of row t of x with row
+ * o of W.
  *
- * Why the odd loop order: tokens are taken LANES at a time and held side by
- * side ("token-minor": xt[i][lane] = x[token][i]), so each weight row is read
- * ONCE per group of tokens, with one accumulator per token. A B-token forward
- * then costs about what a 1-token forward costs (the weights dominate), which
- * is what makes verifying a whole block cheap. Every token's sum is still the
- * plain sequential sum over i, so a token's result is bit-identical whether it
- * is computed alone or inside a block (that is what keeps greedy DFlash
- * exactly lossless here). Unused lanes hold zeros and are never written out. */
-static void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out,
-                   real *xt) {
-    for (int t0 = 0; t0 < T; t0 += LANES) {
-        int nt = T - t0 < LANES ? T - t0 : LANES;  /* tokens in this group */
-        for (int i = 0; i < n_in; i++)
-            for (int l = 0; l < LANES; l++)
-                xt[(size_t)i * LANES + l] = l < nt ? x[(size_t)(t0 + l) * n_in + i] : 0;
+ * The summation order, fixed here once for every build and every T (the
+ * definition is matmul_ref below): each dot product keeps KSUMS = 16
+ * partial sums; partial j adds the products of i = j, j+16, j+32, ... in
+ * increasing i (so a last, shorter group when n_in is not a multiple of 16
+ * only reaches the first partials), and the 16 partials are then added
+ * pairwise (sum_partials). The order depends on n_in only: never on T, on
+ * which other tokens share the call, or on the optimisation level (no FMA
+ * contraction: -ffp-contract=off). So a token's result is bit-identical
+ * whether it is computed alone or inside a block, which is what keeps greedy
+ * DFlash exactly lossless here.
+ *
+ * Why 16 partial sums and not one running sum: one sum makes every add wait
+ * for the one before it; 16 independent ones fill the SIMD lanes the
+ * compiler uses for the inner `j` loop (4 SSE, 2 AVX2 or 1 AVX-512 vector).
+ */
+#define KSUMS 16
+
+#if defined(__GNUC__) && !defined(__clang__)
+#define UNROLL _Pragma("GCC unroll 16")
+#else
+#define UNROLL
+#endif
+
+/* p[0] + ... + p[15] as a pairwise tree: (p0+p8)+(p4+p12)... in 4 rounds */
+static real sum_partials(real *p) {
+    UNROLL for (int half = KSUMS / 2; half >= 1; half /= 2)
+        UNROLL for (int j = 0; j < half; j++) p[j] += p[j + half];
+    return p[0];
+}
+
+#if defined(__GNUC__)
+#define ALWAYS_INLINE inline __attribute__((always_inline))
+#define TESTS_ONLY __attribute__((unused))
+#else
+#define ALWAYS_INLINE inline
+#define TESTS_ONLY
+#endif
+
+/* matmul_ref: the definition of the summation order, as plainly as it can be
+ * written. The program runs the fast matmul below; the tests hold it to this
+ * loop bit for bit (tests/test_kernel.c). */
+TESTS_ONLY static void matmul_ref(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
+    for (int t = 0; t < T; t++)
         for (int o = 0; o < n_out; o++) {
-            const real *w_o = w + (size_t)o * n_in;  /* row o of W, (n_in) */
-            real acc[LANES] = {0};
-            for (int i = 0; i < n_in; i++) {
-                const real *xt_i = xt + (size_t)i * LANES;
-                for (int l = 0; l < LANES; l++) acc[l] += w_o[i] * xt_i[l];
-            }
-            for (int l = 0; l < nt; l++) out[(size_t)(t0 + l) * n_out + o] = acc[l];
+            real part[KSUMS] = {0};
+            for (int i = 0; i < n_in; i++) part[i % KSUMS] += w[(size_t)o * n_in + i] * x[(size_t)t * n_in + i];
+            out[(size_t)t * n_out + o] = sum_partials(part);
         }
-    }
+}
+
+/* The fast kernel computes the same sums, four rows of W at a time:
+ * matmul_tile holds the 4 x 16 partial sums of one token's x . W[o0..o0+3]
+ * in vector registers (4 independent chains of adds, so no add waits on the
+ * one before it) and reads each weight once. matmul takes every token in
+ * turn against those 4 rows: they come from memory for the first token and
+ * from the L1 cache (8-24 KB) for the rest. A 1-token forward so runs at the
+ * memory's read bandwidth (the 164 MB of toy target weights fit in no
+ * cache), and each extra token in a block costs its arithmetic only (a
+ * multiply and an add per weight), not another pass over memory. Tried and
+ * left out: tiling tokens as well as rows (2 x 4 dot products at once) was
+ * 15% faster on the arithmetic with AVX-512 only and slower with AVX2 and
+ * SSE2, whose 16 vector registers cannot hold 2 x 4 x 16 partial sums;
+ * fmaf was about 20% faster on the extra tokens' arithmetic but would make
+ * the -O0 build and CPUs without FMA call libm for every multiply-add. */
+#define TILE_R 4
+
+/* out[t][o0 + r] = x[t] . W[o0 + r] for r < nr (nr <= TILE_R, a constant
+ * once inlined, so the compiler unrolls the r and j loops and keeps acc in
+ * registers) */
+static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, int n_in, int n_out,
+                                      int t, int o0, int nr) {
+    real acc[TILE_R][KSUMS];
+    for (int r = 0; r < nr; r++)
+        for (int j = 0; j < KSUMS; j++) acc[r][j] = 0;
+    int n_full = n_in - n_in % KSUMS;   /* whole groups of 16 */
+    for (int i = 0; i < n_full; i += KSUMS)
+        UNROLL for (int r = 0; r < nr; r++) {
+            const real *x_ti = x + (size_t)t * n_in + i, *w_ri = w + (size_t)(o0 + r) * n_in + i;
+            UNROLL for (int j = 0; j < KSUMS; j++) acc[r][j] += w_ri[j] * x_ti[j];
+        }
+    for (int i = n_full; i < n_in; i++)   /* the last, shorter group */
+        for (int r = 0; r < nr; r++) acc[r][i - n_full] += w[(size_t)(o0 + r) * n_in + i] * x[(size_t)t * n_in + i];
+    for (int r = 0; r < nr; r++) out[(size_t)t * n_out + o0 + r] = sum_partials(acc[r]);
+}
+
+/* Function multi-versioning: where the compiler and the C library support it
+ * (GCC or clang on x86-64 Linux with glibc), the kernel is compiled once per
+ * instruction set and the loader picks the best the CPU has (AVX-512, AVX2
+ * or the baseline SSE2). This is not
+ * -march=native: the binary still runs on any x86-64. Every clone performs
+ * the same IEEE multiplies and adds in the same order (no FMA: neither
+ * clone enables it, and -ffp-contract=off forbids contraction), so all of
+ * them give the same bits; the -O0 build (scalar code) gives them too
+ * (tests/test_trace_run.c compares its traces with the -O2 build's). */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+#if __has_attribute(target_clones)
+#define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#endif
+#endif
+#ifndef KERNEL_CLONES
+#define KERNEL_CLONES
+#endif
+
+KERNEL_CLONES
+static void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
+    int o = 0;
+    for (; o + TILE_R <= n_out; o += TILE_R)
+        for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, TILE_R);
+    for (; o < n_out; o++)   /* the last n_out % 4 rows, one at a time */
+        for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, 1);
 }
 
 /* rmsnorm: out (n) = w * (x / sqrt(mean(x^2) + eps))   (Qwen3RMSNorm)
@@ -418,16 +504,6 @@ static void layer_acts_free(LayerActs *a) {
     memset(a, 0, sizeof *a);
 }
 
-/* The largest input width of any matmul, for the token-minor scratch. */
-static int max_matmul_in(const Config *c) {
-    int m = c->hidden_size;
-    if (c->intermediate_size > m) m = c->intermediate_size;
-    if (c->num_attention_heads * c->head_dim > m) m = c->num_attention_heads * c->head_dim;
-    if (c->n_target_layer_ids * c->hidden_size > m) m = c->n_target_layer_ids * c->hidden_size;
-    return m;
-}
-
-
 int target_run_init(TargetRun *r, const Config *c, int cap_T, int cap_S) {
     int D = c->hidden_size, d = c->head_dim;
     memset(r, 0, sizeof *r);
@@ -439,15 +515,14 @@ int target_run_init(TargetRun *r, const Config *c, int cap_T, int cap_S) {
     r->h = xcalloc((size_t)cap_T * D, sizeof(real), "h");
     r->hidden_states = xcalloc((size_t)(c->num_hidden_layers + 1) * cap_T * D, sizeof(real), "hidden_states");
     r->logits = xcalloc((size_t)cap_T * c->vocab_size, sizeof(real), "logits");
-    r->xt = xcalloc((size_t)max_matmul_in(c) * LANES, sizeof(real), "matmul scratch");
-    if (!r->pos || !r->angles || !r->cos || !r->sin || !r->h || !r->hidden_states || !r->logits || !r->xt)
+    if (!r->pos || !r->angles || !r->cos || !r->sin || !r->h || !r->hidden_states || !r->logits)
         return -1;
     return layer_acts_init(&r->acts, c, cap_T, cap_T, cap_S);
 }
 
 void target_run_free(TargetRun *r) {
     free(r->pos); free(r->angles); free(r->cos); free(r->sin); free(r->h);
-    free(r->hidden_states); free(r->logits); free(r->xt);
+    free(r->hidden_states); free(r->logits);
     layer_acts_free(&r->acts);
     memset(r, 0, sizeof *r);
 }
@@ -461,18 +536,18 @@ static real *hidden_state(const TargetRun *r, const Config *c, int i, int T) {
  *   out (T, D) = h_mid + down_proj(silu(gate_proj(x)) * up_proj(x)),
  *   x = post_attention_layernorm(h_mid)            (Qwen3MLP + residual)
  * reading a->h_mid and filling a->xb2, gate, up, act, mlp_out on the way. */
-static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T, real *xt,
+static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T,
                       int l, TraceCtx *trace) {
     int D = c->hidden_size, I = c->intermediate_size;
     rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, (real)c->rms_norm_eps);
     TRACE(trace, a->xb2, "layers.%d.post_attention_layernorm", l);
-    matmul(a->gate, a->xb2, w->gate_proj, T, D, I, xt);
+    matmul(a->gate, a->xb2, w->gate_proj, T, D, I);
     TRACE(trace, a->gate, "layers.%d.mlp.gate_proj", l);
-    matmul(a->up, a->xb2, w->up_proj, T, D, I, xt);
+    matmul(a->up, a->xb2, w->up_proj, T, D, I);
     TRACE(trace, a->up, "layers.%d.mlp.up_proj", l);
     for (size_t i = 0; i < (size_t)T * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
     TRACE(trace, a->act, "layers.%d.mlp.act", l);
-    matmul(a->mlp_out, a->act, w->down_proj, T, I, D, xt);
+    matmul(a->mlp_out, a->act, w->down_proj, T, I, D);
     TRACE(trace, a->mlp_out, "layers.%d.mlp.down_proj", l);
     for (size_t i = 0; i < (size_t)T * D; i++) out[i] = a->h_mid[i] + a->mlp_out[i];
 }
@@ -512,9 +587,9 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         /* attention block: h = h + o_proj(attn(input_layernorm(h))) */
         rmsnorm_rows(a->xb, r->h, w->input_layernorm, T, D, eps);
         TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
-        matmul(a->q, a->xb, w->q_proj, T, D, H * d, r->xt);
-        matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d, r->xt);
-        matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d, r->xt);
+        matmul(a->q, a->xb, w->q_proj, T, D, H * d);
+        matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d);
+        matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d);
         rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
         rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
         TRACE(trace, a->q, "layers.%d.self_attn.q", l);
@@ -528,12 +603,12 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
                   T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
         TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
         TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
-        matmul(a->attn_output, a->attn, w->o_proj, T, H * d, D, r->xt);
+        matmul(a->attn_output, a->attn, w->o_proj, T, H * d, D);
         TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
         for (size_t i = 0; i < (size_t)T * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
 
         /* MLP block: h = h + down_proj(silu(gate_proj(x)) * up_proj(x)) */
-        mlp_block(r->h, a, w, c, T, r->xt, l, trace);
+        mlp_block(r->h, a, w, c, T, l, trace);
 
         /* hidden_states[l+1] = output of layer l (the last entry is the
          * post-norm state, written below) */
@@ -549,7 +624,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
 
     /* logits = lm_head(norm(h)) for rows logits_from..T-1 */
     int rows = T - logits_from;
-    matmul(r->logits, last + (size_t)logits_from * D, m->lm_head, rows, D, V, r->xt);
+    matmul(r->logits, last + (size_t)logits_from * D, m->lm_head, rows, D, V);
     TRACE(trace, r->logits, "logits");
     return rows;
 }
@@ -587,7 +662,6 @@ typedef struct {
     real *norm;             /* (B, D)       final norm                             */
     real *logits;           /* (B-1, V)     target.lm_head(norm[1:])               */
     real *kv_in;            /* (Lc+B, D)    [C ; X]: the rows K and V are made from   */
-    real *xt;               /* matmul scratch                                      */
     LayerActs *acts;        /* (N) one per draft layer                             */
 } DraftRun;
 
@@ -607,10 +681,9 @@ static int draft_run_init(DraftRun *r, const Config *dc, int V, int cap_ctx, int
     r->norm = xcalloc((size_t)B * D, sizeof(real), "draft norm");
     r->logits = xcalloc((size_t)B * V, sizeof(real), "draft logits");
     r->kv_in = xcalloc((size_t)P * D, sizeof(real), "kv_in");
-    r->xt = xcalloc((size_t)max_matmul_in(dc) * LANES, sizeof(real), "matmul scratch");
     r->acts = xcalloc((size_t)dc->num_hidden_layers, sizeof(LayerActs), "draft layer activations");
     if (!r->pos || !r->angles || !r->cos || !r->sin || !r->fc_out || !r->C || !r->noise_embedding ||
-        !r->h || !r->norm || !r->logits || !r->kv_in || !r->xt || !r->acts)
+        !r->h || !r->norm || !r->logits || !r->kv_in || !r->acts)
         return -1;
     for (int l = 0; l < dc->num_hidden_layers; l++)
         if (layer_acts_init(&r->acts[l], dc, B, P, cap_S) != 0) return -1;
@@ -619,7 +692,7 @@ static int draft_run_init(DraftRun *r, const Config *dc, int V, int cap_ctx, int
 
 static void draft_run_free(DraftRun *r, const Config *dc) {
     free(r->pos); free(r->angles); free(r->cos); free(r->sin); free(r->fc_out); free(r->C);
-    free(r->noise_embedding); free(r->h); free(r->norm); free(r->logits); free(r->kv_in); free(r->xt);
+    free(r->noise_embedding); free(r->h); free(r->norm); free(r->logits); free(r->kv_in);
     if (r->acts)
         for (int l = 0; l < dc->num_hidden_layers; l++) layer_acts_free(&r->acts[l]);
     free(r->acts);
@@ -648,7 +721,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
 
     /* 4.1 Q: q = q_norm(q_proj(X)) from the block only: (B, H*d) */
-    matmul(a->q, a->xb, w->q_proj, B, D, H * d, r->xt);
+    matmul(a->q, a->xb, w->q_proj, B, D, H * d);
     rmsnorm_rows(a->q, a->q, w->q_norm, B * H, d, eps);
     TRACE(trace, a->q, "layers.%d.self_attn.q", l);
 
@@ -658,8 +731,8 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
      * row this is exactly the reference's two projections then cat). */
     memcpy(r->kv_in, r->C, sizeof(real) * (size_t)Lc * D);
     memcpy(r->kv_in + (size_t)Lc * D, a->xb, sizeof(real) * (size_t)B * D);
-    matmul(a->k, r->kv_in, w->k_proj, P, D, kvd, r->xt);   /* rows 0..Lc-1: C W_K, then X W_K */
-    matmul(a->v, r->kv_in, w->v_proj, P, D, kvd, r->xt);
+    matmul(a->k, r->kv_in, w->k_proj, P, D, kvd);   /* rows 0..Lc-1: C W_K, then X W_K */
+    matmul(a->v, r->kv_in, w->v_proj, P, D, kvd);
     rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps);
     TRACE(trace, a->k, "layers.%d.self_attn.k", l);
     TRACE(trace, a->v, "layers.%d.self_attn.v", l);
@@ -677,10 +750,10 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
 
     /* 4.5 output projection, residual, MLP */
-    matmul(a->attn_output, a->attn, w->o_proj, B, H * d, D, r->xt);
+    matmul(a->attn_output, a->attn, w->o_proj, B, H * d, D);
     TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
     for (size_t i = 0; i < (size_t)B * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
-    mlp_block(a->out, a, w, c, B, r->xt, l, trace);
+    mlp_block(a->out, a, w, c, B, l, trace);
     memcpy(r->h, a->out, sizeof(real) * (size_t)B * D);
     TRACE(trace, a->out, "layers.%d", l);
 }
@@ -703,7 +776,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     TRACE(trace, target_hidden, "target_hidden_raw");
 
     /* Step 2: C = hidden_norm(fc(target_hidden)) */
-    matmul(r->fc_out, target_hidden, dm->fc, Lc, kD, D, r->xt);
+    matmul(r->fc_out, target_hidden, dm->fc, Lc, kD, D);
     rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, Lc, D, eps);
     TRACE(trace, r->fc_out, "fc");
     TRACE(trace, r->C, "hidden_norm");
@@ -730,7 +803,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     /* Step 5: final norm, then the target's lm_head on rows 1..B-1 */
     rmsnorm_rows(r->norm, r->h, dm->norm, B, D, eps);
     TRACE(trace, r->norm, "norm");
-    matmul(r->logits, r->norm + D, tm->lm_head, B - 1, D, V, r->xt);
+    matmul(r->logits, r->norm + D, tm->lm_head, B - 1, D, V);
     TRACE(trace, r->logits, "logits");
 }
 

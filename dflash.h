@@ -370,7 +370,6 @@ int  bench_main(void);
  * Building blocks of dflash.c that bench.c (and a port's own C harness) call:
  * the KV cache, one target forward and the buffers it writes.
  */
-#define LANES 8   /* tokens per pass of the matmul kernel (dflash.c) */
 typedef struct TraceCtx TraceCtx;  /* dflash.c's tracing state; NULL: no trace */
 
 /* Activations of one decoder layer for one call of T tokens, every step in a
@@ -406,7 +405,6 @@ typedef struct {
     real *h;              /* (T, D)       the residual stream                 */
     real *hidden_states;  /* (L+1, T, D)  output_hidden_states; [L] post-norm */
     real *logits;         /* (T, V)                                           */
-    real *xt;             /* (max_in, LANES) matmul scratch                   */
     LayerActs acts;       /* one layer's activations, reused layer by layer   */
 } TargetRun;
 

@@ -850,9 +850,29 @@ static int safetensors_load(const char *dir, TensorSpec *specs, int n_specs, Mod
         const unsigned char *src = maps[s->shard] + starts[s->shard] + s->begin;
         int in_place = sizeof(real) == sizeof(float) && s->dtype == ST_F32 && (starts[s->shard] + (size_t)s->begin) % 4 == 0;
         int nonfinite = 0, fin;
-        if (in_place) {
-            for (int64_t i = 0; i < numel; i++) { (void)st_elem(src, s->dtype, i, &fin); nonfinite |= !fin; }
-        } else {
+        if (s->dtype == ST_F32) {
+            /* NaN and Inf are the floats whose 8 exponent bits are all ones.
+             * Checked 16 values at a time into 16 flags (a fixed-length inner
+             * loop the compiler turns into vector instructions at -O2; a plain
+             * loop over numel was left scalar, and this scan of every weight was
+             * half the default run's time) */
+            uint32_t flag[16] = {0};
+            int64_t i = 0;
+            for (; i + 16 <= numel; i += 16)
+                for (int k = 0; k < 16; k++) {
+                    uint32_t u;
+                    memcpy(&u, src + 4 * (i + k), 4);
+                    flag[k] |= (u & 0x7f800000u) == 0x7f800000u;
+                }
+            for (; i < numel; i++) {
+                uint32_t u;
+                memcpy(&u, src + 4 * i, 4);
+                flag[0] |= (u & 0x7f800000u) == 0x7f800000u;
+            }
+            for (int k = 0; k < 16; k++) nonfinite |= flag[k] != 0;
+            if (!in_place)
+                for (i = 0; i < numel; i++) conv[i] = (real)st_elem(src, s->dtype, i, &fin);
+        } else {   /* BF16, F16: widened one by one */
             for (int64_t i = 0; i < numel; i++) { conv[i] = (real)st_elem(src, s->dtype, i, &fin); nonfinite |= !fin; }
         }
         if (nonfinite)

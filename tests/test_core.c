@@ -105,10 +105,10 @@ static void test_rope_relative_positions_with_last_rows_for_q(void **state) {
 static void test_matmul_matches_naive_and_is_block_invariant(void **state) {
     (void)state;
     enum { T = 11, IN = 37, OUT = 13 };
-    real x[T * IN], w[OUT * IN], out[T * OUT], one[OUT], xt[IN * LANES];
+    real x[T * IN], w[OUT * IN], out[T * OUT], one[OUT];
     for (int i = 0; i < T * IN; i++) x[i] = (real)sin(i * 0.37);
     for (int i = 0; i < OUT * IN; i++) w[i] = (real)cos(i * 0.11);
-    matmul(out, x, w, T, IN, OUT, xt);
+    matmul(out, x, w, T, IN, OUT);
     for (int t = 0; t < T; t++)
         for (int o = 0; o < OUT; o++) {
             double ref = 0;
@@ -116,7 +116,7 @@ static void test_matmul_matches_naive_and_is_block_invariant(void **state) {
             assert_float_equal(out[t * OUT + o], ref, 1e-4);
         }
     for (int t = 0; t < T; t++) {
-        matmul(one, x + t * IN, w, 1, IN, OUT, xt);
+        matmul(one, x + t * IN, w, 1, IN, OUT);
         assert_memory_equal(one, out + t * OUT, sizeof one);
     }
 }
@@ -213,14 +213,17 @@ static int make_prompt(int k, int V, int mask, int *ids) {
     return n;
 }
 
-/* Lossless: greedy DFlash == target-only greedy, for 20 prompts (3 with
- * DFLASH_TEST_QUICK) and every
- * block size 1..8, token for token, with and without a stop id. */
+/* Lossless: greedy DFlash == target-only greedy, for every block size 1..8,
+ * token for token, on 20 prompts with DFLASH_TEST_LONG (make test-long), on
+ * the shortest and the longest of them (k = 0: 1 token, k = 5: 6 tokens)
+ * in make test. */
 static void test_lossless_random_set(void **state) {
     Pair *p = *state;
     int V = p->target.cfg.vocab_size, mask = p->draft.cfg.mask_token_id;
-    int n_prompts = tu_quick() ? 3 : 20;
-    for (int k = 0; k < n_prompts; k++) {
+    static const int subset[] = {0, 5};
+    int n_prompts = tu_long() ? 20 : 2;
+    for (int q = 0; q < n_prompts; q++) {
+        int k = tu_long() ? q : subset[q];
         int ids[8];
         int n = make_prompt(k, V, mask, ids);
         GenParams gp = {0};
@@ -461,6 +464,9 @@ static void assert_fits(const int *count, const double *P, int cells, int N, con
     if (chi2 > limit) fail_msg("%s: chi-square %.1f over %d degrees of freedom (limit %.1f)", what, chi2, df, limit);
 }
 
+/* 3000 seeds per mode with DFLASH_TEST_LONG (make test-long), 600 in make
+ * test. Both fail when sample_row's uniform draw is scaled by 0.9 (a
+ * biased sampler); only the 3000-seed run catches a 0.95 scaling. */
 static void test_temperature_sampling_is_lossless_in_distribution(void **state) {
     (void)state;
     Model t, d;
@@ -468,7 +474,7 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
     /* sharpen: logits = 40 * lm_head . h, with a different row pattern per token */
     for (int v = 0; v < TU_V; v++)
         for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(4.0 * sin(1.7 * v + 0.9 * i));
-    int V = TU_V, prompt[2] = {0, 1}, N = 3000;
+    int V = TU_V, prompt[2] = {0, 1}, N = tu_long() ? 3000 : 600;   /* seeds per mode */
     double temp = 1.0, P[TU_V * TU_V];
     exact_joint(&t, prompt, 2, temp, P);
     for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
