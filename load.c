@@ -1385,6 +1385,26 @@ static int bytelevel_decode(char *s, size_t *len) {
 
 typedef struct { long id; char *text; size_t len; } TokEntry;
 
+/* append (id, a copy of the tl bytes of tok) to the growing entry list */
+static int tok_entry_add(TokEntry **ents, size_t *n, size_t *cap, long id, const char *tok, size_t tl,
+                         const char *path) {
+    if (*n == *cap) {
+        size_t c = *cap ? *cap * 2 : 1024;
+        TokEntry *ne = realloc(*ents, c * sizeof **ents);
+        if (!ne) { dflash_set_error("%s: out of memory", path); return -1; }
+        *ents = ne;
+        *cap = c;
+    }
+    TokEntry *e = &(*ents)[*n];
+    e->id = id;
+    e->len = tl;
+    e->text = malloc(tl + 1);
+    if (!e->text) { dflash_set_error("%s: out of memory", path); return -1; }
+    memcpy(e->text, tok, tl + 1);
+    (*n)++;
+    return 0;
+}
+
 /* tokenizer_json_load: path's model.vocab (byte-level strings, decoded to
  * bytes) and added_tokens (content as is) as v->words[id] (v->lens[id]
  * bytes), v->n = highest id + 1 (ids without a token print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
@@ -1445,18 +1465,7 @@ static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text
                                              "BPE vocabularies are decoded)", path, id);
                             goto done;
                         }
-                        if (n_ents == cap_ents) {
-                            cap_ents = cap_ents ? cap_ents * 2 : 1024;
-                            TokEntry *ne = realloc(ents, cap_ents * sizeof *ents);
-                            if (!ne) { dflash_set_error("%s: out of memory", path); goto done; }
-                            ents = ne;
-                        }
-                        ents[n_ents].id = id;
-                        ents[n_ents].len = tl;
-                        ents[n_ents].text = malloc(tl + 1);
-                        if (!ents[n_ents].text) { dflash_set_error("%s: out of memory", path); goto done; }
-                        memcpy(ents[n_ents].text, tok, tl + 1);
-                        n_ents++;
+                        if (tok_entry_add(&ents, &n_ents, &cap_ents, id, tok, tl, path) != 0) goto done;
                         int d = tok_peek(&p);
                         p.pos++;
                         if (d == '}') break;
@@ -1499,18 +1508,7 @@ static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text
                                      MAX_VOCAB - 1);
                     goto done;
                 }
-                if (n_ents == cap_ents) {
-                    cap_ents = cap_ents ? cap_ents * 2 : 1024;
-                    TokEntry *ne = realloc(ents, cap_ents * sizeof *ents);
-                    if (!ne) { dflash_set_error("%s: out of memory", path); goto done; }
-                    ents = ne;
-                }
-                ents[n_ents].id = id;
-                ents[n_ents].len = tl;
-                ents[n_ents].text = malloc(tl + 1);
-                if (!ents[n_ents].text) { dflash_set_error("%s: out of memory", path); goto done; }
-                memcpy(ents[n_ents].text, tok, tl + 1);
-                n_ents++;
+                if (tok_entry_add(&ents, &n_ents, &cap_ents, id, tok, tl, path) != 0) goto done;
                 int d = tok_peek(&p);
                 p.pos++;
                 if (d == ']') break;
