@@ -49,6 +49,11 @@ dflash-debug: $(SRC) dflash.h
 
 debug: dflash-debug weights
 
+# ./dflash-pitfall: the same program with the planted porting mistakes
+# compiled in (--pitfall NAME; dflash.h lists them). ./dflash has none.
+dflash-pitfall: $(SRC) dflash.h .buildflags
+	$(CC) $(ALLFLAGS) -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
+
 # the double-precision build under its own name, for the float-vs-double test
 dflash-double: $(SRC) dflash.h
 	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
@@ -225,5 +230,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
+	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin toy_weights/gen toy_weights/random toy_weights/walkthrough \
 	       walkthrough/mkwalk build

@@ -16,6 +16,7 @@ static const char *USAGE =
     "              [--block-size B] [--temperature T] [--seed S] [--mode dflash|ar]\n"
     "              [--print-ids] [--rounds] [--ignore-eos]\n"
     "              [--trace DIR] [--trace-text FILE|-] [--trace-filter GLOB]...\n"
+    "              [--pitfall NAME]   (./dflash-pitfall only: one planted porting mistake)\n"
     "       dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n"
     "       dflash bench\n"
     "With no arguments: the walkthrough run (\"The cat sat\", block 4) with a per-round summary.\n";
@@ -41,6 +42,28 @@ static int parse_int(const char *flag, const char *s, long lo, long hi, long *ou
     if (v < lo || v > hi) { dflash_set_error("%s: expected an integer in %ld..%ld, got %ld", flag, lo, hi, v); return -1; }
     *out = v;
     return 0;
+}
+
+/* --pitfall NAME: switch on one planted porting mistake (dflash.h). Only
+ * ./dflash-pitfall (built with -DDFLASH_PITFALLS) has them. */
+static int set_pitfall(const char *name) {
+    char list[1024] = "";
+    for (int k = 1; k < PITFALL_COUNT; k++) {
+        if (strcmp(name, dflash_pitfall_names[k]) == 0) {
+#ifdef DFLASH_PITFALLS
+            dflash_pitfall = k;
+            return 0;
+#else
+            dflash_set_error("--pitfall: this ./dflash is built without pitfalls; use ./dflash-pitfall "
+                             "(make dflash-pitfall, compiled with -DDFLASH_PITFALLS)");
+            return -1;
+#endif
+        }
+        strncat(list, k > 1 ? ", " : "", sizeof list - strlen(list) - 1);
+        strncat(list, dflash_pitfall_names[k], sizeof list - strlen(list) - 1);
+    }
+    dflash_set_error("--pitfall: expected one of %s, got \"%.100s\"", list, name);
+    return -1;
 }
 
 /* 0: run; 1: --help was asked for; -1: bad arguments (dflash_errmsg) */
@@ -107,6 +130,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
         else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
         else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
+        else if (strcmp(f, "--pitfall") == 0) { NEED_VALUE(); if (set_pitfall(val) != 0) return -1; }
         else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
         else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see --help)", f); return -1; }
         else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }
