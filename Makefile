@@ -89,7 +89,7 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
-test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check
+test: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS) standalone-check
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
 
 # dflash.c compiles on its own with no flags and needs nothing from trace.c

@@ -530,7 +530,7 @@ static void test_diff_identical(void **state) {
     write_sample(b, 0);
     char *out;
     assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 0);
-    assert_contains(out, "diff: 3 compared, 0 differ, 0 not compared");
+    assert_contains(out, "diff: 3 compared, 0 differ, 0 missing from B, 0 only in B");
     assert_not_contains(out, "departure");
     free(out);
 }
@@ -545,7 +545,7 @@ static void test_diff_first_departure(void **state) {
     assert_contains(out, "worst at [1, 2]: A 9, B 10");
     assert_contains(out, "differs: verify1.sampled");
     assert_not_contains(out, "prefill.hidden_states.0");
-    assert_contains(out, "diff: 3 compared, 2 differ, 0 not compared");
+    assert_contains(out, "diff: 3 compared, 2 differ, 0 missing from B, 0 only in B");
     /* the first departure is printed before the other one */
     assert_true(strstr(out, "first departure") < strstr(out, "differs: verify1.sampled"));
     free(out);
@@ -554,7 +554,7 @@ static void test_diff_first_departure(void **state) {
 static void test_diff_tolerances(void **state) {
     const char *a = tu_path(*state, "a"), *rel = tu_path(*state, "rel"), *abs_ = tu_path(*state, "abs");
     write_sample(a, 0);
-    write_sample(rel, 2);  /* 1 vs 1.002: 2e-3 > 1e-6 + 1e-4 * max|B| (9) */
+    write_sample(rel, 2);  /* 1 vs 1.002: 2e-3 > 1e-6 + 1e-4 * max|A| (9) */
     write_sample(abs_, 3); /* 0 vs 5e-7: far inside the default tolerance */
     char *out;
     assert_int_equal(run_diff(&out, a, rel, NULL, NULL, NULL, NULL), 1);
@@ -602,16 +602,25 @@ static void test_diff_reads_numpy_layouts(void **state) {
     make_npy(tu_path(b, "s.npy"), 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", buf, 4);
 
     char *out;
-    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 0);
-    assert_contains(out, "not compared (not in B): only_in_a");
-    assert_contains(out, "diff: 3 compared, 0 differ, 1 not compared");
+    /* strict: B lacks only_in_a, the last name of A */
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "missing from B: only_in_a");
+    assert_contains(out, "B has nothing after s: 1 tensor missing, first only_in_a");
+    assert_contains(out, "diff: 3 compared, 0 differ, 1 missing from B, 0 only in B");
     free(out);
+    /* --only limits the comparison (both spellings) */
+    assert_int_equal(run_diff(&out, a, b, "--only", "[xn]", "--only=s", NULL), 0);
+    assert_contains(out, "diff: 3 compared, 0 differ, 0 missing from B");
+    free(out);
+    assert_int_equal(run_diff(&out, a, b, "--only", "nothing*", NULL, NULL), 2);
+    free(out);
+    assert_contains(dflash_errmsg, "no name in");
 
     /* change one <f8 value (1024 -> 1025, element [1, 1]) */
     k = 0;
     for (int i = 0; i < 4; i++) k += le_f64(buf + k, i == 3 ? 1025.0 : (double)x[i]);
     make_npy(tu_path(b, "x.npy"), 2, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", buf, k);
-    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_int_equal(run_diff(&out, a, b, "--only", "[xns]", NULL, NULL), 1);
     assert_contains(out, "first departure: x");
     assert_contains(out, "worst at [1, 1]: A 1024, B 1025");
     free(out);
@@ -621,7 +630,7 @@ static void test_diff_reads_numpy_layouts(void **state) {
     for (int i = 0; i < 3; i++) k += le_f64(buf + k, (double)n[i]);
     make_npy(tu_path(b, "x.npy"), 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", buf, 32);
     make_npy(tu_path(b, "n.npy"), 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", buf, k);
-    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_int_equal(run_diff(&out, a, b, "--only", "[xns]", NULL, NULL), 1);
     assert_contains(out, "differs: n");
     assert_contains(out, "dtype kind");
     free(out);
@@ -655,12 +664,13 @@ static void test_diff_malformed(void **state) {
         {9, good, 16, "version 9.0"},
         {1, good, 12, "truncated"},
         {1, good, 20, "trailing bytes"},
-        {1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16, "fortran_order True"},
+        {1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2, 2), }", 16, "not True or False"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': [2, 2], }", 16, "not a tuple"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2) 'x'}", 16, "expected ',' or '}'"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4) }", 16, "not a tuple"},
         {1, "{'descr': '<f4', 'fortran_order': False }", 16, "missing key 'shape'"},
-        {1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }", 16, "unsupported descr"},
+        {1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }", 8, "unsupported descr"},
+        {1, "{'descr': '<u8', 'fortran_order': False, 'shape': (2, 2), }", 32, "unsupported descr"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }",
          16, "overflows"},
     };
@@ -716,7 +726,8 @@ static void test_diff_bad_input(void **state) {
     free(out);
     /* nothing in common */
     assert_int_equal(run_diff(&out, a, e, NULL, NULL, NULL, NULL), 2);
-    assert_contains(out, "diff: 0 compared, 0 differ, 3 not compared");
+    assert_contains(out, "B has none of A's 3 tensors, first prefill.hidden_states.0");
+    assert_contains(out, "diff: 0 compared, 0 differ, 3 missing from B, 0 only in B");
     free(out);
     /* a file listed by A's manifest but missing */
     assert_int_equal(unlink(tu_path(a, "draft1.fc.npy")), 0);
