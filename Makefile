@@ -7,6 +7,8 @@
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
 #   make walkthrough        regenerate walkthrough/README.md + SVGs from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
+#   make dflash-pitfall     ./dflash with the planted porting mistakes (--pitfall NAME)
+#   make pitfalls           regenerate walkthrough/pitfalls.md from real runs; pitfalls-check: CI's check
 #   make gdb-check          run the gdb guide (walkthrough/walkthrough.gdb) and check its output
 #   make sanitize   the test suite under ASan+UBSan (build/san/, DFLASH_TEST_QUICK=1)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
@@ -32,7 +34,8 @@ LIBSRC  = dflash.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp
 
-.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz
+.PHONY: all run bench test standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-check sanitize memcheck fuzz \
+        pitfalls pitfalls-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -135,6 +138,18 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 	else echo "walkthrough-check: FAILED: walkthrough/ differs from a regeneration (make walkthrough, then commit)"; fi; \
 	exit $$rc
 
+# walkthrough/pitfalls.md: every pitfall of ./dflash-pitfall on both toy sets,
+# from real runs and `dflash diff` (walkthrough/mkpitfalls.sh, about a minute).
+pitfalls: dflash dflash-pitfall weights
+	sh walkthrough/mkpitfalls.sh walkthrough/pitfalls.md
+
+pitfalls-check: dflash dflash-pitfall weights
+	@tmp=$$(mktemp) && sh walkthrough/mkpitfalls.sh $$tmp > /dev/null && \
+	if diff -u walkthrough/pitfalls.md $$tmp > $$tmp.diff; then \
+	  echo "pitfalls-check: walkthrough/pitfalls.md matches a fresh regeneration"; rm -f $$tmp $$tmp.diff; \
+	else head -n 40 $$tmp.diff; rm -f $$tmp $$tmp.diff; \
+	  echo "pitfalls-check: FAILED: walkthrough/pitfalls.md differs from a regeneration (make pitfalls, then commit)"; exit 1; fi
+
 # The gdb guide (walkthrough/gdb.md), run as written on the -O0 -g3 build.
 gdb-check: dflash-debug weights
 	sh walkthrough/gdb-check.sh
@@ -158,6 +173,9 @@ build/san/dflash: $(SRC) dflash.h
 build/san/dflash-debug: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O0 -o $@ $(SRC) $(LDLIBS)
+build/san/dflash-pitfall: $(SRC) dflash.h
+	@mkdir -p build/san
+	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
 build/san/dflash-double: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
@@ -168,7 +186,7 @@ build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
-sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS)
+sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
 	@ln -sfn ../../toy_weights build/san/toy_weights
 	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
