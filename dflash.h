@@ -233,8 +233,10 @@ int trace_close(Tracer *t);
  * directory and the text trace file; an earlier trace stays. Frees t and
  * leaves dflash_errmsg as it was. */
 void trace_discard(Tracer *t);
-/* `dflash diff DIR_A DIR_B [--rtol R] [--atol A]`: argv[0] is "diff".
- * Returns the exit status: 0 all compared agree, 1 some differ, 2 bad input. */
+/* `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
+ * argv[0] is "diff"; A is the reference, B the port. Returns the exit
+ * status: 0 every tensor of A is in B and agrees, 1 some depart or are
+ * missing from B, 2 bad input. */
 int trace_diff_main(int argc, char **argv);
 
 /* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
