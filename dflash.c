@@ -888,7 +888,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     int cap_ctx = n > B ? n : B;                 /* most context rows handed in */
     int cap_S = max_length + B;                  /* most positions ever cached */
 #ifdef DFLASH_PITFALLS
-    cap_S *= 2 * B + 1;  /* an uncropped cache grows by up to 2B a round */
+    cap_S += (p->max_new_tokens + 1) * 2 * B;  /* an uncropped cache grows by up to 2B a round */
 #endif
     TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids);
     Rng rng;
