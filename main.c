@@ -17,7 +17,7 @@ static const char *USAGE =
     "              [--print-ids] [--rounds] [--ignore-eos]\n"
     "              [--trace DIR] [--trace-text FILE|-] [--trace-filter GLOB]...\n"
     "              [--pitfall NAME]   (./dflash-pitfall only: one planted porting mistake)\n"
-    "       dflash diff DIR_A DIR_B [--rtol R] [--atol A]\n"
+    "       dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]   (A the reference, B the port)\n"
     "       dflash bench\n"
     "With no arguments: the walkthrough run (\"The cat sat\", block 4) with a per-round summary.\n";
 
