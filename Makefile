@@ -17,6 +17,8 @@
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
 #   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
+#   make dflash-pitfall     ./dflash with the planted porting mistakes (--pitfall NAME)
+#   make pitfalls           regenerate walkthrough/pitfalls.md from real runs; pitfalls-check: CI's check
 #   make sanitize   the test suite under ASan+UBSan (build/san/, make test's subset)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
 #   make fuzz       libFuzzer targets, FUZZ_SECONDS (60) each, seeds in tests/fuzz/
@@ -42,7 +44,8 @@ SRC     = $(LIBSRC) main.c bench.c explore.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
-        gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check
+        gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check \
+        pitfalls pitfalls-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -58,6 +61,11 @@ dflash-debug: $(SRC) dflash.h
 	$(CC) $(WARN) $(FPFLAGS) $(REALDEF) -O0 -g3 -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 debug: dflash-debug weights
+
+# ./dflash-pitfall: the same program with the planted porting mistakes
+# compiled in (--pitfall NAME; dflash.h lists them). ./dflash has none.
+dflash-pitfall: $(SRC) dflash.h .buildflags
+	$(CC) $(ALLFLAGS) -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
 
 # the double-precision build under its own name, for the float-vs-double test
 dflash-double: $(SRC) dflash.h
@@ -103,10 +111,10 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
 # make test-long: the same binaries with the sweeps in full (a few minutes).
-test: dflash dflash-debug dflash-double weights $(TESTS) standalone-check trace-md-check
+test: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS) standalone-check trace-md-check
 	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
 
-test-long: dflash dflash-debug dflash-double weights $(TESTS)
+test-long: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t (DFLASH_TEST_LONG=1)"; DFLASH_TEST_LONG=1 ./$$t; done
 
 # dflash.c compiles on its own with no flags and needs nothing from trace.c
@@ -207,6 +215,19 @@ exercises-check: dflash weights
 # gdb's). After an edit of dflash.c moves lines, `make gdb-guide` and commit.
 gdb-guide: dflash-debug weights
 	sh walkthrough/gdb-check.sh --write
+
+# walkthrough/pitfalls.md: every pitfall of ./dflash-pitfall on both toy sets,
+# from real runs and `dflash diff` (walkthrough/mkpitfalls.sh, about a minute).
+pitfalls: dflash dflash-pitfall weights
+	sh walkthrough/mkpitfalls.sh walkthrough/pitfalls.md
+
+pitfalls-check: dflash dflash-pitfall weights
+	@tmp=$$(mktemp) && sh walkthrough/mkpitfalls.sh $$tmp > /dev/null && \
+	if diff -u walkthrough/pitfalls.md $$tmp > $$tmp.diff; then \
+	  echo "pitfalls-check: walkthrough/pitfalls.md matches a fresh regeneration"; rm -f $$tmp $$tmp.diff; \
+	else head -n 40 $$tmp.diff; rm -f $$tmp $$tmp.diff; \
+	  echo "pitfalls-check: FAILED: walkthrough/pitfalls.md differs from a regeneration (make pitfalls, then commit)"; exit 1; fi
+
 gdb-check: dflash-debug weights
 	sh walkthrough/gdb-check.sh
 # the same session typed into gdb in a tmux pane, command by command (needs tmux)
@@ -232,6 +253,9 @@ build/san/dflash: $(SRC) dflash.h
 build/san/dflash-debug: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O0 -o $@ $(SRC) $(LDLIBS)
+build/san/dflash-pitfall: $(SRC) dflash.h
+	@mkdir -p build/san
+	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
 build/san/dflash-double: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
@@ -242,7 +266,7 @@ build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
-sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS)
+sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
 	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
 	  ln -sfn ../../$$f build/san/$$f; done   # what the tests read (test_usage: the docs, the sources)
 	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
@@ -309,6 +333,6 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
+	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
 	       toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/mkwalk build

@@ -78,6 +78,16 @@ void *xcalloc(size_t n, size_t size, const char *what) {
     return p;
 }
 
+/* The porting pitfalls (dflash.h): their names for --pitfall, and the one
+ * switched on in ./dflash-pitfall. In ./dflash every PITFALL(x) is 0. */
+#define DFLASH_PITFALL_NAME(e, name, what) name,
+#define DFLASH_PITFALL_WHAT(e, name, what) what,
+const char *const dflash_pitfall_names[PITFALL_COUNT] = {"none", DFLASH_PITFALLS_LIST(DFLASH_PITFALL_NAME)};
+const char *const dflash_pitfall_whats[PITFALL_COUNT] = {"", DFLASH_PITFALLS_LIST(DFLASH_PITFALL_WHAT)};
+#ifdef DFLASH_PITFALLS
+int dflash_pitfall = PITFALL_NONE;
+#endif
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -265,6 +275,14 @@ static void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, i
  * Hugging Face half-split pairing: dims i and i + d/2 rotate together. */
 static void rope_apply(real *out, const real *x, const real *cos_, const real *sin_, int head_dim) {
     int half = head_dim / 2;
+    if (PITFALL(ROPE_INTERLEAVED)) {  /* PITFALL: GPT-J style pairs (2i, 2i+1) */
+        for (int i = 0; i < half; i++) {
+            real x1 = x[2 * i], x2 = x[2 * i + 1];
+            out[2 * i] = x1 * cos_[i] - x2 * sin_[i];
+            out[2 * i + 1] = x2 * cos_[i] + x1 * sin_[i];
+        }
+        return;
+    }
     for (int i = 0; i < half; i++) {
         real x1 = x[i], x2 = x[i + half];
         out[i] = x1 * cos_[i] + (-x2) * sin_[i];
@@ -293,7 +311,7 @@ static real exp_real(real x) {
 static void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
                                  const real *cos_, const real *sin_, int q_len, int k_len,
                                  int n_heads, int n_kv_heads, int head_dim) {
-    int q_row0 = k_len - q_len;   /* the first of the last q_len rows */
+    int q_row0 = PITFALL(QUERY_ROPE_AT_START) ? 0 : k_len - q_len;  /* the first of the last q_len rows */
     for (int t = 0; t < q_len; t++)
         for (int h = 0; h < n_heads; h++)
             rope_apply(q_rope + ((size_t)t * n_heads + h) * head_dim, q + ((size_t)t * n_heads + h) * head_dim,
@@ -315,6 +333,10 @@ static void softmax(real *x, int n) {
 
 /* silu(x) = x * sigmoid(x) = x / (1 + exp(-x)) */
 static real silu(real x) { return x / ((real)1 + exp_real(-x)); }
+/* gelu, tanh approximation: used only by the pitfall GELU_MLP */
+static real gelu_tanh(real x) {
+    return (real)0.5 * x * ((real)1 + (real)tanh(0.7978845608028654 * ((double)x + 0.044715 * (double)x * x * x)));
+}
 
 /* argmax over n values; the FIRST index wins on ties (torch.argmax) */
 static int argmax(const real *x, int n) {
@@ -353,7 +375,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
     real scale = (real)(1.0 / sqrt((double)head_dim));  /* head_dim ** -0.5 */
     int group = n_heads / n_kv_heads;
     for (int h = 0; h < n_heads; h++) {
-        int kvh = h / group;
+        int kvh = PITFALL(GQA_TILE) ? h % n_kv_heads : h / group;
         const real *k_h = key + (size_t)kvh * cap * head_dim;    /* (S, d) */
         const real *v_h = value + (size_t)kvh * cap * head_dim;  /* (S, d) */
         for (int t = 0; t < T; t++) {
@@ -361,6 +383,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
             real *sc = scores + ((size_t)h * T + t) * S;         /* (S) */
             real *a = att + ((size_t)h * T + t) * S;             /* (S) */
             int n_keys = causal ? q_pos0 + t + 1 : S;
+            if (PITFALL(CAUSAL_OFF_BY_ONE) && n_keys < S) n_keys++;  /* PITFALL: sees key t+1 too */
             for (int s = 0; s < S; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
             memcpy(a, sc, sizeof(real) * (size_t)n_keys);
             softmax(a, n_keys);
@@ -545,7 +568,8 @@ static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Conf
     TRACE(trace, a->gate, "layers.%d.mlp.gate_proj", l);
     matmul(a->up, a->xb2, w->up_proj, T, D, I);
     TRACE(trace, a->up, "layers.%d.mlp.up_proj", l);
-    for (size_t i = 0; i < (size_t)T * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
+    for (size_t i = 0; i < (size_t)T * I; i++)
+        a->act[i] = (PITFALL(GELU_MLP) ? gelu_tanh(a->gate[i]) : silu(a->gate[i])) * a->up[i];
     TRACE(trace, a->act, "layers.%d.mlp.act", l);
     matmul(a->mlp_out, a->act, w->down_proj, T, I, D);
     TRACE(trace, a->mlp_out, "layers.%d.mlp.down_proj", l);
@@ -590,12 +614,18 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         matmul(a->q, a->xb, w->q_proj, T, D, H * d);
         matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d);
         matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d);
-        rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
-        rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
+        if (!PITFALL(QK_NORM_AFTER_ROPE)) {  /* (the pitfall norms q_rope, k_rope below) */
+            rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
+            rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
+        }
         TRACE(trace, a->q, "layers.%d.self_attn.q", l);
         TRACE(trace, a->k, "layers.%d.self_attn.k", l);
         TRACE(trace, a->v, "layers.%d.self_attn.v", l);
         apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, T, T, H, Hkv, d);
+        if (PITFALL(QK_NORM_AFTER_ROPE)) {  /* PITFALL: the norms after RoPE */
+            rmsnorm_rows(a->q_rope, a->q_rope, w->q_norm, T * H, d, eps);
+            rmsnorm_rows(a->k_rope, a->k_rope, w->k_norm, T * Hkv, d, eps);
+        }
         TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
         TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
         cache_append(cache, l, a->k_rope, a->v, T);
@@ -618,13 +648,18 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     cache->len = S;
 
     /* final norm; transformers stores it as hidden_states[L] (post-norm!) */
-    real *last = hidden_state(r, c, L, T);
+    real *last = hidden_state(r, c, L, T), *normed = last;
     rmsnorm_rows(last, r->h, m->norm, T, D, eps);
+    if (PITFALL(LAST_HIDDEN_PRENORM)) {  /* PITFALL: keep the pre-norm state as hidden_states[L] */
+        normed = a->xb;
+        memcpy(normed, last, sizeof(real) * (size_t)T * D);
+        memcpy(last, r->h, sizeof(real) * (size_t)T * D);
+    }
     TRACE(trace, last, "hidden_states.%d", L);
 
     /* logits = lm_head(norm(h)) for rows logits_from..T-1 */
     int rows = T - logits_from;
-    matmul(r->logits, last + (size_t)logits_from * D, m->lm_head, rows, D, V);
+    matmul(r->logits, normed + (size_t)logits_from * D, m->lm_head, rows, D, V);
     TRACE(trace, r->logits, "logits");
     return rows;
 }
@@ -643,7 +678,8 @@ static void extract_context_feature(real *target_hidden, const TargetRun *r, con
     for (int t = 0; t < rows; t++)
         for (int j = 0; j < n_ids; j++)
             memcpy(target_hidden + ((size_t)t * n_ids + j) * D,
-                   hidden_state(r, tcfg, layer_ids[j] + 1, T) + (size_t)(r0 + t) * D, sizeof(real) * D);
+                   hidden_state(r, tcfg, layer_ids[j] + 1 - PITFALL(HIDDEN_OFF_BY_ONE), T) + (size_t)(r0 + t) * D,
+                   sizeof(real) * D);
 }
 
 /* ===========================================================================
@@ -730,7 +766,8 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
      * block rows into kv_in (Lc+B, D) and project them in one pass (row by
      * row this is exactly the reference's two projections then cat). */
     memcpy(r->kv_in, r->C, sizeof(real) * (size_t)Lc * D);
-    memcpy(r->kv_in + (size_t)Lc * D, a->xb, sizeof(real) * (size_t)B * D);
+    if (PITFALL(CONTEXT_INPUT_LAYERNORM)) rmsnorm_rows(r->kv_in, r->C, w->input_layernorm, Lc, D, eps);
+    memcpy(r->kv_in + (size_t)Lc * D, PITFALL(KV_FROM_RESIDUAL) ? r->h : a->xb, sizeof(real) * (size_t)B * D);
     matmul(a->k, r->kv_in, w->k_proj, P, D, kvd);   /* rows 0..Lc-1: C W_K, then X W_K */
     matmul(a->v, r->kv_in, w->v_proj, P, D, kvd);
     rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps);
@@ -745,7 +782,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False) */
     cache_append(cache, l, a->k_rope, a->v, P);
     attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-              B, S, cache->capacity, H, Hkv, d, /*causal=*/0, 0);
+              B, S, cache->capacity, H, Hkv, d, /*causal=*/PITFALL(DRAFT_CAUSAL), /*q_pos0=*/cache->len + Lc);
     TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
 
@@ -788,7 +825,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     TRACE(trace, r->noise_embedding, "noise_embedding");
 
     /* positions and RoPE tables for [cache_len, cache_len + Lc + B) */
-    for (int p = 0; p < P; p++) r->pos[p] = cache->len + p;
+    for (int p = 0; p < P; p++) r->pos[p] = (PITFALL(DRAFT_POSITIONS_FROM_0) ? 0 : cache->len) + p;
     rope_cos_sin(r->angles, r->cos, r->sin, r->pos, P, dm->inv_freq, d);
     TRACE(trace, r->pos, "position_ids");
     TRACE(trace, r->angles, "rope_angles");
@@ -803,7 +840,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     /* Step 5: final norm, then the target's lm_head on rows 1..B-1 */
     rmsnorm_rows(r->norm, r->h, dm->norm, B, D, eps);
     TRACE(trace, r->norm, "norm");
-    matmul(r->logits, r->norm + D, tm->lm_head, B - 1, D, V);
+    matmul(r->logits, r->norm + (PITFALL(DRAFT_LOGITS_ROWS) ? 0 : D), tm->lm_head, B - 1, D, V);
     TRACE(trace, r->logits, "logits");
 }
 
@@ -933,9 +970,13 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     int n = n_prompt, V = tcfg->vocab_size, D = tcfg->hidden_size;
     int max_length = n + p->max_new_tokens;
     int mask_id = dcfg ? dcfg->mask_token_id : -1;  /* B = 1 runs without a draft */
+    if (PITFALL(MASK_IS_EOS)) mask_id = p->n_stop ? p->stop_ids[0] : 0;
     int n_ids = dcfg ? dcfg->n_target_layer_ids : 0;  /* k: target layers fed to the draft */
     int cap_ctx = n > B ? n : B;                 /* most context rows handed in */
     int cap_S = max_length + B;                  /* most positions ever cached */
+#ifdef DFLASH_PITFALLS
+    cap_S += (p->max_new_tokens + 1) * 2 * B;  /* an uncropped cache grows by up to 2B a round */
+#endif
     TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids);
     Rng rng;
     rng_seed(&rng, p->seed);
@@ -998,8 +1039,10 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
             trace_begin(trace, "draft", round);
             draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, trace);
             if (check_finite(dr.logits, B - 1, V, "draft", round) != 0) goto done;
-            cache_crop(&past_key_values_draft, start);   /* keep context K/V only */
+            if (!PITFALL(DRAFT_CACHE_NOT_CROPPED)) cache_crop(&past_key_values_draft, start);  /* keep context K/V only */
             for (int i = 1; i < B; i++) block[i] = argmax(dr.logits + (size_t)(i - 1) * V, V);  /* always greedy */
+            if (PITFALL(DRAFT_AT_TEMPERATURE))   /* pitfall: the draft sampled like the target */
+                for (int i = 1; i < B; i++) block[i] = sample_row(dr.logits + (size_t)(i - 1) * V, V, p->temperature, &rng);
             TRACE(trace, block + 1, "sampled");
             res->draft_forwards++;
         }
@@ -1021,11 +1064,11 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         for (int i = 0; i <= acc; i++) output_ids[start + i] = block[i];
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;
-        cache_crop(&past_key_values_target, start);
+        if (!PITFALL(TARGET_CACHE_NOT_CROPPED)) cache_crop(&past_key_values_target, start + PITFALL(TARGET_CACHE_KEEPS_BONUS));
         if (B > 1) {  /* target_hidden = extract_context_feature(...)[:acc+1] */
             extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
             TRACE(trace, target_hidden, "target_hidden");
-            n_ctx = acc + 1;  /* the draft reads rows 0..acc next round */
+            n_ctx = acc + 1 - PITFALL(TARGET_HIDDEN_SHORT);  /* the draft reads rows 0..acc next round */
         }
         res->target_forwards++;
         res->seconds_verify += now_seconds() - t_verify;

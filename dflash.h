@@ -262,8 +262,10 @@ int trace_check_outputs(const char *dir, const char *text_path, const char *cons
  * directories they made) with unlink() and rmdir() only. Async-signal-safe;
  * the traces must not be used afterwards. */
 void trace_cleanup_on_signal(void);
-/* `dflash diff DIR_A DIR_B [--rtol R] [--atol A]`: argv[0] is "diff".
- * Returns the exit status: 0 all compared agree, 1 some differ, 2 bad input. */
+/* `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
+ * argv[0] is "diff"; A is the reference, B the port. Returns the exit
+ * status: 0 every tensor of A is in B and agrees, 1 some depart or are
+ * missing from B, 2 bad input. */
 int trace_diff_main(int argc, char **argv);
 /* `dflash explore TRACE_DIR OUT.html [--vocab FILE]` (explore.c): one
  * self-contained offline HTML page over a trace. Returns the exit status. */
@@ -419,5 +421,46 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
                     int logits_from, TraceCtx *trace);
 /* the UTF-8 sequence length at s (1..4), or 0 when it is not valid UTF-8 */
 int  utf8_seq_len(const unsigned char *s, size_t n);
+
+/* ---------------------------------------------------------------------------
+ * Porting pitfalls (`./dflash-pitfall --pitfall NAME`, NOTES.md "Pitfalls").
+ * Each is one classic mistake of a port, planted at the exact place in
+ * dflash.c where ports go wrong as a branch `if (PITFALL(NAME))` or
+ * `PITFALL(NAME) ? wrong : right`. The branches exist only in the build with
+ * -DDFLASH_PITFALLS (./dflash-pitfall); in ./dflash PITFALL(x) is the
+ * constant 0 and the compiler drops them. X(ENUM, "cli-name", "the mistake").
+ */
+#define DFLASH_PITFALLS_LIST(X) \
+    X(GQA_TILE, "gqa-tile", "query head h reads KV head h % Hkv (tile) instead of h / (H/Hkv) (repeat_interleave)") \
+    X(ROPE_INTERLEAVED, "rope-interleaved", "RoPE rotates pairs (2i, 2i+1) instead of the half-split pairs (i, i+d/2)") \
+    X(QK_NORM_AFTER_ROPE, "qk-norm-after-rope", "q_norm/k_norm applied after RoPE instead of before") \
+    X(CAUSAL_OFF_BY_ONE, "causal-off-by-one", "the target's causal mask lets query t see key t+1") \
+    X(GELU_MLP, "gelu-mlp", "the MLP uses GELU (tanh approximation) instead of SiLU") \
+    X(HIDDEN_OFF_BY_ONE, "hidden-off-by-one", "target_hidden takes hidden_states[id] instead of hidden_states[id+1]") \
+    X(LAST_HIDDEN_PRENORM, "last-hidden-prenorm", "hidden_states[L] is the last layer's output before the final norm") \
+    X(CONTEXT_INPUT_LAYERNORM, "context-input-layernorm", "the draft's context rows C also go through input_layernorm") \
+    X(KV_FROM_RESIDUAL, "kv-from-residual", "the block's K/V rows come from the raw residual h, not input_layernorm(h)") \
+    X(QUERY_ROPE_AT_START, "query-rope-at-start", "the draft's queries are rotated at the first B positions, not the last B") \
+    X(DRAFT_LOGITS_ROWS, "draft-logits-rows", "draft logits from rows out[:-1] instead of out[1:]") \
+    X(DRAFT_POSITIONS_FROM_0, "draft-positions-from-0", "the draft's position_ids restart at 0 every round") \
+    X(TARGET_CACHE_NOT_CROPPED, "target-cache-not-cropped", "the target cache is not cropped after verification") \
+    X(TARGET_CACHE_KEEPS_BONUS, "target-cache-keeps-bonus", "the target cache is cropped to start+1, keeping the K/V at the bonus token's position") \
+    X(TARGET_HIDDEN_SHORT, "target-hidden-short", "the draft gets target_hidden[:acc] instead of [:acc+1]") \
+    X(DRAFT_CACHE_NOT_CROPPED, "draft-cache-not-cropped", "the draft cache is not cropped: it keeps the noise block's K/V") \
+    X(MASK_IS_EOS, "mask-is-eos", "the mask token id is a real token (the stop token <eos>)") \
+    X(DRAFT_AT_TEMPERATURE, "draft-at-temperature", "the draft samples at --temperature instead of greedily") \
+    X(DRAFT_CAUSAL, "draft-causal", "the draft's attention is causal inside the block")
+
+#define DFLASH_PITFALL_ENUM(e, name, what) PITFALL_##e,
+typedef enum { PITFALL_NONE, DFLASH_PITFALLS_LIST(DFLASH_PITFALL_ENUM) PITFALL_COUNT } Pitfall;
+/* names and descriptions, indexed by Pitfall (entry 0 is "none") */
+extern const char *const dflash_pitfall_names[PITFALL_COUNT];
+extern const char *const dflash_pitfall_whats[PITFALL_COUNT];
+#ifdef DFLASH_PITFALLS
+extern int dflash_pitfall;  /* the one switched on (--pitfall), PITFALL_NONE by default */
+#define PITFALL(e) (dflash_pitfall == PITFALL_##e)
+#else
+#define PITFALL(e) 0
+#endif
 
 #endif /* DFLASH_H */

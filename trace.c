@@ -253,6 +253,7 @@ static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
 typedef struct {
     StrList names;   /* tensor names in production order */
     StrList files;   /* (names.n) file names inside the directory */
+    StrList meta;    /* (names.n) "dtype|d0,d1" from trace.jsonl, "" when not given */
     NameMap index;   /* name -> position */
     char *path;      /* the manifest file read */
 } Manifest;
@@ -260,6 +261,7 @@ typedef struct {
 static void manifest_free(Manifest *m) {
     strlist_free(&m->names);
     strlist_free(&m->files);
+    strlist_free(&m->meta);
     namemap_free(&m->index);
     free(m->path);
     memset(m, 0, sizeof *m);
@@ -270,7 +272,7 @@ static int manifest_file_ok(const char *file) {
     return ends_with(file, ".npy") && strlen(file) > 4 && !strchr(file, '/') && file[0] != '.';
 }
 
-static int manifest_add(Manifest *m, const char *name, const char *file) {
+static int manifest_add(Manifest *m, const char *name, const char *file, const char *meta) {
     if (!manifest_file_ok(file)) {
         dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name",
                          m->path, name, file);
@@ -281,15 +283,35 @@ static int manifest_add(Manifest *m, const char *name, const char *file) {
         dflash_set_error("%s: the name \"%s\" is listed twice", m->path, name);
         return -1;
     }
-    if (r < 0 || strlist_push(&m->names, name) != 0 || strlist_push(&m->files, file) != 0) {
+    if (r < 0 || strlist_push(&m->names, name) != 0 || strlist_push(&m->files, file) != 0 ||
+        strlist_push(&m->meta, meta) != 0) {
         dflash_set_error("%s: out of memory", m->path);
         return -1;
     }
     return 0;
 }
 
+/* "dtype|d0,d1,..." from an entry's optional "dtype" and "shape" (both or
+ * neither), into out; "" when absent. -1 when present but malformed. */
+static int manifest_meta(const Json *obj, char *out, size_t size) {
+    const Json *dt = json_get(obj, "dtype"), *sh = json_get(obj, "shape");
+    out[0] = 0;
+    if (!dt && !sh) return 0;
+    if (!dt || !sh || dt->type != JSON_STRING || sh->type != JSON_ARRAY || strlen(dt->string) > 16 ||
+        sh->n > TRACE_MAX_NDIM)
+        return -1;
+    size_t len = (size_t)snprintf(out, size, "%s|", dt->string);
+    for (int d = 0; d < sh->n; d++) {
+        const Json *v = &sh->items[d];
+        if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0) return -1;
+        len += (size_t)snprintf(out + len, size - len, d ? ",%lld" : "%lld", v->integer);
+    }
+    return 0;
+}
+
 /* Parse trace.jsonl text: one object per non-blank line with "name" and
- * "file" strings (read with dflash.c's strict JSON reader). */
+ * "file" strings, and optionally "dtype" and "shape" (read with json.c's
+ * strict reader; its own message is kept, e.g. for a duplicate key). */
 static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
     size_t start = 0;
     int line = 0;
@@ -301,18 +323,23 @@ static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
         while (k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
         if (k < end) {
             Json obj;
-            const Json *name = NULL, *file = NULL;
-            if (json_parse(text + start, end - start, m->path, &obj) == 0) {
-                name = json_get(&obj, "name");
-                file = json_get(&obj, "file");
-            }
+            char what[64 + 4096], meta[32 + 24 * TRACE_MAX_NDIM];
+            snprintf(what, sizeof what, "%.4000s line %d", m->path, line);
+            if (json_parse(text + start, end - start, what, &obj) != 0) return -1;
+            const Json *name = json_get(&obj, "name"), *file = json_get(&obj, "file");
             if (!name || name->type != JSON_STRING || !file || file->type != JSON_STRING) {
-                json_free(&obj);  /* zeroed when json_parse failed: then a no-op */
+                json_free(&obj);
                 dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings",
                                  m->path, line);
                 return -1;
             }
-            int r = manifest_add(m, name->string, file->string);
+            if (manifest_meta(&obj, meta, sizeof meta) != 0) {
+                json_free(&obj);
+                dflash_set_error("%s: line %d: \"dtype\" and \"shape\" must come together, a dtype string "
+                                 "and an array of non-negative integers", m->path, line);
+                return -1;
+            }
+            int r = manifest_add(m, name->string, file->string, meta);
             json_free(&obj);
             if (r != 0) return -1;
         }
@@ -330,7 +357,7 @@ static int manifest_parse_names_json(Manifest *m, const char *text, size_t len) 
     if (!ok) { json_free(&arr); goto bad; }
     for (int i = 0; i < arr.n; i++) {
         char *file = str_cat(arr.items[i].string, ".npy");
-        int r = file ? manifest_add(m, arr.items[i].string, file) : -1;
+        int r = file ? manifest_add(m, arr.items[i].string, file, "") : -1;
         free(file);
         if (r != 0) { json_free(&arr); return -1; }
     }
@@ -1688,25 +1715,84 @@ int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
 
 /* ===========================================================================
  * .npy reader, for diff. Reads what NumPy writes: format 1.0 (u16 header
- * length), 2.0 and 3.0 (u32); descr <f4 <f8 <i8 <i4 |i1 |u1 |b1; C order
- * only; any ndim including (). Everything else is an error naming the file.
+ * length), 2.0 and 3.0 (u32); floats f4 f8, integers i1 i2 i4 i8 u1 u2 u4,
+ * booleans b1, little- or big-endian ('<', '>', '|', and '=' for this
+ * host's order); C or Fortran order; any ndim including ().
+ *
+ * Nothing is read before it is checked: npy_open reads the preamble and the
+ * header only, validates them and checks the file's size against shape and
+ * descr; npy_load then reads the data of that one tensor, in its own dtype
+ * (n * itemsize bytes, no widening), and turns it into little-endian C
+ * order. Values are decoded one at a time when compared (npy_f, npy_i).
+ * Everything else is an error naming the file.
  * ======================================================================== */
 
 typedef struct {
     char descr[8];
-    int is_int;          /* 1: integers or booleans, compared exactly */
+    char kind;           /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool */
+    int item;            /* bytes per value: 1, 2, 4 or 8 */
+    int big_endian;      /* the file's byte order (the data is swapped on load) */
+    int fortran;         /* the file's order (the data is reordered on load) */
     int ndim;
     int64_t shape[TRACE_MAX_NDIM];
     size_t n;            /* product(shape) */
-    double *f;           /* (n) values when !is_int */
-    int64_t *i;          /* (n) values when is_int */
+    size_t offset;       /* where the data starts in the file */
+    size_t file_size;    /* the size npy_open checked */
+    unsigned char *data; /* (n * item) after npy_load: little-endian, C order */
 } NpyArray;
 
 static void npy_free(NpyArray *a) {
-    free(a->f);
-    free(a->i);
-    a->f = NULL;
-    a->i = NULL;
+    free(a->data);
+    a->data = NULL;
+}
+
+static int host_is_big_endian(void) {
+    const uint16_t one = 1;
+    unsigned char b;
+    memcpy(&b, &one, 1);
+    return b == 0;
+}
+
+/* Value k, little-endian, as an unsigned integer of a->item bytes */
+static uint64_t npy_bits(const NpyArray *a, size_t k) {
+    const unsigned char *d = a->data + k * (size_t)a->item;
+    uint64_t u = 0;
+    for (int b = 0; b < a->item; b++) u |= (uint64_t)d[b] << (8 * b);
+    return u;
+}
+
+/* Value k of a float array, as a double */
+static double npy_f(const NpyArray *a, size_t k) {
+    uint64_t u = npy_bits(a, k);
+    if (a->item == 4) {
+        uint32_t w = (uint32_t)u;
+        float v;
+        memcpy(&v, &w, 4);
+        return v;
+    }
+    double v;
+    memcpy(&v, &u, 8);
+    return v;
+}
+
+/* Value k of an integer or bool array, as an int64 (every supported integer
+ * type fits: u8 is not accepted) */
+static int64_t npy_i(const NpyArray *a, size_t k) {
+    uint64_t u = npy_bits(a, k);
+    if (a->kind != 'i' || a->item == 8) return (int64_t)u;
+    int bits = 8 * a->item;
+    uint64_t sign = (uint64_t)1 << (bits - 1);
+    return (int64_t)((u ^ sign) - sign);  /* sign-extend */
+}
+
+/* NumPy's name of a's dtype ("float32", "int64", "bool"): what trace.jsonl says */
+static const char *npy_dtype_name(const NpyArray *a) {
+    switch (a->kind) {
+    case 'f': return a->item == 4 ? "float32" : "float64";
+    case 'b': return "bool";
+    case 'u': return a->item == 1 ? "uint8" : a->item == 2 ? "uint16" : "uint32";
+    default: return a->item == 1 ? "int8" : a->item == 2 ? "int16" : a->item == 4 ? "int32" : "int64";
+    }
 }
 
 /* A Python string literal '...' or "..." (no escapes: descr has none). */
@@ -1762,8 +1848,8 @@ static int npy_parse_header(const char *path, const char *h, size_t len, NpyArra
             if ((size_t)(end - p) >= 5 && strncmp(p, "False", 5) == 0) {
                 p += 5;
             } else if ((size_t)(end - p) >= 4 && strncmp(p, "True", 4) == 0) {
-                dflash_set_error("%s: fortran_order True is not supported (C order only)", path);
-                return -1;
+                p += 4;
+                a->fortran = 1;  /* converted to C order after reading */
             } else {
                 dflash_set_error("%s: header: 'fortran_order' is not True or False", path);
                 return -1;
@@ -1833,145 +1919,275 @@ static int npy_parse_header(const char *path, const char *h, size_t len, NpyArra
     return 0;
 }
 
-/* Parse a whole .npy file held in buf (size bytes) into a (values converted
- * to double or int64). -1 with a message naming path. Reads nothing outside
- * buf[0..size). */
-static int npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray *a) {
-    memset(a, 0, sizeof *a);
-    int ret = -1;
-    if (size < 10 || memcmp(buf, "\x93NUMPY", 6) != 0) {
+/* Check the preamble p (the first min(size, 12) bytes of a file of size
+ * bytes); sets where the header starts and its length. */
+static int npy_preamble(const char *path, const unsigned char *p, size_t size, size_t *hstart, size_t *hlen) {
+    static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
+    size_t m = size < 6 ? size : 6;
+    if (size == 0) {
+        dflash_set_error("%s: empty file: not a .npy file (bad magic: no \\x93NUMPY)", path);
+        return -1;
+    }
+    if (memcmp(p, MAGIC, m) != 0) {
         dflash_set_error("%s: bad magic: not a .npy file (expected \\x93NUMPY)", path);
-        goto out;
+        return -1;
     }
-    int major = buf[6], minor = buf[7];
-    size_t hlen, hstart;
-    if ((major == 2 || major == 3) && minor == 0 && size < 12) {
-        dflash_set_error("%s: expected a 12-byte preamble for format %d.0, got a file of %zu bytes", path, major,
-                         size);
-        goto out;
+    if (size < 10) {
+        dflash_set_error("%s: truncated: %zu bytes, less than a .npy preamble (10 bytes)", path, size);
+        return -1;
     }
+    int major = p[6], minor = p[7];
     if (major == 1 && minor == 0) {
-        hlen = (size_t)buf[8] | (size_t)buf[9] << 8;
-        hstart = 10;
+        *hlen = (size_t)p[8] | (size_t)p[9] << 8;
+        *hstart = 10;
     } else if ((major == 2 || major == 3) && minor == 0) {
-        hlen = (size_t)buf[8] | (size_t)buf[9] << 8 | (size_t)buf[10] << 16 | (size_t)buf[11] << 24;
-        hstart = 12;
+        if (size < 12) {
+            dflash_set_error("%s: truncated: expected a 12-byte preamble for format %d.0, got a file of %zu bytes",
+                             path, major, size);
+            return -1;
+        }
+        *hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
+        *hstart = 12;
     } else {
-        dflash_set_error("%s: unsupported .npy format version %d.%d (expected 1.0, 2.0 or 3.0)",
-                         path, major, minor);
-        goto out;
+        dflash_set_error("%s: unsupported .npy format version %d.%d (expected 1.0, 2.0 or 3.0)", path, major,
+                         minor);
+        return -1;
     }
-    if (hlen > NPY_MAX_HEADER) {
-        dflash_set_error("%s: header length %zu is over the 1 MiB limit", path, hlen);
-        goto out;
+    if (*hlen > NPY_MAX_HEADER) {
+        dflash_set_error("%s: header length %zu is over the 1 MiB limit", path, *hlen);
+        return -1;
     }
-    if (hlen > size - hstart) {
-        dflash_set_error("%s: header length %zu runs past the end of the file (%zu bytes)", path,
-                         hlen, size);
-        goto out;
+    if (*hlen > size - *hstart) {
+        dflash_set_error("%s: header length %zu runs past the end of the file (%zu bytes): truncated", path, *hlen,
+                         size);
+        return -1;
     }
-    if (npy_parse_header(path, (const char *)buf + hstart, hlen, a) != 0) goto out;
+    return 0;
+}
 
-    static const struct { const char *descr; int size, is_int; } TYPES[] = {
-        {"<f4", 4, 0}, {"<f8", 8, 0}, {"<i8", 8, 1}, {"<i4", 4, 1},
-        {"|i1", 1, 1}, {"|u1", 1, 1}, {"|b1", 1, 1},
-    };
-    int t = -1;
-    for (int k = 0; k < (int)(sizeof TYPES / sizeof TYPES[0]); k++)
-        if (strcmp(a->descr, TYPES[k].descr) == 0) t = k;
-    if (t < 0) {
-        dflash_set_error("%s: unsupported descr '%s' (expected <f4, <f8, <i8, <i4, |i1, |u1 or |b1)",
-                         path, a->descr);
-        goto out;
+/* Parse the header text h (hlen bytes, starting at hstart) of a file of
+ * size bytes into a: dict, descr, element count, and the data's size
+ * checked against the file's. Reads no data. */
+static int npy_header_done(const char *path, const char *h, size_t hstart, size_t hlen, size_t size,
+                           NpyArray *a) {
+    if (npy_parse_header(path, h, hlen, a) != 0) return -1;
+    const char *d = a->descr;
+    char order = d[0], kind = d[0] ? d[1] : 0;
+    char *end;
+    long item = kind ? strtol(d + 2, &end, 10) : 0;
+    int ok = (order == '<' || order == '>' || order == '|' || order == '=') && d[2] >= '1' && d[2] <= '9' &&
+             *end == '\0' &&
+             ((kind == 'f' && (item == 4 || item == 8)) ||
+              (kind == 'i' && (item == 1 || item == 2 || item == 4 || item == 8)) ||
+              (kind == 'u' && (item == 1 || item == 2 || item == 4)) || (kind == 'b' && item == 1));
+    if (!ok) {
+        dflash_set_error("%s: unsupported descr '%s' (expected a float f4 f8, an integer i1 i2 i4 i8 u1 u2 u4 "
+                         "or a bool b1, with < > | or =)", path, d);
+        return -1;
     }
-    size_t item = (size_t)TYPES[t].size, n = 1, data_size = size - hstart - hlen;
-    a->is_int = TYPES[t].is_int;
+    a->kind = kind;
+    a->item = (int)item;
+    a->big_endian = item > 1 && (order == '>' || (order == '=' && host_is_big_endian()));
+    size_t n = 1, data_size = size - hstart - hlen;
     for (int k = 0; k < a->ndim; k++) {
         /* the product may not overflow, and can never exceed the file */
-        if (a->shape[k] > 0 && n > SIZE_MAX / item / (size_t)a->shape[k]) {
+        if (a->shape[k] > 0 && n > SIZE_MAX / (size_t)item / (size_t)a->shape[k]) {
             dflash_set_error("%s: shape is too large (element count overflows)", path);
-            goto out;
+            return -1;
         }
         n *= (size_t)a->shape[k];
     }
-    if (n * item != data_size) {
-        dflash_set_error("%s: data is %zu bytes but shape and descr '%s' need %zu (%s)", path,
-                         data_size, a->descr, n * item,
-                         data_size < n * item ? "truncated" : "trailing bytes");
-        goto out;
+    if (n * (size_t)item != data_size) {
+        dflash_set_error("%s: data is %zu bytes but shape and descr '%s' need %zu (%s)", path, data_size, d,
+                         n * (size_t)item, data_size < n * (size_t)item ? "truncated" : "trailing bytes");
+        return -1;
     }
     a->n = n;
-    if (a->is_int) a->i = malloc((n ? n : 1) * sizeof *a->i);
-    else a->f = malloc((n ? n : 1) * sizeof *a->f);
-    if (!a->i && !a->f) {
-        dflash_set_error("%s: out of memory for %zu values", path, n);
+    a->offset = hstart + hlen;
+    a->file_size = size;
+    return 0;
+}
+
+/* After the data is in a->data: swap to little-endian, reorder to C order. */
+static int npy_fix_data(const char *path, NpyArray *a) {
+    size_t item = (size_t)a->item;
+    if (a->big_endian)
+        for (size_t k = 0; k < a->n; k++)
+            for (size_t b = 0; b < item / 2; b++) {
+                unsigned char *x = a->data + k * item, t = x[b];
+                x[b] = x[item - 1 - b];
+                x[item - 1 - b] = t;
+            }
+    a->big_endian = 0;
+    if (a->fortran && a->ndim > 1 && a->n > 0) {
+        unsigned char *c = malloc(a->n * item);
+        if (!c) {
+            dflash_set_error("%s: out of memory reordering %zu values to C order", path, a->n);
+            return -1;
+        }
+        int64_t idx[TRACE_MAX_NDIM] = {0};
+        for (size_t k = 0; k < a->n; k++) {  /* k: C-order index; idx: its subscripts */
+            size_t f = 0, stride = 1;        /* Fortran offset: the first axis varies fastest */
+            for (int d = 0; d < a->ndim; d++) {
+                f += (size_t)idx[d] * stride;
+                stride *= (size_t)a->shape[d];
+            }
+            memcpy(c + k * item, a->data + f * item, item);
+            for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
+        }
+        free(a->data);
+        a->data = c;
+    }
+    a->fortran = 0;
+    return 0;
+}
+
+/* Open path and read its header only (validated; the file's size checked
+ * against shape and descr). a->data stays NULL. -1 with dflash_errmsg. */
+static int npy_open(const char *path, NpyArray *a) {
+    memset(a, 0, sizeof *a);
+    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
+    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
+    if (!f) {
+        dflash_set_error("%s: cannot open: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    struct stat st;
+    int ret = -1;
+    char *h = NULL;
+    unsigned char pre[12];
+    size_t hstart = 0, hlen = 0;
+    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
+        dflash_set_error("%s: not a regular file", path);
         goto out;
     }
-    const unsigned char *d = buf + hstart + hlen;
-    for (size_t k = 0; k < n; k++, d += item) {
-        uint64_t u = 0;
-        for (size_t b = 0; b < item; b++) u |= (uint64_t)d[b] << (8 * b);
-        if (t == 0) {                         /* <f4 */
-            uint32_t w = (uint32_t)u;
-            float v;
-            memcpy(&v, &w, 4);
-            a->f[k] = v;
-        } else if (t == 1) {                  /* <f8 */
-            memcpy(&a->f[k], &u, 8);
-        } else if (t == 2) {                  /* <i8 */
-            memcpy(&a->i[k], &u, 8);
-        } else if (t == 3) {                  /* <i4: sign-extend */
-            a->i[k] = (int64_t)(int32_t)(uint32_t)u;
-        } else if (t == 4) {                  /* |i1 */
-            a->i[k] = (int64_t)(int8_t)(uint8_t)u;
-        } else {                              /* |u1, |b1 */
-            a->i[k] = (int64_t)u;
-        }
+    size_t size = (size_t)st.st_size, want = size < 12 ? size : 12;
+    if (fread(pre, 1, want, f) != want) {
+        dflash_set_error("%s: read error", path);
+        goto out;
     }
-    ret = 0;
+    if (npy_preamble(path, pre, size, &hstart, &hlen) != 0) goto out;
+    h = malloc(hlen + 1);
+    if (!h || fseek(f, (long)hstart, SEEK_SET) != 0 || fread(h, 1, hlen, f) != hlen) {
+        dflash_set_error("%s: cannot read the %zu-byte header", path, hlen);
+        goto out;
+    }
+    ret = npy_header_done(path, h, hstart, hlen, size, a);
 out:
-    if (ret != 0) npy_free(a);
+    free(h);
+    fclose(f);
     return ret;
 }
 
-/* Read path into a (values converted to double or int64). -1 with message. */
-static int npy_read(const char *path, NpyArray *a) {
-    memset(a, 0, sizeof *a);
-    unsigned char *buf;
-    size_t size;
-    if (read_whole_file(path, &buf, &size) != 0) return -1;
-    int ret = npy_parse(path, buf, size, a);
-    free(buf);
-    return ret;
+/* Read the data of a tensor npy_open checked: n * itemsize bytes. */
+static int npy_load(const char *path, NpyArray *a) {
+    size_t bytes = a->n * (size_t)a->item;
+    a->data = malloc(bytes ? bytes : 1);
+    if (!a->data) {
+        dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
+        return -1;
+    }
+    FILE *f = fopen(path, "rb");
+    struct stat st;
+    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size &&
+             fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
+    if (f) fclose(f);
+    if (!ok) {
+        dflash_set_error("%s: cannot read its %zu bytes of data (the file changed or is unreadable)", path,
+                         bytes);
+        npy_free(a);
+        return -1;
+    }
+    if (npy_fix_data(path, a) != 0) {
+        npy_free(a);
+        return -1;
+    }
+    return 0;
 }
+
+#ifdef TRACE_NPY_PARSE
+/* A whole .npy file held in memory (tests/fuzz/fuzz_npy.c defines
+ * TRACE_NPY_PARSE): the same checks, the data copied. Reads nothing outside
+ * buf[0..size). */
+static int npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray *a) {
+    memset(a, 0, sizeof *a);
+    size_t hstart, hlen;
+    if (npy_preamble(path, buf, size, &hstart, &hlen) != 0 ||
+        npy_header_done(path, (const char *)buf + hstart, hstart, hlen, size, a) != 0)
+        return -1;
+    size_t bytes = a->n * (size_t)a->item;
+    a->data = malloc(bytes ? bytes : 1);
+    if (!a->data) {
+        dflash_set_error("%s: out of memory", path);
+        return -1;
+    }
+    memcpy(a->data, buf + a->offset, bytes);
+    if (npy_fix_data(path, a) != 0) {
+        npy_free(a);
+        return -1;
+    }
+    return 0;
+}
+#endif
 
 /* ===========================================================================
- * dflash diff DIR_A DIR_B [--rtol R] [--atol A]
+ * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]
  *
- * Walks A's manifest (trace.jsonl, or the oracle's names.json) in order and
- * compares each tensor with B's tensor of the same name (B's manifest when it
- * has one, else B/<name>.npy).
- *   - shapes must be equal, and both ints or both floats (f4 vs f8 is fine);
- *   - ints must be equal exactly;
- *   - a float value departs when |a - b| > atol + rtol * max|B|, the
- *     tensor's largest finite magnitude in B (B is the reference; defaults
- *     rtol 1e-4, atol 1e-6). That is the contract's "1e-4 relative to the
- *     tensor's largest magnitude": an element-wise |b| would flag float32
- *     rounding on values near zero. NaN agrees only with NaN, an infinity
- *     only with the same infinity.
- * Names in A but not in B, and names in B's manifest but not in A, are
- * listed as "not compared" and do not change the exit status.
- * Exit: 0 all compared agree, 1 some differ, 2 bad input (unreadable
- * directory, manifest or .npy; a .npy listed in a manifest but missing) or
- * nothing compared.
+ * A is the reference, B the port. Walks A's manifest (trace.jsonl, or the
+ * oracle's names.json) in A's order, which is data-flow order: the first
+ * departure printed is the first tensor, in the order the computation
+ * produces them, where B departs from A. B's tensor of the same name is
+ * found through B's manifest when it has one, else as B/<name>.npy.
+ *
+ * The rules (NOTES.md "dflash diff"):
+ *   - strict: every name of A (matching --only, when given) must be in B.
+ *     Names B lacks are a failure: "B has nothing after X: N tensors
+ *     missing, first Y" when B stops early. Names only B has are listed
+ *     and change nothing.
+ *   - shapes must be equal, and both floats or both integers/bools (f4
+ *     against f8 is fine, i4 against i8 too); integers must be equal;
+ *   - a float value departs when |a - b| > atol + rtol * max|A|, max|A|
+ *     being the largest finite magnitude of the REFERENCE tensor (defaults
+ *     rtol 1e-4, atol 1e-6): the tolerance cannot be stretched by the port's
+ *     own values;
+ *   - NaN never agrees, not even with NaN (a reference holding NaN cannot
+ *     vouch for anything); an infinity agrees only with the same infinity;
+ *     a finite value against a non-finite one departs. NaN/Inf counts and
+ *     the first position are reported.
+ *   - each .npy header is validated and its size checked before any data is
+ *     read; the manifest's dtype and shape must match the header; one
+ *     tensor pair is in memory at a time (plus one of A for the hints).
+ * The first departure comes with hints where they are certain: which heads
+ * of an [H, ...] attention tensor depart, which other tensor of A (same
+ * phase, same shape) B's tensor or one of its column blocks equals, and
+ * whether B is A before a final RMSNorm.
+ * Exit: 0 every tensor of A is in B and agrees; 1 some differ or are
+ * missing from B; 2 bad input (usage, unreadable directory, manifest or
+ * .npy, a manifest contradicting a header) or no name in common.
  * ======================================================================== */
 
-#define DIFF_LIST_MAX 20   /* differing / not-compared names listed in full */
+#define DIFF_LIST_MAX 20   /* differing / missing names listed in full */
+#define DIFF_MAX_ONLY 64
 
 typedef struct {
     double rtol, atol;
-    int compared, differ, not_compared;
-} DiffState;
+    int verbose;
+    const char *only[DIFF_MAX_ONLY];
+    int n_only;
+    const char *dir[2];
+    const Manifest *ma;
+    int compared, differ;
+} Diff;
+
+/* A name as text, control characters and backslashes escaped (\xNN), so a
+ * manifest cannot fake an output line. */
+static void put_name(FILE *f, const char *s) {
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f || *c == '\\') fprintf(f, "\\x%02x", *c);
+        else fputc(*c, f);
+    }
+}
 
 static void print_index(FILE *f, const NpyArray *a, size_t k) {
     int64_t idx[TRACE_MAX_NDIM];
@@ -1984,14 +2200,101 @@ static void print_index(FILE *f, const NpyArray *a, size_t k) {
     fprintf(f, "]");
 }
 
-static void print_shape(FILE *f, const NpyArray *a) {
-    fprintf(f, "%s (", a->descr);
-    for (int d = 0; d < a->ndim; d++) fprintf(f, d ? ", %lld" : "%lld", (long long)a->shape[d]);
-    fprintf(f, a->ndim == 1 ? ",)" : ")");
+/* "(2, 3)", "(3,)", "()" */
+static void shape_str(char *out, size_t size, const NpyArray *a) {
+    size_t len = (size_t)snprintf(out, size, "(");
+    for (int d = 0; d < a->ndim && len < size; d++)
+        len += (size_t)snprintf(out + len, size - len, d ? ", %lld" : "%lld", (long long)a->shape[d]);
+    if (len < size) snprintf(out + len, size - len, a->ndim == 1 ? ",)" : ")");
 }
 
-/* The values of both around flat index k, side by side (for the first
- * departure): a few before it, the one at k, a few after. */
+static void print_shape(FILE *f, const NpyArray *a) {
+    char s[32 + 24 * TRACE_MAX_NDIM];
+    shape_str(s, sizeof s, a);
+    fprintf(f, "%s %s", a->descr, s);
+}
+
+static int same_shape(const NpyArray *a, const NpyArray *b) {
+    int same = a->ndim == b->ndim;
+    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
+    return same;
+}
+
+/* The manifest's "dtype|shape" for a tensor must match its header. */
+static int check_meta(const char *path, const char *meta, const NpyArray *a) {
+    if (!meta[0]) return 0;
+    char have[64 + 24 * TRACE_MAX_NDIM];
+    size_t len = (size_t)snprintf(have, sizeof have, "%s|", npy_dtype_name(a));
+    for (int d = 0; d < a->ndim; d++)
+        len += (size_t)snprintf(have + len, sizeof have - len, d ? ",%lld" : "%lld", (long long)a->shape[d]);
+    if (strcmp(have, meta) == 0) return 0;
+    dflash_set_error("%s: the manifest says dtype|shape \"%s\" but the file's header says \"%s\"", path, meta,
+                     have);
+    return -1;
+}
+
+/* One float comparison over a 2-D span: rows x cols values, element (r, c)
+ * at a[r * a_ld + a_c0 + c] and b[r * b_ld + b_c0 + c] (a whole tensor is
+ * one row). */
+typedef struct { size_t rows, cols, a_ld, a_c0, b_ld, b_c0; } Span;
+typedef struct {
+    double max_a, tol, max_abs, worst_excess, sum_d2, sum_a2;
+    size_t bad, worst;            /* worst: (r * cols + c) in the span */
+    size_t nan[2], inf[2];        /* in A, in B */
+    size_t first_nonfinite;       /* span index of the first NaN/Inf on either side */
+    int any_nonfinite;
+} FloatCmp;
+
+static Span whole(const NpyArray *a) { Span s = {1, a->n, a->n, 0, a->n, 0}; return s; }
+
+static void cmp_floats(const Diff *df, const NpyArray *a, const NpyArray *b, Span s, FloatCmp *r) {
+    memset(r, 0, sizeof *r);
+    r->worst_excess = -1;
+    for (size_t i = 0; i < s.rows; i++)
+        for (size_t c = 0; c < s.cols; c++) {
+            double x = npy_f(a, i * s.a_ld + s.a_c0 + c);
+            if (isfinite(x) && fabs(x) > r->max_a) r->max_a = fabs(x);
+        }
+    r->tol = df->atol + df->rtol * r->max_a;   /* one tolerance for the whole tensor, from A */
+    for (size_t i = 0; i < s.rows; i++)
+        for (size_t c = 0; c < s.cols; c++) {
+            size_t k = i * s.cols + c;
+            double x = npy_f(a, i * s.a_ld + s.a_c0 + c), y = npy_f(b, i * s.b_ld + s.b_c0 + c);
+            double diff, excess;
+            int departs;
+            if (!isfinite(x) || !isfinite(y)) {
+                r->nan[0] += isnan(x) != 0;
+                r->nan[1] += isnan(y) != 0;
+                r->inf[0] += isinf(x) != 0;
+                r->inf[1] += isinf(y) != 0;
+                if (!r->any_nonfinite) r->first_nonfinite = k;
+                r->any_nonfinite = 1;
+                departs = isnan(x) || isnan(y) || x != y;   /* NaN never agrees */
+                diff = excess = departs ? INFINITY : 0;
+            } else {
+                diff = fabs(x - y);
+                departs = diff > r->tol;
+                excess = r->tol > 0 ? diff / r->tol : (diff > 0 ? INFINITY : 0);
+                r->sum_d2 += diff * diff;
+                r->sum_a2 += x * x;
+            }
+            if (diff > r->max_abs) r->max_abs = diff;
+            if (departs) r->bad++;
+            if (excess > r->worst_excess) {
+                r->worst_excess = excess;
+                r->worst = k;
+            }
+        }
+}
+
+/* "-153.2 dB": 10 log10(sum (a-b)^2 / sum a^2) over the finite values */
+static void nmse_str(char *out, size_t size, const FloatCmp *r) {
+    if (r->sum_d2 == 0) snprintf(out, size, "exact");
+    else if (r->sum_a2 == 0) snprintf(out, size, "inf dB (A is 0)");
+    else snprintf(out, size, "%.1f dB", 10 * log10(r->sum_d2 / r->sum_a2));
+}
+
+/* The values of both around flat index k, side by side. */
 static void print_around(FILE *f, const NpyArray *a, const NpyArray *b, size_t k) {
     size_t k0 = k > 3 ? k - 3 : 0, k1 = k0 + 8 < a->n ? k0 + 8 : a->n;
     const NpyArray *ab[2] = {a, b};
@@ -1999,83 +2302,227 @@ static void print_around(FILE *f, const NpyArray *a, const NpyArray *b, size_t k
         fprintf(f, "  %s flat [%zu..%zu]:", s ? "B" : "A", k0, k1 - 1);
         for (size_t j = k0; j < k1; j++) {
             const char *mark = j == k ? "*" : "";
-            if (ab[s]->is_int) fprintf(f, " %s%lld", mark, (long long)ab[s]->i[j]);
-            else fprintf(f, " %s%.9g", mark, ab[s]->f[j]);
+            if (ab[s]->kind != 'f') fprintf(f, " %s%lld", mark, (long long)npy_i(ab[s], j));
+            else fprintf(f, " %s%.9g", mark, npy_f(ab[s], j));
         }
         fprintf(f, "\n");
     }
 }
 
-/* Compare one tensor; prints when it departs. Returns 1 if it departs. */
-static int diff_tensor(DiffState *st, const char *name, const NpyArray *a, const NpyArray *b) {
-    int first = st->differ == 0;
-    int list = st->differ < DIFF_LIST_MAX;
+/* The phase of a name: the text before its first '.' ("prefill", "draft2") */
+static size_t phase_len(const char *name) {
+    const char *dot = strchr(name, '.');
+    return dot ? (size_t)(dot - name) : strlen(name);
+}
+
+/* Open and load A's tensor k of the manifest when its shape is rows x cols
+ * (2-D) or, with cols == 0, equal to want's. 1 loaded, 0 not that shape,
+ * -1 unreadable (skipped: hints are best effort, A was read before). */
+static int load_candidate(const Diff *df, int k, const NpyArray *want, int64_t rows, int64_t cols,
+                          NpyArray *c) {
+    char *p = path_join(df->dir[0], df->ma->files.s[k]);
+    int r = p && npy_open(p, c) == 0 ? 1 : -1;
+    if (r == 1 && c->kind != 'f') r = 0;
+    if (r == 1 && (cols ? !(c->ndim == 2 && c->shape[0] == rows && c->shape[1] == cols) : !same_shape(c, want)))
+        r = 0;
+    if (r == 1 && npy_load(p, c) != 0) r = -1;
+    free(p);
+    return r;
+}
+
+/* Hints for the first departure of a float tensor (printed when certain). */
+static void diff_hints(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    FILE *f = stdout;
+    char saved[sizeof dflash_errmsg];
+    memcpy(saved, dflash_errmsg, sizeof saved);
+    /* heads: an attention tensor [H, ...] */
+    if (a->ndim == 3 && strstr(name, "self_attn.") && a->shape[0] > 1) {
+        size_t H = (size_t)a->shape[0], per = a->n / H, dep = 0;
+        char list[2][512] = {"", ""};
+        for (size_t h = 0; h < H; h++) {
+            int bad = 0;
+            for (size_t k = h * per; k < (h + 1) * per && !bad; k++) {
+                double x = npy_f(a, k), y = npy_f(b, k);
+                bad = isnan(x) || isnan(y) || (isfinite(x) && isfinite(y) ? fabs(x - y) > r->tol : x != y);
+            }
+            dep += (size_t)bad;
+            size_t l = strlen(list[bad]);
+            if (l < sizeof list[bad] - 24) snprintf(list[bad] + l, sizeof list[bad] - l, " %zu", h);
+        }
+        fprintf(f, "  heads departing:%s (%zu of %zu)", list[1], dep, H);
+        if (dep < H) fprintf(f, "; agreeing:%s", list[0]);
+        fprintf(f, "\n");
+    }
+    /* B equals another tensor of A (same phase, same shape), or B's column
+     * blocks do (a concatenation like target_hidden built from the wrong
+     * entries) */
+    size_t pl = phase_len(name);
+    int found = 0;
+    for (int k = 0; k < df->ma->names.n && found < 3; k++) {
+        const char *other = df->ma->names.s[k];
+        if (strcmp(other, name) == 0 || phase_len(other) != pl || strncmp(other, name, pl) != 0) continue;
+        NpyArray c;
+        if (load_candidate(df, k, a, 0, 0, &c) != 1) { npy_free(&c); continue; }
+        FloatCmp m;
+        cmp_floats(df, &c, b, whole(&c), &m);
+        if (m.bad == 0) {
+            fprintf(f, "  hint: B's ");
+            put_name(f, name);
+            fprintf(f, " equals A's ");
+            put_name(f, other);
+            fprintf(f, " (within the tolerance)\n");
+            found++;
+        }
+        npy_free(&c);
+    }
+    if (!found && a->ndim == 2 && a->shape[0] > 0) {
+        /* block widths w to try: those of the phase's other [rows, w] tensors
+         * with w dividing B's width; a width is reported only when EVERY
+         * departing block of B equals some tensor of A */
+        size_t rows = (size_t)a->shape[0], W = (size_t)a->shape[1], widths[8];
+        int n_w = 0;
+        for (int k = 0; k < df->ma->names.n && n_w < 8; k++) {
+            const char *other = df->ma->names.s[k];
+            if (phase_len(other) != pl || strncmp(other, name, pl) != 0) continue;
+            char *p = path_join(df->dir[0], df->ma->files.s[k]);
+            NpyArray h;
+            int ok = p && npy_open(p, &h) == 0 && h.kind == 'f' && h.ndim == 2 && (size_t)h.shape[0] == rows &&
+                     h.shape[1] > 0 && (size_t)h.shape[1] < W && W % (size_t)h.shape[1] == 0;
+            free(p);
+            for (int q = 0; ok && q < n_w; q++) ok = widths[q] != (size_t)h.shape[1];
+            if (ok) widths[n_w++] = (size_t)h.shape[1];
+        }
+        char *report = malloc(8192);
+        for (int wi = 0; report && wi < n_w; wi++) {
+            size_t w = widths[wi], len = 0;
+            int all = 1, any = 0;
+            report[0] = 0;
+            for (size_t j = 0; all && j < W / w; j++) {
+                Span own = {rows, w, W, j * w, W, j * w};
+                FloatCmp m;
+                cmp_floats(df, a, b, own, &m);
+                if (m.bad == 0) continue;   /* this block agrees */
+                int matched = 0;
+                for (int q = 0; q < df->ma->names.n && !matched; q++) {
+                    const char *cand = df->ma->names.s[q];
+                    if (phase_len(cand) != pl || strncmp(cand, name, pl) != 0) continue;
+                    NpyArray c;
+                    if (load_candidate(df, q, a, (int64_t)rows, (int64_t)w, &c) != 1) { npy_free(&c); continue; }
+                    Span sp = {rows, w, w, 0, W, j * w};
+                    cmp_floats(df, &c, b, sp, &m);
+                    npy_free(&c);
+                    if (m.bad == 0 && len < 7000) {
+                        matched = any = 1;
+                        len += (size_t)snprintf(report + len, 8192 - len,
+                                                "  hint: B's block %zu (columns %zu..%zu) equals A's %.200s\n", j,
+                                                j * w, (j + 1) * w - 1, cand);
+                    }
+                }
+                all = matched;
+            }
+            if (all && any) {
+                for (const char *c = report; *c; c++)  /* names escaped as put_name does */
+                    if ((unsigned char)*c < 0x20 && *c != '\n') fprintf(f, "\\x%02x", (unsigned char)*c);
+                    else fputc(*c, f);
+                break;
+            }
+        }
+        free(report);
+    }
+    /* B is A before a final RMSNorm: rmsnorm(B's rows) times one weight per
+     * column gives A (checked on every row) */
+    if (a->ndim == 2 && a->shape[0] >= 2 && a->shape[1] >= 2 && !r->any_nonfinite) {
+        size_t T = (size_t)a->shape[0], D = (size_t)a->shape[1];
+        double *inv = malloc(T * sizeof *inv);
+        int fits = inv != NULL;
+        for (size_t t = 0; fits && t < T; t++) {
+            double ss = 0;
+            for (size_t c = 0; c < D; c++) ss += npy_f(b, t * D + c) * npy_f(b, t * D + c);
+            inv[t] = 1 / sqrt(ss / (double)D + 1e-6);
+        }
+        for (size_t c = 0; fits && c < D; c++) {
+            size_t best = 0;
+            for (size_t t = 1; t < T; t++)
+                if (fabs(npy_f(b, t * D + c) * inv[t]) > fabs(npy_f(b, best * D + c) * inv[best])) best = t;
+            double nb = npy_f(b, best * D + c) * inv[best], g = nb != 0 ? npy_f(a, best * D + c) / nb : 0;
+            for (size_t t = 0; fits && t < T; t++)
+                fits = fabs(g * npy_f(b, t * D + c) * inv[t] - npy_f(a, t * D + c)) <= r->tol;
+        }
+        free(inv);
+        if (fits) {
+            fprintf(f, "  hint: rmsnorm of B's rows, times one weight per column, gives A: B looks like the "
+                       "state BEFORE a final RMSNorm, A's is after it\n");
+        }
+    }
+    memcpy(dflash_errmsg, saved, sizeof saved);
+}
+
+/* Compare one pair (headers checked, data loaded). Prints a departure, or
+ * with --verbose one line either way. Returns 1 if it departs. */
+static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyArray *b) {
+    int first = df->differ == 0;
+    int list = df->differ < DIFF_LIST_MAX;
     FILE *f = stdout;
     const char *lead = first ? "first departure: " : "differs: ";
+    char shp[32 + 24 * TRACE_MAX_NDIM];
+    shape_str(shp, sizeof shp, a);
 
-    int same_shape = a->ndim == b->ndim;
-    for (int d = 0; same_shape && d < a->ndim; d++) same_shape = a->shape[d] == b->shape[d];
-    if (!same_shape || a->is_int != b->is_int) {
-        if (list) {
-            fprintf(f, "%s%s\n  %s: A is ", lead, name, same_shape ? "dtype kind" : "shape");
-            print_shape(f, a);
-            fprintf(f, ", B is ");
-            print_shape(f, b);
-            fprintf(f, "\n");
-        }
-        return 1;
-    }
-
-    if (a->is_int) {
+    if (a->kind != 'f') {
         size_t bad = 0, at = 0;
         for (size_t k = 0; k < a->n; k++)
-            if (a->i[k] != b->i[k] && bad++ == 0) at = k;
+            if (npy_i(a, k) != npy_i(b, k) && bad++ == 0) at = k;
+        if (df->verbose) {
+            fprintf(f, "%-4s ", bad ? "DEP" : "ok");
+            put_name(f, name);
+            fprintf(f, "  %s %s  %s\n", a->descr, shp, bad ? "ints differ" : "ints equal");
+        }
         if (bad == 0) return 0;
         if (list) {
-            fprintf(f, "%s%s: %zu of %zu ints differ; first at ", lead, name, bad, a->n);
+            fprintf(f, "%s", lead);
+            put_name(f, name);
+            fprintf(f, ": %zu of %zu ints differ; first at ", bad, a->n);
             print_index(f, a, at);
-            fprintf(f, ": A %lld, B %lld\n", (long long)a->i[at], (long long)b->i[at]);
+            fprintf(f, ": A %lld, B %lld\n", (long long)npy_i(a, at), (long long)npy_i(b, at));
             if (first) print_around(f, a, b, at);
         }
         return 1;
     }
 
-    size_t bad = 0, worst = 0;
-    double worst_excess = -1, max_abs = 0, max_b = 0;
-    for (size_t k = 0; k < a->n; k++)
-        if (isfinite(b->f[k]) && fabs(b->f[k]) > max_b) max_b = fabs(b->f[k]);
-    double tol = st->atol + st->rtol * max_b;   /* one tolerance for the whole tensor */
-    for (size_t k = 0; k < a->n; k++) {
-        double x = a->f[k], y = b->f[k];
-        double diff, excess;  /* excess: how far beyond the tolerance, in units of it */
-        int departs;
-        if (isnan(x) || isnan(y)) {
-            departs = !(isnan(x) && isnan(y));
-            diff = excess = departs ? INFINITY : 0;
-        } else if (isinf(x) || isinf(y)) {
-            departs = x != y;
-            diff = excess = departs ? INFINITY : 0;
-        } else {
-            diff = fabs(x - y);
-            departs = diff > tol;
-            excess = tol > 0 ? diff / tol : (diff > 0 ? INFINITY : 0);
-        }
-        if (diff > max_abs) max_abs = diff;
-        if (departs) bad++;
-        if (excess > worst_excess) {
-            worst_excess = excess;
-            worst = k;
-        }
+    FloatCmp r;
+    cmp_floats(df, a, b, whole(a), &r);
+    char nmse[48];
+    nmse_str(nmse, sizeof nmse, &r);
+    if (df->verbose) {
+        fprintf(f, "%-4s ", r.bad ? "DEP" : "ok");
+        put_name(f, name);
+        fprintf(f, "  %s %s  max|A| %.6g  worst rel err %.3g  NMSE %s", a->descr, shp, r.max_a,
+                r.max_a > 0 ? r.max_abs / r.max_a : r.max_abs, nmse);
+        if (r.any_nonfinite)
+            fprintf(f, "  NaN A/B %zu/%zu Inf A/B %zu/%zu", r.nan[0], r.nan[1], r.inf[0], r.inf[1]);
+        fprintf(f, "\n");
     }
-    if (bad == 0) return 0;
+    if (r.bad == 0) return 0;
     if (list) {
-        fprintf(f, "%s%s: %zu of %zu values beyond |a-b| <= %g + %g*max|B| = %.3g\n", lead, name, bad, a->n,
-                st->atol, st->rtol, tol);
+        fprintf(f, "%s", lead);
+        put_name(f, name);
+        fprintf(f, ": %zu of %zu values beyond |a-b| <= %g + %g*max|A| = %.3g\n", r.bad, a->n, df->atol, df->rtol,
+                r.tol);
         fprintf(f, "  worst at ");
-        print_index(f, a, worst);
-        fprintf(f, ": A %.9g, B %.9g; max abs diff %.3g, max rel diff %.3g (of max|B| %.6g)\n",
-                a->f[worst], b->f[worst], max_abs, max_b > 0 ? max_abs / max_b : max_abs, max_b);
-        if (first) print_around(f, a, b, worst);
+        print_index(f, a, r.worst);
+        fprintf(f, ": A %.9g, B %.9g; max abs diff %.3g, max rel diff %.3g (of max|A| %.6g); NMSE %s\n",
+                npy_f(a, r.worst), npy_f(b, r.worst), r.max_abs, r.max_a > 0 ? r.max_abs / r.max_a : r.max_abs,
+                r.max_a, nmse);
+        if (r.any_nonfinite) {
+            fprintf(f, "  NaN/Inf: A has %zu NaN, %zu Inf; B has %zu NaN, %zu Inf; first at ", r.nan[0], r.inf[0],
+                    r.nan[1], r.inf[1]);
+            print_index(f, a, r.first_nonfinite);
+            fprintf(f, ": A %.9g, B %.9g%s\n", npy_f(a, r.first_nonfinite), npy_f(b, r.first_nonfinite),
+                    r.nan[0] && r.nan[1] ? " (NaN never agrees, not even with NaN)" : "");
+        }
+        if (first) {
+            print_around(f, a, b, r.worst);
+            diff_hints(df, name, a, b, &r);
+        }
     }
     return 1;
 }
@@ -2093,134 +2540,240 @@ static int parse_tol(const char *s, double *out) {
 /* "dflash diff: <message><after>" on stderr, on one line */
 static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
 
-static int diff_usage(const char *why) {
-    (void)why;  /* the message is dflash_errmsg */
-    diff_error(" (usage: dflash diff DIR_A DIR_B [--rtol R] [--atol A])");
+static int diff_usage(void) {
+    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose])");
     return 2;
 }
 
+static int diff_wanted(const Diff *df, const char *name) {
+    if (df->n_only == 0) return 1;
+    for (int k = 0; k < df->n_only; k++)
+        if (fnmatch(df->only[k], name, 0) == 0) return 1;
+    return 0;
+}
+
+/* B's file for A's name: through B's manifest, else B/<name>.npy when it
+ * exists. NULL when B has no such tensor (or out of memory: then *oom). */
+static char *diff_path_b(const Diff *df, const Manifest *mb, int have_mb, const char *name, int *meta_j) {
+    *meta_j = -1;
+    if (have_mb) {
+        int j = namemap_get(&mb->index, name);
+        if (j < 0) return NULL;
+        *meta_j = j;
+        return path_join(df->dir[1], mb->files.s[j]);
+    }
+    if (strchr(name, '/') || name[0] == '.') return NULL;
+    char *file = str_cat(name, ".npy");
+    char *pb = file ? path_join(df->dir[1], file) : NULL;
+    free(file);
+    struct stat fs;
+    if (pb && stat(pb, &fs) != 0 && errno == ENOENT) {
+        free(pb);
+        pb = NULL;
+    }
+    return pb;
+}
+
+/* Compare A's tensor k with B's. 0 compared, 1 B lacks it, -1 bad input. */
+static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int have_mb, int k) {
+    const char *name = ma->names.s[k];
+    int jb;
+    char *pa = path_join(df->dir[0], ma->files.s[k]), *pb = diff_path_b(df, mb, have_mb, name, &jb);
+    if (!pb) {
+        free(pa);
+        return 1;
+    }
+    NpyArray a, b;
+    memset(&a, 0, sizeof a);
+    memset(&b, 0, sizeof b);
+    int ret = -1;
+    if (!pa || npy_open(pa, &a) != 0 || check_meta(pa, ma->meta.s[k], &a) != 0) goto out;
+    if (npy_open(pb, &b) != 0 || (jb >= 0 && check_meta(pb, mb->meta.s[jb], &b) != 0)) goto out;
+    df->compared++;
+    ret = 0;
+    if (!same_shape(&a, &b) || (a.kind == 'f') != (b.kind == 'f')) {
+        int list = df->differ < DIFF_LIST_MAX;
+        if (df->verbose) {
+            printf("DEP  ");
+            put_name(stdout, name);
+            printf("  %s\n", same_shape(&a, &b) ? "dtype kind differs" : "shape differs");
+        }
+        if (list) {
+            printf("%s", df->differ == 0 ? "first departure: " : "differs: ");
+            put_name(stdout, name);
+            printf("\n  %s: A is ", same_shape(&a, &b) ? "dtype kind" : "shape");
+            print_shape(stdout, &a);
+            printf(", B is ");
+            print_shape(stdout, &b);
+            printf("\n");
+        }
+        df->differ++;
+        goto out;
+    }
+    if (npy_load(pa, &a) != 0 || npy_load(pb, &b) != 0) {
+        ret = -1;
+        goto out;
+    }
+    if (diff_tensor(df, name, &a, &b)) df->differ++;
+out:
+    npy_free(&a);
+    npy_free(&b);
+    free(pa);
+    free(pb);
+    return ret;
+}
+
 int trace_diff_main(int argc, char **argv) {
-    DiffState st = {1e-4, 1e-6, 0, 0, 0};
-    const char *dir[2] = {NULL, NULL};
+    Diff df;
+    memset(&df, 0, sizeof df);
+    df.rtol = 1e-4;
+    df.atol = 1e-6;
     int n_dirs = 0;
     for (int k = 1; k < argc; k++) {
-        const char *arg = argv[k];
-        double *dst = !strcmp(arg, "--rtol") ? &st.rtol : !strcmp(arg, "--atol") ? &st.atol : NULL;
-        if (dst) {
-            if (k + 1 >= argc || parse_tol(argv[k + 1], dst) != 0) {
-                dflash_set_error("%s needs a number >= 0", arg);
-                return diff_usage(dflash_errmsg);
+        const char *arg = argv[k], *val = NULL;
+        char flag[32];
+        /* --flag=value and --flag value alike */
+        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
+        size_t fl = eq ? (size_t)(eq - arg) : strlen(arg);
+        snprintf(flag, sizeof flag, "%.*s", (int)(fl < sizeof flag ? fl : sizeof flag - 1), arg);
+        int takes_value = !strcmp(flag, "--rtol") || !strcmp(flag, "--atol") || !strcmp(flag, "--only");
+        if (takes_value) {
+            if (eq) val = eq + 1;
+            else if (k + 1 < argc) val = argv[++k];
+            else {
+                dflash_set_error("%s needs a value", flag);
+                return diff_usage();
             }
-            k++;
-        } else if (arg[0] == '-' && arg[1] == '-') {
-            dflash_set_error("unknown option %s", arg);
-            return diff_usage(dflash_errmsg);
+        }
+        if (!strcmp(flag, "--rtol") || !strcmp(flag, "--atol")) {
+            if (parse_tol(val, !strcmp(flag, "--rtol") ? &df.rtol : &df.atol) != 0) {
+                dflash_set_error("%s needs a number >= 0, got \"%.100s\"", flag, val);
+                return diff_usage();
+            }
+        } else if (!strcmp(flag, "--only")) {
+            if (df.n_only == DIFF_MAX_ONLY) {
+                dflash_set_error("--only: at most %d patterns", DIFF_MAX_ONLY);
+                return diff_usage();
+            }
+            df.only[df.n_only++] = val;
+        } else if ((!strcmp(arg, "--verbose") || !strcmp(arg, "-v"))) {
+            df.verbose = 1;
+        } else if (arg[0] == '-' && arg[1]) {
+            dflash_set_error("unknown option %.100s", arg);
+            return diff_usage();
         } else if (n_dirs < 2) {
-            dir[n_dirs++] = arg;
+            df.dir[n_dirs++] = arg;
         } else {
-            dflash_set_error("too many arguments (%s)", arg);
-            return diff_usage(dflash_errmsg);
+            dflash_set_error("too many arguments (%.100s)", arg);
+            return diff_usage();
         }
     }
     if (n_dirs != 2) {
-        dflash_set_error("need two trace directories");
-        return diff_usage(dflash_errmsg);
+        dflash_set_error("need two trace directories, A (the reference) and B (the port)");
+        return diff_usage();
     }
 
     for (int k = 0; k < 2; k++) {
         struct stat sd;
-        if (stat(dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
-            dflash_set_error("%s: cannot open directory: %s", dir[k],
-                             stat(dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
+        if (stat(df.dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
+            dflash_set_error("%s: cannot open directory: %s", df.dir[k],
+                             stat(df.dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
             diff_error("");
             return 2;
         }
     }
     Manifest ma, mb;
-    int ra = manifest_load(&ma, dir[0], 1);
+    int ra = manifest_load(&ma, df.dir[0], 1);
     if (ra != 0) {
-        if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", dir[0]);
+        if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", df.dir[0]);
         diff_error("");
         return 2;
     }
-    int rb = manifest_load(&mb, dir[1], 1);
+    int rb = manifest_load(&mb, df.dir[1], 1);
     if (rb < 0) {
         diff_error("");
         manifest_free(&ma);
         return 2;
     }
+    df.ma = &ma;
 
-    int status = 0;
-    StrList missing_b = {0}, missing_a = {0};
+    int status = 0, wanted = 0, n_missing = 0, first_missing = -1, last_present = -1, missing_after = 0;
+    int *missing = calloc((size_t)ma.names.n + 1, sizeof(int));
+    if (!missing) {
+        dflash_set_error("out of memory");
+        status = 2;
+    }
     for (int k = 0; k < ma.names.n && status == 0; k++) {
-        const char *name = ma.names.s[k];
-        char *pa = path_join(dir[0], ma.files.s[k]), *pb = NULL;
-        if (rb == 0) {
-            int j = namemap_get(&mb.index, name);
-            if (j >= 0) pb = path_join(dir[1], mb.files.s[j]);
+        if (!diff_wanted(&df, ma.names.s[k])) continue;
+        wanted++;
+        int r = diff_one(&df, &ma, &mb, rb == 0, k);
+        if (r < 0) status = 2;
+        else if (r == 1) {
+            missing[n_missing++] = k;
+            if (first_missing < 0) first_missing = k;
         } else {
-            char *file = str_cat(name, ".npy");
-            struct stat fs;
-            /* without a manifest, B may hold any subset of the names */
-            if (file && strchr(name, '/') == NULL) pb = path_join(dir[1], file);
-            if (pb && stat(pb, &fs) != 0 && errno == ENOENT) {
-                free(pb);
-                pb = NULL;
-            }
-            free(file);
+            last_present = k;
+            if (first_missing >= 0) missing_after = 1;   /* B has a name after a gap */
         }
-        if (!pb) {
-            strlist_push(&missing_b, name);
-            free(pa);
-            continue;
-        }
-        NpyArray a, b;
-        if (npy_read(pa, &a) != 0) {
-            status = 2;
-        } else if (npy_read(pb, &b) != 0) {
-            npy_free(&a);
-            status = 2;
-        } else {
-            st.compared++;
-            if (diff_tensor(&st, name, &a, &b)) st.differ++;
-            npy_free(&a);
-            npy_free(&b);
-        }
-        free(pa);
-        free(pb);
+    }
+    if (status == 0 && wanted == 0) {
+        dflash_set_error("no name in %s matches --only", ma.path);
+        status = 2;
     }
     if (status == 2) {
         diff_error("");
     } else {
+        if (df.differ > DIFF_LIST_MAX)
+            printf("(%d more differing tensors not listed)\n", df.differ - DIFF_LIST_MAX);
+        if (n_missing) {
+            for (int i = 0; i < n_missing && i < DIFF_LIST_MAX; i++) {
+                printf("missing from B: ");
+                put_name(stdout, ma.names.s[missing[i]]);
+                printf("\n");
+            }
+            if (n_missing > DIFF_LIST_MAX) printf("missing from B: ... and %d more\n", n_missing - DIFF_LIST_MAX);
+            if (last_present < 0) {
+                printf("B has none of A's %d tensors", n_missing);
+            } else if (!missing_after) {
+                printf("B has nothing after ");
+                put_name(stdout, ma.names.s[last_present]);
+                printf(": %d tensor%s missing", n_missing, n_missing == 1 ? "" : "s");
+            } else {
+                printf("B lacks %d of A's tensors", n_missing);
+            }
+            printf(", first ");
+            put_name(stdout, ma.names.s[first_missing]);
+            printf("\n");
+        }
+        int only_b = 0;
         if (rb == 0)
             for (int k = 0; k < mb.names.n; k++)
-                if (namemap_get(&ma.index, mb.names.s[k]) < 0) strlist_push(&missing_a, mb.names.s[k]);
-        if (st.differ > DIFF_LIST_MAX)
-            printf("(%d more differing tensors not listed)\n", st.differ - DIFF_LIST_MAX);
-        const StrList *miss[2] = {&missing_b, &missing_a};
-        for (int s = 0; s < 2; s++) {
-            for (int k = 0; k < miss[s]->n && k < DIFF_LIST_MAX; k++)
-                printf("not compared (not in %s): %s\n", s ? "A" : "B", miss[s]->s[k]);
-            if (miss[s]->n > DIFF_LIST_MAX)
-                printf("not compared (not in %s): ... and %d more\n", s ? "A" : "B",
-                       miss[s]->n - DIFF_LIST_MAX);
-        }
-        st.not_compared = missing_a.n + missing_b.n;
-        printf("diff: %d compared, %d differ, %d not compared\n", st.compared, st.differ,
-               st.not_compared);
-        if (st.compared == 0) {
-            dflash_set_error("nothing was compared: %s and %s share no tensor names", dir[0], dir[1]);
+                if (diff_wanted(&df, mb.names.s[k]) && namemap_get(&ma.index, mb.names.s[k]) < 0) {
+                    if (only_b++ < DIFF_LIST_MAX) {
+                        printf("not compared (only in B): ");
+                        put_name(stdout, mb.names.s[k]);
+                        printf("\n");
+                    }
+                }
+        if (only_b > DIFF_LIST_MAX) printf("not compared (only in B): ... and %d more\n", only_b - DIFF_LIST_MAX);
+        printf("diff: %d compared, %d differ, %d missing from B, %d only in B\n", df.compared, df.differ,
+               n_missing, only_b);
+        if (df.compared == 0) {
+            dflash_set_error("nothing was compared: %s has none of the names of %s", df.dir[1], df.dir[0]);
             diff_error("");
             status = 2;
         } else {
-            status = st.differ ? 1 : 0;
+            status = df.differ || n_missing ? 1 : 0;
         }
     }
-    strlist_free(&missing_a);
-    strlist_free(&missing_b);
+    free(missing);
     manifest_free(&ma);
     if (rb == 0) manifest_free(&mb);
-    fflush(stdout);
+    if (fflush(stdout) != 0 || ferror(stdout)) {
+        dflash_set_error("cannot write the report to stdout: %s", strerror(errno));
+        diff_error("");
+        status = 2;
+    }
     return status;
 }
 
@@ -2236,19 +2789,29 @@ int trace_read_file(const char *path, unsigned char **out, size_t *len) {
 int trace_npy_read(const char *path, TraceArray *out) {
     NpyArray a;
     memset(out, 0, sizeof *out);
-    if (npy_read(path, &a) != 0) return -1;
+    if (npy_open(path, &a) != 0 || npy_load(path, &a) != 0) return -1;
     if (a.ndim > TRACE_ARRAY_MAX_NDIM) {
         dflash_set_error("%s: %d axes (at most %d are supported here)", path, a.ndim, TRACE_ARRAY_MAX_NDIM);
         npy_free(&a);
         return -1;
     }
     memcpy(out->descr, a.descr, sizeof out->descr);
-    out->is_int = a.is_int;
+    out->is_int = a.kind != 'f';
     out->ndim = a.ndim;
     for (int k = 0; k < a.ndim; k++) out->shape[k] = a.shape[k];
     out->n = a.n;
-    out->f = a.f;
-    out->i = a.i;
+    if (out->is_int) out->i = malloc(sizeof(int64_t) * (a.n ? a.n : 1));
+    else out->f = malloc(sizeof(double) * (a.n ? a.n : 1));
+    if (!out->i && !out->f) {
+        dflash_set_error("%s: out of memory", path);
+        npy_free(&a);
+        return -1;
+    }
+    for (size_t k = 0; k < a.n; k++) {
+        if (out->is_int) out->i[k] = npy_i(&a, k);
+        else out->f[k] = npy_f(&a, k);
+    }
+    npy_free(&a);
     return 0;
 }
 

@@ -566,7 +566,11 @@ static void mk_npy_header_huge(const char *t) { mk_diff_pair(t, "\x93NUMPY\x02\x
 static void mk_npy_header_past_end(const char *t) { mk_diff_pair(t, "\x93NUMPY\x01\x00\x00\x01{}", 12); }
 static void mk_npy_truncated(const char *t) { mk_npy(t, F4_2, 7); }
 static void mk_npy_trailing(const char *t) { mk_npy(t, F4_2, 12); }
-static void mk_npy_fortran(const char *t) { mk_npy(t, "{'descr': '<f4', 'fortran_order': True, 'shape': (2,), }", 8); }
+static void mk_npy_8_bytes(const char *t) { mk_diff_pair(t, "\x93NUMPY\x01\x00", 8); }
+static void mk_diff_dup_key(const char *t) {
+    mk_npy(t, F4_2, 8);
+    tu_write_text(tu_path(t, "a/trace.jsonl"), "{\"name\": \"x\", \"file\": \"x.npy\", \"name\": \"y\"}\n");
+}
 static void mk_npy_descr(const char *t) { mk_npy(t, "{'descr': '<c8', 'fortran_order': False, 'shape': (2,), }", 16); }
 static void mk_npy_not_dict(const char *t) { mk_npy(t, "['descr', '<f4']", 8); }
 static void mk_npy_no_shape(const char *t) { mk_npy(t, "{'descr': '<f4', 'fortran_order': False}", 8); }
@@ -701,7 +705,7 @@ static const CliCase CLI_CASES[] = {
     {"npy: header cut after '{'", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_open_brace, 2, {"a/x.npy", "expected a quoted key"}},
     {"npy: data shorter than the shape", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_truncated, 2, {"a/x.npy", "data is 7 bytes", "need 8", "truncated"}},
     {"npy: data longer than the shape", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_trailing, 2, {"a/x.npy", "data is 12 bytes", "trailing bytes"}},
-    {"npy: fortran order", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_fortran, 2, {"a/x.npy", "fortran_order True"}},
+    {"npy: 8 bytes, a cut preamble (truncated, not bad magic)", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_8_bytes, 2, {"a/x.npy", "truncated: 8 bytes"}},
     {"npy: unsupported descr", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_descr, 2, {"a/x.npy", "unsupported descr '<c8'"}},
     {"npy: header not a dict", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_not_dict, 2, {"a/x.npy", "not a Python dict"}},
     {"npy: header without shape", "diff|$T/a|$T/b", 0, 0, 0, mk_npy_no_shape, 2, {"a/x.npy", "missing key 'shape'"}},
@@ -716,6 +720,7 @@ static const CliCase CLI_CASES[] = {
     {"diff: malformed manifest line", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_bad_manifest, 2, {"a/trace.jsonl", "line 2"}},
     {"diff: manifest file outside the directory", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_escape, 2, {"a/trace.jsonl", "\"../b/x.npy\"", "not a plain .npy file name"}},
     {"diff: listed file missing", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_listed_missing, 2, {"a/x.npy", "cannot open"}},
+    {"diff: duplicate key in a manifest line (the JSON reader's message)", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_dup_key, 2, {"a/trace.jsonl line 1", "duplicate key"}},
     {"diff: name listed twice", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_dup_name, 2, {"a/trace.jsonl", "\"x\" is listed twice"}},
     {"diff: one directory", "diff|$T/a", 0, 0, 0, 0, 2, {"need two trace directories", "usage"}},
     {"diff: bad tolerance", "diff|$T/a|$T/b|--rtol|-1", 0, 0, 0, mk_diff_good, 2, {"--rtol needs a number >= 0"}},

@@ -530,7 +530,7 @@ static void test_diff_identical(void **state) {
     write_sample(b, 0);
     char *out;
     assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 0);
-    assert_contains(out, "diff: 3 compared, 0 differ, 0 not compared");
+    assert_contains(out, "diff: 3 compared, 0 differ, 0 missing from B, 0 only in B");
     assert_not_contains(out, "departure");
     free(out);
 }
@@ -545,7 +545,7 @@ static void test_diff_first_departure(void **state) {
     assert_contains(out, "worst at [1, 2]: A 9, B 10");
     assert_contains(out, "differs: verify1.sampled");
     assert_not_contains(out, "prefill.hidden_states.0");
-    assert_contains(out, "diff: 3 compared, 2 differ, 0 not compared");
+    assert_contains(out, "diff: 3 compared, 2 differ, 0 missing from B, 0 only in B");
     /* the first departure is printed before the other one */
     assert_true(strstr(out, "first departure") < strstr(out, "differs: verify1.sampled"));
     free(out);
@@ -554,7 +554,7 @@ static void test_diff_first_departure(void **state) {
 static void test_diff_tolerances(void **state) {
     const char *a = tu_path(*state, "a"), *rel = tu_path(*state, "rel"), *abs_ = tu_path(*state, "abs");
     write_sample(a, 0);
-    write_sample(rel, 2);  /* 1 vs 1.002: 2e-3 > 1e-6 + 1e-4 * max|B| (9) */
+    write_sample(rel, 2);  /* 1 vs 1.002: 2e-3 > 1e-6 + 1e-4 * max|A| (9) */
     write_sample(abs_, 3); /* 0 vs 5e-7: far inside the default tolerance */
     char *out;
     assert_int_equal(run_diff(&out, a, rel, NULL, NULL, NULL, NULL), 1);
@@ -602,16 +602,25 @@ static void test_diff_reads_numpy_layouts(void **state) {
     make_npy(tu_path(b, "s.npy"), 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", buf, 4);
 
     char *out;
-    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 0);
-    assert_contains(out, "not compared (not in B): only_in_a");
-    assert_contains(out, "diff: 3 compared, 0 differ, 1 not compared");
+    /* strict: B lacks only_in_a, the last name of A */
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "missing from B: only_in_a");
+    assert_contains(out, "B has nothing after s: 1 tensor missing, first only_in_a");
+    assert_contains(out, "diff: 3 compared, 0 differ, 1 missing from B, 0 only in B");
     free(out);
+    /* --only limits the comparison (both spellings) */
+    assert_int_equal(run_diff(&out, a, b, "--only", "[xn]", "--only=s", NULL), 0);
+    assert_contains(out, "diff: 3 compared, 0 differ, 0 missing from B");
+    free(out);
+    assert_int_equal(run_diff(&out, a, b, "--only", "nothing*", NULL, NULL), 2);
+    free(out);
+    assert_contains(dflash_errmsg, "no name in");
 
     /* change one <f8 value (1024 -> 1025, element [1, 1]) */
     k = 0;
     for (int i = 0; i < 4; i++) k += le_f64(buf + k, i == 3 ? 1025.0 : (double)x[i]);
     make_npy(tu_path(b, "x.npy"), 2, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", buf, k);
-    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_int_equal(run_diff(&out, a, b, "--only", "[xns]", NULL, NULL), 1);
     assert_contains(out, "first departure: x");
     assert_contains(out, "worst at [1, 1]: A 1024, B 1025");
     free(out);
@@ -621,7 +630,7 @@ static void test_diff_reads_numpy_layouts(void **state) {
     for (int i = 0; i < 3; i++) k += le_f64(buf + k, (double)n[i]);
     make_npy(tu_path(b, "x.npy"), 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (2, 2), }", buf, 32);
     make_npy(tu_path(b, "n.npy"), 1, "{'descr': '<f8', 'fortran_order': False, 'shape': (3,), }", buf, k);
-    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_int_equal(run_diff(&out, a, b, "--only", "[xns]", NULL, NULL), 1);
     assert_contains(out, "differs: n");
     assert_contains(out, "dtype kind");
     free(out);
@@ -655,12 +664,13 @@ static void test_diff_malformed(void **state) {
         {9, good, 16, "version 9.0"},
         {1, good, 12, "truncated"},
         {1, good, 20, "trailing bytes"},
-        {1, "{'descr': '<f4', 'fortran_order': True, 'shape': (2, 2), }", 16, "fortran_order True"},
+        {1, "{'descr': '<f4', 'fortran_order': maybe, 'shape': (2, 2), }", 16, "not True or False"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': [2, 2], }", 16, "not a tuple"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2) 'x'}", 16, "expected ',' or '}'"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4) }", 16, "not a tuple"},
         {1, "{'descr': '<f4', 'fortran_order': False }", 16, "missing key 'shape'"},
-        {1, "{'descr': '>f4', 'fortran_order': False, 'shape': (2, 2), }", 16, "unsupported descr"},
+        {1, "{'descr': '<f2', 'fortran_order': False, 'shape': (2, 2), }", 8, "unsupported descr"},
+        {1, "{'descr': '<u8', 'fortran_order': False, 'shape': (2, 2), }", 32, "unsupported descr"},
         {1, "{'descr': '<f4', 'fortran_order': False, 'shape': (4294967296, 4294967296, 4294967296), }",
          16, "overflows"},
     };
@@ -699,6 +709,177 @@ static void test_diff_malformed(void **state) {
     free(out);
 }
 
+
+/* ---- the diff rules on hand-made traces --------------------------------- */
+
+#define F4_2_DICT "{'descr': '<f4', 'fortran_order': False, 'shape': (2,), }"
+
+/* dir/trace.jsonl listing one tensor `name` in dir/x.npy (dict, data) */
+static void one_tensor_dir(const char *dir, const char *name_json, const char *dict, const void *data, size_t n) {
+    mkdir(dir, 0777);
+    char line[512];
+    snprintf(line, sizeof line, "{\"name\": \"%s\", \"file\": \"x.npy\"}\n", name_json);
+    tu_write_text(tu_path(dir, "trace.jsonl"), line);
+    make_npy(tu_path(dir, "x.npy"), 1, dict, data, n);
+}
+
+/* The tolerance comes from the reference A: 2047 values off by 5 are not
+ * hidden by one 1e30 in B (with max|B| they would be: 1e-4 * 1e30). */
+static void test_diff_tolerance_from_reference(void **state) {
+    const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b");
+    enum { N = 2048 };
+    unsigned char *ba = malloc(8 * N), *bb = malloc(8 * N);
+    assert_non_null(ba);
+    assert_non_null(bb);
+    for (int k = 0; k < N; k++) {
+        double v = (k % 7) * 0.1;   /* max|A| = 0.6 */
+        le_f64(ba + 8 * k, v);
+        le_f64(bb + 8 * k, k == N - 1 ? 1e30 : v + 5);
+    }
+    one_tensor_dir(a, "t", "{'descr': '<f8', 'fortran_order': False, 'shape': (2048,), }", ba, 8 * N);
+    one_tensor_dir(b, "t", "{'descr': '<f8', 'fortran_order': False, 'shape': (2048,), }", bb, 8 * N);
+    char *out;
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "first departure: t: 2048 of 2048 values beyond |a-b| <= 1e-06 + 0.0001*max|A| = 6.1e-05");
+    free(out);
+    free(ba);
+    free(bb);
+}
+
+/* NaN in B where A is finite departs; NaN against NaN departs too (NaN
+ * never agrees); the same infinity agrees. Counts and position reported. */
+static void test_diff_nan_inf(void **state) {
+    const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b");
+    const char *dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (4,), }";
+    double va[4] = {1, 2, NAN, INFINITY}, vb[4] = {1, NAN, NAN, INFINITY};
+    unsigned char ba[32], bb[32];
+    for (int k = 0; k < 4; k++) {
+        le_f64(ba + 8 * k, va[k]);
+        le_f64(bb + 8 * k, vb[k]);
+    }
+    one_tensor_dir(a, "t", dict, ba, 32);
+    one_tensor_dir(b, "t", dict, bb, 32);
+    char *out;
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "2 of 4 values beyond");
+    assert_contains(out, "NaN/Inf: A has 1 NaN, 1 Inf; B has 2 NaN, 1 Inf; first at [1]: A 2, B nan");
+    assert_contains(out, "NaN never agrees");
+    free(out);
+    /* A against itself: its own NaN still departs */
+    assert_int_equal(run_diff(&out, a, a, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "1 of 4 values beyond");
+    free(out);
+    /* only the infinity: agrees with itself */
+    le_f64(ba + 16, 3);
+    one_tensor_dir(a, "t", dict, ba, 32);
+    assert_int_equal(run_diff(&out, a, a, "--verbose", NULL, NULL, NULL), 0);
+    assert_contains(out, "NaN A/B 0/0 Inf A/B 1/1");
+    free(out);
+}
+
+/* B written by NumPy from a transposed array (Fortran order) and on a
+ * big-endian machine: read as the same (2, 3) values. */
+static void test_diff_fortran_big_endian(void **state) {
+    const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b");
+    Tracer *t = trace_open(a, NULL, NULL, 0);
+    assert_non_null(t);
+    real x[6] = {1, 2, 3, 4, 5, 6};      /* x[i][j] = 3i + j + 1 */
+    int64_t ids[3] = {7, -2, 300}, s23[2] = {2, 3}, s3[1] = {3};
+    assert_int_equal(trace_real(t, PREFILL, "x", "", x, 2, s23), 0);
+    assert_int_equal(trace_i64(t, PREFILL, "ids", "", ids, 1, s3), 0);
+    assert_int_equal(trace_close(t), 0);
+    assert_int_equal(mkdir(b, 0777), 0);
+    unsigned char buf[64];
+    /* column-major: x[0][0], x[1][0], x[0][1], x[1][1], x[0][2], x[1][2]; big-endian f4 */
+    const float colmajor[6] = {1, 4, 2, 5, 3, 6};
+    for (int k = 0; k < 6; k++) {
+        uint32_t u;
+        memcpy(&u, &colmajor[k], 4);
+        for (int i = 0; i < 4; i++) buf[4 * k + i] = (unsigned char)(u >> (24 - 8 * i));
+    }
+    make_npy(tu_path(b, "x.npy"), 1, "{'descr': '>f4', 'fortran_order': True, 'shape': (2, 3), }", buf, 24);
+    unsigned char ib[6];
+    for (int k = 0; k < 3; k++) put_le(ib + 2 * k, (uint16_t)(int16_t)ids[k], 2);
+    make_npy(tu_path(b, "ids.npy"), 1, "{'descr': '<i2', 'fortran_order': False, 'shape': (3,), }", ib, 6);
+    char *out;
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 0);
+    assert_contains(out, "diff: 2 compared, 0 differ, 0 missing from B, 0 only in B");
+    free(out);
+    /* the last value in Fortran order is x[1][2]: 6 -> 7 */
+    float seven = 7;
+    uint32_t u;
+    memcpy(&u, &seven, 4);
+    for (int i = 0; i < 4; i++) buf[20 + i] = (unsigned char)(u >> (24 - 8 * i));
+    make_npy(tu_path(b, "x.npy"), 1, "{'descr': '>f4', 'fortran_order': True, 'shape': (2, 3), }", buf, 24);
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "worst at [1, 2]: A 6, B 7");
+    free(out);
+}
+
+/* --verbose, --flag=value, --only, and a hint naming departing heads. */
+static void test_diff_verbose_flags_heads(void **state) {
+    const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b"), *rel = tu_path(*state, "rel");
+    write_sample(a, 0);
+    write_sample(b, 0);
+    write_sample(rel, 2);
+    char *out;
+    assert_int_equal(run_diff(&out, a, b, "--verbose", NULL, NULL, NULL), 0);
+    assert_contains(out, sizeof(real) == 4 ? "ok   draft1.fc  <f4 (2, 3)  max|A| 9  worst rel err 0  NMSE exact\n"
+                                           : "ok   draft1.fc  <f8 (2, 3)  max|A| 9  worst rel err 0  NMSE exact\n");
+    assert_contains(out, "ok   verify1.sampled  <i8 (3,)  ints equal\n");
+    free(out);
+    assert_int_equal(run_diff(&out, a, rel, "--rtol=1e-3", NULL, NULL, NULL), 0);
+    free(out);
+    /* 1 vs 1.002 in draft1.fc: rel err 0.002 / 9; NMSE 10 log10(0.002^2 / 229.015625) */
+    assert_int_equal(run_diff(&out, a, rel, "--rtol=1e-3", "-v", NULL, NULL), 0);
+    char want[200];
+    double e = (double)(real)1.002 - 1, nmse = 10 * log10(e * e / (1 + 0.015625 + 49 + 64 + 81));
+    snprintf(want, sizeof want, "worst rel err %.3g  NMSE %.1f dB", e / 9, nmse);
+    assert_contains(out, want);
+    free(out);
+    assert_int_equal(run_diff(&out, a, rel, "--rtol=x", NULL, NULL, NULL), 2);
+    free(out);
+    assert_int_equal(run_diff(&out, a, rel, "--only=verify1.*", NULL, NULL, NULL), 0);
+    assert_contains(out, "diff: 1 compared, 0 differ, 0 missing from B, 0 only in B");
+    free(out);
+
+    /* an attention tensor [H=4, T=2, S=3]: heads 1 and 3 changed */
+    const char *ha = tu_path(*state, "ha"), *hb = tu_path(*state, "hb");
+    unsigned char da[4 * 6 * 8], db[4 * 6 * 8];
+    for (int k = 0; k < 24; k++) {
+        le_f64(da + 8 * k, 0.01 * k);
+        le_f64(db + 8 * k, 0.01 * k + ((k / 6) % 2 ? 0.5 : 0));
+    }
+    const char *dict = "{'descr': '<f8', 'fortran_order': False, 'shape': (4, 2, 3), }";
+    one_tensor_dir(ha, "verify2.layers.0.self_attn.attn_weights", dict, da, sizeof da);
+    one_tensor_dir(hb, "verify2.layers.0.self_attn.attn_weights", dict, db, sizeof db);
+    assert_int_equal(run_diff(&out, ha, hb, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "heads departing: 1 3 (2 of 4); agreeing: 0 2\n");
+    free(out);
+}
+
+/* The manifest's dtype and shape must match the header; names print with
+ * control characters escaped, so a name cannot fake an output line. */
+static void test_diff_manifest_checks_and_escapes(void **state) {
+    const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b");
+    unsigned char z[16] = {0}, one[16] = {0};
+    one[3] = 0x3f;  /* 1.0f little-endian: 00 00 80 3f */
+    one[2] = 0x80;
+    one_tensor_dir(a, "x\\nfirst departure: fake", F4_2_DICT, z, 8);
+    one_tensor_dir(b, "x\\nfirst departure: fake", F4_2_DICT, one, 8);
+    char *out;
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 1);
+    assert_contains(out, "first departure: x\\x0afirst departure: fake: 1 of 2 values");
+    assert_not_contains(out, "\nfirst departure: fake");
+    free(out);
+    tu_write_text(tu_path(a, "trace.jsonl"),
+                  "{\"name\": \"x\", \"file\": \"x.npy\", \"dtype\": \"float32\", \"shape\": [3]}\n");
+    tu_write_text(tu_path(b, "trace.jsonl"), "{\"name\": \"x\", \"file\": \"x.npy\"}\n");
+    assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 2);
+    free(out);
+    assert_contains(dflash_errmsg, "a/x.npy: the manifest says dtype|shape \"float32|3\" but the file's header says \"float32|2\"");
+}
+
 /* Bad directories and manifests: exit 2; nothing compared: exit 2. */
 static void test_diff_bad_input(void **state) {
     const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b"), *e = tu_path(*state, "empty");
@@ -716,7 +897,8 @@ static void test_diff_bad_input(void **state) {
     free(out);
     /* nothing in common */
     assert_int_equal(run_diff(&out, a, e, NULL, NULL, NULL, NULL), 2);
-    assert_contains(out, "diff: 0 compared, 0 differ, 3 not compared");
+    assert_contains(out, "B has none of A's 3 tensors, first prefill.hidden_states.0");
+    assert_contains(out, "diff: 0 compared, 0 differ, 3 missing from B, 0 only in B");
     free(out);
     /* a file listed by A's manifest but missing */
     assert_int_equal(unlink(tu_path(a, "draft1.fc.npy")), 0);
@@ -754,6 +936,11 @@ int main(void) {
         cmocka_unit_test_setup_teardown(test_diff_reads_numpy_layouts, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_diff_malformed, setup_tmp, teardown_tmp),
         cmocka_unit_test_setup_teardown(test_diff_bad_input, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_diff_tolerance_from_reference, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_diff_nan_inf, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_diff_fortran_big_endian, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_diff_verbose_flags_heads, setup_tmp, teardown_tmp),
+        cmocka_unit_test_setup_teardown(test_diff_manifest_checks_and_escapes, setup_tmp, teardown_tmp),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

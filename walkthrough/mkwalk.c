@@ -1006,7 +1006,7 @@ static void step4_qkv(void) {
     P("**Code:** `draft_layer` (dflash.c, section 5), once per draft layer; the steps 4.1 to 4.5 below are\n"
       "marked with the same numbers in its comments. X is the layer's normed input for the block (in layer 0,\n"
       "`input_layernorm` is 1, so X is the embedding itself):\n\n```c\n%s\n```\n\n",
-      code("draft_layer", "w->input_layernorm"));
+      code("draft_layer", "rmsnorm_rows(a->xb, r->h, w->input_layernorm"));
     P("### 4.1 Q: from the block only\n\n");
     P("```c\n%s\n%s\n```\n\n", code("draft_layer", "w->q_proj"), code("draft_layer", "w->q_norm"));
     P("```math\nQ = \\mathrm{QNorm}\\!\\left(X W_Q^{\\top}\\right) \\in \\mathbb{R}^{H \\times B \\times d} "

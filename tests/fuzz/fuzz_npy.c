@@ -3,6 +3,7 @@
  * else to the manifest readers (trace.jsonl and names.json). Includes
  * trace.c for its static readers; links dflash.c, json.c and load.c for
  * dflash_set_error. Seeds in tests/fuzz/npy/. */
+#define TRACE_NPY_PARSE  /* trace.c's in-memory reader, for this target only */
 #include "../../trace.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
@@ -17,7 +18,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         if (npy_parse("x.npy", buf, size, &a) == 0) {
             size_t n = 1;
             for (int k = 0; k < a.ndim; k++) n *= (size_t)a.shape[k];
-            if (n != a.n || (a.n && !(a.is_int ? (void *)a.i : (void *)a.f))) abort();
+            if (n != a.n || !a.data) abort();
+            for (size_t k = 0; k < a.n; k++) (void)(a.kind == 'f' ? npy_f(&a, k) : (double)npy_i(&a, k));
             npy_free(&a);
         } else if (!dflash_errmsg[0]) {
             abort();
