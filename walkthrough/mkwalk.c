@@ -1635,9 +1635,9 @@ static void zh_step4(void) {
     int Lc = r->Lc, S = r->S, B = RUN.B, d = RUN.d, half = d / 2, P0 = r->draft_cache_before;
     P("## Step 4：KV Injection，draft 第 0 层\n\n");
     P("**代码：** `draft_layer`（dflash.c 第 5 节），每个 draft 层调用一次；下面 4.1 到 4.5 的编号与它注释里的编号一致。\n"
-      "H 是该层对 block 的归一化输入 `a->xb = input_layernorm(h)`（第 0 层的 `input_layernorm` 权重为 1，H 就是 embedding）。\n\n");
+      "X 是该层对 block 的归一化输入 `a->xb = input_layernorm(h)`（第 0 层的 `input_layernorm` 权重为 1，X 就是 embedding）。\n\n");
     P("### 4.1 Q：只来自 block\n\n");
-    P("```math\nQ = \\mathrm{QNorm}\\!\\left(H W_Q^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
+    P("```math\nQ = \\mathrm{QNorm}\\!\\left(X W_Q^{\\top}\\right) \\in \\mathbb{R}^{%d \\times %d \\times %d}\n```\n\n",
       RUN.H, B, d);
     P("`draft1.layers.0.self_attn.q` 是 [%d, %d, %d]（q_norm 之后、RoPE 之前；内存里 `LayerActs.q` 是 [B, H*d]，trace 把它\n"
       "转置成参考实现的 [H, B, d]）。植入的 head 1 展示了配方：词的 query 沿第 0 对、角度为 0；mask 的 query 角度为 -m，\n"
@@ -1654,9 +1654,9 @@ static void zh_step4(void) {
           fx(q31, 4));
     }
     P("### 4.2 K 和 V：上下文和 block 走同一组投影\n\n");
-    P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; H W_K^{\\top}\\right]\\right)"
+    P("```math\nK = \\mathrm{KNorm}\\!\\left(\\mathrm{concat}\\!\\left[C W_K^{\\top},\\; X W_K^{\\top}\\right]\\right)"
       " \\in \\mathbb{R}^{%d \\times %d \\times %d},\\qquad V = \\mathrm{concat}\\!\\left[C W_V^{\\top},\\; "
-      "H W_V^{\\top}\\right]\n```\n\n", RUN.Hkv, Lc + B, d);
+      "X W_V^{\\top}\\right]\n```\n\n", RUN.Hkv, Lc + B, d);
     P("这就是 KV Injection 的全部秘密：`draft_layer` 对第 0..%d 行（上下文 C）和第 %d..%d 行（block 的 H）用**同一个**\n"
       "`k_proj` 权重、写进**同一个** buffer，V 也一样。`draft1.layers.0.self_attn.k` 和 `.v` 都是 [%d, %d, %d]：前 %d 行携带\n"
       "target 对 \"The cat sat\" 算出的信息，后 %d 行是 draft 对自己这个 block 的认识。Q 只有 %d 行，所以上下文只提供\n"
@@ -1674,7 +1674,7 @@ static void zh_step4(void) {
             char vs[96];
             if (fabs(at3(v, 1, j, best)) < 0.00005) snprintf(vs, sizeof vs, "全为 0");
             else snprintf(vs, sizeof vs, "第 %d 维 %s（%s）", best, fx(at3(v, 1, j, best), 4), mw(best));
-            P("| %d | %d | %s | %s | %s | %s | %s | %s |\n", j, pos, ctx ? "C W_K（target 上下文）" : "H W_K（block）",
+            P("| %d | %d | %s | %s | %s | %s | %s | %s |\n", j, pos, ctx ? "C W_K（target 上下文）" : "X W_K（block）",
               mw(id), fx(at3(k, 1, j, 0), 4), fx(at3(k, 1, j, 16), 4), fx(at3(k, 1, j, half - 1), 4), vs);
         }
         P("\n伪随机的头里 64 个分量都是稠密的，比如 head 0 的 key 0 开头是 %s %s %s %s。\n\n", fx(at3(k, 0, 0, 0), 4),
