@@ -88,6 +88,12 @@ const char *const dflash_pitfall_whats[PITFALL_COUNT] = {"", DFLASH_PITFALLS_LIS
 int dflash_pitfall = PITFALL_NONE;
 #endif
 
+/* reals(rows, cols, what): a zeroed (rows, cols) buffer of reals, sized in
+ * size_t (no int overflow), or NULL with dflash_errmsg */
+static real *reals(size_t rows, size_t cols, const char *what) {
+    return xcalloc(rows * cols, sizeof(real), what);
+}
+
 double now_seconds(void) {
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
@@ -385,7 +391,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
             int n_keys = causal ? q_pos0 + t + 1 : S;
             if (PITFALL(CAUSAL_OFF_BY_ONE) && n_keys < S) n_keys++;  /* PITFALL: sees key t+1 too */
             for (int s = 0; s < S; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
-            memcpy(a, sc, sizeof(real) * (size_t)n_keys);
+            memcpy(a, sc, sizeof(real) * n_keys);
             softmax(a, n_keys);
             for (int s = n_keys; s < S; s++) a[s] = 0;
             real *o_t = out + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
@@ -498,23 +504,23 @@ static int layer_acts_init(LayerActs *a, const Config *c, int T, int Tk, int S) 
     int D = c->hidden_size, I = c->intermediate_size;
     int qd = c->num_attention_heads * c->head_dim, kvd = c->num_key_value_heads * c->head_dim;
     memset(a, 0, sizeof *a);
-    a->xb = xcalloc((size_t)T * D, sizeof(real), "xb");
-    a->q = xcalloc((size_t)T * qd, sizeof(real), "q");
-    a->k = xcalloc((size_t)Tk * kvd, sizeof(real), "k");
-    a->v = xcalloc((size_t)Tk * kvd, sizeof(real), "v");
-    a->q_rope = xcalloc((size_t)T * qd, sizeof(real), "q_rope");
-    a->k_rope = xcalloc((size_t)Tk * kvd, sizeof(real), "k_rope");
-    a->scores = xcalloc((size_t)c->num_attention_heads * T * S, sizeof(real), "scores");
-    a->att = xcalloc((size_t)c->num_attention_heads * T * S, sizeof(real), "att");
-    a->attn = xcalloc((size_t)T * qd, sizeof(real), "attn");
-    a->attn_output = xcalloc((size_t)T * D, sizeof(real), "attn_output");
-    a->h_mid = xcalloc((size_t)T * D, sizeof(real), "h_mid");
-    a->xb2 = xcalloc((size_t)T * D, sizeof(real), "xb2");
-    a->gate = xcalloc((size_t)T * I, sizeof(real), "gate");
-    a->up = xcalloc((size_t)T * I, sizeof(real), "up");
-    a->act = xcalloc((size_t)T * I, sizeof(real), "act");
-    a->mlp_out = xcalloc((size_t)T * D, sizeof(real), "mlp_out");
-    a->out = xcalloc((size_t)T * D, sizeof(real), "out");
+    a->xb = reals(T, D, "xb");
+    a->q = reals(T, qd, "q");
+    a->k = reals(Tk, kvd, "k");
+    a->v = reals(Tk, kvd, "v");
+    a->q_rope = reals(T, qd, "q_rope");
+    a->k_rope = reals(Tk, kvd, "k_rope");
+    a->scores = reals(c->num_attention_heads, (size_t)T * S, "scores");
+    a->att = reals(c->num_attention_heads, (size_t)T * S, "att");
+    a->attn = reals(T, qd, "attn");
+    a->attn_output = reals(T, D, "attn_output");
+    a->h_mid = reals(T, D, "h_mid");
+    a->xb2 = reals(T, D, "xb2");
+    a->gate = reals(T, I, "gate");
+    a->up = reals(T, I, "up");
+    a->act = reals(T, I, "act");
+    a->mlp_out = reals(T, D, "mlp_out");
+    a->out = reals(T, D, "out");
     return a->xb && a->q && a->k && a->v && a->q_rope && a->k_rope && a->scores && a->att && a->attn &&
            a->attn_output && a->h_mid && a->xb2 && a->gate && a->up && a->act && a->mlp_out && a->out
                ? 0 : -1;
@@ -531,13 +537,13 @@ int target_run_init(TargetRun *r, const Config *c, int cap_T, int cap_S) {
     int D = c->hidden_size, d = c->head_dim;
     memset(r, 0, sizeof *r);
     r->cap_T = cap_T;
-    r->pos = xcalloc((size_t)cap_T, sizeof(int), "position_ids");
-    r->angles = xcalloc((size_t)cap_T * d / 2, sizeof(real), "rope angles");
-    r->cos = xcalloc((size_t)cap_T * d, sizeof(real), "cos");
-    r->sin = xcalloc((size_t)cap_T * d, sizeof(real), "sin");
-    r->h = xcalloc((size_t)cap_T * D, sizeof(real), "h");
-    r->hidden_states = xcalloc((size_t)(c->num_hidden_layers + 1) * cap_T * D, sizeof(real), "hidden_states");
-    r->logits = xcalloc((size_t)cap_T * c->vocab_size, sizeof(real), "logits");
+    r->pos = xcalloc(cap_T, sizeof(int), "position_ids");
+    r->angles = reals(cap_T, d / 2, "rope angles");
+    r->cos = reals(cap_T, d, "cos");
+    r->sin = reals(cap_T, d, "sin");
+    r->h = reals(cap_T, D, "h");
+    r->hidden_states = reals(c->num_hidden_layers + 1, (size_t)cap_T * D, "hidden_states");
+    r->logits = reals(cap_T, c->vocab_size, "logits");
     if (!r->pos || !r->angles || !r->cos || !r->sin || !r->h || !r->hidden_states || !r->logits)
         return -1;
     return layer_acts_init(&r->acts, c, cap_T, cap_T, cap_S);
@@ -603,7 +609,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     /* hidden_states[0] = embed_tokens(input_ids) */
     for (int t = 0; t < T; t++)
         memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
-    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * (size_t)T * D);
+    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
     TRACE(trace, r->h, "hidden_states.0");
 
     for (int l = 0; l < L; l++) {
@@ -642,7 +648,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
 
         /* hidden_states[l+1] = output of layer l (the last entry is the
          * post-norm state, written below) */
-        memcpy(hidden_state(r, c, l + 1, T), r->h, sizeof(real) * (size_t)T * D);
+        memcpy(hidden_state(r, c, l + 1, T), r->h, sizeof(real) * T * D);
         if (l + 1 < L) TRACE(trace, r->h, "hidden_states.%d", l + 1);
     }
     cache->len = S;
@@ -652,8 +658,8 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     rmsnorm_rows(last, r->h, m->norm, T, D, eps);
     if (PITFALL(LAST_HIDDEN_PRENORM)) {  /* PITFALL: keep the pre-norm state as hidden_states[L] */
         normed = a->xb;
-        memcpy(normed, last, sizeof(real) * (size_t)T * D);
-        memcpy(last, r->h, sizeof(real) * (size_t)T * D);
+        memcpy(normed, last, sizeof(real) * T * D);
+        memcpy(last, r->h, sizeof(real) * T * D);
     }
     TRACE(trace, last, "hidden_states.%d", L);
 
@@ -706,18 +712,18 @@ static int draft_run_init(DraftRun *r, const Config *dc, int V, int cap_ctx, int
     memset(r, 0, sizeof *r);
     r->cap_ctx = cap_ctx;
     r->B = B;
-    r->pos = xcalloc((size_t)P, sizeof(int), "draft position_ids");
-    r->angles = xcalloc((size_t)P * d / 2, sizeof(real), "draft rope angles");
-    r->cos = xcalloc((size_t)P * d, sizeof(real), "draft cos");
-    r->sin = xcalloc((size_t)P * d, sizeof(real), "draft sin");
-    r->fc_out = xcalloc((size_t)cap_ctx * D, sizeof(real), "fc");
-    r->C = xcalloc((size_t)cap_ctx * D, sizeof(real), "hidden_norm");
-    r->noise_embedding = xcalloc((size_t)B * D, sizeof(real), "noise_embedding");
-    r->h = xcalloc((size_t)B * D, sizeof(real), "draft h");
-    r->norm = xcalloc((size_t)B * D, sizeof(real), "draft norm");
-    r->logits = xcalloc((size_t)B * V, sizeof(real), "draft logits");
-    r->kv_in = xcalloc((size_t)P * D, sizeof(real), "kv_in");
-    r->acts = xcalloc((size_t)dc->num_hidden_layers, sizeof(LayerActs), "draft layer activations");
+    r->pos = xcalloc(P, sizeof(int), "draft position_ids");
+    r->angles = reals(P, d / 2, "draft rope angles");
+    r->cos = reals(P, d, "draft cos");
+    r->sin = reals(P, d, "draft sin");
+    r->fc_out = reals(cap_ctx, D, "fc");
+    r->C = reals(cap_ctx, D, "hidden_norm");
+    r->noise_embedding = reals(B, D, "noise_embedding");
+    r->h = reals(B, D, "draft h");
+    r->norm = reals(B, D, "draft norm");
+    r->logits = reals(B, V, "draft logits");
+    r->kv_in = reals(P, D, "kv_in");
+    r->acts = xcalloc(dc->num_hidden_layers, sizeof(LayerActs), "draft layer activations");
     if (!r->pos || !r->angles || !r->cos || !r->sin || !r->fc_out || !r->C || !r->noise_embedding ||
         !r->h || !r->norm || !r->logits || !r->kv_in || !r->acts)
         return -1;
@@ -765,9 +771,10 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
      * The same k_proj / v_proj serve both: stack the Lc context rows and the B
      * block rows into kv_in (Lc+B, D) and project them in one pass (row by
      * row this is exactly the reference's two projections then cat). */
-    memcpy(r->kv_in, r->C, sizeof(real) * (size_t)Lc * D);
+    memcpy(r->kv_in, r->C, sizeof(real) * Lc * D);
     if (PITFALL(CONTEXT_INPUT_LAYERNORM)) rmsnorm_rows(r->kv_in, r->C, w->input_layernorm, Lc, D, eps);
-    memcpy(r->kv_in + (size_t)Lc * D, PITFALL(KV_FROM_RESIDUAL) ? r->h : a->xb, sizeof(real) * (size_t)B * D);
+    memcpy(r->kv_in + (size_t)Lc * D, a->xb, sizeof(real) * B * D);
+    if (PITFALL(KV_FROM_RESIDUAL)) memcpy(r->kv_in + (size_t)Lc * D, r->h, sizeof(real) * B * D);  /* pitfall */
     matmul(a->k, r->kv_in, w->k_proj, P, D, kvd);   /* rows 0..Lc-1: C W_K, then X W_K */
     matmul(a->v, r->kv_in, w->v_proj, P, D, kvd);
     rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps);
@@ -791,7 +798,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
     for (size_t i = 0; i < (size_t)B * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
     mlp_block(a->out, a, w, c, B, l, trace);
-    memcpy(r->h, a->out, sizeof(real) * (size_t)B * D);
+    memcpy(r->h, a->out, sizeof(real) * B * D);
     TRACE(trace, a->out, "layers.%d", l);
 }
 
@@ -833,7 +840,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     TRACE(trace, r->sin, "sin");
 
     /* Step 4: the decoder layers, each injecting the same C */
-    memcpy(r->h, r->noise_embedding, sizeof(real) * (size_t)B * D);
+    memcpy(r->h, r->noise_embedding, sizeof(real) * B * D);
     for (int l = 0; l < c->num_hidden_layers; l++) draft_layer(dm, l, cache, r, Lc, trace);
     cache->len += P;
 
@@ -990,11 +997,11 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     RoundInfo *rounds = NULL;
 
     /* output_ids = [prompt | mask x (max_new + B)] */
-    output_ids = xcalloc((size_t)max_length + B, sizeof(int), "output_ids");
-    block = xcalloc((size_t)B, sizeof(int), "block_output_ids");
-    posterior = xcalloc((size_t)B, sizeof(int), "posterior");
-    rounds = xcalloc((size_t)p->max_new_tokens + 1, sizeof(RoundInfo), "round log");
-    target_hidden = xcalloc((size_t)cap_ctx * (n_ids ? n_ids : 1) * D, sizeof(real), "target_hidden");
+    output_ids = xcalloc(max_length + B, sizeof(int), "output_ids");
+    block = xcalloc(B, sizeof(int), "block_output_ids");
+    posterior = xcalloc(B, sizeof(int), "posterior");
+    rounds = xcalloc(p->max_new_tokens + 1, sizeof(RoundInfo), "round log");
+    target_hidden = reals(cap_ctx, (size_t)(n_ids ? n_ids : 1) * D, "target_hidden");
     if (!output_ids || !block || !posterior || !rounds || !target_hidden) goto done;
     if (cache_init(&past_key_values_target, tcfg, cap_S) != 0) goto done;
     if (target_run_init(&tr, tcfg, cap_ctx, cap_S) != 0) goto done;
@@ -1088,9 +1095,9 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     TRACE(trace, output_ids, "output_ids");
     if (trace_failed(trace)) goto done;
 
-    res->output_ids = xcalloc((size_t)m, sizeof(int), "result output_ids");
+    res->output_ids = xcalloc(m, sizeof(int), "result output_ids");
     if (!res->output_ids) goto done;
-    memcpy(res->output_ids, output_ids, sizeof(int) * (size_t)m);
+    memcpy(res->output_ids, output_ids, sizeof(int) * m);
     res->n_output = m;
     res->n_prompt = n;
     res->rounds = rounds;
@@ -1121,11 +1128,11 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     TargetRun tr = {0};
     Rng rng;
     rng_seed(&rng, p->seed);
-    int *out = xcalloc((size_t)max_length + 1, sizeof(int), "output_ids");
+    int *out = xcalloc(max_length + 1, sizeof(int), "output_ids");
     if (!out) goto done;
     if (cache_init(&cache, tcfg, max_length + 1) != 0) goto done;
     if (target_run_init(&tr, tcfg, n, max_length + 1) != 0) goto done;
-    memcpy(out, input_ids, sizeof(int) * (size_t)n);
+    memcpy(out, input_ids, sizeof(int) * n);
     int len = n;
     double t0 = now_seconds();
     if (len < max_length) {
@@ -1295,7 +1302,7 @@ static int hand_to_hook(TraceCtx *trace, const char *name, const void *buffer) {
             for (int64_t h = 0; h < heads; h++)
                 for (int64_t row = 0; row < rows; row++)
                     memcpy(t + (h * rows + row) * hd, (const real *)buffer + (row * heads + h) * hd,
-                           sizeof(real) * (size_t)hd);
+                           sizeof(real) * hd);
         x.data = copy = t;
     }
     if (spec->kind != TRACE_REAL && !copy) {

@@ -1037,7 +1037,7 @@ static void step4_qkv(void) {
     P("`draft_layer` stacks the %d context rows (C) and the %d block rows (X) into one buffer `kv_in` and\n"
       "projects it once with each weight matrix, so rows 0..%d of K and V come from C and rows %d..%d from X:\n\n"
       "```c\n%s\n%s\n%s\n%s\n%s\n```\n\n", Lc, RUN.B, Lc - 1, Lc, Lc + RUN.B - 1,
-      code("draft_layer", "memcpy(r->kv_in, r->C"), code("draft_layer", "memcpy(r->kv_in + "),
+      code("draft_layer", "memcpy(r->kv_in, r->C"), code("draft_layer", "memcpy(r->kv_in + (size_t)Lc * D, a->xb"),
       code("draft_layer", "w->k_proj"), code("draft_layer", "w->v_proj"), code("draft_layer", "w->k_norm"));
     P("`draft1.layers.0.self_attn.k` and `.v` are [%d, %d, %d]. The %d keys and values and their sources, with\n"
       "head 1's components (k_norm has gain 10 on dims 0, %d, %d, %d in the planted heads; each planted key has\n"
