@@ -111,8 +111,13 @@ tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
 # make test-long: the same binaries with the sweeps in full (a few minutes).
+# The suites run side by side (they share nothing but the read-only weights;
+# make sanitize does the same), each into its own log, printed in order.
 test: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS) standalone-check trace-md-check
-	@set -e; for t in $(TESTS); do echo "== $$t"; ./$$t; done
+	@rm -f tests/bin/*.log tests/bin/*.rc; \
+	for t in $(TESTS); do ( ./$$t > $$t.log 2>&1; echo $$? > $$t.rc ) & done; wait; fail=0; \
+	for t in $(TESTS); do echo "== $$t"; cat $$t.log; [ "$$(cat $$t.rc)" = 0 ] || { fail=1; echo "== $$t: FAILED"; }; done; \
+	rm -f tests/bin/*.log tests/bin/*.rc; exit $$fail
 
 test-long: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t (DFLASH_TEST_LONG=1)"; DFLASH_TEST_LONG=1 ./$$t; done

@@ -1973,10 +1973,10 @@ static int npy_header_done(const char *path, const char *h, size_t hstart, size_
     if (npy_parse_header(path, h, hlen, a) != 0) return -1;
     const char *d = a->descr;
     char order = d[0], kind = d[0] ? d[1] : 0;
-    char *end;
-    long item = kind ? strtol(d + 2, &end, 10) : 0;
-    int ok = (order == '<' || order == '>' || order == '|' || order == '=') && d[2] >= '1' && d[2] <= '9' &&
-             *end == '\0' &&
+    char *end = NULL;
+    long item = kind ? strtol(d + 2, &end, 10) : 0;   /* a descr with a NUL inside ends at it */
+    int ok = (order == '<' || order == '>' || order == '|' || order == '=') && kind && d[2] >= '1' &&
+             d[2] <= '9' && end && *end == '\0' &&
              ((kind == 'f' && (item == 4 || item == 8)) ||
               (kind == 'i' && (item == 1 || item == 2 || item == 4 || item == 8)) ||
               (kind == 'u' && (item == 1 || item == 2 || item == 4)) || (kind == 'b' && item == 1));
