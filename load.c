@@ -1383,6 +1383,18 @@ static int bytelevel_decode(char *s, size_t *len) {
     return 0;
 }
 
+/* After a value inside an object or array: a ',' (0: go on) or the closing
+ * bracket (1: the end); anything else is an error (-1). */
+static int tok_next(TokScan *p, int close) {
+    int c = tok_peek(p);
+    p->pos++;
+    if (c == close) return 1;
+    if (c == ',') return 0;
+    p->pos--;
+    tok_fail(p, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
+    return -1;
+}
+
 typedef struct { long id; char *text; size_t len; } TokEntry;
 
 /* append (id, a copy of the tl bytes of tok) to the growing entry list */
@@ -1466,18 +1478,16 @@ static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text
                             goto done;
                         }
                         if (tok_entry_add(&ents, &n_ents, &cap_ents, id, tok, tl, path) != 0) goto done;
-                        int d = tok_peek(&p);
-                        p.pos++;
-                        if (d == '}') break;
-                        if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                        int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
+                        if (nx < 0) goto done;
+                        if (nx) break;
                     }
                 } else if (tok_skip(&p, 2)) {
                     goto done;
                 }
-                int d = tok_peek(&p);
-                p.pos++;
-                if (d == '}') break;
-                if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
+                if (nx < 0) goto done;
+                if (nx) break;
             }
         } else if (is_added && tok_peek(&p) == '[') {
             p.pos++;
@@ -1498,10 +1508,9 @@ static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text
                     } else if (tok_skip(&p, 3)) {
                         goto done;
                     }
-                    int d = tok_peek(&p);
-                    p.pos++;
-                    if (d == '}') break;
-                    if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+                    int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
+                    if (nx < 0) goto done;
+                    if (nx) break;
                 }
                 if (id < 0 || id >= MAX_VOCAB || !have_content) {
                     dflash_set_error("%s: added_tokens: expected entries with an \"id\" in 0..%d and a \"content\"", path,
@@ -1509,18 +1518,16 @@ static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text
                     goto done;
                 }
                 if (tok_entry_add(&ents, &n_ents, &cap_ents, id, tok, tl, path) != 0) goto done;
-                int d = tok_peek(&p);
-                p.pos++;
-                if (d == ']') break;
-                if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or ']'"); goto done; }
+                int nx = tok_next(&p, ']');  /* 1: the end, 0: a ',' */
+                if (nx < 0) goto done;
+                if (nx) break;
             }
         } else if (tok_skip(&p, 1)) {
             goto done;
         }
-        int d = tok_peek(&p);
-        p.pos++;
-        if (d == '}') break;
-        if (d != ',') { p.pos--; tok_fail(&p, "expected ',' or '}'"); goto done; }
+        int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
+        if (nx < 0) goto done;
+        if (nx) break;
     }
     if (tok_peek(&p) != -1) { tok_fail(&p, "text after the JSON object"); goto done; }
     if (!saw_vocab || strcmp(model_type, "BPE") != 0) {
