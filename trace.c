@@ -207,23 +207,33 @@ static void namemap_free(NameMap *m) {
  * ======================================================================== */
 
 /* Read all of path into a NUL-terminated buffer. -1 with dflash_errmsg. */
-static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
+/* Open a regular file for reading (a FIFO must not block the open; a
+ * directory or a device is refused); *size gets its size. NULL with
+ * dflash_errmsg. */
+static FILE *open_regular(const char *path, size_t *size) {
+    int fd = open(path, O_RDONLY | O_NONBLOCK);
     FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
     if (!f) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
-        return -1;
+        return NULL;
     }
     struct stat st;
     if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
         dflash_set_error("%s: not a regular file", path);
         fclose(f);
-        return -1;
+        return NULL;
     }
-    size_t n = (size_t)st.st_size;
+    *size = (size_t)st.st_size;
+    return f;
+}
+
+static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
+    *out = NULL;
+    *len = 0;
+    size_t n;
+    FILE *f = open_regular(path, &n);
+    if (!f) return -1;
     unsigned char *buf = malloc(n + 1);
     if (!buf) {
         dflash_set_error("%s: out of memory reading %zu bytes", path, n);
@@ -2046,23 +2056,13 @@ static int npy_fix_data(const char *path, NpyArray *a) {
  * against shape and descr). a->data stays NULL. -1 with dflash_errmsg. */
 static int npy_open(const char *path, NpyArray *a) {
     memset(a, 0, sizeof *a);
-    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
-    if (!f) {
-        dflash_set_error("%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return -1;
-    }
-    struct stat st;
+    size_t size;
+    FILE *f = open_regular(path, &size);
+    if (!f) return -1;
     int ret = -1;
     char *h = NULL;
     unsigned char pre[12];
-    size_t hstart = 0, hlen = 0;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        dflash_set_error("%s: not a regular file", path);
-        goto out;
-    }
-    size_t size = (size_t)st.st_size, want = size < 12 ? size : 12;
+    size_t hstart = 0, hlen = 0, want = size < 12 ? size : 12;
     if (fread(pre, 1, want, f) != want) {
         dflash_set_error("%s: read error", path);
         goto out;
