@@ -246,7 +246,7 @@ static void rmsnorm(real *out, const real *x, const real *w, int n, real eps) {
 
 /* rmsnorm_rows: each of `rows` consecutive vectors of n values, in place safe */
 static void rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
-    for (int r = 0; r < rows; r++) rmsnorm(out + (size_t)r * n, x + (size_t)r * n, w, n, eps);
+    for (int row = 0; row < rows; row++) rmsnorm(out + (size_t)row * n, x + (size_t)row * n, w, n, eps);
 }
 
 /* rope_inv_freq: inv_freq (d/2)[i] = 1 / theta^(2i/d)   (Qwen3RotaryEmbedding) */
@@ -442,10 +442,10 @@ static void cache_append(KVCache *c, int layer, const real *k_new, const real *v
     int kvdim = c->n_kv_heads * c->head_dim;
     for (int kvh = 0; kvh < c->n_kv_heads; kvh++) {
         real *kc = cache_key(c, layer, kvh), *vc = cache_value(c, layer, kvh);
-        for (int r = 0; r < rows; r++) {
-            memcpy(kc + (size_t)(c->len + r) * c->head_dim, k_new + (size_t)r * kvdim + kvh * c->head_dim,
+        for (int row = 0; row < rows; row++) {
+            memcpy(kc + (size_t)(c->len + row) * c->head_dim, k_new + (size_t)row * kvdim + kvh * c->head_dim,
                    sizeof(real) * c->head_dim);
-            memcpy(vc + (size_t)(c->len + r) * c->head_dim, v_new + (size_t)r * kvdim + kvh * c->head_dim,
+            memcpy(vc + (size_t)(c->len + row) * c->head_dim, v_new + (size_t)row * kvdim + kvh * c->head_dim,
                    sizeof(real) * c->head_dim);
         }
     }
