@@ -284,6 +284,10 @@ typedef struct {
     int64_t *i;          /* (n) when is_int */
 } TraceArray;
 int  trace_read_file(const char *path, unsigned char **out, size_t *len);
+/* trace.jsonl text: fn(ctx, object, line number) for each non-blank line, an
+ * object with "name" and "file" strings (checked); 0, or -1 with dflash_errmsg */
+int  trace_jsonl_each(const char *path, const char *text, size_t len,
+                      int (*fn)(void *ctx, const Json *obj, int line), void *ctx);
 int  trace_npy_read(const char *path, TraceArray *out);
 void trace_npy_free(TraceArray *a);
 

@@ -120,36 +120,23 @@ static const char *json_str(const Json *o, const char *key) {
     return v && v->type == JSON_STRING ? v->string : NULL;
 }
 
-/* trace.jsonl: one object per line with "name" and "file" strings and,
- * optionally, "phase", "round" and "meaning". */
+/* one trace.jsonl line (trace_jsonl_each checked "name" and "file"):
+ * optionally "phase", "round" and "meaning" too */
+typedef struct { Entries *es; const char *path; } JsonlCtx;
+
+static int jsonl_entry(void *ctx, const Json *o, int line) {
+    const JsonlCtx *c = ctx;
+    (void)line;
+    const Json *r = json_get(o, "round");
+    int round = r && r->type == JSON_NUMBER && r->is_integer && r->integer >= 0 && r->integer < 1000000
+                    ? (int)r->integer : -1;
+    return entries_add(c->es, c->path, json_str(o, "name"), json_str(o, "file"), json_str(o, "phase"),
+                       json_str(o, "meaning"), round);
+}
+
 static int load_jsonl(Entries *es, const char *path, const char *text, size_t len) {
-    size_t start = 0;
-    int line = 0;
-    while (start < len) {
-        size_t end = start;
-        while (end < len && text[end] != '\n') end++;
-        line++;
-        size_t k = start;
-        while (k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
-        if (k < end) {
-            Json o;
-            if (json_parse(text + start, end - start, path, &o) != 0) return -1;
-            const char *name = json_str(&o, "name"), *file = json_str(&o, "file");
-            if (!name || !file) {
-                json_free(&o);
-                dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings", path, line);
-                return -1;
-            }
-            const Json *r = json_get(&o, "round");
-            int round = r && r->type == JSON_NUMBER && r->is_integer && r->integer >= 0 && r->integer < 1000000
-                            ? (int)r->integer : -1;
-            int rc = entries_add(es, path, name, file, json_str(&o, "phase"), json_str(&o, "meaning"), round);
-            json_free(&o);
-            if (rc != 0) return -1;
-        }
-        start = end + 1;
-    }
-    return 0;
+    JsonlCtx c = {es, path};
+    return trace_jsonl_each(path, text, len, jsonl_entry, &c);
 }
 
 /* names.json (the oracle's): ["name", ...], file = name + ".npy" */

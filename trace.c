@@ -319,10 +319,12 @@ static int manifest_meta(const Json *obj, char *out, size_t size) {
     return 0;
 }
 
-/* Parse trace.jsonl text: one object per non-blank line with "name" and
- * "file" strings, and optionally "dtype" and "shape" (read with json.c's
- * strict reader; its own message is kept, e.g. for a duplicate key). */
-static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
+/* trace.jsonl, line by line: each non-blank line is parsed with json.c's
+ * strict reader (its own message kept, e.g. for a duplicate key) and must be
+ * an object with "name" and "file" strings; fn gets it with its line number.
+ * Used by diff's manifest and by explore.c. */
+int trace_jsonl_each(const char *path, const char *text, size_t len,
+                     int (*fn)(void *ctx, const Json *obj, int line), void *ctx) {
     size_t start = 0;
     int line = 0;
     while (start < len) {
@@ -333,29 +335,40 @@ static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
         while (k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
         if (k < end) {
             Json obj;
-            char what[64 + 4096], meta[32 + 24 * TRACE_MAX_NDIM];
-            snprintf(what, sizeof what, "%.4000s line %d", m->path, line);
+            char what[64 + 4096];
+            snprintf(what, sizeof what, "%.4000s line %d", path, line);
             if (json_parse(text + start, end - start, what, &obj) != 0) return -1;
             const Json *name = json_get(&obj, "name"), *file = json_get(&obj, "file");
+            int r;
             if (!name || name->type != JSON_STRING || !file || file->type != JSON_STRING) {
-                json_free(&obj);
-                dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings",
-                                 m->path, line);
-                return -1;
+                dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings", path, line);
+                r = -1;
+            } else {
+                r = fn(ctx, &obj, line);
             }
-            if (manifest_meta(&obj, meta, sizeof meta) != 0) {
-                json_free(&obj);
-                dflash_set_error("%s: line %d: \"dtype\" and \"shape\" must come together, a dtype string "
-                                 "and an array of non-negative integers", m->path, line);
-                return -1;
-            }
-            int r = manifest_add(m, name->string, file->string, meta);
             json_free(&obj);
             if (r != 0) return -1;
         }
         start = end + 1;
     }
     return 0;
+}
+
+/* one trace.jsonl line into diff's manifest: name, file, and "dtype" and
+ * "shape" when given */
+static int manifest_line(void *ctx, const Json *obj, int line) {
+    Manifest *m = ctx;
+    char meta[32 + 24 * TRACE_MAX_NDIM];
+    if (manifest_meta(obj, meta, sizeof meta) != 0) {
+        dflash_set_error("%s: line %d: \"dtype\" and \"shape\" must come together, a dtype string "
+                         "and an array of non-negative integers", m->path, line);
+        return -1;
+    }
+    return manifest_add(m, json_get(obj, "name")->string, json_get(obj, "file")->string, meta);
+}
+
+static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
+    return trace_jsonl_each(m->path, text, len, manifest_line, m);
 }
 
 /* Parse names.json: ["name", "name", ...]. */
