@@ -13,7 +13,8 @@
 #   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
 #   make gdb-typed-check    type the guide into gdb in tmux and compare the screen with gdb.md
 #   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
-#   make explorer-check     open the explorers in headless chromium and check what they show
+#   make explorer-check     node --check the explorer's JavaScript, open the explorers in headless chromium
+#   make js-check           node --check web/explorer.js (the explorer's page is web/: html, css, js)
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
 #   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
@@ -40,12 +41,13 @@ LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c files.c
-SRC     = $(LIBSRC) main.c bench.c explore.c
+# build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
+SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
         gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check \
-        pitfalls pitfalls-check
+        pitfalls pitfalls-check js-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -70,6 +72,16 @@ dflash-pitfall: $(SRC) dflash.h .buildflags
 # the double-precision build under its own name, for the float-vs-double test
 dflash-double: $(SRC) dflash.h
 	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
+
+# The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
+# the CSS and JavaScript into the HTML and writes its bytes as C arrays that
+# explore.c writes around the trace's data.
+WEB = web/explorer.html web/explorer.css web/explorer.js
+tools/embed: tools/embed.c
+	$(CC) $(WARN) -O2 -D_POSIX_C_SOURCE=200809L -o $@ $<
+build/explorer_page.c: tools/embed $(WEB)
+	@mkdir -p build
+	./tools/embed web/explorer.html $@ explorer_page
 
 # The weight generator uses no libm: the files are bit-identical everywhere.
 toy_weights/gen: toy_weights/gen.c
@@ -208,8 +220,12 @@ explorer: dflash weights
 	rc=$$?; rm -rf $$tmp; [ $$rc -eq 0 ] && echo "wrote walkthrough/explorer.html ($$(wc -c < walkthrough/explorer.html) bytes)"; exit $$rc
 
 # The explorer in a real browser (headless chromium): see the script's banner.
-explorer-check: dflash weights
+# First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
+explorer-check: dflash weights js-check
 	sh walkthrough/explorer-check.sh
+js-check:
+	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }
+	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 
 # Every answer in walkthrough/exercises.md, checked by running ./dflash.
 exercises-check: dflash weights
@@ -338,6 +354,6 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
+	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen toy_weights/random \
 	       toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/mkwalk build
