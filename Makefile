@@ -40,9 +40,10 @@ ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
-LIBSRC  = dflash.c json.c load.c trace.c files.c
+LIBSRC  = dflash.c json.c load.c trace.c files.c manifest.c
 # build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
-SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c
+SRC     = $(LIBSRC) main.c bench.c diff.c explore.c build/explorer_page.c
+HDR     = $(wildcard *.h)
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
@@ -56,21 +57,21 @@ all: dflash weights
 	@echo '$(CC) $(ALLFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALLFLAGS)' > $@
 FORCE:
 
-dflash: $(SRC) dflash.h files.h .buildflags
+dflash: $(SRC) $(HDR) .buildflags
 	$(CC) $(ALLFLAGS) -o $@ $(SRC) $(LDLIBS)
 
-dflash-debug: $(SRC) dflash.h
+dflash-debug: $(SRC) $(HDR)
 	$(CC) $(WARN) $(FPFLAGS) $(REALDEF) -O0 -g3 -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 debug: dflash-debug weights
 
 # ./dflash-pitfall: the same program with the planted porting mistakes
 # compiled in (--pitfall NAME; dflash.h lists them). ./dflash has none.
-dflash-pitfall: $(SRC) dflash.h .buildflags
+dflash-pitfall: $(SRC) $(HDR) .buildflags
 	$(CC) $(ALLFLAGS) -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
 
 # the double-precision build under its own name, for the float-vs-double test
-dflash-double: $(SRC) dflash.h
+dflash-double: $(SRC) $(HDR)
 	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
@@ -111,14 +112,14 @@ bench: dflash weights
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_hook uses only dflash.h and links WITHOUT trace.c: dflash.c stands alone
-tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c dflash.h files.h
+tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c $(HDR)
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) $(HDR) tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c manifest.c diff.c $(LDLIBS) -lcmocka
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
@@ -151,7 +152,7 @@ standalone-check:
 TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
                 "--block-size 1"
 
-tools/mktrace: tools/mktrace.c dflash.c json.c files.c dflash.h files.h
+tools/mktrace: tools/mktrace.c dflash.c json.c files.c $(HDR)
 	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c files.c $(LDLIBS)
 
 trace-md: tools/mktrace TRACE.md.in
@@ -268,27 +269,27 @@ SAN_TESTS = $(patsubst tests/%.c,build/san/tests/bin/%,$(wildcard tests/test_*.c
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-build/san/dflash: $(SRC) dflash.h
+build/san/dflash: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $(SRC) $(LDLIBS)
-build/san/dflash-debug: $(SRC) dflash.h
+build/san/dflash-debug: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O0 -o $@ $(SRC) $(LDLIBS)
-build/san/dflash-pitfall: $(SRC) dflash.h
+build/san/dflash-pitfall: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
-build/san/dflash-double: $(SRC) dflash.h
+build/san/dflash-double: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
-build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c dflash.h files.h
+build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c $(HDR)
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c files.c $(LDLIBS) -lcmocka
-build/san/tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
+build/san/tests/bin/%: tests/%.c $(SRC) $(HDR) tests/testutil.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c files.c manifest.c diff.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
-	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
+	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c diff.c bench.c; do \
 	  ln -sfn ../../$$f build/san/$$f; done   # what the tests read (test_usage: the docs, the sources)
 	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
@@ -332,12 +333,12 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson
 FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
             -D_POSIX_C_SOURCE=200809L
-build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
+build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) $(HDR)
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS)
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c files.c manifest.c $(LDLIBS)
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) $(HDR)
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c files.c manifest.c diff.c $(LDLIBS)
 
 fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \

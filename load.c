@@ -2,8 +2,10 @@
  * (validated, then mapped), vocab.txt and the word-level tokenizer.
  * Everything here returns 0 or -1 with a one-line dflash_errmsg naming the
  * file, the field, what was expected and what was found. */
+#include "load.h"
 #include "dflash.h"
 #include "files.h"
+#include "json.h"
 
 #include <errno.h>
 #include <float.h>

@@ -29,6 +29,7 @@
 #define DFLASH_PITFALLS   /* the PITFALL() branches of dflash.c, as in ./dflash-pitfall */
 #include "../dflash.c"
 #include "../load.c"
+#include "../trace.h"
 #include "testutil.h"
 
 #include <sys/wait.h>
