@@ -40,7 +40,7 @@ ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
-LIBSRC  = dflash.c json.c load.c trace.c
+LIBSRC  = dflash.c json.c load.c trace.c files.c
 # build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
 SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
@@ -56,7 +56,7 @@ all: dflash weights
 	@echo '$(CC) $(ALLFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALLFLAGS)' > $@
 FORCE:
 
-dflash: $(SRC) dflash.h .buildflags
+dflash: $(SRC) dflash.h files.h .buildflags
 	$(CC) $(ALLFLAGS) -o $@ $(SRC) $(LDLIBS)
 
 dflash-debug: $(SRC) dflash.h
@@ -116,9 +116,9 @@ tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
@@ -283,9 +283,9 @@ build/san/dflash-double: $(SRC) dflash.h
 build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
-build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+build/san/tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
 	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
@@ -334,10 +334,10 @@ FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-s
             -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS)
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS)
 
 fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
