@@ -111,9 +111,9 @@ bench: dflash weights
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_hook uses only dflash.h and links WITHOUT trace.c: dflash.c stands alone
-tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c dflash.h files.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
 tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
@@ -151,8 +151,8 @@ standalone-check:
 TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
                 "--block-size 1"
 
-tools/mktrace: tools/mktrace.c dflash.c json.c dflash.h
-	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c $(LDLIBS)
+tools/mktrace: tools/mktrace.c dflash.c json.c files.c dflash.h files.h
+	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c files.c $(LDLIBS)
 
 trace-md: tools/mktrace TRACE.md.in
 	./tools/mktrace md TRACE.md.in > TRACE.md.tmp && mv TRACE.md.tmp TRACE.md
@@ -280,9 +280,9 @@ build/san/dflash-pitfall: $(SRC) dflash.h
 build/san/dflash-double: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
-build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c dflash.h files.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c files.c $(LDLIBS) -lcmocka
 build/san/tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka

@@ -268,26 +268,10 @@ int trace_diff_main(int argc, char **argv);
 /* `dflash explore TRACE_DIR OUT.html [--vocab FILE]` (explore.c): one
  * self-contained offline HTML page over a trace. Returns the exit status. */
 int explore_main(int argc, char **argv);
-/* Readers for explore.c (trace.c, the same code diff uses): a whole file
- * (NUL-terminated), and one .npy file of any dtype diff reads, as doubles
- * (f) or int64 (i). -1 with dflash_errmsg. */
-#define TRACE_ARRAY_MAX_NDIM 8
-typedef struct {
-    char descr[8];       /* "<f4", "<f8", "<i8", ... */
-    int is_int;
-    int ndim;
-    int64_t shape[TRACE_ARRAY_MAX_NDIM];
-    size_t n;            /* product(shape) */
-    double *f;           /* (n) when !is_int */
-    int64_t *i;          /* (n) when is_int */
-} TraceArray;
-int  trace_read_file(const char *path, unsigned char **out, size_t *len);
 /* trace.jsonl text: fn(ctx, object, line number) for each non-blank line, an
  * object with "name" and "file" strings (checked); 0, or -1 with dflash_errmsg */
 int  trace_jsonl_each(const char *path, const char *text, size_t len,
                       int (*fn)(void *ctx, const Json *obj, int line), void *ctx);
-int  trace_npy_read(const char *path, TraceArray *out);
-void trace_npy_free(TraceArray *a);
 
 /* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
  * with dflash_errmsg set (write failure: path and reason). */

@@ -37,11 +37,11 @@
  * Reading files, joining paths.
  * ======================================================================== */
 
-FILE *file_open_regular(const char *path, size_t *size) {
+int file_open_fd(const char *path, size_t *size) {
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
     struct stat st;
     memset(&st, 0, sizeof st);
@@ -49,15 +49,20 @@ FILE *file_open_regular(const char *path, size_t *size) {
         int dir = S_ISDIR(st.st_mode);
         close(fd);
         dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
-        return NULL;
+        return -1;
     }
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+FILE *file_open_regular(const char *path, size_t *size) {
+    int fd = file_open_fd(path, size);
+    if (fd < 0) return NULL;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
         close(fd);
-        return NULL;
     }
-    *size = (size_t)st.st_size;
     return f;
 }
 

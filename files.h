@@ -36,6 +36,8 @@
  * open; a directory or a device is refused: "expected a regular file, got
  * ..."); *size gets its size. NULL with dflash_errmsg. */
 FILE *file_open_regular(const char *path, size_t *size);
+/* The same check, as a file descriptor (for mmap); -1 with dflash_errmsg. */
+int file_open_fd(const char *path, size_t *size);
 /* All of path into a malloc'd NUL-terminated buffer (*bytes, *len bytes
  * before the NUL). -1 with dflash_errmsg. */
 int file_read_all(const char *path, char **bytes, size_t *len);
