@@ -40,16 +40,17 @@ LDLIBS  = -lm
 
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
-DFLASH_SRC = dflash json load trace main bench explore
+# build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
+DFLASH_SRC = dflash json load trace files main bench explore build/explorer_page
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = json trace
-TEST_LIB_test_hook = dflash json load
+TEST_LIB           = json trace files
+TEST_LIB_test_hook = dflash json load files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson
-FUZZ_LIB          = json trace
-FUZZ_LIB_fuzz_npy = dflash json load
+FUZZ_LIB          = json trace files
+FUZZ_LIB_fuzz_npy = dflash json load files
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 # ---- build modes: name -> compiler and flags ----------------------------------
@@ -125,8 +126,16 @@ $(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
 $(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
 # tools/mktrace #includes dflash.c (the name table)
-$(eval $(call program,tools/mktrace,$(R),tools/mktrace json,$(LDLIBS)))
+$(eval $(call program,tools/mktrace,$(R),tools/mktrace json files,$(LDLIBS)))
 $(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk,$(LDLIBS)))
+# The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
+# the CSS and JavaScript into the HTML and writes its bytes as C arrays that
+# explore.c writes around the trace's data.
+$(eval $(call program,tools/embed,host,tools/embed,))
+WEB = web/explorer.html web/explorer.css web/explorer.js
+build/explorer_page.c: tools/embed $(WEB)
+	@mkdir -p build
+	./tools/embed web/explorer.html $@ explorer_page
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(eval $(call program,toy_weights/gen,host,toy_weights/gen,))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
@@ -141,7 +150,7 @@ $(foreach f,$(FUZZ_TARGETS),$(eval $(call program,build/fuzz/fuzz_$(f),$(R)-fuzz
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check js-check
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -197,7 +206,7 @@ DOCS_PROGRAMS = dflash dflash-pitfall dflash-debug weights tools/mktrace walkthr
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough pitfalls
 	sh walkthrough/gdb-check.sh --write
-docs-check: $(DOCS_PROGRAMS) ## check every generated page, the gdb guide, the explorer, the exercises (CI)
+docs-check: $(DOCS_PROGRAMS) js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls || rc=1; \
 	sh walkthrough/gdb-check.sh || rc=1; \
 	sh walkthrough/explorer-check.sh || rc=1; \
@@ -215,8 +224,12 @@ walkthrough-check: dflash weights walkthrough/mkwalk ## fail if the committed wa
 	@sh tools/docs.sh check walkthrough
 explorer: dflash weights ## regenerate walkthrough/explorer.html (dflash explore of the default run)
 	sh tools/docs.sh write explorer
-explorer-check: dflash weights ## open the explorers in headless chromium and check what they show
+# First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
+explorer-check: dflash weights js-check ## node --check the explorer's JavaScript, open the explorers in headless chromium
 	sh walkthrough/explorer-check.sh
+js-check: ## node --check web/explorer.js (the explorer's page is web/: html, css, js)
+	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }
+	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
 	sh walkthrough/exercises-check.sh walkthrough/exercises.md
 pitfalls: dflash dflash-pitfall weights ## regenerate walkthrough/pitfalls.md from real runs
@@ -265,5 +278,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 clean: ## remove every build product and the generated weights
-	rm -rf dflash dflash-debug dflash-float dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen \
+	rm -rf dflash dflash-debug dflash-float dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
 	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/mkwalk build
