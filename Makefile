@@ -40,7 +40,7 @@ ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
-LIBSRC  = dflash.c json.c load.c trace.c files.c
+LIBSRC  = dflash.c json.c load.c trace.c files.c train.c
 # build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
 SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
@@ -110,13 +110,18 @@ bench: dflash weights
 
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
+# test_train again in double: the finite-difference gradient checks run there
+TESTS += tests/bin/test_train_double
+tests/bin/test_train_double: tests/test_train.c $(SRC) dflash.h files.h train.h tests/testutil.h
+	@mkdir -p tests/bin
+	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 # test_hook uses only dflash.h and links WITHOUT trace.c: dflash.c stands alone
 tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) dflash.h files.h train.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
