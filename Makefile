@@ -42,7 +42,7 @@ LDLIBS  = -lm
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c files.c train.c
 # build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
-SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c
+SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c train_cli.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
@@ -121,7 +121,7 @@ tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h files.h train.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) dflash.h files.h train.h train_cli.h tests/testutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 

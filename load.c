@@ -957,6 +957,15 @@ fail:
     return -1;
 }
 
+int config_load(Config *c, const char *path, int expect_draft) {
+    size_t len;
+    char *text = read_file(path, 1 << 20, &len);
+    if (!text) return -1;
+    int rc = config_parse(c, path, text, len, expect_draft);
+    free(text);
+    return rc;
+}
+
 void model_free(Model *m) {
     free(m->data);
     for (int i = 0; i < m->n_maps; i++) munmap(m->map[i], m->map_size[i]);
