@@ -40,6 +40,7 @@
  *   5. tracing, and the table of the training trace names
  */
 #include "train.h"
+#include "load.h"
 
 #include <math.h>
 #include <stdarg.h>

@@ -19,6 +19,9 @@
  * refused before the first step, with one line and exit status 2. */
 #include "dflash.h"
 #include "files.h"
+#include "json.h"
+#include "load.h"
+#include "trace.h"
 #include "train.h"
 #include "train_cli.h"
 

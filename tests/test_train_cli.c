@@ -427,19 +427,19 @@ static void test_batches_run(void **state) {
     assert_int_equal(rc, 0);
     for (int s = 1; s <= 2; s++) {
         char name[64];
-        TraceArray an, kp;
+        NpyValues an, kp;
         snprintf(name, sizeof name, "trace/train%d.anchors.npy", s);
-        assert_int_equal(trace_npy_read(tu_path(dir, name), &an), 0);
+        assert_int_equal(npy_read_values(tu_path(dir, name), &an), 0);
         snprintf(name, sizeof name, "trace/train%d.keep.npy", s);
-        assert_int_equal(trace_npy_read(tu_path(dir, name), &kp), 0);
+        assert_int_equal(npy_read_values(tu_path(dir, name), &kp), 0);
         assert_int_equal(an.n, 4);
         int64_t want[4] = {s - 1, 5, 2, 7}, want_keep[4] = {1, s == 1, 1, 1};
         for (int k = 0; k < 4; k++) {
             assert_int_equal(an.i[k], want[k]);
             assert_int_equal(kp.i[k], want_keep[k]);
         }
-        trace_npy_free(&an);
-        trace_npy_free(&kp);
+        npy_values_free(&an);
+        npy_values_free(&kp);
     }
     assert_false(tu_exists(tu_path(dir, "trace/train3.loss.npy")));
     /* more steps than batches */

@@ -6,7 +6,7 @@
  * - README.md holds a fenced block that is byte for byte what
  *   `./dflash --help` prints, and another that is `./dflash train --help`;
  * - every flag the sources compare against (a string literal "--name" or
- *   "--name=" in main.c, trace.c, bench.c, train_cli.c) is listed in one of
+ *   "--name=" in main.c, trace.c, diff.c, bench.c, train_cli.c) is listed in one of
  *   the two help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
  *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
@@ -156,7 +156,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"main.c", "trace.c", "bench.c", "train_cli.c"};
+    const char *sources[] = {"main.c", "trace.c", "diff.c", "bench.c", "train_cli.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);
