@@ -17,7 +17,7 @@
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
 #   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
-#   make dflash-pitfall     ./dflash with the planted porting mistakes (--pitfall NAME)
+#   make pitfall-programs   build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
 #   make pitfalls           regenerate walkthrough/pitfalls.md from real runs; pitfalls-check: CI's check
 #   make sanitize   the test suite under ASan+UBSan (build/san/, make test's subset)
 #   make memcheck   valgrind memcheck on the default run and on a traced run
@@ -39,13 +39,14 @@ ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
-LIBSRC  = dflash.c json.c load.c trace.c
+LIBSRC  = dflash.c tracenames.c json.c load.c trace.c
 SRC     = $(LIBSRC) main.c bench.c explore.c
+HDR     = dflash.h tracenames.h
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
         gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check \
-        pitfalls pitfalls-check
+        pitfalls pitfalls-check pitfall-programs
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -54,21 +55,40 @@ all: dflash weights
 	@echo '$(CC) $(ALLFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALLFLAGS)' > $@
 FORCE:
 
-dflash: $(SRC) dflash.h .buildflags
+dflash: $(SRC) $(HDR) .buildflags
 	$(CC) $(ALLFLAGS) -o $@ $(SRC) $(LDLIBS)
 
-dflash-debug: $(SRC) dflash.h
+dflash-debug: $(SRC) $(HDR)
 	$(CC) $(WARN) $(FPFLAGS) $(REALDEF) -O0 -g3 -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 debug: dflash-debug weights
 
-# ./dflash-pitfall: the same program with the planted porting mistakes
-# compiled in (--pitfall NAME; dflash.h lists them). ./dflash has none.
-dflash-pitfall: $(SRC) dflash.h .buildflags
-	$(CC) $(ALLFLAGS) -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
+# ---- porting pitfalls: each one a patch of the clean source ---------------
+# walkthrough/pitfalls/NAME.diff is one classic mistake of a port, written as
+# the wrong lines; walkthrough/pitfalls/series lists them in order.
+# build/pitfalls/dflash-NAME is ./dflash with that one patch applied (with
+# `patch`, no fuzz) to a copy of the file it patches, linked with the other
+# sources' objects (tools/pitfall.sh). A patch that no longer applies fails
+# the build, and so make test and make pitfalls-check.
+PITFALL_DIR   = walkthrough/pitfalls
+PITFALLS      = $(shell sed -e 's/\#.*//' $(PITFALL_DIR)/series)
+PITFALL_PROGS = $(patsubst %,build/pitfalls/dflash-%,$(PITFALLS))
+PITFALL_OBJS  = $(patsubst %.c,build/pitfalls/obj/%.o,$(SRC))
+
+build/pitfalls/obj/%.o: %.c $(HDR) .buildflags
+	@mkdir -p $(@D)
+	$(CC) $(ALLFLAGS) -c -o $@ $<
+
+build/pitfalls/dflash-%: $(PITFALL_DIR)/%.diff $(PITFALL_OBJS) tools/pitfall.sh
+	sh tools/pitfall.sh build $< $@ '$(CC) $(ALLFLAGS)' '$(LDLIBS)' $(PITFALL_OBJS)
+
+.SECONDARY: $(PITFALL_OBJS)   # kept: every pitfall program links them
+
+pitfall-programs: $(PITFALL_PROGS)
+	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
 
 # the double-precision build under its own name, for the float-vs-double test
-dflash-double: $(SRC) dflash.h
+dflash-double: $(SRC) $(HDR)
 	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
 
 # The weight generator uses no libm: the files are bit-identical everywhere.
@@ -98,36 +118,39 @@ bench: dflash weights
 
 # ---- tests (cmocka) --------------------------------------------------------
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
-# test_hook uses only dflash.h and links WITHOUT trace.c: dflash.c stands alone
-tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+# test_hook is a port's harness: it links dflash.c with tracenames.c (the
+# table that shapes what the hook receives) and load.c, json.c, WITHOUT trace.c
+tests/bin/test_hook: tests/test_hook.c dflash.c tracenames.c json.c load.c $(HDR)
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< dflash.c tracenames.c json.c load.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) $(HDR) tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< tracenames.c json.c trace.c $(LDLIBS) -lcmocka
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
 # make test-long: the same binaries with the sweeps in full (a few minutes).
 # The suites run side by side (they share nothing but the read-only weights;
 # make sanitize does the same), each into its own log, printed in order.
-test: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS) standalone-check trace-md-check
+test: dflash dflash-debug dflash-double pitfall-programs weights $(TESTS) standalone-check trace-md-check
 	@rm -f tests/bin/*.log tests/bin/*.rc; \
 	for t in $(TESTS); do ( ./$$t > $$t.log 2>&1; echo $$? > $$t.rc ) & done; wait; fail=0; \
 	for t in $(TESTS); do echo "== $$t"; cat $$t.log; [ "$$(cat $$t.rc)" = 0 ] || { fail=1; echo "== $$t: FAILED"; }; done; \
 	rm -f tests/bin/*.log tests/bin/*.rc; exit $$fail
 
-test-long: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS)
+test-long: dflash dflash-debug dflash-double pitfall-programs weights $(TESTS)
 	@set -e; for t in $(TESTS); do echo "== $$t (DFLASH_TEST_LONG=1)"; DFLASH_TEST_LONG=1 ./$$t; done
 
-# dflash.c compiles on its own with no flags and needs nothing from trace.c
+# dflash.c compiles on its own with no flags, beside dflash.h and nothing
+# else, and calls nothing of the tracer, the trace-name table or the JSON reader
 standalone-check:
-	@mkdir -p tests/bin; $(CC) -c dflash.c -o tests/bin/dflash-alone.o && \
-	if nm -u tests/bin/dflash-alone.o | grep -w 'trace_[a-z_]*'; then \
-	  echo "standalone-check: dflash.c calls into trace.c"; exit 1; \
-	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_* symbol is undefined"; fi
+	@mkdir -p tests/bin/alone && cp dflash.c dflash.h tests/bin/alone/ && \
+	(cd tests/bin/alone && $(CC) -c dflash.c -o dflash-alone.o) && \
+	if nm -u tests/bin/alone/dflash-alone.o | grep -w -e 'trace_[a-z_0-9]*' -e 'json_[a-z_0-9]*' -e 'dflash_trace_names*'; then \
+	  echo "standalone-check: dflash.c calls into the tracer, the trace-name table or json.c"; exit 1; \
+	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_*/json_* symbol is undefined"; fi
 
 # ---- TRACE.md: the trace contract, generated from dflash.c's name table ----
 # tools/mktrace #includes dflash.c: `md` prints TRACE.md.in with its
@@ -139,8 +162,8 @@ standalone-check:
 TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
                 "--block-size 1"
 
-tools/mktrace: tools/mktrace.c dflash.c json.c dflash.h
-	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c $(LDLIBS)
+tools/mktrace: tools/mktrace.c dflash.c tracenames.c json.c $(HDR)
+	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c dflash.c tracenames.c json.c $(LDLIBS)
 
 trace-md: tools/mktrace TRACE.md.in
 	./tools/mktrace md TRACE.md.in > TRACE.md.tmp && mv TRACE.md.tmp TRACE.md
@@ -221,12 +244,12 @@ exercises-check: dflash weights
 gdb-guide: dflash-debug weights
 	sh walkthrough/gdb-check.sh --write
 
-# walkthrough/pitfalls.md: every pitfall of ./dflash-pitfall on both toy sets,
-# from real runs and `dflash diff` (walkthrough/mkpitfalls.sh, about a minute).
-pitfalls: dflash dflash-pitfall weights
+# walkthrough/pitfalls.md: every pitfall's patch, and its program on both toy
+# sets, from real runs and `dflash diff` (walkthrough/mkpitfalls.sh, about a minute).
+pitfalls: dflash pitfall-programs weights
 	sh walkthrough/mkpitfalls.sh walkthrough/pitfalls.md
 
-pitfalls-check: dflash dflash-pitfall weights
+pitfalls-check: dflash pitfall-programs weights
 	@tmp=$$(mktemp) && sh walkthrough/mkpitfalls.sh $$tmp > /dev/null && \
 	if diff -u walkthrough/pitfalls.md $$tmp > $$tmp.diff; then \
 	  echo "pitfalls-check: walkthrough/pitfalls.md matches a fresh regeneration"; rm -f $$tmp $$tmp.diff; \
@@ -240,8 +263,8 @@ gdb-typed-check: dflash-debug weights
 	sh walkthrough/gdb-check.sh --typed
 
 # ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
-# make sanitize: every test binary and the three programs the tests run
-# (./dflash, ./dflash-debug, ./dflash-double) built with ASan+UBSan into
+# make sanitize: every test binary and the programs the tests run
+# (./dflash, ./dflash-debug, ./dflash-double, the pitfall programs) built with ASan+UBSan into
 # build/san/, then the tests run there (toy_weights linked in) on make
 # test's subset of the long sweeps, all at once (the machine's cores share them); any
 # sanitizer report (a leak too) fails its test binary and the target.
@@ -252,28 +275,35 @@ SAN_TESTS = $(patsubst tests/%.c,build/san/tests/bin/%,$(wildcard tests/test_*.c
 SAN_ENV  = ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 \
            UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 
-build/san/dflash: $(SRC) dflash.h
+build/san/dflash: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $(SRC) $(LDLIBS)
-build/san/dflash-debug: $(SRC) dflash.h
+build/san/dflash-debug: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O0 -o $@ $(SRC) $(LDLIBS)
-build/san/dflash-pitfall: $(SRC) dflash.h
-	@mkdir -p build/san
-	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_PITFALLS -o $@ $(SRC) $(LDLIBS)
-build/san/dflash-double: $(SRC) dflash.h
+# the pitfall programs, sanitized, where the tests run them from build/san
+SAN_PITFALL_OBJS = $(patsubst %.c,build/san/obj/%.o,$(SRC))
+build/san/obj/%.o: %.c $(HDR)
+	@mkdir -p $(@D)
+	$(SAN_CC) $(SANFLAGS) -O1 -c -o $@ $<
+.SECONDARY: $(SAN_PITFALL_OBJS)
+build/san/build/pitfalls/dflash-%: $(PITFALL_DIR)/%.diff $(SAN_PITFALL_OBJS) tools/pitfall.sh
+	@mkdir -p $(@D)
+	sh tools/pitfall.sh build $< $@ '$(SAN_CC) $(SANFLAGS) -O1' '$(LDLIBS)' $(SAN_PITFALL_OBJS)
+build/san/dflash-double: $(SRC) $(HDR)
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
-build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+build/san/tests/bin/test_hook: tests/test_hook.c dflash.c tracenames.c json.c load.c $(HDR)
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
-build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c tracenames.c json.c load.c $(LDLIBS) -lcmocka
+build/san/tests/bin/%: tests/%.c $(SRC) $(HDR) tests/testutil.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< tracenames.c json.c trace.c $(LDLIBS) -lcmocka
 
-sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
-	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
-	  ln -sfn ../../$$f build/san/$$f; done   # what the tests read (test_usage: the docs, the sources)
+sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double $(SAN_TESTS) \
+          $(patsubst %,build/san/%,$(PITFALL_PROGS))
+	@for f in toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c bench.c; do \
+	  ln -sfn ../../$$f build/san/$$f; done   # what the tests read (test_usage: the docs, the sources; test_pitfalls: the patches)
 	@cd build/san && rm -f tests/bin/*.log tests/bin/*.rc && \
 	for t in $(patsubst build/san/%,%,$(SAN_TESTS)); do \
 	  ( s=$$(date +%s); $(SAN_ENV) ./$$t > $$t.log 2>&1; rc=$$?; \
@@ -316,12 +346,12 @@ FUZZ_SECONDS ?= 60
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson
 FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
             -D_POSIX_C_SOURCE=200809L
-build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
+build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) $(HDR)
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS)
-build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c tracenames.c json.c load.c $(LDLIBS)
+build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) $(HDR)
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< tracenames.c json.c trace.c $(LDLIBS)
 
 fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -338,6 +368,6 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
+	rm -rf dflash dflash-debug dflash-double .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
 	       toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/mkwalk build
