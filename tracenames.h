@@ -13,9 +13,9 @@
  *
  * dflash.c does not use this file: it hands out names and buffers only. The
  * hooks do: trace.c (the file tracer) and a port's own C harness. A harness
- * that takes tensors in-process links dflash.c, tracenames.c, load.c and
- * json.c (tests/test_hook.c is one), and calls trace_shape_hand from its
- * hook:
+ * that takes tensors in-process links dflash.c and tracenames.c (and load.c,
+ * json.c, files.c to load the weights; tests/test_hook.c is one), and calls
+ * trace_shape_hand from its hook:
  *     static int my_hook(void *ctx, const TraceHand *h) { return trace_shape_hand(h, my_tensor, ctx); }
  */
 #ifndef TRACENAMES_H

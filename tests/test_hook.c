@@ -2,7 +2,7 @@
  *
  * This file uses only the public interfaces (dflash.h, and tracenames.h for
  * the table that shapes each tensor) and is linked with dflash.c,
- * tracenames.c, json.c and load.c but NOT trace.c: if dflash.c needed the
+ * tracenames.c and the loader (load.c, json.c, files.c) but NOT trace.c: if dflash.c needed the
  * file tracer, this test would not link. It installs its own TraceHook
  * (each hand shaped by trace_shape_hand, as a port's harness does) and checks
  * what arrives against the walkthrough (sizes, positions, acceptance) and
@@ -19,6 +19,7 @@
 #include <cmocka.h>
 
 #include "../dflash.h"
+#include "../load.h"
 #include "../tracenames.h"
 #include "testutil.h"
 
