@@ -2,7 +2,7 @@
 #
 # How the build works (read this before adding a rule):
 #   - A build MODE is a compiler and a set of flags: float and double (-O2,
-#     REAL=float|double), <real>-debug (-O0 -g3), <real>-pitfall, <real>-san
+#     REAL=float|double), <real>-debug (-O0 -g3), <real>-san
 #     (ASan+UBSan), <real>-fuzz (libFuzzer), host (the generators). Every
 #     object is made by ONE compile rule (`compile` below): build/<mode>/x.o
 #     from x.c with that mode's flags. build/<mode>/flags holds the mode's
@@ -41,15 +41,17 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash json load trace files manifest main bench diff explore build/explorer_page train train_cli
+DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore build/explorer_page train train_cli
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = json trace files manifest diff
-TEST_LIB_test_hook = dflash json load files
+TEST_LIB           = tracenames json trace files manifest diff
+# test_hook is a port's in-process harness: dflash.c, the table that shapes
+# what its hook receives (tracenames.c) and the loader, WITHOUT trace.c
+TEST_LIB_test_hook = dflash tracenames json load files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson
-FUZZ_LIB          = json trace files manifest diff
+FUZZ_LIB          = tracenames json trace files manifest diff
 FUZZ_LIB_fuzz_npy = dflash json load files manifest
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
@@ -62,14 +64,10 @@ CC_$(1)             = $$(CC)
 FLAGS_$(1)          = $$(BASE) $(call realdef,$(1)) $$(CFLAGS)
 CC_$(1)-debug       = $$(CC)
 FLAGS_$(1)-debug    = $$(BASE) $(call realdef,$(1)) -O0 -g3
-CC_$(1)-pitfall     = $$(CC)
-FLAGS_$(1)-pitfall  = $$(BASE) $(call realdef,$(1)) $$(CFLAGS) -DDFLASH_PITFALLS
 CC_$(1)-san         = $$(SAN_CC)
 FLAGS_$(1)-san      = $$(BASE) $(call realdef,$(1)) $$(SANFLAGS) -O1
 CC_$(1)-san-debug   = $$(SAN_CC)
 FLAGS_$(1)-san-debug = $$(BASE) $(call realdef,$(1)) $$(SANFLAGS) -O0
-CC_$(1)-san-pitfall = $$(SAN_CC)
-FLAGS_$(1)-san-pitfall = $$(BASE) $(call realdef,$(1)) $$(SANFLAGS) -O1 -DDFLASH_PITFALLS
 CC_$(1)-fuzz        = $$(FUZZ_CC)
 FLAGS_$(1)-fuzz     = $$(BASE) $(call realdef,$(1)) $$(FUZZFLAGS)
 endef
@@ -79,7 +77,7 @@ $(eval $(call modes_of,double))
 CC_host    = $(CC)
 FLAGS_host = $(BASE) -O2
 R = $(REAL)
-MODES = $(sort $(R) $(R)-debug $(R)-pitfall $(R)-san $(R)-san-debug $(R)-san-pitfall $(R)-fuzz \
+MODES = $(sort $(R) $(R)-debug $(R)-san $(R)-san-debug $(R)-fuzz \
                float double float-san double-san host)
 
 # build/<mode>/flags and build/real are written when make reads this file
@@ -117,16 +115,35 @@ $(eval $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS)))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
 $(eval $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS)))
-# the planted porting mistakes compiled in (--pitfall NAME; dflash.h lists them)
-# dflash-pitfall: ## ./dflash with the planted porting mistakes (--pitfall NAME)
-$(eval $(call program,dflash-pitfall,$(R)-pitfall,$(DFLASH_SRC),$(LDLIBS)))
+# ---- porting pitfalls: each one a patch of the clean source
+# walkthrough/pitfalls/NAME.diff is one classic mistake of a port, written as
+# the wrong lines; walkthrough/pitfalls/series lists them in order.
+# build/pitfalls/dflash-NAME is ./dflash with that one patch applied (GNU
+# patch, no fuzz) to a copy of the one file it patches, build/pitfalls/NAME/,
+# compiled with the mode's flags and linked with the mode's objects of the
+# other sources (tools/pitfall.sh). A patch that no longer applies fails the
+# build, and so make test and make pitfalls-check.
+PITFALL_DIR = walkthrough/pitfalls
+PITFALLS    = $(shell sed -e 's/[#].*//' $(PITFALL_DIR)/series)
+PITFALL_PROGRAMS = $(patsubst %,build/pitfalls/dflash-%,$(PITFALLS))
+# $(call pitfalls_in,DIR,MODE): DIR/dflash-NAME from the objects of MODE
+define pitfalls_in
+$(1)/dflash-%: $(PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
+$(eval $(call pitfalls_in,build/pitfalls,$(R)))
+$(eval $(call pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# pitfall-programs: ## build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
+pitfall-programs: $(PITFALL_PROGRAMS)
+	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
 $(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
 $(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
-# tools/mktrace #includes dflash.c (the name table)
-$(eval $(call program,tools/mktrace,$(R),tools/mktrace json files,$(LDLIBS)))
+# tools/mktrace reads the name table (tracenames.c)
+$(eval $(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS)))
 $(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk,$(LDLIBS)))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
@@ -142,15 +159,14 @@ $(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $
 # sanitized builds (make sanitize): build/san/ holds the programs the tests run and the tests
 $(eval $(call program,build/san/dflash,$(R)-san,$(DFLASH_SRC),$(LDLIBS)))
 $(eval $(call program,build/san/dflash-debug,$(R)-san-debug,$(DFLASH_SRC),$(LDLIBS)))
-$(eval $(call program,build/san/dflash-pitfall,$(R)-san-pitfall,$(DFLASH_SRC),$(LDLIBS)))
 $(eval $(call program,build/san/dflash-double,double-san,$(DFLASH_SRC),$(LDLIBS)))
 $(eval $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS)))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
 $(foreach f,$(FUZZ_TARGETS),$(eval $(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS))))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check js-check
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -186,19 +202,21 @@ TESTS += tests/bin/test_train_double
 # test-long: the same binaries with the sweeps in full (a few minutes). The
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double dflash-pitfall weights
+TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs weights
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run the cmocka suite (the long sweeps' subset, ~30 s)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh $(TESTS)
 
-# dflash.c compiles on its own with no flags and needs nothing from trace.c
-standalone-check: ## cc -c dflash.c alone: no trace_* symbol undefined
-	@mkdir -p build; $(CC) -c dflash.c -o build/dflash-alone.o && \
-	if nm -u build/dflash-alone.o | grep -w 'trace_[a-z_]*'; then \
-	  echo "standalone-check: dflash.c calls into trace.c"; exit 1; \
-	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_* symbol is undefined"; fi
+# dflash.c compiles on its own with no flags, beside dflash.h and nothing
+# else, and calls nothing of the tracer, the trace-name table or the JSON reader
+standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json_* symbol undefined
+	@mkdir -p build/alone && cp dflash.c dflash.h build/alone/ && \
+	(cd build/alone && $(CC) -c dflash.c -o dflash-alone.o) && \
+	if nm -u build/alone/dflash-alone.o | grep -w -e 'trace_[a-z_0-9]*' -e 'json_[a-z_0-9]*' -e 'dflash_trace_names*'; then \
+	  echo "standalone-check: dflash.c calls into the tracer, the trace-name table or json.c"; exit 1; \
+	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_*/json_* symbol is undefined"; fi
 
 # ---- generated docs: tools/docs.sh writes them or checks them --------------
 # TRACE.md (tools/mktrace from TRACE.md.in + the name table), the walkthrough
@@ -206,7 +224,7 @@ standalone-check: ## cc -c dflash.c alone: no trace_* symbol undefined
 # the default run, walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
 # (gdb). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
-DOCS_PROGRAMS = dflash dflash-pitfall dflash-debug weights tools/mktrace walkthrough/mkwalk
+DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/mkwalk
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough pitfalls
 	sh walkthrough/gdb-check.sh --write
@@ -236,9 +254,9 @@ js-check: ## node --check web/explorer.js (the explorer's page is web/: html, cs
 	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
 	sh walkthrough/exercises-check.sh walkthrough/exercises.md
-pitfalls: dflash dflash-pitfall weights ## regenerate walkthrough/pitfalls.md from real runs
+pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md from the patches and real runs
 	sh tools/docs.sh write pitfalls
-pitfalls-check: dflash dflash-pitfall weights ## fail if walkthrough/pitfalls.md differs from a regeneration
+pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
@@ -256,8 +274,8 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c diff.c bench.c
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double dflash-pitfall $(TESTS))
+SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c
+SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@cd build/san && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -282,5 +300,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 clean: ## remove every build product and the generated weights
-	rm -rf dflash dflash-debug dflash-float dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
+	rm -rf dflash dflash-debug dflash-float dflash-double .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
 	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/mkwalk build

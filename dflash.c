@@ -8,18 +8,17 @@
  * plus one token of its own. Greedy output equals target-only greedy output.
  *
  * This file is the naive float implementation of the whole algorithm and
- * nothing else (files, the command line and the tracer live in load.c,
- * main.c and trace.c), laid out in the order of the walkthrough
- * (walkthrough/README.md):
+ * nothing else (files, the command line, the tracer and the trace-name table
+ * live in load.c, main.c, trace.c and tracenames.c), laid out in the order
+ * of the walkthrough (walkthrough/README.md):
  *
- *   1. errors and small helpers
+ *   1. errors, small helpers, and TRACE (handing a tensor to the trace hook)
  *   2. kernels: matmul, rmsnorm, RoPE, softmax, silu, attention; the KV cache
  *   3. the target forward (Qwen3ForCausalLM, output_hidden_states)
  *   4. extract_context_feature (Step 1 of the walkthrough)
  *   5. the draft forward with KV injection (Steps 2-5)
  *   6. sampling
  *   7. dflash_generate (Steps 6-7) and target-only ar_generate
- *   8. handing tensors to the trace hook, and the table of every trace name
  *
  * Every intermediate goes out through one line, TRACE(trace, buffer, name):
  * with no trace asked for it returns at once.
@@ -44,9 +43,8 @@
 #include <string.h>
 #include <time.h>
 
-
 /* ===========================================================================
- * 1. Errors and small helpers
+ * 1. Errors, small helpers, and TRACE
  * ======================================================================== */
 
 char dflash_errmsg[1024];
@@ -78,16 +76,6 @@ void *xcalloc(size_t n, size_t size, const char *what) {
     return p;
 }
 
-/* The porting pitfalls (dflash.h): their names for --pitfall, and the one
- * switched on in ./dflash-pitfall. In ./dflash every PITFALL(x) is 0. */
-#define DFLASH_PITFALL_NAME(e, name, what) name,
-#define DFLASH_PITFALL_WHAT(e, name, what) what,
-const char *const dflash_pitfall_names[PITFALL_COUNT] = {"none", DFLASH_PITFALLS_LIST(DFLASH_PITFALL_NAME)};
-const char *const dflash_pitfall_whats[PITFALL_COUNT] = {"", DFLASH_PITFALLS_LIST(DFLASH_PITFALL_WHAT)};
-#ifdef DFLASH_PITFALLS
-int dflash_pitfall = PITFALL_NONE;
-#endif
-
 /* reals(rows, cols, what): a zeroed (rows, cols) buffer of reals, sized in
  * size_t (no int overflow), or NULL with dflash_errmsg */
 static real *reals(size_t rows, size_t cols, const char *what) {
@@ -99,6 +87,80 @@ double now_seconds(void) {
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+/* ---------------------------------------------------------------------------
+ * Tracing. TRACE(trace, buffer, "name", ...) hands one tensor to the trace
+ * hook (dflash.h): its full name ("draft1." + the name), its buffer as it is
+ * laid out here and the sizes of the call. Its shape, dtype and meaning are
+ * not written here: they are the trace-name table's (tracenames.c), which
+ * the hook reads. With no hook (no --trace) TRACE returns at once: nothing
+ * is formatted, copied or allocated.
+ */
+struct TraceCtx {
+    const TraceHook *hook;  /* NULL: no trace                              */
+    TracePhase ph;          /* "prefill" | "draft" | "verify" | "final", round */
+    char prefix[32];        /* "prefill", "draft1", "verify1", "" (final)  */
+    TraceDims dims;         /* the sizes the table's shapes refer to       */
+    int failed;             /* the hook failed: the run stops              */
+};
+
+static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...) {
+    if (!trace || !trace->hook || trace->failed) return;
+    char name[160];
+    int off = trace->prefix[0] ? snprintf(name, sizeof name, "%s.", trace->prefix) : 0;
+    va_list ap;
+    va_start(ap, name_fmt);
+    vsnprintf(name + off, sizeof name - (size_t)off, name_fmt, ap);
+    va_end(ap);
+    TraceHand hand = {name, trace->ph, buffer, &trace->dims};
+    if (trace->hook->tensor(trace->hook->ctx, &hand) != 0) trace->failed = 1;
+}
+
+/* trace_start: a TraceCtx for one run, or NULL when no hook was given (then
+ * every TRACE line returns at once). The sizes that do not change during the
+ * run are set here; trace_sizes sets the per-call ones. */
+static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids) {
+    if (!hook) return NULL;
+    memset(trace, 0, sizeof *trace);
+    trace->hook = hook;
+    trace->ph.phase = "prefill";   /* input_ids is filed under the prefill */
+    TraceDims *dm = &trace->dims;
+    dm->n = n;
+    dm->B = B;
+    dm->k = n_ids;
+    dm->V = tcfg->vocab_size;
+    dm->D = tcfg->hidden_size;
+    dm->I = tcfg->intermediate_size;
+    dm->H = tcfg->num_attention_heads;
+    dm->Hkv = tcfg->num_key_value_heads;
+    dm->d = tcfg->head_dim;
+    dm->L = tcfg->num_hidden_layers;
+    return trace;
+}
+
+/* the phase and round the next names are filed under */
+static void trace_begin(TraceCtx *trace, const char *phase, int round) {
+    if (!trace) return;
+    trace->ph.phase = phase;
+    trace->ph.round = round;
+    if (strcmp(phase, "prefill") == 0) snprintf(trace->prefix, sizeof trace->prefix, "prefill");
+    else if (strcmp(phase, "final") == 0) trace->prefix[0] = 0;
+    else snprintf(trace->prefix, sizeof trace->prefix, "%s%d", phase, round);
+}
+
+/* the sizes of the call being traced (shapes in the table use them) */
+static void trace_sizes(TraceCtx *trace, int T, int S, int Lc) {
+    if (!trace) return;
+    trace->dims.T = T;
+    trace->dims.S = S;
+    trace->dims.Lc = Lc;
+}
+
+static void trace_output_length(TraceCtx *trace, int m) {
+    if (trace) trace->dims.m = m;
+}
+
+static int trace_failed(const TraceCtx *trace) { return trace && trace->failed; }
 
 /* ===========================================================================
  * 2. Kernels
@@ -281,14 +343,6 @@ void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
  * Hugging Face half-split pairing: dims i and i + d/2 rotate together. */
 static void rope_apply(real *out, const real *x, const real *cos_, const real *sin_, int head_dim) {
     int half = head_dim / 2;
-    if (PITFALL(ROPE_INTERLEAVED)) {  /* PITFALL: GPT-J style pairs (2i, 2i+1) */
-        for (int i = 0; i < half; i++) {
-            real x1 = x[2 * i], x2 = x[2 * i + 1];
-            out[2 * i] = x1 * cos_[i] - x2 * sin_[i];
-            out[2 * i + 1] = x2 * cos_[i] + x1 * sin_[i];
-        }
-        return;
-    }
     for (int i = 0; i < half; i++) {
         real x1 = x[i], x2 = x[i + half];
         out[i] = x1 * cos_[i] + (-x2) * sin_[i];
@@ -317,7 +371,7 @@ real exp_real(real x) {
 void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
                           const real *cos_, const real *sin_, int q_len, int k_len,
                           int n_heads, int n_kv_heads, int head_dim) {
-    int q_row0 = PITFALL(QUERY_ROPE_AT_START) ? 0 : k_len - q_len;  /* the first of the last q_len rows */
+    int q_row0 = k_len - q_len;  /* the first of the last q_len rows */
     for (int t = 0; t < q_len; t++)
         for (int h = 0; h < n_heads; h++)
             rope_apply(q_rope + ((size_t)t * n_heads + h) * head_dim, q + ((size_t)t * n_heads + h) * head_dim,
@@ -339,10 +393,6 @@ static void softmax(real *x, int n) {
 
 /* silu(x) = x * sigmoid(x) = x / (1 + exp(-x)) */
 real silu(real x) { return x / ((real)1 + exp_real(-x)); }
-/* gelu, tanh approximation: used only by the pitfall GELU_MLP */
-static real gelu_tanh(real x) {
-    return (real)0.5 * x * ((real)1 + (real)tanh(0.7978845608028654 * ((double)x + 0.044715 * (double)x * x * x)));
-}
 
 /* argmax over n values; the FIRST index wins on ties (torch.argmax) */
 int argmax(const real *x, int n) {
@@ -381,7 +431,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
     real scale = (real)(1.0 / sqrt((double)head_dim));  /* head_dim ** -0.5 */
     int group = n_heads / n_kv_heads;
     for (int h = 0; h < n_heads; h++) {
-        int kvh = PITFALL(GQA_TILE) ? h % n_kv_heads : h / group;
+        int kvh = h / group;
         const real *k_h = key + (size_t)kvh * cap * head_dim;    /* (S, d) */
         const real *v_h = value + (size_t)kvh * cap * head_dim;  /* (S, d) */
         for (int t = 0; t < T; t++) {
@@ -389,7 +439,6 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
             real *sc = scores + ((size_t)h * T + t) * S;         /* (S) */
             real *a = att + ((size_t)h * T + t) * S;             /* (S) */
             int n_keys = causal ? q_pos0 + t + 1 : S;
-            if (PITFALL(CAUSAL_OFF_BY_ONE) && n_keys < S) n_keys++;  /* PITFALL: sees key t+1 too */
             for (int s = 0; s < S; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
             memcpy(a, sc, sizeof(real) * n_keys);
             softmax(a, n_keys);
@@ -449,50 +498,6 @@ static void cache_append(KVCache *c, int layer, const real *k_new, const real *v
                    sizeof(real) * c->head_dim);
         }
     }
-}
-
-/* ---------------------------------------------------------------------------
- * Tracing. TRACE(trace, buffer, "name", ...) hands one tensor to the trace
- * hook (dflash.h). Its shape, dtype and meaning are not written here: they
- * come from the trace-name table at the end of this file, evaluated with the
- * sizes of the current call. With no hook (no --trace) TRACE returns at once:
- * nothing is formatted, copied or allocated.
- */
-typedef struct {
-    int n, m;          /* prompt length; output length (final)            */
-    int T, S;          /* tokens in this call; keys after appending        */
-    int B, Lc;         /* block size; context rows handed to the draft    */
-    int V, D, I, H, Hkv, d, k, L;  /* the target's sizes (dflash.h legend) */
-} TraceDims;
-
-struct TraceCtx {
-    const TraceHook *hook;  /* NULL: no trace                              */
-    TracePhase ph;          /* "prefill" | "draft" | "verify" | "final", round */
-    char prefix[32];        /* "prefill", "draft1", "verify1", "" (final)  */
-    TraceDims dims;
-    int failed;             /* the hook failed: the run stops              */
-};
-
-static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...);
-static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids);
-static int trace_failed(const TraceCtx *trace);
-static void trace_output_length(TraceCtx *trace, int m);
-
-static void trace_begin(TraceCtx *trace, const char *phase, int round) {
-    if (!trace) return;
-    trace->ph.phase = phase;
-    trace->ph.round = round;
-    if (strcmp(phase, "prefill") == 0) snprintf(trace->prefix, sizeof trace->prefix, "prefill");
-    else if (strcmp(phase, "final") == 0) trace->prefix[0] = 0;
-    else snprintf(trace->prefix, sizeof trace->prefix, "%s%d", phase, round);
-}
-
-/* the sizes of the call being traced (shapes in the table use them) */
-static void trace_sizes(TraceCtx *trace, int T, int S, int Lc) {
-    if (!trace) return;
-    trace->dims.T = T;
-    trace->dims.S = S;
-    trace->dims.Lc = Lc;
 }
 
 /* ===========================================================================
@@ -575,7 +580,7 @@ static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Conf
     matmul(a->up, a->xb2, w->up_proj, T, D, I);
     TRACE(trace, a->up, "layers.%d.mlp.up_proj", l);
     for (size_t i = 0; i < (size_t)T * I; i++)
-        a->act[i] = (PITFALL(GELU_MLP) ? gelu_tanh(a->gate[i]) : silu(a->gate[i])) * a->up[i];
+        a->act[i] = silu(a->gate[i]) * a->up[i];
     TRACE(trace, a->act, "layers.%d.mlp.act", l);
     matmul(a->mlp_out, a->act, w->down_proj, T, I, D);
     TRACE(trace, a->mlp_out, "layers.%d.mlp.down_proj", l);
@@ -620,18 +625,12 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         matmul(a->q, a->xb, w->q_proj, T, D, H * d);
         matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d);
         matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d);
-        if (!PITFALL(QK_NORM_AFTER_ROPE)) {  /* (the pitfall norms q_rope, k_rope below) */
-            rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
-            rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
-        }
+        rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
+        rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
         TRACE(trace, a->q, "layers.%d.self_attn.q", l);
         TRACE(trace, a->k, "layers.%d.self_attn.k", l);
         TRACE(trace, a->v, "layers.%d.self_attn.v", l);
         apply_rotary_pos_emb(a->q_rope, a->k_rope, a->q, a->k, r->cos, r->sin, T, T, H, Hkv, d);
-        if (PITFALL(QK_NORM_AFTER_ROPE)) {  /* PITFALL: the norms after RoPE */
-            rmsnorm_rows(a->q_rope, a->q_rope, w->q_norm, T * H, d, eps);
-            rmsnorm_rows(a->k_rope, a->k_rope, w->k_norm, T * Hkv, d, eps);
-        }
         TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
         TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
         cache_append(cache, l, a->k_rope, a->v, T);
@@ -654,14 +653,9 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     cache->len = S;
 
     /* final norm; transformers stores it as hidden_states[L] (post-norm!) */
-    real *last = hidden_state(r, c, L, T), *normed = last;
-    rmsnorm_rows(last, r->h, m->norm, T, D, eps);
-    if (PITFALL(LAST_HIDDEN_PRENORM)) {  /* PITFALL: keep the pre-norm state as hidden_states[L] */
-        normed = a->xb;
-        memcpy(normed, last, sizeof(real) * T * D);
-        memcpy(last, r->h, sizeof(real) * T * D);
-    }
-    TRACE(trace, last, "hidden_states.%d", L);
+    real *normed = hidden_state(r, c, L, T);
+    rmsnorm_rows(normed, r->h, m->norm, T, D, eps);
+    TRACE(trace, normed, "hidden_states.%d", L);
 
     /* logits = lm_head(norm(h)) for rows logits_from..T-1 */
     int rows = T - logits_from;
@@ -684,7 +678,7 @@ void extract_context_feature(real *target_hidden, const TargetRun *r, const Conf
     for (int t = 0; t < rows; t++)
         for (int j = 0; j < n_ids; j++)
             memcpy(target_hidden + ((size_t)t * n_ids + j) * D,
-                   hidden_state(r, tcfg, layer_ids[j] + 1 - PITFALL(HIDDEN_OFF_BY_ONE), T) + (size_t)(r0 + t) * D,
+                   hidden_state(r, tcfg, layer_ids[j] + 1, T) + (size_t)(r0 + t) * D,
                    sizeof(real) * D);
 }
 
@@ -772,9 +766,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
      * block rows into kv_in (Lc+B, D) and project them in one pass (row by
      * row this is exactly the reference's two projections then cat). */
     memcpy(r->kv_in, r->C, sizeof(real) * Lc * D);
-    if (PITFALL(CONTEXT_INPUT_LAYERNORM)) rmsnorm_rows(r->kv_in, r->C, w->input_layernorm, Lc, D, eps);
     memcpy(r->kv_in + (size_t)Lc * D, a->xb, sizeof(real) * B * D);
-    if (PITFALL(KV_FROM_RESIDUAL)) memcpy(r->kv_in + (size_t)Lc * D, r->h, sizeof(real) * B * D);  /* pitfall */
     matmul(a->k, r->kv_in, w->k_proj, P, D, kvd);   /* rows 0..Lc-1: C W_K, then X W_K */
     matmul(a->v, r->kv_in, w->v_proj, P, D, kvd);
     rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps);
@@ -789,7 +781,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False) */
     cache_append(cache, l, a->k_rope, a->v, P);
     attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-              B, S, cache->capacity, H, Hkv, d, /*causal=*/PITFALL(DRAFT_CAUSAL), /*q_pos0=*/cache->len + Lc);
+              B, S, cache->capacity, H, Hkv, d, /*causal=*/0, /*q_pos0=*/cache->len + Lc);
     TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
 
@@ -832,7 +824,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     TRACE(trace, r->noise_embedding, "noise_embedding");
 
     /* positions and RoPE tables for [cache_len, cache_len + Lc + B) */
-    for (int p = 0; p < P; p++) r->pos[p] = (PITFALL(DRAFT_POSITIONS_FROM_0) ? 0 : cache->len) + p;
+    for (int p = 0; p < P; p++) r->pos[p] = cache->len + p;
     rope_cos_sin(r->angles, r->cos, r->sin, r->pos, P, dm->inv_freq, d);
     TRACE(trace, r->pos, "position_ids");
     TRACE(trace, r->angles, "rope_angles");
@@ -847,7 +839,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     /* Step 5: final norm, then the target's lm_head on rows 1..B-1 */
     rmsnorm_rows(r->norm, r->h, dm->norm, B, D, eps);
     TRACE(trace, r->norm, "norm");
-    matmul(r->logits, r->norm + (PITFALL(DRAFT_LOGITS_ROWS) ? 0 : D), tm->lm_head, B - 1, D, V);
+    matmul(r->logits, r->norm + D, tm->lm_head, B - 1, D, V);
     TRACE(trace, r->logits, "logits");
 }
 
@@ -975,13 +967,9 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     int n = n_prompt, V = tcfg->vocab_size, D = tcfg->hidden_size;
     int max_length = n + p->max_new_tokens;
     int mask_id = dcfg ? dcfg->mask_token_id : -1;  /* B = 1 runs without a draft */
-    if (PITFALL(MASK_IS_EOS)) mask_id = p->n_stop ? p->stop_ids[0] : 0;
     int n_ids = dcfg ? dcfg->n_target_layer_ids : 0;  /* k: target layers fed to the draft */
     int cap_ctx = n > B ? n : B;                 /* most context rows handed in */
     int cap_S = max_length + B;                  /* most positions ever cached */
-#ifdef DFLASH_PITFALLS
-    cap_S += (p->max_new_tokens + 1) * 2 * B;  /* an uncropped cache grows by up to 2B a round */
-#endif
     TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids);
     Rng rng;
     rng_seed(&rng, p->seed);
@@ -1044,10 +1032,8 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
             trace_begin(trace, "draft", round);
             draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, trace);
             if (check_finite(dr.logits, B - 1, V, "draft", round) != 0) goto done;
-            if (!PITFALL(DRAFT_CACHE_NOT_CROPPED)) cache_crop(&past_key_values_draft, start);  /* keep context K/V only */
+            cache_crop(&past_key_values_draft, start);  /* keep context K/V only */
             for (int i = 1; i < B; i++) block[i] = argmax(dr.logits + (size_t)(i - 1) * V, V);  /* always greedy */
-            if (PITFALL(DRAFT_AT_TEMPERATURE))   /* pitfall: the draft sampled like the target */
-                for (int i = 1; i < B; i++) block[i] = sample_row(dr.logits + (size_t)(i - 1) * V, V, p->temperature, &rng);
             TRACE(trace, block + 1, "sampled");
             res->draft_forwards++;
         }
@@ -1069,11 +1055,11 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         for (int i = 0; i <= acc; i++) output_ids[start + i] = block[i];
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;
-        if (!PITFALL(TARGET_CACHE_NOT_CROPPED)) cache_crop(&past_key_values_target, start + PITFALL(TARGET_CACHE_KEEPS_BONUS));
+        cache_crop(&past_key_values_target, start);
         if (B > 1) {  /* target_hidden = extract_context_feature(...)[:acc+1] */
             extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
             TRACE(trace, target_hidden, "target_hidden");
-            n_ctx = acc + 1 - PITFALL(TARGET_HIDDEN_SHORT);  /* the draft reads rows 0..acc next round */
+            n_ctx = acc + 1;  /* the draft reads rows 0..acc next round */
         }
         res->target_forwards++;
         res->seconds_verify += now_seconds() - t_verify;
@@ -1160,275 +1146,3 @@ done:
     return rc;
 }
 
-
-/* ===========================================================================
- * 8. Handing tensors to the trace hook, and the trace-name table
- * ======================================================================== */
-
-/* trace_start: a TraceCtx for one run, or NULL when no hook was given (then
- * every TRACE line returns at once). The sizes that do not change during the
- * run are set here; trace_sizes sets the per-call ones. */
-static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids) {
-    if (!hook) return NULL;
-    memset(trace, 0, sizeof *trace);
-    trace->hook = hook;
-    trace->ph.phase = "prefill";   /* input_ids is filed under the prefill */
-    TraceDims *dm = &trace->dims;
-    dm->n = n;
-    dm->B = B;
-    dm->k = n_ids;
-    dm->V = tcfg->vocab_size;
-    dm->D = tcfg->hidden_size;
-    dm->I = tcfg->intermediate_size;
-    dm->H = tcfg->num_attention_heads;
-    dm->Hkv = tcfg->num_key_value_heads;
-    dm->d = tcfg->head_dim;
-    dm->L = tcfg->num_hidden_layers;
-    return trace;
-}
-
-static int trace_failed(const TraceCtx *trace) { return trace && trace->failed; }
-
-static void trace_output_length(TraceCtx *trace, int m) {
-    if (trace) trace->dims.m = m;
-}
-
-/* Does a trace name match a table pattern? "P." matches "prefill." and
- * "verify<r>."; {l}, {r} match a decimal number; {L} only the number L, {i}
- * only 1..L-1 (so every name matches exactly one row of the table). */
-static int name_matches(const char *pattern, const char *name, int L) {
-    if (strncmp(pattern, "P.", 2) == 0) {
-        if (strncmp(name, "prefill.", 8) == 0) {
-            name += 8;
-        } else if (strncmp(name, "verify", 6) == 0 && name[6] >= '0' && name[6] <= '9') {
-            name += 6;
-            while (*name >= '0' && *name <= '9') name++;
-            if (*name++ != '.') return 0;
-        } else {
-            return 0;
-        }
-        pattern += 2;
-    }
-    while (*pattern) {
-        if (*pattern == '{') {
-            if (*name < '0' || *name > '9') return 0;
-            char *end;
-            long v = strtol(name, &end, 10);
-            if (pattern[1] == 'L' && v != L) return 0;
-            if (pattern[1] == 'i' && (v < 1 || v >= L)) return 0;
-            name = end;
-            pattern = strchr(pattern, '}') + 1;
-        } else if (*pattern++ != *name++) {
-            return 0;
-        }
-    }
-    return *name == 0;
-}
-
-const TraceName *dflash_trace_name(const char *name, int num_layers) {
-    for (int i = 0; i < dflash_n_trace_names; i++)
-        if (name_matches(dflash_trace_names[i].pattern, name, num_layers)) return &dflash_trace_names[i];
-    return NULL;
-}
-
-/* The value of one symbol of a shape ("Lc", "d", "4") */
-static long dim_value(const char *sym, size_t len, const TraceDims *dm) {
-    static const struct { const char *sym; size_t off; } DIMS[] = {
-        {"n", offsetof(TraceDims, n)}, {"m", offsetof(TraceDims, m)}, {"T", offsetof(TraceDims, T)},
-        {"S", offsetof(TraceDims, S)}, {"B", offsetof(TraceDims, B)}, {"Lc", offsetof(TraceDims, Lc)},
-        {"V", offsetof(TraceDims, V)}, {"D", offsetof(TraceDims, D)}, {"I", offsetof(TraceDims, I)},
-        {"H", offsetof(TraceDims, H)}, {"Hkv", offsetof(TraceDims, Hkv)}, {"d", offsetof(TraceDims, d)},
-        {"k", offsetof(TraceDims, k)}, {"L", offsetof(TraceDims, L)},
-    };
-    if (sym[0] >= '0' && sym[0] <= '9') return strtol(sym, NULL, 10);
-    for (size_t i = 0; i < sizeof DIMS / sizeof DIMS[0]; i++)
-        if (strlen(DIMS[i].sym) == len && strncmp(DIMS[i].sym, sym, len) == 0)
-            return *(const int *)((const char *)dm + DIMS[i].off);
-    return -1;
-}
-
-/* A symbolic shape ("Hkv,Lc+B,d", "B-1", "" for a 0-d tensor) with the
- * current sizes: each axis is one symbol, or two joined by + - * or /.
- * Returns the number of axes, or -1 when the shape cannot be read. */
-static int eval_shape(const char *shape, const TraceDims *dm, int64_t *out) {
-    int ndim = 0;
-    for (const char *s = shape; *s && ndim < TRACE_MAX_DIMS;) {
-        long v[2] = {0, 0};
-        char op = 0;
-        for (int side = 0; side < 2; side++) {
-            size_t len = strcspn(s, ",+-*/");
-            v[side] = dim_value(s, len, dm);
-            if (v[side] < 0) return -1;
-            s += len;
-            if (side == 0 && *s && *s != ',') op = *s++;
-            else break;
-        }
-        out[ndim++] = op == '+' ? v[0] + v[1] : op == '-' ? v[0] - v[1] : op == '*' ? v[0] * v[1]
-                    : op == '/' ? v[0] / v[1] : v[0];
-        if (*s == ',') s++;
-    }
-    return ndim;
-}
-
-/* hand_to_hook: look the name up, give the buffer its shape, and convert it
- * to what the table promises: int ids become int64; a (rows, heads*d) buffer
- * becomes (heads, rows, d), the reference's q.transpose(1, 2) layout. */
-static int hand_to_hook(TraceCtx *trace, const char *name, const void *buffer) {
-    const TraceName *spec = dflash_trace_name(name, trace->dims.L);
-    if (!spec) {
-        dflash_set_error("trace: %s is not in the trace-name table (dflash.c)", name);
-        return -1;
-    }
-    TraceTensor x = {name, trace->ph, spec->kind == TRACE_IDS, buffer, 0, {0}, spec};
-    x.ndim = eval_shape(spec->shape, &trace->dims, x.shape);
-    int64_t count = 1;
-    for (int i = 0; i < x.ndim; i++) count *= x.shape[i];
-    if (x.ndim < 0 || count < 0) {
-        dflash_set_error("trace: %s: cannot size the shape [%s]", name, spec->shape);
-        return -1;
-    }
-    void *copy = NULL;
-    if (spec->kind == TRACE_IDS) {
-        int64_t *ids = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-        if (ids)
-            for (int64_t i = 0; i < count; i++) ids[i] = ((const int *)buffer)[i];
-        x.data = copy = ids;
-    } else if (spec->kind == TRACE_HEADS) {
-        int64_t heads = x.shape[0], rows = x.shape[1], hd = x.shape[2];
-        real *t = malloc(sizeof(real) * (size_t)(count ? count : 1));
-        if (t)
-            for (int64_t h = 0; h < heads; h++)
-                for (int64_t row = 0; row < rows; row++)
-                    memcpy(t + (h * rows + row) * hd, (const real *)buffer + (row * heads + h) * hd,
-                           sizeof(real) * hd);
-        x.data = copy = t;
-    }
-    if (spec->kind != TRACE_REAL && !copy) {
-        dflash_set_error("out of memory tracing %s", name);
-        return -1;
-    }
-    int rc = trace->hook->tensor(trace->hook->ctx, &x);
-    free(copy);
-    return rc;
-}
-
-static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...) {
-    if (!trace || !trace->hook || trace->failed) return;
-    char name[160];
-    int off = trace->prefix[0] ? snprintf(name, sizeof name, "%s.", trace->prefix) : 0;
-    va_list ap;
-    va_start(ap, name_fmt);
-    vsnprintf(name + off, sizeof name - (size_t)off, name_fmt, ap);
-    va_end(ap);
-    if (hand_to_hook(trace, name, buffer) != 0) trace->failed = 1;
-}
-
-/* Every name the run traces, in the order the run computes them. P is
- * "prefill" or "verify{r}" (the target's two kinds of call), r counts rounds
- * from 1, l is a layer, i an index. Shapes use the legend of dflash.h and drop
- * the batch axis: T tokens in the call, S keys after appending, Lc context rows.
- * The same table gives trace.jsonl its "meaning" and TRACE.md its rows. */
-#define R TRACE_REAL
-#define IDS TRACE_IDS
-#define HEADS TRACE_HEADS
-const TraceName dflash_trace_names[] = {
-    /* Step 1: the prompt, then the target's prefill; every verification
-     * (verify{r}, Step 6) is the same target forward over the block */
-    {"input_ids", "n", IDS, "prompt ids", "dflash_generate"},
-    {"P.input_ids", "T", IDS, "token ids fed to the target", "target_forward"},
-    {"P.position_ids", "T", IDS, "positions of those tokens (RoPE and the KV cache slots)", "target_forward"},
-    {"P.rope_angles", "T,d/2", R, "RoPE angles = position * inv_freq", "rope_cos_sin"},
-    {"P.cos", "T,d", R, "cos(cat(angles, angles))", "rope_cos_sin"},
-    {"P.sin", "T,d", R, "sin(cat(angles, angles))", "rope_cos_sin"},
-    {"P.hidden_states.0", "T,D", R, "hidden_states[0]: embedding output", "target_forward"},
-    {"P.layers.{l}.input_layernorm", "T,D", R, "X = input_layernorm(h): the layer's normed input",
-     "target_forward"},
-    {"P.layers.{l}.self_attn.q", "H,T,d", HEADS, "q = q_norm(q_proj(X)) per head, before RoPE", "target_forward"},
-    {"P.layers.{l}.self_attn.k", "Hkv,T,d", HEADS, "k = k_norm(k_proj(X)) per KV head, before RoPE: the new rows only",
-     "target_forward"},
-    {"P.layers.{l}.self_attn.v", "Hkv,T,d", HEADS, "v = v_proj(X): the new rows only", "target_forward"},
-    {"P.layers.{l}.self_attn.q_rope", "H,T,d", HEADS, "q after RoPE at the tokens' positions", "apply_rotary_pos_emb"},
-    {"P.layers.{l}.self_attn.k_rope", "Hkv,T,d", HEADS, "k after RoPE: what the KV cache stores",
-     "apply_rotary_pos_emb"},
-    {"P.layers.{l}.self_attn.attn_scores", "H,T,S", R,
-     "q'.k'/sqrt(d) over every cached and new key, before the causal mask and the softmax", "attention"},
-    {"P.layers.{l}.self_attn.attn_weights", "H,T,S", R,
-     "target causal attention weights softmax(q.k/sqrt(d)) over the cache", "attention"},
-    {"P.layers.{l}.self_attn.attn_output", "T,D", R, "o_proj(attention output, heads side by side)",
-     "target_forward"},
-    {"P.layers.{l}.post_attention_layernorm", "T,D", R, "post_attention_layernorm(h + attn_output): the MLP's input",
-     "mlp_block"},
-    {"P.layers.{l}.mlp.gate_proj", "T,I", R, "gate_proj(x)", "mlp_block"},
-    {"P.layers.{l}.mlp.up_proj", "T,I", R, "up_proj(x)", "mlp_block"},
-    {"P.layers.{l}.mlp.act", "T,I", R, "silu(gate_proj(x)) * up_proj(x)", "mlp_block"},
-    {"P.layers.{l}.mlp.down_proj", "T,D", R, "down_proj(act): added to the residual stream", "mlp_block"},
-    {"P.hidden_states.{L}", "T,D", R, "hidden_states[L]: AFTER the final model.norm (transformers semantics)",
-     "target_forward"},
-    {"P.hidden_states.{i}", "T,D", R, "hidden_states[i]: output of decoder layer i-1", "target_forward"},
-    {"prefill.logits", "1,V", R, "target logits of the last prompt position (logits_to_keep=1)", "target_forward"},
-    {"prefill.sampled", "1", IDS, "the first new token, sampled at prefill", "sample_row"},
-    {"prefill.target_hidden", "n,k*D", R,
-     "extract_context_feature: [hidden_states[id+1] for id in target_layer_ids]", "extract_context_feature"},
-    /* Steps 2-5: the draft */
-    {"draft{r}.target_hidden_raw", "Lc,k*D", R,
-     "target_hidden_raw = [h3; h7; h11] per position: the context handed in", "draft_forward"},
-    {"draft{r}.fc", "Lc,D", R, "W_fc . target_hidden_raw: k*D features projected back to D", "draft_forward"},
-    {"draft{r}.hidden_norm", "Lc,D", R,
-     "C = RMSNorm(W_fc . target_hidden_raw): target context injected into every draft layer", "draft_forward"},
-    {"draft{r}.block_output_ids", "B", IDS, "the block entering the draft: anchor + B-1 mask ids", "draft_forward"},
-    {"draft{r}.noise_embedding", "B,D", R, "embed_tokens(block): the block's own input (noise embedding)",
-     "draft_forward"},
-    {"draft{r}.position_ids", "Lc+B", IDS, "position_ids = [cache_len, start+B): keys use all, queries the last B",
-     "draft_forward"},
-    {"draft{r}.rope_angles", "Lc+B,d/2", R, "RoPE angles theta = position * inv_freq", "rope_cos_sin"},
-    {"draft{r}.cos", "Lc+B,d", R, "cos(cat(angles, angles))", "rope_cos_sin"},
-    {"draft{r}.sin", "Lc+B,d", R, "sin(cat(angles, angles))", "rope_cos_sin"},
-    {"draft{r}.layers.{l}.input_layernorm", "B,D", R, "X = input_layernorm(h): the block's normed input",
-     "draft_layer"},
-    {"draft{r}.layers.{l}.self_attn.q", "H,B,d", HEADS, "Q = QNorm(X W_Q): queries from the block only, before RoPE",
-     "draft_layer"},
-    {"draft{r}.layers.{l}.self_attn.k", "Hkv,Lc+B,d", HEADS,
-     "K = KNorm(concat[C W_K, X W_K]): context keys then block keys, before RoPE (the new rows only)",
-     "draft_layer"},
-    {"draft{r}.layers.{l}.self_attn.v", "Hkv,Lc+B,d", HEADS,
-     "V = concat[C W_V, X W_V]: context values then block values (the new rows only)", "draft_layer"},
-    {"draft{r}.layers.{l}.self_attn.q_rope", "H,B,d", HEADS, "Q after RoPE at the block positions (cos[-q_len:])",
-     "apply_rotary_pos_emb"},
-    {"draft{r}.layers.{l}.self_attn.k_rope", "Hkv,Lc+B,d", HEADS, "K after RoPE at all context + block positions",
-     "apply_rotary_pos_emb"},
-    {"draft{r}.layers.{l}.self_attn.attn_scores", "H,B,S", R,
-     "scores = q'.k'/sqrt(d) before the softmax: block queries over the whole draft cache", "attention"},
-    {"draft{r}.layers.{l}.self_attn.attn_weights", "H,B,S", R,
-     "A = softmax(q'.k'/sqrt(d)): block queries over context (KV injection) + block keys, non-causal",
-     "attention"},
-    {"draft{r}.layers.{l}.self_attn.attn_output", "B,D", R, "Attn_out = concat(heads) W_O: only the block's B rows",
-     "draft_layer"},
-    {"draft{r}.layers.{l}.post_attention_layernorm", "B,D", R,
-     "post_attention_layernorm(h + attn_output): the MLP's input", "mlp_block"},
-    {"draft{r}.layers.{l}.mlp.gate_proj", "B,I", R, "gate_proj(x)", "mlp_block"},
-    {"draft{r}.layers.{l}.mlp.up_proj", "B,I", R, "up_proj(x)", "mlp_block"},
-    {"draft{r}.layers.{l}.mlp.act", "B,I", R, "silu(gate_proj(x)) * up_proj(x)", "mlp_block"},
-    {"draft{r}.layers.{l}.mlp.down_proj", "B,D", R, "down_proj(act): added to the residual stream", "mlp_block"},
-    {"draft{r}.layers.{l}", "B,D", R, "draft decoder layer output (the block's hidden states)", "draft_layer"},
-    {"draft{r}.norm", "B,D", R, "final draft norm of the block's B positions", "draft_forward"},
-    {"draft{r}.logits", "B-1,V", R, "draft logits = target.lm_head(out[1:]): one row per masked position",
-     "draft_forward"},
-    {"draft{r}.sampled", "B-1", IDS, "the draft's proposal: argmax of each row (the draft is always greedy)",
-     "dflash_generate"},
-    /* Steps 6-7: verification (the target rows above, then these) and the update */
-    {"verify{r}.logits", "B,V", R, "target logits at every block position", "target_forward"},
-    {"verify{r}.sampled", "B", IDS, "posterior = sample(target logits): the target's own next token at each position",
-     "sample_row"},
-    {"verify{r}.match", "B-1", IDS, "match = block[1:] == posterior[:-1]", "acceptance_length"},
-    {"verify{r}.cumprod", "B-1", IDS, "cumprod(match): 1 until the first mismatch", "acceptance_length"},
-    {"verify{r}.acceptance_length", "", IDS, "acceptance_length = sum(cumprod): draft tokens accepted",
-     "acceptance_length"},
-    {"verify{r}.target_hidden", "B,k*D", R,
-     "extract_context_feature of the block: all B rows; the next round reads rows 0..acc",
-     "extract_context_feature"},
-    {"output_ids", "m", IDS, "final output ids: prompt + new tokens", "dflash_generate"},
-};
-#undef R
-#undef IDS
-#undef HEADS
-const int dflash_n_trace_names = (int)(sizeof dflash_trace_names / sizeof dflash_trace_names[0]);

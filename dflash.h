@@ -134,56 +134,44 @@ typedef struct {
 
 /* ---------------------------------------------------------------------------
  * The trace hook: how dflash.c hands out every intermediate tensor.
- * dflash.c knows nothing of files: it calls hook->tensor(hook->ctx, &t) once
- * per tensor, in the order it computes them, and only when GenParams.trace is
- * set. trace.c is one implementation (trace_hook below: .npy files, a
- * manifest, a readable text); a port's own C test harness can install
- * another and take the tensors in-process (tests/test_hook.c does).
+ * dflash.c knows nothing of files or of shapes: it calls
+ * hook->tensor(hook->ctx, &hand) once per tensor, in the order it computes
+ * them, and only when GenParams.trace is set. A hand is the tensor's full
+ * name, dflash.c's own buffer and the sizes of the call; the trace-name
+ * table (tracenames.h) says what the name means, its shape and how the
+ * buffer is laid out, and trace_shape_hand there turns a hand into the
+ * tensor of the trace contract (C order, the table's shape). trace.c is one
+ * hook (trace_hook below: .npy files, a manifest, a readable text); a port's
+ * own C harness can install another and take the tensors in-process
+ * (tests/test_hook.c does: it links dflash.c and tracenames.c, and load.c,
+ * json.c, files.c to load the weights).
  */
-#define TRACE_MAX_DIMS 4
-
 typedef struct {
     const char *phase;    /* "prefill" | "draft" | "verify" | "final" */
     int round;            /* 1.. for draft/verify, 0 otherwise */
 } TracePhase;
 
-/* How a traced buffer is laid out in dflash.c (the trace itself is always
- * C order in the table's shape): */
-typedef enum {
-    TRACE_REAL,   /* real values, already in the shape's order                */
-    TRACE_IDS,    /* int token ids / positions / flags, traced as int64       */
-    TRACE_HEADS   /* real (rows, heads*d), traced as (heads, rows, d)         */
-} TraceKind;
-
-/* One row of the trace-name table (dflash.c, dflash_trace_names). */
+/* The sizes the table's symbolic shapes refer to (the legend above) */
 typedef struct {
-    const char *pattern;   /* "P.layers.{l}.self_attn.q"; P = prefill | verify{r} */
-    const char *shape;     /* symbolic, in the legend above: "H,T,d"; "" = 0-d */
-    TraceKind kind;
-    const char *meaning;
-    const char *function;  /* the C function that computes it */
-} TraceName;
+    int n, m;          /* prompt length; output length (final)            */
+    int T, S;          /* tokens in this call; keys after appending        */
+    int B, Lc;         /* block size; context rows handed to the draft    */
+    int V, D, I, H, Hkv, d, k, L;  /* the target's sizes                   */
+    int b, N;          /* training (train.c): sequences per batch, blocks per
+                          sequence; S is then the sequence length and D..k the draft's */
+} TraceDims;
 
-extern const TraceName dflash_trace_names[];
-extern const int dflash_n_trace_names;
-/* The table row a full trace name belongs to (NULL: none). num_layers is the
- * target's L (hidden_states.{L} is the post-norm entry). */
-const TraceName *dflash_trace_name(const char *name, int num_layers);
-
-/* One tensor handed to the hook. */
+/* One tensor as dflash.c hands it over. */
 typedef struct {
-    const char *name;      /* "draft1.layers.0.self_attn.q" */
+    const char *name;       /* "draft1.layers.0.self_attn.q" */
     TracePhase ph;
-    int is_int;            /* 1: data is int64_t; 0: real */
-    const void *data;      /* C order, `shape` */
-    int ndim;              /* 0 = a scalar */
-    int64_t shape[TRACE_MAX_DIMS];
-    const TraceName *spec; /* its row of the table */
-} TraceTensor;
+    const void *buffer;     /* dflash.c's buffer (int or real), laid out as dflash.c keeps it */
+    const TraceDims *dims;  /* the sizes of the call that computed it */
+} TraceHand;
 
 typedef struct {
     /* returns 0, or -1 with dflash_errmsg set: the run then stops and fails */
-    int (*tensor)(void *ctx, const TraceTensor *t);
+    int (*tensor)(void *ctx, const TraceHand *hand);
     void *ctx;
 } TraceHook;
 
@@ -313,46 +301,5 @@ void extract_context_feature(real *target_hidden, const TargetRun *r, const Conf
 typedef struct { uint64_t s; } Rng;
 void   rng_seed(Rng *g, uint64_t seed);
 double rng_uniform(Rng *g);   /* [0, 1), the top 53 bits */
-
-/* ---------------------------------------------------------------------------
- * Porting pitfalls (`./dflash-pitfall --pitfall NAME`, NOTES.md "Pitfalls").
- * Each is one classic mistake of a port, planted at the exact place in
- * dflash.c where ports go wrong as a branch `if (PITFALL(NAME))` or
- * `PITFALL(NAME) ? wrong : right`. The branches exist only in the build with
- * -DDFLASH_PITFALLS (./dflash-pitfall); in ./dflash PITFALL(x) is the
- * constant 0 and the compiler drops them. X(ENUM, "cli-name", "the mistake").
- */
-#define DFLASH_PITFALLS_LIST(X) \
-    X(GQA_TILE, "gqa-tile", "query head h reads KV head h % Hkv (tile) instead of h / (H/Hkv) (repeat_interleave)") \
-    X(ROPE_INTERLEAVED, "rope-interleaved", "RoPE rotates pairs (2i, 2i+1) instead of the half-split pairs (i, i+d/2)") \
-    X(QK_NORM_AFTER_ROPE, "qk-norm-after-rope", "q_norm/k_norm applied after RoPE instead of before") \
-    X(CAUSAL_OFF_BY_ONE, "causal-off-by-one", "the target's causal mask lets query t see key t+1") \
-    X(GELU_MLP, "gelu-mlp", "the MLP uses GELU (tanh approximation) instead of SiLU") \
-    X(HIDDEN_OFF_BY_ONE, "hidden-off-by-one", "target_hidden takes hidden_states[id] instead of hidden_states[id+1]") \
-    X(LAST_HIDDEN_PRENORM, "last-hidden-prenorm", "hidden_states[L] is the last layer's output before the final norm") \
-    X(CONTEXT_INPUT_LAYERNORM, "context-input-layernorm", "the draft's context rows C also go through input_layernorm") \
-    X(KV_FROM_RESIDUAL, "kv-from-residual", "the block's K/V rows come from the raw residual h, not input_layernorm(h)") \
-    X(QUERY_ROPE_AT_START, "query-rope-at-start", "the draft's queries are rotated at the first B positions, not the last B") \
-    X(DRAFT_LOGITS_ROWS, "draft-logits-rows", "draft logits from rows out[:-1] instead of out[1:]") \
-    X(DRAFT_POSITIONS_FROM_0, "draft-positions-from-0", "the draft's position_ids restart at 0 every round") \
-    X(TARGET_CACHE_NOT_CROPPED, "target-cache-not-cropped", "the target cache is not cropped after verification") \
-    X(TARGET_CACHE_KEEPS_BONUS, "target-cache-keeps-bonus", "the target cache is cropped to start+1, keeping the K/V at the bonus token's position") \
-    X(TARGET_HIDDEN_SHORT, "target-hidden-short", "the draft gets target_hidden[:acc] instead of [:acc+1]") \
-    X(DRAFT_CACHE_NOT_CROPPED, "draft-cache-not-cropped", "the draft cache is not cropped: it keeps the noise block's K/V") \
-    X(MASK_IS_EOS, "mask-is-eos", "the mask token id is a real token (the stop token <eos>)") \
-    X(DRAFT_AT_TEMPERATURE, "draft-at-temperature", "the draft samples at --temperature instead of greedily") \
-    X(DRAFT_CAUSAL, "draft-causal", "the draft's attention is causal inside the block")
-
-#define DFLASH_PITFALL_ENUM(e, name, what) PITFALL_##e,
-typedef enum { PITFALL_NONE, DFLASH_PITFALLS_LIST(DFLASH_PITFALL_ENUM) PITFALL_COUNT } Pitfall;
-/* names and descriptions, indexed by Pitfall (entry 0 is "none") */
-extern const char *const dflash_pitfall_names[PITFALL_COUNT];
-extern const char *const dflash_pitfall_whats[PITFALL_COUNT];
-#ifdef DFLASH_PITFALLS
-extern int dflash_pitfall;  /* the one switched on (--pitfall), PITFALL_NONE by default */
-#define PITFALL(e) (dflash_pitfall == PITFALL_##e)
-#else
-#define PITFALL(e) 0
-#endif
 
 #endif /* DFLASH_H */

@@ -58,8 +58,6 @@ static const char *USAGE =
     "  --trace-text FILE|-   the same tensors as readable text, to FILE or - (stdout)\n"
     "  --trace-filter GLOB   trace only names matching GLOB (*, ?, [..]); repeatable, at most 32\n"
     "                        (default: every name)\n"
-    "  --pitfall NAME        ./dflash-pitfall only (make dflash-pitfall): run with one planted\n"
-    "                        porting mistake, NAME from walkthrough/pitfalls.md (default: none)\n"
     "  -h, --help            this text\n"
     "\n"
     "diff options (TRACE.md, \"dflash diff A B\"):\n"
@@ -111,28 +109,6 @@ static const char *flag_value(int argc, char **argv, int *i) {
     }
     ++*i;
     return next;
-}
-
-/* --pitfall NAME: switch on one planted porting mistake (dflash.h). Only
- * ./dflash-pitfall (built with -DDFLASH_PITFALLS) has them. */
-static int set_pitfall(const char *name) {
-    char list[1024] = "";
-    for (int k = 1; k < PITFALL_COUNT; k++) {
-        if (strcmp(name, dflash_pitfall_names[k]) == 0) {
-#ifdef DFLASH_PITFALLS
-            dflash_pitfall = k;
-            return 0;
-#else
-            dflash_set_error("--pitfall: this ./dflash is built without pitfalls; use ./dflash-pitfall "
-                             "(make dflash-pitfall, compiled with -DDFLASH_PITFALLS)");
-            return -1;
-#endif
-        }
-        strncat(list, k > 1 ? ", " : "", sizeof list - strlen(list) - 1);
-        strncat(list, dflash_pitfall_names[k], sizeof list - strlen(list) - 1);
-    }
-    dflash_set_error("--pitfall: expected one of %s, got \"%.100s\"", list, name);
-    return -1;
 }
 
 /* 0: run; 1: --help was asked for; -1: bad arguments (dflash_errmsg) */
@@ -201,7 +177,6 @@ static int parse_args(int argc, char **argv, Args *a) {
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
         else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
         else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
-        else if (strcmp(f, "--pitfall") == 0) { if (!(val = flag_value(argc, argv, &i)) || set_pitfall(val) != 0) return -1; }
         else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
         else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see --help)", f); return -1; }
         else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }

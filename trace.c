@@ -50,6 +50,7 @@
 #include "files.h"
 #include "load.h"
 #include "manifest.h"
+#include "tracenames.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -1132,13 +1133,14 @@ int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
     return record(t, ph, name, meaning, 0, data, ndim, shape);
 }
 
-/* The hook dflash.c calls: each tensor goes to trace_real / trace_i64 with
- * the meaning from the trace-name table. */
-static int hook_tensor(void *ctx, const TraceTensor *x) {
+/* The hook dflash.c calls: each hand, shaped by the trace-name table
+ * (tracenames.c), goes to trace_real / trace_i64 with the table's meaning. */
+static int hook_shaped(void *ctx, const TraceTensor *x) {
     const char *meaning = x->spec ? x->spec->meaning : "";
     return x->is_int ? trace_i64(ctx, x->ph, x->name, meaning, x->data, x->ndim, x->shape)
                      : trace_real(ctx, x->ph, x->name, meaning, x->data, x->ndim, x->shape);
 }
+static int hook_tensor(void *ctx, const TraceHand *hand) { return trace_shape_hand(hand, hook_shaped, ctx); }
 
 const TraceHook *trace_hook(Tracer *t) {
     t->hook.tensor = hook_tensor;

@@ -685,16 +685,14 @@ static int check_batch(const Model *dm, const Model *tm, const TrainBatch *bt) {
 }
 
 /* ---- tracing helpers (section 5) */
-static int emit(const TraceHook *hook, int step, const char *name, int is_int, const void *data, int ndim,
-                const int64_t *shape);
-#define EMIT(hook, step, name, is_int, data, ...)                                                      \
+static int emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data);
+static TraceDims train_dims(const Model *dm, const Model *tm, const TrainBatch *bt);
+/* one traced tensor: its name and train.c's buffer (tracenames.c's training
+ * rows give its shape from the step's sizes, dims) */
+#define EMIT(hook, step, dims, name, data)                                                             \
     do {                                                                                               \
-        const int64_t shape_[] = {__VA_ARGS__};                                                        \
-        if ((hook) && emit((hook), (step), (name), (is_int), (data),                                   \
-                           (int)(sizeof shape_ / sizeof shape_[0]) - (shape_[0] < 0), shape_) != 0)    \
-            goto done;                                                                                 \
+        if ((hook) && emit((hook), (step), (dims), (name), (data)) != 0) goto done;                    \
     } while (0)
-/* a 0-d tensor: EMIT(..., -1) (the shape list cannot be empty) */
 
 /* Set-up from the batch: noise ids, positions, the mask, labels, weights
  * (SpecForge OnlineDFlashModel.forward, _create_noise_embed,
@@ -844,12 +842,13 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     TargetRun tr = {0};
     if (check_batch(dm, tm, bt) != 0) return -1;
     if (run_init(r, dc, tc, b, S, N, B) != 0) return -1;
+    TraceDims dims = train_dims(dm, tm, bt);
     batch_setup(r, bt, dc->mask_token_id, hp->gamma);
 
-    EMIT(trace, step, "input_ids", 1, bt->input_ids, b, S);
-    EMIT(trace, step, "loss_mask", 1, r->lmask, b, S);
-    EMIT(trace, step, "anchors", 1, bt->anchors, b, N);
-    EMIT(trace, step, "keep", 1, r->keep, b, N);
+    EMIT(trace, step, &dims, "input_ids", bt->input_ids);
+    EMIT(trace, step, &dims, "loss_mask", r->lmask);
+    EMIT(trace, step, &dims, "anchors", bt->anchors);
+    EMIT(trace, step, &dims, "keep", r->keep);
 
     /* the frozen target over each whole sequence: its context features */
     if (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0) goto done;
@@ -859,16 +858,16 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
         extract_context_feature(r->target_hidden + (size_t)bi * S * kD, &tr, tc, dc->target_layer_ids,
                                 dc->n_target_layer_ids, S, 0, S);
     }
-    EMIT(trace, step, "target_hidden", 0, r->target_hidden, b, S, kD);
-    EMIT(trace, step, "noise_ids", 1, r->noise_ids, b, Q);
-    EMIT(trace, step, "position_ids", 1, r->pos, b, P);
-    EMIT(trace, step, "attn_mask", 1, r->mask, b, Q, P);
+    EMIT(trace, step, &dims, "target_hidden", r->target_hidden);
+    EMIT(trace, step, &dims, "noise_ids", r->noise_ids);
+    EMIT(trace, step, &dims, "position_ids", r->pos);
+    EMIT(trace, step, &dims, "attn_mask", r->mask);
 
     /* the draft: C = hidden_norm(fc(target_hidden)); h = embed_tokens(noise_ids) */
     matmul(r->fc_out, r->target_hidden, dm->fc, b * S, kD, D);
     rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, b * S, D, eps);
-    EMIT(trace, step, "fc", 0, r->fc_out, b, S, D);
-    EMIT(trace, step, "hidden_norm", 0, r->C, b, S, D);
+    EMIT(trace, step, &dims, "fc", r->fc_out);
+    EMIT(trace, step, &dims, "hidden_norm", r->C);
     for (int i = 0; i < b * Q; i++)
         memcpy(r->emb + (size_t)i * D, tm->embed_tokens + (size_t)r->noise_ids[i] * D, sizeof(real) * D);
     for (int bi = 0; bi < b; bi++)
@@ -880,12 +879,12 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
         h = r->layers[l].out;
         char name[32];
         snprintf(name, sizeof name, "layers.%d", l);
-        EMIT(trace, step, name, 0, h, b, Q, D);
+        EMIT(trace, step, &dims, name, h);
     }
     rmsnorm_rows(r->norm, h, dm->norm, b * Q, D, eps);
-    EMIT(trace, step, "norm", 0, r->norm, b, Q, D);
+    EMIT(trace, step, &dims, "norm", r->norm);
     matmul(r->logits, r->norm, tm->lm_head, b * Q, D, V);
-    EMIT(trace, step, "logits", 0, r->logits, b, Q, V);
+    EMIT(trace, step, &dims, "logits", r->logits);
 
     /* the loss: sum(w ce) / (sum(w) + 1e-6); accuracy over binary weights > 0.5 */
     double wsum = 0, wce = 0, bsum = 0, correct = 0;
@@ -899,11 +898,11 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
         if (r->binary[i] > (real)0.5 && argmax(r->logits + (size_t)i * V, V) == r->labels[i]) correct += 1;
     }
     real loss = (real)(wce / (wsum + 1e-6)), accuracy = (real)(correct / (bsum + 1e-6));
-    EMIT(trace, step, "labels", 1, r->labels, b, N, B);
-    EMIT(trace, step, "loss_weights", 0, r->weights, b, N, B);
-    EMIT(trace, step, "ce", 0, r->ce, b, N, B);
-    EMIT(trace, step, "loss", 0, &loss, -1);
-    EMIT(trace, step, "accuracy", 0, &accuracy, -1);
+    EMIT(trace, step, &dims, "labels", r->labels);
+    EMIT(trace, step, &dims, "loss_weights", r->weights);
+    EMIT(trace, step, &dims, "ce", r->ce);
+    EMIT(trace, step, &dims, "loss", &loss);
+    EMIT(trace, step, &dims, "accuracy", &accuracy);
 
     /* ---- backward: the weighted CE, the frozen lm_head, the final norm */
     memset(st->grad, 0, sizeof(real) * st->offset[st->n]);
@@ -937,13 +936,10 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     for (int i = 0; i < st->n; i++) {
         char name[TRAIN_MAX_KEY + 8];
         snprintf(name, sizeof name, "grad.%s", st->params[i].key);
-        if (st->params[i].ndim == 2)
-            EMIT(trace, step, name, 0, train_grad(st, i), st->params[i].shape[0], st->params[i].shape[1]);
-        else
-            EMIT(trace, step, name, 0, train_grad(st, i), st->params[i].shape[0]);
+        EMIT(trace, step, &dims, name, train_grad(st, i));
     }
     real grad_norm = (real)sqrt(ss);
-    EMIT(trace, step, "grad_norm", 0, &grad_norm, -1);
+    EMIT(trace, step, &dims, "grad_norm", &grad_norm);
     rc = 0;
 done:
     cache_free(&cache);
@@ -1001,134 +997,37 @@ int train_step(Model *draft, const Model *target, TrainState *st, const TrainBat
     }
     if (train_loss_grad(draft, target, st, batch, hp, step, trace, &s) != 0) return -1;
     train_update(st, hp, s.grad_norm);
+    TraceDims dims = train_dims(draft, target, batch);
     for (int i = 0; trace && i < st->n; i++) {
         char name[TRAIN_MAX_KEY + 8];
         snprintf(name, sizeof name, "param.%s", st->params[i].key);
-        int64_t shape[2] = {st->params[i].shape[0], st->params[i].shape[1]};
-        if (emit(trace, step, name, 0, st->params[i].data, st->params[i].ndim, shape) != 0) return -1;
+        if (emit(trace, step, &dims, name, st->params[i].data) != 0) return -1;
     }
     if (stats) *stats = s;
     return 0;
 }
 
 /* ===========================================================================
- * 5. Tracing, and the training trace-name table
+ * 5. Tracing (the training rows of the name table are in tracenames.c)
  * ======================================================================== */
 
-/* A pattern against a full name: {s} and {l} match a decimal number. */
-static int train_name_matches(const char *pattern, const char *name) {
-    while (*pattern) {
-        if (*pattern == '{') {
-            if (*name < '0' || *name > '9') return 0;
-            while (*name >= '0' && *name <= '9') name++;
-            pattern = strchr(pattern, '}') + 1;
-        } else if (*pattern++ != *name++) {
-            return 0;
-        }
-    }
-    return *name == 0;
+/* The sizes the training rows' shapes refer to (tracenames.c, "Training"):
+ * b sequences of S tokens, N blocks of B per sequence, the draft's sizes. */
+static TraceDims train_dims(const Model *dm, const Model *tm, const TrainBatch *bt) {
+    const Config *dc = &dm->cfg;
+    TraceDims dims = {0};
+    dims.b = bt->b, dims.S = bt->S, dims.N = bt->N, dims.B = bt->B;
+    dims.V = tm->cfg.vocab_size, dims.D = dc->hidden_size, dims.I = dc->intermediate_size;
+    dims.H = dc->num_attention_heads, dims.Hkv = dc->num_key_value_heads, dims.d = dc->head_dim;
+    dims.k = dc->n_target_layer_ids, dims.L = tm->cfg.num_hidden_layers;
+    return dims;
 }
 
-const TraceName *train_trace_name(const char *name) {
-    for (int i = 0; i < train_n_trace_names; i++)
-        if (train_name_matches(train_trace_names[i].pattern, name)) return &train_trace_names[i];
-    return NULL;
-}
-
-/* Hand one tensor "train{step}.<name>" to the hook: int data goes out as
- * int64, real data as it is; the batch axis is kept. */
-static int emit(const TraceHook *hook, int step, const char *name, int is_int, const void *data, int ndim,
-                const int64_t *shape) {
+/* Hand one tensor "train{step}.<name>" to the hook as dflash.c hands its
+ * own: the name, the buffer, the sizes. */
+static int emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
     char full[128];
     snprintf(full, sizeof full, "train%d.%s", step, name);
-    const TraceName *spec = train_trace_name(full);
-    if (!spec) {
-        dflash_set_error("trace: %s is not in the training trace-name table (train.c)", full);
-        return -1;
-    }
-    TraceTensor x = {full, {"train", step}, is_int, data, ndim, {0}, spec};
-    int64_t count = 1;
-    for (int i = 0; i < ndim; i++) count *= (x.shape[i] = shape[i]);
-    int64_t *ids = NULL;
-    if (is_int) {
-        ids = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
-        if (!ids) {
-            dflash_set_error("out of memory tracing %s", full);
-            return -1;
-        }
-        for (int64_t i = 0; i < count; i++) ids[i] = ((const int *)data)[i];
-        x.data = ids;
-    }
-    int rc = hook->tensor(hook->ctx, &x);
-    free(ids);
-    return rc;
+    TraceHand hand = {full, {"train", step}, data, dims};
+    return hook->tensor(hook->ctx, &hand);
 }
-
-/* Every name a traced training step emits, in the order it computes them:
- * s is the step (from 1), l a draft layer. Shapes keep the batch axis:
- * b sequences of S tokens, N blocks of B per sequence (train.h). */
-#define R TRACE_REAL
-#define IDS TRACE_IDS
-#define GRAD_PARAM(which, when)                                                                              \
-    {"train{s}." which ".fc.weight", "D,k*D", R, "fc.weight " when, "train_step"},                            \
-    {"train{s}." which ".hidden_norm.weight", "D", R, "hidden_norm.weight " when, "train_step"},              \
-    {"train{s}." which ".layers.{l}.input_layernorm.weight", "D", R, "input_layernorm.weight " when,         \
-     "train_step"},                                                                                          \
-    {"train{s}." which ".layers.{l}.self_attn.q_proj.weight", "H*d,D", R, "q_proj.weight " when, "train_step"}, \
-    {"train{s}." which ".layers.{l}.self_attn.k_proj.weight", "Hkv*d,D", R, "k_proj.weight " when,           \
-     "train_step"},                                                                                          \
-    {"train{s}." which ".layers.{l}.self_attn.v_proj.weight", "Hkv*d,D", R, "v_proj.weight " when,           \
-     "train_step"},                                                                                          \
-    {"train{s}." which ".layers.{l}.self_attn.q_norm.weight", "d", R, "q_norm.weight " when, "train_step"},   \
-    {"train{s}." which ".layers.{l}.self_attn.k_norm.weight", "d", R, "k_norm.weight " when, "train_step"},   \
-    {"train{s}." which ".layers.{l}.self_attn.o_proj.weight", "D,H*d", R, "o_proj.weight " when, "train_step"}, \
-    {"train{s}." which ".layers.{l}.post_attention_layernorm.weight", "D", R,                                \
-     "post_attention_layernorm.weight " when, "train_step"},                                                 \
-    {"train{s}." which ".layers.{l}.mlp.gate_proj.weight", "I,D", R, "gate_proj.weight " when, "train_step"}, \
-    {"train{s}." which ".layers.{l}.mlp.up_proj.weight", "I,D", R, "up_proj.weight " when, "train_step"},     \
-    {"train{s}." which ".layers.{l}.mlp.down_proj.weight", "D,I", R, "down_proj.weight " when, "train_step"}, \
-    {"train{s}." which ".norm.weight", "D", R, "norm.weight " when, "train_step"}
-const TraceName train_trace_names[] = {
-    /* the batch */
-    {"train{s}.input_ids", "b,S", IDS, "the batch's token sequences", "train_step"},
-    {"train{s}.loss_mask", "b,S", IDS, "1: the position is trained on (a label may come from it)", "train_step"},
-    {"train{s}.anchors", "b,N", IDS, "block n starts at anchors[n] (sorted; 0 where keep is 0)", "train_step"},
-    {"train{s}.keep", "b,N", IDS, "0: the block is all mask ids, sees nothing and carries no loss", "train_step"},
-    /* the frozen target, once over each whole sequence */
-    {"train{s}.target_hidden", "b,S,k*D", R,
-     "extract_context_feature of the target's hidden states: the context at positions 0..S-1",
-     "extract_context_feature"},
-    /* the blocks */
-    {"train{s}.noise_ids", "b,N*B", IDS,
-     "block n = [input_ids[anchors[n]], B-1 mask ids]; all mask ids when keep is 0", "batch_setup"},
-    {"train{s}.position_ids", "b,S+N*B", IDS, "0..S-1 for the context, anchors[n] + 0..B-1 for block n",
-     "batch_setup"},
-    {"train{s}.attn_mask", "b,N*B,S+N*B", IDS,
-     "1: a query of block n sees the key: context j < anchors[n] and its own block; nothing when keep is 0",
-     "block_mask"},
-    /* the draft */
-    {"train{s}.fc", "b,S,D", R, "fc(target_hidden)", "forward_backward"},
-    {"train{s}.hidden_norm", "b,S,D", R, "C = hidden_norm(fc(target_hidden)): the context every layer injects",
-     "forward_backward"},
-    {"train{s}.layers.{l}", "b,N*B,D", R, "draft decoder layer l's output at every block row", "layer_forward"},
-    {"train{s}.norm", "b,N*B,D", R, "the draft's final norm", "forward_backward"},
-    {"train{s}.logits", "b,N*B,V", R, "target.lm_head(norm) at every block row (the frozen lm_head)",
-     "forward_backward"},
-    /* the loss */
-    {"train{s}.labels", "b,N,B", IDS, "row k of block n predicts input_ids[anchors[n] + k] (clamped to S-1)",
-     "batch_setup"},
-    {"train{s}.loss_weights", "b,N,B", R,
-     "keep x (anchors[n]+k < S) x (k > 0) x loss_mask[anchors[n]+k] x exp(-(k-1)/gamma)", "batch_setup"},
-    {"train{s}.ce", "b,N,B", R, "cross-entropy of each row's logits against its label", "cross_entropy"},
-    {"train{s}.loss", "", R, "sum(loss_weights x ce) / (sum(loss_weights) + 1e-6)", "forward_backward"},
-    {"train{s}.accuracy", "", R,
-     "argmax == label where the weight before the decay is > 0.5, over their count + 1e-6", "forward_backward"},
-    /* the backward pass and the update */
-    GRAD_PARAM("grad", "gradient (before clipping)"),
-    {"train{s}.grad_norm", "", R, "global L2 norm of every gradient, before clipping", "forward_backward"},
-    GRAD_PARAM("param", "after the AdamW step"),
-};
-#undef GRAD_PARAM
-#undef R
-#undef IDS
-const int train_n_trace_names = (int)(sizeof train_trace_names / sizeof train_trace_names[0]);

@@ -61,7 +61,7 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
  * the draft's block forward, weighted CE, the hand-written backward, global-norm
  * clipping, AdamW (state in st). trace: NULL or a hook that receives
  * "train{step}.<name>" tensors (names as train_oracle.py writes them;
- * train_trace_names). Returns 0, or -1 with dflash_errmsg set. */
+ * tracenames.c's training rows). Returns 0, or -1 with dflash_errmsg set. */
 int train_step(Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
                const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats);
 
@@ -90,11 +90,5 @@ int train_params(const Model *draft, TrainParam *out, int cap);  /* returns coun
  * normal draws are Box-Muller pairs from the sampling PRNG seeded with
  * seed, tensors in train_params order, entries in storage order. */
 int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed);
-
-/* The training trace names (train.c), in data-flow order: the same TraceName
- * rows as dflash.c's table; {s} the step, {l} a draft layer. */
-extern const TraceName train_trace_names[];
-extern const int train_n_trace_names;
-const TraceName *train_trace_name(const char *name);
 
 #endif /* TRAIN_H */

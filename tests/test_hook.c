@@ -1,8 +1,10 @@
 /* tests/test_hook.c - a port's C harness takes every tensor in-process.
  *
- * This file uses only the public interface (dflash.h) and is linked with
- * dflash.c, json.c and load.c but NOT trace.c: if dflash.c needed the file
- * tracer, this test would not link. It installs its own TraceHook and checks
+ * This file uses only the public interfaces (dflash.h, and tracenames.h for
+ * the table that shapes each tensor) and is linked with dflash.c,
+ * tracenames.c and the loader (load.c, json.c, files.c) but NOT trace.c: if dflash.c needed the
+ * file tracer, this test would not link. It installs its own TraceHook
+ * (each hand shaped by trace_shape_hand, as a port's harness does) and checks
  * what arrives against the walkthrough (sizes, positions, acceptance) and
  * against a second computation done here (RoPE of the received q at the
  * block's positions must give the received q_rope). */
@@ -18,6 +20,7 @@
 
 #include "../dflash.h"
 #include "../load.h"
+#include "../tracenames.h"
 #include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"
@@ -66,6 +69,9 @@ static int take(void *ctx, const TraceTensor *t) {
     if (g->bytes) memcpy(g->data, t->data, g->bytes);
     return 0;
 }
+
+/* the hook: dflash.c's hand, in the table's shape, to take() */
+static int harness_hook(void *ctx, const TraceHand *hand) { return trace_shape_hand(hand, take, ctx); }
 
 static void harness_free(Harness *h) {
     for (int i = 0; i < h->n; i++) free(h->got[i].data);
@@ -120,9 +126,9 @@ static int run(Set *s, const TraceHook *hook, GenResult *res) {
 static void test_hook_receives_the_walkthrough(void **state) {
     Set *s = *state;
     Harness h = {NULL, 0, 0, -1};
-    TraceHook hook = {take, &h};
+    TraceHook th = {harness_hook, &h};
     GenResult res;
-    assert_int_equal(run(s, &hook, &res), 0);
+    assert_int_equal(run(s, &th, &res), 0);
 
     /* every tensor names its table row, and the row is the one its name finds */
     for (int i = 0; i < h.n; i++) {
@@ -173,9 +179,9 @@ static void test_hook_receives_the_walkthrough(void **state) {
 static void test_hook_q_rope_is_q_rotated_at_block_positions(void **state) {
     Set *s = *state;
     Harness h = {NULL, 0, 0, -1};
-    TraceHook hook = {take, &h};
+    TraceHook th = {harness_hook, &h};
     GenResult res;
-    assert_int_equal(run(s, &hook, &res), 0);
+    assert_int_equal(run(s, &th, &res), 0);
     const Got *q = find(&h, "draft1.layers.0.self_attn.q"), *qr = find(&h, "draft1.layers.0.self_attn.q_rope");
     int H = (int)q->shape[0], B = (int)q->shape[1], d = (int)q->shape[2], half = d / 2;
     double theta = s->draft.cfg.rope_theta, worst = 0;
@@ -205,15 +211,15 @@ static void test_hook_failure_stops_the_run(void **state) {
     GenResult plain, traced, failed;
     assert_int_equal(run(s, NULL, &plain), 0);
     Harness h = {NULL, 0, 0, -1};
-    TraceHook hook = {take, &h};
-    assert_int_equal(run(s, &hook, &traced), 0);
+    TraceHook th = {harness_hook, &h};
+    assert_int_equal(run(s, &th, &traced), 0);
     assert_int_equal(plain.n_output, traced.n_output);
     assert_memory_equal(plain.output_ids, traced.output_ids, sizeof(int) * (size_t)plain.n_output);
     int total = h.n;
     harness_free(&h);
 
     Harness f = {NULL, 0, 0, total / 2};
-    TraceHook failing = {take, &f};
+    TraceHook failing = {harness_hook, &f};
     assert_int_equal(run(s, &failing, &failed), -1);
     assert_int_equal(f.n, total / 2);
     assert_non_null(strstr(dflash_errmsg, "harness: refused"));

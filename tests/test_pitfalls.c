@@ -1,11 +1,13 @@
-/* tests/test_pitfalls.c - `dflash diff` points at the planted porting mistake.
+/* tests/test_pitfalls.c - `dflash diff` points at the porting mistake.
  *
- * For every pitfall of ./dflash-pitfall (dflash.h, DFLASH_PITFALLS_LIST) the
- * port's trace is diffed against the correct one (./dflash --trace): diff
- * must exit 1 and name, as its first
- * departure, the tensor where the mistake enters. That expected name is
- * derived here from the algorithm and the data-flow order of the trace,
- * not read from diff's output:
+ * Every pitfall is a patch of the clean dflash.c (walkthrough/pitfalls/
+ * NAME.diff, listed in walkthrough/pitfalls/series) and its program,
+ * build/pitfalls/dflash-NAME (make pitfall-programs), is ./dflash with that
+ * one mistake. For each, the port's trace is diffed against the correct one
+ * (./dflash --trace): diff must exit 1 and name, as its first departure,
+ * the tensor where the mistake enters. That expected name is derived here
+ * from the algorithm and the data-flow order of the trace, not read from
+ * diff's output:
  *   - a mistake inside a layer enters at the first traced tensor that the
  *     wrong line computes (layer 0 of the first forward that runs that line:
  *     the target's in the prefill, the draft's in round 1);
@@ -20,13 +22,11 @@
  * that) and layer norms that are not 1 (on the walkthrough set input_layernorm
  * is exactly 1 in layer 0, so normalising the context rows twice changes
  * nothing there).
- * The port's traces are made in this process (this file is compiled with
- * DFLASH_PITFALLS, like ./dflash-pitfall, and the weights are loaded once:
- * 19 program runs would cost 19 loads); one is also made by the program,
- * `./dflash-pitfall --pitfall gqa-tile --trace`, and must be byte-identical.
- * Also: ./dflash refuses --pitfall; a truncated port trace fails (strict);
- * a clean port (the double build) passes, its margins shown by --verbose. */
-#define DFLASH_PITFALLS   /* the PITFALL() branches of dflash.c, as in ./dflash-pitfall */
+ * Also: the mechanism (each program's source is dflash.c with exactly its
+ * patch; a patch that no longer applies fails the build and leaves no
+ * program; dflash.c has no trace of any pitfall, and --pitfall is gone); a
+ * truncated port trace fails (strict); a clean port (the double build)
+ * passes, its margins shown by --verbose. */
 #include "../dflash.c"
 #include "../load.c"
 #include "../trace.h"
@@ -44,10 +44,12 @@
 /* the run: 0 new tokens is the prefill alone, 1 adds round 1, 2 reach round 2 */
 #define RUN_ARGS(n) "--weights " RAND " --prompt \"A dog saw\" --max-new-tokens " #n " --ignore-eos"
 
+#define SERIES "walkthrough/pitfalls/series"
+
 static char *g_dir;           /* the suite's scratch directory */
 static Config g_target, g_draft;
-static Model g_tm, g_dm;      /* the random set, loaded once */
-static int g_prompt[8], g_n_prompt;
+static char g_names[64][64];  /* the pitfalls of SERIES, in order */
+static int g_n_names;
 
 /* g_dir/leaf (tu_path's ring of 8 buffers: copy what must live longer) */
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
@@ -102,10 +104,15 @@ static int setup(void **state) {
     if (!g_dir) return -1;
     load_config(&g_target, RAND "/target/config.json", 0);
     load_config(&g_draft, RAND "/draft/config.json", 1);
-    Vocab v;
-    if (vocab_load(&v, RAND "/vocab.txt") != 0 || tokenize(&v, "A dog saw", g_prompt, 8, &g_n_prompt) != 0) return -1;
-    vocab_free(&v);
-    if (model_load(&g_tm, RAND "/target", 0) != 0 || model_load(&g_dm, RAND "/draft", 1) != 0) return -1;
+    char *series = tu_read(SERIES, NULL);
+    if (!series) return -1;
+    for (char *line = strtok(series, "\n"); line; line = strtok(NULL, "\n")) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char name[64];
+        if (sscanf(line, "%63s", name) == 1 && g_n_names < 64) snprintf(g_names[g_n_names++], 64, "%s", name);
+    }
+    free(series);
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(0) " --trace %s", dir_path("ref0"));
     if (run(cmd, NULL) != 0) return -1;
@@ -119,39 +126,26 @@ static int setup(void **state) {
 
 static int teardown(void **state) {
     (void)state;
-    model_free(&g_tm);
-    model_free(&g_dm);
     tu_rmtree(g_dir);
     free(g_dir);
     return 0;
 }
 
-/* The run of RUN_ARGS (at `temperature`) with pitfall p, traced into dir:
- * what ./dflash-pitfall --pitfall NAME RUN_ARGS --trace dir does. */
-static void traced_run(Pitfall p, int max_new_tokens, double temperature, const char *dir) {
-    GenParams gp = {0};
-    gp.max_new_tokens = max_new_tokens;
-    gp.block_size = g_draft.block_size;
-    gp.temperature = temperature;
-    Tracer *t = trace_open(dir, NULL, NULL, 0);
-    assert_non_null(t);
-    gp.trace = trace_hook(t);
-    GenResult res;
-    dflash_pitfall = p;
-    int rc = dflash_generate(&g_dm, &g_tm, g_prompt, g_n_prompt, &gp, &res);
-    dflash_pitfall = PITFALL_NONE;
-    if (rc != 0) fail_msg("pitfall %s: %s", dflash_pitfall_names[p], dflash_errmsg);
-    assert_int_equal(trace_close(t), 0);
-    gen_result_free(&res);
+/* The run of RUN_ARGS (at `temperature`) of pitfall NAME's program, traced
+ * into dir. */
+static void traced_run(const char *name, int max_new_tokens, double temperature, const char *dir) {
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd, "./build/pitfalls/dflash-%s --weights " RAND " --prompt \"A dog saw\" --max-new-tokens %d"
+             " --ignore-eos --temperature %g --trace %s", name, max_new_tokens, temperature, dir);
+    if (run(cmd, NULL) != 0) fail_msg("pitfall %s: `%s` failed (make pitfall-programs?)", name, cmd);
 }
 
-/* Plant pitfall p, diff against the correct trace; the diff's output. */
-static char *plant_and_diff(Pitfall p, int max_new_tokens, double temperature, const char *ref_leaf, int *rc) {
-    char cmd[2000], port[64], ref[512];
-    const char *name = dflash_pitfall_names[p];
+/* Run pitfall NAME's program, diff against the correct trace; the diff's output. */
+static char *plant_and_diff(const char *name, int max_new_tokens, double temperature, const char *ref_leaf, int *rc) {
+    char cmd[2000], port[128], ref[512];
     snprintf(ref, sizeof ref, "%s", dir_path(ref_leaf));
     snprintf(port, sizeof port, "port-%s", name);
-    traced_run(p, max_new_tokens, temperature, dir_path(port));
+    traced_run(name, max_new_tokens, temperature, dir_path(port));
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, dir_path(port));
     *rc = run(cmd, dir_path("diff.txt"));
     char *out = tu_read(dir_path("diff.txt"), NULL);
@@ -176,29 +170,29 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
     snprintf(last_hidden, sizeof last_hidden, "prefill.hidden_states.%d", L);
     snprintf(verify_next, sizeof verify_next, "verify%d.position_ids", r_crop + 1);
 
-    static const struct { Pitfall p; const char *where; } WHERE[] = {
+    static const struct { const char *p; const char *where; } WHERE[] = {
         /* target layer internals: layer 0 of the prefill */
-        {PITFALL_GQA_TILE, "prefill.layers.0.self_attn.attn_scores"},        /* q . k of the wrong KV head */
-        {PITFALL_ROPE_INTERLEAVED, "prefill.layers.0.self_attn.q_rope"},     /* q rotated first */
-        {PITFALL_QK_NORM_AFTER_ROPE, "prefill.layers.0.self_attn.q"},        /* q is traced after q_norm */
-        {PITFALL_CAUSAL_OFF_BY_ONE, "prefill.layers.0.self_attn.attn_weights"},  /* scores are pre-mask */
-        {PITFALL_GELU_MLP, "prefill.layers.0.mlp.act"},
+        {"gqa-tile", "prefill.layers.0.self_attn.attn_scores"},        /* q . k of the wrong KV head */
+        {"rope-interleaved", "prefill.layers.0.self_attn.q_rope"},     /* q rotated first */
+        {"qk-norm-after-rope", "prefill.layers.0.self_attn.q"},        /* q is traced after q_norm */
+        {"causal-off-by-one", "prefill.layers.0.self_attn.attn_weights"},  /* scores are pre-mask */
+        {"gelu-mlp", "prefill.layers.0.mlp.act"},
         /* target outputs */
-        {PITFALL_LAST_HIDDEN_PRENORM, NULL /* last_hidden */},
-        {PITFALL_HIDDEN_OFF_BY_ONE, "prefill.target_hidden"},
+        {"last-hidden-prenorm", NULL /* last_hidden */},
+        {"hidden-off-by-one", "prefill.target_hidden"},
         /* the draft forward, round 1 */
-        {PITFALL_MASK_IS_EOS, "draft1.block_output_ids"},                    /* the block holds the mask ids */
-        {PITFALL_CONTEXT_INPUT_LAYERNORM, "draft1.layers.0.self_attn.k"},    /* k = k_norm(k_proj([C; X])) */
-        {PITFALL_KV_FROM_RESIDUAL, "draft1.layers.0.self_attn.k"},
-        {PITFALL_QUERY_ROPE_AT_START, "draft1.layers.0.self_attn.q_rope"},
-        {PITFALL_DRAFT_CAUSAL, "draft1.layers.0.self_attn.attn_weights"},
-        {PITFALL_DRAFT_LOGITS_ROWS, "draft1.logits"},
+        {"mask-is-eos", "draft1.block_output_ids"},                    /* the block holds the mask ids */
+        {"context-input-layernorm", "draft1.layers.0.self_attn.k"},    /* k = k_norm(k_proj([C; X])) */
+        {"kv-from-residual", "draft1.layers.0.self_attn.k"},
+        {"query-rope-at-start", "draft1.layers.0.self_attn.q_rope"},
+        {"draft-causal", "draft1.layers.0.self_attn.attn_weights"},
+        {"draft-logits-rows", "draft1.logits"},
         /* carried into round 2 */
-        {PITFALL_DRAFT_POSITIONS_FROM_0, "draft2.position_ids"},             /* round 1 starts at 0 anyway */
-        {PITFALL_DRAFT_CACHE_NOT_CROPPED, "draft2.position_ids"},            /* positions follow the cache */
-        {PITFALL_TARGET_HIDDEN_SHORT, "draft2.target_hidden_raw"},
-        {PITFALL_TARGET_CACHE_NOT_CROPPED, NULL /* verify_next */},
-        {PITFALL_TARGET_CACHE_KEEPS_BONUS, NULL /* verify_next */},
+        {"draft-positions-from-0", "draft2.position_ids"},             /* round 1 starts at 0 anyway */
+        {"draft-cache-not-cropped", "draft2.position_ids"},            /* positions follow the cache */
+        {"target-hidden-short", "draft2.target_hidden_raw"},
+        {"target-cache-not-cropped", NULL /* verify_next */},
+        {"target-cache-keeps-bonus", NULL /* verify_next */},
     };
     int n = (int)(sizeof WHERE / sizeof WHERE[0]);
     for (int k = 0; k < n; k++) {
@@ -206,19 +200,19 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
         /* the shortest run that reaches the round where the mistake enters:
          * the prefill alone, round 1, or round r_crop + 1 (= 2 here) */
         const char *w = WHERE[k].where ? WHERE[k].where : "";
-        int tokens = !strncmp(w, "prefill.", 8) || WHERE[k].p == PITFALL_LAST_HIDDEN_PRENORM ? 0
+        const char *name = WHERE[k].p;
+        int tokens = !strncmp(w, "prefill.", 8) || !strcmp(name, "last-hidden-prenorm") ? 0
                    : !strncmp(w, "draft1.", 7) ? 1 : 2;
         const char *ref_leaf = tokens == 0 ? "ref0" : tokens == 1 ? "ref1" : "ref";
-        const char *name = dflash_pitfall_names[WHERE[k].p];
         const char *want = WHERE[k].where ? WHERE[k].where
-                         : WHERE[k].p == PITFALL_LAST_HIDDEN_PRENORM ? last_hidden : verify_next;
+                         : !strcmp(name, "last-hidden-prenorm") ? last_hidden : verify_next;
         int rc;
-        char *out = plant_and_diff(WHERE[k].p, tokens, 0, ref_leaf, &rc);
+        char *out = plant_and_diff(name, tokens, 0, ref_leaf, &rc);
         if (rc != 1 || strcmp(first_departure(out), want) != 0)
             fail_msg("pitfall %s: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
                      name, rc, first_departure(out), want, out);
         /* the hints that are certain */
-        if (WHERE[k].p == PITFALL_GQA_TILE) {
+        if (!strcmp(name, "gqa-tile")) {
             /* query head h reads KV head h / (H/Hkv); tiled, h % Hkv: the heads where they differ */
             int H = g_target.num_attention_heads, Hkv = g_target.num_key_value_heads, dep = 0;
             char heads[256] = "heads departing:";
@@ -230,7 +224,7 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
             snprintf(heads + strlen(heads), sizeof heads - strlen(heads), " (%d of %d)", dep, H);
             assert_contains(out, heads);
         }
-        if (WHERE[k].p == PITFALL_HIDDEN_OFF_BY_ONE)
+        if (!strcmp(name, "hidden-off-by-one"))
             for (int j = 0; j < g_draft.n_target_layer_ids; j++) {
                 char hint[160];
                 int D = g_target.hidden_size;
@@ -238,11 +232,16 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
                          j * D, (j + 1) * D - 1, g_draft.target_layer_ids[j]);
                 assert_contains(out, hint);
             }
-        if (WHERE[k].p == PITFALL_LAST_HIDDEN_PRENORM) assert_contains(out, "BEFORE a final RMSNorm");
+        if (!strcmp(name, "last-hidden-prenorm")) assert_contains(out, "BEFORE a final RMSNorm");
         free(out);
     }
-    /* every pitfall of the list is covered above or below (draft-at-temperature) */
-    assert_int_equal(n + 2, PITFALL_COUNT);
+    /* the series is exactly these and draft-at-temperature (below), each once */
+    assert_int_equal(g_n_names, n + 1);
+    for (int i = 0; i < g_n_names; i++) {
+        int found = !strcmp(g_names[i], "draft-at-temperature");
+        for (int k = 0; k < n; k++) found += !strcmp(g_names[i], WHERE[k].p);
+        if (found != 1) fail_msg("%s lists %s, which this test covers %d times", SERIES, g_names[i], found);
+    }
 }
 
 /* The draft sampled at temperature: greedy is the rule whatever the
@@ -253,35 +252,61 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
 static void test_draft_at_temperature(void **state) {
     (void)state;
     int rc;
-    char *out = plant_and_diff(PITFALL_DRAFT_AT_TEMPERATURE, 1, 5, "ref_t5", &rc);
+    char *out = plant_and_diff("draft-at-temperature", 1, 5, "ref_t5", &rc);
     assert_int_equal(rc, 1);
     assert_string_equal(first_departure(out), "draft1.sampled");
     free(out);
 }
 
-/* The program with a pitfall writes the same trace as this process does. */
-static void test_program_plants_the_same(void **state) {
+/* The mechanism. Each program's source, build/pitfalls/NAME/dflash.c, is
+ * dflash.c with exactly its patch: reversing the patch gives dflash.c back,
+ * byte for byte, and the patch changes something. */
+static void test_each_program_is_dflash_c_plus_its_patch(void **state) {
     (void)state;
-    char cmd[2000], a[512];
-    snprintf(a, sizeof a, "%s", dir_path("gqa-prog"));
-    snprintf(cmd, sizeof cmd, "./dflash-pitfall " RUN_ARGS(0) " --pitfall gqa-tile --trace %s", a);
-    assert_int_equal(run(cmd, NULL), 0);
-    traced_run(PITFALL_GQA_TILE, 0, 0, dir_path("gqa-here"));
-    snprintf(cmd, sizeof cmd, "cmp -s %s/prefill.layers.0.self_attn.attn_scores.npy %s/prefill.layers.0.self_attn.attn_scores.npy"
-             " && diff -r %s %s", a, dir_path("gqa-here"), a, dir_path("gqa-here"));
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_true(g_n_names >= 19);
+    for (int i = 0; i < g_n_names; i++) {
+        char cmd[1000], copy[256];
+        snprintf(copy, sizeof copy, "%.200s", dir_path("copy.c"));
+        snprintf(cmd, sizeof cmd, "test -x build/pitfalls/dflash-%.60s && cmp -s dflash.c build/pitfalls/%.60s/dflash.c",
+                 g_names[i], g_names[i]);
+        if (run(cmd, NULL) != 1) fail_msg("%s: no program, or its dflash.c is the clean one", g_names[i]);
+        snprintf(cmd, sizeof cmd, "cp build/pitfalls/%.60s/dflash.c %s && patch --quiet --batch --fuzz=0 -R %s "
+                 "walkthrough/pitfalls/%.60s.diff && cmp dflash.c %s", g_names[i], copy, copy, g_names[i], copy);
+        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give dflash.c back", g_names[i]);
+    }
 }
 
-static void test_default_binary_refuses_pitfall(void **state) {
+/* A patch that no longer applies (a context line of dflash.c changed under
+ * it) fails the build with a message naming it, and leaves no program. */
+static void test_stale_patch_fails_the_build(void **state) {
     (void)state;
+    char *p = tu_read("walkthrough/pitfalls/hidden-off-by-one.diff", NULL);
+    assert_non_null(p);
+    char *ctx = strstr(p, "\n     for (int t = 0; t < rows; t++)");   /* a context line of its hunk */
+    assert_non_null(ctx);
+    ctx[6] = 'X';   /* "for" -> "Xor" */
+    char diff[256], prog[256], cmd[3000];
+    snprintf(diff, sizeof diff, "%s", dir_path("stale.diff"));
+    snprintf(prog, sizeof prog, "%s", dir_path("dflash-stale"));
+    assert_int_equal(tu_write(diff, p, strlen(p)), 0);
+    free(p);
+    snprintf(cmd, sizeof cmd, "sh tools/pitfall.sh build %s %s cc '' build/pitfalls/obj/dflash.o", diff, prog);
+    assert_int_equal(run(cmd, dir_path("stale.txt")), 1);
+    char *out = tu_read(dir_path("stale.txt"), NULL);
+    assert_contains(out, "pitfall stale: ");
+    assert_contains(out, "no longer applies to dflash.c");
+    free(out);
+    assert_false(tu_exists(prog));
+    assert_false(tu_exists(dir_path("stale")));
+}
+
+/* dflash.c and dflash.h carry no pitfall; the program has no --pitfall. */
+static void test_clean_source_and_no_pitfall_flag(void **state) {
+    (void)state;
+    assert_int_equal(run("grep -i -c pitfall dflash.c dflash.h", NULL), 1);
     assert_int_equal(run("./dflash --pitfall gelu-mlp", dir_path("refuse.txt")), 2);
     char *err = tu_read(dir_path("refuse.txt"), NULL);
-    assert_contains(err, "--pitfall");
-    assert_contains(err, "./dflash-pitfall");
-    free(err);
-    assert_int_equal(run("./dflash-pitfall --pitfall no-such-thing", dir_path("refuse.txt")), 2);
-    err = tu_read(dir_path("refuse.txt"), NULL);
-    assert_contains(err, "expected one of gqa-tile, ");
+    assert_contains(err, "unknown flag \"--pitfall\"");
     free(err);
 }
 
@@ -359,8 +384,9 @@ static void test_clean_port_passes_with_margins(void **state) {
 
 int main(void) {
     const struct CMUnitTest tests[] = {
-        cmocka_unit_test(test_default_binary_refuses_pitfall),
-        cmocka_unit_test(test_program_plants_the_same),
+        cmocka_unit_test(test_clean_source_and_no_pitfall_flag),
+        cmocka_unit_test(test_each_program_is_dflash_c_plus_its_patch),
+        cmocka_unit_test(test_stale_patch_fails_the_build),
         cmocka_unit_test(test_each_pitfall_departs_where_it_enters),
         cmocka_unit_test(test_draft_at_temperature),
         cmocka_unit_test(test_truncated_port_fails),

@@ -12,6 +12,7 @@
 #include "../dflash.c"
 #include "../load.c"
 #include "../train.c"
+#include "../tracenames.h"
 
 #include "testutil.h"
 
@@ -210,7 +211,7 @@ typedef struct {
     int64_t shape[256][TRACE_MAX_DIMS];
 } Capture;
 
-static int capture_tensor(void *ctx, const TraceTensor *t) {
+static int capture_shaped(void *ctx, const TraceTensor *t) {
     Capture *c = ctx;
     if (c->n >= 256) return 0;
     size_t count = 1, size = t->is_int ? sizeof(int64_t) : sizeof(real);
@@ -225,6 +226,7 @@ static int capture_tensor(void *ctx, const TraceTensor *t) {
     memcpy(c->shape[i], t->shape, sizeof c->shape[i]);
     return 0;
 }
+static int capture_tensor(void *ctx, const TraceHand *hand) { return trace_shape_hand(hand, capture_shaped, ctx); }
 
 static const void *captured(const Capture *c, const char *name) {
     for (int i = 0; i < c->n; i++)

@@ -10,16 +10,19 @@
  *                                    within each call the names come in the
  *                                    table's data-flow order (place_of)
  *
- * The table is dflash_trace_names (dflash.c, section 8); this file
- * #includes dflash.c to use the same matcher (name_matches) as the tracer.
+ * The table is dflash_trace_names (tracenames.c); this file uses the same
+ * matcher (trace_name_matches) as the tracer.
  * `make trace-md` writes TRACE.md; `make trace-md-check` (part of
  * `make test` and CI) regenerates it and runs the check on three traced
  * runs. Exit status: 0 agree, 1 disagree, 2 bad input. */
-#include "../dflash.c"
+#include "../dflash.h"
 #include "../files.h"
 #include "../json.h"
+#include "../tracenames.h"
 
 #include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
 
 static const char *kind_dtype(TraceKind k) { return k == TRACE_IDS ? "int64" : "float32"; }
 
@@ -179,7 +182,7 @@ static int cmd_check(int ndirs, char **dirs) {
             }
             int matches = 0, row = -1;
             for (int r = 0; r < dflash_n_trace_names; r++)
-                if (name_matches(dflash_trace_names[r].pattern, nm->string, L)) { matches++; row = r; }
+                if (trace_name_matches(dflash_trace_names[r].pattern, nm->string, L)) { matches++; row = r; }
             total++;
             if (matches != 1) {
                 printf("%s: %s is matched by %d table rows (expected exactly 1)\n", dirs[di], nm->string, matches);

@@ -1,0 +1,75 @@
+#!/bin/sh
+# tools/pitfall.sh - build one porting pitfall's program from its patch.
+#
+#   sh tools/pitfall.sh build PATCH PROGRAM "CC FLAGS" "LDLIBS" OBJECT...
+#   sh tools/pitfall.sh check-series DIR
+#
+# A pitfall is a unified diff of ONE source file of the program (dflash.c
+# for the inference pitfalls; any other .c of $(SRC) works the same way),
+# written as the mistake a port makes: walkthrough/pitfalls/NAME.diff. Its
+# text before the "--- a/FILE" line is its description (first line: the
+# mistake in one sentence; then how ports get it wrong).
+#
+# build: copies FILE (named by the patch's "+++ b/FILE") to NAME/FILE in
+# PROGRAM's directory (build/pitfalls/NAME/FILE), applies PATCH to the copy with `patch` (GNU
+# patch, Debian package patch, part of build-essential's dependencies) with
+# no fuzz, compiles it and links it with the OBJECTs of the program (one
+# X.o per source X.c), all but FILE's own: PROGRAM is the program with
+# that one mistake. A patch that no longer applies exactly (the lines it
+# changes or their context were edited) fails here, naming the patch; make
+# it again from the new source (apply it by hand, fix, `diff -u`).
+# check-series: DIR/series lists every DIR/*.diff once and nothing else.
+set -eu
+
+case ${1:-} in
+build)
+    patch_file=$2 prog=$3 cc=$4 ldlibs=$5
+    shift 5
+    name=$(basename "$patch_file" .diff)
+    files=$(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$patch_file" | sort -u)
+    case $files in
+    *.c) ;;
+    *) echo "pitfall $name: $patch_file must patch exactly one .c file (it names: ${files:-none})" >&2; exit 1;;
+    esac
+    [ "$(echo "$files" | wc -l)" -eq 1 ] || { echo "pitfall $name: $patch_file patches more than one file" >&2; exit 1; }
+    objs= own=
+    for o in "$@"; do
+        if [ "$(basename "$o")" = "${files%.c}.o" ]; then own=$o; else objs="$objs $o"; fi
+    done
+    [ -n "$own" ] || { echo "pitfall $name: $files is not a source of the program" >&2; exit 1; }
+    dir=$(dirname "$prog")/$name
+    rm -rf "$dir" && mkdir -p "$dir"
+    cp "$files" "$dir/$files"
+    if ! patch --quiet --batch --fuzz=0 --no-backup-if-mismatch -p1 -d "$dir" -i "$(pwd)/$patch_file" \
+            > "$dir/patch.log" 2>&1; then
+        cat "$dir/patch.log" >&2
+        rm -rf "$dir"
+        echo "pitfall $name: $patch_file no longer applies to $files; make it again from the current $files" >&2
+        exit 1
+    fi
+    rm -f "$dir/patch.log"
+    # -I.: the copy includes the headers of the tree; -Wno-unused-function:
+    # a mistake may leave a correct helper unused (gelu-mlp leaves silu)
+    # shellcheck disable=SC2086
+    $cc -Wno-unused-function -I. -c -o "$dir/${files%.c}.o" "$dir/$files"
+    # shellcheck disable=SC2086
+    $cc -o "$prog" "$dir/${files%.c}.o" $objs $ldlibs
+    ;;
+check-series)
+    dir=$2 rc=0
+    listed=$(sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$dir/series")
+    for n in $listed; do
+        [ -f "$dir/$n.diff" ] || { echo "pitfalls: $dir/series lists $n, but there is no $dir/$n.diff" >&2; rc=1; }
+    done
+    for f in "$dir"/*.diff; do
+        n=$(basename "$f" .diff)
+        c=$(echo "$listed" | grep -c -x -e "$n" || true)
+        [ "$c" -eq 1 ] || { echo "pitfalls: $f is listed $c times in $dir/series (once expected)" >&2; rc=1; }
+    done
+    exit $rc
+    ;;
+*)
+    echo "usage: sh tools/pitfall.sh build PATCH PROGRAM 'CC FLAGS' 'LDLIBS' OBJECT... | check-series DIR" >&2
+    exit 2
+    ;;
+esac
