@@ -134,8 +134,8 @@ WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
-# mkwalk reads the trace with files.c (dflash.c for dflash_set_error)
-$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk files dflash,$(LDLIBS)))
+# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
+$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk manifest json files dflash,$(LDLIBS)))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(eval $(call program,toy_weights/gen,host,toy_weights/gen,))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))

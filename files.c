@@ -762,7 +762,7 @@ struct OutFile {
     int failed;   /* out_finish found a write error */
 };
 
-static mode_t current_umask(void) {
+mode_t file_umask(void) {
     mode_t m = umask(0);
     umask(m);
     return m;
@@ -792,7 +792,7 @@ OutFile *out_open(const char *path, const char *what) {
         return o;
     }
     struct stat st;
-    mode_t mode = 0666 & ~current_umask();
+    mode_t mode = 0666 & ~file_umask();
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
             dflash_set_error("%s: %s is a directory; give a file name", what, path);

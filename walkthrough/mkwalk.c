@@ -27,6 +27,7 @@
  */
 #include "../dflash.h"
 #include "../files.h"
+#include "../manifest.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -44,13 +45,6 @@
 
 static int bad;           /* a lookup or a check failed while writing */
 static char badmsg[1024]; /* the first such failure */
-
-static void set_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(dflash_errmsg, sizeof dflash_errmsg, fmt, ap);
-    va_end(ap);
-}
 
 static void flag_bad(const char *fmt, ...) {
     if (bad++) return;
@@ -82,7 +76,7 @@ static int tensor_load(const char *path, Tensor *t) {
     NpyValues v;
     if (npy_read_values(path, &v) != 0) return -1;
     if (v.ndim > MAX_NDIM) {
-        set_error("%s: %d axes, at most %d expected", path, v.ndim, MAX_NDIM);
+        dflash_set_error("%s: %d axes, at most %d expected", path, v.ndim, MAX_NDIM);
         npy_values_free(&v);
         return -1;
     }
@@ -105,62 +99,29 @@ typedef struct {
     int n;
 } Trace;
 
-/* the value of "key":"..." in one manifest line (names and files have no escapes) */
-static char *json_field(const char *line, const char *key) {
-    char pat[32];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *p = strstr(line, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    const char *e = strchr(p, '"');
-    if (!e) return NULL;
-    char *s = malloc((size_t)(e - p) + 1);
-    if (!s) return NULL;
-    memcpy(s, p, (size_t)(e - p));
-    s[e - p] = 0;
-    return s;
-}
-
+/* dir's trace.jsonl through manifest.c (the reader the tracer and diff use),
+ * then every tensor it lists */
 static int trace_load(Trace *tr, const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/trace.jsonl", dir);
-    size_t len;
-    char *text;
-    if (file_read_all(path, &text, &len) != 0) return -1;
-    int rc = -1, cap = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        char line[2048];
-        size_t ll = e - pos < sizeof line - 1 ? e - pos : sizeof line - 1;
-        memcpy(line, text + pos, ll);
-        line[ll] = 0;
-        pos = e + 1;
-        if (ll == 0) continue;
-        char *name = json_field(line, "name"), *file = json_field(line, "file");
-        if (!name || !file || strchr(file, '/')) {
-            free(name); free(file);
-            set_error("%s: a line without \"name\" and a plain \"file\"", path);
-            goto done;
-        }
-        if (tr->n == cap) {
-            cap = cap ? 2 * cap : 256;
-            Tensor *nt = realloc(tr->t, sizeof(Tensor) * (size_t)cap);
-            if (!nt) { free(name); free(file); set_error("out of memory"); goto done; }
-            tr->t = nt;
-        }
-        Tensor *t = &tr->t[tr->n];
-        memset(t, 0, sizeof *t);
-        t->name = name;
-        char fpath[4096];
-        snprintf(fpath, sizeof fpath, "%s/%s", dir, file);
-        free(file);
-        tr->n++;
-        if (tensor_load(fpath, t) != 0) goto done;
+    Manifest m;
+    int r = manifest_load(&m, dir, 0);
+    if (r != 0) {
+        if (r == 1) dflash_set_error("%s: no trace.jsonl: not a trace directory", dir);
+        return -1;
+    }
+    int rc = -1;
+    tr->t = calloc((size_t)m.names.n + 1, sizeof(Tensor));
+    if (!tr->t) { dflash_set_error("out of memory"); goto done; }
+    for (int k = 0; k < m.names.n; k++) {
+        Tensor *t = &tr->t[tr->n++];
+        t->name = strdup(m.names.s[k]);
+        char *fpath = path_join(dir, m.files.s[k]);
+        int bad_load = !t->name || !fpath || tensor_load(fpath, t) != 0;
+        free(fpath);
+        if (bad_load) goto done;
     }
     rc = 0;
 done:
-    free(text);
+    manifest_free(&m);
     return rc;
 }
 
@@ -247,13 +208,13 @@ static int vocab_load(const char *path) {
     int lines = 0;
     for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
     VOC = calloc((size_t)lines + 1, sizeof(char *));
-    if (!VOC) { free(text); set_error("out of memory"); return -1; }
+    if (!VOC) { free(text); dflash_set_error("out of memory"); return -1; }
     size_t p = 0;
     while (p < len) {
         size_t e = p;
         while (e < len && text[e] != '\n') e++;
         char *w = malloc(e - p + 1);
-        if (!w) { free(text); set_error("out of memory"); return -1; }
+        if (!w) { free(text); dflash_set_error("out of memory"); return -1; }
         memcpy(w, text + p, e - p);
         w[e - p] = 0;
         VOC[NVOC++] = w;
