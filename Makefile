@@ -144,15 +144,16 @@ $(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
 $(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
 # tools/mktrace reads the name table (tracenames.c)
 $(eval $(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS)))
-$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk,$(LDLIBS)))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
 # explore.c writes around the trace's data.
-$(eval $(call program,tools/embed,host,tools/embed,))
+$(eval $(call program,tools/embed,host,tools/embed files dflash,$(LDLIBS)))
 WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
+# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
+$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk manifest json files dflash,$(LDLIBS)))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(eval $(call program,toy_weights/gen,host,toy_weights/gen,))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))

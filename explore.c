@@ -91,8 +91,7 @@ static int entries_add(Entries *es, const char *where, const char *name, const c
         return -1;
     }
     /* a manifest's file must be a plain name inside the directory */
-    size_t fl = strlen(file);
-    if (fl < 5 || strcmp(file + fl - 4, ".npy") != 0 || strchr(file, '/') || file[0] == '.') {
+    if (!manifest_file_ok(file)) {
         dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name", where, name, file);
         return -1;
     }
@@ -135,24 +134,18 @@ static int load_jsonl(Entries *es, const char *path, const char *text, size_t le
     return trace_jsonl_each(path, text, len, jsonl_entry, &c);
 }
 
-/* names.json (the oracle's): ["name", ...], file = name + ".npy" */
+/* names.json (the oracle's): ["name", ...], file = name + ".npy", read by
+ * manifest.c as diff reads it */
 static int load_names_json(Entries *es, const char *path, const char *text, size_t len) {
-    Json arr;
-    if (json_parse(text, len, path, &arr) != 0) return -1;
-    int ok = arr.type == JSON_ARRAY;
-    for (int i = 0; ok && i < arr.n; i++) ok = arr.items[i].type == JSON_STRING;
-    for (int i = 0; ok && i < arr.n; i++) {
-        const char *name = arr.items[i].string;
-        char *file = malloc(strlen(name) + 5);
-        if (!file) { json_free(&arr); dflash_set_error("out of memory"); return -1; }
-        sprintf(file, "%s.npy", name);
-        int rc = entries_add(es, path, name, file, NULL, NULL, -1);
-        free(file);
-        if (rc != 0) { json_free(&arr); return -1; }
-    }
-    json_free(&arr);
-    if (!ok) { dflash_set_error("%s: expected a JSON array of name strings", path); return -1; }
-    return 0;
+    Manifest m;
+    memset(&m, 0, sizeof m);
+    m.path = strdup(path);
+    if (!m.path) { dflash_set_error("out of memory"); return -1; }
+    int rc = manifest_parse_names_json(&m, text, len);
+    for (int i = 0; rc == 0 && i < m.names.n; i++)
+        rc = entries_add(es, path, m.names.s[i], m.files.s[i], NULL, NULL, -1);
+    manifest_free(&m);
+    return rc;
 }
 
 static int load_trace(Entries *es, const char *dir) {

@@ -119,30 +119,23 @@ int file_read_all(const char *path, char **bytes, size_t *len) {
     return file_read_max(path, SIZE_MAX - 1, bytes, len);
 }
 
-char *str_cat(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *p = malloc(la + lb + 1);
+/* a + sep + b, malloc'd */
+static char *concat(const char *a, const char *sep, const char *b) {
+    size_t la = strlen(a), ls = strlen(sep), lb = strlen(b);
+    char *p = malloc(la + ls + lb + 1);
     if (!p) {
         dflash_set_error("out of memory");
         return NULL;
     }
     memcpy(p, a, la);
-    memcpy(p + la, b, lb + 1);
+    memcpy(p + la, sep, ls);
+    memcpy(p + la + ls, b, lb + 1);
     return p;
 }
 
-char *path_join(const char *dir, const char *name) {
-    size_t la = strlen(dir), lb = strlen(name);
-    char *p = malloc(la + 1 + lb + 1);
-    if (!p) {
-        dflash_set_error("out of memory");
-        return NULL;
-    }
-    memcpy(p, dir, la);
-    p[la] = '/';
-    memcpy(p + la + 1, name, lb + 1);
-    return p;
-}
+char *str_cat(const char *a, const char *b) { return concat(a, "", b); }
+
+char *path_join(const char *dir, const char *name) { return concat(dir, "/", name); }
 
 /* ===========================================================================
  * .npy reader. Nothing is read before it is checked: npy_open reads the
@@ -762,7 +755,7 @@ struct OutFile {
     int failed;   /* out_finish found a write error */
 };
 
-static mode_t current_umask(void) {
+mode_t file_umask(void) {
     mode_t m = umask(0);
     umask(m);
     return m;
@@ -792,7 +785,7 @@ OutFile *out_open(const char *path, const char *what) {
         return o;
     }
     struct stat st;
-    mode_t mode = 0666 & ~current_umask();
+    mode_t mode = 0666 & ~file_umask();
     if (stat(path, &st) == 0) {
         if (S_ISDIR(st.st_mode)) {
             dflash_set_error("%s: %s is a directory; give a file name", what, path);

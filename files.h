@@ -45,6 +45,8 @@ int file_read_all(const char *path, char **bytes, size_t *len);
 int file_read_max(const char *path, size_t max, char **bytes, size_t *len);
 /* dir + "/" + name, malloc'd; NULL (with dflash_errmsg) when out of memory. */
 char *path_join(const char *dir, const char *name);
+/* The process's umask (read without changing it). */
+mode_t file_umask(void);
 /* a + b ("<dir>.lock", "<name>.npy"), malloc'd; NULL (with dflash_errmsg) when
  * out of memory. */
 char *str_cat(const char *a, const char *b);

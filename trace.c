@@ -273,12 +273,6 @@ static char *make_sibling(const char *dir, const char *tag, const void *owner) {
     return tmpl;
 }
 
-static mode_t current_umask(void) {
-    mode_t m = umask(0);
-    umask(m);
-    return m;
-}
-
 /* ===========================================================================
  * Output paths against each other and against the run's inputs.
  * ======================================================================== */
@@ -603,7 +597,7 @@ Tracer *trace_open(const char *dir, const char *text_path,
         t->tmp_dir = make_sibling(t->dir, ".partial.", t);
         if (!t->tmp_dir) goto fail;
         /* mkdtemp makes it 0700; give the trace a normal directory's mode */
-        chmod(t->tmp_dir, 0777 & ~current_umask());
+        chmod(t->tmp_dir, 0777 & ~file_umask());
         t->manifest_path = path_join(t->tmp_dir, "trace.jsonl");
         if (!t->manifest_path) goto oom;
         sigset_t old;

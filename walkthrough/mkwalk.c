@@ -3,8 +3,8 @@
  *
  *   usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR [DFLASH_C]
  *
- * Reads DIR/trace.jsonl and the .npy files it lists (format 1.0, '<f4',
- * '<f8' or '<i8', C order: what trace.c writes), and the vocabulary, then
+ * Reads DIR/trace.jsonl and the .npy files it lists (with files.c's reader,
+ * the one ./dflash uses), and the vocabulary, then
  * writes OUT_DIR/README.md, its Chinese edition OUT_DIR/README.zh.md,
  * OUT_DIR/timeline.svg and OUT_DIR/attn_round1_layer0_head{h}.svg. The C
  * lines the page quotes are read from DFLASH_C (default: dflash.c in the
@@ -25,6 +25,10 @@
  * extract_context_feature, fc + hidden_norm -> C, the block, Q / K / V with
  * KV injection, RoPE, attention, output and logits, verification, update.
  */
+#include "../dflash.h"
+#include "../files.h"
+#include "../manifest.h"
+
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -33,21 +37,14 @@
 #include <string.h>
 
 /* ===========================================================================
- * 1. Errors. Loading functions return -1 after writing errmsg; the writers
+ * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
+ *    files.c's readers do); the writers
  *    never fail on their own: a missing tensor or a failed cross-check sets
  *    `bad` (with a message) and main() refuses to write anything.
  * ======================================================================== */
 
-static char errmsg[1024];
 static int bad;           /* a lookup or a check failed while writing */
 static char badmsg[1024]; /* the first such failure */
-
-static void set_error(const char *fmt, ...) {
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(errmsg, sizeof errmsg, fmt, ap);
-    va_end(ap);
-}
 
 static void flag_bad(const char *fmt, ...) {
     if (bad++) return;
@@ -58,9 +55,7 @@ static void flag_bad(const char *fmt, ...) {
 }
 
 /* ===========================================================================
- * 2. The .npy reader: format 1.0 as trace.c writes it.
- *    "\x93NUMPY" 1 0, u16 header length, "{'descr': '<f4', 'fortran_order':
- *    False, 'shape': (8, 4, 7), }" padded with spaces and '\n', then data.
+ * 2. The tensors: read with files.c's .npy reader (npy_read_values).
  * ======================================================================== */
 
 #define MAX_NDIM 4
@@ -75,87 +70,23 @@ typedef struct {
     int64_t *i;               /* (n) '<i8' values, or NULL */
 } Tensor;
 
-static unsigned char *read_all(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) { set_error("%s: cannot open", path); return NULL; }
-    size_t cap = 1 << 16, n = 0;
-    unsigned char *buf = malloc(cap);
-    while (buf) {
-        if (n == cap) {
-            unsigned char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        n += got;
-        if (got == 0) break;
+/* One .npy file into t (name set by the caller): files.c's reader, the
+ * values widened to double or int64. */
+static int tensor_load(const char *path, Tensor *t) {
+    NpyValues v;
+    if (npy_read_values(path, &v) != 0) return -1;
+    if (v.ndim > MAX_NDIM) {
+        dflash_set_error("%s: %d axes, at most %d expected", path, v.ndim, MAX_NDIM);
+        npy_values_free(&v);
+        return -1;
     }
-    int err = ferror(f);
-    fclose(f);
-    if (!buf) { set_error("%s: out of memory", path); return NULL; }
-    if (err) { free(buf); set_error("%s: read error", path); return NULL; }
-    *len = n;
-    return buf;
-}
-
-/* Parse one .npy file into t (name set by the caller). */
-static int npy_load(const char *path, Tensor *t) {
-    size_t len;
-    unsigned char *b = read_all(path, &len);
-    if (!b) return -1;
-    int rc = -1;
-    if (len < 10 || memcmp(b, "\x93NUMPY", 6) != 0 || b[6] != 1 || b[7] != 0) {
-        set_error("%s: not a .npy file of format 1.0", path);
-        goto done;
-    }
-    size_t hlen = (size_t)b[8] | (size_t)b[9] << 8;
-    if (10 + hlen > len) { set_error("%s: header runs past the end of the file", path); goto done; }
-    char h[1024];
-    if (hlen >= sizeof h) { set_error("%s: header too long", path); goto done; }
-    memcpy(h, b + 10, hlen);
-    h[hlen] = 0;
-    const char *dp = strstr(h, "'descr': '");
-    const char *fp = strstr(h, "'fortran_order': False");
-    const char *sp = strstr(h, "'shape': (");
-    if (!dp || !fp || !sp) { set_error("%s: header lacks descr / fortran_order False / shape", path); goto done; }
-    dp += 10;
-    int size;
-    if (strncmp(dp, "<f4'", 4) == 0) { t->is_int = 0; size = 4; }
-    else if (strncmp(dp, "<f8'", 4) == 0) { t->is_int = 0; size = 8; }
-    else if (strncmp(dp, "<i8'", 4) == 0) { t->is_int = 1; size = 8; }
-    else { set_error("%s: dtype %.4s: expected <f4, <f8 or <i8", path, dp); goto done; }
-    sp += 10;
-    t->ndim = 0;
-    t->n = 1;
-    while (*sp != ')') {
-        if (*sp == ',' || *sp == ' ') { sp++; continue; }
-        char *end;
-        long long v = strtoll(sp, &end, 10);
-        if (end == sp || v < 0 || t->ndim == MAX_NDIM) { set_error("%s: bad shape in header", path); goto done; }
-        t->shape[t->ndim++] = v;
-        t->n *= (size_t)v;
-        sp = end;
-    }
-    if (10 + hlen + t->n * (size_t)size != len) {
-        set_error("%s: %zu bytes of data, expected %zu", path, len - 10 - hlen, t->n * (size_t)size);
-        goto done;
-    }
-    const unsigned char *d = b + 10 + hlen;
-    if (t->is_int) t->i = malloc(sizeof(int64_t) * (t->n ? t->n : 1));
-    else t->f = malloc(sizeof(double) * (t->n ? t->n : 1));
-    if (!t->i && !t->f) { set_error("%s: out of memory", path); goto done; }
-    for (size_t k = 0; k < t->n; k++) {
-        uint64_t u = 0;
-        for (int j = 0; j < size; j++) u |= (uint64_t)d[k * (size_t)size + (size_t)j] << (8 * j);
-        if (t->is_int) { int64_t v; memcpy(&v, &u, 8); t->i[k] = v; }
-        else if (size == 4) { uint32_t w = (uint32_t)u; float v; memcpy(&v, &w, 4); t->f[k] = v; }
-        else { double v; memcpy(&v, &u, 8); t->f[k] = v; }
-    }
-    rc = 0;
-done:
-    free(b);
-    return rc;
+    t->is_int = v.is_int;
+    t->ndim = v.ndim;
+    for (int k = 0; k < v.ndim; k++) t->shape[k] = v.shape[k];
+    t->n = v.n;
+    t->f = v.f;
+    t->i = v.i;
+    return 0;
 }
 
 /* ===========================================================================
@@ -168,62 +99,29 @@ typedef struct {
     int n;
 } Trace;
 
-/* the value of "key":"..." in one manifest line (names and files have no escapes) */
-static char *json_field(const char *line, const char *key) {
-    char pat[32];
-    snprintf(pat, sizeof pat, "\"%s\":\"", key);
-    const char *p = strstr(line, pat);
-    if (!p) return NULL;
-    p += strlen(pat);
-    const char *e = strchr(p, '"');
-    if (!e) return NULL;
-    char *s = malloc((size_t)(e - p) + 1);
-    if (!s) return NULL;
-    memcpy(s, p, (size_t)(e - p));
-    s[e - p] = 0;
-    return s;
-}
-
+/* dir's trace.jsonl through manifest.c (the reader the tracer and diff use),
+ * then every tensor it lists */
 static int trace_load(Trace *tr, const char *dir) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/trace.jsonl", dir);
-    size_t len;
-    char *text = (char *)read_all(path, &len);
-    if (!text) return -1;
-    int rc = -1, cap = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        char line[2048];
-        size_t ll = e - pos < sizeof line - 1 ? e - pos : sizeof line - 1;
-        memcpy(line, text + pos, ll);
-        line[ll] = 0;
-        pos = e + 1;
-        if (ll == 0) continue;
-        char *name = json_field(line, "name"), *file = json_field(line, "file");
-        if (!name || !file || strchr(file, '/')) {
-            free(name); free(file);
-            set_error("%s: a line without \"name\" and a plain \"file\"", path);
-            goto done;
-        }
-        if (tr->n == cap) {
-            cap = cap ? 2 * cap : 256;
-            Tensor *nt = realloc(tr->t, sizeof(Tensor) * (size_t)cap);
-            if (!nt) { free(name); free(file); set_error("out of memory"); goto done; }
-            tr->t = nt;
-        }
-        Tensor *t = &tr->t[tr->n];
-        memset(t, 0, sizeof *t);
-        t->name = name;
-        char fpath[4096];
-        snprintf(fpath, sizeof fpath, "%s/%s", dir, file);
-        free(file);
-        tr->n++;
-        if (npy_load(fpath, t) != 0) goto done;
+    Manifest m;
+    int r = manifest_load(&m, dir, 0);
+    if (r != 0) {
+        if (r == 1) dflash_set_error("%s: no trace.jsonl: not a trace directory", dir);
+        return -1;
+    }
+    int rc = -1;
+    tr->t = calloc((size_t)m.names.n + 1, sizeof(Tensor));
+    if (!tr->t) { dflash_set_error("out of memory"); goto done; }
+    for (int k = 0; k < m.names.n; k++) {
+        Tensor *t = &tr->t[tr->n++];
+        t->name = strdup(m.names.s[k]);
+        char *fpath = path_join(dir, m.files.s[k]);
+        int bad_load = !t->name || !fpath || tensor_load(fpath, t) != 0;
+        free(fpath);
+        if (bad_load) goto done;
     }
     rc = 0;
 done:
-    free(text);
+    manifest_free(&m);
     return rc;
 }
 
@@ -305,18 +203,18 @@ static int NVOC;
 
 static int vocab_load(const char *path) {
     size_t len;
-    char *text = (char *)read_all(path, &len);
-    if (!text) return -1;
+    char *text;
+    if (file_read_all(path, &text, &len) != 0) return -1;
     int lines = 0;
     for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
     VOC = calloc((size_t)lines + 1, sizeof(char *));
-    if (!VOC) { free(text); set_error("out of memory"); return -1; }
+    if (!VOC) { free(text); dflash_set_error("out of memory"); return -1; }
     size_t p = 0;
     while (p < len) {
         size_t e = p;
         while (e < len && text[e] != '\n') e++;
         char *w = malloc(e - p + 1);
-        if (!w) { free(text); set_error("out of memory"); return -1; }
+        if (!w) { free(text); dflash_set_error("out of memory"); return -1; }
         memcpy(w, text + p, e - p);
         w[e - p] = 0;
         VOC[NVOC++] = w;
@@ -344,12 +242,7 @@ static const char *SRC_PATH;
 
 static int source_load(const char *path) {
     size_t len;
-    SRC = (char *)read_all(path, &len);
-    if (!SRC) return -1;
-    char *nb = realloc(SRC, len + 1);
-    if (!nb) { free(SRC); SRC = NULL; set_error("out of memory"); return -1; }
-    SRC = nb;
-    SRC[len] = 0;
+    if (file_read_all(path, &SRC, &len) != 0) return -1;  /* NUL-terminated */
     SRC_PATH = path;
     return 0;
 }
@@ -1999,17 +1892,16 @@ typedef struct {
     char name[64];
     char *data;
     size_t len;
-} OutFile;
+} Page;
 
-static int write_file(const char *dir, const OutFile *o) {
-    char path[4096];
-    snprintf(path, sizeof path, "%s/%s", dir, o->name);
-    FILE *f = fopen(path, "wb");
-    if (!f) { set_error("%s: cannot create", path); return -1; }
-    int ok = fwrite(o->data, 1, o->len, f) == o->len;
-    if (fclose(f) != 0) ok = 0;
-    if (!ok) { set_error("%s: write error", path); return -1; }
-    return 0;
+/* dir/name, written beside and renamed into place (files.c's OutFile) */
+static int write_file(const char *dir, const Page *o) {
+    char *path = path_join(dir, o->name);
+    OutFile *f = path ? out_open(path, "mkwalk") : NULL;
+    free(path);
+    if (!f) return -1;
+    fwrite(o->data, 1, o->len, out_stream(f));
+    return out_commit(f);
 }
 
 int main(int argc, char **argv) {
@@ -2019,18 +1911,18 @@ int main(int argc, char **argv) {
     }
     if (trace_load(&TR, argv[1]) != 0 || vocab_load(argv[2]) != 0 ||
         source_load(argc == 5 ? argv[4] : "dflash.c") != 0) {
-        fprintf(stderr, "mkwalk: %s\n", errmsg);
+        fprintf(stderr, "mkwalk: %s\n", dflash_errmsg);
         return 1;
     }
     read_run();
     if (!bad && (RUN.R < 1 || RUN.k != 3 || RUN.H < 4 || RUN.n < 3 || RUN.B > 16))
         flag_bad("this is not the walkthrough run (rounds %d, k %d, heads %d, prompt %d, block %d)", RUN.R, RUN.k,
                  RUN.H, RUN.n, RUN.B);
-    OutFile out[12];
+    Page out[12];
     int n_out = 0;
     if (!bad) {
         /* README.md */
-        OutFile *o = &out[n_out++];
+        Page *o = &out[n_out++];
         snprintf(o->name, sizeof o->name, "README.md");
         md = open_memstream(&o->data, &o->len);
         if (!md) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
@@ -2087,7 +1979,7 @@ int main(int argc, char **argv) {
         rc = 1;
     } else {
         for (int i = 0; i < n_out && rc == 0; i++)
-            if (write_file(argv[3], &out[i]) != 0) { fprintf(stderr, "mkwalk: %s\n", errmsg); rc = 1; }
+            if (write_file(argv[3], &out[i]) != 0) { fprintf(stderr, "mkwalk: %s\n", dflash_errmsg); rc = 1; }
         if (rc == 0) printf("mkwalk: wrote %d files to %s\n", n_out, argv[3]);
     }
     for (int i = 0; i < n_out; i++) free(out[i].data);
