@@ -329,12 +329,16 @@ memcheck: dflash weights
 # build/fuzz/crash-<target>-*).
 FUZZ_CC      ?= clang
 FUZZ_SECONDS ?= 60
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore
 FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all \
             -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS)
+# the explorer whole (explore_main on a hostile trace directory)
+build/fuzz/fuzz_explore: tests/fuzz/fuzz_explore.c $(SRC) dflash.h
+	@mkdir -p build/fuzz
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c trace.c files.c build/explorer_page.c $(LDLIBS)
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
 	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS)
@@ -343,7 +347,7 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
 	  echo "== fuzz $$t: $(FUZZ_SECONDS) s"; \
 	  rm -rf build/fuzz/corpus/$$t && mkdir -p build/fuzz/corpus/$$t; \
-	  dict=; case $$t in safetensors|config|tokjson) dict=-dict=tests/fuzz/json.dict;; esac; \
+	  dict=; case $$t in safetensors|config|tokjson|explore) dict=-dict=tests/fuzz/json.dict;; esac; \
 	  if ./build/fuzz/fuzz_$$t -seed=1 -max_total_time=$(FUZZ_SECONDS) -max_len=8192 -timeout=10 \
 	      -rss_limit_mb=2048 -print_final_stats=1 $$dict -artifact_prefix=build/fuzz/crash-$$t- \
 	      build/fuzz/corpus/$$t tests/fuzz/$$t > build/fuzz/$$t.log 2>&1; then \
