@@ -2,7 +2,7 @@
  * self-contained, offline HTML page over a trace directory.
  *
  * Reads TRACE_DIR/trace.jsonl (or an oracle's names.json) and every .npy
- * file it lists, with trace.c's readers (trace_read_file, trace_npy_read),
+ * file it lists, with files.c's readers (file_read_all, npy_read_values),
  * and writes OUT.html: inline CSS, JavaScript and SVG, no network request,
  * no external library. The page shows the run's timeline, the walkthrough's
  * seven steps, attention heatmaps for every phase, round, layer and head
@@ -32,8 +32,12 @@
  * <script type="application/json">. This file is the C side only.
  */
 #define _XOPEN_SOURCE 700   /* realpath */
+#include "explore.h"
 #include "dflash.h"
 #include "files.h"
+#include "json.h"
+#include "load.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <limits.h>
