@@ -209,8 +209,9 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
     fi
     # "export SVG": the heatmap's standalone SVG (its own namespace, generic fonts, nothing to load)
     render "$page" "#attn=draft1&layer=0&head=1&export=attn" || return 0
-    sed -n '/<pre id="export-out"/,/<\/pre>/p' "$tmp/dom.html" | sed 's/^<pre id="export-out"[^>]*>//; s/<\/pre>.*//' |
+    sed -n '/<pre id="export-out"/,/<\/pre>/p' "$tmp/dom.html" | sed 's/^.*<pre id="export-out"[^>]*>//; s/<\/pre>.*//' |
         sed 's/&lt;/</g; s/&gt;/>/g; s/&quot;/"/g; s/&amp;/\&/g' > "$out/$label-attn.svg"
+    head -n 1 "$out/$label-attn.svg" | grep -q '^<?xml version="1.0"' || bad "$label: the exported SVG does not start with an XML declaration"
     head -c 300 "$out/$label-attn.svg" | grep -q '<svg[^>]*xmlns="http://www.w3.org/2000/svg"' || bad "$label: the exported SVG has no SVG namespace"
     grep -q 'font-family="sans-serif"' "$out/$label-attn.svg" || bad "$label: the exported SVG names no generic font family"
     if grep -n -o -i -E '(src|href)[[:space:]]*=|url\(|@import' "$out/$label-attn.svg" | head -3 | grep .; then bad "$label: the exported SVG loads something"; fi

@@ -433,8 +433,14 @@ function attnAxes(g, t, q0, k0) {
   }
   return ax;
 }
-/* four significant digits, for a cell */
-function sig4(x) { return !isFinite(x) ? String(x) : x === 0 ? '0' : Number(x.toPrecision(4)).toString(); }
+/* four significant digits, for a cell: 0.8542, 12.35, 1.522e-4 */
+function sig4(x) {
+  if (!isFinite(x)) return String(x);
+  if (x === 0) return '0';
+  var a = Math.abs(x);
+  if (a < 1e-3 || a >= 1e5) return x.toExponential(3).replace(/\.?0+e/, 'e').replace('e+', 'e');
+  return String(Number(x.toPrecision(4)));
+}
 function heatmap(t, h, cell, withLabels, ax, q0, k0) {
   var Tq = t.s[1], S = t.s[2], v = vals(t), off = h * Tq * S;
   var nq = Math.min(Tq - q0, WIN), nk = Math.min(S - k0, WIN);
@@ -452,7 +458,7 @@ function heatmap(t, h, cell, withLabels, ax, q0, k0) {
       r.appendChild(sv('title', null, tip));
       r.onmouseenter = (function (tip) { return function () { $('attnreadout').textContent = tip; }; })(tip);
       g.appendChild(r);
-      if (cell >= 34) g.appendChild(sv('text', { x: cx + cell / 2, y: cy + cell / 2 + 4, 'font-size': 10, 'text-anchor': 'middle', fill: x > 0.55 ? '#fff' : '#000', 'pointer-events': 'none' }, sig4(x)));
+      if (cell >= 44) g.appendChild(sv('text', { x: cx + cell / 2, y: cy + cell / 2 + 4, 'font-size': 9, 'text-anchor': 'middle', fill: x > 0.55 ? '#fff' : '#000', 'pointer-events': 'none' }, sig4(x)));
     } else g.appendChild(r);
   }
   if (withLabels) {
@@ -544,7 +550,7 @@ function renderAttn() {
   if (Hn === 0) { hm.textContent = 'This page holds no values of ' + t.n + ' (see the page bounds below).'; $('heads').textContent = ''; return; }
   var q0 = attn.qp * WIN, k0 = attn.kp * WIN, nq = Math.min(Tq - q0, WIN), nk = Math.min(S - k0, WIN);
   var ax = attnAxes(attn.g, t, q0, k0);
-  var cell = Math.max(14, Math.min(46, Math.floor(560 / Math.max(nk, nq))));
+  var cell = Math.max(14, Math.min(54, Math.floor(600 / Math.max(nk, nq))));
   var svg = heatmap(t, attn.head, cell, true, ax, q0, k0);
   svg.id = 'attn-svg';
   svg.setAttribute('data-tensor', t.n); svg.setAttribute('data-head', attn.head);
