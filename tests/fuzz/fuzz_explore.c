@@ -18,6 +18,19 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 static char root[64];
 
+/* the directory made for the inputs goes when the fuzzer exits */
+static void remove_root(void) {
+    char p[128];
+    static const char *const left[4] = {"t/trace.jsonl", "t/x.npy", "t/vocab", "page.html"};
+    for (int k = 0; k < 4; k++) {
+        snprintf(p, sizeof p, "%s/%s", root, left[k]);
+        unlink(p);
+    }
+    snprintf(p, sizeof p, "%s/t", root);
+    rmdir(p);
+    rmdir(root);
+}
+
 static void put(const char *name, const uint8_t *p, size_t n) {
     char path[128];
     snprintf(path, sizeof path, "%s/t/%s", root, name);
@@ -41,6 +54,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!root[0]) {
         strcpy(root, "/tmp/dflash-fuzz-explore.XXXXXX");
         if (!mkdtemp(root)) abort();
+        atexit(remove_root);
     }
     char dir[96], page[96], vocab[96];
     snprintf(dir, sizeof dir, "%s/t", root);
