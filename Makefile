@@ -41,7 +41,7 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash json load trace files manifest main bench diff explore build/explorer_page
+DFLASH_SRC = dflash json load trace files manifest main bench diff explore build/explorer_page train train_cli
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = json trace files manifest diff
@@ -179,6 +179,10 @@ bench: dflash weights ## the kernel vs the read roofline, T-token forwards, DFla
 debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 
 # ---- tests (cmocka) --------------------------------------------------------
+# test_train again in double: the finite-difference gradient checks run there
+$(eval $(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka))
+TESTS += tests/bin/test_train_double
+
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset; make
 # test-long: the same binaries with the sweeps in full (a few minutes). The
