@@ -31,36 +31,68 @@
  * the page's @TRACE_DATA@ line as a JSON document in
  * <script type="application/json">. This file is the C side only.
  */
+#define _XOPEN_SOURCE 700   /* realpath */
 #include "explore.h"
 #include "dflash.h"
 #include "files.h"
 #include "json.h"
+#include "load.h"
 #include "manifest.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
-/* Raw bytes of float data the page may carry before large tensors are cut
- * to their first rows (base64 makes it 4/3 larger in the file). */
-#define EXPLORE_BUDGET_BYTES 1800000
+/* The page's bounds (README, "The trace explorer"). Values are counted as
+ * the bytes they take in the trace's dtype on the page: 4 per float32, 8 per
+ * float64 or integer (base64 makes floats 4/3 larger in the file).
+ *   EXPLORE_PAGE_VALUES   all values on one page: 8 MiB (a page of at most
+ *                         about 11 MB plus the names; the default run's
+ *                         trace fits whole);
+ *   EXPLORE_TENSOR_VALUES one tensor's values: 2 MiB (512 Ki float32).
+ * A tensor beyond its share keeps its first values in C order (whole rows of
+ * axis 0 when a row fits); the page says, per tensor and in total, what it
+ * left out; statistics are over the values kept. Integer tensors (ids,
+ * positions, match) come first: they carry the run's structure; then the
+ * attention weights (plan_sizes). */
+#define EXPLORE_PAGE_VALUES ((size_t)8 << 20)
+#define EXPLORE_TENSOR_VALUES ((size_t)2 << 20)
 /* A float tensor of at most this many values is never cut. */
 #define EXPLORE_ALWAYS_WHOLE 64
+/* The manifest (trace.jsonl or names.json) is read whole, up to this size. */
+#define EXPLORE_MANIFEST_MAX ((size_t)256 << 20)
 
 typedef struct {
     char *name, *file, *phase, *meaning;
     int round;           /* -1: not given */
-    NpyValues a;
-    size_t keep;         /* values written to the page */
+    NpyArray a;          /* the header (npy_open); a.data stays NULL */
+    int is_int;          /* integers or bools (written as numbers), else floats */
+    size_t keep;         /* values read and written to the page */
+    int planned;         /* keep decided by plan_sizes' first tiers */
+    double *f;           /* (keep) when !is_int */
+    int64_t *iv;         /* (keep) when is_int */
 } Entry;
 
 typedef struct {
     Entry *e;
     int n, cap;
 } Entries;
+
+/* every file the explorer reads, by device and inode: the page may be none */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    char *path;
+} Input;
+
+typedef struct {
+    Input *in;
+    int n, cap;
+} Inputs;
 
 static char *xstrdup(const char *s) {
     size_t n = strlen(s) + 1;
@@ -69,9 +101,36 @@ static char *xstrdup(const char *s) {
     return d;
 }
 
+/* remember path (stat follows links) as an input; -1 with dflash_errmsg */
+static int input_add(Inputs *ins, const char *path) {
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        dflash_set_error("%s: cannot open: %s", path, strerror(errno));
+        return -1;
+    }
+    if (ins->n == ins->cap) {
+        int cap = ins->cap ? ins->cap * 2 : 256;
+        Input *in = realloc(ins->in, (size_t)cap * sizeof *in);
+        if (!in) { dflash_set_error("out of memory"); return -1; }
+        ins->in = in;
+        ins->cap = cap;
+    }
+    char *p = xstrdup(path);
+    if (!p) { dflash_set_error("out of memory"); return -1; }
+    ins->in[ins->n++] = (Input){st.st_dev, st.st_ino, p};
+    return 0;
+}
+
+static void inputs_free(Inputs *ins) {
+    for (int k = 0; k < ins->n; k++) free(ins->in[k].path);
+    free(ins->in);
+    memset(ins, 0, sizeof *ins);
+}
+
 static int entries_add(Entries *es, const char *where, const char *name, const char *file, const char *phase,
                        const char *meaning, int round) {
     if (es->n == es->cap) {
+        if (es->cap > INT_MAX / 2) { dflash_set_error("%s: too many entries", where); return -1; }
         int cap = es->cap ? es->cap * 2 : 256;
         Entry *e = realloc(es->e, (size_t)cap * sizeof *e);
         if (!e) { dflash_set_error("out of memory"); return -1; }
@@ -104,7 +163,8 @@ static void entries_free(Entries *es) {
         free(es->e[k].file);
         free(es->e[k].phase);
         free(es->e[k].meaning);
-        npy_values_free(&es->e[k].a);
+        free(es->e[k].f);
+        free(es->e[k].iv);
     }
     free(es->e);
     memset(es, 0, sizeof *es);
@@ -148,7 +208,30 @@ static int load_names_json(Entries *es, const char *path, const char *text, size
     return rc;
 }
 
-static int load_trace(Entries *es, const char *dir) {
+static int by_name(const void *a, const void *b) {
+    const Entry *const *x = a, *const *y = b;
+    return strcmp((*x)->name, (*y)->name);
+}
+
+/* a name listed twice: sort pointers by name, compare neighbours (n log n) */
+static int check_unique(const Entries *es, const char *dir) {
+    const Entry **by = malloc((size_t)es->n * sizeof *by);
+    if (!by) { dflash_set_error("out of memory"); return -1; }
+    for (int k = 0; k < es->n; k++) by[k] = &es->e[k];
+    qsort(by, (size_t)es->n, sizeof *by, by_name);
+    int rc = 0;
+    for (int k = 1; k < es->n && rc == 0; k++)
+        if (strcmp(by[k - 1]->name, by[k]->name) == 0) {
+            dflash_set_error("%s: the name \"%s\" is listed twice", dir, by[k]->name);
+            rc = -1;
+        }
+    free(by);
+    return rc;
+}
+
+/* The manifest and every listed file's .npy header (npy_open: validated,
+ * the file's size checked against its shape; no data read yet). */
+static int load_trace(Entries *es, Inputs *ins, const char *dir) {
     static const char *const manifests[2] = {"trace.jsonl", "names.json"};
     struct stat sd;
     if (stat(dir, &sd) != 0 || !S_ISDIR(sd.st_mode)) {
@@ -159,12 +242,13 @@ static int load_trace(Entries *es, const char *dir) {
     for (int k = 0; k < 2 && !found; k++) {
         char *path = path_join(dir, manifests[k]);
         struct stat st;
-        if (!path) { dflash_set_error("out of memory"); return -1; }
+        if (!path) return -1;
         if (stat(path, &st) != 0 && errno == ENOENT) { free(path); continue; }
         found = 1;
         char *text;
         size_t len;
-        int rc = file_read_all(path, &text, &len);
+        int rc = input_add(ins, path);
+        if (rc == 0) rc = file_read_max(path, EXPLORE_MANIFEST_MAX, &text, &len);
         if (rc == 0) {
             rc = k == 0 ? load_jsonl(es, path, text, len) : load_names_json(es, path, text, len);
             free(text);
@@ -180,32 +264,26 @@ static int load_trace(Entries *es, const char *dir) {
         dflash_set_error("%s: the manifest lists no tensors", dir);
         return -1;
     }
+    if (check_unique(es, dir) != 0) return -1;
     for (int k = 0; k < es->n; k++) {
-        for (int j = 0; j < k; j++)
-            if (strcmp(es->e[j].name, es->e[k].name) == 0) {
-                dflash_set_error("%s: the name \"%s\" is listed twice", dir, es->e[k].name);
-                return -1;
-            }
-        char *path = path_join(dir, es->e[k].file);
-        if (!path) { dflash_set_error("out of memory"); return -1; }
-        int rc = npy_read_values(path, &es->e[k].a);
+        Entry *e = &es->e[k];
+        char *path = path_join(dir, e->file);
+        if (!path) return -1;
+        int rc = npy_open(path, &e->a);
+        if (rc == 0) rc = input_add(ins, path);
         free(path);
         if (rc != 0) return -1;
+        e->is_int = e->a.kind != 'f';
     }
     return 0;
 }
 
 /* ---------------------------------------------------------------------------
- * How much of each tensor the page carries.
+ * How much of each tensor the page carries, and reading just that.
  */
 
-static int is_attention(const char *name) {
-    const char *suffix = ".self_attn.attn_weights";
-    size_t n = strlen(name), s = strlen(suffix);
-    return n >= s && strcmp(name + n - s, suffix) == 0;
-}
-
-static size_t elem_bytes(const Entry *e) { return strcmp(e->a.descr, "<f4") == 0 ? 4 : 8; }
+/* bytes one value takes on the page: float32 4, float64 and integers 8 */
+static size_t elem_bytes(const Entry *e) { return !e->is_int && e->a.item == 4 ? 4 : 8; }
 
 /* whole rows of axis 0 within cap values (the first cap values when one row is longer) */
 static size_t kept_values(const Entry *e, size_t cap) {
@@ -215,32 +293,107 @@ static size_t kept_values(const Entry *e, size_t cap) {
     return row <= cap ? cap / row * row : cap;
 }
 
+/* the values of e within the per-tensor bound */
+static size_t tensor_cap(const Entry *e) { return EXPLORE_TENSOR_VALUES / elem_bytes(e); }
+
+/* Integer tensors and small floats first, whole within the per-tensor
+ * bound, as long as the page bound allows; then the attention weights (the
+ * heatmaps) the same way; then the other floats share
+ * what is left, each cut to the same number of values (halved until they
+ * fit). Every loop runs over the entries, never over a shape. */
+static int is_attention(const char *name) {
+    const char *suffix = ".self_attn.attn_weights";
+    size_t n = strlen(name), s = strlen(suffix);
+    return n >= s && strcmp(name + n - s, suffix) == 0;
+}
+
 static void plan_sizes(Entries *es) {
-    size_t fixed = 0;
-    for (int k = 0; k < es->n; k++) {
-        Entry *e = &es->e[k];
-        if (e->a.is_int || is_attention(e->name) || e->a.n <= EXPLORE_ALWAYS_WHOLE) {
-            e->keep = e->a.n;
-            if (!e->a.is_int) fixed += e->a.n * elem_bytes(e);
+    size_t used = 0;
+    /* tier 0: integers and small floats; tier 1: attention weights (the heatmaps) */
+    for (int tier = 0; tier < 2; tier++)
+        for (int k = 0; k < es->n; k++) {
+            Entry *e = &es->e[k];
+            int small = e->is_int || e->a.n <= EXPLORE_ALWAYS_WHOLE;
+            if (tier == 0 ? !small : small || !is_attention(e->name)) continue;
+            size_t want = kept_values(e, tensor_cap(e)) * elem_bytes(e);
+            e->keep = used + want <= EXPLORE_PAGE_VALUES ? want / elem_bytes(e) : 0;
+            e->planned = 1;
+            used += e->keep * elem_bytes(e);
         }
-    }
-    size_t left = fixed < EXPLORE_BUDGET_BYTES ? EXPLORE_BUDGET_BYTES - fixed : 0;
-    size_t cap = 4096;
+    size_t left = EXPLORE_PAGE_VALUES - used;
+    size_t cap = EXPLORE_TENSOR_VALUES / 4;
     for (;;) {
         size_t total = 0;
         for (int k = 0; k < es->n; k++) {
             Entry *e = &es->e[k];
-            if (e->a.is_int || is_attention(e->name) || e->a.n <= EXPLORE_ALWAYS_WHOLE) continue;
-            total += kept_values(e, cap) * elem_bytes(e);
+            if (e->planned) continue;
+            size_t c = cap < tensor_cap(e) ? cap : tensor_cap(e);
+            total += kept_values(e, c) * elem_bytes(e);
+            if (total > left) break;
         }
-        if (total <= left || cap <= EXPLORE_ALWAYS_WHOLE) break;
+        if (total <= left || cap <= 1) break;
         cap /= 2;
     }
     for (int k = 0; k < es->n; k++) {
         Entry *e = &es->e[k];
-        if (e->a.is_int || is_attention(e->name) || e->a.n <= EXPLORE_ALWAYS_WHOLE) continue;
-        e->keep = kept_values(e, cap);
+        if (e->planned) continue;
+        size_t c = cap < tensor_cap(e) ? cap : tensor_cap(e);
+        e->keep = kept_values(e, c);
+        size_t b = e->keep * elem_bytes(e);
+        if (b > left) { e->keep = 0; b = 0; }   /* cap 1 and still too many tensors */
+        left -= b;
     }
+}
+
+/* Read e's first e->keep values (C order): a seek to the data and one
+ * bounded read, then widened to double or int64. A Fortran-order file of
+ * more than one axis keeps its values only when they are all kept. */
+static int read_kept(const char *dir, Entry *e) {
+    if (e->keep == 0) return 0;
+    NpyArray *a = &e->a;
+    if (a->fortran && a->ndim > 1 && e->keep < a->n) {
+        e->keep = 0;
+        return 0;
+    }
+    char *path = path_join(dir, e->file);
+    if (!path) return -1;
+    int rc = -1;
+    size_t bytes = e->keep * (size_t)a->item;
+    if (e->keep == a->n) {
+        rc = npy_load(path, a);          /* swaps and reorders what needs it */
+    } else {
+        size_t size;
+        FILE *f = file_open_regular(path, &size);
+        a->data = f ? malloc(bytes) : NULL;
+        if (f && (!a->data || size != a->file_size || a->offset > LONG_MAX ||
+                  fseek(f, (long)a->offset, SEEK_SET) != 0 || fread(a->data, 1, bytes, f) != bytes))
+            dflash_set_error("%s: cannot read the first %zu bytes of its data (the file changed or is unreadable)",
+                             path, bytes);
+        else if (f) rc = 0;
+        if (f) fclose(f);
+        if (rc == 0 && a->big_endian)    /* npy_f/npy_i read little-endian */
+            for (size_t k = 0; k < e->keep; k++)
+                for (int b = 0; b < a->item / 2; b++) {
+                    unsigned char *v = a->data + k * (size_t)a->item, t = v[b];
+                    v[b] = v[a->item - 1 - b];
+                    v[a->item - 1 - b] = t;
+                }
+    }
+    if (rc == 0) {
+        if (e->is_int) e->iv = malloc(e->keep * sizeof *e->iv);
+        else e->f = malloc(e->keep * sizeof *e->f);
+        if (!e->iv && !e->f) {
+            dflash_set_error("out of memory");
+            rc = -1;
+        }
+        for (size_t k = 0; rc == 0 && k < e->keep; k++) {
+            if (e->is_int) e->iv[k] = npy_i(a, k);
+            else e->f[k] = npy_f(a, k);
+        }
+    }
+    npy_free(a);
+    free(path);
+    return rc;
 }
 
 /* ---------------------------------------------------------------------------
@@ -279,12 +432,12 @@ static int put_floats(FILE *f, const Entry *e) {
     for (size_t k = 0; k < n; k++) {
         uint64_t bits;
         if (eb == 4) {
-            float x = (float)e->a.f[k];
+            float x = (float)e->f[k];
             uint32_t u;
             memcpy(&u, &x, 4);
             bits = u;
         } else {
-            double x = e->a.f[k];
+            double x = e->f[k];
             memcpy(&bits, &x, 8);
         }
         for (size_t j = 0; j < eb; j++) buf[k * eb + j] = (unsigned char)(bits >> (8 * j));
@@ -299,12 +452,13 @@ static void put_number(FILE *f, double x, int f8) {
     else fputs("null", f);
 }
 
-/* min, max, mean, std over the finite values (in index order), and how many are not finite */
+/* min, max, mean, std over the finite kept values (in index order), how
+ * many of those are not finite, and how many values they are */
 static void put_stats(FILE *f, const Entry *e) {
     double mn = 0, mx = 0, sum = 0;
     size_t nf = 0, bad = 0;
-    for (size_t k = 0; k < e->a.n; k++) {
-        double x = e->a.f[k];
+    for (size_t k = 0; k < e->keep; k++) {
+        double x = e->f[k];
         if (!isfinite(x)) { bad++; continue; }
         if (nf == 0 || x < mn) mn = x;
         if (nf == 0 || x > mx) mx = x;
@@ -312,8 +466,8 @@ static void put_stats(FILE *f, const Entry *e) {
         nf++;
     }
     double mean = nf ? sum / (double)nf : 0, ss = 0;
-    for (size_t k = 0; k < e->a.n; k++) {
-        double x = e->a.f[k];
+    for (size_t k = 0; k < e->keep; k++) {
+        double x = e->f[k];
         if (isfinite(x)) ss += (x - mean) * (x - mean);
     }
     int f8 = elem_bytes(e) == 8;
@@ -353,31 +507,82 @@ static void phase_of(const Entry *e, char *phase, size_t size, int *round) {
     if (*round < 0) *round = 0;
 }
 
-static int put_data(FILE *f, const Entries *es, const char *vocab_text) {
-    fputs("{\"format\":1,\"vocab\":", f);
-    if (vocab_text) {
-        fputc('[', f);
-        const char *p = vocab_text;
-        int first = 1;
-        while (*p) {
-            const char *q = strchr(p, '\n');
-            size_t n = q ? (size_t)(q - p) : strlen(p);
-            if (n && p[n - 1] == '\r') n--;
-            char *w = malloc(n + 1);
-            if (!w) { dflash_set_error("out of memory"); return -1; }
-            memcpy(w, p, n);
-            w[n] = '\0';
-            if (!first) fputc(',', f);
-            put_json_string(f, w);
-            free(w);
-            first = 0;
-            if (!q) break;
-            p = q + 1;
+/* length of the valid UTF-8 sequence at p (n bytes left), 0 when none */
+static size_t utf8_len(const unsigned char *p, size_t n) {
+    size_t len = p[0] < 0x80 ? 1 : (p[0] & 0xE0) == 0xC0 ? 2 : (p[0] & 0xF0) == 0xE0 ? 3 : (p[0] & 0xF8) == 0xF0 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((p[k] & 0xC0) != 0x80) return 0;
+    uint32_t c = len == 1 ? p[0] : len == 2 ? p[0] & 0x1Fu : len == 3 ? p[0] & 0x0Fu : p[0] & 0x07u;
+    for (size_t k = 1; k < len; k++) c = c << 6 | (p[k] & 0x3Fu);
+    static const uint32_t least[5] = {0, 0, 0x80, 0x800, 0x10000};
+    if (c < least[len] || c > 0x10FFFF || (c >= 0xD800 && c <= 0xDFFF)) return 0;
+    return len;
+}
+
+/* A token's bytes (tokenizer.json) as a JSON string of what the page shows:
+ * valid UTF-8 as it is; a control character or a byte that is not valid
+ * UTF-8 (half a character) as the four characters \xNN. NULL: no token. */
+static void put_token_bytes(FILE *f, const char *w, int len) {
+    if (!w) { fputs("null", f); return; }
+    const unsigned char *p = (const unsigned char *)w;
+    size_t n = (size_t)len;
+    fputc('"', f);
+    for (size_t k = 0; k < n;) {
+        size_t l = utf8_len(p + k, n - k);
+        if (l == 1 && (p[k] < 0x20 || p[k] == 0x7f)) l = 0;
+        if (l == 0) {
+            fprintf(f, "\\\\x%02x", p[k]);
+            k++;
+        } else if (l == 1) {
+            if (p[k] == '"' || p[k] == '\\') fprintf(f, "\\%c", p[k]);
+            else if (p[k] == '<' || p[k] == '>' || p[k] == '&') fprintf(f, "\\u%04x", p[k]);
+            else fputc(p[k], f);
+            k++;
+        } else {
+            fwrite(p + k, 1, l, f);
+            k += l;
+        }
+    }
+    fputc('"', f);
+}
+
+/* The words: vocab.txt's (v) or tokenizer.json's (bv), as the program
+ * decodes them (load.c); "vk" says which, since output joins them
+ * differently (words with spaces, tokens' bytes back to back). */
+static void put_vocab(FILE *f, const Vocab *v, const ByteVocab *bv) {
+    if (bv && bv->n) {
+        fputs("\"vk\":\"bytes\",\"vocab\":[", f);
+        for (int k = 0; k < bv->n; k++) {
+            if (k) fputc(',', f);
+            put_token_bytes(f, bv->words[k], bv->lens[k]);
+        }
+        fputc(']', f);
+    } else if (v && v->n) {
+        fputs("\"vk\":\"words\",\"vocab\":[", f);
+        for (int k = 0; k < v->n; k++) {
+            if (k) fputc(',', f);
+            put_json_string(f, v->words[k]);
         }
         fputc(']', f);
     } else {
-        fputs("null", f);
+        fputs("\"vk\":null,\"vocab\":null", f);
     }
+}
+
+static int put_data(FILE *f, const Entries *es, const Vocab *v, const ByteVocab *bv) {
+    size_t total = 0, left = 0;
+    int cut = 0;
+    for (int k = 0; k < es->n; k++) {
+        total += es->e[k].a.n;
+        left += es->e[k].a.n - es->e[k].keep;
+        cut += es->e[k].keep < es->e[k].a.n;
+    }
+    fputs("{\"format\":2,", f);
+    put_vocab(f, v, bv);
+    /* the bounds and what they left out, in total */
+    fprintf(f, ",\"lim\":{\"page\":%zu,\"tensor\":%zu,\"values\":%zu,\"left\":%zu,\"cut\":%d}", EXPLORE_PAGE_VALUES,
+            EXPLORE_TENSOR_VALUES, total, left, cut);
     fputs(",\"tensors\":[\n", f);
     for (int k = 0; k < es->n; k++) {
         const Entry *e = &es->e[k];
@@ -395,13 +600,13 @@ static int put_data(FILE *f, const Entries *es, const char *vocab_text) {
         fputs(",\"s\":[", f);
         for (int j = 0; j < e->a.ndim; j++) fprintf(f, "%s%lld", j ? "," : "", (long long)e->a.shape[j]);
         fprintf(f, "],\"k\":%zu", e->keep);
-        if (e->a.is_int) {
+        if (e->is_int) {
             fputs(",\"v\":[", f);
             for (size_t j = 0; j < e->keep; j++) {
-                long long v = (long long)e->a.i[j];
+                long long x = (long long)e->iv[j];
                 /* beyond 2^53 a JavaScript number is not exact: a string */
-                if (v > 9007199254740992LL || v < -9007199254740992LL) fprintf(f, "%s\"%lld\"", j ? "," : "", v);
-                else fprintf(f, "%s%lld", j ? "," : "", v);
+                if (x > 9007199254740992LL || x < -9007199254740992LL) fprintf(f, "%s\"%lld\"", j ? "," : "", x);
+                else fprintf(f, "%s%lld", j ? "," : "", x);
             }
             fputc(']', f);
         } else {
@@ -414,6 +619,59 @@ static int put_data(FILE *f, const Entries *es, const char *vocab_text) {
     }
     fputs("]}", f);
     return 0;
+}
+
+/* The page may not replace anything the explorer reads (the same file by
+ * device and inode: through a symbolic link, a hard link or another name)
+ * nor go into the trace directory (a trace directory holds only its
+ * manifest and .npy files). out is followed through links, as OutFile
+ * writes through them. 0, or -1 with dflash_errmsg. */
+static int check_output(const char *out, const char *dir, const Inputs *ins) {
+    struct stat so, sa, sb;
+    if (stat(out, &so) == 0) {
+        for (int k = 0; k < ins->n; k++)
+            if (ins->in[k].dev == so.st_dev && ins->in[k].ino == so.st_ino) {
+                dflash_set_error("%s: is %s, which the explorer reads (the same file); the page would replace it", out,
+                                 ins->in[k].path);
+                return -1;
+            }
+    }
+    /* the directory the page lands in: of the link's target when out is one */
+    char *real = realpath(out, NULL);
+    const char *target = real ? real : out;
+    char *outdir = xstrdup(target), *slash = outdir ? strrchr(outdir, '/') : NULL;
+    if (slash) *slash = '\0';
+    const char *od = !slash ? "." : *outdir ? outdir : "/";
+    int inside = outdir && stat(dir, &sa) == 0 && stat(od, &sb) == 0 && sa.st_dev == sb.st_dev &&
+                 sa.st_ino == sb.st_ino;
+    /* nor into another trace directory (one with a manifest) */
+    int other = 0;
+    for (int k = 0; k < 2 && outdir && !inside && !other; k++) {
+        char *m = path_join(od, k ? "names.json" : "trace.jsonl");
+        other = m && lstat(m, &sa) == 0;
+        free(m);
+    }
+    int rc = 0;
+    if (inside) dflash_set_error("%s: the page may not be written into the trace directory %s", out, dir);
+    else if (other) dflash_set_error("%s: the page may not be written into %s, a trace directory (it holds a manifest)",
+                                     out, od);
+    if (inside || other) rc = -1;
+    free(outdir);
+    free(real);
+    return rc;
+}
+
+/* --vocab FILE: tokenizer.json when its first non-blank byte is '{' (as
+ * Hugging Face writes it), else vocab.txt; each read by load.c's reader,
+ * the one the program decodes with. */
+static int load_vocab(const char *path, Vocab *v, ByteVocab *bv) {
+    size_t size;
+    FILE *f = file_open_regular(path, &size);
+    if (!f) return -1;
+    int c;
+    do c = fgetc(f); while (c == ' ' || c == '\t' || c == '\n' || c == '\r');
+    fclose(f);
+    return c == '{' ? tokenizer_json_load(bv, path) : vocab_load(v, path);
 }
 
 /* the page's text around the data: web/explorer.html with explorer.css and
@@ -455,51 +713,48 @@ int explore_main(int argc, char **argv) {
         return explore_usage();
     }
 
-    /* the page may not go into the trace directory: a trace directory holds
-     * only its manifest and .npy files (the next --trace would refuse it) */
-    {
-        char *outdir = xstrdup(out), *slash = outdir ? strrchr(outdir, '/') : NULL;
-        if (slash) *slash = '\0';
-        const char *od = !slash ? "." : *outdir ? outdir : "/";
-        struct stat sa, sb;
-        int inside = outdir && stat(dir, &sa) == 0 && stat(od, &sb) == 0 && sa.st_dev == sb.st_dev &&
-                     sa.st_ino == sb.st_ino;
-        free(outdir);
-        if (inside) {
-            dflash_set_error("%s: the page may not be written into the trace directory %s", out, dir);
-            dflash_print_error("dflash explore", "");
-            return 2;
-        }
-    }
     Entries es = {0};
-    char *vtext = NULL;
-    size_t vlen;
+    Inputs ins = {0};
+    Vocab v = {0};
+    ByteVocab bv = {0};
+    OutFile *o = NULL;
     int status = 2;
-    FILE *f = NULL;
-    if (load_trace(&es, dir) != 0) goto done;
-    if (vocab && file_read_all(vocab, &vtext, &vlen) != 0) goto done;
+    if (load_trace(&es, &ins, dir) != 0) goto done;
+    if (vocab && (input_add(&ins, vocab) != 0 || load_vocab(vocab, &v, &bv) != 0)) goto done;
+    if (check_output(out, dir, &ins) != 0) goto done;
     plan_sizes(&es);
-    f = fopen(out, "wb");
-    if (!f) {
-        dflash_set_error("%s: cannot write: %s", out, strerror(errno));
-        goto done;
-    }
+    for (int k = 0; k < es.n; k++)
+        if (read_kept(dir, &es.e[k]) != 0) goto done;
+    /* written beside out and renamed over it at the end (files.h): a
+     * failure or a signal leaves the earlier page as it was */
+    o = out_open(out, "page");
+    if (!o) goto done;
+    FILE *f = out_stream(o);
     fwrite(explorer_page_head, 1, explorer_page_head_len, f);
-    if (put_data(f, &es, vtext) != 0) goto done;
+    if (put_data(f, &es, &v, &bv) != 0) goto done;
     fputc('\n', f);
     fwrite(explorer_page_tail, 1, explorer_page_tail_len, f);
-    int werr = ferror(f);
-    int cerr = fclose(f);
-    f = NULL;
-    if (werr || cerr != 0) {
-        dflash_set_error("%s: write error", out);
-        goto done;
+    int rc = out_commit(o);
+    o = NULL;
+    if (rc != 0) goto done;
+    size_t total = 0, left = 0;
+    int cut = 0;
+    for (int k = 0; k < es.n; k++) {
+        total += es.e[k].a.n;
+        left += es.e[k].a.n - es.e[k].keep;
+        cut += es.e[k].keep < es.e[k].a.n;
     }
+    if (cut)
+        fprintf(stderr, "dflash explore: %s leaves out %zu of %zu values (%d tensors keep their first values: "
+                        "%zu MiB per page, %zu MiB per tensor); the .npy files have them all\n",
+                out, left, total, cut, EXPLORE_PAGE_VALUES >> 20, EXPLORE_TENSOR_VALUES >> 20);
     status = 0;
 done:
-    if (f) fclose(f);
+    out_abort(o);
     if (status != 0) dflash_print_error("dflash explore", "");
     entries_free(&es);
-    free(vtext);
+    inputs_free(&ins);
+    vocab_free(&v);
+    byte_vocab_free(&bv);
     return status;
 }

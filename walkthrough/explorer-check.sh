@@ -18,6 +18,13 @@
 #     float32 value (od prints the shortest decimal that reads back to the
 #     same float32, as the page does; awk compares the two numbers);
 #   - the arrow keys step through the run (the page's #keys=N presses them);
+#   - every value is reachable: a random cell of head 7 of
+#     draft1.layers.0.self_attn.k in the tensor browser (#tensor=...&head=7)
+#     and of a random head of a round-2 target attention (#attn=verify2...)
+#     show the trace's value; the page says what its bound left out;
+#   - "export SVG": the heatmap's standalone SVG (#export=attn puts its text
+#     in the page) has the SVG namespace, a generic font family, nothing to
+#     load, and renders on its own (a screenshot of it);
 #   - offline: the HTML has no src=, href=, url(, @import, fetch(,
 #     XMLHttpRequest, WebSocket or http(s):// other than the SVG namespace
 #     name; Chromium runs with a dead proxy (127.0.0.1:9) and still renders
@@ -57,6 +64,7 @@ rnd() {  # N: a random number in 0..N-1
 
 FLAGS="--headless --no-sandbox --disable-gpu --disable-dev-shm-usage --no-first-run --disable-sync --disable-default-apps
        --disable-background-networking --disable-component-update --proxy-server=127.0.0.1:9
+       --disable-features=OptimizationGuideModelDownloading,OptimizationHintsFetching,OptimizationTargetPrediction,OptimizationHints
        --enable-logging=stderr --v=0 --virtual-time-budget=10000"
 
 # the URLs (without query) Chromium requests on its own, from an empty page
@@ -156,6 +164,61 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
             bad "$label: $name[$h, $q, $k] shown as $got, the trace has $want"
         fi
     done
+    # any value of any tensor: head 7 (or the last head) of a draft k tensor in the tensor browser
+    f="$dir/draft1.layers.0.self_attn.k.npy"
+    if [ -f "$f" ]; then
+        npy_check "$f" '<f4' || return 0
+        set -- $(npy_shape "$f")
+        H=$1 Tk=$2 d=$3
+        h=7; [ "$h" -lt "$H" ] || h=$((H - 1))
+        i=$(rnd "$Tk") j=$(rnd "$d")
+        want=$(npy_data "$f" f4 | sed -n "$((h * Tk * d + i * d + j + 1))p")
+        render "$page" "#tensor=draft1.layers.0.self_attn.k&head=$h&col=$((j / 64))" || return 0
+        got=$(grep -o "title=\"draft1.layers.0.self_attn.k\[$h, $i, $j\] = [^\"]*\"" "$tmp/dom.html" | sed 's/.* = //; s/"$//')
+        # the values the page holds ("k"): the page bound may leave the rest out, and must say so
+        held=$(grep -o '{"n":"draft1.layers.0.self_attn.k",[^}]*"k":[0-9]*' "$page" | sed 's/.*"k"://')
+        if [ "$((h * Tk * d + i * d + j))" -ge "${held:-0}" ]; then
+            grep -q 'values in C order.*left out by the page bound' "$tmp/dom.html" ||
+                bad "$label: draft1.layers.0.self_attn.k[$h, $i, $j] is beyond the $held values held, and the page does not say so"
+            echo "$label: draft1.layers.0.self_attn.k[$h, $i, $j] is beyond the page bound ($held values held; the page says so)"
+        elif [ -z "$got" ]; then bad "$label: draft1.layers.0.self_attn.k[$h, $i, $j] is not reachable in the tensor browser"
+        elif awk -v a="$got" -v b="$want" 'BEGIN { exit !(a + 0 == b + 0) }'; then
+            echo "$label: draft1.layers.0.self_attn.k[$h, $i, $j] = $got (trace: $want)"
+        else bad "$label: draft1.layers.0.self_attn.k[$h, $i, $j] shown as $got, the trace has $want"; fi
+        grep -q '<div id="bounds" class="sum">' "$tmp/dom.html" || bad "$label: no line saying what the page bound left out"
+    fi
+    # a target attention head of round 2: a random layer, head and cell of verify2
+    grep '^verify2\.' "$tmp/attn.names" > "$tmp/attn.v2" || true
+    if [ -s "$tmp/attn.v2" ]; then
+        name=$(sed -n "$(( $(rnd "$(wc -l < "$tmp/attn.v2")") + 1 ))p" "$tmp/attn.v2")
+        f="$dir/$name.npy"
+        set -- $(npy_shape "$f")
+        H=$1 Tq=$2 S=$3
+        h=$(rnd "$H") q=$(rnd "$Tq") k=$(rnd "$S")
+        want=$(npy_data "$f" f4 | sed -n "$((h * Tq * S + q * S + k + 1))p")
+        layer=${name#*.layers.}
+        layer=${layer%%.*}
+        render "$page" "#attn=verify2&layer=$layer&head=$h" || return 0
+        got=$(grep -o "<title>$name\[$h, $q, $k\] = [^<]*</title>" "$tmp/dom.html" | sed 's/.* = //; s/<.*//')
+        if [ -z "$got" ]; then bad "$label: no heatmap cell $name[$h, $q, $k] in the page"
+        elif awk -v a="$got" -v b="$want" 'BEGIN { exit !(a + 0 == b + 0) }'; then
+            echo "$label: $name[$h, $q, $k] = $got (trace: $want)"
+        else bad "$label: $name[$h, $q, $k] shown as $got, the trace has $want"; fi
+    else
+        bad "$label: the trace has no round-2 target attention"
+    fi
+    # "export SVG": the heatmap's standalone SVG (its own namespace, generic fonts, nothing to load)
+    render "$page" "#attn=draft1&layer=0&head=1&export=attn" || return 0
+    sed -n '/<pre id="export-out"/,/<\/pre>/p' "$tmp/dom.html" | sed 's/^.*<pre id="export-out"[^>]*>//; s/<\/pre>.*//' |
+        sed 's/&lt;/</g; s/&gt;/>/g; s/&quot;/"/g; s/&amp;/\&/g' > "$out/$label-attn.svg"
+    head -n 1 "$out/$label-attn.svg" | grep -q '^<?xml version="1.0"' || bad "$label: the exported SVG does not start with an XML declaration"
+    head -c 300 "$out/$label-attn.svg" | grep -q '<svg[^>]*xmlns="http://www.w3.org/2000/svg"' || bad "$label: the exported SVG has no SVG namespace"
+    grep -q 'font-family="sans-serif"' "$out/$label-attn.svg" || bad "$label: the exported SVG names no generic font family"
+    if grep -n -o -i -E '(src|href)[[:space:]]*=|url\(|@import' "$out/$label-attn.svg" | head -3 | grep .; then bad "$label: the exported SVG loads something"; fi
+    grep -q '<title>draft1.layers.0.self_attn.attn_weights\[1, ' "$out/$label-attn.svg" || bad "$label: the exported SVG is not head 1's heatmap"
+    # shellcheck disable=SC2086
+    timeout 120 "$CHROMIUM" $FLAGS --hide-scrollbars --window-size=700,500 \
+        --screenshot="$out/$label-attn-svg.png" "file://$(pwd)/$out/$label-attn.svg" > /dev/null 2>&1 || bad "$label: the exported SVG does not render"
     # screenshots for a human (not compared)
     # shellcheck disable=SC2086
     timeout 120 "$CHROMIUM" $FLAGS --hide-scrollbars --window-size=1400,1000 \

@@ -1,3 +1,6 @@
+/* web/explorer.js: the trace explorer (inlined into the page by tools/embed;
+ * `make js-check` runs node --check on it). The data is the JSON document in
+ * <script id="trace-data"> that explore.c writes. */
 'use strict';
 window.onerror = function (msg, src, line, col, err) {
   document.getElementById('errors').textContent += 'JavaScript error: ' + msg + ' (line ' + line + ')\n';
@@ -42,14 +45,15 @@ function exact(t, x) {
   for (var p = 1; p <= 9; p++) { var s = x.toPrecision(p); if (Math.fround(Number(s)) === x) return String(Number(s)); }
   return String(x);
 }
-function short(x) {
-  if (!isFinite(x)) return String(x);
-  var a = Math.abs(x);
-  if (a !== 0 && (a < 1e-3 || a >= 1e4)) return x.toExponential(2);
-  return x.toFixed(a >= 100 ? 1 : 4);
-}
 var V = D.vocab;
-function word(id) { return V && id >= 0 && id < V.length ? V[id] : '#' + id; }
+/* vocab.txt words, or tokenizer.json tokens decoded as ./dflash decodes them
+ * (a byte that is not printable UTF-8 shows as \xNN; null: no such token) */
+function word(id) { return V && id >= 0 && id < V.length && V[id] !== null ? V[id] : '#' + id; }
+/* a sequence of ids as text: words with spaces, tokens' bytes back to back */
+function text(ids) { return D.vk === 'bytes' ? ids.map(word).join('') : ids.map(word).join(' '); }
+/* the page's bounds (explore.c) */
+function mib(b) { return (b / 1048576) + ' MiB'; }
+function boundsStr() { return 'at most ' + mib(D.lim.page) + ' of values per page, ' + mib(D.lim.tensor) + ' per tensor'; }
 function shapeStr(t) { return '[' + t.s.join(', ') + ']'; }
 function prod(a) { var p = 1; a.forEach(function (x) { p *= x; }); return p; }
 
@@ -122,7 +126,8 @@ function tokenAt(p) {
   return null;
 }
 
-/* ---- steps: overview, prefill, per round draft / verify / update, output ---- */
+/* ---- views: overview, prefill, per round draft / verify / update, output (the
+ * page's navigation; "Step 1..7" are the walkthrough's seven steps of a round) ---- */
 var STEPS = [{ k: 'overview', title: 'Overview of the run' }];
 if (T['prefill.input_ids'] || T['prefill.target_hidden'] || T['prefill.logits']) STEPS.push({ k: 'prefill', title: 'Prefill', cards: [1] });
 run.rounds.forEach(function (R) {
@@ -166,17 +171,21 @@ function renderSummary() {
   var s = $('summary'); s.textContent = '';
   var parts = [];
   s.appendChild(document.createTextNode('prompt '));
-  s.appendChild(el('code', null, run.prompt.map(word).join(' ')));
+  s.appendChild(el('code', null, text(run.prompt)));
   if (run.out) {
     s.appendChild(document.createTextNode('  \u2192  output '));
-    s.appendChild(el('code', { id: 'output-text' }, run.out.map(word).join(' ')));
+    s.appendChild(el('code', { id: 'output-text' }, text(run.out)));
   }
   var accs = run.rounds.map(function (R) { return R.acc; });
   var info = ' \u00b7 block size ' + (B === null ? '?' : B) + ' \u00b7 ' + run.rounds.length + ' rounds';
   if (accs.length && accs.every(function (x) { return x !== null; }))
-    info += ' \u00b7 mean acceptance length ' + (accs.reduce(function (a, b) { return a + b + 1; }, 0) / accs.length).toFixed(2) + ' (bonus included)';
+    info += ' \u00b7 tokens per round (tau, accepted + bonus) ' + (accs.reduce(function (a, b) { return a + b + 1; }, 0) / accs.length).toFixed(2);
   info += ' \u00b7 ' + D.tensors.length + ' tensors';
   s.appendChild(document.createTextNode(info));
+  /* what the page bound left out, in total (each tensor says its own part) */
+  s.appendChild(el('div', { id: 'bounds', 'class': 'sum' }, D.lim.left ?
+    'This page leaves out ' + D.lim.left + ' of ' + D.lim.values + ' values: ' + D.lim.cut + ' tensors keep only their first values (' + boundsStr() + '); the .npy files have them all.' :
+    'Every value of every tensor is on this page (' + D.lim.values + ' values; the bound: ' + boundsStr() + ').'));
   parts = null;
 }
 
@@ -254,7 +263,8 @@ function renderTimeline() {
     y += rh + 2;
   }
   tl.appendChild(g);
-  tl.appendChild(el('div', { 'class': 'note' }, 'grey: prompt \u00b7 yellow: anchor \u00b7 green: accepted \u00b7 red: rejected \u00b7 orange: bonus token from the target \u00b7 click a row label to go to that step; hover a cell for its token id'));
+  tl.appendChild(exportLink('export-timeline', 'timeline.svg', function () { return $('timeline-svg'); }));
+  tl.appendChild(el('div', { 'class': 'note' }, 'grey: prompt \u00b7 yellow: anchor \u00b7 green: accepted \u00b7 red: rejected \u00b7 orange: bonus token from the target \u00b7 click a row label to go to that view; hover a cell for its token id'));
 }
 
 /* ---- the per-round table (ids, exact) ---- */
@@ -320,7 +330,7 @@ function renderCards() {
 }
 function renderStep() {
   var s = STEPS[cur];
-  $('stepno').textContent = 'step ' + (cur + 1) + ' / ' + STEPS.length + ':';
+  $('stepno').textContent = 'view ' + (cur + 1) + ' / ' + STEPS.length + ':';
   $('steptitle').textContent = s.title;
   $('stephead').textContent = s.title;
   $('prev').disabled = cur === 0; $('next').disabled = cur === STEPS.length - 1;
@@ -333,7 +343,7 @@ function renderStep() {
   var R = null;
   run.rounds.forEach(function (x) { if (x.r === s.r) R = x; });
   if (s.k === 'overview') {
-    p(['This page is generated by ', el('code', null, 'dflash explore'), ' from a trace directory (one .npy per tensor, listed in trace.jsonl). Every number is the trace\'s own value; hover any cell for it. Step through the run with the buttons or the arrow keys.']);
+    p(['This page is generated by ', el('code', null, 'dflash explore'), ' from a trace directory (one .npy per tensor, listed in trace.jsonl). Every number is the trace\'s own value; hover any cell for it. Go through the run view by view with the buttons or the arrow keys.']);
     p(['A DFlash round: the target\'s hidden states of the accepted tokens become the context C; the draft fills a block of B\u22121 masks after the anchor in one forward pass, attending to C (KV injection) and to the block; the target verifies the whole block in one forward pass and keeps the longest agreeing prefix plus one token of its own.']);
   } else if (s.k === 'prefill') {
     var th = T['prefill.target_hidden'];
@@ -368,14 +378,14 @@ function renderStep() {
   }).map(function (t) { return t.n; });
   if (names.length) {
     var l = el('details');
-    l.appendChild(el('summary', null, names.length + ' tensors of this step'));
+    l.appendChild(el('summary', null, names.length + ' tensors of this view'));
     names.forEach(function (n, i) { if (i) l.appendChild(document.createTextNode(' ')); l.appendChild(tensorLink(n)); });
     b.appendChild(l);
   }
   renderCards();
   renderTimeline();
   renderRounds();
-  /* the attention viewer follows the step */
+  /* the attention viewer follows the view */
   var want = s.k === 'prefill' ? 'prefill' : s.k === 'draft' ? 'draft' + s.r : (s.k === 'verify' || s.k === 'update') ? 'verify' + s.r : null;
   if (want && attnGroups[want]) { attn.g = want; if (attn.layer >= attnGroups[want].length) attn.layer = 0; renderAttn(); }
 }
@@ -396,42 +406,59 @@ function blues(v) {
   var a = [247, 251, 255], b = [8, 48, 107];
   return 'rgb(' + a.map(function (x, i) { return Math.round(x + (b[i] - x) * Math.pow(v, 0.6)); }).join(',') + ')';
 }
-/* what the rows and columns of one attention tensor are */
-function attnAxes(g, t) {
+/* A heatmap shows at most WIN x WIN cells of one head (the window at rows
+ * q0.., columns k0..); the pager moves the window. Every loop runs over
+ * the window and over the values the page holds (t.k), never over a shape. */
+var WIN = 48;
+/* what the rows and columns of one attention tensor are, inside the window */
+function attnAxes(g, t, q0, k0) {
   var Tq = t.s[1], S = t.s[2], m = /^(prefill|draft|verify)(\d*)$/.exec(g), R = null;
+  var q1 = Math.min(Tq, q0 + WIN), k1 = Math.min(S, k0 + WIN);
   var ax = { q: [], k: [], bounds: [], kind: m ? m[1] : 'other' };
   if (m && m[2]) run.rounds.forEach(function (x) { if (x.r === +m[2]) R = x; });
-  for (var j = 0; j < S; j++) ax.k.push({ pos: j, tok: tokenAt(j) });
+  for (var j = k0; j < k1; j++) ax.k.push({ pos: j, tok: tokenAt(j) });
+  function key(p, tok) { if (p >= k0 && p < k1) ax.k[p - k0].tok = tok; }
+  function bound(at, label, dash) { if (at >= k0 && at <= k1) ax.bounds.push({ at: at - k0, label: label, dash: dash }); }
   if (ax.kind === 'draft' && R && R.start !== null) {
-    for (var i = 0; i < Tq; i++) ax.q.push({ pos: R.start + i, tok: R.blockIn ? R.blockIn[i] : null });
-    for (var b = 0; b < R.B && S - R.B + b >= 0; b++) ax.k[S - R.B + b].tok = R.blockIn ? R.blockIn[b] : null;
-    if (R.dcache) ax.bounds.push({ at: R.dcache, label: 'cached | new context', dash: '4,3' });
-    ax.bounds.push({ at: S - R.B, label: 'context | block', dash: null });
+    for (var i = q0; i < q1; i++) ax.q.push({ pos: R.start + i, tok: R.blockIn ? R.blockIn[i] : null });
+    for (var b = 0; b < R.B; b++) key(S - R.B + b, R.blockIn ? R.blockIn[b] : null);
+    if (R.dcache) bound(R.dcache, 'cached | new context', '4,3');
+    bound(S - R.B, 'context | block', null);
   } else if (ax.kind === 'verify' && R && R.start !== null) {
-    for (var i2 = 0; i2 < Tq; i2++) ax.q.push({ pos: R.start + i2, tok: R.block ? R.block[i2] : null });
-    for (var b2 = 0; R.block && b2 < R.block.length && R.start + b2 < S; b2++) ax.k[R.start + b2].tok = R.block[b2];
-    ax.bounds.push({ at: R.start, label: 'cache | block', dash: null });
+    for (var i2 = q0; i2 < q1; i2++) ax.q.push({ pos: R.start + i2, tok: R.block ? R.block[i2] : null });
+    for (var b2 = 0; R.block && b2 < R.block.length; b2++) key(R.start + b2, R.block[b2]);
+    bound(R.start, 'cache | block', null);
   } else {
-    var q0 = S - Tq;
-    for (var i3 = 0; i3 < Tq; i3++) ax.q.push({ pos: q0 + i3, tok: tokenAt(q0 + i3) });
+    for (var i3 = q0; i3 < q1; i3++) ax.q.push({ pos: S - Tq + i3, tok: tokenAt(S - Tq + i3) });
   }
   return ax;
 }
-function heatmap(t, h, cell, withLabels, ax) {
+/* four significant digits, for a cell: 0.8542, 12.35, 1.522e-4 */
+function sig4(x) {
+  if (!isFinite(x)) return String(x);
+  if (x === 0) return '0';
+  var a = Math.abs(x);
+  if (a < 1e-3 || a >= 1e5) return x.toExponential(3).replace(/\.?0+e/, 'e').replace('e+', 'e');
+  return String(Number(x.toPrecision(4)));
+}
+function heatmap(t, h, cell, withLabels, ax, q0, k0) {
   var Tq = t.s[1], S = t.s[2], v = vals(t), off = h * Tq * S;
+  var nq = Math.min(Tq - q0, WIN), nk = Math.min(S - k0, WIN);
   var lx = withLabels ? 96 : 0, ty = withLabels ? 40 : 0;
-  var W = lx + S * cell + 4, H = ty + Tq * cell + (withLabels ? 34 : 4);
+  var W = lx + nk * cell + 4, H = ty + nq * cell + (withLabels ? 34 : 4);
   var g = sv('svg', { width: W, height: H, viewBox: '0 0 ' + W + ' ' + H });
-  for (var i = 0; i < Tq; i++) for (var j = 0; j < S; j++) {
-    var x = v[off + i * S + j];
-    var r = sv('rect', { x: lx + j * cell, y: ty + i * cell, width: cell, height: cell, fill: blues(x) });
+  for (var i = q0; i < q0 + nq; i++) for (var j = k0; j < k0 + nk; j++) {
+    var flat = off + i * S + j;
+    if (flat >= t.k) break;   /* beyond the values on this page */
+    var x = v[flat], cx = lx + (j - k0) * cell, cy = ty + (i - q0) * cell;
+    var r = sv('rect', { x: cx, y: cy, width: cell, height: cell, fill: blues(x) });
     if (withLabels) {
       r.setAttribute('class', 'ac'); r.setAttribute('data-q', i); r.setAttribute('data-k', j);
       var tip = t.n + '[' + h + ', ' + i + ', ' + j + '] = ' + exact(t, x);
       r.appendChild(sv('title', null, tip));
       r.onmouseenter = (function (tip) { return function () { $('attnreadout').textContent = tip; }; })(tip);
       g.appendChild(r);
-      if (cell >= 34) g.appendChild(sv('text', { x: lx + j * cell + cell / 2, y: ty + i * cell + cell / 2 + 4, 'font-size': 10, 'text-anchor': 'middle', fill: x > 0.55 ? '#fff' : '#000', 'pointer-events': 'none' }, x.toFixed(2)));
+      if (cell >= 44) g.appendChild(sv('text', { x: cx + cell / 2, y: cy + cell / 2 + 4, 'font-size': 9, 'text-anchor': 'middle', fill: x > 0.55 ? '#fff' : '#000', 'pointer-events': 'none' }, sig4(x)));
     } else g.appendChild(r);
   }
   if (withLabels) {
@@ -445,13 +472,51 @@ function heatmap(t, h, cell, withLabels, ax) {
     });
     ax.bounds.forEach(function (b, n) {
       var x = lx + b.at * cell;
-      var ln = sv('line', { x1: x, y1: ty - 2, x2: x, y2: ty + Tq * cell + 4, stroke: '#d62728', 'stroke-width': 2 });
+      var ln = sv('line', { x1: x, y1: ty - 2, x2: x, y2: ty + nq * cell + 4, stroke: '#d62728', 'stroke-width': 2 });
       if (b.dash) ln.setAttribute('stroke-dasharray', b.dash);
       g.appendChild(ln);
-      g.appendChild(sv('text', { x: x + (n ? 3 : -3), y: ty + Tq * cell + 16 + 12 * (n % 2), 'font-size': 10, fill: '#d62728', 'text-anchor': n ? 'start' : 'end' }, b.label));
+      g.appendChild(sv('text', { x: x + (n ? 3 : -3), y: ty + nq * cell + 16 + 12 * (n % 2), 'font-size': 10, fill: '#d62728', 'text-anchor': n ? 'start' : 'end' }, b.label));
     });
   }
   return g;
+}
+/* A pager: "LABEL [<] [n] [>] of N" over pages 0..N-1 (a number field, so
+ * its size does not follow N); onset(page) redraws. */
+function pager(id, label, page, pages, onset) {
+  var d = el('span', { 'class': 'pager' });
+  d.appendChild(document.createTextNode(label + ' '));
+  var prev = el('button', { id: id + '-prev', title: 'previous' }, '\u25c0');
+  var inp = el('input', { id: id, type: 'number', min: 0, max: pages - 1, value: page, style: 'width: 5em' });
+  var next = el('button', { id: id + '-next', title: 'next' }, '\u25b6');
+  function set(p) { p = Math.max(0, Math.min(pages - 1, Math.floor(+p) || 0)); onset(p); }
+  prev.onclick = function () { set(page - 1); };
+  next.onclick = function () { set(page + 1); };
+  inp.onchange = function () { set(inp.value); };
+  prev.disabled = page <= 0; next.disabled = page >= pages - 1;
+  [prev, inp, next].forEach(function (x) { d.appendChild(x); });
+  d.appendChild(document.createTextNode(' of ' + pages + ' '));
+  return d;
+}
+/* "export SVG": the figure as a standalone SVG file (its own namespace
+ * declaration, generic font families, a white background), made when clicked */
+function svgText(svg) {
+  var c = svg.cloneNode(true);
+  c.setAttribute('xmlns', SVGNS);
+  c.setAttribute('font-family', 'sans-serif');
+  c.removeAttribute('class');
+  var bg = document.createElementNS(SVGNS, 'rect');
+  bg.setAttribute('width', '100%'); bg.setAttribute('height', '100%'); bg.setAttribute('fill', '#fff');
+  c.insertBefore(bg, c.firstChild);
+  return '<?xml version="1.0" encoding="UTF-8"?>\n' + new XMLSerializer().serializeToString(c) + '\n';
+}
+function exportLink(id, file, getSvg) {
+  var a = el('a', { 'class': 'export', id: id, download: file, title: 'save this figure as a standalone SVG file' }, 'export SVG');
+  a.onclick = function () {
+    var svg = getSvg();
+    if (!svg) return;
+    a.setAttribute('href', 'data:image/svg+xml;charset=utf-8,' + encodeURIComponent(svgText(svg)));
+  };
+  return a;
 }
 function renderAttn() {
   var c = $('attnctl'); c.textContent = '';
@@ -463,30 +528,47 @@ function renderAttn() {
   var sl = el('select', { id: 'attn-layer', 'aria-label': 'layer' });
   layers.forEach(function (n, l) { var o = el('option', { value: l }, 'layer ' + /\.layers\.(\d+)\./.exec(n)[1]); if (l === attn.layer) o.selected = true; sl.appendChild(o); });
   sl.onchange = function () { attn.layer = +sl.value; renderAttn(); };
-  var t = T[layers[attn.layer]], Hn = t.s[0];
+  var t = T[layers[attn.layer]], Tq = t.s[1], S = t.s[2];
+  /* the heads the page holds values of (all of them unless the page bound cut the tensor) */
+  var Hn = Tq * S > 0 ? Math.min(t.s[0], Math.ceil(t.k / (Tq * S))) : 0;
   if (attn.head >= Hn) attn.head = 0;
-  var sh = el('select', { id: 'attn-head', 'aria-label': 'head' });
-  for (var h = 0; h < Hn; h++) { var o = el('option', { value: h }, 'head ' + h); if (h === attn.head) o.selected = true; sh.appendChild(o); }
-  sh.onchange = function () { attn.head = +sh.value; renderAttn(); };
+  var sh;
+  if (Hn <= 64) {
+    sh = el('select', { id: 'attn-head', 'aria-label': 'head' });
+    for (var h = 0; h < Hn; h++) { var o = el('option', { value: h }, 'head ' + h); if (h === attn.head) o.selected = true; sh.appendChild(o); }
+    sh.onchange = function () { attn.head = +sh.value; renderAttn(); };
+  } else sh = pager('attn-head', 'head', attn.head, Hn, function (p) { attn.head = p; renderAttn(); });
   [sg, sl, sh].forEach(function (x) { c.appendChild(x); });
+  /* the window: WIN queries x WIN keys at a time */
+  var qp = Math.ceil(Tq / WIN), kp = Math.ceil(S / WIN);
+  attn.qp = Math.min(attn.qp || 0, Math.max(0, qp - 1)); attn.kp = Math.min(attn.kp || 0, Math.max(0, kp - 1));
+  if (qp > 1) c.appendChild(pager('attn-qpage', 'queries ' + attn.qp * WIN + '..' + (Math.min(Tq, (attn.qp + 1) * WIN) - 1) + ', page', attn.qp, qp, function (p) { attn.qp = p; renderAttn(); }));
+  if (kp > 1) c.appendChild(pager('attn-kpage', 'keys ' + attn.kp * WIN + '..' + (Math.min(S, (attn.kp + 1) * WIN) - 1) + ', page', attn.kp, kp, function (p) { attn.kp = p; renderAttn(); }));
   c.appendChild(tensorLink(t.n));
-  c.appendChild(el('span', { 'class': 'note' }, ' ' + shapeStr(t) + ' = [H, queries, keys]'));
-  var ax = attnAxes(attn.g, t), S = t.s[2];
-  var cell = Math.max(14, Math.min(46, Math.floor(560 / Math.max(S, t.s[1]))));
+  c.appendChild(el('span', { 'class': 'note' }, ' ' + shapeStr(t) + ' = [H, queries, keys]' + (t.k < prod(t.s) ? '; this page holds heads 0..' + (Hn - 1) + ' (the first ' + t.k + ' of ' + prod(t.s) + ' values)' : '')));
   var hm = $('heatmap'); hm.textContent = '';
-  var svg = heatmap(t, attn.head, cell, true, ax);
+  if (Hn === 0) { hm.textContent = 'This page holds no values of ' + t.n + ' (see the page bounds below).'; $('heads').textContent = ''; return; }
+  var q0 = attn.qp * WIN, k0 = attn.kp * WIN, nq = Math.min(Tq - q0, WIN), nk = Math.min(S - k0, WIN);
+  var ax = attnAxes(attn.g, t, q0, k0);
+  var cell = Math.max(14, Math.min(54, Math.floor(600 / Math.max(nk, nq))));
+  var svg = heatmap(t, attn.head, cell, true, ax, q0, k0);
   svg.id = 'attn-svg';
   svg.setAttribute('data-tensor', t.n); svg.setAttribute('data-head', attn.head);
   hm.appendChild(svg);
+  var ex = el('div');
+  ex.appendChild(exportLink('export-attn', t.n + '.head' + attn.head + '.svg', function () { return $('attn-svg'); }));
+  hm.appendChild(ex);
   var hs = $('heads'); hs.textContent = '';
-  var small = Math.max(2, Math.min(10, Math.floor(520 / (Hn * Math.max(S, t.s[1])))));
-  for (var h2 = 0; h2 < Hn; h2++) {
-    var m = heatmap(t, h2, small, false, ax);
+  var shown = Math.min(Hn, 32);
+  var small = Math.max(2, Math.min(10, Math.floor(520 / (shown * Math.max(nk, nq)))));
+  for (var h2 = 0; h2 < shown; h2++) {
+    var m = heatmap(t, h2, small, false, ax, q0, k0);
     m.appendChild(sv('title', null, 'head ' + h2));
     if (h2 === attn.head) m.setAttribute('class', 'sel');
     m.onclick = (function (h) { return function () { attn.head = h; renderAttn(); }; })(h2);
     hs.appendChild(m);
   }
+  if (shown < Hn) hs.appendChild(el('span', { 'class': 'note' }, ' (the first ' + shown + ' of ' + Hn + ' heads; pick any with the head control)'));
   var note = ax.kind === 'draft' ? 'Rows: the block\'s queries (anchor and masks). Columns: every key: cached context of earlier rounds, this round\'s injected context rows (target hidden states through fc + hidden_norm), then the block itself. No causal mask: each block row sees the whole block.'
     : ax.kind === 'verify' || ax.kind === 'prefill' ? 'Target causal attention: rows are the new tokens, columns the cache after appending them; a query never sees a later position.'
     : 'Rows: queries; columns: keys.';
@@ -494,7 +576,7 @@ function renderAttn() {
 }
 
 /* ---- the tensor browser ---- */
-var tsel = null, tslice = 0, tcol = 0;
+var tsel = null, tslice = 0, trow = 0, tcol = 0;
 function renderList() {
   var f = $('tfilter').value.trim().toLowerCase(), d = $('tlist'); d.textContent = '';
   var last = null, selItem = null;
@@ -517,7 +599,7 @@ function diverge(x, m) {
   return v >= 0 ? 'rgb(255,' + a + ',' + a + ')' : 'rgb(' + a + ',' + a + ',255)';
 }
 function showTensor(name) {
-  if (tsel !== name) { tslice = 0; tcol = 0; }
+  if (tsel !== name) { tslice = 0; trow = 0; tcol = 0; }
   tsel = name;
   renderList();
   var t = T[name], d = $('tdetail'); d.textContent = '';
@@ -532,60 +614,55 @@ function showTensor(name) {
   var g = gloss(t.n);
   row('glossary', g ? g[1] + ' (' + g[0] + ')' : '\u2014');
   var v = vals(t), n = prod(t.s);
-  if (t.st) row('statistics', 'min ' + (t.st[0] === null ? '-' : exact(t, t.st[0])) + ', max ' + (t.st[1] === null ? '-' : exact(t, t.st[1])) + ', mean ' + (t.st[2] === null ? '-' : t.st[2].toPrecision(6)) + ', std ' + (t.st[3] === null ? '-' : t.st[3].toPrecision(6)) + (t.st[4] ? ', ' + t.st[4] + ' not finite' : '') + ' (over all ' + n + ' values)');
-  else if (v.length) row('values', 'min ' + Math.min.apply(null, v) + ', max ' + Math.max.apply(null, v));
+  var kept = t.k < n ? 'over the ' + t.k + ' values on this page, the first of ' + n : 'over all ' + n + ' values';
+  if (t.st) row('statistics', 'min ' + (t.st[0] === null ? '-' : exact(t, t.st[0])) + ', max ' + (t.st[1] === null ? '-' : exact(t, t.st[1])) + ', mean ' + (t.st[2] === null ? '-' : t.st[2].toPrecision(6)) + ', std ' + (t.st[3] === null ? '-' : t.st[3].toPrecision(6)) + (t.st[4] ? ', ' + t.st[4] + ' not finite' : '') + ' (' + kept + ')');
+  else if (v.length) { var mn = v[0], mx = v[0]; v.forEach(function (x) { if (x < mn) mn = x; if (x > mx) mx = x; }); row('values', 'min ' + mn + ', max ' + mx + ' (' + kept + ')'); }
   if (t.k < n) {
     var rowlen = t.s.length ? n / t.s[0] : n;
-    row('on this page', 'the first ' + t.k + ' of ' + n + ' values in C order' + (t.k % rowlen === 0 ? ' (the first ' + (t.k / rowlen) + ' of ' + t.s[0] + ' rows)' : '') + '; statistics over all; the .npy file has every value');
+    row('on this page', 'the first ' + t.k + ' of ' + n + ' values in C order' + (t.k % rowlen === 0 ? ' (the first ' + (t.k / rowlen) + ' of ' + t.s[0] + ' rows)' : '') + '; left out by the page bound (' + boundsStr() + '); the .npy file has every value');
   }
   if (t.v && V && /(ids|sampled)$/.test(t.n)) row('as words', toks(v));
   d.appendChild(tb);
-  /* a 2-D view: the last two axes; the leading axes pick a slice */
+  /* a 2-D view of the last two axes, RW rows x CW columns at a time; the
+   * leading axes pick a slice (for [H, T, d] tensors: the head). Only the
+   * values on this page are reachable, every one of them. */
   var s = t.s.length ? t.s : [1];
   var cols = s[s.length - 1], rows = s.length >= 2 ? s[s.length - 2] : 1, per = rows * cols;
-  var slices = Math.max(1, Math.ceil(t.k / per));
-  var ctl = el('div', { style: 'margin: 6px 0' });
+  var slices = per > 0 ? Math.max(1, Math.ceil(t.k / per)) : 1;
+  tslice = Math.min(tslice, slices - 1);
+  var base = tslice * per;
+  var rowsHere = cols > 0 ? Math.min(rows, Math.ceil(Math.max(0, t.k - base) / cols)) : 0;
+  var RW = 64, CW = 64;
+  var rpages = Math.max(1, Math.ceil(rowsHere / RW)), cpages = Math.max(1, Math.ceil(Math.min(cols, Math.max(0, t.k - base)) / CW));
+  trow = Math.min(trow, rpages - 1); tcol = Math.min(tcol, cpages - 1);
+  var ctl = el('div', { style: 'margin: 6px 0', id: 'tpagers' });
   if (s.length >= 3) {
-    var lead = s.slice(0, s.length - 2), ss = el('select', { id: 'tslice' });
-    for (var k = 0; k < slices; k++) {
-      var idx = [], r = k;
-      for (var a = lead.length - 1; a >= 0; a--) { idx.unshift(r % lead[a]); r = Math.floor(r / lead[a]); }
-      var o = el('option', { value: k }, '[' + idx.join(', ') + ', :, :]'); if (k === tslice) o.selected = true; ss.appendChild(o);
-    }
-    ss.onchange = function () { tslice = +ss.value; showTensor(name); };
-    ctl.appendChild(document.createTextNode('slice '));
-    ctl.appendChild(ss);
+    var lead = s.slice(0, s.length - 2), idx = [], r = tslice;
+    for (var a = lead.length - 1; a >= 0; a--) { idx.unshift(r % lead[a]); r = Math.floor(r / lead[a]); }
+    ctl.appendChild(pager('tslice', 'slice [' + idx.join(', ') + ', :, :]' + (lead.length === 1 && /self_attn\.(q|k|v|q_rope|k_rope|attn_scores|attn_weights)$/.test(t.n) ? ' (head ' + tslice + ')' : '') + ':', tslice, slices, function (p) { tslice = p; trow = 0; showTensor(name); }));
   }
-  var CW = 64;
-  if (cols > CW) {
-    var sc = el('select', { id: 'tcols' });
-    for (var c0 = 0; c0 < cols; c0 += CW) { var oc = el('option', { value: c0 }, 'columns ' + c0 + '..' + (Math.min(cols, c0 + CW) - 1)); if (c0 === tcol) oc.selected = true; sc.appendChild(oc); }
-    sc.onchange = function () { tcol = +sc.value; showTensor(name); };
-    ctl.appendChild(document.createTextNode(' '));
-    ctl.appendChild(sc);
-  }
+  if (rpages > 1) ctl.appendChild(pager('trows', 'rows ' + trow * RW + '..' + (Math.min(rowsHere, (trow + 1) * RW) - 1) + ':', trow, rpages, function (p) { trow = p; showTensor(name); }));
+  if (cpages > 1) ctl.appendChild(pager('tcols', 'columns ' + tcol * CW + '..' + (Math.min(cols, (tcol + 1) * CW) - 1) + ':', tcol, cpages, function (p) { tcol = p; showTensor(name); }));
   d.appendChild(ctl);
   d.appendChild(el('div', { id: 'valreadout' }, 'hover a cell for its exact value'));
-  var grid = el('div', { id: 'grid' }), table = el('table');
+  var grid = el('div', { id: 'grid' }), table = el('table', { id: 'tgrid', 'data-tensor': t.n, 'data-slice': tslice });
   var m = 0;
   if (t.st) m = Math.max(Math.abs(t.st[0] || 0), Math.abs(t.st[1] || 0));
-  var showText = cols <= 16 || t.v;
   var hr = el('tr'); hr.appendChild(el('th'));
-  var c1 = Math.min(cols, tcol + CW);
-  for (var j = tcol; j < c1; j++) hr.appendChild(el('th', null, j));
+  var j0 = tcol * CW, c1 = Math.min(cols, j0 + CW);
+  for (var j = j0; j < c1; j++) hr.appendChild(el('th', null, j));
   table.appendChild(hr);
-  var base = tslice * per;
-  for (var i = 0; i < rows; i++) {
-    if (base + i * cols >= t.k) break;
+  var i0 = trow * RW, i1 = Math.min(rowsHere, i0 + RW);
+  for (var i = i0; i < i1; i++) {
     var tr = el('tr'); tr.appendChild(el('td', { 'class': 'rh' }, i));
-    for (var j2 = tcol; j2 < c1; j2++) {
+    for (var j2 = j0; j2 < c1; j2++) {
       var flat = base + i * cols + j2;
       if (flat >= t.k) break;
       var x = v[flat], idx2 = [];
       var rr = flat;
       for (var a2 = s.length - 1; a2 >= 0; a2--) { idx2.unshift(rr % s[a2]); rr = Math.floor(rr / s[a2]); }
       var tip = t.n + '[' + (t.s.length ? idx2.join(', ') : '') + '] = ' + exact(t, x) + (t.v && V && /(ids|sampled)$/.test(t.n) ? ' (' + word(x) + ')' : '');
-      var td = el('td', { title: tip, style: 'background:' + (t.v ? '#fff' : diverge(x, m)) }, showText ? (t.v ? String(x) : short(x)) : '');
+      var td = el('td', { title: tip, style: 'background:' + (t.v ? '#fff' : diverge(x, m)) }, t.v ? String(x) : sig4(x));
       td.onmouseenter = (function (tip) { return function () { $('valreadout').textContent = tip; }; })(tip);
       tr.appendChild(td);
     }
@@ -605,26 +682,47 @@ document.addEventListener('keydown', function (e) {
   if (e.key === 'ArrowRight') { go(cur + 1); e.preventDefault(); }
   else if (e.key === 'ArrowLeft') { go(cur - 1); e.preventDefault(); }
   else if (attn.g && (e.key === 'ArrowDown' || e.key === 'ArrowUp')) {
-    var Hn = T[attnGroups[attn.g][attn.layer]].s[0];
-    attn.head = (attn.head + (e.key === 'ArrowDown' ? 1 : Hn - 1)) % Hn; renderAttn(); e.preventDefault();
+    var t = T[attnGroups[attn.g][attn.layer]], TS = t.s[1] * t.s[2];
+    var Hn = TS > 0 ? Math.min(t.s[0], Math.ceil(t.k / TS)) : 0;
+    if (Hn) { attn.head = (attn.head + (e.key === 'ArrowDown' ? 1 : Hn - 1)) % Hn; renderAttn(); }
+    e.preventDefault();
   } else if (attn.g && (e.key === ']' || e.key === '[')) {
     var Ln = attnGroups[attn.g].length;
     attn.layer = (attn.layer + (e.key === ']' ? 1 : Ln - 1)) % Ln; renderAttn();
   }
 });
-/* #step=K (1..)&attn=GROUP&layer=L (the layer id)&head=H&tensor=NAME picks the first view */
+/* The URL fragment picks the first view (README, "The trace explorer"):
+ *   #view=K (or #step=K)  the K-th view (1..) of the navigation
+ *   #keys=N               then press the right arrow N times (-N: the left one)
+ *   #attn=GROUP&layer=L&head=H   the heatmap: GROUP prefill, draftR or verifyR,
+ *                         L the layer id, H the head; #qpage= #kpage= its window
+ *   #tensor=NAME          the tensor browser on NAME; #head=H (or #slice=S)
+ *                         its slice of the leading axes, #row= #col= its page
+ *   #export=attn|timeline the figure's standalone SVG text, shown in the page
+ */
 var hash = {};
 location.hash.replace(/^#/, '').split('&').forEach(function (kv) { var i = kv.indexOf('='); if (i > 0) hash[kv.slice(0, i)] = decodeURIComponent(kv.slice(i + 1)); });
+function num(x) { var v = Math.floor(+x); return isFinite(v) && v > 0 ? v : 0; }
 renderSummary();
-cur = hash.step ? Math.max(0, Math.min(STEPS.length - 1, +hash.step - 1)) : 0;
+var view = hash.view || hash.step;
+cur = view ? Math.max(0, Math.min(STEPS.length - 1, num(view) - 1)) : 0;
 renderStep();
 if (hash.attn && attnGroups[hash.attn]) attn.g = hash.attn;
 if (attn.g && hash.layer) attnGroups[attn.g].forEach(function (n, i) { if (/\.layers\.(\d+)\./.exec(n)[1] === hash.layer) attn.layer = i; });
-if (hash.head) attn.head = +hash.head;
+if (hash.head && !hash.tensor) attn.head = num(hash.head);
+attn.qp = num(hash.qpage); attn.kp = num(hash.kpage);
 renderAttn();
+if (hash.tensor && T[hash.tensor]) {
+  tsel = hash.tensor;
+  tslice = num(hash.slice || hash.head); trow = num(hash.row); tcol = num(hash.col);
+}
 showTensor(hash.tensor && T[hash.tensor] ? hash.tensor : (T['draft1.block_output_ids'] ? 'draft1.block_output_ids' : D.tensors[0].n));
 /* #keys=N presses the right arrow N times (#keys=-N the left one): how explorer-check tests the keyboard */
-if (hash.keys) for (var kk = 0; kk < Math.abs(+hash.keys); kk++)
+if (hash.keys) for (var kk = 0; kk < Math.min(1000, Math.abs(+hash.keys) || 0); kk++)
   document.dispatchEvent(new KeyboardEvent('keydown', { key: +hash.keys > 0 ? 'ArrowRight' : 'ArrowLeft', bubbles: true }));
+if (hash.export) {
+  var fig = hash.export === 'timeline' ? $('timeline-svg') : $('attn-svg');
+  document.body.appendChild(el('pre', { id: 'export-out', style: 'display: none' }, fig ? svgText(fig) : ''));
+}
 document.body.setAttribute('data-ready', '1');
 })();
