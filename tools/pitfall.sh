@@ -3,6 +3,7 @@
 #
 #   sh tools/pitfall.sh build PATCH PROGRAM "CC FLAGS" "LDLIBS" OBJECT...
 #   sh tools/pitfall.sh check-series DIR
+#   sh tools/pitfall.sh refresh PATCH
 #
 # A pitfall is a unified diff of ONE source file of the program (dflash.c
 # for the inference pitfalls; any other .c of $(SRC) works the same way),
@@ -19,7 +20,12 @@
 # changes or their context were edited) fails here, naming the patch; make
 # it again from the new source (apply it by hand, fix, `diff -u`).
 # check-series: DIR/series lists every DIR/*.diff once and nothing else.
+# refresh: after an edit of FILE near a patch's lines, applies PATCH with
+# patch's default fuzz and, when that works, rewrites PATCH against the
+# current FILE (its description kept). Read the new diff: the mistake must
+# still be the one the description says.
 set -eu
+abspath() { case $1 in /*) echo "$1";; *) echo "$(pwd)/$1";; esac; }
 
 case ${1:-} in
 build)
@@ -40,7 +46,7 @@ build)
     dir=$(dirname "$prog")/$name
     rm -rf "$dir" && mkdir -p "$dir"
     cp "$files" "$dir/$files"
-    if ! patch --quiet --batch --fuzz=0 --no-backup-if-mismatch -p1 -d "$dir" -i "$(pwd)/$patch_file" \
+    if ! patch --quiet --batch --fuzz=0 --no-backup-if-mismatch -p1 -d "$dir" -i "$(abspath "$patch_file")" \
             > "$dir/patch.log" 2>&1; then
         cat "$dir/patch.log" >&2
         rm -rf "$dir"
@@ -54,6 +60,23 @@ build)
     $cc -Wno-unused-function -I. -c -o "$dir/${files%.c}.o" "$dir/$files"
     # shellcheck disable=SC2086
     $cc -o "$prog" "$dir/${files%.c}.o" $objs $ldlibs
+    ;;
+refresh)
+    patch_file=$2
+    file=$(sed -n 's|^+++ b/\([^[:space:]]*\).*|\1|p' "$patch_file" | sort -u)
+    [ -f "$file" ] || { echo "pitfall: $patch_file patches '$file', which is not a file here" >&2; exit 1; }
+    tmp=$(mktemp -d)
+    trap 'rm -rf "$tmp"' EXIT
+    mkdir -p "$tmp/b/$(dirname "$file")"
+    cp "$file" "$tmp/b/$file"
+    patch --quiet --batch --no-backup-if-mismatch -p1 -d "$tmp/b" -i "$(abspath "$patch_file")" ||
+        { echo "pitfall: $patch_file does not apply even with fuzz: make it again by hand" >&2; exit 1; }
+    sed '/^--- a\//,$d' "$patch_file" > "$tmp/new.diff"
+    rc=0
+    diff -u -F '^[a-z].*(' --label "a/$file" --label "b/$file" "$file" "$tmp/b/$file" >> "$tmp/new.diff" || rc=$?
+    [ $rc -eq 1 ] || { echo "pitfall: $patch_file changes nothing in $file any more" >&2; exit 1; }
+    cat "$tmp/new.diff" > "$patch_file"
+    echo "pitfall: rewrote $patch_file against the current $file"
     ;;
 check-series)
     dir=$2 rc=0
