@@ -104,7 +104,7 @@ tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h tests/runutil.h
 	@mkdir -p tests/bin
 	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 
@@ -267,7 +267,7 @@ build/san/dflash-double: $(SRC) dflash.h
 build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
-build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h tests/runutil.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
 

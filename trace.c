@@ -23,14 +23,21 @@
  *   earlier trace untouched and nothing else: the partial directory, the
  *   lock and the parent directories the run created (mkdir -p style) are
  *   removed. Only SIGKILL or a crash can leave a .partial sibling or the
- *   lock file behind (delete them by hand). A symbolic link as <dir> is
- *   refused.
+ *   lock file behind: the next run that takes <dir>'s lock removes the
+ *   .partial and .old siblings (holding the lock proves their writer is
+ *   gone) and says so on stderr; the lock file is reused. A symbolic link
+ *   as <dir> is refused. No output may be named like these files
+ *   ("*.lock", "*.partial.XXXXXX", "*.old.XXXXXX").
  * - The readable text trace is written the same way: into
  *   "<file>.partial.XXXXXX" beside it, renamed over <file> at trace_close
  *   (an existing file keeps its mode; a symbolic link is followed, so the
- *   link stays); a failed run leaves the earlier <file> as it was. "-"
- *   (stdout), devices, FIFOs and the program's own stdout/stderr are written
- *   in place. It may not be, or be inside, the trace directory.
+ *   link stays); a failed run leaves the earlier <file> as it was. The
+ *   temporary file is fcntl-locked by its writer, so a later run removes
+ *   only those whose writer is gone. "-" (stdout) and a file this process
+ *   already has open for writing (stdout or stderr by any name, >> log) are
+ *   written through that descriptor, so appending stays appending; devices
+ *   and FIFOs are written in place. It may not be, or be inside, the trace
+ *   directory.
  * - Filters are fnmatch() globs without flags ("*" also matches "."). A
  *   tensor is written (to both outputs) when any filter matches its name.
  *   Filtered-out tensors cost one fnmatch per filter and nothing else (with
@@ -48,6 +55,7 @@
 #endif
 #include "dflash.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -863,12 +871,58 @@ static int check_against_input(const char *input, const struct stat *in_st, char
     return rc;
 }
 
+/* The kind of name this program gives its own files, or NULL: "<x>.lock"
+ * (a trace directory's lock), "<x>.partial.XXXXXX" and "<x>.old.XXXXXX"
+ * (outputs being written, earlier traces being replaced; six characters
+ * from mkstemp/mkdtemp). A later run removes such files when their writer
+ * is gone, so no output may have such a name. */
+static const char *own_name_kind(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    const char *base = path + b;
+    size_t lb = n - b;
+    if (lb > 5 && strncmp(base + lb - 5, ".lock", 5) == 0) return "a trace directory's lock (<dir>.lock)";
+    static const char *const TAGS[2] = {".partial.", ".old."};
+    for (int k = 0; k < 2; k++) {
+        size_t lt = strlen(TAGS[k]);
+        if (lb < lt + 7 || strncmp(base + lb - 6 - lt, TAGS[k], lt) != 0) continue;
+        int tmp = 1;
+        for (size_t i = lb - 6; i < lb; i++)
+            if (!(isalnum((unsigned char)base[i]))) tmp = 0;
+        if (tmp) return k == 0 ? "an output being written (<file>.partial.XXXXXX)"
+                               : "an earlier trace being replaced (<dir>.old.XXXXXX)";
+    }
+    return NULL;
+}
+
 int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs) {
     const char *out[2] = {dir, text_path && strcmp(text_path, "-") != 0 ? text_path : NULL};
     char *co[2] = {NULL, NULL};
     int rc = 0;
     for (int k = 0; k < 2 && rc == 0; k++)
         if (out[k] && !(co[k] = canon_path(out[k]))) rc = -1;
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        const char *kind = out[k] ? own_name_kind(out[k]) : NULL;
+        if (!kind && co[k]) kind = own_name_kind(co[k]);
+        char link[4096], *at = out[k] ? strdup(out[k]) : NULL;  /* and what a symbolic link names */
+        for (int hops = 0; at && !kind && hops < 40; hops++) {
+            ssize_t n = readlink(at, link, sizeof link - 1);
+            free(at);
+            at = NULL;
+            if (n <= 0) break;
+            link[n] = '\0';
+            kind = own_name_kind(link);
+            at = strdup(link);
+        }
+        free(at);
+        if (kind) {
+            dflash_set_error("trace: %s %s has the name of %s, which dflash removes; choose another name",
+                             k ? "the text trace" : "the trace directory", out[k], kind);
+            rc = -1;
+        }
+    }
     if (rc == 0 && co[0] && co[1] && (path_within(co[1], co[0]) || path_within(co[0], co[1]))) {
         dflash_set_error("trace: the text trace %s may not be the trace directory %s or inside it "
                          "(the directory is replaced whole)", out[1], out[0]);
@@ -1063,10 +1117,97 @@ static int lock_acquire(Tracer *t) {
     return -1;
 }
 
+/* The lowest descriptor of this process open for writing on st's file
+ * (same device and inode), or -1. Descriptors 0..1023 are looked at. */
+static int writable_descriptor_of(const struct stat *st) {
+    for (int fd = 0; fd < 1024; fd++) {
+        struct stat s;
+        if (fstat(fd, &s) != 0 || s.st_dev != st->st_dev || s.st_ino != st->st_ino) continue;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl != -1 && (fl & O_ACCMODE) != O_RDONLY) return fd;
+    }
+    return -1;
+}
+
+/* Is path one of this process's registered partial outputs? */
+static int created_here(const char *path) {
+    for (int i = 0; i < n_created; i++)
+        if (strcmp(created[i].path, path) == 0) return 1;
+    return 0;
+}
+
+/* A trace directory's files only: trace.jsonl and regular *.npy files. */
+static int holds_trace_files_only(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int ok = 1;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        if (strcmp(f, ".") == 0 || strcmp(f, "..") == 0) continue;
+        char *p = path_join(dir, f);
+        struct stat st;
+        ok = p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+             (strcmp(f, "trace.jsonl") == 0 || ends_with(f, ".npy"));
+        free(p);
+    }
+    closedir(d);
+    return ok;
+}
+
+/* Remove what earlier runs left beside path when they were killed
+ * (SIGKILL, a crash, a power cut), and say so on stderr, one line each:
+ *   dir 1: "<path>.partial.XXXXXX" and "<path>.old.XXXXXX" directories
+ *          holding trace files only. Called with <path>.lock held: only
+ *          the lock's holder makes them, so their writer is gone.
+ *   dir 0: "<path>.partial.XXXXXX" files (text traces being written) that
+ *          nobody holds an fcntl lock on: their writer is gone.
+ * Anything else with such a name is left alone. Best effort: what cannot
+ * be removed stays, and the run goes on. */
+static void remove_stale(const char *path, int dir) {
+    const char *slash = strrchr(path, '/');
+    char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
+    const char *base = slash ? slash + 1 : path;
+    DIR *d = parent ? opendir(parent) : NULL;
+    size_t lb = strlen(base);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        if (strncmp(f, base, lb) != 0 || !own_name_kind(f) || ends_with(f, ".lock")) continue;
+        int is_partial = strncmp(f + lb, ".partial.", 9) == 0 && strlen(f + lb) == 15;
+        int is_old = strncmp(f + lb, ".old.", 5) == 0 && strlen(f + lb) == 11;
+        if (!is_partial && !(dir && is_old)) continue;
+        char *p = slash ? path_join(parent, f) : strdup(f);
+        struct stat st;
+        int removed = 0;
+        if (!p || created_here(p) || lstat(p, &st) != 0) {
+            /* ours, or gone meanwhile */
+        } else if (dir && S_ISDIR(st.st_mode)) {
+            removed = holds_trace_files_only(p) && remove_dir_files(p) == 0;
+        } else if (!dir && is_partial && S_ISREG(st.st_mode)) {
+            int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+            struct flock fl;
+            memset(&fl, 0, sizeof fl);
+            fl.l_type = F_WRLCK;
+            fl.l_whence = SEEK_SET;
+            removed = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 && unlink(p) == 0;
+            if (fd >= 0) close(fd);
+        }
+        if (removed)
+            fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
+        free(p);
+    }
+    if (d) closedir(d);
+    free(parent);
+}
+
 /* Open the text trace: a temporary file beside the one it replaces at
  * close (an existing regular file keeps its mode, a symbolic link stays a
- * link); a device, a FIFO or the program's own stdout/stderr is written in
- * place. */
+ * link); a file this process already has open for writing (stdout,
+ * stderr, /dev/stdout, /dev/fd/N, or the same file by its name) is written
+ * through that descriptor in its mode; a device or a FIFO is written in
+ * place. The temporary file is fcntl-locked while it is written, so a later
+ * run can tell it from one whose writer is gone (remove_stale_text). */
 static int text_open(Tracer *t, const char *text_path) {
     struct stat st;
     mode_t mode = 0666 & ~current_umask();
@@ -1075,12 +1216,21 @@ static int text_open(Tracer *t, const char *text_path) {
             dflash_set_error("trace: the text trace %s is a directory; give a file name", text_path);
             return -1;
         }
-        int is_std = 0;
-        for (int fd = 1; fd <= 2; fd++) {
-            struct stat s;
-            if (fstat(fd, &s) == 0 && s.st_dev == st.st_dev && s.st_ino == st.st_ino) is_std = 1;
+        int fd = writable_descriptor_of(&st);
+        if (fd >= 0) {
+            /* already open here (stdout, stderr, /dev/fd/N, the same file
+             * by another name): written through that descriptor, so its
+             * mode holds (>> appends) and nothing it wrote is overwritten */
+            int copy = fd == 1 ? -1 : dup(fd);
+            t->text = fd == 1 ? stdout : copy >= 0 ? fdopen(copy, "w") : NULL;
+            if (!t->text) {
+                if (copy >= 0) close(copy);
+                dflash_set_error("trace: cannot write %s (descriptor %d): %s", text_path, fd, strerror(errno));
+                return -1;
+            }
+            return 0;
         }
-        if (!S_ISREG(st.st_mode) || is_std) {
+        if (!S_ISREG(st.st_mode)) {
             t->text = fopen(text_path, "w");
             if (!t->text) {
                 dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
@@ -1109,6 +1259,7 @@ static int text_open(Tracer *t, const char *text_path) {
         dflash_set_error("trace: out of memory");
         return -1;
     }
+    remove_stale(t->text_final, 0);
     sigset_t old;
     block_signals(&old);
     int fd = mkstemp(t->text_tmp), err = fd < 0 ? errno : 0;
@@ -1125,6 +1276,11 @@ static int text_open(Tracer *t, const char *text_path) {
         t->text_tmp = NULL;
         return -1;
     }
+    struct flock fl;  /* held until the file is renamed or removed: see remove_stale */
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    fcntl(fd, F_SETLK, &fl);
     fchmod(fd, mode);
     t->text = fdopen(fd, "w");
     if (!t->text) {
@@ -1174,6 +1330,7 @@ Tracer *trace_open(const char *dir, const char *text_path,
         if (check_trace_dir(t->dir, &exists) != 0) goto fail;
         if (!exists && make_parents(t->dir, t) != 0) goto fail;
         if (lock_acquire(t) != 0) goto fail;
+        remove_stale(t->dir, 1);
         t->tmp_dir = make_sibling(t->dir, ".partial.", t);
         if (!t->tmp_dir) goto fail;
         /* mkdtemp makes it 0700; give the trace a normal directory's mode */
@@ -1278,11 +1435,13 @@ int trace_close(Tracer *t) {
     if (t->text) {
         int bad = fflush(t->text) != 0 || ferror(t->text);
         int saved = errno;
-        if (t->text != stdout && fclose(t->text) != 0 && !bad) {
+        /* a temporary file stays open (and fcntl-locked) until renamed:
+         * tracer_free closes it */
+        if (t->text != stdout && !t->text_tmp && fclose(t->text) != 0 && !bad) {
             bad = 1;
             saved = errno;
         }
-        t->text = NULL;
+        if (!t->text_tmp) t->text = NULL;
         if (bad && ok) {
             dflash_set_error("trace: cannot write %s: %s", t->text_path, strerror(saved));
             ok = 0;
