@@ -19,6 +19,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>   /* FILE: text_put */
 
 /* ---------------------------------------------------------------------------
  * Precision. `make` builds float; `make REAL=double` builds everything in
@@ -257,6 +258,22 @@ void trace_discard(Tracer *t);
  * directory standing for the regular files directly inside it). Paths are
  * compared resolved (symbolic links, "..") and by device and inode. */
 int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
+/* The weight file mapped at addr (model_load maps them; F32 tensors are
+ * used in place), or NULL: for main's SIGBUS handler, which names the file
+ * that shrank under the run. Async-signal-safe. */
+const char *load_mapped_file(const void *addr);
+/* Decoded text (a token's bytes, a vocabulary word) as printable text:
+ * control characters (C0, DEL, the C1 range U+0080..U+009F) and backslashes
+ * as \xNN, so a token cannot move the cursor, retitle the terminal or forge
+ * an output line. */
+void text_put(FILE *f, const char *s, size_t n);
+/* Refuse (-1, dflash_errmsg naming the closest names) a --trace-filter glob
+ * that matches no name a run of this shape can emit: a target of
+ * target_layers layers, a draft of draft_layers (block_size 1: no draft
+ * names), at most max_rounds rounds (round numbers above 1000 are not
+ * tried). Called before any output is opened. */
+int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
+                        int block_size, int max_rounds);
 /* For a signal handler: removes every partial output of the open traces
  * (their .partial directories, temporary text files, locks, the parent
  * directories they made) with unlink() and rmdir() only. Async-signal-safe;
@@ -402,6 +419,15 @@ typedef struct {
     real *out;         /* (T, D)     h_mid + mlp_out: the layer output          */
 } LayerActs;
 
+/* The first intermediate of a forward whose sum was not finite (a norm's
+ * sum of squares, a softmax's sum): its trace name as a format of the layer
+ * ("layers.%d.input_layernorm") and the layer (-1: not in a layer); name
+ * NULL when every sum was finite. dflash_generate stops the run on it. */
+typedef struct {
+    const char *name;
+    int layer;
+} SumFault;
+
 /* Everything the target forward writes, sized for at most cap_T tokens. */
 typedef struct {
     int cap_T;
@@ -412,6 +438,7 @@ typedef struct {
     real *hidden_states;  /* (L+1, T, D)  output_hidden_states; [L] post-norm */
     real *logits;         /* (T, V)                                           */
     LayerActs acts;       /* one layer's activations, reused layer by layer   */
+    SumFault fault;       /* the first non-finite sum of the last forward     */
 } TargetRun;
 
 int  cache_init(KVCache *c, const Config *cfg, int capacity);

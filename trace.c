@@ -957,6 +957,118 @@ int trace_check_outputs(const char *dir, const char *text_path, const char *cons
 }
 
 /* ===========================================================================
+ * --trace-filter: a glob that can match nothing is an error, not an empty
+ * trace put over the earlier one.
+ * ======================================================================== */
+
+/* Edit distance between a glob and a name, '*' matching any run and '?'
+ * any one character for free: how far the glob is from matching. */
+static int glob_distance(const char *g, const char *name) {
+    size_t lg = strlen(g), ln = strlen(name);
+    if (lg > 200 || ln > 200) return 1 << 20;
+    int d[201][201];
+    for (size_t j = 0; j <= ln; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= lg; i++) {
+        d[i][0] = g[i - 1] == '*' ? d[i - 1][0] : d[i - 1][0] + 1;
+        for (size_t j = 1; j <= ln; j++) {
+            int best;
+            if (g[i - 1] == '*') {
+                best = d[i - 1][j] < d[i][j - 1] ? d[i - 1][j] : d[i][j - 1];
+            } else {
+                int sub = d[i - 1][j - 1] + !(g[i - 1] == name[j - 1] || g[i - 1] == '?');
+                int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+                best = sub < del ? sub : del;
+                if (ins < best) best = ins;
+            }
+            d[i][j] = best;
+        }
+    }
+    return d[lg][ln];
+}
+
+typedef struct {
+    const char *glob;
+    int matched;
+    int best[3];          /* distances of the closest names so far */
+    char close[3][160];   /* the names (round 1 only) */
+} FilterProbe;
+
+/* One concrete name: does the glob match it; is it among the closest? */
+static void probe_name(FilterProbe *f, const char *name, int round) {
+    if (f->matched) return;
+    if (fnmatch(f->glob, name, 0) == 0) {
+        f->matched = 1;
+        return;
+    }
+    if (round > 1) return;  /* suggest round 1 names only */
+    int dist = glob_distance(f->glob, name);
+    for (int k = 0; k < 3; k++) {
+        if (dist >= f->best[k]) continue;
+        for (int m = 2; m > k; m--) {
+            f->best[m] = f->best[m - 1];
+            memcpy(f->close[m], f->close[m - 1], sizeof f->close[m]);
+        }
+        f->best[k] = dist;
+        snprintf(f->close[k], sizeof f->close[k], "%s", name);
+        break;
+    }
+}
+
+/* Every name the table row pattern stands for in this run: P. as
+ * prefill. and verify<r>., {r} 1..rounds, {l} 0..layers-1 (the draft's for
+ * draft rows), {i} 1..L-1, {L} L. */
+static void probe_row(FilterProbe *f, const char *pattern, int L, int Ld, int rounds) {
+    int phases = strncmp(pattern, "P.", 2) == 0;
+    const char *rest = phases ? pattern + 2 : pattern;
+    int v0 = 0, v1 = 1;  /* the range of {l} or {i} */
+    if (strstr(rest, "{l}")) v1 = strncmp(rest, "draft", 5) == 0 ? Ld : L;
+    if (strstr(rest, "{i}")) v0 = 1, v1 = L;
+    int r0 = strstr(rest, "{r}") ? 1 : 0, r1 = phases || r0 ? rounds : 0;
+    for (int r = r0; r <= r1 && !f->matched; r++) {
+        for (int v = v0; v < v1 && !f->matched; v++) {
+            char name[160];
+            size_t o = 0;
+            if (phases) o += (size_t)snprintf(name, sizeof name, r == 0 ? "prefill." : "verify%d.", r);
+            for (const char *c = rest; *c && o < sizeof name - 16; c++) {
+                if (c[0] == '{' && c[1] && c[2] == '}') {
+                    o += (size_t)snprintf(name + o, sizeof name - o, "%d", c[1] == 'r' ? r : c[1] == 'L' ? L : v);
+                    c += 2;
+                } else {
+                    name[o++] = *c;
+                }
+            }
+            name[o] = '\0';
+            probe_name(f, name, r);
+        }
+    }
+}
+
+int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
+                        int block_size, int max_rounds) {
+    int rounds = max_rounds < 1000 ? max_rounds : 1000;
+    for (int k = 0; k < n_filters; k++) {
+        FilterProbe f;
+        memset(&f, 0, sizeof f);
+        f.glob = filters[k];
+        for (int m = 0; m < 3; m++) f.best[m] = 1 << 30;
+        for (int i = 0; i < dflash_n_trace_names && !f.matched; i++) {
+            const char *pat = dflash_trace_names[i].pattern;
+            int draft_only = strncmp(pat, "draft", 5) == 0 || strstr(pat, "target_hidden") != NULL;
+            if (draft_only && block_size <= 1) continue;  /* block size 1: no draft, nothing for it */
+            probe_row(&f, pat, target_layers, draft_layers, rounds);
+        }
+        if (f.matched) continue;
+        char close[400] = "";
+        for (int m = 0; m < 3 && f.best[m] < (1 << 30); m++)
+            snprintf(close + strlen(close), sizeof close - strlen(close), "%s%s", m ? ", " : "", f.close[m]);
+        dflash_set_error("--trace-filter: \"%.100s\" matches no name this run can emit (closest: %s; TRACE.md "
+                         "lists the names); nothing was replaced", filters[k], close[0] ? close : "none");
+        return -1;
+    }
+    return 0;
+}
+
+/* ===========================================================================
  * The tracer.
  * ======================================================================== */
 
@@ -1643,6 +1755,19 @@ static const char *word_of(const Vocab *v, int64_t id, char *buf, size_t size) {
     return buf;
 }
 
+void text_put(FILE *f, const char *s, size_t n) {
+    const unsigned char *c = (const unsigned char *)s;
+    for (size_t k = 0; k < n; k++) {
+        int c1 = c[k] == 0xc2 && k + 1 < n && c[k + 1] >= 0x80 && c[k + 1] <= 0x9f;  /* U+0080..U+009F */
+        if (c[k] < 0x20 || c[k] == 0x7f || c[k] == '\\' || c1) {
+            fprintf(f, "\\x%02x", c[k]);
+            if (c1) fprintf(f, "\\x%02x", c[++k]);
+        } else {
+            fputc(c[k], f);
+        }
+    }
+}
+
 /* Token ids: all of them, then as words. */
 static void text_tokens(FILE *f, const Tracer *t, const TensorView *x) {
     if (x->ndim == 0) {
@@ -1653,7 +1778,11 @@ static void text_tokens(FILE *f, const Tracer *t, const TensorView *x) {
     if (!t->vocab) return;
     char buf[32];
     fprintf(f, "    words:");
-    for (size_t k = 0; k < x->n; k++) fprintf(f, " %s", word_of(t->vocab, x->i[k], buf, sizeof buf));
+    for (size_t k = 0; k < x->n; k++) {
+        const char *w = word_of(t->vocab, x->i[k], buf, sizeof buf);
+        fputc(' ', f);
+        text_put(f, w, strlen(w));
+    }
     fprintf(f, "\n");
 }
 

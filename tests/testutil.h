@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -306,10 +307,11 @@ static inline void tu_write_tiny_set(const char *dir) {
 /* The small set of issue 21 in DIR: a 4-layer target (hidden size 8, 2
  * heads, 1 KV head, head_dim 4, I 16, a 16-token vocabulary) and a 1-layer
  * draft reading target layers 1 and 3; vocab.txt "w0".."w13", "<eos>" (14),
- * "<mask>" (15). embed_scale multiplies the embeddings: 1e21 stays finite in
- * float but its square (1e42) does not, so the first RMSNorm's sum of
- * squares overflows. */
-static inline void tu_write_small_set(const char *dir, float embed_scale) {
+ * "<mask>" (15). The tensors whose names match the glob `scaled` (of either
+ * model; NULL: none) are multiplied by scale: "model.embed_tokens.weight" by 1e21 stays finite in
+ * float, but its square (1e42) does not, so the first RMSNorm's sum of
+ * squares overflows (issue 21's m_big). */
+static inline void tu_write_small_set(const char *dir, const char *scaled, float scale) {
     char p[1200];
     static const char *const CFG[2] = {
         "{\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\",\"hidden_size\":8,"
@@ -334,8 +336,9 @@ static inline void tu_write_small_set(const char *dir, float embed_scale) {
         for (int k = 0; k < m.n; k++)
             for (int64_t i = 0; i < tu_numel(&m.t[k]); i++)
                 m.bufs[k][i] = (float)(((i * 7 + k * 13) % 23) - 11) * 0.05f + 0.01f * (float)(k % 5);
-        if (!draft)
-            for (int64_t i = 0; i < tu_numel(&m.t[0]); i++) m.bufs[0][i] *= embed_scale;
+        for (int k = 0; k < m.n; k++)
+            if (scaled && fnmatch(scaled, m.names[k], 0) == 0)
+                for (int64_t i = 0; i < tu_numel(&m.t[k]); i++) m.bufs[k][i] *= scale;
         snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, draft ? "draft" : "target");
         tu_write_safetensors(p, m.t, m.n);
         tu_model_free(&m);
