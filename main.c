@@ -2,6 +2,13 @@
  * run dflash_generate (or target-only decoding), print the output and the
  * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
+#include "bench.h"
+#include "diff.h"
+#include "explore.h"
+#include "files.h"
+#include "json.h"
+#include "load.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -339,7 +346,7 @@ static void open_std_fds(void) {
  * (async-signal-safe: unlink and rmdir), then die of the same signal with
  * its default action, so the exit status is the conventional 128 + signal. */
 static void on_signal(int sig) {
-    trace_cleanup_on_signal();
+    out_cleanup_on_signal();
     signal(sig, SIG_DFL);
     sigset_t s;
     sigemptyset(&s);
@@ -446,7 +453,7 @@ static int finish(int rc) {
 int main(int argc, char **argv) {
     open_std_fds();
     install_signal_handlers();
-    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(trace_diff_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(diff_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }

@@ -1,10 +1,12 @@
-/* trace.c - the tracer: every intermediate tensor of a dflash run as a .npy
- * file plus a manifest, a readable text trace in the walkthrough's words, and
- * `dflash diff`, which compares two traces tensor by tensor.
+/* trace.c - the tracer (trace.h): every intermediate tensor of a dflash run
+ * as a .npy file plus a manifest, and a readable text trace in the
+ * walkthrough's words. (`dflash diff`, which compares two traces, is
+ * diff.c; the manifest reader is manifest.c; the .npy writer, the text
+ * trace's OutFile and the partial-output registry are files.c.)
  *
- * dflash.c hands tensors over through the hooks declared in dflash.h
- * (trace_real, trace_i64) and only when a trace was asked for; this file
- * decides what to write and where.
+ * dflash.c hands tensors over through the hook declared in dflash.h
+ * (trace_hook -> trace_real, trace_i64) and only when a trace was asked
+ * for; this file decides what to write and where.
  *
  * Decisions:
  *
@@ -19,7 +21,7 @@
  *   by trace_close, with the signals blocked: the earlier trace (if any) is
  *   renamed to "<dir>.old.XXXXXX", the new one renamed to <dir>, then the
  *   old one deleted. A run that fails or is interrupted (SIGINT, SIGTERM,
- *   SIGHUP, SIGPIPE: main's handler calls trace_cleanup_on_signal) leaves the
+ *   SIGHUP, SIGPIPE: main's handler calls out_cleanup_on_signal, files.h) leaves the
  *   earlier trace untouched and nothing else: the partial directory, the
  *   lock and the parent directories the run created (mkdir -p style) are
  *   removed. Only SIGKILL or a crash can leave a .partial sibling or the
@@ -44,16 +46,17 @@
  *   a text trace, *.position_ids are still remembered to label the
  *   attention tables); a repeated name is only detected among the written
  *   tensors.
- * - .npy files: format 1.0, C order, little-endian (written byte by byte,
- *   whatever the host), header padded with spaces and ended by '\n' so that
- *   magic + lengths + header is a multiple of 64 bytes, as NumPy does.
- * - diff: see the banner of the diff section below.
+ * - .npy files: files.c's npy_write (format 1.0, C order, little-endian).
  */
 /* realpath() is an XSI interface: ask for it next to POSIX 2008 */
 #ifndef _XOPEN_SOURCE
 #define _XOPEN_SOURCE 700
 #endif
+#include "trace.h"
 #include "dflash.h"
+#include "files.h"
+#include "load.h"
+#include "manifest.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -69,35 +72,13 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define TRACE_MAX_NDIM 32        /* NumPy 1.x's NPY_MAXDIMS */
+#define TRACE_MAX_NDIM NPY_MAX_NDIM /* NumPy 1.x's NPY_MAXDIMS */
 #define TRACE_MAX_NAME 200       /* <name>.npy must fit a file name (255) */
-#define NPY_MAX_HEADER (1 << 20) /* headers longer than 1 MiB are refused */
 #define REAL_DTYPE_NAME (sizeof(real) == 4 ? "float32" : "float64")
 
 /* ===========================================================================
- * Small helpers: strings, paths, a growable list of strings.
+ * Small helpers.
  * ======================================================================== */
-
-/* a + "/" + b, freshly allocated (NULL when out of memory). */
-static char *path_join(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *p = malloc(la + 1 + lb + 1);
-    if (!p) return NULL;
-    memcpy(p, a, la);
-    p[la] = '/';
-    memcpy(p + la + 1, b, lb + 1);
-    return p;
-}
-
-/* a + b, freshly allocated. */
-static char *str_cat(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *p = malloc(la + lb + 1);
-    if (!p) return NULL;
-    memcpy(p, a, la);
-    memcpy(p + la, b, lb + 1);
-    return p;
-}
 
 static int ends_with(const char *s, const char *suffix) {
     size_t ls = strlen(s), lx = strlen(suffix);
@@ -112,493 +93,23 @@ static void error_wrap(const char *before, const char *after) {
     dflash_set_error("%s%s%s", before, old, after);
 }
 
-typedef struct {
-    char **s;  /* (n) owned strings */
-    int n, cap;
-} StrList;
-
-static int strlist_push(StrList *l, const char *s) {
-    if (l->n == l->cap) {
-        int cap = l->cap ? 2 * l->cap : 16;
-        char **p = realloc(l->s, (size_t)cap * sizeof *p);
-        if (!p) return -1;
-        l->s = p;
-        l->cap = cap;
-    }
-    l->s[l->n] = strdup(s);
-    if (!l->s[l->n]) return -1;
-    l->n++;
-    return 0;
-}
-
-static void strlist_free(StrList *l) {
-    for (int i = 0; i < l->n; i++) free(l->s[i]);
-    free(l->s);
-    l->s = NULL;
-    l->n = l->cap = 0;
-}
-
-/* ===========================================================================
- * NameMap: name -> int, open addressing. Used to catch a tensor name written
- * twice, and by diff to find a name in the other trace's manifest.
- * ======================================================================== */
-
-typedef struct {
-    char **keys;   /* (cap) owned, NULL = empty slot */
-    int *vals;     /* (cap) */
-    size_t cap, count;
-} NameMap;
-
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211u;
-    }
-    return h;
-}
-
-/* The slot holding key, or the empty slot where it would go. */
-static size_t namemap_slot(const NameMap *m, const char *key) {
-    size_t i = (size_t)(fnv1a(key) & (m->cap - 1));
-    while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
-    return i;
-}
-
-/* The value stored for key, or -1. */
-static int namemap_get(const NameMap *m, const char *key) {
-    if (m->cap == 0) return -1;
-    size_t i = namemap_slot(m, key);
-    return m->keys[i] ? m->vals[i] : -1;
-}
-
-/* Returns 0 when added, 1 when key was already there (value unchanged),
- * -1 when out of memory. The table doubles at half load, so probes stay short. */
-static int namemap_add(NameMap *m, const char *key, int val) {
-    if (2 * (m->count + 1) > m->cap) {
-        size_t cap = m->cap ? 2 * m->cap : 64;
-        NameMap g = {calloc(cap, sizeof(char *)), calloc(cap, sizeof(int)), cap, m->count};
-        if (!g.keys || !g.vals) {
-            free(g.keys);
-            free(g.vals);
-            return -1;
-        }
-        for (size_t i = 0; i < m->cap; i++) {
-            if (!m->keys[i]) continue;
-            size_t j = namemap_slot(&g, m->keys[i]);
-            g.keys[j] = m->keys[i];
-            g.vals[j] = m->vals[i];
-        }
-        free(m->keys);
-        free(m->vals);
-        *m = g;
-    }
-    size_t i = namemap_slot(m, key);
-    if (m->keys[i]) return 1;
-    m->keys[i] = strdup(key);
-    if (!m->keys[i]) return -1;
-    m->vals[i] = val;
-    m->count++;
-    return 0;
-}
-
-static void namemap_free(NameMap *m) {
-    for (size_t i = 0; i < m->cap; i++) free(m->keys[i]);
-    free(m->keys);
-    free(m->vals);
-    memset(m, 0, sizeof *m);
-}
-
-/* ===========================================================================
- * Whole-file reading and a minimal JSON reader, for trace.jsonl (one object
- * per line) and the oracle's names.json (one array of strings).
- * ======================================================================== */
-
-/* Read all of path into a NUL-terminated buffer. -1 with dflash_errmsg. */
-/* Open a regular file for reading (a FIFO must not block the open; a
- * directory or a device is refused); *size gets its size. NULL with
- * dflash_errmsg. */
-static FILE *open_regular(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
-    if (!f) {
-        dflash_set_error("%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        dflash_set_error("%s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
-    *size = (size_t)st.st_size;
-    return f;
-}
-
-static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    size_t n;
-    FILE *f = open_regular(path, &n);
-    if (!f) return -1;
-    unsigned char *buf = malloc(n + 1);
-    if (!buf) {
-        dflash_set_error("%s: out of memory reading %zu bytes", path, n);
-        fclose(f);
-        return -1;
-    }
-    size_t got = fread(buf, 1, n, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err || got != n) {
-        dflash_set_error("%s: read error (%zu of %zu bytes)", path, got, n);
-        free(buf);
-        return -1;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
-}
-
-/* ===========================================================================
- * Manifests. A trace's manifest is trace.jsonl (ours); for diff, a directory
- * written by a reference script on the published code is also accepted through
- * its names.json (a JSON array of names; file = name + ".npy").
- * ======================================================================== */
-
-typedef struct {
-    StrList names;   /* tensor names in production order */
-    StrList files;   /* (names.n) file names inside the directory */
-    StrList meta;    /* (names.n) "dtype|d0,d1" from trace.jsonl, "" when not given */
-    NameMap index;   /* name -> position */
-    char *path;      /* the manifest file read */
-} Manifest;
-
-static void manifest_free(Manifest *m) {
-    strlist_free(&m->names);
-    strlist_free(&m->files);
-    strlist_free(&m->meta);
-    namemap_free(&m->index);
-    free(m->path);
-    memset(m, 0, sizeof *m);
-}
-
-/* A manifest's file must be a plain "<something>.npy" inside the directory. */
-static int manifest_file_ok(const char *file) {
-    return ends_with(file, ".npy") && strlen(file) > 4 && !strchr(file, '/') && file[0] != '.';
-}
-
-static int manifest_add(Manifest *m, const char *name, const char *file, const char *meta) {
-    if (!manifest_file_ok(file)) {
-        dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name",
-                         m->path, name, file);
-        return -1;
-    }
-    int r = namemap_add(&m->index, name, m->names.n);
-    if (r == 1) {
-        dflash_set_error("%s: the name \"%s\" is listed twice", m->path, name);
-        return -1;
-    }
-    if (r < 0 || strlist_push(&m->names, name) != 0 || strlist_push(&m->files, file) != 0 ||
-        strlist_push(&m->meta, meta) != 0) {
-        dflash_set_error("%s: out of memory", m->path);
-        return -1;
-    }
-    return 0;
-}
-
-/* "dtype|d0,d1,..." from an entry's optional "dtype" and "shape" (both or
- * neither), into out; "" when absent. -1 when present but malformed. */
-static int manifest_meta(const Json *obj, char *out, size_t size) {
-    const Json *dt = json_get(obj, "dtype"), *sh = json_get(obj, "shape");
-    out[0] = 0;
-    if (!dt && !sh) return 0;
-    if (!dt || !sh || dt->type != JSON_STRING || sh->type != JSON_ARRAY || strlen(dt->string) > 16 ||
-        sh->n > TRACE_MAX_NDIM)
-        return -1;
-    size_t len = (size_t)snprintf(out, size, "%s|", dt->string);
-    for (int d = 0; d < sh->n; d++) {
-        const Json *v = &sh->items[d];
-        if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0) return -1;
-        len += (size_t)snprintf(out + len, size - len, d ? ",%lld" : "%lld", v->integer);
-    }
-    return 0;
-}
-
-/* trace.jsonl, line by line: each non-blank line is parsed with json.c's
- * strict reader (its own message kept, e.g. for a duplicate key) and must be
- * an object with "name" and "file" strings; fn gets it with its line number.
- * Used by diff's manifest and by explore.c. */
-int trace_jsonl_each(const char *path, const char *text, size_t len,
-                     int (*fn)(void *ctx, const Json *obj, int line), void *ctx) {
-    size_t start = 0;
-    int line = 0;
-    while (start < len) {
-        size_t end = start;
-        while (end < len && text[end] != '\n') end++;
-        line++;
-        size_t k = start;
-        while (k < end && (text[k] == ' ' || text[k] == '\t' || text[k] == '\r')) k++;
-        if (k < end) {
-            Json obj;
-            char what[64 + 4096];
-            snprintf(what, sizeof what, "%.4000s line %d", path, line);
-            if (json_parse(text + start, end - start, what, &obj) != 0) return -1;
-            const Json *name = json_get(&obj, "name"), *file = json_get(&obj, "file");
-            int r;
-            if (!name || name->type != JSON_STRING || !file || file->type != JSON_STRING) {
-                dflash_set_error("%s: line %d is not a JSON object with \"name\" and \"file\" strings", path, line);
-                r = -1;
-            } else {
-                r = fn(ctx, &obj, line);
-            }
-            json_free(&obj);
-            if (r != 0) return -1;
-        }
-        start = end + 1;
-    }
-    return 0;
-}
-
-/* one trace.jsonl line into diff's manifest: name, file, and "dtype" and
- * "shape" when given */
-static int manifest_line(void *ctx, const Json *obj, int line) {
-    Manifest *m = ctx;
-    char meta[32 + 24 * TRACE_MAX_NDIM];
-    if (manifest_meta(obj, meta, sizeof meta) != 0) {
-        dflash_set_error("%s: line %d: \"dtype\" and \"shape\" must come together, a dtype string "
-                         "and an array of non-negative integers", m->path, line);
-        return -1;
-    }
-    return manifest_add(m, json_get(obj, "name")->string, json_get(obj, "file")->string, meta);
-}
-
-static int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
-    return trace_jsonl_each(m->path, text, len, manifest_line, m);
-}
-
-/* Parse names.json: ["name", "name", ...]. */
-static int manifest_parse_names_json(Manifest *m, const char *text, size_t len) {
-    Json arr;
-    if (json_parse(text, len, m->path, &arr) != 0) goto bad;
-    int ok = arr.type == JSON_ARRAY;
-    for (int i = 0; ok && i < arr.n; i++) ok = arr.items[i].type == JSON_STRING;
-    if (!ok) { json_free(&arr); goto bad; }
-    for (int i = 0; i < arr.n; i++) {
-        char *file = str_cat(arr.items[i].string, ".npy");
-        int r = file ? manifest_add(m, arr.items[i].string, file, "") : -1;
-        free(file);
-        if (r != 0) { json_free(&arr); return -1; }
-    }
-    json_free(&arr);
-    return 0;
-bad:
-    dflash_set_error("%s: expected a JSON array of name strings", m->path);
-    return -1;
-}
-
-/* Load dir's manifest: trace.jsonl, or (allow_names_json) names.json.
- * Returns 0 loaded, 1 the directory has no manifest, -1 error (message set). */
-static int manifest_load(Manifest *m, const char *dir, int allow_names_json) {
-    static const char *const files[2] = {"trace.jsonl", "names.json"};
-    memset(m, 0, sizeof *m);
-    for (int k = 0; k < (allow_names_json ? 2 : 1); k++) {
-        m->path = path_join(dir, files[k]);
-        if (!m->path) {
-            dflash_set_error("out of memory");
-            return -1;
-        }
-        struct stat st;
-        if (stat(m->path, &st) != 0 && errno == ENOENT) {
-            free(m->path);
-            m->path = NULL;
-            continue;
-        }
-        unsigned char *text;
-        size_t len;
-        if (read_whole_file(m->path, &text, &len) != 0) {
-            manifest_free(m);
-            return -1;
-        }
-        int r = k == 0 ? manifest_parse_jsonl(m, (const char *)text, len)
-                       : manifest_parse_names_json(m, (const char *)text, len);
-        free(text);
-        if (r != 0) {
-            manifest_free(m);
-            return -1;
-        }
-        return 0;
-    }
-    return 1;
-}
-
-/* ===========================================================================
- * What a run has created and not finished yet. Every partial output (the
- * .partial directory and each file in it, the text trace's temporary file,
- * the lock, the parent directories the run made) is registered here before
- * it is created, so that trace_cleanup_on_signal can remove all of it from a
- * signal handler with unlink() and rmdir() alone (async-signal-safe). The
- * list changes only while SIGINT, SIGTERM, SIGHUP and SIGPIPE are blocked,
- * so a handler never sees it half updated. Entries are removed newest first:
- * files, then their directory, then the lock, then the parents.
- * ======================================================================== */
-
-typedef struct {
-    const void *owner;  /* the Tracer (NULL: a file inside some tracer's .partial) */
-    char kind;          /* 'f': unlink, 'd': rmdir */
-    char *path;
-} Created;
-
-static Created *created;
-static volatile sig_atomic_t n_created;
-static int cap_created;
-
-static void block_signals(sigset_t *old) {
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, SIGINT);
-    sigaddset(&s, SIGTERM);
-    sigaddset(&s, SIGHUP);
-    sigaddset(&s, SIGPIPE);
-    sigprocmask(SIG_BLOCK, &s, old);
-}
-
-static void restore_signals(const sigset_t *old) { sigprocmask(SIG_SETMASK, old, NULL); }
-
-/* Register path; call with signals blocked, before creating it. */
-static int created_add(const void *owner, char kind, const char *path) {
-    char *p = strdup(path);
-    if (!p) {
-        dflash_set_error("trace: out of memory");
-        return -1;
-    }
-    if (n_created == cap_created) {
-        int cap = cap_created ? 2 * cap_created : 64;
-        Created *c = malloc((size_t)cap * sizeof *c);
-        if (!c) {
-            free(p);
-            dflash_set_error("trace: out of memory");
-            return -1;
-        }
-        if (n_created) memcpy(c, created, (size_t)n_created * sizeof *c);
-        Created *old = created;
-        created = c;  /* signals are blocked: no handler sees the swap */
-        cap_created = cap;
-        free(old);
-    }
-    created[n_created] = (Created){owner, kind, p};
-    n_created = n_created + 1;
-    return 0;
-}
-
-/* Forget (without removing) the entries of owner (of that kind; 0: any)
- * and those under dir/. */
-static void created_forget(const void *owner, char kind, const char *under) {
-    sigset_t old;
-    block_signals(&old);
-    size_t lu = under ? strlen(under) : 0;
-    int k = 0;
-    for (int i = 0; i < n_created; i++) {
-        Created e = created[i];
-        int mine = (owner && e.owner == owner && (!kind || e.kind == kind)) ||
-                   (under && strncmp(e.path, under, lu) == 0 && e.path[lu] == '/');
-        if (mine) free(e.path);
-        else created[k++] = e;
-    }
-    n_created = k;
-    if (k == 0) {
-        free(created);
-        created = NULL;
-        cap_created = 0;
-    }
-    restore_signals(&old);
-}
-
-void trace_cleanup_on_signal(void) {
-    for (int i = n_created - 1; i >= 0; i--) {
-        if (created[i].kind == 'd') rmdir(created[i].path);
-        else unlink(created[i].path);
-    }
-    n_created = 0;
-}
-
-/* ===========================================================================
- * .npy writer (format 1.0).
- *   magic "\x93NUMPY", major 1, minor 0, u16 little-endian header length,
- *   header "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
- *   padded with spaces and ended by '\n' so 10 + header length % 64 == 0,
- *   then the values in C order, little-endian.
- * ======================================================================== */
-
-/* Fill out with the header (magic included); returns its length. out must
- * hold 16 + 21 * TRACE_MAX_NDIM + 128 bytes. */
-static size_t npy_header(char *out, const char *descr, int ndim, const int64_t *shape) {
-    char dict[64 + 24 * TRACE_MAX_NDIM];
-    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
-    for (int k = 0; k < ndim; k++)
-        len += snprintf(dict + len, sizeof dict - (size_t)len, k ? ", %lld" : "%lld", (long long)shape[k]);
-    /* Python's 1-tuple needs the trailing comma: (3,) */
-    len += snprintf(dict + len, sizeof dict - (size_t)len, ndim == 1 ? ",), }" : "), }");
-    size_t total = 10 + (size_t)len + 1;          /* magic+version+u16, dict, '\n' */
-    size_t pad = (64 - total % 64) % 64;
-    size_t header_len = (size_t)len + pad + 1;
-    memcpy(out, "\x93NUMPY\x01\x00", 8);
-    out[8] = (char)(header_len & 0xFF);
-    out[9] = (char)(header_len >> 8);
-    memcpy(out + 10, dict, (size_t)len);
-    memset(out + 10 + len, ' ', pad);
-    out[10 + (size_t)len + pad] = '\n';
-    return 10 + header_len;
-}
-
-/* Element k as little-endian bytes, whatever the host's byte order. */
-static size_t le_bytes(unsigned char *o, int is_int, const void *data, size_t k) {
-    uint64_t u;
-    size_t size;
-    if (is_int) {
-        int64_t v = ((const int64_t *)data)[k];
-        memcpy(&u, &v, 8);
-        size = 8;
-    } else if (sizeof(real) == 4) {
-        float v = (float)((const real *)data)[k];
-        uint32_t w;
-        memcpy(&w, &v, 4);
-        u = w;
-        size = 4;
-    } else {
-        double v = (double)((const real *)data)[k];
-        memcpy(&u, &v, 8);
-        size = 8;
-    }
-    for (size_t b = 0; b < size; b++) o[b] = (unsigned char)(u >> (8 * b));
-    return size;
-}
-
-/* Write one .npy file. -1 with dflash_errmsg naming path and the reason. */
-static int npy_write(const char *path, int is_int, const void *data, int ndim,
-                     const int64_t *shape, size_t n) {
-    char header[16 + 21 * TRACE_MAX_NDIM + 128];
-    size_t hlen = npy_header(header, is_int ? "<i8" : REAL_NPY_DESCR, ndim, shape);
+/* Write one .npy file of the trace (files.c's npy_write: real values as
+ * REAL_NPY_DESCR, ids as <i8). -1 with dflash_errmsg naming path and the
+ * reason. */
+static int trace_npy_file(const char *path, int is_int, const void *data, int ndim,
+                          const int64_t *shape, size_t n) {
     /* "x": the directory is fresh, so an existing file is a repeated name.
-     * Registered first, so that an interrupted run removes it (see Created). */
+     * Registered first (by path, under the .partial directory), so that an
+     * interrupted run removes it (files.h, the partial-output registry). */
     sigset_t sigs;
-    block_signals(&sigs);
-    FILE *f = created_add(NULL, 'f', path) == 0 ? fopen(path, "wbx") : NULL;
-    restore_signals(&sigs);
+    out_block_signals(&sigs);
+    FILE *f = out_register(NULL, 'f', path) == 0 ? fopen(path, "wbx") : NULL;
+    out_restore_signals(&sigs);
     if (!f) {
         dflash_set_error("trace: cannot create %s: %s", path, strerror(errno));
         return -1;
     }
-    int ok = fwrite(header, 1, hlen, f) == hlen;
-    unsigned char buf[4096];
-    size_t k = 0;
-    while (ok && k < n) {
-        size_t used = 0;
-        while (k < n && used + 8 <= sizeof buf) used += le_bytes(buf + used, is_int, data, k++);
-        ok = fwrite(buf, 1, used, f) == used;
-    }
+    int ok = npy_write(f, is_int ? "<i8" : REAL_NPY_DESCR, ndim, shape, data, n) == 0;
     int saved = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
@@ -722,16 +233,15 @@ static int make_parents(const char *path, const void *owner) {
         *s = '\0';
         struct stat st;
         sigset_t old;
-        block_signals(&old);
+        out_block_signals(&old);
         int err = 0;
-        if (created_add(owner, 'd', p) != 0) {
+        if (out_register(owner, 'd', p) != 0) {
             err = ENOMEM;
         } else if (mkdir(p, 0777) != 0) {
             err = errno;
-            n_created = n_created - 1;  /* not made by this run: forget it */
-            free(created[n_created].path);
+            out_unregister_last();  /* not made by this run: forget it */
         }
-        restore_signals(&old);
+        out_restore_signals(&old);
         if (err && !(err == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
             if (err == ENOMEM) dflash_set_error("trace: out of memory");
             else dflash_set_error("trace: cannot create directory %s: %s", p,
@@ -755,13 +265,13 @@ static char *make_sibling(const char *dir, const char *tag, const void *owner) {
     }
     sprintf(tmpl, "%s%sXXXXXX", dir, tag);
     sigset_t old;
-    block_signals(&old);
+    out_block_signals(&old);
     int err = mkdtemp(tmpl) ? 0 : errno;
-    if (!err && owner && created_add(owner, 'd', tmpl) != 0) {
+    if (!err && owner && out_register(owner, 'd', tmpl) != 0) {
         rmdir(tmpl);
         err = ENOMEM;
     }
-    restore_signals(&old);
+    out_restore_signals(&old);
     if (err) {
         dflash_set_error("trace: cannot create directory %s: %s", tmpl, strerror(err));
         free(tmpl);
@@ -776,184 +286,10 @@ static mode_t current_umask(void) {
     return m;
 }
 
-/* ===========================================================================
- * Output paths against each other and against the run's inputs.
- * ======================================================================== */
-
-/* path made absolute, the symbolic links of its longest existing prefix
- * resolved, "//", "." and ".." taken out of the rest (malloc'd; NULL with
- * dflash_errmsg). Two paths that name one file give one string. */
-static char *canon_path(const char *path) {
-    size_t n = strlen(path);
-    char *work = strdup(path), *real = NULL;
-    if (!work) goto oom;
-    size_t cut = n;
-    for (;;) {
-        char c = work[cut];
-        work[cut] = '\0';
-        real = realpath(cut ? work : path[0] == '/' ? "/" : ".", NULL);
-        work[cut] = c;
-        if (real || cut == 0) break;
-        while (cut > 0 && work[cut - 1] != '/') cut--;  /* drop the last component */
-        while (cut > 0 && work[cut - 1] == '/') cut--;
-    }
-    free(work);
-    if (!real) {
-        dflash_set_error("trace: cannot resolve %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    const char *rest = path + cut;
-    size_t lr = strlen(real);
-    char *joined = malloc(lr + strlen(rest) + 3), *out = malloc(lr + strlen(rest) + 3);
-    if (!joined || !out) {
-        free(real);
-        free(joined);
-        free(out);
-        goto oom;
-    }
-    sprintf(joined, "%s/%s", real, rest);
-    free(real);
-    size_t w = 0;
-    for (const char *s = joined; *s;) {
-        while (*s == '/') s++;
-        const char *e = s;
-        while (*e && *e != '/') e++;
-        size_t l = (size_t)(e - s);
-        if (l == 2 && s[0] == '.' && s[1] == '.') {
-            while (w > 0 && out[w - 1] != '/') w--;
-            if (w > 0) w--;
-        } else if (l > 0 && !(l == 1 && s[0] == '.')) {
-            out[w++] = '/';
-            memcpy(out + w, s, l);
-            w += l;
-        }
-        s = e;
-    }
-    if (w == 0) out[w++] = '/';
-    out[w] = '\0';
-    free(joined);
-    return out;
-oom:
-    dflash_set_error("trace: out of memory");
-    return NULL;
-}
-
-/* a is b or inside b (both from canon_path) */
-static int path_within(const char *a, const char *b) {
-    size_t lb = strlen(b);
-    if (strcmp(b, "/") == 0) return 1;
-    return strncmp(a, b, lb) == 0 && (a[lb] == '\0' || a[lb] == '/');
-}
-
-/* One input file against the canonical outputs (co[0] the trace
- * directory, co[1] the text trace; NULL when not asked for). */
-static int check_against_input(const char *input, const struct stat *in_st, char *const co[2],
-                               const char *const out[2]) {
-    char *ci = canon_path(input);
-    if (!ci) return -1;
-    int rc = 0;
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        if (!co[k]) continue;
-        struct stat os;
-        int same = strcmp(co[k], ci) == 0 ||
-                   (stat(out[k], &os) == 0 && os.st_dev == in_st->st_dev && os.st_ino == in_st->st_ino);
-        if (same) {
-            dflash_set_error("trace: %s %s is the input %s; refusing to write over it (choose another path)",
-                             k ? "the text trace" : "the trace directory", out[k], input);
-            rc = -1;
-        } else if (k == 0 && path_within(ci, co[0])) {
-            dflash_set_error("trace: the trace directory %s holds the input %s; refusing to replace it "
-                             "(choose another path)", out[0], input);
-            rc = -1;
-        }
-    }
-    free(ci);
-    return rc;
-}
-
-/* The kind of name this program gives its own files, or NULL: "<x>.lock"
- * (a trace directory's lock), "<x>.partial.XXXXXX" and "<x>.old.XXXXXX"
- * (outputs being written, earlier traces being replaced; six characters
- * from mkstemp/mkdtemp). A later run removes such files when their writer
- * is gone, so no output may have such a name. */
-static const char *own_name_kind(const char *path) {
-    size_t n = strlen(path);
-    while (n > 1 && path[n - 1] == '/') n--;
-    size_t b = n;
-    while (b > 0 && path[b - 1] != '/') b--;
-    const char *base = path + b;
-    size_t lb = n - b;
-    if (lb > 5 && strncmp(base + lb - 5, ".lock", 5) == 0) return "a trace directory's lock (<dir>.lock)";
-    static const char *const TAGS[2] = {".partial.", ".old."};
-    for (int k = 0; k < 2; k++) {
-        size_t lt = strlen(TAGS[k]);
-        if (lb < lt + 7 || strncmp(base + lb - 6 - lt, TAGS[k], lt) != 0) continue;
-        int tmp = 1;
-        for (size_t i = lb - 6; i < lb; i++)
-            if (!(isalnum((unsigned char)base[i]))) tmp = 0;
-        if (tmp) return k == 0 ? "an output being written (<file>.partial.XXXXXX)"
-                               : "an earlier trace being replaced (<dir>.old.XXXXXX)";
-    }
-    return NULL;
-}
-
 int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs) {
-    const char *out[2] = {dir, text_path && strcmp(text_path, "-") != 0 ? text_path : NULL};
-    char *co[2] = {NULL, NULL};
-    int rc = 0;
-    for (int k = 0; k < 2 && rc == 0; k++)
-        if (out[k] && !(co[k] = canon_path(out[k]))) rc = -1;
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        const char *kind = out[k] ? own_name_kind(out[k]) : NULL;
-        if (!kind && co[k]) kind = own_name_kind(co[k]);
-        char link[4096], *at = out[k] ? strdup(out[k]) : NULL;  /* and what a symbolic link names */
-        for (int hops = 0; at && !kind && hops < 40; hops++) {
-            ssize_t n = readlink(at, link, sizeof link - 1);
-            free(at);
-            at = NULL;
-            if (n <= 0) break;
-            link[n] = '\0';
-            kind = own_name_kind(link);
-            at = strdup(link);
-        }
-        free(at);
-        if (kind) {
-            dflash_set_error("trace: %s %s has the name of %s, which dflash removes; choose another name",
-                             k ? "the text trace" : "the trace directory", out[k], kind);
-            rc = -1;
-        }
-    }
-    if (rc == 0 && co[0] && co[1] && (path_within(co[1], co[0]) || path_within(co[0], co[1]))) {
-        dflash_set_error("trace: the text trace %s may not be the trace directory %s or inside it "
-                         "(the directory is replaced whole)", out[1], out[0]);
-        rc = -1;
-    }
-    for (int i = 0; i < n_inputs && rc == 0 && (co[0] || co[1]); i++) {
-        struct stat st;
-        if (stat(inputs[i], &st) != 0) continue;  /* a missing input is the loader's to report */
-        if (!S_ISDIR(st.st_mode)) {
-            rc = check_against_input(inputs[i], &st, co, out);
-            continue;
-        }
-        /* a directory stands for the regular files directly inside it */
-        DIR *d = opendir(inputs[i]);
-        struct dirent *e;
-        while (d && rc == 0 && (e = readdir(d)) != NULL) {
-            char *p = path_join(inputs[i], e->d_name);
-            struct stat fs;
-            if (!p) {
-                dflash_set_error("trace: out of memory");
-                rc = -1;
-            } else if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) {
-                rc = check_against_input(p, &fs, co, out);
-            }
-            free(p);
-        }
-        if (d) closedir(d);
-    }
-    free(co[0]);
-    free(co[1]);
-    return rc;
+    OutPath outs[2] = {{dir, "the trace directory", 1},
+                       {text_path && strcmp(text_path, "-") != 0 ? text_path : NULL, "the text trace", 0}};
+    return out_check_paths("trace", outs, 2, inputs, n_inputs);
 }
 
 /* ===========================================================================
@@ -1083,10 +419,9 @@ struct Tracer {
     int lock_fd;
     /* readable output (text_path given) */
     char *text_path;      /* as given, for messages */
-    char *text_final;     /* the file it replaces at close (symbolic links followed) */
-    char *text_tmp;       /* "<text_final>.partial.XXXXXX"; NULL: written in place
-                           * (stdout, a device, a FIFO) */
-    FILE *text;           /* stdout for "-" */
+    OutFile *text_out;    /* the file (files.h: a temporary beside it, renamed at close;
+                           * stdout, a device, a FIFO written in place) */
+    FILE *text;           /* out_stream(text_out) while it is open */
     const Vocab *vocab;
     /* which names to write */
     char **filters;       /* (n_filters) */
@@ -1126,20 +461,16 @@ static int name_wanted(const Tracer *t, const char *name) {
  * and the lock released. */
 static void tracer_free(Tracer *t) {
     if (t->manifest) fclose(t->manifest);
-    if (t->text && t->text != stdout) fclose(t->text);
     char keep[sizeof dflash_errmsg];
     memcpy(keep, dflash_errmsg, sizeof keep);
+    out_abort(t->text_out);  /* a failed run: the earlier text trace stays */
     if (t->tmp_dir) remove_dir_files(t->tmp_dir);  /* best effort: the run failed already */
     sigset_t old;
-    block_signals(&old);
-    for (int i = n_created - 1; i >= 0; i--) {
-        if (created[i].owner != t) continue;
-        if (created[i].kind == 'd') rmdir(created[i].path);  /* fails harmlessly when not empty */
-        else unlink(created[i].path);
-    }
+    out_block_signals(&old);
+    out_remove_owned(t);
     if (t->lock_fd >= 0) close(t->lock_fd);  /* after the unlink: see lock_acquire */
-    created_forget(t, 0, t->tmp_dir);
-    restore_signals(&old);
+    out_forget(t, 0, t->tmp_dir);
+    out_restore_signals(&old);
     memcpy(dflash_errmsg, keep, sizeof keep);
     for (int k = 0; k < t->n_filters; k++) free(t->filters[k]);
     free(t->filters);
@@ -1150,8 +481,6 @@ static void tracer_free(Tracer *t) {
     free(t->manifest_path);
     free(t->lock_path);
     free(t->text_path);
-    free(t->text_final);
-    free(t->text_tmp);
     free(t);
 }
 
@@ -1169,9 +498,9 @@ static int lock_acquire(Tracer *t) {
     }
     for (int attempt = 0; attempt < 1000; attempt++) {
         sigset_t old;
-        block_signals(&old);
-        if (created_add(t, 'l', t->lock_path) != 0) {
-            restore_signals(&old);
+        out_block_signals(&old);
+        if (out_register(t, 'l', t->lock_path) != 0) {
+            out_restore_signals(&old);
             return -1;
         }
         int err = 0, busy = 0, stale = 0, foreign = 0;
@@ -1192,20 +521,14 @@ static int lock_acquire(Tracer *t) {
         } else {
             /* fcntl locks do not exclude the same process: a second tracer
              * of this process on the same directory is refused here */
-            for (int i = 0; i < n_created - 1 && !busy; i++) {
-                struct stat c;
-                if (created[i].kind == 'l' && created[i].owner != t && stat(created[i].path, &c) == 0 &&
-                    c.st_dev == a.st_dev && c.st_ino == a.st_ino)
-                    busy = 1;
-            }
+            busy = out_registered_same(t, 'l', &a);
         }
         if (err || busy || stale || foreign) {
-            n_created = n_created - 1;  /* not ours to remove */
-            free(created[n_created].path);
+            out_unregister_last();  /* not ours to remove */
             if (fd >= 0) close(fd);
             fd = -1;
         }
-        restore_signals(&old);
+        out_restore_signals(&old);
         if (foreign) {
             dflash_set_error("trace: %s exists and is not a dflash lock (an empty file); refusing to use "
                              "or remove it", t->lock_path);
@@ -1229,25 +552,6 @@ static int lock_acquire(Tracer *t) {
     return -1;
 }
 
-/* The lowest descriptor of this process open for writing on st's file
- * (same device and inode), or -1. Descriptors 0..1023 are looked at. */
-static int writable_descriptor_of(const struct stat *st) {
-    for (int fd = 0; fd < 1024; fd++) {
-        struct stat s;
-        if (fstat(fd, &s) != 0 || s.st_dev != st->st_dev || s.st_ino != st->st_ino) continue;
-        int fl = fcntl(fd, F_GETFL);
-        if (fl != -1 && (fl & O_ACCMODE) != O_RDONLY) return fd;
-    }
-    return -1;
-}
-
-/* Is path one of this process's registered partial outputs? */
-static int created_here(const char *path) {
-    for (int i = 0; i < n_created; i++)
-        if (strcmp(created[i].path, path) == 0) return 1;
-    return 0;
-}
-
 /* A trace directory's files only: trace.jsonl and regular *.npy files. */
 static int holds_trace_files_only(const char *dir) {
     DIR *d = opendir(dir);
@@ -1267,140 +571,36 @@ static int holds_trace_files_only(const char *dir) {
     return ok;
 }
 
-/* Remove what earlier runs left beside path when they were killed
- * (SIGKILL, a crash, a power cut), and say so on stderr, one line each:
- *   dir 1: "<path>.partial.XXXXXX" and "<path>.old.XXXXXX" directories
- *          holding trace files only. Called with <path>.lock held: only
- *          the lock's holder makes them, so their writer is gone.
- *   dir 0: "<path>.partial.XXXXXX" files (text traces being written) that
- *          nobody holds an fcntl lock on: their writer is gone.
- * Anything else with such a name is left alone. Best effort: what cannot
- * be removed stays, and the run goes on. */
-static void remove_stale(const char *path, int dir) {
-    const char *slash = strrchr(path, '/');
-    char *parent = slash ? strndup(path, slash == path ? 1 : (size_t)(slash - path)) : strdup(".");
-    const char *base = slash ? slash + 1 : path;
+/* Remove the "<dir>.partial.XXXXXX" and "<dir>.old.XXXXXX" directories
+ * that earlier runs left beside dir when they were killed (SIGKILL, a
+ * crash, a power cut), and say so on stderr, one line each. Called with
+ * <dir>.lock held: only the lock's holder makes them, so their writer is
+ * gone. Only directories holding trace files only are removed; anything
+ * else with such a name is left alone. Best effort: what cannot be removed
+ * stays, and the run goes on. (A text trace's temporary file: files.c,
+ * out_remove_stale.) */
+static void remove_stale_dirs(const char *dir) {
+    const char *slash = strrchr(dir, '/');
+    char *parent = slash ? strndup(dir, slash == dir ? 1 : (size_t)(slash - dir)) : strdup(".");
+    const char *base = slash ? slash + 1 : dir;
     DIR *d = parent ? opendir(parent) : NULL;
     size_t lb = strlen(base);
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         const char *f = e->d_name;
-        if (strncmp(f, base, lb) != 0 || !own_name_kind(f) || ends_with(f, ".lock")) continue;
+        if (strncmp(f, base, lb) != 0 || !out_own_name(f)) continue;
         int is_partial = strncmp(f + lb, ".partial.", 9) == 0 && strlen(f + lb) == 15;
         int is_old = strncmp(f + lb, ".old.", 5) == 0 && strlen(f + lb) == 11;
-        if (!is_partial && !(dir && is_old)) continue;
+        if (!is_partial && !is_old) continue;
         char *p = slash ? path_join(parent, f) : strdup(f);
         struct stat st;
-        int removed = 0;
-        if (!p || created_here(p) || lstat(p, &st) != 0) {
-            /* ours, or gone meanwhile */
-        } else if (dir && S_ISDIR(st.st_mode)) {
-            removed = holds_trace_files_only(p) && remove_dir_files(p) == 0;
-        } else if (!dir && is_partial && S_ISREG(st.st_mode)) {
-            int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            struct flock fl;
-            memset(&fl, 0, sizeof fl);
-            fl.l_type = F_WRLCK;
-            fl.l_whence = SEEK_SET;
-            removed = fd >= 0 && fcntl(fd, F_SETLK, &fl) == 0 && unlink(p) == 0;
-            if (fd >= 0) close(fd);
-        }
-        if (removed)
+        if (p && lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && !out_registered_same(NULL, 'd', &st) &&
+            holds_trace_files_only(p) && remove_dir_files(p) == 0)
             fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
         free(p);
     }
     if (d) closedir(d);
     free(parent);
-}
-
-/* Open the text trace: a temporary file beside the one it replaces at
- * close (an existing regular file keeps its mode, a symbolic link stays a
- * link); a file this process already has open for writing (stdout,
- * stderr, /dev/stdout, /dev/fd/N, or the same file by its name) is written
- * through that descriptor in its mode; a device or a FIFO is written in
- * place. The temporary file is fcntl-locked while it is written, so a later
- * run can tell it from one whose writer is gone (remove_stale_text). */
-static int text_open(Tracer *t, const char *text_path) {
-    struct stat st;
-    mode_t mode = 0666 & ~current_umask();
-    if (stat(text_path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            dflash_set_error("trace: the text trace %s is a directory; give a file name", text_path);
-            return -1;
-        }
-        int fd = writable_descriptor_of(&st);
-        if (fd >= 0) {
-            /* already open here (stdout, stderr, /dev/fd/N, the same file
-             * by another name): written through that descriptor, so its
-             * mode holds (>> appends) and nothing it wrote is overwritten */
-            int copy = fd == 1 ? -1 : dup(fd);
-            t->text = fd == 1 ? stdout : copy >= 0 ? fdopen(copy, "w") : NULL;
-            if (!t->text) {
-                if (copy >= 0) close(copy);
-                dflash_set_error("trace: cannot write %s (descriptor %d): %s", text_path, fd, strerror(errno));
-                return -1;
-            }
-            return 0;
-        }
-        if (!S_ISREG(st.st_mode)) {
-            t->text = fopen(text_path, "w");
-            if (!t->text) {
-                dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
-                return -1;
-            }
-            return 0;
-        }
-        if (access(text_path, W_OK) != 0) {  /* a read-only file is not replaced behind its back */
-            dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
-            return -1;
-        }
-        mode = st.st_mode & 07777;
-        t->text_final = realpath(text_path, NULL);
-        if (!t->text_final) {
-            dflash_set_error("trace: cannot use %s: %s", text_path, strerror(errno));
-            return -1;
-        }
-    } else if (errno == ENOENT) {
-        t->text_final = strdup(text_path);
-    } else {
-        dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
-        return -1;
-    }
-    t->text_tmp = t->text_final ? str_cat(t->text_final, ".partial.XXXXXX") : NULL;
-    if (!t->text_tmp) {
-        dflash_set_error("trace: out of memory");
-        return -1;
-    }
-    remove_stale(t->text_final, 0);
-    sigset_t old;
-    block_signals(&old);
-    int fd = mkstemp(t->text_tmp), err = fd < 0 ? errno : 0;
-    if (fd >= 0 && created_add(t, 'f', t->text_tmp) != 0) {
-        unlink(t->text_tmp);
-        close(fd);
-        fd = -1;
-        err = ENOMEM;
-    }
-    restore_signals(&old);
-    if (fd < 0) {
-        dflash_set_error("trace: cannot create %s: %s", text_path, strerror(err));
-        free(t->text_tmp);
-        t->text_tmp = NULL;
-        return -1;
-    }
-    struct flock fl;  /* held until the file is renamed or removed: see remove_stale */
-    memset(&fl, 0, sizeof fl);
-    fl.l_type = F_WRLCK;
-    fl.l_whence = SEEK_SET;
-    fcntl(fd, F_SETLK, &fl);
-    fchmod(fd, mode);
-    t->text = fdopen(fd, "w");
-    if (!t->text) {
-        dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return 0;
 }
 
 Tracer *trace_open(const char *dir, const char *text_path,
@@ -1442,7 +642,7 @@ Tracer *trace_open(const char *dir, const char *text_path,
         if (check_trace_dir(t->dir, &exists) != 0) goto fail;
         if (!exists && make_parents(t->dir, t) != 0) goto fail;
         if (lock_acquire(t) != 0) goto fail;
-        remove_stale(t->dir, 1);
+        remove_stale_dirs(t->dir);
         t->tmp_dir = make_sibling(t->dir, ".partial.", t);
         if (!t->tmp_dir) goto fail;
         /* mkdtemp makes it 0700; give the trace a normal directory's mode */
@@ -1450,10 +650,10 @@ Tracer *trace_open(const char *dir, const char *text_path,
         t->manifest_path = path_join(t->tmp_dir, "trace.jsonl");
         if (!t->manifest_path) goto oom;
         sigset_t old;
-        block_signals(&old);
-        if (created_add(t, 'f', t->manifest_path) == 0) t->manifest = fopen(t->manifest_path, "w");
+        out_block_signals(&old);
+        if (out_register(t, 'f', t->manifest_path) == 0) t->manifest = fopen(t->manifest_path, "w");
         int err = errno;
-        restore_signals(&old);
+        out_restore_signals(&old);
         if (!t->manifest) {
             dflash_set_error("trace: cannot create %s: %s", t->manifest_path, strerror(err));
             goto fail;
@@ -1463,8 +663,9 @@ Tracer *trace_open(const char *dir, const char *text_path,
     if (text_path) {
         t->text_path = strdup(text_path);
         if (!t->text_path) goto oom;
-        if (strcmp(text_path, "-") == 0) t->text = stdout;
-        else if (text_open(t, text_path) != 0) goto fail;
+        t->text_out = out_open(text_path, "trace");
+        if (!t->text_out) goto fail;
+        t->text = out_stream(t->text_out);
         fprintf(t->text, "DFlash trace (real = %s); tensors in the order the run made them.\n"
                          "Shapes drop the batch axis. Small tensors in full, large ones as\n"
                          "min / max / mean / rms and their first values.\n", REAL_NAME);
@@ -1488,7 +689,7 @@ void trace_set_vocab(Tracer *t, const Vocab *v) {
 static int trace_commit(Tracer *t) {
     int rc = 0;
     sigset_t sigs;
-    block_signals(&sigs);
+    out_block_signals(&sigs);
     if (t->tmp_dir) {
         int exists;
         char *old = NULL;
@@ -1512,7 +713,7 @@ static int trace_commit(Tracer *t) {
             rc = -1;
         } else {
             /* the new trace is <dir> now, and the parents made hold it */
-            created_forget(t, 'd', t->tmp_dir);
+            out_forget(t, 'd', t->tmp_dir);
             free(t->tmp_dir);
             t->tmp_dir = NULL;
             if (exists && remove_dir_files(old) != 0) {
@@ -1525,17 +726,12 @@ static int trace_commit(Tracer *t) {
         }
         free(old);
     }
-    if (rc == 0 && t->text_tmp) {
-        if (rename(t->text_tmp, t->text_final) != 0) {
-            dflash_set_error("trace: cannot rename %s to %s: %s", t->text_tmp, t->text_path, strerror(errno));
-            rc = -1;
-        } else {
-            created_forget(t, 'f', NULL);
-            free(t->text_tmp);
-            t->text_tmp = NULL;
-        }
+    if (rc == 0 && t->text_out) {
+        OutFile *o = t->text_out;
+        t->text_out = NULL;
+        rc = out_commit(o);
     }
-    restore_signals(&sigs);
+    out_restore_signals(&sigs);
     return rc;
 }
 
@@ -1544,20 +740,12 @@ int trace_close(Tracer *t) {
     int ok = !t->failed;
     if (!ok) dflash_set_error("%s", t->error);
 
-    if (t->text) {
-        int bad = fflush(t->text) != 0 || ferror(t->text);
-        int saved = errno;
-        /* a temporary file stays open (and fcntl-locked) until renamed:
-         * tracer_free closes it */
-        if (t->text != stdout && !t->text_tmp && fclose(t->text) != 0 && !bad) {
-            bad = 1;
-            saved = errno;
-        }
-        if (!t->text_tmp) t->text = NULL;
-        if (bad && ok) {
-            dflash_set_error("trace: cannot write %s: %s", t->text_path, strerror(saved));
-            ok = 0;
-        }
+    if (t->text_out) {
+        char keep[sizeof dflash_errmsg];
+        memcpy(keep, dflash_errmsg, sizeof keep);
+        t->text = NULL;
+        if (out_finish(t->text_out) != 0 && ok) ok = 0;  /* "trace: cannot write ..." */
+        else if (!ok) memcpy(dflash_errmsg, keep, sizeof keep);
     }
     if (t->manifest) {
         int bad = fclose(t->manifest) != 0;
@@ -1960,7 +1148,7 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
             dflash_set_error("trace: out of memory");
             return tracer_fail(t);
         }
-        int w = npy_write(path, is_int, data, ndim, shape, n);
+        int w = trace_npy_file(path, is_int, data, ndim, shape, n);
         free(path);
         if (w != 0) return tracer_fail(t);
         /* the manifest line: JSON, strings escaped */
@@ -2022,1098 +1210,4 @@ const TraceHook *trace_hook(Tracer *t) {
 int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
               const int64_t *data, int ndim, const int64_t *shape) {
     return record(t, ph, name, meaning, 1, data, ndim, shape);
-}
-
-/* ===========================================================================
- * .npy reader, for diff. Reads what NumPy writes: format 1.0 (u16 header
- * length), 2.0 and 3.0 (u32); floats f4 f8, integers i1 i2 i4 i8 u1 u2 u4,
- * booleans b1, little- or big-endian ('<', '>', '|', and '=' for this
- * host's order); C or Fortran order; any ndim including ().
- *
- * Nothing is read before it is checked: npy_open reads the preamble and the
- * header only, validates them and checks the file's size against shape and
- * descr; npy_load then reads the data of that one tensor, in its own dtype
- * (n * itemsize bytes, no widening), and turns it into little-endian C
- * order. Values are decoded one at a time when compared (npy_f, npy_i).
- * Everything else is an error naming the file.
- * ======================================================================== */
-
-typedef struct {
-    char descr[8];
-    char kind;           /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool */
-    int item;            /* bytes per value: 1, 2, 4 or 8 */
-    int big_endian;      /* the file's byte order (the data is swapped on load) */
-    int fortran;         /* the file's order (the data is reordered on load) */
-    int ndim;
-    int64_t shape[TRACE_MAX_NDIM];
-    size_t n;            /* product(shape) */
-    size_t offset;       /* where the data starts in the file */
-    size_t file_size;    /* the size npy_open checked */
-    unsigned char *data; /* (n * item) after npy_load: little-endian, C order */
-} NpyArray;
-
-static void npy_free(NpyArray *a) {
-    free(a->data);
-    a->data = NULL;
-}
-
-static int host_is_big_endian(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 0;
-}
-
-/* Value k, little-endian, as an unsigned integer of a->item bytes */
-static uint64_t npy_bits(const NpyArray *a, size_t k) {
-    const unsigned char *d = a->data + k * (size_t)a->item;
-    uint64_t u = 0;
-    for (int b = 0; b < a->item; b++) u |= (uint64_t)d[b] << (8 * b);
-    return u;
-}
-
-/* Value k of a float array, as a double */
-static double npy_f(const NpyArray *a, size_t k) {
-    uint64_t u = npy_bits(a, k);
-    if (a->item == 4) {
-        uint32_t w = (uint32_t)u;
-        float v;
-        memcpy(&v, &w, 4);
-        return v;
-    }
-    double v;
-    memcpy(&v, &u, 8);
-    return v;
-}
-
-/* Value k of an integer or bool array, as an int64 (every supported integer
- * type fits: u8 is not accepted) */
-static int64_t npy_i(const NpyArray *a, size_t k) {
-    uint64_t u = npy_bits(a, k);
-    if (a->kind != 'i' || a->item == 8) return (int64_t)u;
-    int bits = 8 * a->item;
-    uint64_t sign = (uint64_t)1 << (bits - 1);
-    return (int64_t)((u ^ sign) - sign);  /* sign-extend */
-}
-
-/* NumPy's name of a's dtype ("float32", "int64", "bool"): what trace.jsonl says */
-static const char *npy_dtype_name(const NpyArray *a) {
-    switch (a->kind) {
-    case 'f': return a->item == 4 ? "float32" : "float64";
-    case 'b': return "bool";
-    case 'u': return a->item == 1 ? "uint8" : a->item == 2 ? "uint16" : "uint32";
-    default: return a->item == 1 ? "int8" : a->item == 2 ? "int16" : a->item == 4 ? "int32" : "int64";
-    }
-}
-
-/* A Python string literal '...' or "..." (no escapes: descr has none). */
-static int py_string(const char **p, const char *end, char *out, size_t size) {
-    if (*p >= end) return -1;  /* before reading **p: the header may end here */
-    char q = **p;
-    if (q != '\'' && q != '"') return -1;
-    const char *s = *p + 1, *e = s;
-    while (e < end && *e != q) e++;
-    if (e >= end || (size_t)(e - s) >= size) return -1;
-    memcpy(out, s, (size_t)(e - s));
-    out[e - s] = '\0';
-    *p = e + 1;
-    return 0;
-}
-
-static void py_ws(const char **p, const char *end) {
-    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')) (*p)++;
-}
-
-/* Parse the header dict {'descr': ..., 'fortran_order': ..., 'shape': (...)}. */
-static int npy_parse_header(const char *path, const char *h, size_t len, NpyArray *a) {
-    const char *p = h, *end = h + len;
-    int have_descr = 0, have_order = 0, have_shape = 0;
-    py_ws(&p, end);
-    if (p >= end || *p != '{') {
-        dflash_set_error("%s: header is not a Python dict (no '{')", path);
-        return -1;
-    }
-    p++;
-    for (;;) {
-        char key[32];
-        py_ws(&p, end);
-        if (p < end && *p == '}') { p++; break; }
-        if (py_string(&p, end, key, sizeof key) != 0) {
-            dflash_set_error("%s: header: expected a quoted key at offset %zu", path, (size_t)(p - h));
-            return -1;
-        }
-        py_ws(&p, end);
-        if (p >= end || *p != ':') {
-            dflash_set_error("%s: header: expected ':' after '%s'", path, key);
-            return -1;
-        }
-        p++;
-        py_ws(&p, end);
-        if (strcmp(key, "descr") == 0 && !have_descr) {
-            if (py_string(&p, end, a->descr, sizeof a->descr) != 0) {
-                dflash_set_error("%s: header: 'descr' is not a short string", path);
-                return -1;
-            }
-            have_descr = 1;
-        } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
-            if ((size_t)(end - p) >= 5 && strncmp(p, "False", 5) == 0) {
-                p += 5;
-            } else if ((size_t)(end - p) >= 4 && strncmp(p, "True", 4) == 0) {
-                p += 4;
-                a->fortran = 1;  /* converted to C order after reading */
-            } else {
-                dflash_set_error("%s: header: 'fortran_order' is not True or False", path);
-                return -1;
-            }
-            have_order = 1;
-        } else if (strcmp(key, "shape") == 0 && !have_shape) {
-            if (p >= end || *p != '(') {
-                dflash_set_error("%s: header: 'shape' is not a tuple", path);
-                return -1;
-            }
-            p++;
-            int commas = 0;
-            for (;;) {
-                py_ws(&p, end);
-                if (p < end && *p == ')') { p++; break; }
-                if (p >= end || *p < '0' || *p > '9') {
-                    dflash_set_error("%s: header: 'shape' holds something other than "
-                                     "non-negative integers", path);
-                    return -1;
-                }
-                if (a->ndim == TRACE_MAX_NDIM) {
-                    dflash_set_error("%s: header: more than %d dimensions", path, TRACE_MAX_NDIM);
-                    return -1;
-                }
-                int64_t v = 0;
-                while (p < end && *p >= '0' && *p <= '9') {
-                    if (v > (INT64_MAX - 9) / 10) {
-                        dflash_set_error("%s: header: a dimension of 'shape' overflows", path);
-                        return -1;
-                    }
-                    v = v * 10 + (*p++ - '0');
-                }
-                if (p < end && *p == 'L') p++;  /* Python 2 longs, in old files */
-                a->shape[a->ndim++] = v;
-                py_ws(&p, end);
-                if (p < end && *p == ',') { p++; commas++; continue; }
-                if (p < end && *p == ')') { p++; break; }
-                dflash_set_error("%s: header: 'shape' tuple is malformed", path);
-                return -1;
-            }
-            /* (3) is the int 3 in Python, not a tuple */
-            if (a->ndim == 1 && commas == 0) {
-                dflash_set_error("%s: header: 'shape' (n) is not a tuple (expected (n,))", path);
-                return -1;
-            }
-            have_shape = 1;
-        } else {
-            dflash_set_error("%s: header: unexpected or repeated key '%s'", path, key);
-            return -1;
-        }
-        py_ws(&p, end);
-        if (p < end && *p == ',') { p++; continue; }
-        if (p < end && *p == '}') { p++; break; }
-        dflash_set_error("%s: header: expected ',' or '}' after '%s'", path, key);
-        return -1;
-    }
-    py_ws(&p, end);
-    if (p != end) {
-        dflash_set_error("%s: header: unexpected text after the dict", path);
-        return -1;
-    }
-    if (!have_descr || !have_order || !have_shape) {
-        dflash_set_error("%s: header: missing key '%s'", path,
-                         !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
-        return -1;
-    }
-    return 0;
-}
-
-/* Check the preamble p (the first min(size, 12) bytes of a file of size
- * bytes); sets where the header starts and its length. */
-static int npy_preamble(const char *path, const unsigned char *p, size_t size, size_t *hstart, size_t *hlen) {
-    static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    size_t m = size < 6 ? size : 6;
-    if (size == 0) {
-        dflash_set_error("%s: empty file: not a .npy file (bad magic: no \\x93NUMPY)", path);
-        return -1;
-    }
-    if (memcmp(p, MAGIC, m) != 0) {
-        dflash_set_error("%s: bad magic: not a .npy file (expected \\x93NUMPY)", path);
-        return -1;
-    }
-    if (size < 10) {
-        dflash_set_error("%s: truncated: %zu bytes, less than a .npy preamble (10 bytes)", path, size);
-        return -1;
-    }
-    int major = p[6], minor = p[7];
-    if (major == 1 && minor == 0) {
-        *hlen = (size_t)p[8] | (size_t)p[9] << 8;
-        *hstart = 10;
-    } else if ((major == 2 || major == 3) && minor == 0) {
-        if (size < 12) {
-            dflash_set_error("%s: truncated: expected a 12-byte preamble for format %d.0, got a file of %zu bytes",
-                             path, major, size);
-            return -1;
-        }
-        *hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
-        *hstart = 12;
-    } else {
-        dflash_set_error("%s: unsupported .npy format version %d.%d (expected 1.0, 2.0 or 3.0)", path, major,
-                         minor);
-        return -1;
-    }
-    if (*hlen > NPY_MAX_HEADER) {
-        dflash_set_error("%s: header length %zu is over the 1 MiB limit", path, *hlen);
-        return -1;
-    }
-    if (*hlen > size - *hstart) {
-        dflash_set_error("%s: header length %zu runs past the end of the file (%zu bytes): truncated", path, *hlen,
-                         size);
-        return -1;
-    }
-    return 0;
-}
-
-/* Parse the header text h (hlen bytes, starting at hstart) of a file of
- * size bytes into a: dict, descr, element count, and the data's size
- * checked against the file's. Reads no data. */
-static int npy_header_done(const char *path, const char *h, size_t hstart, size_t hlen, size_t size,
-                           NpyArray *a) {
-    if (npy_parse_header(path, h, hlen, a) != 0) return -1;
-    const char *d = a->descr;
-    char order = d[0], kind = d[0] ? d[1] : 0;
-    char *end = NULL;
-    long item = kind ? strtol(d + 2, &end, 10) : 0;   /* a descr with a NUL inside ends at it */
-    int ok = (order == '<' || order == '>' || order == '|' || order == '=') && kind && d[2] >= '1' &&
-             d[2] <= '9' && end && *end == '\0' &&
-             ((kind == 'f' && (item == 4 || item == 8)) ||
-              (kind == 'i' && (item == 1 || item == 2 || item == 4 || item == 8)) ||
-              (kind == 'u' && (item == 1 || item == 2 || item == 4)) || (kind == 'b' && item == 1));
-    if (!ok) {
-        dflash_set_error("%s: unsupported descr '%s' (expected a float f4 f8, an integer i1 i2 i4 i8 u1 u2 u4 "
-                         "or a bool b1, with < > | or =)", path, d);
-        return -1;
-    }
-    a->kind = kind;
-    a->item = (int)item;
-    a->big_endian = item > 1 && (order == '>' || (order == '=' && host_is_big_endian()));
-    size_t n = 1, data_size = size - hstart - hlen;
-    for (int k = 0; k < a->ndim; k++) {
-        /* the product may not overflow, and can never exceed the file */
-        if (a->shape[k] > 0 && n > SIZE_MAX / (size_t)item / (size_t)a->shape[k]) {
-            dflash_set_error("%s: shape is too large (element count overflows)", path);
-            return -1;
-        }
-        n *= (size_t)a->shape[k];
-    }
-    if (n * (size_t)item != data_size) {
-        dflash_set_error("%s: data is %zu bytes but shape and descr '%s' need %zu (%s)", path, data_size, d,
-                         n * (size_t)item, data_size < n * (size_t)item ? "truncated" : "trailing bytes");
-        return -1;
-    }
-    a->n = n;
-    a->offset = hstart + hlen;
-    a->file_size = size;
-    return 0;
-}
-
-/* After the data is in a->data: swap to little-endian, reorder to C order. */
-static int npy_fix_data(const char *path, NpyArray *a) {
-    size_t item = (size_t)a->item;
-    if (a->big_endian)
-        for (size_t k = 0; k < a->n; k++)
-            for (size_t b = 0; b < item / 2; b++) {
-                unsigned char *x = a->data + k * item, t = x[b];
-                x[b] = x[item - 1 - b];
-                x[item - 1 - b] = t;
-            }
-    a->big_endian = 0;
-    if (a->fortran && a->ndim > 1 && a->n > 0) {
-        unsigned char *c = malloc(a->n * item);
-        if (!c) {
-            dflash_set_error("%s: out of memory reordering %zu values to C order", path, a->n);
-            return -1;
-        }
-        int64_t idx[TRACE_MAX_NDIM] = {0};
-        for (size_t k = 0; k < a->n; k++) {  /* k: C-order index; idx: its subscripts */
-            size_t f = 0, stride = 1;        /* Fortran offset: the first axis varies fastest */
-            for (int d = 0; d < a->ndim; d++) {
-                f += (size_t)idx[d] * stride;
-                stride *= (size_t)a->shape[d];
-            }
-            memcpy(c + k * item, a->data + f * item, item);
-            for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
-        }
-        free(a->data);
-        a->data = c;
-    }
-    a->fortran = 0;
-    return 0;
-}
-
-/* Open path and read its header only (validated; the file's size checked
- * against shape and descr). a->data stays NULL. -1 with dflash_errmsg. */
-static int npy_open(const char *path, NpyArray *a) {
-    memset(a, 0, sizeof *a);
-    size_t size;
-    FILE *f = open_regular(path, &size);
-    if (!f) return -1;
-    int ret = -1;
-    char *h = NULL;
-    unsigned char pre[12];
-    size_t hstart = 0, hlen = 0, want = size < 12 ? size : 12;
-    if (fread(pre, 1, want, f) != want) {
-        dflash_set_error("%s: read error", path);
-        goto out;
-    }
-    if (npy_preamble(path, pre, size, &hstart, &hlen) != 0) goto out;
-    h = malloc(hlen + 1);
-    if (!h || fseek(f, (long)hstart, SEEK_SET) != 0 || fread(h, 1, hlen, f) != hlen) {
-        dflash_set_error("%s: cannot read the %zu-byte header", path, hlen);
-        goto out;
-    }
-    ret = npy_header_done(path, h, hstart, hlen, size, a);
-out:
-    free(h);
-    fclose(f);
-    return ret;
-}
-
-/* Read the data of a tensor npy_open checked: n * itemsize bytes. */
-static int npy_load(const char *path, NpyArray *a) {
-    size_t bytes = a->n * (size_t)a->item;
-    a->data = malloc(bytes ? bytes : 1);
-    if (!a->data) {
-        dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
-        return -1;
-    }
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size &&
-             fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
-    if (f) fclose(f);
-    if (!ok) {
-        dflash_set_error("%s: cannot read its %zu bytes of data (the file changed or is unreadable)", path,
-                         bytes);
-        npy_free(a);
-        return -1;
-    }
-    if (npy_fix_data(path, a) != 0) {
-        npy_free(a);
-        return -1;
-    }
-    return 0;
-}
-
-#ifdef TRACE_NPY_PARSE
-/* A whole .npy file held in memory (tests/fuzz/fuzz_npy.c defines
- * TRACE_NPY_PARSE): the same checks, the data copied. Reads nothing outside
- * buf[0..size). */
-static int npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray *a) {
-    memset(a, 0, sizeof *a);
-    size_t hstart, hlen;
-    if (npy_preamble(path, buf, size, &hstart, &hlen) != 0 ||
-        npy_header_done(path, (const char *)buf + hstart, hstart, hlen, size, a) != 0)
-        return -1;
-    size_t bytes = a->n * (size_t)a->item;
-    a->data = malloc(bytes ? bytes : 1);
-    if (!a->data) {
-        dflash_set_error("%s: out of memory", path);
-        return -1;
-    }
-    memcpy(a->data, buf + a->offset, bytes);
-    if (npy_fix_data(path, a) != 0) {
-        npy_free(a);
-        return -1;
-    }
-    return 0;
-}
-#endif
-
-/* ===========================================================================
- * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]
- *
- * A is the reference, B the port. Walks A's manifest (trace.jsonl, or the
- * oracle's names.json) in A's order, which is data-flow order: the first
- * departure printed is the first tensor, in the order the computation
- * produces them, where B departs from A. B's tensor of the same name is
- * found through B's manifest when it has one, else as B/<name>.npy.
- *
- * The rules (NOTES.md "dflash diff"):
- *   - strict: every name of A (matching --only, when given) must be in B.
- *     Names B lacks are a failure: "B has nothing after X: N tensors
- *     missing, first Y" when B stops early. Names only B has are listed
- *     and change nothing.
- *   - shapes must be equal, and both floats or both integers/bools (f4
- *     against f8 is fine, i4 against i8 too); integers must be equal;
- *   - a float value departs when |a - b| > atol + rtol * max|A|, max|A|
- *     being the largest finite magnitude of the REFERENCE tensor (defaults
- *     rtol 1e-4, atol 1e-6): the tolerance cannot be stretched by the port's
- *     own values;
- *   - NaN never agrees, not even with NaN (a reference holding NaN cannot
- *     vouch for anything); an infinity agrees only with the same infinity;
- *     a finite value against a non-finite one departs. NaN/Inf counts and
- *     the first position are reported.
- *   - each .npy header is validated and its size checked before any data is
- *     read; the manifest's dtype and shape must match the header; one
- *     tensor pair is in memory at a time (plus one of A for the hints).
- * The first departure comes with hints where they are certain: which heads
- * of an [H, ...] attention tensor depart, which other tensor of A (same
- * phase, same shape) B's tensor or one of its column blocks equals, and
- * whether B is A before a final RMSNorm.
- * Exit: 0 every tensor of A is in B and agrees; 1 some differ or are
- * missing from B; 2 bad input (usage, unreadable directory, manifest or
- * .npy, a manifest contradicting a header) or no name in common.
- * ======================================================================== */
-
-#define DIFF_LIST_MAX 20   /* differing / missing names listed in full */
-#define DIFF_MAX_ONLY 64
-
-typedef struct {
-    double rtol, atol;
-    int verbose;
-    const char *only[DIFF_MAX_ONLY];
-    int n_only;
-    const char *dir[2];
-    const Manifest *ma;
-    int compared, differ;
-} Diff;
-
-/* A name as text, control characters and backslashes escaped (\xNN), so a
- * manifest cannot fake an output line. */
-static void put_name(FILE *f, const char *s) {
-    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
-        if (*c < 0x20 || *c == 0x7f || *c == '\\') fprintf(f, "\\x%02x", *c);
-        else fputc(*c, f);
-    }
-}
-
-static void print_index(FILE *f, const NpyArray *a, size_t k) {
-    int64_t idx[TRACE_MAX_NDIM];
-    for (int d = a->ndim - 1; d >= 0; d--) {
-        idx[d] = a->shape[d] ? (int64_t)(k % (size_t)a->shape[d]) : 0;
-        if (a->shape[d]) k /= (size_t)a->shape[d];
-    }
-    fprintf(f, "[");
-    for (int d = 0; d < a->ndim; d++) fprintf(f, d ? ", %lld" : "%lld", (long long)idx[d]);
-    fprintf(f, "]");
-}
-
-/* "(2, 3)", "(3,)", "()" */
-static void shape_str(char *out, size_t size, const NpyArray *a) {
-    size_t len = (size_t)snprintf(out, size, "(");
-    for (int d = 0; d < a->ndim && len < size; d++)
-        len += (size_t)snprintf(out + len, size - len, d ? ", %lld" : "%lld", (long long)a->shape[d]);
-    if (len < size) snprintf(out + len, size - len, a->ndim == 1 ? ",)" : ")");
-}
-
-static void print_shape(FILE *f, const NpyArray *a) {
-    char s[32 + 24 * TRACE_MAX_NDIM];
-    shape_str(s, sizeof s, a);
-    fprintf(f, "%s %s", a->descr, s);
-}
-
-static int same_shape(const NpyArray *a, const NpyArray *b) {
-    int same = a->ndim == b->ndim;
-    for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
-    return same;
-}
-
-/* The manifest's "dtype|shape" for a tensor must match its header. */
-static int check_meta(const char *path, const char *meta, const NpyArray *a) {
-    if (!meta[0]) return 0;
-    char have[64 + 24 * TRACE_MAX_NDIM];
-    size_t len = (size_t)snprintf(have, sizeof have, "%s|", npy_dtype_name(a));
-    for (int d = 0; d < a->ndim; d++)
-        len += (size_t)snprintf(have + len, sizeof have - len, d ? ",%lld" : "%lld", (long long)a->shape[d]);
-    if (strcmp(have, meta) == 0) return 0;
-    dflash_set_error("%s: the manifest says dtype|shape \"%s\" but the file's header says \"%s\"", path, meta,
-                     have);
-    return -1;
-}
-
-/* One float comparison over a 2-D span: rows x cols values, element (r, c)
- * at a[r * a_ld + a_c0 + c] and b[r * b_ld + b_c0 + c] (a whole tensor is
- * one row). */
-typedef struct { size_t rows, cols, a_ld, a_c0, b_ld, b_c0; } Span;
-typedef struct {
-    double max_a, tol, max_abs, worst_excess, sum_d2, sum_a2;
-    size_t bad, worst;            /* worst: (r * cols + c) in the span */
-    size_t nan[2], inf[2];        /* in A, in B */
-    size_t first_nonfinite;       /* span index of the first NaN/Inf on either side */
-    int any_nonfinite;
-} FloatCmp;
-
-static Span whole(const NpyArray *a) { Span s = {1, a->n, a->n, 0, a->n, 0}; return s; }
-
-static void cmp_floats(const Diff *df, const NpyArray *a, const NpyArray *b, Span s, FloatCmp *r) {
-    memset(r, 0, sizeof *r);
-    r->worst_excess = -1;
-    for (size_t i = 0; i < s.rows; i++)
-        for (size_t c = 0; c < s.cols; c++) {
-            double x = npy_f(a, i * s.a_ld + s.a_c0 + c);
-            if (isfinite(x) && fabs(x) > r->max_a) r->max_a = fabs(x);
-        }
-    r->tol = df->atol + df->rtol * r->max_a;   /* one tolerance for the whole tensor, from A */
-    for (size_t i = 0; i < s.rows; i++)
-        for (size_t c = 0; c < s.cols; c++) {
-            size_t k = i * s.cols + c;
-            double x = npy_f(a, i * s.a_ld + s.a_c0 + c), y = npy_f(b, i * s.b_ld + s.b_c0 + c);
-            double diff, excess;
-            int departs;
-            if (!isfinite(x) || !isfinite(y)) {
-                r->nan[0] += isnan(x) != 0;
-                r->nan[1] += isnan(y) != 0;
-                r->inf[0] += isinf(x) != 0;
-                r->inf[1] += isinf(y) != 0;
-                if (!r->any_nonfinite) r->first_nonfinite = k;
-                r->any_nonfinite = 1;
-                departs = isnan(x) || isnan(y) || x != y;   /* NaN never agrees */
-                diff = excess = departs ? INFINITY : 0;
-            } else {
-                diff = fabs(x - y);
-                departs = diff > r->tol;
-                excess = r->tol > 0 ? diff / r->tol : (diff > 0 ? INFINITY : 0);
-                r->sum_d2 += diff * diff;
-                r->sum_a2 += x * x;
-            }
-            if (diff > r->max_abs) r->max_abs = diff;
-            if (departs) r->bad++;
-            if (excess > r->worst_excess) {
-                r->worst_excess = excess;
-                r->worst = k;
-            }
-        }
-}
-
-/* "-153.2 dB": 10 log10(sum (a-b)^2 / sum a^2) over the finite values */
-static void nmse_str(char *out, size_t size, const FloatCmp *r) {
-    if (r->sum_d2 == 0) snprintf(out, size, "exact");
-    else if (r->sum_a2 == 0) snprintf(out, size, "inf dB (A is 0)");
-    else snprintf(out, size, "%.1f dB", 10 * log10(r->sum_d2 / r->sum_a2));
-}
-
-/* The values of both around flat index k, side by side. */
-static void print_around(FILE *f, const NpyArray *a, const NpyArray *b, size_t k) {
-    size_t k0 = k > 3 ? k - 3 : 0, k1 = k0 + 8 < a->n ? k0 + 8 : a->n;
-    const NpyArray *ab[2] = {a, b};
-    for (int s = 0; s < 2; s++) {
-        fprintf(f, "  %s flat [%zu..%zu]:", s ? "B" : "A", k0, k1 - 1);
-        for (size_t j = k0; j < k1; j++) {
-            const char *mark = j == k ? "*" : "";
-            if (ab[s]->kind != 'f') fprintf(f, " %s%lld", mark, (long long)npy_i(ab[s], j));
-            else fprintf(f, " %s%.9g", mark, npy_f(ab[s], j));
-        }
-        fprintf(f, "\n");
-    }
-}
-
-/* The phase of a name: the text before its first '.' ("prefill", "draft2") */
-static size_t phase_len(const char *name) {
-    const char *dot = strchr(name, '.');
-    return dot ? (size_t)(dot - name) : strlen(name);
-}
-
-/* Open and load A's tensor k of the manifest when its shape is rows x cols
- * (2-D) or, with cols == 0, equal to want's. 1 loaded, 0 not that shape,
- * -1 unreadable (skipped: hints are best effort, A was read before). */
-static int load_candidate(const Diff *df, int k, const NpyArray *want, int64_t rows, int64_t cols,
-                          NpyArray *c) {
-    char *p = path_join(df->dir[0], df->ma->files.s[k]);
-    int r = p && npy_open(p, c) == 0 ? 1 : -1;
-    if (r == 1 && c->kind != 'f') r = 0;
-    if (r == 1 && (cols ? !(c->ndim == 2 && c->shape[0] == rows && c->shape[1] == cols) : !same_shape(c, want)))
-        r = 0;
-    if (r == 1 && npy_load(p, c) != 0) r = -1;
-    free(p);
-    return r;
-}
-
-/* Hints for the first departure of a float tensor (printed when certain). */
-static void diff_hints(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
-    FILE *f = stdout;
-    char saved[sizeof dflash_errmsg];
-    memcpy(saved, dflash_errmsg, sizeof saved);
-    /* heads: an attention tensor [H, ...] */
-    if (a->ndim == 3 && strstr(name, "self_attn.") && a->shape[0] > 1) {
-        size_t H = (size_t)a->shape[0], per = a->n / H, dep = 0;
-        char list[2][512] = {"", ""};
-        for (size_t h = 0; h < H; h++) {
-            int bad = 0;
-            for (size_t k = h * per; k < (h + 1) * per && !bad; k++) {
-                double x = npy_f(a, k), y = npy_f(b, k);
-                bad = isnan(x) || isnan(y) || (isfinite(x) && isfinite(y) ? fabs(x - y) > r->tol : x != y);
-            }
-            dep += (size_t)bad;
-            size_t l = strlen(list[bad]);
-            if (l < sizeof list[bad] - 24) snprintf(list[bad] + l, sizeof list[bad] - l, " %zu", h);
-        }
-        fprintf(f, "  heads departing:%s (%zu of %zu)", list[1], dep, H);
-        if (dep < H) fprintf(f, "; agreeing:%s", list[0]);
-        fprintf(f, "\n");
-    }
-    /* B equals another tensor of A (same phase, same shape), or B's column
-     * blocks do (a concatenation like target_hidden built from the wrong
-     * entries) */
-    size_t pl = phase_len(name);
-    int found = 0;
-    for (int k = 0; k < df->ma->names.n && found < 3; k++) {
-        const char *other = df->ma->names.s[k];
-        if (strcmp(other, name) == 0 || phase_len(other) != pl || strncmp(other, name, pl) != 0) continue;
-        NpyArray c;
-        if (load_candidate(df, k, a, 0, 0, &c) != 1) { npy_free(&c); continue; }
-        FloatCmp m;
-        cmp_floats(df, &c, b, whole(&c), &m);
-        if (m.bad == 0) {
-            fprintf(f, "  hint: B's ");
-            put_name(f, name);
-            fprintf(f, " equals A's ");
-            put_name(f, other);
-            fprintf(f, " (within the tolerance)\n");
-            found++;
-        }
-        npy_free(&c);
-    }
-    if (!found && a->ndim == 2 && a->shape[0] > 0) {
-        /* block widths w to try: those of the phase's other [rows, w] tensors
-         * with w dividing B's width; a width is reported only when EVERY
-         * departing block of B equals some tensor of A */
-        size_t rows = (size_t)a->shape[0], W = (size_t)a->shape[1], widths[8];
-        int n_w = 0;
-        for (int k = 0; k < df->ma->names.n && n_w < 8; k++) {
-            const char *other = df->ma->names.s[k];
-            if (phase_len(other) != pl || strncmp(other, name, pl) != 0) continue;
-            char *p = path_join(df->dir[0], df->ma->files.s[k]);
-            NpyArray h;
-            int ok = p && npy_open(p, &h) == 0 && h.kind == 'f' && h.ndim == 2 && (size_t)h.shape[0] == rows &&
-                     h.shape[1] > 0 && (size_t)h.shape[1] < W && W % (size_t)h.shape[1] == 0;
-            free(p);
-            for (int q = 0; ok && q < n_w; q++) ok = widths[q] != (size_t)h.shape[1];
-            if (ok) widths[n_w++] = (size_t)h.shape[1];
-        }
-        char *report = malloc(8192);
-        for (int wi = 0; report && wi < n_w; wi++) {
-            size_t w = widths[wi], len = 0;
-            int all = 1, any = 0;
-            report[0] = 0;
-            for (size_t j = 0; all && j < W / w; j++) {
-                Span own = {rows, w, W, j * w, W, j * w};
-                FloatCmp m;
-                cmp_floats(df, a, b, own, &m);
-                if (m.bad == 0) continue;   /* this block agrees */
-                int matched = 0;
-                for (int q = 0; q < df->ma->names.n && !matched; q++) {
-                    const char *cand = df->ma->names.s[q];
-                    if (phase_len(cand) != pl || strncmp(cand, name, pl) != 0) continue;
-                    NpyArray c;
-                    if (load_candidate(df, q, a, (int64_t)rows, (int64_t)w, &c) != 1) { npy_free(&c); continue; }
-                    Span sp = {rows, w, w, 0, W, j * w};
-                    cmp_floats(df, &c, b, sp, &m);
-                    npy_free(&c);
-                    if (m.bad == 0 && len < 7000) {
-                        matched = any = 1;
-                        len += (size_t)snprintf(report + len, 8192 - len,
-                                                "  hint: B's block %zu (columns %zu..%zu) equals A's %.200s\n", j,
-                                                j * w, (j + 1) * w - 1, cand);
-                    }
-                }
-                all = matched;
-            }
-            if (all && any) {
-                for (const char *c = report; *c; c++)  /* names escaped as put_name does */
-                    if ((unsigned char)*c < 0x20 && *c != '\n') fprintf(f, "\\x%02x", (unsigned char)*c);
-                    else fputc(*c, f);
-                break;
-            }
-        }
-        free(report);
-    }
-    /* B is A before a final RMSNorm: rmsnorm(B's rows) times one weight per
-     * column gives A (checked on every row) */
-    if (a->ndim == 2 && a->shape[0] >= 2 && a->shape[1] >= 2 && !r->any_nonfinite) {
-        size_t T = (size_t)a->shape[0], D = (size_t)a->shape[1];
-        double *inv = malloc(T * sizeof *inv);
-        int fits = inv != NULL;
-        for (size_t t = 0; fits && t < T; t++) {
-            double ss = 0;
-            for (size_t c = 0; c < D; c++) ss += npy_f(b, t * D + c) * npy_f(b, t * D + c);
-            inv[t] = 1 / sqrt(ss / (double)D + 1e-6);
-        }
-        for (size_t c = 0; fits && c < D; c++) {
-            size_t best = 0;
-            for (size_t t = 1; t < T; t++)
-                if (fabs(npy_f(b, t * D + c) * inv[t]) > fabs(npy_f(b, best * D + c) * inv[best])) best = t;
-            double nb = npy_f(b, best * D + c) * inv[best], g = nb != 0 ? npy_f(a, best * D + c) / nb : 0;
-            for (size_t t = 0; fits && t < T; t++)
-                fits = fabs(g * npy_f(b, t * D + c) * inv[t] - npy_f(a, t * D + c)) <= r->tol;
-        }
-        free(inv);
-        if (fits) {
-            fprintf(f, "  hint: rmsnorm of B's rows, times one weight per column, gives A: B looks like the "
-                       "state BEFORE a final RMSNorm, A's is after it\n");
-        }
-    }
-    memcpy(dflash_errmsg, saved, sizeof saved);
-}
-
-/* Compare one pair (headers checked, data loaded). Prints a departure, or
- * with --verbose one line either way. Returns 1 if it departs. */
-static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyArray *b) {
-    int first = df->differ == 0;
-    int list = df->differ < DIFF_LIST_MAX;
-    FILE *f = stdout;
-    const char *lead = first ? "first departure: " : "differs: ";
-    char shp[32 + 24 * TRACE_MAX_NDIM];
-    shape_str(shp, sizeof shp, a);
-
-    if (a->kind != 'f') {
-        size_t bad = 0, at = 0;
-        for (size_t k = 0; k < a->n; k++)
-            if (npy_i(a, k) != npy_i(b, k) && bad++ == 0) at = k;
-        if (df->verbose) {
-            fprintf(f, "%-4s ", bad ? "DEP" : "ok");
-            put_name(f, name);
-            fprintf(f, "  %s %s  %s\n", a->descr, shp, bad ? "ints differ" : "ints equal");
-        }
-        if (bad == 0) return 0;
-        if (list) {
-            fprintf(f, "%s", lead);
-            put_name(f, name);
-            fprintf(f, ": %zu of %zu ints differ; first at ", bad, a->n);
-            print_index(f, a, at);
-            fprintf(f, ": A %lld, B %lld\n", (long long)npy_i(a, at), (long long)npy_i(b, at));
-            if (first) print_around(f, a, b, at);
-        }
-        return 1;
-    }
-
-    FloatCmp r;
-    cmp_floats(df, a, b, whole(a), &r);
-    char nmse[48];
-    nmse_str(nmse, sizeof nmse, &r);
-    if (df->verbose) {
-        fprintf(f, "%-4s ", r.bad ? "DEP" : "ok");
-        put_name(f, name);
-        fprintf(f, "  %s %s  max|A| %.6g  worst rel err %.3g  NMSE %s", a->descr, shp, r.max_a,
-                r.max_a > 0 ? r.max_abs / r.max_a : r.max_abs, nmse);
-        if (r.any_nonfinite)
-            fprintf(f, "  NaN A/B %zu/%zu Inf A/B %zu/%zu", r.nan[0], r.nan[1], r.inf[0], r.inf[1]);
-        fprintf(f, "\n");
-    }
-    if (r.bad == 0) return 0;
-    if (list) {
-        fprintf(f, "%s", lead);
-        put_name(f, name);
-        fprintf(f, ": %zu of %zu values beyond |a-b| <= %g + %g*max|A| = %.3g\n", r.bad, a->n, df->atol, df->rtol,
-                r.tol);
-        fprintf(f, "  worst at ");
-        print_index(f, a, r.worst);
-        fprintf(f, ": A %.9g, B %.9g; max abs diff %.3g, max rel diff %.3g (of max|A| %.6g); NMSE %s\n",
-                npy_f(a, r.worst), npy_f(b, r.worst), r.max_abs, r.max_a > 0 ? r.max_abs / r.max_a : r.max_abs,
-                r.max_a, nmse);
-        if (r.any_nonfinite) {
-            fprintf(f, "  NaN/Inf: A has %zu NaN, %zu Inf; B has %zu NaN, %zu Inf; first at ", r.nan[0], r.inf[0],
-                    r.nan[1], r.inf[1]);
-            print_index(f, a, r.first_nonfinite);
-            fprintf(f, ": A %.9g, B %.9g%s\n", npy_f(a, r.first_nonfinite), npy_f(b, r.first_nonfinite),
-                    r.nan[0] && r.nan[1] ? " (NaN never agrees, not even with NaN)" : "");
-        }
-        if (first) {
-            print_around(f, a, b, r.worst);
-            diff_hints(df, name, a, b, &r);
-        }
-    }
-    return 1;
-}
-
-/* Parse a tolerance: a finite number >= 0. */
-static int parse_tol(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) return -1;
-    *out = v;
-    return 0;
-}
-
-/* "dflash diff: <message><after>" on stderr, on one line */
-static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
-
-static int diff_usage(void) {
-    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose])");
-    return 2;
-}
-
-static int diff_wanted(const Diff *df, const char *name) {
-    if (df->n_only == 0) return 1;
-    for (int k = 0; k < df->n_only; k++)
-        if (fnmatch(df->only[k], name, 0) == 0) return 1;
-    return 0;
-}
-
-/* B's file for A's name: through B's manifest, else B/<name>.npy when it
- * exists. NULL when B has no such tensor (or out of memory: then *oom). */
-static char *diff_path_b(const Diff *df, const Manifest *mb, int have_mb, const char *name, int *meta_j) {
-    *meta_j = -1;
-    if (have_mb) {
-        int j = namemap_get(&mb->index, name);
-        if (j < 0) return NULL;
-        *meta_j = j;
-        return path_join(df->dir[1], mb->files.s[j]);
-    }
-    if (strchr(name, '/') || name[0] == '.') return NULL;
-    char *file = str_cat(name, ".npy");
-    char *pb = file ? path_join(df->dir[1], file) : NULL;
-    free(file);
-    struct stat fs;
-    if (pb && stat(pb, &fs) != 0 && errno == ENOENT) {
-        free(pb);
-        pb = NULL;
-    }
-    return pb;
-}
-
-/* Compare A's tensor k with B's. 0 compared, 1 B lacks it, -1 bad input. */
-static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int have_mb, int k) {
-    const char *name = ma->names.s[k];
-    int jb;
-    char *pa = path_join(df->dir[0], ma->files.s[k]), *pb = diff_path_b(df, mb, have_mb, name, &jb);
-    if (!pb) {
-        free(pa);
-        return 1;
-    }
-    NpyArray a, b;
-    memset(&a, 0, sizeof a);
-    memset(&b, 0, sizeof b);
-    int ret = -1;
-    if (!pa || npy_open(pa, &a) != 0 || check_meta(pa, ma->meta.s[k], &a) != 0) goto out;
-    if (npy_open(pb, &b) != 0 || (jb >= 0 && check_meta(pb, mb->meta.s[jb], &b) != 0)) goto out;
-    df->compared++;
-    ret = 0;
-    if (!same_shape(&a, &b) || (a.kind == 'f') != (b.kind == 'f')) {
-        int list = df->differ < DIFF_LIST_MAX;
-        if (df->verbose) {
-            printf("DEP  ");
-            put_name(stdout, name);
-            printf("  %s\n", same_shape(&a, &b) ? "dtype kind differs" : "shape differs");
-        }
-        if (list) {
-            printf("%s", df->differ == 0 ? "first departure: " : "differs: ");
-            put_name(stdout, name);
-            printf("\n  %s: A is ", same_shape(&a, &b) ? "dtype kind" : "shape");
-            print_shape(stdout, &a);
-            printf(", B is ");
-            print_shape(stdout, &b);
-            printf("\n");
-        }
-        df->differ++;
-        goto out;
-    }
-    if (npy_load(pa, &a) != 0 || npy_load(pb, &b) != 0) {
-        ret = -1;
-        goto out;
-    }
-    if (diff_tensor(df, name, &a, &b)) df->differ++;
-out:
-    npy_free(&a);
-    npy_free(&b);
-    free(pa);
-    free(pb);
-    return ret;
-}
-
-int trace_diff_main(int argc, char **argv) {
-    Diff df;
-    memset(&df, 0, sizeof df);
-    df.rtol = 1e-4;
-    df.atol = 1e-6;
-    int n_dirs = 0;
-    for (int k = 1; k < argc; k++) {
-        const char *arg = argv[k], *val = NULL;
-        char flag[32];
-        /* --flag=value and --flag value alike */
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        size_t fl = eq ? (size_t)(eq - arg) : strlen(arg);
-        snprintf(flag, sizeof flag, "%.*s", (int)(fl < sizeof flag ? fl : sizeof flag - 1), arg);
-        int takes_value = !strcmp(flag, "--rtol") || !strcmp(flag, "--atol") || !strcmp(flag, "--only");
-        if (takes_value) {
-            if (eq) val = eq + 1;
-            else if (k + 1 < argc) val = argv[++k];
-            else {
-                dflash_set_error("%s needs a value", flag);
-                return diff_usage();
-            }
-        }
-        if (!strcmp(flag, "--rtol") || !strcmp(flag, "--atol")) {
-            if (parse_tol(val, !strcmp(flag, "--rtol") ? &df.rtol : &df.atol) != 0) {
-                dflash_set_error("%s needs a number >= 0, got \"%.100s\"", flag, val);
-                return diff_usage();
-            }
-        } else if (!strcmp(flag, "--only")) {
-            if (df.n_only == DIFF_MAX_ONLY) {
-                dflash_set_error("--only: at most %d patterns", DIFF_MAX_ONLY);
-                return diff_usage();
-            }
-            df.only[df.n_only++] = val;
-        } else if ((!strcmp(arg, "--verbose") || !strcmp(arg, "-v"))) {
-            df.verbose = 1;
-        } else if (arg[0] == '-' && arg[1]) {
-            dflash_set_error("unknown option %.100s", arg);
-            return diff_usage();
-        } else if (n_dirs < 2) {
-            df.dir[n_dirs++] = arg;
-        } else {
-            dflash_set_error("too many arguments (%.100s)", arg);
-            return diff_usage();
-        }
-    }
-    if (n_dirs != 2) {
-        dflash_set_error("need two trace directories, A (the reference) and B (the port)");
-        return diff_usage();
-    }
-
-    for (int k = 0; k < 2; k++) {
-        struct stat sd;
-        if (stat(df.dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
-            dflash_set_error("%s: cannot open directory: %s", df.dir[k],
-                             stat(df.dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
-            diff_error("");
-            return 2;
-        }
-    }
-    Manifest ma, mb;
-    int ra = manifest_load(&ma, df.dir[0], 1);
-    if (ra != 0) {
-        if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", df.dir[0]);
-        diff_error("");
-        return 2;
-    }
-    int rb = manifest_load(&mb, df.dir[1], 1);
-    if (rb < 0) {
-        diff_error("");
-        manifest_free(&ma);
-        return 2;
-    }
-    df.ma = &ma;
-
-    int status = 0, wanted = 0, n_missing = 0, first_missing = -1, last_present = -1, missing_after = 0;
-    int *missing = calloc((size_t)ma.names.n + 1, sizeof(int));
-    if (!missing) {
-        dflash_set_error("out of memory");
-        status = 2;
-    }
-    for (int k = 0; k < ma.names.n && status == 0; k++) {
-        if (!diff_wanted(&df, ma.names.s[k])) continue;
-        wanted++;
-        int r = diff_one(&df, &ma, &mb, rb == 0, k);
-        if (r < 0) status = 2;
-        else if (r == 1) {
-            missing[n_missing++] = k;
-            if (first_missing < 0) first_missing = k;
-        } else {
-            last_present = k;
-            if (first_missing >= 0) missing_after = 1;   /* B has a name after a gap */
-        }
-    }
-    if (status == 0 && wanted == 0) {
-        dflash_set_error("no name in %s matches --only", ma.path);
-        status = 2;
-    }
-    if (status == 2) {
-        diff_error("");
-    } else {
-        if (df.differ > DIFF_LIST_MAX)
-            printf("(%d more differing tensors not listed)\n", df.differ - DIFF_LIST_MAX);
-        if (n_missing) {
-            for (int i = 0; i < n_missing && i < DIFF_LIST_MAX; i++) {
-                printf("missing from B: ");
-                put_name(stdout, ma.names.s[missing[i]]);
-                printf("\n");
-            }
-            if (n_missing > DIFF_LIST_MAX) printf("missing from B: ... and %d more\n", n_missing - DIFF_LIST_MAX);
-            if (last_present < 0) {
-                printf("B has none of A's %d tensors", n_missing);
-            } else if (!missing_after) {
-                printf("B has nothing after ");
-                put_name(stdout, ma.names.s[last_present]);
-                printf(": %d tensor%s missing", n_missing, n_missing == 1 ? "" : "s");
-            } else {
-                printf("B lacks %d of A's tensors", n_missing);
-            }
-            printf(", first ");
-            put_name(stdout, ma.names.s[first_missing]);
-            printf("\n");
-        }
-        int only_b = 0;
-        if (rb == 0)
-            for (int k = 0; k < mb.names.n; k++)
-                if (diff_wanted(&df, mb.names.s[k]) && namemap_get(&ma.index, mb.names.s[k]) < 0) {
-                    if (only_b++ < DIFF_LIST_MAX) {
-                        printf("not compared (only in B): ");
-                        put_name(stdout, mb.names.s[k]);
-                        printf("\n");
-                    }
-                }
-        if (only_b > DIFF_LIST_MAX) printf("not compared (only in B): ... and %d more\n", only_b - DIFF_LIST_MAX);
-        printf("diff: %d compared, %d differ, %d missing from B, %d only in B\n", df.compared, df.differ,
-               n_missing, only_b);
-        if (df.compared == 0) {
-            dflash_set_error("nothing was compared: %s has none of the names of %s", df.dir[1], df.dir[0]);
-            diff_error("");
-            status = 2;
-        } else {
-            status = df.differ || n_missing ? 1 : 0;
-        }
-    }
-    free(missing);
-    manifest_free(&ma);
-    if (rb == 0) manifest_free(&mb);
-    return status;   /* main's finish() checks that stdout took the report */
-}
-
-/* ===========================================================================
- * Public wrappers for other readers of a trace (explore.c): the same file
- * and .npy readers diff uses, so there is one .npy parser in the program.
- * ======================================================================== */
-
-int trace_read_file(const char *path, unsigned char **out, size_t *len) {
-    return read_whole_file(path, out, len);
-}
-
-int trace_npy_read(const char *path, TraceArray *out) {
-    NpyArray a;
-    memset(out, 0, sizeof *out);
-    if (npy_open(path, &a) != 0 || npy_load(path, &a) != 0) return -1;
-    if (a.ndim > TRACE_ARRAY_MAX_NDIM) {
-        dflash_set_error("%s: %d axes (at most %d are supported here)", path, a.ndim, TRACE_ARRAY_MAX_NDIM);
-        npy_free(&a);
-        return -1;
-    }
-    memcpy(out->descr, a.descr, sizeof out->descr);
-    out->is_int = a.kind != 'f';
-    out->ndim = a.ndim;
-    for (int k = 0; k < a.ndim; k++) out->shape[k] = a.shape[k];
-    out->n = a.n;
-    if (out->is_int) out->i = malloc(sizeof(int64_t) * (a.n ? a.n : 1));
-    else out->f = malloc(sizeof(double) * (a.n ? a.n : 1));
-    if (!out->i && !out->f) {
-        dflash_set_error("%s: out of memory", path);
-        npy_free(&a);
-        return -1;
-    }
-    for (size_t k = 0; k < a.n; k++) {
-        if (out->is_int) out->i[k] = npy_i(&a, k);
-        else out->f[k] = npy_f(&a, k);
-    }
-    npy_free(&a);
-    return 0;
-}
-
-void trace_npy_free(TraceArray *a) {
-    free(a->f);
-    free(a->i);
-    a->f = NULL;
-    a->i = NULL;
 }
