@@ -322,6 +322,24 @@ static int glob_distance(const char *g, const char *name) {
     return d[lg][ln];
 }
 
+void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size) {
+    int best[3] = {1 << 30, 1 << 30, 1 << 30}, at[3] = {-1, -1, -1};
+    for (int i = 0; i < n; i++) {
+        int d = glob_distance(glob, names[i]);
+        for (int k = 0; k < 3; k++) {
+            if (d >= best[k]) continue;
+            for (int m = 2; m > k; m--) best[m] = best[m - 1], at[m] = at[m - 1];
+            best[k] = d;
+            at[k] = i;
+            break;
+        }
+    }
+    out[0] = '\0';
+    for (int k = 0; k < 3 && at[k] >= 0; k++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%.100s", k ? ", " : "", names[at[k]]);
+    if (!out[0]) snprintf(out, size, "none");
+}
+
 typedef struct {
     const char *glob;
     int matched;

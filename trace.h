@@ -51,6 +51,9 @@ int trace_check_outputs(const char *dir, const char *text_path, const char *cons
  * tried). Called before any output is opened. */
 int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
                         int block_size, int max_rounds);
+/* The (up to) three of names[0..n) closest to glob, ", "-separated, into
+ * out: an edit distance where '*' and '?' match for free. "none" when n 0. */
+void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size);
 /* Decoded text (a token's bytes, a vocabulary word) as printable text:
  * control characters (C0, DEL, the C1 range U+0080..U+009F) and backslashes
  * as \xNN, so a token cannot move the cursor, retitle the terminal or forge

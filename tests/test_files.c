@@ -356,6 +356,18 @@ static void test_filter_matching_nothing(void **state) {
         free(out);
         free(err);
     }
+    /* dflash diff --only: each glob must match a name of A, before anything
+     * is compared (one matching glob used to hide a mistyped other) */
+    {
+        char *out, *err;
+        int st = run_in(t, "diff|$T/tr|$T/tr|--only|*sampled|--only|prefil.*", (Spawn){0}, &out, &err);
+        print_message("     diff --only prefil.* -> %s", err);
+        assert_refused(st, err, "--only: \"prefil.*\" matches no name in");
+        assert_contains(err, "closest: prefill.");
+        assert_string_equal(out, "");
+        free(out);
+        free(err);
+    }
     /* names that exist are accepted: the last round, layer 0, the post-norm state */
     static const char *const FINE[] = {"verify3.*", "prefill.layers.0.mlp.act", "*.hidden_states.1", "output_ids"};
     for (size_t i = 0; i < 4; i++) {
