@@ -180,6 +180,21 @@ static int check_finite(const real *x, int rows, int cols, const char *phase, in
     return 0;
 }
 
+/* check_sums: the first non-finite sum of a forward (see SumFault) stops
+ * the run as non-finite logits do, with one line naming the tensor (its
+ * trace name), the phase, the round and the layer. */
+static int check_sums(const SumFault *f, const char *phase, int round) {
+    if (!f->name) return 0;
+    char name[96], where[32] = "not in a layer";
+    snprintf(name, sizeof name, f->name, f->layer);
+    if (strncmp(f->name, "layers.", 7) == 0) snprintf(where, sizeof where, "layer %d", f->layer);
+    dflash_set_error("non-finite intermediate: %s%.0d.%s (phase %s, round %d, %s): the %s is not finite; the "
+                     "weights and inputs overflow %s here", phase, round, name, phase, round, where,
+                     strstr(name, "attn_weights") ? "softmax's sum of exp(scores)" : "sum of squares of its input",
+                     REAL_NAME);
+    return -1;
+}
+
 /* matmul: out (T, n_out) = x (T, n_in) @ W^T, W (n_out, n_in) as stored by
  * nn.Linear (y = x W^T): out[t][o] = the dot product of row t of x with row
  * o of W.
@@ -298,17 +313,31 @@ void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out)
 
 /* rmsnorm: out (n) = w * (x / sqrt(mean(x^2) + eps))   (Qwen3RMSNorm)
  * Computed as the reference does: x * rsqrt(var + eps), then weight * that. */
-static void rmsnorm(real *out, const real *x, const real *w, int n, real eps) {
+static int rmsnorm(real *out, const real *x, const real *w, int n, real eps) {
     real ss = 0;
     for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    if (!isfinite(ss)) return -1;  /* NaN/Inf in x, or a square beyond real: the output would be 0 or NaN */
     real var = ss / (real)n;
     real inv = (real)1 / (real)sqrt((double)(var + eps));
     for (int i = 0; i < n; i++) out[i] = w[i] * (x[i] * inv);
+    return 0;
 }
 
-/* rmsnorm_rows: each of `rows` consecutive vectors of n values, in place safe */
-void rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
-    for (int row = 0; row < rows; row++) rmsnorm(out + (size_t)row * n, x + (size_t)row * n, w, n, eps);
+/* rmsnorm_rows: each of `rows` consecutive vectors of n values, in place
+ * safe; -1 when a row's sum of squares was not finite */
+int rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
+    int bad = 0;
+    for (int row = 0; row < rows; row++) bad |= rmsnorm(out + (size_t)row * n, x + (size_t)row * n, w, n, eps);
+    return bad;
+}
+
+/* sum_fault: keep the first non-finite sum of a forward (a kernel returned
+ * -1), named as the trace names the tensor */
+static void sum_fault(SumFault *f, const char *name, int layer) {
+    if (!f->name) {
+        f->name = name;
+        f->layer = layer;
+    }
 }
 
 /* rope_inv_freq: inv_freq (d/2)[i] = 1 / theta^(2i/d)   (Qwen3RotaryEmbedding) */
@@ -382,13 +411,15 @@ void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real 
                        cos_ + (size_t)p * head_dim, sin_ + (size_t)p * head_dim, head_dim);
 }
 
-/* softmax in place over n values: exp(x - max) / sum */
-static void softmax(real *x, int n) {
+/* softmax in place over n values: exp(x - max) / sum; -1 when the sum is
+ * not finite (a NaN or an infinite score) */
+static int softmax(real *x, int n) {
     real mx = x[0];
     for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
     real sum = 0;
     for (int i = 0; i < n; i++) { x[i] = exp_real(x[i] - mx); sum += x[i]; }
     for (int i = 0; i < n; i++) x[i] = x[i] / sum;
+    return isfinite(sum) ? 0 : -1;
 }
 
 /* silu(x) = x * sigmoid(x) = x / (1 + exp(-x)) */
@@ -424,12 +455,13 @@ real dot(const real *a, const real *b, int n) {
  *   out  (T, H*d)        out: att @ v, heads side by side (before o_proj)
  * causal: query t sees keys 0..q_pos0+t (the target); otherwise all S keys
  * (the draft: non-causal). Masked weights are exactly 0, as exp(finfo.min -
- * max) is 0 in the reference. Query head h reads KV head h / (H / Hkv). */
-static void attention(real *out, real *scores, real *att, const real *q, const real *key, const real *value,
+ * max) is 0 in the reference. Query head h reads KV head h / (H / Hkv).
+ * -1 when a softmax sum was not finite. */
+static int attention(real *out, real *scores, real *att, const real *q, const real *key, const real *value,
                       int T, int S, int cap, int n_heads, int n_kv_heads, int head_dim,
                       int causal, int q_pos0) {
     real scale = (real)(1.0 / sqrt((double)head_dim));  /* head_dim ** -0.5 */
-    int group = n_heads / n_kv_heads;
+    int group = n_heads / n_kv_heads, bad = 0;
     for (int h = 0; h < n_heads; h++) {
         int kvh = h / group;
         const real *k_h = key + (size_t)kvh * cap * head_dim;    /* (S, d) */
@@ -441,7 +473,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
             int n_keys = causal ? q_pos0 + t + 1 : S;
             for (int s = 0; s < S; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
             memcpy(a, sc, sizeof(real) * n_keys);
-            softmax(a, n_keys);
+            bad |= softmax(a, n_keys);
             for (int s = n_keys; s < S; s++) a[s] = 0;
             real *o_t = out + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
             for (int i = 0; i < head_dim; i++) o_t[i] = 0;
@@ -449,6 +481,7 @@ static void attention(real *out, real *scores, real *att, const real *q, const r
                 for (int i = 0; i < head_dim; i++) o_t[i] += a[s] * v_h[(size_t)s * head_dim + i];
         }
     }
+    return bad;
 }
 
 /* ---------------------------------------------------------------------------
@@ -569,11 +602,12 @@ static real *hidden_state(const TargetRun *r, const Config *c, int i, int T) {
 /* mlp_block: the second half of every decoder layer, target and draft alike:
  *   out (T, D) = h_mid + down_proj(silu(gate_proj(x)) * up_proj(x)),
  *   x = post_attention_layernorm(h_mid)            (Qwen3MLP + residual)
- * reading a->h_mid and filling a->xb2, gate, up, act, mlp_out on the way. */
-static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T,
-                      int l, TraceCtx *trace) {
+ * reading a->h_mid and filling a->xb2, gate, up, act, mlp_out on the way.
+ * -1 when the norm's sum of squares was not finite. */
+static int mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Config *c, int T,
+                     int l, TraceCtx *trace) {
     int D = c->hidden_size, I = c->intermediate_size;
-    rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, (real)c->rms_norm_eps);
+    int bad = rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, (real)c->rms_norm_eps);
     TRACE(trace, a->xb2, "layers.%d.post_attention_layernorm", l);
     matmul(a->gate, a->xb2, w->gate_proj, T, D, I);
     TRACE(trace, a->gate, "layers.%d.mlp.gate_proj", l);
@@ -585,6 +619,7 @@ static void mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Conf
     matmul(a->mlp_out, a->act, w->down_proj, T, I, D);
     TRACE(trace, a->mlp_out, "layers.%d.mlp.down_proj", l);
     for (size_t i = 0; i < (size_t)T * D; i++) out[i] = a->h_mid[i] + a->mlp_out[i];
+    return bad;
 }
 
 /* target_forward: T tokens at positions pos0..pos0+T-1 (pos0 must equal the
@@ -601,6 +636,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     real eps = (real)c->rms_norm_eps;
     LayerActs *a = &r->acts;
     trace_sizes(trace, T, S, 0);
+    r->fault = (SumFault){NULL, -1};
 
     /* position_ids = [past, past+T); RoPE cos/sin for them */
     for (int t = 0; t < T; t++) r->pos[t] = past + t;
@@ -620,13 +656,14 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
         /* attention block: h = h + o_proj(attn(input_layernorm(h))) */
-        rmsnorm_rows(a->xb, r->h, w->input_layernorm, T, D, eps);
+        if (rmsnorm_rows(a->xb, r->h, w->input_layernorm, T, D, eps))
+            sum_fault(&r->fault, "layers.%d.input_layernorm", l);
         TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
         matmul(a->q, a->xb, w->q_proj, T, D, H * d);
         matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d);
         matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d);
-        rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps);    /* q_norm per head */
-        rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps);  /* k_norm per head */
+        if (rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.q", l);
+        if (rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.k", l);
         TRACE(trace, a->q, "layers.%d.self_attn.q", l);
         TRACE(trace, a->k, "layers.%d.self_attn.k", l);
         TRACE(trace, a->v, "layers.%d.self_attn.v", l);
@@ -634,8 +671,9 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
         TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
         cache_append(cache, l, a->k_rope, a->v, T);
-        attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-                  T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
+        int softmax_bad = attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0),
+                                    cache_value(cache, l, 0), T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
+        if (softmax_bad) sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
         TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
         TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
         matmul(a->attn_output, a->attn, w->o_proj, T, H * d, D);
@@ -643,7 +681,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         for (size_t i = 0; i < (size_t)T * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
 
         /* MLP block: h = h + down_proj(silu(gate_proj(x)) * up_proj(x)) */
-        mlp_block(r->h, a, w, c, T, l, trace);
+        if (mlp_block(r->h, a, w, c, T, l, trace)) sum_fault(&r->fault, "layers.%d.post_attention_layernorm", l);
 
         /* hidden_states[l+1] = output of layer l (the last entry is the
          * post-norm state, written below) */
@@ -654,7 +692,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
 
     /* final norm; transformers stores it as hidden_states[L] (post-norm!) */
     real *normed = hidden_state(r, c, L, T);
-    rmsnorm_rows(normed, r->h, m->norm, T, D, eps);
+    if (rmsnorm_rows(normed, r->h, m->norm, T, D, eps)) sum_fault(&r->fault, "hidden_states.%d", L);
     TRACE(trace, normed, "hidden_states.%d", L);
 
     /* logits = lm_head(norm(h)) for rows logits_from..T-1 */
@@ -699,6 +737,7 @@ typedef struct {
     real *logits;           /* (B-1, V)     target.lm_head(norm[1:])               */
     real *kv_in;            /* (Lc+B, D)    [C ; X]: the rows K and V are made from   */
     LayerActs *acts;        /* (N) one per draft layer                             */
+    SumFault fault;         /* the first non-finite sum of the last forward        */
 } DraftRun;
 
 static int draft_run_init(DraftRun *r, const Config *dc, int V, int cap_ctx, int B, int cap_S) {
@@ -753,12 +792,13 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     int S = cache->len + P;   /* keys after appending this call's Lc+B */
     real eps = (real)c->rms_norm_eps;
 
-    rmsnorm_rows(a->xb, r->h, w->input_layernorm, B, D, eps);           /* X = input_layernorm(h) */
+    /* X = input_layernorm(h) */
+    if (rmsnorm_rows(a->xb, r->h, w->input_layernorm, B, D, eps)) sum_fault(&r->fault, "layers.%d.input_layernorm", l);
     TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
 
     /* 4.1 Q: q = q_norm(q_proj(X)) from the block only: (B, H*d) */
     matmul(a->q, a->xb, w->q_proj, B, D, H * d);
-    rmsnorm_rows(a->q, a->q, w->q_norm, B * H, d, eps);
+    if (rmsnorm_rows(a->q, a->q, w->q_norm, B * H, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.q", l);
     TRACE(trace, a->q, "layers.%d.self_attn.q", l);
 
     /* 4.2 K/V: k = k_norm(cat[k_proj(C), k_proj(X)]), v = cat[v_proj(C), v_proj(X)]
@@ -769,7 +809,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     memcpy(r->kv_in + (size_t)Lc * D, a->xb, sizeof(real) * B * D);
     matmul(a->k, r->kv_in, w->k_proj, P, D, kvd);   /* rows 0..Lc-1: C W_K, then X W_K */
     matmul(a->v, r->kv_in, w->v_proj, P, D, kvd);
-    rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps);
+    if (rmsnorm_rows(a->k, a->k, w->k_norm, P * Hkv, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.k", l);
     TRACE(trace, a->k, "layers.%d.self_attn.k", l);
     TRACE(trace, a->v, "layers.%d.self_attn.v", l);
 
@@ -780,8 +820,9 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
 
     /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False) */
     cache_append(cache, l, a->k_rope, a->v, P);
-    attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-              B, S, cache->capacity, H, Hkv, d, /*causal=*/0, /*q_pos0=*/cache->len + Lc);
+    int softmax_bad = attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
+                                B, S, cache->capacity, H, Hkv, d, /*causal=*/0, /*q_pos0=*/cache->len + Lc);
+    if (softmax_bad) sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
     TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
 
@@ -789,7 +830,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     matmul(a->attn_output, a->attn, w->o_proj, B, H * d, D);
     TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
     for (size_t i = 0; i < (size_t)B * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
-    mlp_block(a->out, a, w, c, B, l, trace);
+    if (mlp_block(a->out, a, w, c, B, l, trace)) sum_fault(&r->fault, "layers.%d.post_attention_layernorm", l);
     memcpy(r->h, a->out, sizeof(real) * B * D);
     TRACE(trace, a->out, "layers.%d", l);
 }
@@ -808,12 +849,13 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     int kD = c->n_target_layer_ids * D, P = Lc + B;
     real eps = (real)c->rms_norm_eps;
     trace_sizes(trace, B, cache->len + P, Lc);
+    r->fault = (SumFault){NULL, -1};
 
     TRACE(trace, target_hidden, "target_hidden_raw");
 
     /* Step 2: C = hidden_norm(fc(target_hidden)) */
     matmul(r->fc_out, target_hidden, dm->fc, Lc, kD, D);
-    rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, Lc, D, eps);
+    if (rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, Lc, D, eps)) sum_fault(&r->fault, "hidden_norm", -1);
     TRACE(trace, r->fc_out, "fc");
     TRACE(trace, r->C, "hidden_norm");
 
@@ -837,7 +879,7 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
     cache->len += P;
 
     /* Step 5: final norm, then the target's lm_head on rows 1..B-1 */
-    rmsnorm_rows(r->norm, r->h, dm->norm, B, D, eps);
+    if (rmsnorm_rows(r->norm, r->h, dm->norm, B, D, eps)) sum_fault(&r->fault, "norm", -1);
     TRACE(trace, r->norm, "norm");
     matmul(r->logits, r->norm + D, tm->lm_head, B - 1, D, V);
     TRACE(trace, r->logits, "logits");
@@ -1004,7 +1046,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     TRACE(trace, input_ids, "input_ids");
     trace_begin(trace, "prefill", 0);
     target_forward(target, &past_key_values_target, &tr, input_ids, n, n - 1, trace);
-    if (check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
+    if (check_sums(&tr.fault, "prefill", 0) != 0 || check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
     output_ids[n] = sample_row(tr.logits, V, p->temperature, &rng);
     TRACE(trace, &output_ids[n], "sampled");
     if (B > 1) {
@@ -1031,7 +1073,8 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         if (B > 1) {
             trace_begin(trace, "draft", round);
             draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, trace);
-            if (check_finite(dr.logits, B - 1, V, "draft", round) != 0) goto done;
+            if (check_sums(&dr.fault, "draft", round) != 0 || check_finite(dr.logits, B - 1, V, "draft", round) != 0)
+                goto done;
             cache_crop(&past_key_values_draft, start);  /* keep context K/V only */
             for (int i = 1; i < B; i++) block[i] = argmax(dr.logits + (size_t)(i - 1) * V, V);  /* always greedy */
             TRACE(trace, block + 1, "sampled");
@@ -1043,7 +1086,8 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         double t_verify = now_seconds();
         trace_begin(trace, "verify", round);
         target_forward(target, &past_key_values_target, &tr, block, B, 0, trace);
-        if (check_finite(tr.logits, B, V, "verify", round) != 0) goto done;
+        if (check_sums(&tr.fault, "verify", round) != 0 || check_finite(tr.logits, B, V, "verify", round) != 0)
+            goto done;
         for (int i = 0; i < B; i++) posterior[i] = sample_row(tr.logits + (size_t)i * V, V, p->temperature, &rng);
         int acc = acceptance_length(block, posterior, B, ri->match, ri->cumprod);
         TRACE(trace, posterior, "sampled");
@@ -1122,7 +1166,7 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     if (len < max_length) {
         target_forward(target, &cache, &tr, input_ids, n, n - 1, NULL);  /* AR runs are not traced */
         res->target_forwards++;
-        if (check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
+        if (check_sums(&tr.fault, "prefill", 0) != 0 || check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
         out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
     }
     res->seconds_prefill = now_seconds() - t0;
@@ -1130,7 +1174,7 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     while (len < max_length && !is_stop(p, out[len - 1])) {
         target_forward(target, &cache, &tr, &out[len - 1], 1, 0, NULL);
         res->target_forwards++;
-        if (check_finite(tr.logits, 1, V, "ar", len - n) != 0) goto done;
+        if (check_sums(&tr.fault, "ar", len - n) != 0 || check_finite(tr.logits, 1, V, "ar", len - n) != 0) goto done;
         out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
     }
     res->seconds_verify = now_seconds() - t0;

@@ -258,6 +258,15 @@ typedef struct {
     real *out;         /* (T, D)     h_mid + mlp_out: the layer output          */
 } LayerActs;
 
+/* The first intermediate of a forward whose sum was not finite (a norm's
+ * sum of squares, a softmax's sum): its trace name as a format of the layer
+ * ("layers.%d.input_layernorm") and the layer (-1: not in a layer); name
+ * NULL when every sum was finite. dflash_generate stops the run on it. */
+typedef struct {
+    const char *name;
+    int layer;
+} SumFault;
+
 /* Everything the target forward writes, sized for at most cap_T tokens. */
 typedef struct {
     int cap_T;
@@ -268,6 +277,7 @@ typedef struct {
     real *hidden_states;  /* (L+1, T, D)  output_hidden_states; [L] post-norm */
     real *logits;         /* (T, V)                                           */
     LayerActs acts;       /* one layer's activations, reused layer by layer   */
+    SumFault fault;       /* the first non-finite sum of the last forward     */
 } TargetRun;
 
 int  cache_init(KVCache *c, const Config *cfg, int capacity);
@@ -285,7 +295,7 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
  * building blocks; their comments in dflash.c say what each computes).
  */
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);  /* out = x W^T */
-void rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);
+int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum not finite */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
                   const real *inv_freq, int head_dim);
 void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,

@@ -40,6 +40,7 @@
 #include "dflash.h"
 #include "files.h"
 #include "manifest.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <fnmatch.h>
@@ -585,6 +586,17 @@ int diff_main(int argc, char **argv) {
     if (!missing) {
         dflash_set_error("out of memory");
         status = 2;
+    }
+    /* every --only must match a name of A, before anything is compared */
+    for (int j = 0; j < df.n_only && status == 0; j++) {
+        int hit = 0;
+        for (int k = 0; k < ma.names.n && !hit; k++) hit = fnmatch(df.only[j], ma.names.s[k], 0) == 0;
+        if (!hit) {
+            char close[400];
+            glob_closest(df.only[j], ma.names.s, ma.names.n, close, sizeof close);
+            dflash_set_error("--only: \"%.100s\" matches no name in %s (closest: %s)", df.only[j], ma.path, close);
+            status = 2;
+        }
     }
     for (int k = 0; k < ma.names.n && status == 0; k++) {
         if (!diff_wanted(&df, ma.names.s[k])) continue;

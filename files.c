@@ -26,6 +26,8 @@
 #include "files.h"
 #include "dflash.h"
 
+#include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <stdlib.h>
@@ -761,6 +763,255 @@ mode_t file_umask(void) {
     return m;
 }
 
+const char *out_own_name(const char *path) {
+    size_t n = strlen(path);
+    while (n > 1 && path[n - 1] == '/') n--;
+    size_t b = n;
+    while (b > 0 && path[b - 1] != '/') b--;
+    const char *base = path + b;
+    size_t lb = n - b;
+    if (lb > 5 && strncmp(base + lb - 5, ".lock", 5) == 0) return "a trace directory's lock (<dir>.lock)";
+    static const char *const TAGS[2] = {".partial.", ".old."};
+    for (int k = 0; k < 2; k++) {
+        size_t lt = strlen(TAGS[k]);
+        if (lb < lt + 7 || strncmp(base + lb - 6 - lt, TAGS[k], lt) != 0) continue;
+        int tmp = 1;
+        for (size_t i = lb - 6; i < lb; i++)
+            if (!isalnum((unsigned char)base[i])) tmp = 0;
+        if (tmp) return k == 0 ? "an output being written (<file>.partial.XXXXXX)"
+                               : "an earlier trace being replaced (<dir>.old.XXXXXX)";
+    }
+    return NULL;
+}
+
+/* The lowest descriptor of this process open for writing on st's file
+ * (same device and inode), or -1. Descriptors 0..1023 are looked at. */
+static int writable_descriptor_of(const struct stat *st) {
+    for (int fd = 0; fd < 1024; fd++) {
+        struct stat s;
+        if (fstat(fd, &s) != 0 || s.st_dev != st->st_dev || s.st_ino != st->st_ino) continue;
+        int fl = fcntl(fd, F_GETFL);
+        if (fl != -1 && (fl & O_ACCMODE) != O_RDONLY) return fd;
+    }
+    return -1;
+}
+
+/* A write lock on the whole of fd's file; 0 when taken. */
+static int lock_whole(int fd) {
+    struct flock fl;
+    memset(&fl, 0, sizeof fl);
+    fl.l_type = F_WRLCK;
+    fl.l_whence = SEEK_SET;
+    return fcntl(fd, F_SETLK, &fl);
+}
+
+void out_remove_stale(const char *final) {
+    const char *slash = strrchr(final, '/');
+    char *parent = slash ? strndup(final, slash == final ? 1 : (size_t)(slash - final)) : strdup(".");
+    const char *base = slash ? slash + 1 : final;
+    DIR *d = parent ? opendir(parent) : NULL;
+    size_t lb = strlen(base);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        if (strncmp(f, base, lb) != 0 || strncmp(f + lb, ".partial.", 9) != 0 || strlen(f + lb) != 15 ||
+            !out_own_name(f))
+            continue;
+        char *p = slash ? path_join(parent, f) : strdup(f);
+        struct stat st;
+        /* not ours (closing a descriptor of our own locked file would drop its lock) */
+        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && !out_registered_same(NULL, 'f', &st)) {
+            int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+            if (fd >= 0 && lock_whole(fd) == 0 && unlink(p) == 0)
+                fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
+            if (fd >= 0) close(fd);
+        }
+        free(p);
+    }
+    if (d) closedir(d);
+    free(parent);
+}
+
+/* ===========================================================================
+ * Output paths against each other and against the run's inputs.
+ * ======================================================================== */
+
+/* path made absolute, the symbolic links of its longest existing prefix
+ * resolved, "//", "." and ".." taken out of the rest (malloc'd; NULL with
+ * dflash_errmsg). Two paths that name one file give one string. */
+static char *canon_path(const char *path) {
+    size_t n = strlen(path);
+    char *work = strdup(path), *real = NULL;
+    if (!work) goto oom;
+    size_t cut = n;
+    for (;;) {
+        char c = work[cut];
+        work[cut] = '\0';
+        real = realpath(cut ? work : path[0] == '/' ? "/" : ".", NULL);
+        work[cut] = c;
+        if (real || cut == 0) break;
+        while (cut > 0 && work[cut - 1] != '/') cut--;  /* drop the last component */
+        while (cut > 0 && work[cut - 1] == '/') cut--;
+    }
+    free(work);
+    if (!real) {
+        dflash_set_error("cannot resolve %s: %s", path, strerror(errno));
+        return NULL;
+    }
+    const char *rest = path + cut;
+    size_t lr = strlen(real);
+    char *joined = malloc(lr + strlen(rest) + 3), *out = malloc(lr + strlen(rest) + 3);
+    if (!joined || !out) {
+        free(real);
+        free(joined);
+        free(out);
+        goto oom;
+    }
+    sprintf(joined, "%s/%s", real, rest);
+    free(real);
+    size_t w = 0;
+    for (const char *s = joined; *s;) {
+        while (*s == '/') s++;
+        const char *e = s;
+        while (*e && *e != '/') e++;
+        size_t l = (size_t)(e - s);
+        if (l == 2 && s[0] == '.' && s[1] == '.') {
+            while (w > 0 && out[w - 1] != '/') w--;
+            if (w > 0) w--;
+        } else if (l > 0 && !(l == 1 && s[0] == '.')) {
+            out[w++] = '/';
+            memcpy(out + w, s, l);
+            w += l;
+        }
+        s = e;
+    }
+    if (w == 0) out[w++] = '/';
+    out[w] = '\0';
+    free(joined);
+    return out;
+oom:
+    dflash_set_error("out of memory");
+    return NULL;
+}
+
+/* a is b or inside b (both from canon_path) */
+static int path_within(const char *a, const char *b) {
+    size_t lb = strlen(b);
+    if (strcmp(b, "/") == 0) return 1;
+    return strncmp(a, b, lb) == 0 && (a[lb] == '\0' || a[lb] == '/');
+}
+
+/* One input file against the canonical outputs co[] (NULL: not asked for). */
+static int check_against_input(const char *what, const OutPath *outs, char *const *co, int n_out,
+                               const char *input, const struct stat *in_st) {
+    char *ci = canon_path(input);
+    if (!ci) return -1;
+    int rc = 0;
+    for (int k = 0; k < n_out && rc == 0; k++) {
+        if (!co[k]) continue;
+        struct stat os;
+        int same = strcmp(co[k], ci) == 0 ||
+                   (stat(outs[k].path, &os) == 0 && os.st_dev == in_st->st_dev && os.st_ino == in_st->st_ino);
+        if (same) {
+            dflash_set_error("%s: %s %s is the input %s; refusing to write over it (choose another path)", what,
+                             outs[k].label, outs[k].path, input);
+            rc = -1;
+        } else if (outs[k].is_dir && path_within(ci, co[k])) {
+            dflash_set_error("%s: %s %s holds the input %s; refusing to replace it (choose another path)", what,
+                             outs[k].label, outs[k].path, input);
+            rc = -1;
+        }
+    }
+    free(ci);
+    return rc;
+}
+
+/* The kind of the program's own name that path has, directly or through
+ * the symbolic links it names (NULL: none). canon: path resolved. */
+static const char *own_name_through_links(const char *path, const char *canon) {
+    const char *kind = out_own_name(path);
+    if (!kind && canon) kind = out_own_name(canon);
+    char link[4096], *at = strdup(path);
+    for (int hops = 0; at && !kind && hops < 40; hops++) {
+        ssize_t n = readlink(at, link, sizeof link - 1);
+        free(at);
+        at = NULL;
+        if (n <= 0) break;
+        link[n] = '\0';
+        kind = out_own_name(link);
+        at = strdup(link);
+    }
+    free(at);
+    return kind;
+}
+
+int out_check_paths(const char *what, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs) {
+    char **co = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *co);
+    int rc = co ? 0 : -1, any = 0;
+    if (!co) dflash_set_error("%s: out of memory", what);
+    for (int k = 0; k < n_out && rc == 0; k++) {
+        if (!outs[k].path) continue;
+        any = 1;
+        if (!(co[k] = canon_path(outs[k].path))) {
+            char msg[sizeof dflash_errmsg];
+            memcpy(msg, dflash_errmsg, sizeof msg);
+            dflash_set_error("%s: %s", what, msg);
+            rc = -1;
+            break;
+        }
+        const char *kind = own_name_through_links(outs[k].path, co[k]);
+        if (kind) {
+            dflash_set_error("%s: %s %s has the name of %s, which dflash removes; choose another name", what,
+                             outs[k].label, outs[k].path, kind);
+            rc = -1;
+        }
+    }
+    /* no output may be another, or inside one that is replaced whole */
+    for (int i = 0; i < n_out && rc == 0; i++)
+        for (int j = 0; j < n_out && rc == 0; j++) {
+            if (i == j || !co[i] || !co[j]) continue;
+            if (outs[j].is_dir && (path_within(co[i], co[j]) || path_within(co[j], co[i]))) {
+                dflash_set_error("%s: %s %s may not be %s %s or inside it (the directory is replaced whole)", what,
+                                 outs[i].label, outs[i].path, outs[j].label, outs[j].path);
+                rc = -1;
+            }
+        }
+    for (int i = 0; i < n_out && rc == 0; i++)
+        for (int j = i + 1; j < n_out && rc == 0; j++) {
+            if (!co[i] || !co[j]) continue;
+            if (strcmp(co[i], co[j]) == 0) {
+                dflash_set_error("%s: %s %s and %s %s are the same file; give two paths", what, outs[i].label,
+                                 outs[i].path, outs[j].label, outs[j].path);
+                rc = -1;
+            }
+        }
+    for (int i = 0; i < n_inputs && rc == 0 && any; i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) != 0) continue;  /* a missing input is the reader's to report */
+        if (!S_ISDIR(st.st_mode)) {
+            rc = check_against_input(what, outs, co, n_out, inputs[i], &st);
+            continue;
+        }
+        /* a directory stands for the regular files directly inside it */
+        DIR *d = opendir(inputs[i]);
+        struct dirent *e;
+        while (d && rc == 0 && (e = readdir(d)) != NULL) {
+            char *p = path_join(inputs[i], e->d_name);
+            struct stat fs;
+            if (!p) {
+                rc = -1;
+            } else if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) {
+                rc = check_against_input(what, outs, co, n_out, p, &fs);
+            }
+            free(p);
+        }
+        if (d) closedir(d);
+    }
+    for (int k = 0; co && k < n_out; k++) free(co[k]);
+    free(co);
+    return rc;
+}
+
 static void out_free(OutFile *o) {
     free(o->path);
     free(o->what);
@@ -791,12 +1042,21 @@ OutFile *out_open(const char *path, const char *what) {
             dflash_set_error("%s: %s is a directory; give a file name", what, path);
             goto fail;
         }
-        int is_std = 0;
-        for (int fd = 1; fd <= 2; fd++) {
-            struct stat s;
-            if (fstat(fd, &s) == 0 && s.st_dev == st.st_dev && s.st_ino == st.st_ino) is_std = 1;
+        int fd = writable_descriptor_of(&st);
+        if (fd >= 0) {
+            /* already open here (stdout, stderr, /dev/fd/N, the same file
+             * by another name): written through that descriptor, so its
+             * mode holds (>> appends) and nothing it wrote is overwritten */
+            int copy = fd == 1 ? -1 : dup(fd);
+            o->f = fd == 1 ? stdout : copy >= 0 ? fdopen(copy, "w") : NULL;
+            if (!o->f) {
+                if (copy >= 0) close(copy);
+                dflash_set_error("%s: cannot write %s (descriptor %d): %s", what, path, fd, strerror(errno));
+                goto fail;
+            }
+            return o;
         }
-        if (!S_ISREG(st.st_mode) || is_std) {
+        if (!S_ISREG(st.st_mode)) {
             o->f = fopen(path, "w");
             if (!o->f) {
                 dflash_set_error("%s: cannot create %s: %s", what, path, strerror(errno));
@@ -826,6 +1086,7 @@ OutFile *out_open(const char *path, const char *what) {
         goto fail;
     }
     sprintf(o->tmp, "%s.partial.XXXXXX", o->final);
+    out_remove_stale(o->final);
     sigset_t old;
     out_block_signals(&old);
     int fd = mkstemp(o->tmp), err = fd < 0 ? errno : 0;
@@ -842,6 +1103,7 @@ OutFile *out_open(const char *path, const char *what) {
         o->tmp = NULL;
         goto fail;
     }
+    lock_whole(fd);  /* held until renamed or removed: see out_remove_stale */
     fchmod(fd, mode);
     o->f = fdopen(fd, "w");
     if (!o->f) {
@@ -861,11 +1123,13 @@ int out_finish(OutFile *o) {
     if (o->f) {
         int bad = fflush(o->f) != 0 || ferror(o->f);
         int saved = errno;
-        if (o->f != stdout && fclose(o->f) != 0 && !bad) {
+        /* a temporary file stays open, and so fcntl-locked, until it is
+         * renamed or removed (out_commit, out_abort close it) */
+        if (o->f != stdout && !o->tmp && fclose(o->f) != 0 && !bad) {
             bad = 1;
             saved = errno;
         }
-        o->f = NULL;
+        if (!o->tmp) o->f = NULL;
         if (bad) {
             dflash_set_error("%s: cannot write %s: %s", o->what, o->path, strerror(saved));
             o->failed = 1;
@@ -890,6 +1154,8 @@ int out_commit(OutFile *o) {
             out_forget(o, 0, NULL);
             free(o->tmp);
             o->tmp = NULL;
+            if (o->f) fclose(o->f);  /* the data was flushed by out_finish */
+            o->f = NULL;
         }
         out_restore_signals(&old);
     }

@@ -120,8 +120,12 @@ int  npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const
  * OutFile: one output file written safely. out_open creates
  * "<path>.partial.XXXXXX" beside path (an existing file keeps its mode; a
  * symbolic link is followed, so the link stays), registered so that a
- * signal removes it; out_commit renames it over path. "-" (stdout),
- * devices, FIFOs and the program's own stdout/stderr are written in place.
+ * signal removes it; out_commit renames it over path. "-" (stdout) and a
+ * file this process already has open for writing (stdout or stderr by any
+ * name, /dev/fd/N, >> log) are written through that descriptor, so
+ * appending stays appending; devices and FIFOs are written in place. The
+ * temporary file is fcntl-locked while it is written, so a later run tells
+ * it from one whose writer was killed (out_remove_stale).
  * Messages start with `what` ("trace", "dflash explore", ...).
  *
  *   OutFile *o = out_open(path, "figures");
@@ -145,6 +149,33 @@ int  out_commit(OutFile *o);
 /* Close and remove the temporary file; path stays as it was. Frees o (NULL:
  * nothing) and leaves dflash_errmsg as it was. */
 void out_abort(OutFile *o);
+
+/* The kind of name this program gives its own files, or NULL: "<x>.lock"
+ * (a trace directory's lock), "<x>.partial.XXXXXX" (an output being
+ * written) and "<x>.old.XXXXXX" (an earlier trace being replaced); six
+ * characters from mkstemp/mkdtemp. The next run removes such files when
+ * their writer is gone, so no output may be named like them. */
+const char *out_own_name(const char *path);
+/* THE check that no output is an input, for every subcommand. outs: the
+ * files and directories a run will write (path NULL: skipped; is_dir: a
+ * directory replaced whole); inputs: every file the run reads (a directory
+ * stands for the regular files directly inside it). Refused (-1, one line
+ * starting "<what>: "): an output that is an input (compared resolved:
+ * symbolic links, "..", and by device and inode: hard links), a directory
+ * output holding an input, an output equal to or inside a directory output,
+ * two outputs that are one file, an output named like the program's own
+ * files (out_own_name, also through symbolic links). */
+typedef struct {
+    const char *path;
+    const char *label;  /* "the trace directory", "the page", ... */
+    int is_dir;
+} OutPath;
+int out_check_paths(const char *what, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs);
+/* Remove the "<final>.partial.XXXXXX" files that earlier runs left when
+ * they were killed: those nobody holds an fcntl lock on (out_open locks its
+ * temporary file until it is renamed or removed), saying so on stderr, one
+ * line each. out_open calls it; best effort. */
+void out_remove_stale(const char *final);
 
 /* ---------------------------------------------------------------------------
  * The partial-output registry. Every partial output is registered here

@@ -16,6 +16,7 @@
 #include <string.h>
 
 #include <fcntl.h>      /* POSIX: open, and mmap for the weight files */
+#include <signal.h>     /* sig_atomic_t: the mapped files, read by the SIGBUS handler */
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -607,6 +608,47 @@ static int safetensors_check_header(const unsigned char *buf, size_t len, Tensor
 
 /* st_map: a regular file mapped read/write private (a write, e.g. a test
  * poking a weight, is copy-on-write, never to disk) */
+/* The weight files mapped now, for the SIGBUS handler: F32 tensors are
+ * used in place, so a file that shrinks under a running program (a
+ * re-download, a regeneration) makes the next read of a page past its new
+ * end raise SIGBUS. load_mapped_file names the file; async-signal-safe. */
+typedef struct {
+    const unsigned char *start;
+    size_t len;
+    char path[512];
+} MappedFile;
+static MappedFile mapped[256];
+static volatile sig_atomic_t n_mapped;
+
+static void mapped_add(const unsigned char *start, size_t len, const char *path) {
+    if (n_mapped == (sig_atomic_t)(sizeof mapped / sizeof mapped[0])) return;  /* unnamed then, still handled */
+    MappedFile *m = &mapped[n_mapped];
+    m->start = start;
+    m->len = len;
+    size_t n = strlen(path) < sizeof m->path - 1 ? strlen(path) : sizeof m->path - 1;
+    memcpy(m->path, path, n);
+    m->path[n] = '\0';
+    n_mapped = n_mapped + 1;
+}
+
+/* munmap, and forget the mapping */
+static void unmap(void *start, size_t len) {
+    for (int i = 0; i < n_mapped; i++) {
+        if (mapped[i].start != start) continue;
+        mapped[i] = mapped[n_mapped - 1];
+        n_mapped = n_mapped - 1;
+        break;
+    }
+    munmap(start, len);
+}
+
+const char *load_mapped_file(const void *addr) {
+    const unsigned char *a = addr;
+    for (int i = 0; i < n_mapped; i++)
+        if (a >= mapped[i].start && a < mapped[i].start + mapped[i].len) return mapped[i].path;
+    return NULL;
+}
+
 static unsigned char *st_map(const char *path, size_t *size) {
     size_t st_size;
     int fd = file_open_fd(path, &st_size);  /* a FIFO must not block the open */
@@ -621,6 +663,7 @@ static unsigned char *st_map(const char *path, size_t *size) {
     unsigned char *map = mmap(NULL, (size_t)fsize, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
     close(fd);
     if (map == MAP_FAILED) { dflash_set_error("%s: cannot map: %s", path, strerror(errno)); return NULL; }
+    mapped_add(map, (size_t)fsize, path);
     *size = (size_t)fsize;
     return map;
 }
@@ -856,7 +899,7 @@ static int safetensors_load(const char *dir, TensorSpec *specs, int n_specs, Mod
     rc = 0;
 done:
     for (int f = 0; f < n_files; f++) {
-        if (maps[f]) munmap(maps[f], sizes[f]);
+        if (maps[f]) unmap(maps[f], sizes[f]);
         free(names[f]);
     }
     return rc;
@@ -922,7 +965,7 @@ int config_load(Config *c, const char *path, int expect_draft) {
 
 void model_free(Model *m) {
     free(m->data);
-    for (int i = 0; i < m->n_maps; i++) munmap(m->map[i], m->map_size[i]);
+    for (int i = 0; i < m->n_maps; i++) unmap(m->map[i], m->map_size[i]);
     free(m->layers);
     free(m->inv_freq);
     memset(m, 0, sizeof *m);

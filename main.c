@@ -49,6 +49,8 @@ static const char *USAGE =
     "  --seed S              the sampling PRNG's seed, 0..18446744073709551615 (default 0)\n"
     "  --mode dflash|ar      dflash (default), or ar: target-only autoregressive decoding\n"
     "  --print-ids           also print the output ids, prompt included (default off)\n"
+    "  --raw-bytes           print decoded text as the tokens' bytes, control characters\n"
+    "                        included (default: those and \\ printed as \\xNN)\n"
     "  --rounds              print the per-round summary (default: on with no arguments, else off)\n"
     "  --stop-id ID          stop at token ID, 0..2147483647; repeatable, at most 8 (default: the\n"
     "                        target's generation_config.json eos_token_id, else its config.json\n"
@@ -74,7 +76,7 @@ typedef struct {
     const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text;
     const char *filters[32];
     int n_filters;
-    int max_new_tokens, block_size, print_ids, rounds, ignore_eos;
+    int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes;
     int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
@@ -175,6 +177,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             if (a->n_filters == 32) { dflash_set_error("--trace-filter: expected at most 32, got more"); return -1; }
             a->filters[a->n_filters++] = val;
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
+        else if (strcmp(f, "--raw-bytes") == 0) a->raw_bytes = 1;
         else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
         else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
         else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
@@ -213,6 +216,14 @@ static int parse_ids(const char *s, int *ids, int cap, int *n_out) {
     return 0;
 }
 
+/* --raw-bytes: decoded text as its bytes; else escaped (text_put) */
+static int raw_bytes;
+
+static void put_text(FILE *out, const char *s, size_t n) {
+    if (raw_bytes) fwrite(s, 1, n, out);
+    else text_put(out, s, n);
+}
+
 /* token id's word, or the id itself when there is no vocabulary (v->n 0) */
 static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
     if (v->n == 0) { snprintf(buf, size, "%d", id); return buf; }
@@ -226,21 +237,26 @@ static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const in
     char buf[16];
     if (bv->n) {
         for (int i = 0; i < n; i++) {
-            if (ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) fwrite(bv->words[ids[i]], 1, (size_t)bv->lens[ids[i]], out);
+            if (ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) put_text(out, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);
             else fprintf(out, "<%d>", ids[i]);
         }
         return;
     }
     for (int i = 0; i < n; i++) {
         const char *w = tok_str(v, ids[i], buf, sizeof buf);
-        fprintf(out, "%s%s", i == 0 || (v->n && strcmp(w, ".") == 0) ? "" : " ", w);
+        fputs(i == 0 || (v->n && strcmp(w, ".") == 0) ? "" : " ", out);
+        put_text(out, w, strlen(w));
     }
 }
 
 static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
     char buf[16];
     fputc('[', out);
-    for (int i = 0; i < n; i++) fprintf(out, i ? " %s" : "%s", tok_str(v, ids[i], buf, sizeof buf));
+    for (int i = 0; i < n; i++) {
+        const char *w = tok_str(v, ids[i], buf, sizeof buf);
+        if (i) fputc(' ', out);
+        put_text(out, w, strlen(w));
+    }
     fputc(']', out);
 }
 
@@ -249,11 +265,15 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
     char buf[16];
     printf("prefill: ");
     print_words(stdout, v, bv, r->output_ids, n_prompt);
-    if (first_new >= 0)
-        printf(" at positions 0..%d -> \"%s\" (position %d)\n", n_prompt - 1, tok_str(v, first_new, buf, sizeof buf),
-               n_prompt);
-    else
+    if (first_new >= 0) {
+        const char *w = tok_str(v, first_new, buf, sizeof buf);
+        printf(" at positions 0..%d -> \"", n_prompt - 1);
+        put_text(stdout, w, strlen(w));
+        printf("\" (position %d)\n", n_prompt);
+    }
+    else {
         printf(" at positions 0..%d -> no new token (--max-new-tokens 0)\n", n_prompt - 1);
+    }
     for (int i = 0; i < r->n_rounds; i++) {
         const RoundInfo *ri = &r->rounds[i];
         int acc = ri->acceptance_length;
@@ -273,7 +293,10 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
         for (int j = 0; j + 1 < B; j++) printf(j ? " %d" : "%d", ri->cumprod[j]);
         printf("]  acceptance length %d: keep ", acc);
         print_list(stdout, v, ri->block, acc + 1);
-        printf(" + bonus \"%s\"\n", tok_str(v, ri->posterior[acc], buf, sizeof buf));
+        const char *bonus = tok_str(v, ri->posterior[acc], buf, sizeof buf);
+        printf(" + bonus \"");
+        put_text(stdout, bonus, strlen(bonus));
+        printf("\"\n");
         printf("         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
                ri->start_after, ri->target_cache_after, ri->target_cache_after - 1);
         if (B > 1)
@@ -310,6 +333,34 @@ static void on_signal(int sig) {
     _exit(128 + sig);
 }
 
+/* write(2) of a NUL-terminated string, from a signal handler */
+static void say(const char *s) {
+    size_t n = strlen(s);
+    while (n > 0) {
+        ssize_t w = write(2, s, n);
+        if (w <= 0) return;
+        s += w;
+        n -= (size_t)w;
+    }
+}
+
+/* SIGBUS: a mapped weight file shrank under the run (F32 tensors are read
+ * in place). One line naming the file, the partial outputs removed, then
+ * death by SIGBUS as by the other signals. */
+static void on_sigbus(int sig, siginfo_t *si, void *ctx) {
+    (void)ctx;
+    const char *file = load_mapped_file(si->si_addr);
+    if (file) {
+        say("dflash: ");
+        say(file);
+        say(" shrank while this run read it (weights are used in place, mapped: SIGBUS); the run stopped, its "
+            "partial outputs were removed; run again once the file is complete\n");
+    } else {
+        say("dflash: bus error (SIGBUS) outside the weight files; the partial outputs were removed\n");
+    }
+    on_signal(sig);
+}
+
 static void install_signal_handlers(void) {
     const int sigs[4] = {SIGINT, SIGTERM, SIGHUP, SIGPIPE};
     struct sigaction sa;
@@ -323,6 +374,10 @@ static void install_signal_handlers(void) {
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaction(sigs[i], &sa, NULL);
     }
+    sa.sa_handler = NULL;
+    sa.sa_sigaction = on_sigbus;
+    sa.sa_flags = SA_SIGINFO;
+    sigaction(SIGBUS, &sa, NULL);
 }
 
 /* Every write to stdout so far, and its flush: -1 with dflash_errmsg. */
@@ -387,6 +442,7 @@ int main(int argc, char **argv) {
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
     if (pa == 1) { fputs(USAGE, stdout); return finish(0); }
+    raw_bytes = a.raw_bytes;
     if (!a.weights && !a.target)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
@@ -507,6 +563,11 @@ int main(int argc, char **argv) {
 
     if (a.trace_dir || a.trace_text) {
         if (!dflash_mode) { free(prompt); dflash_set_error("--trace: traces are written in --mode dflash only"); goto fail; }
+        if (trace_check_filters(a.filters, a.n_filters, target.cfg.num_hidden_layers,
+                                have_draft ? draft.cfg.num_hidden_layers : 0, p.block_size, p.max_new_tokens) != 0) {
+            free(prompt);
+            goto fail;
+        }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
         if (!tracer) { free(prompt); goto fail; }
         trace_set_vocab(tracer, have_vocab ? &vocab : NULL);

@@ -25,14 +25,21 @@
  *   earlier trace untouched and nothing else: the partial directory, the
  *   lock and the parent directories the run created (mkdir -p style) are
  *   removed. Only SIGKILL or a crash can leave a .partial sibling or the
- *   lock file behind (delete them by hand). A symbolic link as <dir> is
- *   refused.
+ *   lock file behind: the next run that takes <dir>'s lock removes the
+ *   .partial and .old siblings (holding the lock proves their writer is
+ *   gone) and says so on stderr; the lock file is reused. A symbolic link
+ *   as <dir> is refused. No output may be named like these files
+ *   ("*.lock", "*.partial.XXXXXX", "*.old.XXXXXX").
  * - The readable text trace is written the same way: into
  *   "<file>.partial.XXXXXX" beside it, renamed over <file> at trace_close
  *   (an existing file keeps its mode; a symbolic link is followed, so the
- *   link stays); a failed run leaves the earlier <file> as it was. "-"
- *   (stdout), devices, FIFOs and the program's own stdout/stderr are written
- *   in place. It may not be, or be inside, the trace directory.
+ *   link stays); a failed run leaves the earlier <file> as it was. The
+ *   temporary file is fcntl-locked by its writer, so a later run removes
+ *   only those whose writer is gone. "-" (stdout) and a file this process
+ *   already has open for writing (stdout or stderr by any name, >> log) are
+ *   written through that descriptor, so appending stays appending; devices
+ *   and FIFOs are written in place. It may not be, or be inside, the trace
+ *   directory.
  * - Filters are fnmatch() globs without flags ("*" also matches "."). A
  *   tensor is written (to both outputs) when any filter matches its name.
  *   Filtered-out tensors cost one fnmatch per filter and nothing else (with
@@ -52,6 +59,7 @@
 #include "manifest.h"
 #include "tracenames.h"
 
+#include <ctype.h>
 #include <errno.h>
 #include <fcntl.h>
 #include <fnmatch.h>
@@ -273,138 +281,140 @@ static char *make_sibling(const char *dir, const char *tag, const void *owner) {
     return tmpl;
 }
 
+int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs) {
+    OutPath outs[2] = {{dir, "the trace directory", 1},
+                       {text_path && strcmp(text_path, "-") != 0 ? text_path : NULL, "the text trace", 0}};
+    return out_check_paths("trace", outs, 2, inputs, n_inputs);
+}
+
 /* ===========================================================================
- * Output paths against each other and against the run's inputs.
+ * --trace-filter: a glob that can match nothing is an error, not an empty
+ * trace put over the earlier one.
  * ======================================================================== */
 
-/* path made absolute, the symbolic links of its longest existing prefix
- * resolved, "//", "." and ".." taken out of the rest (malloc'd; NULL with
- * dflash_errmsg). Two paths that name one file give one string. */
-static char *canon_path(const char *path) {
-    size_t n = strlen(path);
-    char *work = strdup(path), *real = NULL;
-    if (!work) goto oom;
-    size_t cut = n;
-    for (;;) {
-        char c = work[cut];
-        work[cut] = '\0';
-        real = realpath(cut ? work : path[0] == '/' ? "/" : ".", NULL);
-        work[cut] = c;
-        if (real || cut == 0) break;
-        while (cut > 0 && work[cut - 1] != '/') cut--;  /* drop the last component */
-        while (cut > 0 && work[cut - 1] == '/') cut--;
-    }
-    free(work);
-    if (!real) {
-        dflash_set_error("trace: cannot resolve %s: %s", path, strerror(errno));
-        return NULL;
-    }
-    const char *rest = path + cut;
-    size_t lr = strlen(real);
-    char *joined = malloc(lr + strlen(rest) + 3), *out = malloc(lr + strlen(rest) + 3);
-    if (!joined || !out) {
-        free(real);
-        free(joined);
-        free(out);
-        goto oom;
-    }
-    sprintf(joined, "%s/%s", real, rest);
-    free(real);
-    size_t w = 0;
-    for (const char *s = joined; *s;) {
-        while (*s == '/') s++;
-        const char *e = s;
-        while (*e && *e != '/') e++;
-        size_t l = (size_t)(e - s);
-        if (l == 2 && s[0] == '.' && s[1] == '.') {
-            while (w > 0 && out[w - 1] != '/') w--;
-            if (w > 0) w--;
-        } else if (l > 0 && !(l == 1 && s[0] == '.')) {
-            out[w++] = '/';
-            memcpy(out + w, s, l);
-            w += l;
-        }
-        s = e;
-    }
-    if (w == 0) out[w++] = '/';
-    out[w] = '\0';
-    free(joined);
-    return out;
-oom:
-    dflash_set_error("trace: out of memory");
-    return NULL;
-}
-
-/* a is b or inside b (both from canon_path) */
-static int path_within(const char *a, const char *b) {
-    size_t lb = strlen(b);
-    if (strcmp(b, "/") == 0) return 1;
-    return strncmp(a, b, lb) == 0 && (a[lb] == '\0' || a[lb] == '/');
-}
-
-/* One input file against the canonical outputs (co[0] the trace
- * directory, co[1] the text trace; NULL when not asked for). */
-static int check_against_input(const char *input, const struct stat *in_st, char *const co[2],
-                               const char *const out[2]) {
-    char *ci = canon_path(input);
-    if (!ci) return -1;
-    int rc = 0;
-    for (int k = 0; k < 2 && rc == 0; k++) {
-        if (!co[k]) continue;
-        struct stat os;
-        int same = strcmp(co[k], ci) == 0 ||
-                   (stat(out[k], &os) == 0 && os.st_dev == in_st->st_dev && os.st_ino == in_st->st_ino);
-        if (same) {
-            dflash_set_error("trace: %s %s is the input %s; refusing to write over it (choose another path)",
-                             k ? "the text trace" : "the trace directory", out[k], input);
-            rc = -1;
-        } else if (k == 0 && path_within(ci, co[0])) {
-            dflash_set_error("trace: the trace directory %s holds the input %s; refusing to replace it "
-                             "(choose another path)", out[0], input);
-            rc = -1;
-        }
-    }
-    free(ci);
-    return rc;
-}
-
-int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs) {
-    const char *out[2] = {dir, text_path && strcmp(text_path, "-") != 0 ? text_path : NULL};
-    char *co[2] = {NULL, NULL};
-    int rc = 0;
-    for (int k = 0; k < 2 && rc == 0; k++)
-        if (out[k] && !(co[k] = canon_path(out[k]))) rc = -1;
-    if (rc == 0 && co[0] && co[1] && (path_within(co[1], co[0]) || path_within(co[0], co[1]))) {
-        dflash_set_error("trace: the text trace %s may not be the trace directory %s or inside it "
-                         "(the directory is replaced whole)", out[1], out[0]);
-        rc = -1;
-    }
-    for (int i = 0; i < n_inputs && rc == 0 && (co[0] || co[1]); i++) {
-        struct stat st;
-        if (stat(inputs[i], &st) != 0) continue;  /* a missing input is the loader's to report */
-        if (!S_ISDIR(st.st_mode)) {
-            rc = check_against_input(inputs[i], &st, co, out);
-            continue;
-        }
-        /* a directory stands for the regular files directly inside it */
-        DIR *d = opendir(inputs[i]);
-        struct dirent *e;
-        while (d && rc == 0 && (e = readdir(d)) != NULL) {
-            char *p = path_join(inputs[i], e->d_name);
-            struct stat fs;
-            if (!p) {
-                dflash_set_error("trace: out of memory");
-                rc = -1;
-            } else if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) {
-                rc = check_against_input(p, &fs, co, out);
+/* Edit distance between a glob and a name, '*' matching any run and '?'
+ * any one character for free: how far the glob is from matching. */
+static int glob_distance(const char *g, const char *name) {
+    size_t lg = strlen(g), ln = strlen(name);
+    if (lg > 200 || ln > 200) return 1 << 20;
+    int d[201][201];
+    for (size_t j = 0; j <= ln; j++) d[0][j] = (int)j;
+    for (size_t i = 1; i <= lg; i++) {
+        d[i][0] = g[i - 1] == '*' ? d[i - 1][0] : d[i - 1][0] + 1;
+        for (size_t j = 1; j <= ln; j++) {
+            int best;
+            if (g[i - 1] == '*') {
+                best = d[i - 1][j] < d[i][j - 1] ? d[i - 1][j] : d[i][j - 1];
+            } else {
+                int sub = d[i - 1][j - 1] + !(g[i - 1] == name[j - 1] || g[i - 1] == '?');
+                int del = d[i - 1][j] + 1, ins = d[i][j - 1] + 1;
+                best = sub < del ? sub : del;
+                if (ins < best) best = ins;
             }
-            free(p);
+            d[i][j] = best;
         }
-        if (d) closedir(d);
     }
-    free(co[0]);
-    free(co[1]);
-    return rc;
+    return d[lg][ln];
+}
+
+void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size) {
+    int best[3] = {1 << 30, 1 << 30, 1 << 30}, at[3] = {-1, -1, -1};
+    for (int i = 0; i < n; i++) {
+        int d = glob_distance(glob, names[i]);
+        for (int k = 0; k < 3; k++) {
+            if (d >= best[k]) continue;
+            for (int m = 2; m > k; m--) best[m] = best[m - 1], at[m] = at[m - 1];
+            best[k] = d;
+            at[k] = i;
+            break;
+        }
+    }
+    out[0] = '\0';
+    for (int k = 0; k < 3 && at[k] >= 0; k++)
+        snprintf(out + strlen(out), size - strlen(out), "%s%.100s", k ? ", " : "", names[at[k]]);
+    if (!out[0]) snprintf(out, size, "none");
+}
+
+typedef struct {
+    const char *glob;
+    int matched;
+    int best[3];          /* distances of the closest names so far */
+    char close[3][160];   /* the names (round 1 only) */
+} FilterProbe;
+
+/* One concrete name: does the glob match it; is it among the closest? */
+static void probe_name(FilterProbe *f, const char *name, int round) {
+    if (f->matched) return;
+    if (fnmatch(f->glob, name, 0) == 0) {
+        f->matched = 1;
+        return;
+    }
+    if (round > 1) return;  /* suggest round 1 names only */
+    int dist = glob_distance(f->glob, name);
+    for (int k = 0; k < 3; k++) {
+        if (dist >= f->best[k]) continue;
+        for (int m = 2; m > k; m--) {
+            f->best[m] = f->best[m - 1];
+            memcpy(f->close[m], f->close[m - 1], sizeof f->close[m]);
+        }
+        f->best[k] = dist;
+        snprintf(f->close[k], sizeof f->close[k], "%s", name);
+        break;
+    }
+}
+
+/* Every name the table row pattern stands for in this run: P. as
+ * prefill. and verify<r>., {r} 1..rounds, {l} 0..layers-1 (the draft's for
+ * draft rows), {i} 1..L-1, {L} L. */
+static void probe_row(FilterProbe *f, const char *pattern, int L, int Ld, int rounds) {
+    int phases = strncmp(pattern, "P.", 2) == 0;
+    const char *rest = phases ? pattern + 2 : pattern;
+    int v0 = 0, v1 = 1;  /* the range of {l} or {i} */
+    if (strstr(rest, "{l}")) v1 = strncmp(rest, "draft", 5) == 0 ? Ld : L;
+    if (strstr(rest, "{i}")) v0 = 1, v1 = L;
+    int r0 = strstr(rest, "{r}") ? 1 : 0, r1 = phases || r0 ? rounds : 0;
+    for (int r = r0; r <= r1 && !f->matched; r++) {
+        for (int v = v0; v < v1 && !f->matched; v++) {
+            char name[160];
+            size_t o = 0;
+            if (phases) o += (size_t)snprintf(name, sizeof name, r == 0 ? "prefill." : "verify%d.", r);
+            for (const char *c = rest; *c && o < sizeof name - 16; c++) {
+                if (c[0] == '{' && c[1] && c[2] == '}') {
+                    o += (size_t)snprintf(name + o, sizeof name - o, "%d", c[1] == 'r' ? r : c[1] == 'L' ? L : v);
+                    c += 2;
+                } else {
+                    name[o++] = *c;
+                }
+            }
+            name[o] = '\0';
+            probe_name(f, name, r);
+        }
+    }
+}
+
+int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
+                        int block_size, int max_rounds) {
+    int rounds = max_rounds < 1000 ? max_rounds : 1000;
+    for (int k = 0; k < n_filters; k++) {
+        FilterProbe f;
+        memset(&f, 0, sizeof f);
+        f.glob = filters[k];
+        for (int m = 0; m < 3; m++) f.best[m] = 1 << 30;
+        for (int i = 0; i < dflash_n_trace_names && !f.matched; i++) {
+            const char *pat = dflash_trace_names[i].pattern;
+            int draft_only = strncmp(pat, "draft", 5) == 0 || strstr(pat, "target_hidden") != NULL;
+            if (draft_only && block_size <= 1) continue;  /* block size 1: no draft, nothing for it */
+            probe_row(&f, pat, target_layers, draft_layers, rounds);
+        }
+        if (f.matched) continue;
+        char close[400] = "";
+        for (int m = 0; m < 3 && f.best[m] < (1 << 30); m++)
+            snprintf(close + strlen(close), sizeof close - strlen(close), "%s%s", m ? ", " : "", f.close[m]);
+        dflash_set_error("--trace-filter: \"%.100s\" matches no name this run can emit (closest: %s; TRACE.md "
+                         "lists the names); nothing was replaced", filters[k], close[0] ? close : "none");
+        return -1;
+    }
+    return 0;
 }
 
 /* ===========================================================================
@@ -555,6 +565,57 @@ static int lock_acquire(Tracer *t) {
     return -1;
 }
 
+/* A trace directory's files only: trace.jsonl and regular *.npy files. */
+static int holds_trace_files_only(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    int ok = 1;
+    struct dirent *e;
+    while (ok && (e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        if (strcmp(f, ".") == 0 || strcmp(f, "..") == 0) continue;
+        char *p = path_join(dir, f);
+        struct stat st;
+        ok = p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) &&
+             (strcmp(f, "trace.jsonl") == 0 || ends_with(f, ".npy"));
+        free(p);
+    }
+    closedir(d);
+    return ok;
+}
+
+/* Remove the "<dir>.partial.XXXXXX" and "<dir>.old.XXXXXX" directories
+ * that earlier runs left beside dir when they were killed (SIGKILL, a
+ * crash, a power cut), and say so on stderr, one line each. Called with
+ * <dir>.lock held: only the lock's holder makes them, so their writer is
+ * gone. Only directories holding trace files only are removed; anything
+ * else with such a name is left alone. Best effort: what cannot be removed
+ * stays, and the run goes on. (A text trace's temporary file: files.c,
+ * out_remove_stale.) */
+static void remove_stale_dirs(const char *dir) {
+    const char *slash = strrchr(dir, '/');
+    char *parent = slash ? strndup(dir, slash == dir ? 1 : (size_t)(slash - dir)) : strdup(".");
+    const char *base = slash ? slash + 1 : dir;
+    DIR *d = parent ? opendir(parent) : NULL;
+    size_t lb = strlen(base);
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *f = e->d_name;
+        if (strncmp(f, base, lb) != 0 || !out_own_name(f)) continue;
+        int is_partial = strncmp(f + lb, ".partial.", 9) == 0 && strlen(f + lb) == 15;
+        int is_old = strncmp(f + lb, ".old.", 5) == 0 && strlen(f + lb) == 11;
+        if (!is_partial && !is_old) continue;
+        char *p = slash ? path_join(parent, f) : strdup(f);
+        struct stat st;
+        if (p && lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && !out_registered_same(NULL, 'd', &st) &&
+            holds_trace_files_only(p) && remove_dir_files(p) == 0)
+            fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
+        free(p);
+    }
+    if (d) closedir(d);
+    free(parent);
+}
+
 Tracer *trace_open(const char *dir, const char *text_path,
                    const char *const *filters, int n_filters) {
     Tracer *t = calloc(1, sizeof *t);
@@ -594,6 +655,7 @@ Tracer *trace_open(const char *dir, const char *text_path,
         if (check_trace_dir(t->dir, &exists) != 0) goto fail;
         if (!exists && make_parents(t->dir, t) != 0) goto fail;
         if (lock_acquire(t) != 0) goto fail;
+        remove_stale_dirs(t->dir);
         t->tmp_dir = make_sibling(t->dir, ".partial.", t);
         if (!t->tmp_dir) goto fail;
         /* mkdtemp makes it 0700; give the trace a normal directory's mode */
@@ -894,6 +956,19 @@ static const char *word_of(const Vocab *v, int64_t id, char *buf, size_t size) {
     return buf;
 }
 
+void text_put(FILE *f, const char *s, size_t n) {
+    const unsigned char *c = (const unsigned char *)s;
+    for (size_t k = 0; k < n; k++) {
+        int c1 = c[k] == 0xc2 && k + 1 < n && c[k + 1] >= 0x80 && c[k + 1] <= 0x9f;  /* U+0080..U+009F */
+        if (c[k] < 0x20 || c[k] == 0x7f || c[k] == '\\' || c1) {
+            fprintf(f, "\\x%02x", c[k]);
+            if (c1) fprintf(f, "\\x%02x", c[++k]);
+        } else {
+            fputc(c[k], f);
+        }
+    }
+}
+
 /* Token ids: all of them, then as words. */
 static void text_tokens(FILE *f, const Tracer *t, const TensorView *x) {
     if (x->ndim == 0) {
@@ -904,7 +979,11 @@ static void text_tokens(FILE *f, const Tracer *t, const TensorView *x) {
     if (!t->vocab) return;
     char buf[32];
     fprintf(f, "    words:");
-    for (size_t k = 0; k < x->n; k++) fprintf(f, " %s", word_of(t->vocab, x->i[k], buf, sizeof buf));
+    for (size_t k = 0; k < x->n; k++) {
+        const char *w = word_of(t->vocab, x->i[k], buf, sizeof buf);
+        fputc(' ', f);
+        text_put(f, w, strlen(w));
+    }
     fprintf(f, "\n");
 }
 

@@ -12,6 +12,7 @@
 #define DFLASH_TRACE_H
 
 #include <stdint.h>
+#include <stdio.h>
 
 #include "dflash.h"
 #include "load.h"
@@ -43,6 +44,21 @@ void trace_discard(Tracer *t);
  * directory standing for the regular files directly inside it). Paths are
  * compared resolved (symbolic links, "..") and by device and inode. */
 int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
+/* Refuse (-1, dflash_errmsg naming the closest names) a --trace-filter glob
+ * that matches no name a run of this shape can emit: a target of
+ * target_layers layers, a draft of draft_layers (block_size 1: no draft
+ * names), at most max_rounds rounds (round numbers above 1000 are not
+ * tried). Called before any output is opened. */
+int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
+                        int block_size, int max_rounds);
+/* The (up to) three of names[0..n) closest to glob, ", "-separated, into
+ * out: an edit distance where '*' and '?' match for free. "none" when n 0. */
+void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size);
+/* Decoded text (a token's bytes, a vocabulary word) as printable text:
+ * control characters (C0, DEL, the C1 range U+0080..U+009F) and backslashes
+ * as \xNN, so a token cannot move the cursor, retitle the terminal or forge
+ * an output line. */
+void text_put(FILE *f, const char *s, size_t n);
 /* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
  * with dflash_errmsg set (write failure: path and reason). */
 int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,

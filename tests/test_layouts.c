@@ -332,6 +332,15 @@ static void test_cli_output_text_and_ids(void **state) {
     assert_int_equal(sh(cmd), 0);
     char *o = tu_read(tu_path(tmp, "o"), NULL);
     assert_non_null(o);
+    /* the newline token (15) printed escaped, as every control character of
+     * decoded text is (issue 21); --raw-bytes prints it as it is */
+    assert_true(strncmp(o, "The cat sat\xc3\xa9\\x0a<|im_end|> A\n", strlen("The cat sat\xc3\xa9\\x0a<|im_end|> A\n")) == 0);
+    free(o);
+    snprintf(cmd, sizeof cmd, "./dflash --weights " Q3 " --ids 0,1,2,61,62,15,3,9 --max-new-tokens 0 --raw-bytes > %s/o",
+             tmp);
+    assert_int_equal(sh(cmd), 0);
+    o = tu_read(tu_path(tmp, "o"), NULL);
+    assert_non_null(o);
     assert_true(strncmp(o, "The cat sat\xc3\xa9\n<|im_end|> A\n", strlen("The cat sat\xc3\xa9\n<|im_end|> A\n")) == 0);
     free(o);
     /* a copy without tokenizer.json: 40 tokens as ids; the text line is

@@ -16,6 +16,7 @@
 #include <cmocka.h>
 #include <dirent.h>
 #include <fcntl.h>
+#include <fnmatch.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -212,9 +213,9 @@ enum { TU_D = 8, TU_L = 1, TU_H = 2, TU_KV = 1, TU_HD = 4, TU_I = 16, TU_V = 6 }
 static inline float tu_value(int tensor, int64_t i) { return (float)(tensor + 1) * 0.01f + (float)(i % 97) * 0.001f; }
 
 typedef struct {
-    TuTensor t[32];
-    char names[32][96];
-    float *bufs[32];
+    TuTensor t[64];
+    char names[64][96];
+    float *bufs[64];
     int n;
 } TuModel;
 
@@ -232,35 +233,41 @@ static inline void tu_add(TuModel *m, const char *name, int ndim, int64_t s0, in
     m->t[k].data = m->bufs[k];
 }
 
-static inline void tu_model_tensors(TuModel *m, int draft) {
+/* The tensors of a target of L layers (vocabulary V) or of a 1-layer
+ * draft reading k target layers (fc is (D, k*D)). */
+static inline void tu_model_tensors_lv(TuModel *m, int draft, int L, int V, int k) {
     const char *pre = draft ? "" : "model.";
     char nm[96];
     memset(m, 0, sizeof *m);
-    if (!draft) tu_add(m, "model.embed_tokens.weight", 2, TU_V, TU_D);
-#define L1(suffix, s0) snprintf(nm, sizeof nm, "%slayers.0.%s", pre, suffix); tu_add(m, nm, 1, s0, 0)
-#define L2(suffix, s0, s1) snprintf(nm, sizeof nm, "%slayers.0.%s", pre, suffix); tu_add(m, nm, 2, s0, s1)
-    L1("input_layernorm.weight", TU_D);
-    L2("self_attn.q_proj.weight", TU_H * TU_HD, TU_D);
-    L2("self_attn.k_proj.weight", TU_KV * TU_HD, TU_D);
-    L2("self_attn.v_proj.weight", TU_KV * TU_HD, TU_D);
-    L2("self_attn.o_proj.weight", TU_D, TU_H * TU_HD);
-    L1("self_attn.q_norm.weight", TU_HD);
-    L1("self_attn.k_norm.weight", TU_HD);
-    L1("post_attention_layernorm.weight", TU_D);
-    L2("mlp.gate_proj.weight", TU_I, TU_D);
-    L2("mlp.up_proj.weight", TU_I, TU_D);
-    L2("mlp.down_proj.weight", TU_D, TU_I);
+    if (!draft) tu_add(m, "model.embed_tokens.weight", 2, V, TU_D);
+    for (int l = 0; l < (draft ? 1 : L); l++) {
+#define L1(suffix, s0) snprintf(nm, sizeof nm, "%slayers.%d.%s", pre, l, suffix); tu_add(m, nm, 1, s0, 0)
+#define L2(suffix, s0, s1) snprintf(nm, sizeof nm, "%slayers.%d.%s", pre, l, suffix); tu_add(m, nm, 2, s0, s1)
+        L1("input_layernorm.weight", TU_D);
+        L2("self_attn.q_proj.weight", TU_H * TU_HD, TU_D);
+        L2("self_attn.k_proj.weight", TU_KV * TU_HD, TU_D);
+        L2("self_attn.v_proj.weight", TU_KV * TU_HD, TU_D);
+        L2("self_attn.o_proj.weight", TU_D, TU_H * TU_HD);
+        L1("self_attn.q_norm.weight", TU_HD);
+        L1("self_attn.k_norm.weight", TU_HD);
+        L1("post_attention_layernorm.weight", TU_D);
+        L2("mlp.gate_proj.weight", TU_I, TU_D);
+        L2("mlp.up_proj.weight", TU_I, TU_D);
+        L2("mlp.down_proj.weight", TU_D, TU_I);
 #undef L1
 #undef L2
+    }
     if (draft) {
-        tu_add(m, "fc.weight", 2, TU_D, 1 * TU_D);
+        tu_add(m, "fc.weight", 2, TU_D, (int64_t)k * TU_D);
         tu_add(m, "hidden_norm.weight", 1, TU_D, 0);
         tu_add(m, "norm.weight", 1, TU_D, 0);
     } else {
         tu_add(m, "model.norm.weight", 1, TU_D, 0);
-        tu_add(m, "lm_head.weight", 2, TU_V, TU_D);
+        tu_add(m, "lm_head.weight", 2, V, TU_D);
     }
 }
+
+static inline void tu_model_tensors(TuModel *m, int draft) { tu_model_tensors_lv(m, draft, TU_L, TU_V, 1); }
 
 static inline void tu_model_free(TuModel *m) {
     for (int i = 0; i < m->n; i++) free(m->bufs[i]);
@@ -295,6 +302,49 @@ static inline void tu_write_tiny_set(const char *dir) {
     }
     snprintf(p, sizeof p, "%s/vocab.txt", dir);
     tu_write_text(p, "a\nb\nc\n.\n<eos>\n<mask>\n");
+}
+
+/* The small set of issue 21 in DIR: a 4-layer target (hidden size 8, 2
+ * heads, 1 KV head, head_dim 4, I 16, a 16-token vocabulary) and a 1-layer
+ * draft reading target layers 1 and 3; vocab.txt "w0".."w13", "<eos>" (14),
+ * "<mask>" (15). The tensors whose names match the glob `scaled` (of either
+ * model; NULL: none) are multiplied by scale: "model.embed_tokens.weight" by 1e21 stays finite in
+ * float, but its square (1e42) does not, so the first RMSNorm's sum of
+ * squares overflows (issue 21's m_big). */
+static inline void tu_write_small_set(const char *dir, const char *scaled, float scale) {
+    char p[1200];
+    static const char *const CFG[2] = {
+        "{\"architectures\":[\"Qwen3ForCausalLM\"],\"model_type\":\"qwen3\",\"hidden_size\":8,"
+        "\"intermediate_size\":16,\"num_hidden_layers\":4,\"num_attention_heads\":2,"
+        "\"num_key_value_heads\":1,\"head_dim\":4,\"vocab_size\":16,\"rms_norm_eps\":1e-6,"
+        "\"rope_theta\":10000.0,\"max_position_embeddings\":4096,\"tie_word_embeddings\":false,"
+        "\"eos_token_id\":14}",
+        "{\"architectures\":[\"DFlashDraftModel\"],\"model_type\":\"qwen3\",\"hidden_size\":8,"
+        "\"intermediate_size\":16,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
+        "\"num_key_value_heads\":1,\"head_dim\":4,\"vocab_size\":16,\"rms_norm_eps\":1e-6,"
+        "\"rope_theta\":10000.0,\"max_position_embeddings\":4096,\"tie_word_embeddings\":false,"
+        "\"num_target_layers\":4,\"block_size\":4,"
+        "\"dflash_config\":{\"mask_token_id\":15,\"target_layer_ids\":[1,3]}}"};
+    for (int draft = 0; draft < 2; draft++) {
+        snprintf(p, sizeof p, "%s/%s", dir, draft ? "draft" : "target");
+        mkdir(p, 0755);
+        snprintf(p, sizeof p, "%s/%s/config.json", dir, draft ? "draft" : "target");
+        tu_write_text(p, CFG[draft]);
+        TuModel m;
+        tu_model_tensors_lv(&m, draft, 4, 16, 2);
+        /* tu_value repeats every 97 elements: vary the rows so tokens differ */
+        for (int k = 0; k < m.n; k++)
+            for (int64_t i = 0; i < tu_numel(&m.t[k]); i++)
+                m.bufs[k][i] = (float)(((i * 7 + k * 13) % 23) - 11) * 0.05f + 0.01f * (float)(k % 5);
+        for (int k = 0; k < m.n; k++)
+            if (scaled && fnmatch(scaled, m.names[k], 0) == 0)
+                for (int64_t i = 0; i < tu_numel(&m.t[k]); i++) m.bufs[k][i] *= scale;
+        snprintf(p, sizeof p, "%s/%s/model.safetensors", dir, draft ? "draft" : "target");
+        tu_write_safetensors(p, m.t, m.n);
+        tu_model_free(&m);
+    }
+    snprintf(p, sizeof p, "%s/vocab.txt", dir);
+    tu_write_text(p, "w0\nw1\nw2\nw3\nw4\nw5\nw6\nw7\nw8\nw9\nw10\nw11\nw12\nw13\n<eos>\n<mask>\n");
 }
 
 /* a fresh tiny weight set in a temp dir, loaded: the caller frees the two
