@@ -6,7 +6,7 @@
 #   make debug      -O0 -g3 build (./dflash-debug) for gdb
 #   make bench      the kernel vs the read roofline, T-token forwards, DFlash vs target-only (one run)
 #   make REAL=double   everything in double precision (./dflash writes <f8 traces)
-#   make walkthrough        regenerate walkthrough/README.md, README.zh.md, SVGs, explorer.html from a fresh trace
+#   make walkthrough        regenerate walkthrough/README.md, README.zh.md, figures/, explorer.html from a fresh trace
 #   make walkthrough-check  fail if the committed walkthrough/ differs from a regeneration
 #   make test-long  the same suite with the long sweeps in full
 #   make gdb-guide          regenerate walkthrough/gdb.md by running its commands in gdb
@@ -40,7 +40,7 @@ LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
 LIBSRC  = dflash.c json.c load.c trace.c
-SRC     = $(LIBSRC) main.c bench.c explore.c
+SRC     = $(LIBSRC) main.c bench.c explore.c figures.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
@@ -160,25 +160,32 @@ trace-md-check: dflash weights tools/mktrace
 	else echo "trace-md-check: FAILED"; fi; exit $$rc
 
 # ---- the walkthrough (walkthrough/README.md, its figures, the gdb guide) ----
-# mkwalk reads a trace of the default run and writes README.md and the SVGs.
-# The trace is bit-reproducible and mkwalk prints fixed formats, so the output
-# is byte-identical on every machine: walkthrough-check holds CI to it.
+# walkthrough/tools/mkwalk fills walkthrough/tools/README.md.in and
+# README.zh.md.in from a trace of the default run; `dflash figures` draws
+# walkthrough/figures/ from the same trace. The trace is bit-reproducible and
+# both print fixed formats, so the output is byte-identical on every
+# machine: walkthrough-check holds CI to it.
 WALK_RUN = ./dflash --weights toy_weights/walkthrough --trace
-WALK_GEN = README.md README.zh.md timeline.svg $(foreach h,0 1 2 3 4 5 6 7,attn_round1_layer0_head$(h).svg)
+WALK_FIG = ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt
+WALK_GEN = README.md README.zh.md figures/timeline.svg \
+           $(foreach h,0 1 2 3 4 5 6 7,figures/attn_draft_round1_layer0_head$(h).svg)
 
-walkthrough/mkwalk: walkthrough/mkwalk.c
+walkthrough/tools/mkwalk: walkthrough/tools/mkwalk.c
 	$(CC) $(WARN) $(FPFLAGS) -O2 -D_POSIX_C_SOURCE=200809L -o $@ $< -lm
 
-walkthrough: dflash weights walkthrough/mkwalk
+walkthrough: dflash weights walkthrough/tools/mkwalk
 	@tmp=$$(mktemp -d) && $(WALK_RUN) $$tmp/trace > /dev/null && \
-	./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt walkthrough && \
+	./walkthrough/tools/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt walkthrough && \
+	$(WALK_FIG) $$tmp/trace $$tmp/fig && mkdir -p walkthrough/figures && \
+	rm -f walkthrough/figures/*.svg && cp $$tmp/fig/*.svg walkthrough/figures/ && \
 	$(EXPLORE) $$tmp/trace walkthrough/explorer.html; \
 	rc=$$?; rm -rf $$tmp; exit $$rc
 
-walkthrough-check: dflash weights walkthrough/mkwalk
+walkthrough-check: dflash weights walkthrough/tools/mkwalk
 	@tmp=$$(mktemp -d); rc=1; \
 	if mkdir $$tmp/out && $(WALK_RUN) $$tmp/trace > /dev/null && \
-	   ./walkthrough/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt $$tmp/out > /dev/null && \
+	   ./walkthrough/tools/mkwalk $$tmp/trace toy_weights/walkthrough/vocab.txt $$tmp/out > /dev/null && \
+	   $(WALK_FIG) $$tmp/trace $$tmp/out/figures > /dev/null && \
 	   $(EXPLORE) $$tmp/trace $$tmp/explorer.html; then \
 	  rc=0; \
 	  cmp -s walkthrough/explorer.html $$tmp/explorer.html || \
@@ -186,12 +193,13 @@ walkthrough-check: dflash weights walkthrough/mkwalk
 	  for f in $(WALK_GEN); do \
 	    diff -u walkthrough/$$f $$tmp/out/$$f > $$tmp/diff || { rc=1; head -n 40 $$tmp/diff; }; \
 	  done; \
-	  for f in $$tmp/out/*; do \
-	    case " $(WALK_GEN) " in *" $${f##*/} "*) ;; \
-	      *) echo "walkthrough-check: mkwalk wrote $${f##*/}, which WALK_GEN does not list"; rc=1;; esac; \
+	  for f in $$tmp/out/* $$tmp/out/figures/*; do \
+	    g=$${f#$$tmp/out/}; [ -d "$$f" ] && continue; \
+	    case " $(WALK_GEN) " in *" $$g "*) ;; \
+	      *) echo "walkthrough-check: the generators wrote $$g, which WALK_GEN does not list"; rc=1;; esac; \
 	  done; \
-	  for f in walkthrough/*.svg; do \
-	    [ -e $$tmp/out/$${f##*/} ] || { echo "walkthrough-check: $$f is no longer generated"; rc=1; }; \
+	  for f in walkthrough/figures/*; do \
+	    [ -e $$tmp/out/figures/$${f##*/} ] || { echo "walkthrough-check: $$f is no longer generated"; rc=1; }; \
 	  done; \
 	fi; \
 	rm -rf $$tmp; \
@@ -213,13 +221,13 @@ explorer-check: dflash weights
 
 # Every answer in walkthrough/exercises.md, checked by running ./dflash.
 exercises-check: dflash weights
-	sh walkthrough/exercises-check.sh walkthrough/exercises.md
+	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md
 
-# The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
+# The gdb guide: walkthrough/gdb.md is generated from tools/gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
 # gdb's). After an edit of dflash.c moves lines, `make gdb-guide` and commit.
 gdb-guide: dflash-debug weights
-	sh walkthrough/gdb-check.sh --write
+	sh walkthrough/tools/gdb-check.sh --write
 
 # walkthrough/pitfalls.md: every pitfall of ./dflash-pitfall on both toy sets,
 # from real runs and `dflash diff` (walkthrough/mkpitfalls.sh, about a minute).
@@ -234,10 +242,10 @@ pitfalls-check: dflash dflash-pitfall weights
 	  echo "pitfalls-check: FAILED: walkthrough/pitfalls.md differs from a regeneration (make pitfalls, then commit)"; exit 1; fi
 
 gdb-check: dflash-debug weights
-	sh walkthrough/gdb-check.sh
+	sh walkthrough/tools/gdb-check.sh
 # the same session typed into gdb in a tmux pane, command by command (needs tmux)
 gdb-typed-check: dflash-debug weights
-	sh walkthrough/gdb-check.sh --typed
+	sh walkthrough/tools/gdb-check.sh --typed
 
 # ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
 # make sanitize: every test binary and the three programs the tests run
@@ -340,4 +348,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 clean:
 	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
 	       toy_weights/walkthrough toy_weights/qwen3-layout \
-	       walkthrough/mkwalk build
+	       walkthrough/tools/mkwalk build

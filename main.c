@@ -2,6 +2,7 @@
  * run dflash_generate (or target-only decoding), print the output and the
  * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
+#include "figures.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -20,6 +21,8 @@ static const char *USAGE =
     "usage: dflash [OPTIONS]                          generate; no options: the walkthrough run\n"
     "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
     "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
+    "       dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] [--head H]\n"
+    "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "\n"
     "options (each flag: its value, its range, its default):\n"
@@ -393,6 +396,7 @@ int main(int argc, char **argv) {
     install_signal_handlers();
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(trace_diff_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }

@@ -2,7 +2,7 @@
 # exercises-check.sh - check every answer stated in walkthrough/exercises.md
 # by running the program.
 #
-#   sh walkthrough/exercises-check.sh walkthrough/exercises.md   (`make exercises-check`)
+#   sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md   (`make exercises-check`)
 #
 # Every line of the form
 #     <!-- check: COMMAND => EXPECTED -->
