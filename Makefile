@@ -13,7 +13,8 @@
 #   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
 #   make gdb-typed-check    type the guide into gdb in tmux and compare the screen with gdb.md
 #   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
-#   make explorer-check     open the explorers in headless chromium and check what they show
+#   make explorer-check     node --check the explorer's JavaScript, open the explorers in headless chromium
+#   make js-check           node --check web/explorer.js (the explorer's page is web/: html, css, js)
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
 #   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
@@ -39,13 +40,14 @@ ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
-LIBSRC  = dflash.c json.c load.c trace.c
-SRC     = $(LIBSRC) main.c bench.c explore.c figures.c
+LIBSRC  = dflash.c json.c load.c trace.c files.c
+# build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
+SRC     = $(LIBSRC) main.c bench.c explore.c figures.c build/explorer_page.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
         gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check \
-        pitfalls pitfalls-check
+        pitfalls pitfalls-check js-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -54,7 +56,7 @@ all: dflash weights
 	@echo '$(CC) $(ALLFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALLFLAGS)' > $@
 FORCE:
 
-dflash: $(SRC) dflash.h .buildflags
+dflash: $(SRC) dflash.h files.h .buildflags
 	$(CC) $(ALLFLAGS) -o $@ $(SRC) $(LDLIBS)
 
 dflash-debug: $(SRC) dflash.h
@@ -70,6 +72,16 @@ dflash-pitfall: $(SRC) dflash.h .buildflags
 # the double-precision build under its own name, for the float-vs-double test
 dflash-double: $(SRC) dflash.h
 	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
+
+# The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
+# the CSS and JavaScript into the HTML and writes its bytes as C arrays that
+# explore.c writes around the trace's data.
+WEB = web/explorer.html web/explorer.css web/explorer.js
+tools/embed: tools/embed.c
+	$(CC) $(WARN) -O2 -D_POSIX_C_SOURCE=200809L -o $@ $<
+build/explorer_page.c: tools/embed $(WEB)
+	@mkdir -p build
+	./tools/embed web/explorer.html $@ explorer_page
 
 # The weight generator uses no libm: the files are bit-identical everywhere.
 toy_weights/gen: toy_weights/gen.c
@@ -104,16 +116,16 @@ tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
 # make test-long: the same binaries with the sweeps in full (a few minutes).
 # The suites run side by side (they share nothing but the read-only weights;
 # make sanitize does the same), each into its own log, printed in order.
-test: dflash dflash-debug dflash-double dflash-pitfall weights $(TESTS) standalone-check trace-md-check
+test: dflash dflash-debug dflash-double dflash-pitfall weights walkthrough/tools/mkwalk $(TESTS) standalone-check trace-md-check
 	@rm -f tests/bin/*.log tests/bin/*.rc; \
 	for t in $(TESTS); do ( ./$$t > $$t.log 2>&1; echo $$? > $$t.rc ) & done; wait; fail=0; \
 	for t in $(TESTS); do echo "== $$t"; cat $$t.log; [ "$$(cat $$t.rc)" = 0 ] || { fail=1; echo "== $$t: FAILED"; }; done; \
@@ -216,8 +228,12 @@ explorer: dflash weights
 	rc=$$?; rm -rf $$tmp; [ $$rc -eq 0 ] && echo "wrote walkthrough/explorer.html ($$(wc -c < walkthrough/explorer.html) bytes)"; exit $$rc
 
 # The explorer in a real browser (headless chromium): see the script's banner.
-explorer-check: dflash weights
+# First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
+explorer-check: dflash weights js-check
 	sh walkthrough/explorer-check.sh
+js-check:
+	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }
+	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 
 # Every answer in walkthrough/exercises.md, checked by running ./dflash.
 exercises-check: dflash weights
@@ -275,9 +291,9 @@ build/san/dflash-double: $(SRC) dflash.h
 build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
 	@mkdir -p build/san/tests/bin
 	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
-build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+build/san/tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
 	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
@@ -326,10 +342,10 @@ FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-s
             -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS)
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS)
 
 fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -346,6 +362,6 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
+	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen toy_weights/random \
 	       toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/tools/mkwalk build

@@ -257,11 +257,9 @@ void trace_discard(Tracer *t);
  * directory standing for the regular files directly inside it). Paths are
  * compared resolved (symbolic links, "..") and by device and inode. */
 int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
-/* For a signal handler: removes every partial output of the open traces
- * (their .partial directories, temporary text files, locks, the parent
- * directories they made) with unlink() and rmdir() only. Async-signal-safe;
- * the traces must not be used afterwards. */
-void trace_cleanup_on_signal(void);
+/* A signal handler removes the partial outputs of the open traces (their
+ * .partial directories, temporary text files, locks, the parent directories
+ * they made) with files.h's out_cleanup_on_signal. */
 /* `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
  * argv[0] is "diff"; A is the reference, B the port. Returns the exit
  * status: 0 every tensor of A is in B and agrees, 1 some depart or are

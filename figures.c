@@ -40,6 +40,7 @@
 #include <unistd.h>
 
 #include "dflash.h"
+#include "files.h"
 
 #define FIG_MAX_BYTES ((size_t)256 << 20) /* one attention tensor's .npy file */
 #define FIG_MAX_CELLS 262144              /* one heatmap: queries x keys */
@@ -99,14 +100,12 @@ static int by_name(const void *a, const void *b) {
 static int manifest_load(Manifest *m, const char *dir) {
     memset(m, 0, sizeof *m);
     m->dir = strdup(dir);
-    size_t n = strlen(dir) + 16;
-    char *path = malloc(n);
+    char *path = path_join(dir, "trace.jsonl");
     if (!m->dir || !path) { free(path); dflash_set_error("out of memory"); return -1; }
-    snprintf(path, n, "%s/trace.jsonl", dir);
-    unsigned char *text = NULL;
+    char *text = NULL;
     size_t len = 0;
-    int rc = trace_read_file(path, &text, &len);
-    if (rc == 0) rc = trace_jsonl_each(path, (const char *)text, len, manifest_add, m);
+    int rc = file_read_all(path, &text, &len);
+    if (rc == 0) rc = trace_jsonl_each(path, text, len, manifest_add, m);
     free(text);
     free(path);
     if (rc != 0) return rc;
@@ -140,7 +139,7 @@ static int has(const Manifest *m, const char *fmt, ...) {
 }
 
 /* Read tensor `name` (which must be listed): 0, or -1 with dflash_errmsg. */
-static int load(const Manifest *m, TraceArray *a, const char *fmt, ...) {
+static int load(const Manifest *m, NpyValues *a, const char *fmt, ...) {
     char name[256];
     va_list ap;
     va_start(ap, fmt);
@@ -152,10 +151,8 @@ static int load(const Manifest *m, TraceArray *a, const char *fmt, ...) {
         dflash_set_error("%s: the trace has no tensor %s (a --trace-filter run?)", m->dir, name);
         return -1;
     }
-    size_t n = strlen(m->dir) + strlen(file) + 2;
-    char *path = malloc(n);
-    if (!path) { dflash_set_error("out of memory"); return -1; }
-    snprintf(path, n, "%s/%s", m->dir, file);
+    char *path = path_join(m->dir, file);
+    if (!path) return -1;
     struct stat st;
     if (stat(path, &st) == 0 && (size_t)st.st_size > FIG_MAX_BYTES) {
         dflash_set_error("%s: %lld bytes, more than the %zu MiB dflash figures reads for one tensor", path,
@@ -163,17 +160,17 @@ static int load(const Manifest *m, TraceArray *a, const char *fmt, ...) {
         free(path);
         return -1;
     }
-    int rc = trace_npy_read(path, a);
+    int rc = npy_read_values(path, a);
     free(path);
     return rc;
 }
 
 /* ids of a 1-D (or 0-d) int tensor */
-static int load_ids(const Manifest *m, TraceArray *a, const char *name) {
+static int load_ids(const Manifest *m, NpyValues *a, const char *name) {
     if (load(m, a, "%s", name) != 0) return -1;
     if (!a->is_int || a->ndim > 1) {
         dflash_set_error("%s/%s: expected an int64 vector", m->dir, name);
-        trace_npy_free(a);
+        npy_values_free(a);
         return -1;
     }
     return 0;
@@ -251,18 +248,18 @@ typedef struct {
 } Round;
 
 static struct {
-    TraceArray in, out, first;   /* input_ids, output_ids, prefill.sampled */
+    NpyValues in, out, first;   /* input_ids, output_ids, prefill.sampled */
     int n, n_out, R;
     Round *r;
-    TraceArray *keep;            /* the arrays the rounds point into */
+    NpyValues *keep;            /* the arrays the rounds point into */
     int n_keep;
 } RUN;
 
 static void run_free(void) {
-    trace_npy_free(&RUN.in);
-    trace_npy_free(&RUN.out);
-    trace_npy_free(&RUN.first);
-    for (int i = 0; i < RUN.n_keep; i++) trace_npy_free(&RUN.keep[i]);
+    npy_values_free(&RUN.in);
+    npy_values_free(&RUN.out);
+    npy_values_free(&RUN.first);
+    for (int i = 0; i < RUN.n_keep; i++) npy_values_free(&RUN.keep[i]);
     free(RUN.keep);
     free(RUN.r);
     memset(&RUN, 0, sizeof RUN);
@@ -280,23 +277,23 @@ static int run_read(const Manifest *m) {
     }
     while (RUN.R < FIG_MAX_ROUNDS && has(m, "verify%d.acceptance_length", RUN.R + 1)) RUN.R++;
     RUN.r = calloc((size_t)RUN.R + 1, sizeof(Round));
-    RUN.keep = calloc((size_t)RUN.R * 3 + 1, sizeof(TraceArray));
+    RUN.keep = calloc((size_t)RUN.R * 3 + 1, sizeof(NpyValues));
     if (!RUN.r || !RUN.keep) { dflash_set_error("out of memory"); return -1; }
     for (int ri = 0; ri < RUN.R; ri++) {
         Round *r = &RUN.r[ri];
         int rn = ri + 1;
         char nm[64];
-        TraceArray acc, pos;
-        TraceArray *blk = &RUN.keep[RUN.n_keep++], *post = &RUN.keep[RUN.n_keep++];
+        NpyValues acc, pos;
+        NpyValues *blk = &RUN.keep[RUN.n_keep++], *post = &RUN.keep[RUN.n_keep++];
         snprintf(nm, sizeof nm, "verify%d.acceptance_length", rn);
         if (load_ids(m, &acc, nm) != 0) return -1;
         r->acc = acc.n == 1 ? (int)acc.i[0] : -1;
-        trace_npy_free(&acc);
+        npy_values_free(&acc);
         snprintf(nm, sizeof nm, "verify%d.position_ids", rn);
         if (load_ids(m, &pos, nm) != 0) return -1;
         r->start = pos.n ? (int)pos.i[0] : -1;
         r->B = (int)pos.n;
-        trace_npy_free(&pos);
+        npy_values_free(&pos);
         snprintf(nm, sizeof nm, "verify%d.input_ids", rn);
         if (load_ids(m, blk, nm) != 0) return -1;
         snprintf(nm, sizeof nm, "verify%d.sampled", rn);
@@ -310,13 +307,13 @@ static int run_read(const Manifest *m) {
         r->block = blk->i;
         r->posterior = post->i;
         if (has(m, "draft%d.block_output_ids", rn) && has(m, "draft%d.position_ids", rn)) {
-            TraceArray *bi = &RUN.keep[RUN.n_keep++];
+            NpyValues *bi = &RUN.keep[RUN.n_keep++];
             snprintf(nm, sizeof nm, "draft%d.block_output_ids", rn);
             if (load_ids(m, bi, nm) != 0) return -1;
             snprintf(nm, sizeof nm, "draft%d.position_ids", rn);
             if (load_ids(m, &pos, nm) != 0) return -1;
             r->Lc = (int)pos.n - r->B;
-            trace_npy_free(&pos);
+            npy_values_free(&pos);
             if ((int)bi->n != r->B || r->Lc < 0) {
                 dflash_set_error("%s: draft%d's block (%zu) or positions disagree with verify%d's (%d)", m->dir, rn,
                                  bi->n, rn, r->B);
@@ -332,63 +329,41 @@ static int run_read(const Manifest *m) {
 static long committed(int p) { return p >= 0 && p < RUN.n_out ? (long)RUN.out.i[p] : -1; }
 
 /* ===========================================================================
- * 4. Output files: written under temporary names in OUT_DIR, renamed into
- *    place at the end (all or nothing).
+ * 4. Output files: OutFiles (files.h), each closed when drawn and all
+ *    renamed into place at the end (all or nothing; a signal removes them).
  * ======================================================================== */
 
-typedef struct {
-    char *final, *tmp;
-} Out;
-
 static struct {
-    Out *o;
+    OutFile **o;
     int n, cap;
 } OUTS;
 
 static FILE *out_begin(const char *dir, const char *name) {
     if (OUTS.n == OUTS.cap) {
         int cap = OUTS.cap ? 2 * OUTS.cap : 64;
-        Out *no = realloc(OUTS.o, sizeof(Out) * (size_t)cap);
+        OutFile **no = realloc(OUTS.o, sizeof(OutFile *) * (size_t)cap);
         if (!no) { dflash_set_error("out of memory"); return NULL; }
         OUTS.o = no;
         OUTS.cap = cap;
     }
-    size_t n = strlen(dir) + strlen(name) + 2;
-    Out *o = &OUTS.o[OUTS.n];
-    o->final = malloc(n);
-    o->tmp = malloc(n + 32);
-    if (!o->final || !o->tmp) { free(o->final); free(o->tmp); dflash_set_error("out of memory"); return NULL; }
-    snprintf(o->final, n, "%s/%s", dir, name);
-    snprintf(o->tmp, n + 32, "%s/.%s.partial.%ld", dir, name, (long)getpid());
-    FILE *f = fopen(o->tmp, "wx");
-    if (!f) {
-        dflash_set_error("%s: cannot create (%s)", o->tmp, strerror(errno));
-        free(o->final);
-        free(o->tmp);
-        return NULL;
-    }
-    OUTS.n++;
-    return f;
+    char *path = path_join(dir, name);
+    if (!path) return NULL;
+    OutFile *o = out_open(path, "dflash figures");
+    free(path);
+    if (!o) return NULL;
+    OUTS.o[OUTS.n++] = o;
+    return out_stream(o);
 }
 
-static int out_end(FILE *f) {
-    int bad = ferror(f);
-    if (fclose(f) != 0 || bad) {
-        dflash_set_error("%s: write error", OUTS.o[OUTS.n - 1].tmp);
-        return -1;
-    }
-    return 0;
-}
+/* the figure just begun is written: closed (its temporary file stays until outs_finish) */
+static int out_end(void) { return out_finish(OUTS.o[OUTS.n - 1]); }
 
+/* ok: every figure renamed into place; else (or when a rename fails) the rest removed */
 static int outs_finish(int ok) {
     for (int i = 0; i < OUTS.n; i++) {
-        if (ok && rename(OUTS.o[i].tmp, OUTS.o[i].final) != 0) {
-            dflash_set_error("%s: cannot rename into place (%s)", OUTS.o[i].final, strerror(errno));
-            ok = 0;
-        }
-        if (!ok) unlink(OUTS.o[i].tmp);
+        if (ok && out_commit(OUTS.o[i]) != 0) ok = 0;
+        else if (!ok) out_abort(OUTS.o[i]);
     }
-    for (int i = 0; i < OUTS.n; i++) { free(OUTS.o[i].final); free(OUTS.o[i].tmp); }
     free(OUTS.o);
     memset(&OUTS, 0, sizeof OUTS);
     return ok ? 0 : -1;
@@ -578,7 +553,7 @@ static int axes_make(const Manifest *m, Phase ph, int rn, int T, int S, Axes *a)
     for (int t = 0; t < T; t++) { a->qpos[t] = -1; a->qtok[t] = -1; }
     /* the positions of the new rows (the last ones of the keys); keys before
      * them are cached rows at positions 0.. when the first new position says so */
-    TraceArray pos;
+    NpyValues pos;
     char nm[64];
     if (ph == PH_PREFILL) snprintf(nm, sizeof nm, "prefill.position_ids");
     else snprintf(nm, sizeof nm, "%s%d.position_ids", PHASE_NAME[ph], rn);
@@ -589,7 +564,7 @@ static int axes_make(const Manifest *m, Phase ph, int rn, int T, int S, Axes *a)
         for (int j = 0; j < S; j++) a->kpos[j] = j < S - np ? j : (int)pos.i[j - (S - np)];
         for (int t = 0; t < T; t++) a->qpos[t] = (int)pos.i[np - T + t];
     }
-    if (have_pos) trace_npy_free(&pos);
+    if (have_pos) npy_values_free(&pos);
     /* tokens: committed positions from output_ids, the block from the round */
     const Round *r = ph != PH_PREFILL && rn >= 1 && rn <= RUN.R ? &RUN.r[rn - 1] : NULL;
     const int64_t *blk = r ? (ph == PH_DRAFT ? r->block_in : r->block) : NULL;
@@ -608,7 +583,7 @@ static int axes_make(const Manifest *m, Phase ph, int rn, int T, int S, Axes *a)
 }
 
 /* One head of a [H, T, S] attention tensor. */
-static void heatmap(FILE *f, const TraceArray *A, int h, Phase ph, int rn, int layer, const Axes *ax) {
+static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int layer, const Axes *ax) {
     int T = ax->T, S = ax->S;
     const double *w = A->f + (size_t)h * (size_t)T * (size_t)S;
     int cw = S <= 12 ? 76 : S <= 24 ? 48 : S <= 64 ? 22 : 10, ch = T <= 16 ? 40 : T <= 64 ? 20 : 10;
@@ -704,7 +679,7 @@ static void heatmap(FILE *f, const TraceArray *A, int h, Phase ph, int rn, int l
     fprintf(f, "; columns: keys");
     if (ax->kpos[0] >= 0) fprintf(f, " at positions %d..%d", ax->kpos[0], ax->kpos[S - 1]);
     if (ax->block0 > 0) fprintf(f, " (the last %d are the block's)", S - ax->block0);
-    fprintf(f, "; every row sums to 1 within %.1e</text>\n", max_sum_err > 1e-7 ? max_sum_err : 1e-7);
+    fprintf(f, "; each row sums to 1 (largest deviation %.2e)</text>\n", max_sum_err);
     yc += 20;
     if (known)
         fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#555555\">%s</text>\n", yc, FONT,
@@ -738,7 +713,7 @@ static int parse_int(const char *s, const char *flag, int *out) {
 
 static int draw_tensor(const Manifest *m, const char *out_dir, Phase ph, int rn, int layer, const Select *sel,
                        int *n_drawn) {
-    TraceArray A;
+    NpyValues A;
     if (ph == PH_PREFILL) {
         if (load(m, &A, "prefill.layers.%d.self_attn.attn_weights", layer) != 0) return -1;
     } else if (load(m, &A, "%s%d.layers.%d.self_attn.attn_weights", PHASE_NAME[ph], rn, layer) != 0) {
@@ -767,13 +742,13 @@ static int draw_tensor(const Manifest *m, const char *out_dir, Phase ph, int rn,
         FILE *f = out_begin(out_dir, name);
         if (!f) goto out;
         heatmap(f, &A, h, ph, rn, layer, &ax);
-        if (out_end(f) != 0) goto out;
+        if (out_end() != 0) goto out;
         (*n_drawn)++;
     }
     rc = 0;
 out:
     axes_free(&ax);
-    trace_npy_free(&A);
+    npy_values_free(&A);
     return rc;
 }
 
@@ -820,15 +795,15 @@ int figures_main(int argc, char **argv) {
         }
     }
     if (!dir || !out_dir) return usage_error("expected TRACE_DIR and OUT_DIR");
+    if (sel.round == 0) return usage_error("--round: rounds are numbered from 1");
+    if (sel.round > 0 && sel.phase == PH_PREFILL) return usage_error("--round: the prefill has no round");
     char *od = strdup(out_dir);  /* without trailing slashes, for the names it prints */
     if (!od) return usage_error("out of memory");
     for (size_t n = strlen(od); n > 1 && od[n - 1] == '/'; n--) od[n - 1] = 0;
     out_dir = od;
-    if (sel.round == 0) return usage_error("--round: rounds are numbered from 1");
-    if (sel.round > 0 && sel.phase == PH_PREFILL) return usage_error("--round: the prefill has no round");
 
     Manifest m;
-    int rc = 2, n_drawn = 0;
+    int rc = 2, n_drawn = 0, made_dir = 0;
     if (manifest_load(&m, dir) != 0) goto fail;
     if (sel.vocab) {
         size_t n = strlen(sel.vocab);
@@ -844,6 +819,7 @@ int figures_main(int argc, char **argv) {
     {
         struct stat so, sd;
         if (stat(out_dir, &so) != 0) {
+            made_dir = 1;
             if (mkdir(out_dir, 0777) != 0 || stat(out_dir, &so) != 0) {
                 dflash_set_error("%s: cannot create the output directory (%s)", out_dir, strerror(errno));
                 goto fail;
@@ -866,7 +842,7 @@ int figures_main(int argc, char **argv) {
         FILE *f = out_begin(out_dir, "timeline.svg");
         if (!f) goto fail;
         timeline(f);
-        if (out_end(f) != 0) goto fail;
+        if (out_end() != 0) goto fail;
     }
     /* every attention tensor of the trace, in the manifest's order */
     int n_heat = 0, max_layer = -1, n_attn = 0;
@@ -898,6 +874,7 @@ int figures_main(int argc, char **argv) {
 fail:
     outs_finish(0);
 fail_done:
+    if (made_dir) rmdir(out_dir);  /* made here, and empty again: nothing left behind */
     fprintf(stderr, "dflash figures: %s\n", dflash_errmsg);
 done:
     run_free();
