@@ -14,7 +14,11 @@
  *     the stated new tokens, target forwards, tau, block size and rounds;
  *   - bad input: exit 2, one line, nothing left behind; and the walkthrough
  *     prose generator (walkthrough/tools/mkwalk) refuses a run that is not
- *     the walkthrough's with exit 2, pointing to `dflash figures`.
+ *     the walkthrough's with exit 2, pointing to `dflash figures`;
+ *   - the text trace's attention tables, which the walkthrough's text
+ *     figures follow: keys and queries named with their words when a
+ *     vocabulary is known, and `--trace-text -` putting the trace alone on
+ *     stdout (the run's output on stderr).
  *
  * Needs ./dflash, the toy weights and walkthrough/tools/mkwalk (make test
  * builds them). */
@@ -254,12 +258,47 @@ static void test_refusals(void **state) {
     free(dir);
 }
 
+/* The walkthrough run's text trace on stdout: the attention tables name
+ * their tokens (the prompt "The cat sat" at 0..2, the draft's block
+ * "on <mask> <mask> <mask>" at 3..6 in round 1, and in round 2's
+ * verification the tokens kept so far: "in" at 6), and nothing of the run's
+ * own output is mixed in: that is on stderr. */
+static void test_trace_text_words_and_stdout_alone(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    char cmd[600];
+    snprintf(cmd, sizeof cmd, "./dflash --trace-text - --trace-filter '*.attn_weights'");
+    assert_int_equal(run_rc(cmd, dir), 0);
+    char *out = slurp(tu_path(dir, "stdout")), *err = slurp(tu_path(dir, "stderr"));
+    assert_null(strstr(out, "new tokens:"));
+    assert_null(strstr(out, "The cat sat on the mat in a box."));
+    assert_non_null(strstr(err, "new tokens: 8, target forward passes: 3, tokens per round (tau): 3.50"));
+    assert_non_null(strstr(err, "The cat sat on the mat in a box."));
+    const char *d1 = strstr(out, "draft1.layers.0.self_attn.attn_weights"), *v2 = strstr(out, "verify2.layers.0.self_attn.attn_weights");
+    assert_non_null(d1);
+    assert_non_null(v2);
+    static const char *draft_labels[] = {"k@0 The", "k@1 cat", "k@2 sat", "k@3 on", "k@4 <mask>", "k@6 <mask>", "q@3 on",
+                                         "q@5 <mask>"};
+    for (size_t k = 0; k < sizeof draft_labels / sizeof draft_labels[0]; k++) {
+        const char *hit = strstr(d1, draft_labels[k]);
+        if (!hit || (v2 > d1 && hit > v2)) fail_msg("draft1's attention table has no label \"%s\"", draft_labels[k]);
+    }
+    static const char *verify_labels[] = {"k@3 on", "k@4 the", "k@5 mat", "k@6 in", "k@9 .", "q@6 in", "q@9 ."};
+    for (size_t k = 0; k < sizeof verify_labels / sizeof verify_labels[0]; k++)
+        if (!strstr(v2, verify_labels[k])) fail_msg("verify2's attention table has no label \"%s\"", verify_labels[k]);
+    free(out);
+    free(err);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walkthrough_set),
         cmocka_unit_test(test_random_set),
         cmocka_unit_test(test_qwen3_layout_set),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_trace_text_words_and_stdout_alone),
     };
     return cmocka_run_group_tests_name("figures: every stated number and caption checked against the trace", tests,
                                        NULL, NULL);

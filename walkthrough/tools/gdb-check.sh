@@ -27,7 +27,7 @@
 #   6. the facts the guide is about: acceptance lengths 2 and 3, the planted
 #      look-ahead heads of draft layer 0 on the anchor, the draft cache crop.
 set -u
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 
 if ! command -v gdb > /dev/null 2>&1; then
     echo "gdb-check: gdb is not installed (apt-get install gdb)"

@@ -933,7 +933,7 @@ static void w_run_table(void) {
     P("%s", T("| | block (positions) | draft proposes | target posterior | match / cumprod | acc (accepted) | tau (tokens added) | start |\n",
               "| | block（位置） | draft 提议 | target 的 posterior | match / cumprod | acc（接受的提议数） | tau（本轮新增 token） | start |\n"));
     P("|---|---|---|---|---|---|---|---|\n");
-    P("| prefill | %s (0..%d) | | %s | | | 1 | %d |\n", mwords(RUN.out, RUN.n), RUN.n - 1,
+    P("| prefill | %s (0..%d) | | %s | | | | %d |\n", mwords(RUN.out, RUN.n), RUN.n - 1,
       mw(ival(get("prefill.sampled"), 0)), RUN.n);
     for (int ri = 0; ri < RUN.R; ri++) {
         const Round *r = &RUN.r[ri];
