@@ -2,7 +2,7 @@
  * self-contained, offline HTML page over a trace directory.
  *
  * Reads TRACE_DIR/trace.jsonl (or an oracle's names.json) and every .npy
- * file it lists, with trace.c's readers (trace_read_file, trace_npy_read),
+ * file it lists, with files.c's readers (file_read_all, npy_read_values),
  * and writes OUT.html: inline CSS, JavaScript and SVG, no network request,
  * no external library. The page shows the run's timeline, the walkthrough's
  * seven steps, attention heatmaps for every phase, round, layer and head
@@ -31,7 +31,11 @@
  * the page's @TRACE_DATA@ line as a JSON document in
  * <script type="application/json">. This file is the C side only.
  */
+#include "explore.h"
 #include "dflash.h"
+#include "files.h"
+#include "json.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <math.h>
@@ -49,7 +53,7 @@
 typedef struct {
     char *name, *file, *phase, *meaning;
     int round;           /* -1: not given */
-    TraceArray a;
+    NpyValues a;
     size_t keep;         /* values written to the page */
 } Entry;
 
@@ -63,16 +67,6 @@ static char *xstrdup(const char *s) {
     char *d = malloc(n);
     if (d) memcpy(d, s, n);
     return d;
-}
-
-static char *join_path(const char *dir, const char *file) {
-    size_t a = strlen(dir), b = strlen(file);
-    char *p = malloc(a + b + 2);
-    if (!p) return NULL;
-    memcpy(p, dir, a);
-    p[a] = '/';
-    memcpy(p + a + 1, file, b + 1);
-    return p;
 }
 
 static int entries_add(Entries *es, const char *where, const char *name, const char *file, const char *phase,
@@ -111,7 +105,7 @@ static void entries_free(Entries *es) {
         free(es->e[k].file);
         free(es->e[k].phase);
         free(es->e[k].meaning);
-        trace_npy_free(&es->e[k].a);
+        npy_values_free(&es->e[k].a);
     }
     free(es->e);
     memset(es, 0, sizeof *es);
@@ -170,17 +164,16 @@ static int load_trace(Entries *es, const char *dir) {
     }
     int found = 0;
     for (int k = 0; k < 2 && !found; k++) {
-        char *path = join_path(dir, manifests[k]);
+        char *path = path_join(dir, manifests[k]);
         struct stat st;
         if (!path) { dflash_set_error("out of memory"); return -1; }
         if (stat(path, &st) != 0 && errno == ENOENT) { free(path); continue; }
         found = 1;
-        unsigned char *text;
+        char *text;
         size_t len;
-        int rc = trace_read_file(path, &text, &len);
+        int rc = file_read_all(path, &text, &len);
         if (rc == 0) {
-            rc = k == 0 ? load_jsonl(es, path, (const char *)text, len)
-                        : load_names_json(es, path, (const char *)text, len);
+            rc = k == 0 ? load_jsonl(es, path, text, len) : load_names_json(es, path, text, len);
             free(text);
         }
         free(path);
@@ -200,9 +193,9 @@ static int load_trace(Entries *es, const char *dir) {
                 dflash_set_error("%s: the name \"%s\" is listed twice", dir, es->e[k].name);
                 return -1;
             }
-        char *path = join_path(dir, es->e[k].file);
+        char *path = path_join(dir, es->e[k].file);
         if (!path) { dflash_set_error("out of memory"); return -1; }
-        int rc = trace_npy_read(path, &es->e[k].a);
+        int rc = npy_read_values(path, &es->e[k].a);
         free(path);
         if (rc != 0) return -1;
     }
@@ -486,12 +479,12 @@ int explore_main(int argc, char **argv) {
         }
     }
     Entries es = {0};
-    unsigned char *vtext = NULL;
+    char *vtext = NULL;
     size_t vlen;
     int status = 2;
     FILE *f = NULL;
     if (load_trace(&es, dir) != 0) goto done;
-    if (vocab && trace_read_file(vocab, &vtext, &vlen) != 0) goto done;
+    if (vocab && file_read_all(vocab, &vtext, &vlen) != 0) goto done;
     plan_sizes(&es);
     f = fopen(out, "wb");
     if (!f) {
@@ -499,7 +492,7 @@ int explore_main(int argc, char **argv) {
         goto done;
     }
     fwrite(explorer_page_head, 1, explorer_page_head_len, f);
-    if (put_data(f, &es, (const char *)vtext) != 0) goto done;
+    if (put_data(f, &es, vtext) != 0) goto done;
     fputc('\n', f);
     fwrite(explorer_page_tail, 1, explorer_page_tail_len, f);
     int werr = ferror(f);

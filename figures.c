@@ -41,6 +41,8 @@
 
 #include "dflash.h"
 #include "files.h"
+#include "load.h"
+#include "manifest.h"
 
 #define FIG_MAX_BYTES ((size_t)256 << 20) /* one attention tensor's .npy file */
 #define FIG_MAX_CELLS 262144              /* one heatmap: queries x keys */
@@ -51,85 +53,20 @@
  * 1. The trace: its manifest (name -> file) and the tensors it draws.
  * ======================================================================== */
 
+/* The trace: its manifest (manifest.h, the one reader dflash diff and
+ * dflash explore use too) and the directory it is in. */
 typedef struct {
-    char *dir;
-    int n, cap;
-    char **name, **file;
-    int *sorted;  /* (n) indices in name order, for the lookups */
-} Manifest;
+    Manifest m;
+    const char *dir;
+} Trace;
 
-static int manifest_add(void *ctx, const Json *obj, int line) {
-    (void)line;
-    Manifest *m = ctx;
-    const Json *nm = json_get(obj, "name"), *fl = json_get(obj, "file");
-    if (m->n == m->cap) {
-        int cap = m->cap ? 2 * m->cap : 256;
-        char **a = realloc(m->name, sizeof(char *) * (size_t)cap);
-        if (a) m->name = a;
-        char **b = realloc(m->file, sizeof(char *) * (size_t)cap);
-        if (b) m->file = b;
-        if (!a || !b) { dflash_set_error("out of memory"); return -1; }
-        m->cap = cap;
-    }
-    m->name[m->n] = strdup(nm->string);
-    m->file[m->n] = strdup(fl->string);
-    if (!m->name[m->n] || !m->file[m->n]) {
-        free(m->name[m->n]);
-        free(m->file[m->n]);
-        dflash_set_error("out of memory");
-        return -1;
-    }
-    m->n++;
-    return 0;
+/* the file of a name, or NULL */
+static const char *manifest_file(const Trace *t, const char *name) {
+    int k = namemap_get(&t->m.index, name);
+    return k >= 0 ? t->m.files.s[k] : NULL;
 }
 
-static void manifest_free(Manifest *m) {
-    for (int i = 0; i < m->n; i++) { free(m->name[i]); free(m->file[i]); }
-    free(m->name);
-    free(m->file);
-    free(m->sorted);
-    free(m->dir);
-    memset(m, 0, sizeof *m);
-}
-
-static const Manifest *SORTING;  /* the manifest qsort is ordering */
-static int by_name(const void *a, const void *b) {
-    return strcmp(SORTING->name[*(const int *)a], SORTING->name[*(const int *)b]);
-}
-
-static int manifest_load(Manifest *m, const char *dir) {
-    memset(m, 0, sizeof *m);
-    m->dir = strdup(dir);
-    char *path = path_join(dir, "trace.jsonl");
-    if (!m->dir || !path) { free(path); dflash_set_error("out of memory"); return -1; }
-    char *text = NULL;
-    size_t len = 0;
-    int rc = file_read_all(path, &text, &len);
-    if (rc == 0) rc = trace_jsonl_each(path, text, len, manifest_add, m);
-    free(text);
-    free(path);
-    if (rc != 0) return rc;
-    m->sorted = malloc(sizeof(int) * (size_t)m->n + 1);
-    if (!m->sorted) { dflash_set_error("out of memory"); return -1; }
-    for (int i = 0; i < m->n; i++) m->sorted[i] = i;
-    SORTING = m;
-    qsort(m->sorted, (size_t)m->n, sizeof(int), by_name);
-    return 0;
-}
-
-/* the file of a name, or NULL: binary search over the sorted index */
-static const char *manifest_file(const Manifest *m, const char *name) {
-    int lo = 0, hi = m->n - 1;
-    while (lo <= hi) {
-        int mid = lo + (hi - lo) / 2, c = strcmp(m->name[m->sorted[mid]], name);
-        if (c == 0) return m->file[m->sorted[mid]];
-        if (c < 0) lo = mid + 1;
-        else hi = mid - 1;
-    }
-    return NULL;
-}
-
-static int has(const Manifest *m, const char *fmt, ...) {
+static int has(const Trace *m, const char *fmt, ...) {
     char name[256];
     va_list ap;
     va_start(ap, fmt);
@@ -139,7 +76,7 @@ static int has(const Manifest *m, const char *fmt, ...) {
 }
 
 /* Read tensor `name` (which must be listed): 0, or -1 with dflash_errmsg. */
-static int load(const Manifest *m, NpyValues *a, const char *fmt, ...) {
+static int load(const Trace *m, NpyValues *a, const char *fmt, ...) {
     char name[256];
     va_list ap;
     va_start(ap, fmt);
@@ -166,7 +103,7 @@ static int load(const Manifest *m, NpyValues *a, const char *fmt, ...) {
 }
 
 /* ids of a 1-D (or 0-d) int tensor */
-static int load_ids(const Manifest *m, NpyValues *a, const char *name) {
+static int load_ids(const Trace *m, NpyValues *a, const char *name) {
     if (load(m, a, "%s", name) != 0) return -1;
     if (!a->is_int || a->ndim > 1) {
         dflash_set_error("%s/%s: expected an int64 vector", m->dir, name);
@@ -265,7 +202,7 @@ static void run_free(void) {
     memset(&RUN, 0, sizeof RUN);
 }
 
-static int run_read(const Manifest *m) {
+static int run_read(const Trace *m) {
     if (load_ids(m, &RUN.in, "input_ids") != 0 || load_ids(m, &RUN.out, "output_ids") != 0 ||
         load_ids(m, &RUN.first, "prefill.sampled") != 0)
         return -1;
@@ -539,7 +476,7 @@ static void axes_free(Axes *a) {
     free(a->ktok);
 }
 
-static int axes_make(const Manifest *m, Phase ph, int rn, int T, int S, Axes *a) {
+static int axes_make(const Trace *m, Phase ph, int rn, int T, int S, Axes *a) {
     memset(a, 0, sizeof *a);
     a->T = T;
     a->S = S;
@@ -711,7 +648,7 @@ static int parse_int(const char *s, const char *flag, int *out) {
     return 0;
 }
 
-static int draw_tensor(const Manifest *m, const char *out_dir, Phase ph, int rn, int layer, const Select *sel,
+static int draw_tensor(const Trace *m, const char *out_dir, Phase ph, int rn, int layer, const Select *sel,
                        int *n_drawn) {
     NpyValues A;
     if (ph == PH_PREFILL) {
@@ -753,9 +690,8 @@ out:
 }
 
 static int usage_error(const char *msg) {
-    fprintf(stderr, "dflash figures: %s\n"
-                    "usage: dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] [--head H] "
-                    "[--phase draft|prefill|verify] [--vocab FILE]\n", msg);
+    fprintf(stderr, "dflash figures: %s (usage: dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] "
+                    "[--head H] [--phase draft|prefill|verify] [--vocab FILE])\n", msg);
     return 2;
 }
 
@@ -802,9 +738,11 @@ int figures_main(int argc, char **argv) {
     for (size_t n = strlen(od); n > 1 && od[n - 1] == '/'; n--) od[n - 1] = 0;
     out_dir = od;
 
-    Manifest m;
+    Trace m = {.dir = dir};
     int rc = 2, n_drawn = 0, made_dir = 0;
-    if (manifest_load(&m, dir) != 0) goto fail;
+    int ml = manifest_load(&m.m, dir, 0);
+    if (ml == 1) dflash_set_error("%s: no trace.jsonl: not a trace directory", dir);
+    if (ml != 0) goto fail;
     if (sel.vocab) {
         size_t n = strlen(sel.vocab);
         if (n >= 5 && strcmp(sel.vocab + n - 5, ".json") == 0) {
@@ -846,8 +784,8 @@ int figures_main(int argc, char **argv) {
     }
     /* every attention tensor of the trace, in the manifest's order */
     int n_heat = 0, max_layer = -1, n_attn = 0;
-    for (int k = 0; k < m.n; k++) {
-        const char *nm = m.name[k];
+    for (int k = 0; k < m.m.names.n; k++) {
+        const char *nm = m.m.names.s[k];
         int rn = 0, l = -1, end = 0, ph = -1;
         if (sscanf(nm, "prefill.layers.%d.self_attn.attn_weights%n", &l, &end) == 1 && !nm[end]) ph = PH_PREFILL;
         else if (sscanf(nm, "draft%d.layers.%d.self_attn.attn_weights%n", &rn, &l, &end) == 2 && !nm[end]) ph = PH_DRAFT;
@@ -878,7 +816,7 @@ fail_done:
     fprintf(stderr, "dflash figures: %s\n", dflash_errmsg);
 done:
     run_free();
-    manifest_free(&m);
+    manifest_free(&m.m);
     if (VOC.kind == 1) vocab_free(&VOC.v);
     if (VOC.kind == 2) byte_vocab_free(&VOC.b);
     VOC.kind = 0;

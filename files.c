@@ -37,11 +37,11 @@
  * Reading files, joining paths.
  * ======================================================================== */
 
-FILE *file_open_regular(const char *path, size_t *size) {
+int file_open_fd(const char *path, size_t *size) {
     int fd = open(path, O_RDONLY | O_NONBLOCK);
     if (fd < 0) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
-        return NULL;
+        return -1;
     }
     struct stat st;
     memset(&st, 0, sizeof st);
@@ -49,15 +49,20 @@ FILE *file_open_regular(const char *path, size_t *size) {
         int dir = S_ISDIR(st.st_mode);
         close(fd);
         dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
-        return NULL;
+        return -1;
     }
+    *size = (size_t)st.st_size;
+    return fd;
+}
+
+FILE *file_open_regular(const char *path, size_t *size) {
+    int fd = file_open_fd(path, size);
+    if (fd < 0) return NULL;
     FILE *f = fdopen(fd, "rb");
     if (!f) {
         dflash_set_error("%s: cannot open: %s", path, strerror(errno));
         close(fd);
-        return NULL;
     }
-    *size = (size_t)st.st_size;
     return f;
 }
 
@@ -112,6 +117,18 @@ int file_read_max(const char *path, size_t max, char **bytes, size_t *len) {
 
 int file_read_all(const char *path, char **bytes, size_t *len) {
     return file_read_max(path, SIZE_MAX - 1, bytes, len);
+}
+
+char *str_cat(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + lb + 1);
+    if (!p) {
+        dflash_set_error("out of memory");
+        return NULL;
+    }
+    memcpy(p, a, la);
+    memcpy(p + la, b, lb + 1);
+    return p;
 }
 
 char *path_join(const char *dir, const char *name) {

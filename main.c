@@ -2,8 +2,14 @@
  * run dflash_generate (or target-only decoding), print the output and the
  * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
+#include "bench.h"
+#include "diff.h"
+#include "explore.h"
 #include "figures.h"
 #include "files.h"
+#include "json.h"
+#include "load.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -401,7 +407,7 @@ static int finish(int rc) {
 int main(int argc, char **argv) {
     open_std_fds();
     install_signal_handlers();
-    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(trace_diff_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(diff_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {

@@ -18,6 +18,7 @@
  * the ASan+UBSan build, so a sanitizer report fails the row. */
 #include "../dflash.c"
 #include "../load.c"
+#include "../trace.h"
 #include "testutil.h"
 
 #include <signal.h>
@@ -404,8 +405,8 @@ static void run_load_case(void **state) {
         for (int k = 0; k < 2; k++) {
             size_t len;
             const char *path = P(set, k ? DCFG : TCFG);
-            char *text = read_file(path, 1 << 20, &len);
-            assert_non_null(text);
+            char *text;
+            assert_int_equal(file_read_max(path, 1 << 20, &text, &len), 0);
             assert_int_equal(config_parse(k ? &d.cfg : &t.cfg, path, text, len, k), 0);
             free(text);
         }

@@ -235,8 +235,8 @@ static void test_refusals(void **state) {
         snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out %s", t, dir, bad[k]);
         assert_int_equal(run_rc(cmd, dir), 2);
         char *err = slurp(tu_path(dir, "stderr"));
-        if (count(err, "\n") < 1 || strncmp(err, "dflash figures: ", 16) != 0)
-            fail_msg("%s: stderr is not one \"dflash figures:\" line first: %s", bad[k], err);
+        if (count(err, "\n") != 1 || strncmp(err, "dflash figures: ", 16) != 0)
+            fail_msg("%s: stderr is not one \"dflash figures:\" line: %s", bad[k], err);
         free(err);
         struct stat st;
         if (stat(tu_path(dir, "out"), &st) == 0) fail_msg("%s left %s/out behind", bad[k], dir);

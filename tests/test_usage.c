@@ -132,7 +132,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"main.c", "trace.c", "bench.c"};
+    const char *sources[] = {"main.c", "trace.c", "diff.c", "bench.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);
