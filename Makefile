@@ -41,7 +41,7 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore build/explorer_page train train_cli
+DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = tracenames json trace files manifest diff
@@ -155,7 +155,7 @@ build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
 # mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
-$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk manifest json files dflash,$(LDLIBS)))
+$(eval $(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files dflash,$(LDLIBS)))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(eval $(call program,toy_weights/gen,host,toy_weights/gen,))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
@@ -205,7 +205,7 @@ TESTS += tests/bin/test_train_double
 # test-long: the same binaries with the sweeps in full (a few minutes). The
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs weights
+TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs weights walkthrough/tools/mkwalk
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run the cmocka suite (the long sweeps' subset, ~30 s)
 	@sh tools/run-tests.sh $(TESTS)
 
@@ -223,19 +223,19 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 
 # ---- generated docs: tools/docs.sh writes them or checks them --------------
 # TRACE.md (tools/mktrace from TRACE.md.in + the name table), the walkthrough
-# pages and SVGs (walkthrough/mkwalk) and explorer.html (dflash explore) of
+# pages (walkthrough/tools/mkwalk), their SVGs (dflash figures) and explorer.html (dflash explore) of
 # the default run, walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
 # (gdb). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
-DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/mkwalk
+DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough pitfalls
-	sh walkthrough/gdb-check.sh --write
+	sh walkthrough/tools/gdb-check.sh --write
 docs-check: $(DOCS_PROGRAMS) js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls || rc=1; \
-	sh walkthrough/gdb-check.sh || rc=1; \
+	sh walkthrough/tools/gdb-check.sh || rc=1; \
 	sh walkthrough/explorer-check.sh || rc=1; \
-	sh walkthrough/exercises-check.sh walkthrough/exercises.md || rc=1; \
+	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || rc=1; \
 	[ $$rc = 0 ] && echo "docs-check: every generated file is current and every check passed" || \
 	  { echo "docs-check: FAILED (make docs regenerates; read the diff, then commit)"; exit 1; }
 
@@ -243,9 +243,9 @@ trace-md: tools/mktrace ## regenerate TRACE.md (the trace contract) from TRACE.m
 	sh tools/docs.sh write trace-md
 trace-md-check: dflash weights tools/mktrace ## TRACE.md, the name table and the names traced runs emit agree
 	@sh tools/docs.sh check trace-md
-walkthrough: dflash weights walkthrough/mkwalk ## regenerate walkthrough/README.md, README.zh.md, SVGs, explorer.html
+walkthrough: dflash weights walkthrough/tools/mkwalk ## regenerate walkthrough/README.md, README.zh.md, figures/, explorer.html
 	sh tools/docs.sh write walkthrough
-walkthrough-check: dflash weights walkthrough/mkwalk ## fail if the committed walkthrough/ differs from a regeneration
+walkthrough-check: dflash weights walkthrough/tools/mkwalk ## fail if the committed walkthrough/ differs from a regeneration
 	@sh tools/docs.sh check walkthrough
 explorer: dflash weights ## regenerate walkthrough/explorer.html (dflash explore of the default run)
 	sh tools/docs.sh write explorer
@@ -256,7 +256,7 @@ js-check: ## node --check web/explorer.js (the explorer's page is web/: html, cs
 	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }
 	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
-	sh walkthrough/exercises-check.sh walkthrough/exercises.md
+	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md
 pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md from the patches and real runs
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
@@ -265,11 +265,11 @@ pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
 # gdb's). After an edit of dflash.c moves lines, `make gdb-guide` and commit.
 gdb-guide: dflash-debug weights ## regenerate walkthrough/gdb.md by running its commands in gdb
-	sh walkthrough/gdb-check.sh --write
+	sh walkthrough/tools/gdb-check.sh --write
 gdb-check: dflash-debug weights ## fail if walkthrough/gdb.md differs from what gdb prints now
-	sh walkthrough/gdb-check.sh
+	sh walkthrough/tools/gdb-check.sh
 gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and compare the screen with gdb.md
-	sh walkthrough/gdb-check.sh --typed
+	sh walkthrough/tools/gdb-check.sh --typed
 
 # ---- sanitizers, valgrind, fuzzing (clang, valgrind) ---------------------
 # make sanitize: every test binary and the programs the tests run built with
@@ -304,4 +304,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/mkwalk build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/tools/mkwalk build

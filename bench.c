@@ -315,7 +315,7 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
                "", "", "", "", long_ar / long_df);
     sum->speedup_all = sum_ar / sum_df;
     sum->speedup_long = long_df > 0 ? long_ar / long_df : 0;
-    printf("(tau: tokens per verification, bonus included; histogram: rounds with tau = 1/2/.../B;\n"
+    printf("(tau: tokens per round, bonus included; histogram: rounds with tau = 1/2/.../B;\n"
            " times are medians of %d repetitions, DFlash side split into prefill / draft / verify;\n"
            " speedup = AR time / DFlash time for the same output, checked equal)\n", BENCH_REPS);
     sum->bytes = sizeof(real) * (target.n_params + draft.n_params) + kv_bytes;

@@ -5,6 +5,7 @@
 #include "bench.h"
 #include "diff.h"
 #include "explore.h"
+#include "figures.h"
 #include "files.h"
 #include "json.h"
 #include "load.h"
@@ -28,6 +29,8 @@ static const char *USAGE =
     "usage: dflash [OPTIONS]                          generate; no options: the walkthrough run\n"
     "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
     "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
+    "       dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] [--head H]\n"
+    "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
     "\n"
@@ -57,7 +60,8 @@ static const char *USAGE =
     "                        eos_token_id, else the vocabulary word <eos>)\n"
     "  --ignore-eos          do not stop at any stop id (default: stop there)\n"
     "  --trace DIR           write every intermediate: DIR/<name>.npy and DIR/trace.jsonl (TRACE.md)\n"
-    "  --trace-text FILE|-   the same tensors as readable text, to FILE or - (stdout)\n"
+    "  --trace-text FILE|-   the same tensors as readable text, to FILE or - (stdout: the trace\n"
+    "                        alone; the run's own output then goes to stderr)\n"
     "  --trace-filter GLOB   trace only names matching GLOB (*, ?, [..]); repeatable, at most 32\n"
     "                        (default: every name)\n"
     "  -h, --help            this text\n"
@@ -260,49 +264,54 @@ static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
     fputc(']', out);
 }
 
+/* Where the run's own output goes (the round log, the text, the summary):
+ * stdout, or stderr when the text trace is written to stdout (--trace-text -),
+ * so that stdout holds the trace alone. */
+static FILE *RUN_OUT;
+
 /* first_new: the token sampled at prefill, -1 when none was kept (--max-new-tokens 0) */
 static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new) {
     char buf[16];
-    printf("prefill: ");
-    print_words(stdout, v, bv, r->output_ids, n_prompt);
+    fprintf(RUN_OUT, "prefill: ");
+    print_words(RUN_OUT, v, bv, r->output_ids, n_prompt);
     if (first_new >= 0) {
         const char *w = tok_str(v, first_new, buf, sizeof buf);
-        printf(" at positions 0..%d -> \"", n_prompt - 1);
-        put_text(stdout, w, strlen(w));
-        printf("\" (position %d)\n", n_prompt);
+        fprintf(RUN_OUT, " at positions 0..%d -> \"", n_prompt - 1);
+        put_text(RUN_OUT, w, strlen(w));
+        fprintf(RUN_OUT, "\" (position %d)\n", n_prompt);
     }
     else {
-        printf(" at positions 0..%d -> no new token (--max-new-tokens 0)\n", n_prompt - 1);
+        fprintf(RUN_OUT, " at positions 0..%d -> no new token (--max-new-tokens 0)\n", n_prompt - 1);
     }
     for (int i = 0; i < r->n_rounds; i++) {
         const RoundInfo *ri = &r->rounds[i];
         int acc = ri->acceptance_length;
-        printf("round %d: block in   ", i + 1);
-        print_list(stdout, v, ri->block_in, B);
-        printf(" at positions %d..%d\n", ri->start_before, ri->start_before + B - 1);
+        fprintf(RUN_OUT, "round %d: block in   ", i + 1);
+        print_list(RUN_OUT, v, ri->block_in, B);
+        fprintf(RUN_OUT, " at positions %d..%d\n", ri->start_before, ri->start_before + B - 1);
         if (B > 1) {
-            printf("         draft       ");
-            print_list(stdout, v, ri->block + 1, B - 1);
-            printf("\n");
+            fprintf(RUN_OUT, "         draft       ");
+            print_list(RUN_OUT, v, ri->block + 1, B - 1);
+            fprintf(RUN_OUT, "\n");
         }
-        printf("         posterior   ");
-        print_list(stdout, v, ri->posterior, B);
-        printf("\n         match [");
-        for (int j = 0; j + 1 < B; j++) printf(j ? " %d" : "%d", ri->match[j]);
-        printf("]  cumprod [");
-        for (int j = 0; j + 1 < B; j++) printf(j ? " %d" : "%d", ri->cumprod[j]);
-        printf("]  acceptance length %d: keep ", acc);
-        print_list(stdout, v, ri->block, acc + 1);
+        fprintf(RUN_OUT, "         posterior   ");
+        print_list(RUN_OUT, v, ri->posterior, B);
+        fprintf(RUN_OUT, "\n         match [");
+        for (int j = 0; j + 1 < B; j++) fprintf(RUN_OUT, j ? " %d" : "%d", ri->match[j]);
+        fprintf(RUN_OUT, "]  cumprod [");
+        for (int j = 0; j + 1 < B; j++) fprintf(RUN_OUT, j ? " %d" : "%d", ri->cumprod[j]);
+        fprintf(RUN_OUT, "]  accepted %d + bonus: keep ", acc);
+        print_list(RUN_OUT, v, ri->block, acc + 1);
         const char *bonus = tok_str(v, ri->posterior[acc], buf, sizeof buf);
-        printf(" + bonus \"");
-        put_text(stdout, bonus, strlen(bonus));
-        printf("\"\n");
-        printf("         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
+        fprintf(RUN_OUT, " + \"");
+        put_text(RUN_OUT, bonus, strlen(bonus));
+        fprintf(RUN_OUT, "\"\n");
+        fprintf(RUN_OUT, "         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
                ri->start_after, ri->target_cache_after, ri->target_cache_after - 1);
         if (B > 1)
-            printf("; draft cache %d -> %d positions (0..%d)", ri->draft_cache_before, ri->draft_cache_after,
+            fprintf(RUN_OUT, "; draft cache %d -> %d positions (0..%d)", ri->draft_cache_before, ri->draft_cache_after,
                    ri->draft_cache_after - 1);
-        printf("\n");
+        fprintf(RUN_OUT, "\n");
     }
 }
 
@@ -432,6 +441,7 @@ int main(int argc, char **argv) {
     install_signal_handlers();
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(diff_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
@@ -443,6 +453,7 @@ int main(int argc, char **argv) {
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
     if (pa == 1) { fputs(USAGE, stdout); return finish(0); }
     raw_bytes = a.raw_bytes;
+    RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
     if (!a.weights && !a.target)
         a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
                                                                                      : "toy_weights/random";
@@ -585,21 +596,21 @@ int main(int argc, char **argv) {
     int shown = res.n_output;
     for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
         if (res.output_ids[shown - 1] == p.stop_ids[i]) { shown--; break; }
-    print_words(stdout, &vocab, &tok, res.output_ids, shown);
-    printf("\n");
+    print_words(RUN_OUT, &vocab, &tok, res.output_ids, shown);
+    fprintf(RUN_OUT, "\n");
     if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
-        for (int i = 0; i < res.n_output; i++) printf(i ? " %d" : "%d", res.output_ids[i]);
-        printf("\n");
+        for (int i = 0; i < res.n_output; i++) fprintf(RUN_OUT, i ? " %d" : "%d", res.output_ids[i]);
+        fprintf(RUN_OUT, "\n");
     }
     int new_tokens = res.n_output - res.n_prompt;
     if (dflash_mode && res.n_rounds > 0) {
         int total = 0;
         for (int i = 0; i < res.n_rounds; i++) total += res.rounds[i].acceptance_length + 1;
-        printf("new tokens: %d, target forward passes: %d, mean acceptance length: %.2f "
-               "(tokens per verification, bonus included; block size %d)\n",
+        fprintf(RUN_OUT, "new tokens: %d, target forward passes: %d, tokens per round (tau): %.2f "
+               "(accepted + bonus; block size %d)\n",
                new_tokens, res.target_forwards, (double)total / res.n_rounds, p.block_size);
     } else {
-        printf("new tokens: %d, target forward passes: %d, mean acceptance length: - (%s)\n", new_tokens,
+        fprintf(RUN_OUT, "new tokens: %d, target forward passes: %d, tokens per round (tau): - (%s)\n", new_tokens,
                res.target_forwards, dflash_mode ? "no verification rounds" : "autoregressive");
     }
     /* the trace is installed only when everything else worked, stdout too */

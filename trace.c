@@ -449,6 +449,15 @@ struct Tracer {
     char pos_prefix[64];
     int64_t *pos;         /* (n_pos) */
     int64_t n_pos;
+    /* with a vocabulary: the last "<prefix>.input_ids" / ".block_output_ids"
+     * seen, and the token each position was last fed to the target with
+     * (tok_at[p], -1 unknown), to label attention keys and queries with words */
+    char ids_prefix[64];
+    int64_t *ids;         /* (n_ids) */
+    int64_t n_ids;
+    int ids_is_block;     /* the draft's block (mask tokens), not fed to the target */
+    int64_t *tok_at;      /* (n_tok_at) */
+    int64_t n_tok_at;
     /* first error; later calls return -1 with it again */
     int failed;
     char error[1024];
@@ -489,6 +498,8 @@ static void tracer_free(Tracer *t) {
     free(t->filters);
     namemap_free(&t->written);
     free(t->pos);
+    free(t->ids);
+    free(t->tok_at);
     free(t->dir);
     free(t->tmp_dir);
     free(t->manifest_path);
@@ -995,6 +1006,17 @@ static const int64_t *positions_for(const Tracer *t, const char *name) {
     return t->pos;
 }
 
+/* " word" appended to label: the token at position pos (the draft's block
+ * for positions >= q0 of a draft call, else what the target was fed there) */
+static void label_word(const Tracer *t, char *label, size_t size, int64_t pos, int64_t q0) {
+    int64_t id = -1;
+    if (t->ids_is_block && pos >= q0 && pos - q0 < t->n_ids) id = t->ids[pos - q0];
+    else if (pos >= 0 && pos < t->n_tok_at) id = t->tok_at[pos];
+    if (id < 0 || id >= t->vocab->n) return;
+    size_t n = strlen(label);
+    snprintf(label + n, size - n, " %.20s", t->vocab->words[id]);
+}
+
 /* attn_weights or attn_scores (H, B, S): one B x S matrix per head. Queries are the last B
  * positions of position_ids; keys are the S positions ending at the last one
  * (the cache holds 0..S-1 in both models), when the positions are
@@ -1009,7 +1031,13 @@ static void text_attention(FILE *f, const Tracer *t, const TensorView *x) {
     int64_t q0 = known ? p[P - B] : 0;                 /* first query position */
     int64_t k0 = known ? p[P - 1] - (S - 1) : 0;       /* first key position */
     int64_t border = known && q0 > k0 ? q0 - k0 : -1;  /* column of the first block key */
-    char label[32];
+    char label[64];
+    /* with a vocabulary, each label also names its token: the draft's block
+     * tokens for the last B positions of a draft call, else the token the
+     * target was fed at that position */
+    size_t lp = strlen(t->ids_prefix);
+    int words = known && t->vocab && lp && strncmp(x->name, t->ids_prefix, lp) == 0 && x->name[lp] == '.';
+    int w = words ? 14 : 8;
     for (int64_t h = 0; h < H; h++) {
         fprintf(f, "    head %lld (%lld queries x %lld keys%s)\n", (long long)h, (long long)B, (long long)S,
                 ends_with(x->name, ".attn_scores") ? ", before the softmax" : ", each row sums to 1");
@@ -1017,15 +1045,17 @@ static void text_attention(FILE *f, const Tracer *t, const TensorView *x) {
         for (int64_t j = 0; j < S; j++) {
             if (j == border) fprintf(f, " |");
             snprintf(label, sizeof label, known ? "k@%lld" : "k#%lld", (long long)(k0 + j));
-            fprintf(f, " %8s", label);
+            if (words) label_word(t, label, sizeof label, k0 + j, q0);
+            fprintf(f, " %*s", w, label);
         }
         fprintf(f, "\n");
         for (int64_t i = 0; i < B; i++) {
             snprintf(label, sizeof label, known ? "q@%lld" : "q#%lld", (long long)(q0 + i));
-            fprintf(f, "    %8s", label);
+            if (words) label_word(t, label, sizeof label, q0 + i, q0);
+            fprintf(f, "    %*s", w, label);
             for (int64_t j = 0; j < S; j++) {
                 if (j == border) fprintf(f, " |");
-                fprintf(f, " %8.4f", tv_get(x, (size_t)((h * B + i) * S + j)));
+                fprintf(f, " %*.4f", w, tv_get(x, (size_t)((h * B + i) * S + j)));
             }
             fprintf(f, "\n");
         }
@@ -1103,6 +1133,43 @@ static int remember_positions(Tracer *t, const TensorView *x) {
     return 0;
 }
 
+/* With a vocabulary: remember "<prefix>.input_ids" (the target's) or
+ * "<prefix>.block_output_ids" (the draft's block), and when the same call's
+ * position_ids follow the target's ids, which token each position was fed. */
+static int remember_ids(Tracer *t, const TensorView *x) {
+    const char *dot = strrchr(x->name, '.');
+    size_t lp = dot ? (size_t)(dot - x->name) : 0;
+    if (!x->is_int || x->ndim != 1 || lp == 0 || lp >= sizeof t->ids_prefix) return 0;
+    if (ends_with(x->name, ".position_ids")) {
+        if (t->ids_is_block || strlen(t->ids_prefix) != lp || strncmp(t->ids_prefix, x->name, lp) != 0 ||
+            (int64_t)x->n != t->n_ids)
+            return 0;
+        for (size_t k = 0; k < x->n; k++) {
+            int64_t p = x->i[k];
+            if (p < 0 || p > (int64_t)1 << 30) continue;
+            if (p >= t->n_tok_at) {
+                int64_t n = p + 1 > 2 * t->n_tok_at ? p + 1 : 2 * t->n_tok_at;
+                int64_t *nt = realloc(t->tok_at, (size_t)n * sizeof *nt);
+                if (!nt) { dflash_set_error("trace: out of memory"); return -1; }
+                for (int64_t q = t->n_tok_at; q < n; q++) nt[q] = -1;
+                t->tok_at = nt;
+                t->n_tok_at = n;
+            }
+            t->tok_at[p] = t->ids[k];
+        }
+        return 0;
+    }
+    int64_t *ids = realloc(t->ids, (x->n ? x->n : 1) * sizeof *ids);
+    if (!ids) { dflash_set_error("trace: out of memory"); return -1; }
+    memcpy(ids, x->i, x->n * sizeof *ids);
+    t->ids = ids;
+    t->n_ids = (int64_t)x->n;
+    t->ids_is_block = ends_with(x->name, ".block_output_ids");
+    memcpy(t->ids_prefix, x->name, lp);
+    t->ids_prefix[lp] = '\0';
+    return 0;
+}
+
 /* Write one tensor wherever it goes: <name>.npy + a manifest line, and the
  * text trace. The filter is checked first so filtered names cost nothing. */
 static int record(Tracer *t, TracePhase ph, const char *name, const char *meaning,
@@ -1112,6 +1179,12 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
     if (t->text && is_int && ndim == 1 && shape && data && ends_with(name, ".position_ids")) {
         TensorView p = {name, "", 1, NULL, data, 1, shape, shape[0] > 0 ? (size_t)shape[0] : 0};
         if (remember_positions(t, &p) != 0) return tracer_fail(t);
+    }
+    /* and, with a vocabulary, the tokens at those positions (words for the keys) */
+    if (t->text && t->vocab && is_int && ndim == 1 && shape && data &&
+        (ends_with(name, ".input_ids") || ends_with(name, ".block_output_ids") || ends_with(name, ".position_ids"))) {
+        TensorView p = {name, "", 1, NULL, data, 1, shape, shape[0] > 0 ? (size_t)shape[0] : 0};
+        if (remember_ids(t, &p) != 0) return tracer_fail(t);
     }
     if (!name_wanted(t, name)) return 0;
     if (t->failed) {

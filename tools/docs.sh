@@ -11,7 +11,9 @@
 #                traces three runs and has `tools/mktrace check` fail when a
 #                name is matched by no row or by two, when a row matches
 #                nothing, or when a call's names leave the table's order
-#   walkthrough  the walkthrough pages and SVGs (walkthrough/mkwalk) and
+#   walkthrough  the walkthrough pages (walkthrough/tools/mkwalk, from the
+#                templates walkthrough/tools/README.md.in and README.zh.md.in),
+#                their figures walkthrough/figures/*.svg (dflash figures) and
 #                walkthrough/explorer.html (dflash explore), from a trace of
 #                the default run
 #   explorer     walkthrough/explorer.html alone
@@ -37,7 +39,9 @@ gen_trace_md() {
 }
 gen_walk() {
     mkdir -p "$1/walkthrough" && walk_trace &&
-    ./walkthrough/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" > /dev/null
+    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" > /dev/null &&
+    ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
+        "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }
 gen_explorer() {
     mkdir -p "$1/walkthrough" && walk_trace &&

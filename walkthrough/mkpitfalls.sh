@@ -35,7 +35,7 @@ where() {
 
 # mean acceptance and output of a run's stdout
 summary() {
-    acc=$(sed -n 's/.*mean acceptance length: \([0-9.]*\).*/\1/p' "$1")
+    acc=$(sed -n 's/.*tokens per round (tau): \([0-9.]*\).*/\1/p' "$1")
     text=$(head -n 1 "$1")
     echo "${acc:--} | ${text}"
 }
@@ -112,7 +112,7 @@ while read -r name; do
             dep=$(sed -n 's/^first departure: \([^: ]*\).*/`\1`/p' "$tmp/d_$set.txt" | head -n 1)
             [ -n "$dep" ] || dep="(exit $rc) $(grep -m1 '^B ' "$tmp/d_$set.txt" || true)"
         fi
-        cacc=$(sed -n 's/.*mean acceptance length: \([0-9.]*\).*/\1/p' "$c.txt")
+        cacc=$(sed -n 's/.*tokens per round (tau): \([0-9.]*\).*/\1/p' "$c.txt")
         echo "| $set | $dep | ${cacc:--} | $(summary "$tmp/p.txt") |"
         rm -rf "$tmp/p"
     done

@@ -1,14 +1,14 @@
 #!/bin/sh
-# walkthrough/gdb-check.sh - the gdb guide, generated and checked.
+# walkthrough/tools/gdb-check.sh - the gdb guide, generated and checked.
 #
-#   sh walkthrough/gdb-check.sh           (make gdb-check)  check walkthrough/gdb.md
-#   sh walkthrough/gdb-check.sh --write   (make gdb-guide)  regenerate it
-#   sh walkthrough/gdb-check.sh --typed   type it into gdb in tmux and compare the screen
+#   sh walkthrough/tools/gdb-check.sh           (make gdb-check)  check walkthrough/gdb.md
+#   sh walkthrough/tools/gdb-check.sh --write   (make gdb-guide)  regenerate it
+#   sh walkthrough/tools/gdb-check.sh --typed   type it into gdb in tmux and compare the screen
 #
 # Run from the repository root after building ./dflash-debug and the toy
 # weights (the make targets do both). walkthrough/gdb.md is written by
-# walkthrough/gdb-guide.py, which runs every command of the ```gdb blocks of
-# walkthrough/gdb.md.in in gdb as if typed, with walkthrough/dflash.gdb
+# walkthrough/tools/gdb-guide.py, which runs every command of the ```gdb blocks of
+# walkthrough/tools/gdb.md.in in gdb as if typed, with walkthrough/dflash.gdb
 # loaded, and puts gdb's real output under each command. The check:
 #   1. the template quotes no line number of dflash.c by hand ({{L:TEXT}}
 #      finds one by its text);
@@ -27,7 +27,7 @@
 #   6. the facts the guide is about: acceptance lengths 2 and 3, the planted
 #      look-ahead heads of draft layer 0 on the anchor, the draft cache crop.
 set -u
-cd "$(dirname "$0")/.." || exit 1
+cd "$(dirname "$0")/../.." || exit 1
 
 if ! command -v gdb > /dev/null 2>&1; then
     echo "gdb-check: gdb is not installed (apt-get install gdb)"
@@ -40,7 +40,7 @@ trap 'rm -rf "$tmp"' EXIT INT TERM
 # debuginfod off: no download query (DEBUGINFOD_URLS from a login shell).
 gen() {
     GDB_GUIDE_OUT="$1" GDB_GUIDE_RAW="$1.raw" GDB_GUIDE_NOISE="${2:-0}" \
-        gdb -q -batch -nx -iex 'set debuginfod enabled off' -x walkthrough/gdb-guide.py ./dflash-debug > "$1.raw" 2>&1
+        gdb -q -batch -nx -iex 'set debuginfod enabled off' -x walkthrough/tools/gdb-guide.py ./dflash-debug > "$1.raw" 2>&1
     rc=$?
     if [ $rc -ne 0 ] || [ ! -s "$1" ]; then
         echo "gdb-check: running the guide failed (gdb exit status $rc); its output:"
@@ -54,7 +54,7 @@ gen() {
 if [ "${1:-}" = "--typed" ]; then
     command -v tmux > /dev/null 2>&1 || { echo "gdb-check --typed: needs tmux"; exit 1; }
     T="tmux -L gdb-check-$$"
-    awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/gdb.md.in > "$tmp/cmds"
+    awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/tools/gdb.md.in > "$tmp/cmds"
     $T -f /dev/null new-session -d -s g -x 300 -y 50 "gdb -q -nx -iex 'set debuginfod enabled off' ./dflash-debug" || exit 1
     $T set-option -t g history-limit 100000 > /dev/null
     prompt() {  # wait until the pane's last line is the prompt
@@ -104,14 +104,14 @@ normalize() {
 
 # 1. no hand-written line numbers in the template
 checks=$((checks + 1))
-if grep -n -e 'dflash\.c:[0-9]' -e '[Ll]ines\{0,1\} [0-9]' walkthrough/gdb.md.in; then
-    echo "gdb-check: walkthrough/gdb.md.in quotes line numbers of dflash.c by hand (above);"
+if grep -n -e 'dflash\.c:[0-9]' -e '[Ll]ines\{0,1\} [0-9]' walkthrough/tools/gdb.md.in; then
+    echo "gdb-check: walkthrough/tools/gdb.md.in quotes line numbers of dflash.c by hand (above);"
     echo "           write {{L:TEXT}} (the line containing TEXT) or let a command print it"
     fail=1
 fi
 
 # 2. every command of dflash.gdb appears as a command in the guide
-used=$(awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF { print $1 }' walkthrough/gdb.md.in | sort -u)
+used=$(awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF { print $1 }' walkthrough/tools/gdb.md.in | sort -u)
 defined=$(sed -n -e 's/^@dflash_command("\([^"]*\)").*/\1/p' -e 's/^define \([^ ]*\).*/\1/p' walkthrough/dflash.gdb)
 n_defined=0
 for c in $defined; do
@@ -159,7 +159,7 @@ fi
 
 # 4b. the commands run as a script (gdb -batch -x): the same output, except
 #     the lines gdb prints only for typed commands
-awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/gdb.md.in > "$tmp/cmds.gdb"
+awk '/^```/ { g = ($0 == "```gdb") && !g; next } g && NF' walkthrough/tools/gdb.md.in > "$tmp/cmds.gdb"
 gdb -q -batch -nx -iex 'set debuginfod enabled off' -x "$tmp/cmds.gdb" ./dflash-debug 2>&1 |
     grep -v '^warning: Error disabling address space randomization' > "$tmp/batch.raw"
 checks=$((checks + 1))

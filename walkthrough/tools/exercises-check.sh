@@ -2,7 +2,7 @@
 # exercises-check.sh - check every answer stated in walkthrough/exercises.md
 # by running the program.
 #
-#   sh walkthrough/exercises-check.sh walkthrough/exercises.md   (`make exercises-check`)
+#   sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md   (`make exercises-check`)
 #
 # Every line of the form
 #     <!-- check: COMMAND => EXPECTED -->
@@ -14,8 +14,8 @@
 #     npy FILE      the values of a .npy file (format 1.0 as trace.c writes:
 #                   <i8 or <f4), one per line, read with od(1)
 #     npyshape FILE its shape, space separated
-# Fails when any answer no longer holds, or when the file holds fewer than
-# eight checks.
+# Fails when any answer no longer holds, when the file holds fewer than 12
+# exercises, or when an exercise has no checked answer.
 set -eu
 export LC_ALL=C
 md=${1:-walkthrough/exercises.md}
@@ -60,6 +60,13 @@ while IFS= read -r line; do
         fail=1
     fi
 done < "$tmp/checks"
-if [ "$n" -lt 8 ]; then echo "exercises-check: only $n checks in $md (at least 8)"; fail=1; fi
+# every exercise ("## N. ...") states at least one checked answer, and there are at least 12
+n_ex=$(grep -c '^## [0-9][0-9]*\. ' "$md")
+if [ "$n_ex" -lt 12 ]; then echo "exercises-check: only $n_ex exercises in $md (at least 12)"; fail=1; fi
+awk '/^## [0-9]+\. / { if (t != "" && !c) print t; t = $0; c = 0 } /^<!-- check: / { c = 1 }
+     END { if (t != "" && !c) print t }' "$md" > "$tmp/unchecked"
+if [ -s "$tmp/unchecked" ]; then
+    echo "exercises-check: exercises without a checked answer:"; cat "$tmp/unchecked"; fail=1
+fi
 if [ "$fail" -ne 0 ]; then echo "exercises-check: FAILED"; exit 1; fi
-echo "exercises-check: all $n stated answers hold"
+echo "exercises-check: all $n stated answers of the $n_ex exercises hold"
