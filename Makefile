@@ -17,8 +17,8 @@
 #     recompiling.
 #   - To add a source file to ./dflash: add its name to DFLASH_SRC.
 #     To add a program: one line,
-#       $(eval $(call program,BINARY,MODE,SOURCES WITHOUT .c,LIBS))
-#     e.g. $(eval $(call program,tools/foo,$(REAL),tools/foo json files,-lm)).
+#       $(call program,BINARY,MODE,SOURCES WITHOUT .c,LIBS)
+#     e.g. $(call program,tools/foo,$(REAL),tools/foo json files,-lm).
 #     A new tests/test_*.c is picked up by itself (linked with TEST_LIB, or
 #     TEST_LIB_<name> if set) into tests/bin/, build/san/tests/bin/ and make test.
 #     A generated page: a gen_* function in tools/docs.sh, then `make docs`
@@ -106,17 +106,18 @@ $(foreach m,$(MODES),$(eval $(call compile,$(m))))
 -include $(shell find build -name '*.d' 2>/dev/null)
 
 # $(call program,BINARY,MODE,SOURCES,LIBS): BINARY linked from build/MODE/*.o
-define program
+program = $(eval $(call program_rule,$(1),$(2),$(3),$(4)))
+define program_rule
 $(1): $(patsubst %,build/$(2)/%.o,$(3)) build/$(2)/flags $(if $(filter $(REAL)%,$(2)),build/real)
-	@mkdir -p $$(@D)
+	$(if $(filter-out ./,$(dir $(1))),@mkdir -p $(dir $(1)))
 	$$(CC_$(2)) $$(FLAGS_$(2)) -o $$@ $$(filter %.o,$$^) $(4)
 endef
 
 # ---- the programs -------------------------------------------------------------
-$(eval $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS)))
+$(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
-$(eval $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS)))
+$(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))
 # ---- porting pitfalls: each one a patch of the clean source
 # walkthrough/pitfalls/NAME.diff is one classic mistake of a port, written as
 # the wrong lines; walkthrough/pitfalls/series lists them in order.
@@ -141,31 +142,31 @@ pitfall-programs: $(PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
-$(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
+$(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
-$(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
+$(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS))
 # tools/mktrace reads the name table (tracenames.c)
-$(eval $(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS)))
+$(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
 # explore.c writes around the trace's data.
-$(eval $(call program,tools/embed,host,tools/embed files dflash,$(LDLIBS)))
+$(call program,tools/embed,host,tools/embed files dflash,$(LDLIBS))
 WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
 # mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
-$(eval $(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files dflash,$(LDLIBS)))
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
-$(eval $(call program,toy_weights/gen,host,toy_weights/gen,))
-$(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
+$(call program,toy_weights/gen,host,toy_weights/gen,)
+$(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 # sanitized builds (make sanitize): build/san/ holds the programs the tests run and the tests
-$(eval $(call program,build/san/dflash,$(R)-san,$(DFLASH_SRC),$(LDLIBS)))
-$(eval $(call program,build/san/dflash-debug,$(R)-san-debug,$(DFLASH_SRC),$(LDLIBS)))
-$(eval $(call program,build/san/dflash-double,double-san,$(DFLASH_SRC),$(LDLIBS)))
-$(eval $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS)))
-$(foreach t,$(TEST_NAMES),$(eval $(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
-$(foreach f,$(FUZZ_TARGETS),$(eval $(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS))))
+$(call program,build/san/dflash,$(R)-san,$(DFLASH_SRC),$(LDLIBS))
+$(call program,build/san/dflash-debug,$(R)-san-debug,$(DFLASH_SRC),$(LDLIBS))
+$(call program,build/san/dflash-double,double-san,$(DFLASH_SRC),$(LDLIBS))
+$(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
+$(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
+$(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
@@ -197,7 +198,7 @@ debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 
 # ---- tests (cmocka) --------------------------------------------------------
 # test_train again in double: the finite-difference gradient checks run there
-$(eval $(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka))
+$(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 TESTS += tests/bin/test_train_double
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
@@ -281,8 +282,8 @@ SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c d
 SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
-	@cd build/san && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
-	  sh ../../tools/run-tests.sh --times --label 'sanitized, make test subset' $(TESTS)
+	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  sh tools/run-tests.sh -C build/san --label 'sanitized, make test subset' $(TESTS)
 
 # make memcheck: valgrind on ./dflash as built by `make`: the default run
 # (the walkthrough, 16 new tokens), the same run traced (--trace and

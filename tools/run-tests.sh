@@ -11,10 +11,11 @@ while [ $# -gt 0 ]; do
     case $1 in
     -C) dir=$2; shift 2;;
     --label) label=" ($2)"; shift 2;;
+    -*) echo "run-tests.sh: unknown option $1" >&2; exit 2;;
     *) break;;
     esac
 done
-cd "$dir" || exit 1
+cd "$dir" || exit 2
 show() { [ "$dir" = . ] && echo "$1" || echo "$dir/$1"; }
 for t in "$@"; do rm -f "$t.log" "$t.rc"; done
 for t in "$@"; do
