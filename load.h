@@ -36,6 +36,8 @@ void model_free(Model *m);
  * used in place), or NULL: for main's SIGBUS handler, which names the file
  * that shrank under the run. Async-signal-safe. */
 const char *load_mapped_file(const void *addr);
+/* config.json alone (no weights): `dflash train --draft-config` */
+int  config_load(Config *c, const char *path, int expect_draft);
 int  check_pair(const Model *target, const Model *draft);
 /* vocab.txt (read from path) against the configs: vocab_size tokens, and the
  * draft's mask_token_id must be the id of "<mask>" (draft may be NULL). */
