@@ -295,7 +295,7 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
  * building blocks; their comments in dflash.c say what each computes).
  */
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);  /* out = x W^T */
-int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum not finite */
+int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum of squares not finite */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
                   const real *inv_freq, int head_dim);
 void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
