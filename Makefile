@@ -144,8 +144,8 @@ standalone-check:
 TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
                 "--block-size 1"
 
-tools/mktrace: tools/mktrace.c dflash.c json.c dflash.h
-	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c $(LDLIBS)
+tools/mktrace: tools/mktrace.c dflash.c train.c json.c load.c dflash.h train.h
+	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c load.c $(LDLIBS)
 
 trace-md: tools/mktrace TRACE.md.in
 	./tools/mktrace md TRACE.md.in > TRACE.md.tmp && mv TRACE.md.tmp TRACE.md
