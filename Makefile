@@ -13,7 +13,8 @@
 #   make gdb-check          fail if walkthrough/gdb.md differs from what gdb prints now
 #   make gdb-typed-check    type the guide into gdb in tmux and compare the screen with gdb.md
 #   make explorer           regenerate walkthrough/explorer.html (dflash explore of the default run)
-#   make explorer-check     open the explorers in headless chromium and check what they show
+#   make explorer-check     node --check the explorer's JavaScript, open the explorers in headless chromium
+#   make js-check           node --check web/explorer.js (the explorer's page is web/: html, css, js)
 #   make exercises-check    check every answer in walkthrough/exercises.md by running ./dflash
 #   make trace-md           regenerate TRACE.md (the trace contract) from TRACE.md.in + the name table
 #   make trace-md-check     fail if TRACE.md, the table, and the names traced runs emit disagree
@@ -39,13 +40,14 @@ ALLFLAGS = $(WARN) $(FPFLAGS) $(REALDEF) $(CFLAGS) -D_POSIX_C_SOURCE=200809L
 LDLIBS  = -lm
 
 # dflash.c is the algorithm; the rest is what a program around it needs.
-LIBSRC  = dflash.c json.c load.c trace.c train.c
-SRC     = $(LIBSRC) main.c bench.c explore.c
+LIBSRC  = dflash.c json.c load.c trace.c files.c train.c
+# build/explorer_page.c: the explorer's page (web/), embedded by tools/embed
+SRC     = $(LIBSRC) main.c bench.c explore.c build/explorer_page.c
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 .PHONY: all run bench test test-long standalone-check debug weights clean FORCE walkthrough walkthrough-check gdb-guide \
         gdb-check gdb-typed-check sanitize memcheck fuzz explorer explorer-check exercises-check trace-md trace-md-check \
-        pitfalls pitfalls-check
+        pitfalls pitfalls-check js-check
 all: dflash weights
 
 # .buildflags changes when the flags do (REAL=double, CFLAGS=...), so
@@ -54,7 +56,7 @@ all: dflash weights
 	@echo '$(CC) $(ALLFLAGS)' | cmp -s - $@ || echo '$(CC) $(ALLFLAGS)' > $@
 FORCE:
 
-dflash: $(SRC) dflash.h .buildflags
+dflash: $(SRC) dflash.h files.h .buildflags
 	$(CC) $(ALLFLAGS) -o $@ $(SRC) $(LDLIBS)
 
 dflash-debug: $(SRC) dflash.h
@@ -70,6 +72,16 @@ dflash-pitfall: $(SRC) dflash.h .buildflags
 # the double-precision build under its own name, for the float-vs-double test
 dflash-double: $(SRC) dflash.h
 	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $(SRC) $(LDLIBS)
+
+# The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
+# the CSS and JavaScript into the HTML and writes its bytes as C arrays that
+# explore.c writes around the trace's data.
+WEB = web/explorer.html web/explorer.css web/explorer.js
+tools/embed: tools/embed.c
+	$(CC) $(WARN) -O2 -D_POSIX_C_SOURCE=200809L -o $@ $<
+build/explorer_page.c: tools/embed $(WEB)
+	@mkdir -p build
+	./tools/embed web/explorer.html $@ explorer_page
 
 # The weight generator uses no libm: the files are bit-identical everywhere.
 toy_weights/gen: toy_weights/gen.c
@@ -100,18 +112,18 @@ bench: dflash weights
 TESTS = $(patsubst tests/%.c,tests/bin/%,$(wildcard tests/test_*.c))
 # test_train again in double: the finite-difference gradient checks run there
 TESTS += tests/bin/test_train_double
-tests/bin/test_train_double: tests/test_train.c $(SRC) dflash.h train.h tests/testutil.h
+tests/bin/test_train_double: tests/test_train.c $(SRC) dflash.h files.h train.h tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(CC) $(WARN) $(FPFLAGS) -DDFLASH_DOUBLE $(CFLAGS) -D_POSIX_C_SOURCE=200809L -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 # test_hook uses only dflash.h and links WITHOUT trace.c: dflash.c stands alone
-tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c dflash.h files.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS) -lcmocka
 
 # every other test #includes dflash.c and load.c (to reach their static functions)
-tests/bin/%: tests/%.c $(SRC) dflash.h train.h tests/testutil.h
+tests/bin/%: tests/%.c $(SRC) dflash.h files.h train.h tests/testutil.h
 	@mkdir -p tests/bin
-	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(CC) $(ALLFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset;
@@ -144,8 +156,8 @@ standalone-check:
 TRACE_MD_RUNS = "" "--weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 --ignore-eos" \
                 "--block-size 1"
 
-tools/mktrace: tools/mktrace.c dflash.c train.c json.c load.c dflash.h train.h
-	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c load.c $(LDLIBS)
+tools/mktrace: tools/mktrace.c dflash.c train.c json.c load.c files.c dflash.h files.h train.h
+	$(CC) $(ALLFLAGS) -o $@ tools/mktrace.c json.c load.c files.c $(LDLIBS)
 
 trace-md: tools/mktrace TRACE.md.in
 	./tools/mktrace md TRACE.md.in > TRACE.md.tmp && mv TRACE.md.tmp TRACE.md
@@ -213,8 +225,12 @@ explorer: dflash weights
 	rc=$$?; rm -rf $$tmp; [ $$rc -eq 0 ] && echo "wrote walkthrough/explorer.html ($$(wc -c < walkthrough/explorer.html) bytes)"; exit $$rc
 
 # The explorer in a real browser (headless chromium): see the script's banner.
-explorer-check: dflash weights
+# First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
+explorer-check: dflash weights js-check
 	sh walkthrough/explorer-check.sh
+js-check:
+	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }
+	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 
 # Every answer in walkthrough/exercises.md, checked by running ./dflash.
 exercises-check: dflash weights
@@ -269,12 +285,12 @@ build/san/dflash-pitfall: $(SRC) dflash.h
 build/san/dflash-double: $(SRC) dflash.h
 	@mkdir -p build/san
 	$(SAN_CC) $(SANFLAGS) -O1 -DDFLASH_DOUBLE -o $@ $(SRC) $(LDLIBS)
-build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c dflash.h
+build/san/tests/bin/test_hook: tests/test_hook.c dflash.c json.c load.c files.c dflash.h files.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c $(LDLIBS) -lcmocka
-build/san/tests/bin/%: tests/%.c $(SRC) dflash.h tests/testutil.h
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< dflash.c json.c load.c files.c $(LDLIBS) -lcmocka
+build/san/tests/bin/%: tests/%.c $(SRC) dflash.h files.h tests/testutil.h
 	@mkdir -p build/san/tests/bin
-	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c $(LDLIBS) -lcmocka
+	$(SAN_CC) $(SANFLAGS) -O1 -o $@ $< json.c trace.c files.c $(LDLIBS) -lcmocka
 
 sanitize: weights build/san/dflash build/san/dflash-debug build/san/dflash-double build/san/dflash-pitfall $(SAN_TESTS)
 	@for f in toy_weights walkthrough README.md NOTES.md TRACE.md main.c trace.c bench.c; do \
@@ -323,10 +339,10 @@ FUZZFLAGS = $(WARN) $(FPFLAGS) -g -O1 -fsanitize=fuzzer,address,undefined -fno-s
             -D_POSIX_C_SOURCE=200809L
 build/fuzz/fuzz_npy: tests/fuzz/fuzz_npy.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< dflash.c json.c load.c files.c $(LDLIBS)
 build/fuzz/fuzz_%: tests/fuzz/fuzz_%.c $(SRC) dflash.h
 	@mkdir -p build/fuzz
-	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c $(LDLIBS)
+	$(FUZZ_CC) $(FUZZFLAGS) -o $@ $< json.c trace.c files.c $(LDLIBS)
 
 fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	@set -e; for t in $(FUZZ_TARGETS); do \
@@ -343,6 +359,6 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS))
 	done
 
 clean:
-	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace toy_weights/gen toy_weights/random \
+	rm -rf dflash dflash-debug dflash-double dflash-pitfall .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen toy_weights/random \
 	       toy_weights/walkthrough toy_weights/qwen3-layout \
 	       walkthrough/mkwalk build

@@ -257,11 +257,9 @@ void trace_discard(Tracer *t);
  * directory standing for the regular files directly inside it). Paths are
  * compared resolved (symbolic links, "..") and by device and inode. */
 int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
-/* For a signal handler: removes every partial output of the open traces
- * (their .partial directories, temporary text files, locks, the parent
- * directories they made) with unlink() and rmdir() only. Async-signal-safe;
- * the traces must not be used afterwards. */
-void trace_cleanup_on_signal(void);
+/* A signal handler removes the partial outputs of the open traces (their
+ * .partial directories, temporary text files, locks, the parent directories
+ * they made) with files.h's out_cleanup_on_signal. */
 /* `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
  * argv[0] is "diff"; A is the reference, B the port. Returns the exit
  * status: 0 every tensor of A is in B and agrees, 1 some depart or are
@@ -270,26 +268,10 @@ int trace_diff_main(int argc, char **argv);
 /* `dflash explore TRACE_DIR OUT.html [--vocab FILE]` (explore.c): one
  * self-contained offline HTML page over a trace. Returns the exit status. */
 int explore_main(int argc, char **argv);
-/* Readers for explore.c (trace.c, the same code diff uses): a whole file
- * (NUL-terminated), and one .npy file of any dtype diff reads, as doubles
- * (f) or int64 (i). -1 with dflash_errmsg. */
-#define TRACE_ARRAY_MAX_NDIM 8
-typedef struct {
-    char descr[8];       /* "<f4", "<f8", "<i8", ... */
-    int is_int;
-    int ndim;
-    int64_t shape[TRACE_ARRAY_MAX_NDIM];
-    size_t n;            /* product(shape) */
-    double *f;           /* (n) when !is_int */
-    int64_t *i;          /* (n) when is_int */
-} TraceArray;
-int  trace_read_file(const char *path, unsigned char **out, size_t *len);
 /* trace.jsonl text: fn(ctx, object, line number) for each non-blank line, an
  * object with "name" and "file" strings (checked); 0, or -1 with dflash_errmsg */
 int  trace_jsonl_each(const char *path, const char *text, size_t len,
                       int (*fn)(void *ctx, const Json *obj, int line), void *ctx);
-int  trace_npy_read(const char *path, TraceArray *out);
-void trace_npy_free(TraceArray *a);
 
 /* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
  * with dflash_errmsg set (write failure: path and reason). */

@@ -3,6 +3,7 @@
  * Everything here returns 0 or -1 with a one-line dflash_errmsg naming the
  * file, the field, what was expected and what was found. */
 #include "dflash.h"
+#include "files.h"
 
 #include <errno.h>
 #include <float.h>
@@ -16,48 +17,6 @@
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-
-/* ---- files */
-
-/* read_file: the whole file into a NUL-terminated buffer (at most max bytes) */
-static char *read_file(const char *path, size_t max, size_t *len_out) {
-    /* O_NONBLOCK: opening a FIFO must not wait for a writer; only a
-     * regular file is read (a directory or a device is refused) */
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    struct stat st;
-    memset(&st, 0, sizeof st);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int dir = S_ISDIR(st.st_mode);
-        close(fd);
-        dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
-        return NULL;
-    }
-    FILE *f = fdopen(fd, "rb");
-    if (!f) { close(fd); dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (!buf) { fclose(f); dflash_set_error("%s: out of memory", path); return NULL; }
-        if (n + 1 >= cap) {
-            if (cap > max) { free(buf); fclose(f); dflash_set_error("%s: larger than %zu bytes", path, max); return NULL; }
-            char *nb = realloc(buf, cap * 2);
-            if (!nb) { free(buf); buf = NULL; continue; }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - 1 - n, f);
-        n += got;
-        if (got == 0) break;
-    }
-    int err = ferror(f);
-    fclose(f);
-    if (err) { free(buf); dflash_set_error("%s: read error", path); return NULL; }
-    if (n > max) { free(buf); dflash_set_error("%s: larger than %zu bytes", path, max); return NULL; }
-    buf[n] = 0;
-    *len_out = n;
-    return buf;
-}
 
 /* ---- config.json */
 
@@ -647,17 +606,10 @@ static int safetensors_check_header(const unsigned char *buf, size_t len, Tensor
 /* st_map: a regular file mapped read/write private (a write, e.g. a test
  * poking a weight, is copy-on-write, never to disk) */
 static unsigned char *st_map(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK);  /* a FIFO must not block the open */
-    if (fd < 0) { dflash_set_error("%s: cannot open: %s", path, strerror(errno)); return NULL; }
-    struct stat st;
-    memset(&st, 0, sizeof st);
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        int dir = S_ISDIR(st.st_mode);
-        close(fd);
-        dflash_set_error("%s: expected a regular file, got %s", path, dir ? "a directory" : "a special file");
-        return NULL;
-    }
-    int64_t fsize = (int64_t)st.st_size;
+    size_t st_size;
+    int fd = file_open_fd(path, &st_size);  /* a FIFO must not block the open */
+    if (fd < 0) return NULL;
+    int64_t fsize = (int64_t)st_size;
     if (fsize < 8) {  /* also keeps mmap away from an empty file */
         close(fd);
         dflash_set_error("%s: expected at least the 8-byte header length, got a file of %lld bytes", path,
@@ -727,8 +679,8 @@ static const char *st_nonfinite_name(const unsigned char *src, int dtype, int64_
  * a plain file name in dir, malloc'd). 0, or -1 with dflash_errmsg. */
 static int st_read_index(const char *path, TensorSpec *specs, int n_specs, char **names, int *n_names) {
     size_t len;
-    char *text = read_file(path, 64u << 20, &len);
-    if (!text) return -1;
+    char *text;
+    if (file_read_max(path, 64u << 20, &text, &len) != 0) return -1;
     Json root;
     int rc = json_parse(text, len, path, &root);
     free(text);
@@ -922,8 +874,8 @@ int model_load(Model *m, const char *dir, int expect_draft) {
     char path[4096];
     size_t len;
     snprintf(path, sizeof path, "%s/config.json", dir);
-    char *text = read_file(path, 1 << 20, &len);
-    if (!text) return -1;
+    char *text;
+    if (file_read_max(path, 1 << 20, &text, &len) != 0) return -1;
     int rc = config_parse(&m->cfg, path, text, len, expect_draft);
     free(text);
     if (rc != 0) return -1;
@@ -1083,8 +1035,8 @@ static int vocab_parse(Vocab *v, const char *path, char *text, size_t len) {
 int vocab_load(Vocab *v, const char *path) {
     memset(v, 0, sizeof *v);
     size_t len;
-    char *text = read_file(path, 64u << 20, &len);
-    if (!text) return -1;
+    char *text;
+    if (file_read_max(path, 64u << 20, &text, &len) != 0) return -1;
     return vocab_parse(v, path, text, len);
 }
 
@@ -1177,8 +1129,8 @@ int stop_ids_default(const char *target_dir, const Model *target, int *ids, int 
     snprintf(path, sizeof path, "%s/generation_config.json", target_dir);
     if (access(path, F_OK) == 0) {
         size_t len;
-        char *text = read_file(path, 1 << 20, &len);
-        if (!text) return -1;
+        char *text;
+        if (file_read_max(path, 1 << 20, &text, &len) != 0) return -1;
         Json root;
         int rc = json_parse(text, len, path, &root);
         free(text);
@@ -1433,8 +1385,8 @@ void byte_vocab_free(ByteVocab *v) {
 int tokenizer_json_load(ByteVocab *v, const char *path) {
     memset(v, 0, sizeof *v);
     size_t len;
-    char *text = read_file(path, 256u << 20, &len);
-    if (!text) return -1;
+    char *text;
+    if (file_read_max(path, 256u << 20, &text, &len) != 0) return -1;
     int rc = tokenizer_json_parse(v, path, text, len);
     free(text);
     return rc;

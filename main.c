@@ -2,6 +2,7 @@
  * run dflash_generate (or target-only decoding), print the output and the
  * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
+#include "files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -316,7 +317,7 @@ static void open_std_fds(void) {
  * (async-signal-safe: unlink and rmdir), then die of the same signal with
  * its default action, so the exit status is the conventional 128 + signal. */
 static void on_signal(int sig) {
-    trace_cleanup_on_signal();
+    out_cleanup_on_signal();
     signal(sig, SIG_DFL);
     sigset_t s;
     sigemptyset(&s);

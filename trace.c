@@ -19,7 +19,7 @@
  *   by trace_close, with the signals blocked: the earlier trace (if any) is
  *   renamed to "<dir>.old.XXXXXX", the new one renamed to <dir>, then the
  *   old one deleted. A run that fails or is interrupted (SIGINT, SIGTERM,
- *   SIGHUP, SIGPIPE: main's handler calls trace_cleanup_on_signal) leaves the
+ *   SIGHUP, SIGPIPE: main's handler calls out_cleanup_on_signal, files.h) leaves the
  *   earlier trace untouched and nothing else: the partial directory, the
  *   lock and the parent directories the run created (mkdir -p style) are
  *   removed. Only SIGKILL or a crash can leave a .partial sibling or the
@@ -47,6 +47,7 @@
 #define _XOPEN_SOURCE 700
 #endif
 #include "dflash.h"
+#include "files.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -61,25 +62,13 @@
 #include <sys/types.h>
 #include <unistd.h>
 
-#define TRACE_MAX_NDIM 32        /* NumPy 1.x's NPY_MAXDIMS */
+#define TRACE_MAX_NDIM NPY_MAX_NDIM /* NumPy 1.x's NPY_MAXDIMS */
 #define TRACE_MAX_NAME 200       /* <name>.npy must fit a file name (255) */
-#define NPY_MAX_HEADER (1 << 20) /* headers longer than 1 MiB are refused */
 #define REAL_DTYPE_NAME (sizeof(real) == 4 ? "float32" : "float64")
 
 /* ===========================================================================
  * Small helpers: strings, paths, a growable list of strings.
  * ======================================================================== */
-
-/* a + "/" + b, freshly allocated (NULL when out of memory). */
-static char *path_join(const char *a, const char *b) {
-    size_t la = strlen(a), lb = strlen(b);
-    char *p = malloc(la + 1 + lb + 1);
-    if (!p) return NULL;
-    memcpy(p, a, la);
-    p[la] = '/';
-    memcpy(p + la + 1, b, lb + 1);
-    return p;
-}
 
 /* a + b, freshly allocated. */
 static char *str_cat(const char *a, const char *b) {
@@ -199,59 +188,6 @@ static void namemap_free(NameMap *m) {
     free(m->keys);
     free(m->vals);
     memset(m, 0, sizeof *m);
-}
-
-/* ===========================================================================
- * Whole-file reading and a minimal JSON reader, for trace.jsonl (one object
- * per line) and the oracle's names.json (one array of strings).
- * ======================================================================== */
-
-/* Read all of path into a NUL-terminated buffer. -1 with dflash_errmsg. */
-/* Open a regular file for reading (a FIFO must not block the open; a
- * directory or a device is refused); *size gets its size. NULL with
- * dflash_errmsg. */
-static FILE *open_regular(const char *path, size_t *size) {
-    int fd = open(path, O_RDONLY | O_NONBLOCK);
-    FILE *f = fd < 0 ? NULL : fdopen(fd, "rb");
-    if (!f) {
-        dflash_set_error("%s: cannot open: %s", path, strerror(errno));
-        if (fd >= 0) close(fd);
-        return NULL;
-    }
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0 || !S_ISREG(st.st_mode)) {
-        dflash_set_error("%s: not a regular file", path);
-        fclose(f);
-        return NULL;
-    }
-    *size = (size_t)st.st_size;
-    return f;
-}
-
-static int read_whole_file(const char *path, unsigned char **out, size_t *len) {
-    *out = NULL;
-    *len = 0;
-    size_t n;
-    FILE *f = open_regular(path, &n);
-    if (!f) return -1;
-    unsigned char *buf = malloc(n + 1);
-    if (!buf) {
-        dflash_set_error("%s: out of memory reading %zu bytes", path, n);
-        fclose(f);
-        return -1;
-    }
-    size_t got = fread(buf, 1, n, f);
-    int err = ferror(f);
-    fclose(f);
-    if (err || got != n) {
-        dflash_set_error("%s: read error (%zu of %zu bytes)", path, got, n);
-        free(buf);
-        return -1;
-    }
-    buf[n] = '\0';
-    *out = buf;
-    *len = n;
-    return 0;
 }
 
 /* ===========================================================================
@@ -408,14 +344,13 @@ static int manifest_load(Manifest *m, const char *dir, int allow_names_json) {
             m->path = NULL;
             continue;
         }
-        unsigned char *text;
+        char *text;
         size_t len;
-        if (read_whole_file(m->path, &text, &len) != 0) {
+        if (file_read_all(m->path, &text, &len) != 0) {
             manifest_free(m);
             return -1;
         }
-        int r = k == 0 ? manifest_parse_jsonl(m, (const char *)text, len)
-                       : manifest_parse_names_json(m, (const char *)text, len);
+        int r = k == 0 ? manifest_parse_jsonl(m, text, len) : manifest_parse_names_json(m, text, len);
         free(text);
         if (r != 0) {
             manifest_free(m);
@@ -426,171 +361,23 @@ static int manifest_load(Manifest *m, const char *dir, int allow_names_json) {
     return 1;
 }
 
-/* ===========================================================================
- * What a run has created and not finished yet. Every partial output (the
- * .partial directory and each file in it, the text trace's temporary file,
- * the lock, the parent directories the run made) is registered here before
- * it is created, so that trace_cleanup_on_signal can remove all of it from a
- * signal handler with unlink() and rmdir() alone (async-signal-safe). The
- * list changes only while SIGINT, SIGTERM, SIGHUP and SIGPIPE are blocked,
- * so a handler never sees it half updated. Entries are removed newest first:
- * files, then their directory, then the lock, then the parents.
- * ======================================================================== */
-
-typedef struct {
-    const void *owner;  /* the Tracer (NULL: a file inside some tracer's .partial) */
-    char kind;          /* 'f': unlink, 'd': rmdir */
-    char *path;
-} Created;
-
-static Created *created;
-static volatile sig_atomic_t n_created;
-static int cap_created;
-
-static void block_signals(sigset_t *old) {
-    sigset_t s;
-    sigemptyset(&s);
-    sigaddset(&s, SIGINT);
-    sigaddset(&s, SIGTERM);
-    sigaddset(&s, SIGHUP);
-    sigaddset(&s, SIGPIPE);
-    sigprocmask(SIG_BLOCK, &s, old);
-}
-
-static void restore_signals(const sigset_t *old) { sigprocmask(SIG_SETMASK, old, NULL); }
-
-/* Register path; call with signals blocked, before creating it. */
-static int created_add(const void *owner, char kind, const char *path) {
-    char *p = strdup(path);
-    if (!p) {
-        dflash_set_error("trace: out of memory");
-        return -1;
-    }
-    if (n_created == cap_created) {
-        int cap = cap_created ? 2 * cap_created : 64;
-        Created *c = malloc((size_t)cap * sizeof *c);
-        if (!c) {
-            free(p);
-            dflash_set_error("trace: out of memory");
-            return -1;
-        }
-        if (n_created) memcpy(c, created, (size_t)n_created * sizeof *c);
-        Created *old = created;
-        created = c;  /* signals are blocked: no handler sees the swap */
-        cap_created = cap;
-        free(old);
-    }
-    created[n_created] = (Created){owner, kind, p};
-    n_created = n_created + 1;
-    return 0;
-}
-
-/* Forget (without removing) the entries of owner (of that kind; 0: any)
- * and those under dir/. */
-static void created_forget(const void *owner, char kind, const char *under) {
-    sigset_t old;
-    block_signals(&old);
-    size_t lu = under ? strlen(under) : 0;
-    int k = 0;
-    for (int i = 0; i < n_created; i++) {
-        Created e = created[i];
-        int mine = (owner && e.owner == owner && (!kind || e.kind == kind)) ||
-                   (under && strncmp(e.path, under, lu) == 0 && e.path[lu] == '/');
-        if (mine) free(e.path);
-        else created[k++] = e;
-    }
-    n_created = k;
-    if (k == 0) {
-        free(created);
-        created = NULL;
-        cap_created = 0;
-    }
-    restore_signals(&old);
-}
-
-void trace_cleanup_on_signal(void) {
-    for (int i = n_created - 1; i >= 0; i--) {
-        if (created[i].kind == 'd') rmdir(created[i].path);
-        else unlink(created[i].path);
-    }
-    n_created = 0;
-}
-
-/* ===========================================================================
- * .npy writer (format 1.0).
- *   magic "\x93NUMPY", major 1, minor 0, u16 little-endian header length,
- *   header "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 3), }"
- *   padded with spaces and ended by '\n' so 10 + header length % 64 == 0,
- *   then the values in C order, little-endian.
- * ======================================================================== */
-
-/* Fill out with the header (magic included); returns its length. out must
- * hold 16 + 21 * TRACE_MAX_NDIM + 128 bytes. */
-static size_t npy_header(char *out, const char *descr, int ndim, const int64_t *shape) {
-    char dict[64 + 24 * TRACE_MAX_NDIM];
-    int len = snprintf(dict, sizeof dict, "{'descr': '%s', 'fortran_order': False, 'shape': (", descr);
-    for (int k = 0; k < ndim; k++)
-        len += snprintf(dict + len, sizeof dict - (size_t)len, k ? ", %lld" : "%lld", (long long)shape[k]);
-    /* Python's 1-tuple needs the trailing comma: (3,) */
-    len += snprintf(dict + len, sizeof dict - (size_t)len, ndim == 1 ? ",), }" : "), }");
-    size_t total = 10 + (size_t)len + 1;          /* magic+version+u16, dict, '\n' */
-    size_t pad = (64 - total % 64) % 64;
-    size_t header_len = (size_t)len + pad + 1;
-    memcpy(out, "\x93NUMPY\x01\x00", 8);
-    out[8] = (char)(header_len & 0xFF);
-    out[9] = (char)(header_len >> 8);
-    memcpy(out + 10, dict, (size_t)len);
-    memset(out + 10 + len, ' ', pad);
-    out[10 + (size_t)len + pad] = '\n';
-    return 10 + header_len;
-}
-
-/* Element k as little-endian bytes, whatever the host's byte order. */
-static size_t le_bytes(unsigned char *o, int is_int, const void *data, size_t k) {
-    uint64_t u;
-    size_t size;
-    if (is_int) {
-        int64_t v = ((const int64_t *)data)[k];
-        memcpy(&u, &v, 8);
-        size = 8;
-    } else if (sizeof(real) == 4) {
-        float v = (float)((const real *)data)[k];
-        uint32_t w;
-        memcpy(&w, &v, 4);
-        u = w;
-        size = 4;
-    } else {
-        double v = (double)((const real *)data)[k];
-        memcpy(&u, &v, 8);
-        size = 8;
-    }
-    for (size_t b = 0; b < size; b++) o[b] = (unsigned char)(u >> (8 * b));
-    return size;
-}
-
-/* Write one .npy file. -1 with dflash_errmsg naming path and the reason. */
-static int npy_write(const char *path, int is_int, const void *data, int ndim,
-                     const int64_t *shape, size_t n) {
-    char header[16 + 21 * TRACE_MAX_NDIM + 128];
-    size_t hlen = npy_header(header, is_int ? "<i8" : REAL_NPY_DESCR, ndim, shape);
+/* Write one .npy file of the trace (files.c's npy_write: real values as
+ * REAL_NPY_DESCR, ids as <i8). -1 with dflash_errmsg naming path and the
+ * reason. */
+static int trace_npy_file(const char *path, int is_int, const void *data, int ndim,
+                          const int64_t *shape, size_t n) {
     /* "x": the directory is fresh, so an existing file is a repeated name.
-     * Registered first, so that an interrupted run removes it (see Created). */
+     * Registered first (by path, under the .partial directory), so that an
+     * interrupted run removes it (files.h, the partial-output registry). */
     sigset_t sigs;
-    block_signals(&sigs);
-    FILE *f = created_add(NULL, 'f', path) == 0 ? fopen(path, "wbx") : NULL;
-    restore_signals(&sigs);
+    out_block_signals(&sigs);
+    FILE *f = out_register(NULL, 'f', path) == 0 ? fopen(path, "wbx") : NULL;
+    out_restore_signals(&sigs);
     if (!f) {
         dflash_set_error("trace: cannot create %s: %s", path, strerror(errno));
         return -1;
     }
-    int ok = fwrite(header, 1, hlen, f) == hlen;
-    unsigned char buf[4096];
-    size_t k = 0;
-    while (ok && k < n) {
-        size_t used = 0;
-        while (k < n && used + 8 <= sizeof buf) used += le_bytes(buf + used, is_int, data, k++);
-        ok = fwrite(buf, 1, used, f) == used;
-    }
+    int ok = npy_write(f, is_int ? "<i8" : REAL_NPY_DESCR, ndim, shape, data, n) == 0;
     int saved = errno;
     if (fclose(f) != 0 && ok) {
         ok = 0;
@@ -714,16 +501,15 @@ static int make_parents(const char *path, const void *owner) {
         *s = '\0';
         struct stat st;
         sigset_t old;
-        block_signals(&old);
+        out_block_signals(&old);
         int err = 0;
-        if (created_add(owner, 'd', p) != 0) {
+        if (out_register(owner, 'd', p) != 0) {
             err = ENOMEM;
         } else if (mkdir(p, 0777) != 0) {
             err = errno;
-            n_created = n_created - 1;  /* not made by this run: forget it */
-            free(created[n_created].path);
+            out_unregister_last();  /* not made by this run: forget it */
         }
-        restore_signals(&old);
+        out_restore_signals(&old);
         if (err && !(err == EEXIST && stat(p, &st) == 0 && S_ISDIR(st.st_mode))) {
             if (err == ENOMEM) dflash_set_error("trace: out of memory");
             else dflash_set_error("trace: cannot create directory %s: %s", p,
@@ -747,13 +533,13 @@ static char *make_sibling(const char *dir, const char *tag, const void *owner) {
     }
     sprintf(tmpl, "%s%sXXXXXX", dir, tag);
     sigset_t old;
-    block_signals(&old);
+    out_block_signals(&old);
     int err = mkdtemp(tmpl) ? 0 : errno;
-    if (!err && owner && created_add(owner, 'd', tmpl) != 0) {
+    if (!err && owner && out_register(owner, 'd', tmpl) != 0) {
         rmdir(tmpl);
         err = ENOMEM;
     }
-    restore_signals(&old);
+    out_restore_signals(&old);
     if (err) {
         dflash_set_error("trace: cannot create directory %s: %s", tmpl, strerror(err));
         free(tmpl);
@@ -917,10 +703,9 @@ struct Tracer {
     int lock_fd;
     /* readable output (text_path given) */
     char *text_path;      /* as given, for messages */
-    char *text_final;     /* the file it replaces at close (symbolic links followed) */
-    char *text_tmp;       /* "<text_final>.partial.XXXXXX"; NULL: written in place
-                           * (stdout, a device, a FIFO) */
-    FILE *text;           /* stdout for "-" */
+    OutFile *text_out;    /* the file (files.h: a temporary beside it, renamed at close;
+                           * stdout, a device, a FIFO written in place) */
+    FILE *text;           /* out_stream(text_out) while it is open */
     const Vocab *vocab;
     /* which names to write */
     char **filters;       /* (n_filters) */
@@ -960,20 +745,16 @@ static int name_wanted(const Tracer *t, const char *name) {
  * and the lock released. */
 static void tracer_free(Tracer *t) {
     if (t->manifest) fclose(t->manifest);
-    if (t->text && t->text != stdout) fclose(t->text);
     char keep[sizeof dflash_errmsg];
     memcpy(keep, dflash_errmsg, sizeof keep);
+    out_abort(t->text_out);  /* a failed run: the earlier text trace stays */
     if (t->tmp_dir) remove_dir_files(t->tmp_dir);  /* best effort: the run failed already */
     sigset_t old;
-    block_signals(&old);
-    for (int i = n_created - 1; i >= 0; i--) {
-        if (created[i].owner != t) continue;
-        if (created[i].kind == 'd') rmdir(created[i].path);  /* fails harmlessly when not empty */
-        else unlink(created[i].path);
-    }
+    out_block_signals(&old);
+    out_remove_owned(t);
     if (t->lock_fd >= 0) close(t->lock_fd);  /* after the unlink: see lock_acquire */
-    created_forget(t, 0, t->tmp_dir);
-    restore_signals(&old);
+    out_forget(t, 0, t->tmp_dir);
+    out_restore_signals(&old);
     memcpy(dflash_errmsg, keep, sizeof keep);
     for (int k = 0; k < t->n_filters; k++) free(t->filters[k]);
     free(t->filters);
@@ -984,8 +765,6 @@ static void tracer_free(Tracer *t) {
     free(t->manifest_path);
     free(t->lock_path);
     free(t->text_path);
-    free(t->text_final);
-    free(t->text_tmp);
     free(t);
 }
 
@@ -1003,9 +782,9 @@ static int lock_acquire(Tracer *t) {
     }
     for (int attempt = 0; attempt < 1000; attempt++) {
         sigset_t old;
-        block_signals(&old);
-        if (created_add(t, 'l', t->lock_path) != 0) {
-            restore_signals(&old);
+        out_block_signals(&old);
+        if (out_register(t, 'l', t->lock_path) != 0) {
+            out_restore_signals(&old);
             return -1;
         }
         int err = 0, busy = 0, stale = 0, foreign = 0;
@@ -1026,20 +805,14 @@ static int lock_acquire(Tracer *t) {
         } else {
             /* fcntl locks do not exclude the same process: a second tracer
              * of this process on the same directory is refused here */
-            for (int i = 0; i < n_created - 1 && !busy; i++) {
-                struct stat c;
-                if (created[i].kind == 'l' && created[i].owner != t && stat(created[i].path, &c) == 0 &&
-                    c.st_dev == a.st_dev && c.st_ino == a.st_ino)
-                    busy = 1;
-            }
+            busy = out_registered_same(t, 'l', &a);
         }
         if (err || busy || stale || foreign) {
-            n_created = n_created - 1;  /* not ours to remove */
-            free(created[n_created].path);
+            out_unregister_last();  /* not ours to remove */
             if (fd >= 0) close(fd);
             fd = -1;
         }
-        restore_signals(&old);
+        out_restore_signals(&old);
         if (foreign) {
             dflash_set_error("trace: %s exists and is not a dflash lock (an empty file); refusing to use "
                              "or remove it", t->lock_path);
@@ -1061,78 +834,6 @@ static int lock_acquire(Tracer *t) {
     }
     dflash_set_error("trace: cannot take the lock %s: it keeps being replaced", t->lock_path);
     return -1;
-}
-
-/* Open the text trace: a temporary file beside the one it replaces at
- * close (an existing regular file keeps its mode, a symbolic link stays a
- * link); a device, a FIFO or the program's own stdout/stderr is written in
- * place. */
-static int text_open(Tracer *t, const char *text_path) {
-    struct stat st;
-    mode_t mode = 0666 & ~current_umask();
-    if (stat(text_path, &st) == 0) {
-        if (S_ISDIR(st.st_mode)) {
-            dflash_set_error("trace: the text trace %s is a directory; give a file name", text_path);
-            return -1;
-        }
-        int is_std = 0;
-        for (int fd = 1; fd <= 2; fd++) {
-            struct stat s;
-            if (fstat(fd, &s) == 0 && s.st_dev == st.st_dev && s.st_ino == st.st_ino) is_std = 1;
-        }
-        if (!S_ISREG(st.st_mode) || is_std) {
-            t->text = fopen(text_path, "w");
-            if (!t->text) {
-                dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
-                return -1;
-            }
-            return 0;
-        }
-        if (access(text_path, W_OK) != 0) {  /* a read-only file is not replaced behind its back */
-            dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
-            return -1;
-        }
-        mode = st.st_mode & 07777;
-        t->text_final = realpath(text_path, NULL);
-        if (!t->text_final) {
-            dflash_set_error("trace: cannot use %s: %s", text_path, strerror(errno));
-            return -1;
-        }
-    } else if (errno == ENOENT) {
-        t->text_final = strdup(text_path);
-    } else {
-        dflash_set_error("trace: cannot create %s: %s", text_path, strerror(errno));
-        return -1;
-    }
-    t->text_tmp = t->text_final ? str_cat(t->text_final, ".partial.XXXXXX") : NULL;
-    if (!t->text_tmp) {
-        dflash_set_error("trace: out of memory");
-        return -1;
-    }
-    sigset_t old;
-    block_signals(&old);
-    int fd = mkstemp(t->text_tmp), err = fd < 0 ? errno : 0;
-    if (fd >= 0 && created_add(t, 'f', t->text_tmp) != 0) {
-        unlink(t->text_tmp);
-        close(fd);
-        fd = -1;
-        err = ENOMEM;
-    }
-    restore_signals(&old);
-    if (fd < 0) {
-        dflash_set_error("trace: cannot create %s: %s", text_path, strerror(err));
-        free(t->text_tmp);
-        t->text_tmp = NULL;
-        return -1;
-    }
-    fchmod(fd, mode);
-    t->text = fdopen(fd, "w");
-    if (!t->text) {
-        dflash_set_error("trace: cannot write %s: %s", text_path, strerror(errno));
-        close(fd);
-        return -1;
-    }
-    return 0;
 }
 
 Tracer *trace_open(const char *dir, const char *text_path,
@@ -1181,10 +882,10 @@ Tracer *trace_open(const char *dir, const char *text_path,
         t->manifest_path = path_join(t->tmp_dir, "trace.jsonl");
         if (!t->manifest_path) goto oom;
         sigset_t old;
-        block_signals(&old);
-        if (created_add(t, 'f', t->manifest_path) == 0) t->manifest = fopen(t->manifest_path, "w");
+        out_block_signals(&old);
+        if (out_register(t, 'f', t->manifest_path) == 0) t->manifest = fopen(t->manifest_path, "w");
         int err = errno;
-        restore_signals(&old);
+        out_restore_signals(&old);
         if (!t->manifest) {
             dflash_set_error("trace: cannot create %s: %s", t->manifest_path, strerror(err));
             goto fail;
@@ -1194,8 +895,9 @@ Tracer *trace_open(const char *dir, const char *text_path,
     if (text_path) {
         t->text_path = strdup(text_path);
         if (!t->text_path) goto oom;
-        if (strcmp(text_path, "-") == 0) t->text = stdout;
-        else if (text_open(t, text_path) != 0) goto fail;
+        t->text_out = out_open(text_path, "trace");
+        if (!t->text_out) goto fail;
+        t->text = out_stream(t->text_out);
         fprintf(t->text, "DFlash trace (real = %s); tensors in the order the run made them.\n"
                          "Shapes drop the batch axis. Small tensors in full, large ones as\n"
                          "min / max / mean / rms and their first values.\n", REAL_NAME);
@@ -1219,7 +921,7 @@ void trace_set_vocab(Tracer *t, const Vocab *v) {
 static int trace_commit(Tracer *t) {
     int rc = 0;
     sigset_t sigs;
-    block_signals(&sigs);
+    out_block_signals(&sigs);
     if (t->tmp_dir) {
         int exists;
         char *old = NULL;
@@ -1243,7 +945,7 @@ static int trace_commit(Tracer *t) {
             rc = -1;
         } else {
             /* the new trace is <dir> now, and the parents made hold it */
-            created_forget(t, 'd', t->tmp_dir);
+            out_forget(t, 'd', t->tmp_dir);
             free(t->tmp_dir);
             t->tmp_dir = NULL;
             if (exists && remove_dir_files(old) != 0) {
@@ -1256,17 +958,12 @@ static int trace_commit(Tracer *t) {
         }
         free(old);
     }
-    if (rc == 0 && t->text_tmp) {
-        if (rename(t->text_tmp, t->text_final) != 0) {
-            dflash_set_error("trace: cannot rename %s to %s: %s", t->text_tmp, t->text_path, strerror(errno));
-            rc = -1;
-        } else {
-            created_forget(t, 'f', NULL);
-            free(t->text_tmp);
-            t->text_tmp = NULL;
-        }
+    if (rc == 0 && t->text_out) {
+        OutFile *o = t->text_out;
+        t->text_out = NULL;
+        rc = out_commit(o);
     }
-    restore_signals(&sigs);
+    out_restore_signals(&sigs);
     return rc;
 }
 
@@ -1275,18 +972,12 @@ int trace_close(Tracer *t) {
     int ok = !t->failed;
     if (!ok) dflash_set_error("%s", t->error);
 
-    if (t->text) {
-        int bad = fflush(t->text) != 0 || ferror(t->text);
-        int saved = errno;
-        if (t->text != stdout && fclose(t->text) != 0 && !bad) {
-            bad = 1;
-            saved = errno;
-        }
+    if (t->text_out) {
+        char keep[sizeof dflash_errmsg];
+        memcpy(keep, dflash_errmsg, sizeof keep);
         t->text = NULL;
-        if (bad && ok) {
-            dflash_set_error("trace: cannot write %s: %s", t->text_path, strerror(saved));
-            ok = 0;
-        }
+        if (out_finish(t->text_out) != 0 && ok) ok = 0;  /* "trace: cannot write ..." */
+        else if (!ok) memcpy(dflash_errmsg, keep, sizeof keep);
     }
     if (t->manifest) {
         int bad = fclose(t->manifest) != 0;
@@ -1672,7 +1363,7 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
             dflash_set_error("trace: out of memory");
             return tracer_fail(t);
         }
-        int w = npy_write(path, is_int, data, ndim, shape, n);
+        int w = trace_npy_file(path, is_int, data, ndim, shape, n);
         free(path);
         if (w != 0) return tracer_fail(t);
         /* the manifest line: JSON, strings escaped */
@@ -1735,414 +1426,6 @@ int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
               const int64_t *data, int ndim, const int64_t *shape) {
     return record(t, ph, name, meaning, 1, data, ndim, shape);
 }
-
-/* ===========================================================================
- * .npy reader, for diff. Reads what NumPy writes: format 1.0 (u16 header
- * length), 2.0 and 3.0 (u32); floats f4 f8, integers i1 i2 i4 i8 u1 u2 u4,
- * booleans b1, little- or big-endian ('<', '>', '|', and '=' for this
- * host's order); C or Fortran order; any ndim including ().
- *
- * Nothing is read before it is checked: npy_open reads the preamble and the
- * header only, validates them and checks the file's size against shape and
- * descr; npy_load then reads the data of that one tensor, in its own dtype
- * (n * itemsize bytes, no widening), and turns it into little-endian C
- * order. Values are decoded one at a time when compared (npy_f, npy_i).
- * Everything else is an error naming the file.
- * ======================================================================== */
-
-typedef struct {
-    char descr[8];
-    char kind;           /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool */
-    int item;            /* bytes per value: 1, 2, 4 or 8 */
-    int big_endian;      /* the file's byte order (the data is swapped on load) */
-    int fortran;         /* the file's order (the data is reordered on load) */
-    int ndim;
-    int64_t shape[TRACE_MAX_NDIM];
-    size_t n;            /* product(shape) */
-    size_t offset;       /* where the data starts in the file */
-    size_t file_size;    /* the size npy_open checked */
-    unsigned char *data; /* (n * item) after npy_load: little-endian, C order */
-} NpyArray;
-
-static void npy_free(NpyArray *a) {
-    free(a->data);
-    a->data = NULL;
-}
-
-static int host_is_big_endian(void) {
-    const uint16_t one = 1;
-    unsigned char b;
-    memcpy(&b, &one, 1);
-    return b == 0;
-}
-
-/* Value k, little-endian, as an unsigned integer of a->item bytes */
-static uint64_t npy_bits(const NpyArray *a, size_t k) {
-    const unsigned char *d = a->data + k * (size_t)a->item;
-    uint64_t u = 0;
-    for (int b = 0; b < a->item; b++) u |= (uint64_t)d[b] << (8 * b);
-    return u;
-}
-
-/* Value k of a float array, as a double */
-static double npy_f(const NpyArray *a, size_t k) {
-    uint64_t u = npy_bits(a, k);
-    if (a->item == 4) {
-        uint32_t w = (uint32_t)u;
-        float v;
-        memcpy(&v, &w, 4);
-        return v;
-    }
-    double v;
-    memcpy(&v, &u, 8);
-    return v;
-}
-
-/* Value k of an integer or bool array, as an int64 (every supported integer
- * type fits: u8 is not accepted) */
-static int64_t npy_i(const NpyArray *a, size_t k) {
-    uint64_t u = npy_bits(a, k);
-    if (a->kind != 'i' || a->item == 8) return (int64_t)u;
-    int bits = 8 * a->item;
-    uint64_t sign = (uint64_t)1 << (bits - 1);
-    return (int64_t)((u ^ sign) - sign);  /* sign-extend */
-}
-
-/* NumPy's name of a's dtype ("float32", "int64", "bool"): what trace.jsonl says */
-static const char *npy_dtype_name(const NpyArray *a) {
-    switch (a->kind) {
-    case 'f': return a->item == 4 ? "float32" : "float64";
-    case 'b': return "bool";
-    case 'u': return a->item == 1 ? "uint8" : a->item == 2 ? "uint16" : "uint32";
-    default: return a->item == 1 ? "int8" : a->item == 2 ? "int16" : a->item == 4 ? "int32" : "int64";
-    }
-}
-
-/* A Python string literal '...' or "..." (no escapes: descr has none). */
-static int py_string(const char **p, const char *end, char *out, size_t size) {
-    if (*p >= end) return -1;  /* before reading **p: the header may end here */
-    char q = **p;
-    if (q != '\'' && q != '"') return -1;
-    const char *s = *p + 1, *e = s;
-    while (e < end && *e != q) e++;
-    if (e >= end || (size_t)(e - s) >= size) return -1;
-    memcpy(out, s, (size_t)(e - s));
-    out[e - s] = '\0';
-    *p = e + 1;
-    return 0;
-}
-
-static void py_ws(const char **p, const char *end) {
-    while (*p < end && (**p == ' ' || **p == '\t' || **p == '\n' || **p == '\r')) (*p)++;
-}
-
-/* Parse the header dict {'descr': ..., 'fortran_order': ..., 'shape': (...)}. */
-static int npy_parse_header(const char *path, const char *h, size_t len, NpyArray *a) {
-    const char *p = h, *end = h + len;
-    int have_descr = 0, have_order = 0, have_shape = 0;
-    py_ws(&p, end);
-    if (p >= end || *p != '{') {
-        dflash_set_error("%s: header is not a Python dict (no '{')", path);
-        return -1;
-    }
-    p++;
-    for (;;) {
-        char key[32];
-        py_ws(&p, end);
-        if (p < end && *p == '}') { p++; break; }
-        if (py_string(&p, end, key, sizeof key) != 0) {
-            dflash_set_error("%s: header: expected a quoted key at offset %zu", path, (size_t)(p - h));
-            return -1;
-        }
-        py_ws(&p, end);
-        if (p >= end || *p != ':') {
-            dflash_set_error("%s: header: expected ':' after '%s'", path, key);
-            return -1;
-        }
-        p++;
-        py_ws(&p, end);
-        if (strcmp(key, "descr") == 0 && !have_descr) {
-            if (py_string(&p, end, a->descr, sizeof a->descr) != 0) {
-                dflash_set_error("%s: header: 'descr' is not a short string", path);
-                return -1;
-            }
-            have_descr = 1;
-        } else if (strcmp(key, "fortran_order") == 0 && !have_order) {
-            if ((size_t)(end - p) >= 5 && strncmp(p, "False", 5) == 0) {
-                p += 5;
-            } else if ((size_t)(end - p) >= 4 && strncmp(p, "True", 4) == 0) {
-                p += 4;
-                a->fortran = 1;  /* converted to C order after reading */
-            } else {
-                dflash_set_error("%s: header: 'fortran_order' is not True or False", path);
-                return -1;
-            }
-            have_order = 1;
-        } else if (strcmp(key, "shape") == 0 && !have_shape) {
-            if (p >= end || *p != '(') {
-                dflash_set_error("%s: header: 'shape' is not a tuple", path);
-                return -1;
-            }
-            p++;
-            int commas = 0;
-            for (;;) {
-                py_ws(&p, end);
-                if (p < end && *p == ')') { p++; break; }
-                if (p >= end || *p < '0' || *p > '9') {
-                    dflash_set_error("%s: header: 'shape' holds something other than "
-                                     "non-negative integers", path);
-                    return -1;
-                }
-                if (a->ndim == TRACE_MAX_NDIM) {
-                    dflash_set_error("%s: header: more than %d dimensions", path, TRACE_MAX_NDIM);
-                    return -1;
-                }
-                int64_t v = 0;
-                while (p < end && *p >= '0' && *p <= '9') {
-                    if (v > (INT64_MAX - 9) / 10) {
-                        dflash_set_error("%s: header: a dimension of 'shape' overflows", path);
-                        return -1;
-                    }
-                    v = v * 10 + (*p++ - '0');
-                }
-                if (p < end && *p == 'L') p++;  /* Python 2 longs, in old files */
-                a->shape[a->ndim++] = v;
-                py_ws(&p, end);
-                if (p < end && *p == ',') { p++; commas++; continue; }
-                if (p < end && *p == ')') { p++; break; }
-                dflash_set_error("%s: header: 'shape' tuple is malformed", path);
-                return -1;
-            }
-            /* (3) is the int 3 in Python, not a tuple */
-            if (a->ndim == 1 && commas == 0) {
-                dflash_set_error("%s: header: 'shape' (n) is not a tuple (expected (n,))", path);
-                return -1;
-            }
-            have_shape = 1;
-        } else {
-            dflash_set_error("%s: header: unexpected or repeated key '%s'", path, key);
-            return -1;
-        }
-        py_ws(&p, end);
-        if (p < end && *p == ',') { p++; continue; }
-        if (p < end && *p == '}') { p++; break; }
-        dflash_set_error("%s: header: expected ',' or '}' after '%s'", path, key);
-        return -1;
-    }
-    py_ws(&p, end);
-    if (p != end) {
-        dflash_set_error("%s: header: unexpected text after the dict", path);
-        return -1;
-    }
-    if (!have_descr || !have_order || !have_shape) {
-        dflash_set_error("%s: header: missing key '%s'", path,
-                         !have_descr ? "descr" : !have_order ? "fortran_order" : "shape");
-        return -1;
-    }
-    return 0;
-}
-
-/* Check the preamble p (the first min(size, 12) bytes of a file of size
- * bytes); sets where the header starts and its length. */
-static int npy_preamble(const char *path, const unsigned char *p, size_t size, size_t *hstart, size_t *hlen) {
-    static const unsigned char MAGIC[6] = {0x93, 'N', 'U', 'M', 'P', 'Y'};
-    size_t m = size < 6 ? size : 6;
-    if (size == 0) {
-        dflash_set_error("%s: empty file: not a .npy file (bad magic: no \\x93NUMPY)", path);
-        return -1;
-    }
-    if (memcmp(p, MAGIC, m) != 0) {
-        dflash_set_error("%s: bad magic: not a .npy file (expected \\x93NUMPY)", path);
-        return -1;
-    }
-    if (size < 10) {
-        dflash_set_error("%s: truncated: %zu bytes, less than a .npy preamble (10 bytes)", path, size);
-        return -1;
-    }
-    int major = p[6], minor = p[7];
-    if (major == 1 && minor == 0) {
-        *hlen = (size_t)p[8] | (size_t)p[9] << 8;
-        *hstart = 10;
-    } else if ((major == 2 || major == 3) && minor == 0) {
-        if (size < 12) {
-            dflash_set_error("%s: truncated: expected a 12-byte preamble for format %d.0, got a file of %zu bytes",
-                             path, major, size);
-            return -1;
-        }
-        *hlen = (size_t)p[8] | (size_t)p[9] << 8 | (size_t)p[10] << 16 | (size_t)p[11] << 24;
-        *hstart = 12;
-    } else {
-        dflash_set_error("%s: unsupported .npy format version %d.%d (expected 1.0, 2.0 or 3.0)", path, major,
-                         minor);
-        return -1;
-    }
-    if (*hlen > NPY_MAX_HEADER) {
-        dflash_set_error("%s: header length %zu is over the 1 MiB limit", path, *hlen);
-        return -1;
-    }
-    if (*hlen > size - *hstart) {
-        dflash_set_error("%s: header length %zu runs past the end of the file (%zu bytes): truncated", path, *hlen,
-                         size);
-        return -1;
-    }
-    return 0;
-}
-
-/* Parse the header text h (hlen bytes, starting at hstart) of a file of
- * size bytes into a: dict, descr, element count, and the data's size
- * checked against the file's. Reads no data. */
-static int npy_header_done(const char *path, const char *h, size_t hstart, size_t hlen, size_t size,
-                           NpyArray *a) {
-    if (npy_parse_header(path, h, hlen, a) != 0) return -1;
-    const char *d = a->descr;
-    char order = d[0], kind = d[0] ? d[1] : 0;
-    char *end = NULL;
-    long item = kind ? strtol(d + 2, &end, 10) : 0;   /* a descr with a NUL inside ends at it */
-    int ok = (order == '<' || order == '>' || order == '|' || order == '=') && kind && d[2] >= '1' &&
-             d[2] <= '9' && end && *end == '\0' &&
-             ((kind == 'f' && (item == 4 || item == 8)) ||
-              (kind == 'i' && (item == 1 || item == 2 || item == 4 || item == 8)) ||
-              (kind == 'u' && (item == 1 || item == 2 || item == 4)) || (kind == 'b' && item == 1));
-    if (!ok) {
-        dflash_set_error("%s: unsupported descr '%s' (expected a float f4 f8, an integer i1 i2 i4 i8 u1 u2 u4 "
-                         "or a bool b1, with < > | or =)", path, d);
-        return -1;
-    }
-    a->kind = kind;
-    a->item = (int)item;
-    a->big_endian = item > 1 && (order == '>' || (order == '=' && host_is_big_endian()));
-    size_t n = 1, data_size = size - hstart - hlen;
-    for (int k = 0; k < a->ndim; k++) {
-        /* the product may not overflow, and can never exceed the file */
-        if (a->shape[k] > 0 && n > SIZE_MAX / (size_t)item / (size_t)a->shape[k]) {
-            dflash_set_error("%s: shape is too large (element count overflows)", path);
-            return -1;
-        }
-        n *= (size_t)a->shape[k];
-    }
-    if (n * (size_t)item != data_size) {
-        dflash_set_error("%s: data is %zu bytes but shape and descr '%s' need %zu (%s)", path, data_size, d,
-                         n * (size_t)item, data_size < n * (size_t)item ? "truncated" : "trailing bytes");
-        return -1;
-    }
-    a->n = n;
-    a->offset = hstart + hlen;
-    a->file_size = size;
-    return 0;
-}
-
-/* After the data is in a->data: swap to little-endian, reorder to C order. */
-static int npy_fix_data(const char *path, NpyArray *a) {
-    size_t item = (size_t)a->item;
-    if (a->big_endian)
-        for (size_t k = 0; k < a->n; k++)
-            for (size_t b = 0; b < item / 2; b++) {
-                unsigned char *x = a->data + k * item, t = x[b];
-                x[b] = x[item - 1 - b];
-                x[item - 1 - b] = t;
-            }
-    a->big_endian = 0;
-    if (a->fortran && a->ndim > 1 && a->n > 0) {
-        unsigned char *c = malloc(a->n * item);
-        if (!c) {
-            dflash_set_error("%s: out of memory reordering %zu values to C order", path, a->n);
-            return -1;
-        }
-        int64_t idx[TRACE_MAX_NDIM] = {0};
-        for (size_t k = 0; k < a->n; k++) {  /* k: C-order index; idx: its subscripts */
-            size_t f = 0, stride = 1;        /* Fortran offset: the first axis varies fastest */
-            for (int d = 0; d < a->ndim; d++) {
-                f += (size_t)idx[d] * stride;
-                stride *= (size_t)a->shape[d];
-            }
-            memcpy(c + k * item, a->data + f * item, item);
-            for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
-        }
-        free(a->data);
-        a->data = c;
-    }
-    a->fortran = 0;
-    return 0;
-}
-
-/* Open path and read its header only (validated; the file's size checked
- * against shape and descr). a->data stays NULL. -1 with dflash_errmsg. */
-static int npy_open(const char *path, NpyArray *a) {
-    memset(a, 0, sizeof *a);
-    size_t size;
-    FILE *f = open_regular(path, &size);
-    if (!f) return -1;
-    int ret = -1;
-    char *h = NULL;
-    unsigned char pre[12];
-    size_t hstart = 0, hlen = 0, want = size < 12 ? size : 12;
-    if (fread(pre, 1, want, f) != want) {
-        dflash_set_error("%s: read error", path);
-        goto out;
-    }
-    if (npy_preamble(path, pre, size, &hstart, &hlen) != 0) goto out;
-    h = malloc(hlen + 1);
-    if (!h || fseek(f, (long)hstart, SEEK_SET) != 0 || fread(h, 1, hlen, f) != hlen) {
-        dflash_set_error("%s: cannot read the %zu-byte header", path, hlen);
-        goto out;
-    }
-    ret = npy_header_done(path, h, hstart, hlen, size, a);
-out:
-    free(h);
-    fclose(f);
-    return ret;
-}
-
-/* Read the data of a tensor npy_open checked: n * itemsize bytes. */
-static int npy_load(const char *path, NpyArray *a) {
-    size_t bytes = a->n * (size_t)a->item;
-    a->data = malloc(bytes ? bytes : 1);
-    if (!a->data) {
-        dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
-        return -1;
-    }
-    FILE *f = fopen(path, "rb");
-    struct stat st;
-    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size &&
-             fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
-    if (f) fclose(f);
-    if (!ok) {
-        dflash_set_error("%s: cannot read its %zu bytes of data (the file changed or is unreadable)", path,
-                         bytes);
-        npy_free(a);
-        return -1;
-    }
-    if (npy_fix_data(path, a) != 0) {
-        npy_free(a);
-        return -1;
-    }
-    return 0;
-}
-
-#ifdef TRACE_NPY_PARSE
-/* A whole .npy file held in memory (tests/fuzz/fuzz_npy.c defines
- * TRACE_NPY_PARSE): the same checks, the data copied. Reads nothing outside
- * buf[0..size). */
-static int npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray *a) {
-    memset(a, 0, sizeof *a);
-    size_t hstart, hlen;
-    if (npy_preamble(path, buf, size, &hstart, &hlen) != 0 ||
-        npy_header_done(path, (const char *)buf + hstart, hstart, hlen, size, a) != 0)
-        return -1;
-    size_t bytes = a->n * (size_t)a->item;
-    a->data = malloc(bytes ? bytes : 1);
-    if (!a->data) {
-        dflash_set_error("%s: out of memory", path);
-        return -1;
-    }
-    memcpy(a->data, buf + a->offset, bytes);
-    if (npy_fix_data(path, a) != 0) {
-        npy_free(a);
-        return -1;
-    }
-    return 0;
-}
-#endif
 
 /* ===========================================================================
  * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]
@@ -2783,49 +2066,4 @@ int trace_diff_main(int argc, char **argv) {
     manifest_free(&ma);
     if (rb == 0) manifest_free(&mb);
     return status;   /* main's finish() checks that stdout took the report */
-}
-
-/* ===========================================================================
- * Public wrappers for other readers of a trace (explore.c): the same file
- * and .npy readers diff uses, so there is one .npy parser in the program.
- * ======================================================================== */
-
-int trace_read_file(const char *path, unsigned char **out, size_t *len) {
-    return read_whole_file(path, out, len);
-}
-
-int trace_npy_read(const char *path, TraceArray *out) {
-    NpyArray a;
-    memset(out, 0, sizeof *out);
-    if (npy_open(path, &a) != 0 || npy_load(path, &a) != 0) return -1;
-    if (a.ndim > TRACE_ARRAY_MAX_NDIM) {
-        dflash_set_error("%s: %d axes (at most %d are supported here)", path, a.ndim, TRACE_ARRAY_MAX_NDIM);
-        npy_free(&a);
-        return -1;
-    }
-    memcpy(out->descr, a.descr, sizeof out->descr);
-    out->is_int = a.kind != 'f';
-    out->ndim = a.ndim;
-    for (int k = 0; k < a.ndim; k++) out->shape[k] = a.shape[k];
-    out->n = a.n;
-    if (out->is_int) out->i = malloc(sizeof(int64_t) * (a.n ? a.n : 1));
-    else out->f = malloc(sizeof(double) * (a.n ? a.n : 1));
-    if (!out->i && !out->f) {
-        dflash_set_error("%s: out of memory", path);
-        npy_free(&a);
-        return -1;
-    }
-    for (size_t k = 0; k < a.n; k++) {
-        if (out->is_int) out->i[k] = npy_i(&a, k);
-        else out->f[k] = npy_f(&a, k);
-    }
-    npy_free(&a);
-    return 0;
-}
-
-void trace_npy_free(TraceArray *a) {
-    free(a->f);
-    free(a->i);
-    a->f = NULL;
-    a->i = NULL;
 }

@@ -31,7 +31,7 @@ typedef struct {
     double *v;   /* values as double */
 } Npy;
 
-static int npy_load(const char *path, Npy *a) {
+static int check_npy_load(const char *path, Npy *a) {
     size_t len;
     char *buf = tu_read(path, &len);
     memset(a, 0, sizeof *a);
@@ -75,7 +75,7 @@ static double npy_scalar(const char *dir, const char *name) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s.npy", dir, name);
     Npy a;
-    if (npy_load(path, &a) != 0) fail_msg("cannot read %s", path);
+    if (check_npy_load(path, &a) != 0) fail_msg("cannot read %s", path);
     double v = a.numel ? a.v[0] : 0;
     npy_free_(&a);
     return v;
@@ -203,7 +203,7 @@ static void read_ids(const char *dir, const char *name, int *out, int n) {
     char path[600];
     snprintf(path, sizeof path, "%s/%s.npy", dir, name);
     Npy a;
-    if (npy_load(path, &a) != 0) fail_msg("cannot read %s", path);
+    if (check_npy_load(path, &a) != 0) fail_msg("cannot read %s", path);
     assert_int_equal(a.numel, n);
     for (int i = 0; i < n; i++) out[i] = (int)a.v[i];
     npy_free_(&a);
@@ -269,7 +269,7 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s.npy", dir, name);
         Npy pos;
-        assert_int_equal(npy_load(path, &pos), 0);
+        assert_int_equal(check_npy_load(path, &pos), 0);
         assert_int_equal(pos.numel, P);
         for (int i = 0; i < P; i++) assert_int_equal((int)pos.v[i], start - Lc + i);
         npy_free_(&pos);
@@ -319,7 +319,7 @@ static void check_contract(const char *dir, const Dims *g, int expect_rounds) {
         char path[600];
         snprintf(path, sizeof path, "%s/%s", dir, e->file);
         Npy a;
-        if (npy_load(path, &a) != 0) fail_msg("%s: unreadable", path);
+        if (check_npy_load(path, &a) != 0) fail_msg("%s: unreadable", path);
         assert_int_equal(a.ndim, w->ndim);
         npy_free_(&a);
     }
@@ -420,8 +420,8 @@ static void compare_float_double(const char *args) {
     for (int i = 0; i < mf.n; i++) {
         assert_string_equal(mf.e[i].name, md.e[i].name);
         Npy a, b;
-        assert_int_equal(npy_load(tu_path(fd, mf.e[i].file), &a), 0);
-        assert_int_equal(npy_load(tu_path(dd, md.e[i].file), &b), 0);
+        assert_int_equal(check_npy_load(tu_path(fd, mf.e[i].file), &a), 0);
+        assert_int_equal(check_npy_load(tu_path(dd, md.e[i].file), &b), 0);
         assert_int_equal(a.numel, b.numel);
         if (a.descr[1] == 'i') {
             assert_string_equal(b.descr, "<i8");

@@ -16,6 +16,7 @@
  * `make test` and CI) regenerates it and runs the check on three traced
  * runs. Exit status: 0 agree, 1 disagree, 2 bad input. */
 #include "../dflash.c"
+#include "../files.h"
 #include "../train.c"   /* the training table (TRACE.md's "Training" section) */
 
 #include <stdio.h>
@@ -54,32 +55,10 @@ static void print_table(FILE *f, const TraceName *names, int n_names) {
     }
 }
 
-static char *slurp(const char *path, size_t *len) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return NULL;
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap + 1);
-    while (buf) {
-        if (n == cap) {
-            char *nb = realloc(buf, cap * 2 + 1);
-            if (!nb) { free(buf); buf = NULL; break; }
-            buf = nb;
-            cap *= 2;
-        }
-        size_t got = fread(buf + n, 1, cap - n, f);
-        if (got == 0) break;
-        n += got;
-    }
-    fclose(f);
-    if (buf) buf[n] = 0;
-    *len = n;
-    return buf;
-}
-
 static int cmd_md(const char *template_path) {
     size_t len;
-    char *t = slurp(template_path, &len);
-    if (!t) { fprintf(stderr, "mktrace: %s: cannot read\n", template_path); return 2; }
+    char *t;
+    if (file_read_all(template_path, &t, &len) != 0) { fprintf(stderr, "mktrace: %s\n", dflash_errmsg); return 2; }
     int found = 0;
     for (char *line = t; *line;) {
         char *nl = strchr(line, '\n');
@@ -161,8 +140,12 @@ static int cmd_check(int ndirs, char **dirs) {
         char path[4096];
         snprintf(path, sizeof path, "%s/trace.jsonl", dirs[di]);
         size_t len;
-        char *text = slurp(path, &len);
-        if (!text) { fprintf(stderr, "mktrace: %s: cannot read\n", path); free(used); return 2; }
+        char *text;
+        if (file_read_all(path, &text, &len) != 0) {
+            fprintf(stderr, "mktrace: %s\n", dflash_errmsg);
+            free(used);
+            return 2;
+        }
         /* one JSON object per line */
         int cap = 1024, n = 0;
         Json *lines = malloc(sizeof(Json) * (size_t)cap);

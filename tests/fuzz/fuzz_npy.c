@@ -1,9 +1,8 @@
 /* tests/fuzz/fuzz_npy.c - libFuzzer target: the readers of `dflash diff`.
- * An input starting with 0x93 (the .npy magic) goes to npy_parse, anything
- * else to the manifest readers (trace.jsonl and names.json). Includes
- * trace.c for its static readers; links dflash.c, json.c and load.c for
- * dflash_set_error. Seeds in tests/fuzz/npy/. */
-#define TRACE_NPY_PARSE  /* trace.c's in-memory reader, for this target only */
+ * An input starting with 0x93 (the .npy magic) goes to files.c's npy_parse,
+ * anything else to the manifest readers (trace.jsonl and names.json).
+ * Includes trace.c for its static readers; links files.c, and dflash.c,
+ * json.c and load.c for dflash_set_error. Seeds in tests/fuzz/npy/. */
 #include "../../trace.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);

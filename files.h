@@ -1,0 +1,174 @@
+/* files.h - the file layer every program of dflash.c shares (files.c):
+ *
+ *   - file_read_all / file_read_max: THE whole-file reader (a regular file
+ *     only, NUL-terminated), and file_open_regular, its one open check;
+ *   - path_join: THE path join ("dir" + "/" + "name");
+ *   - NpyArray, npy_open / npy_load / npy_read / npy_parse / npy_free,
+ *     npy_f / npy_i / npy_dtype_name: THE .npy reader (any dtype diff
+ *     reads), NpyValues / npy_read_values: the same as doubles or int64;
+ *     npy_write: THE .npy writer (format 1.0, little-endian, NumPy's padding);
+ *   - OutFile, out_open / out_stream / out_finish / out_commit / out_abort:
+ *     an output written safely: into a temporary file beside the final path,
+ *     renamed into place at commit, removed on failure and by the signal
+ *     cleanup;
+ *   - the partial-output registry (out_register, ..., out_cleanup_on_signal):
+ *     every partial output of the process (OutFiles, the tracer's
+ *     directories and lock), removed from a signal handler with unlink() and
+ *     rmdir() alone.
+ *
+ * Errors: functions return 0 (or a pointer) on success and -1 (NULL) with a
+ * one-line dflash_errmsg naming the file (dflash.h, dflash_set_error).
+ */
+#ifndef DFLASH_FILES_H
+#define DFLASH_FILES_H
+
+#include <signal.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <sys/stat.h>
+
+/* ---------------------------------------------------------------------------
+ * Reading files and joining paths.
+ */
+
+/* Open path for reading if it is a regular file (a FIFO must not block the
+ * open; a directory or a device is refused: "expected a regular file, got
+ * ..."); *size gets its size. NULL with dflash_errmsg. */
+FILE *file_open_regular(const char *path, size_t *size);
+/* The same check, as a file descriptor (for mmap); -1 with dflash_errmsg. */
+int file_open_fd(const char *path, size_t *size);
+/* All of path into a malloc'd NUL-terminated buffer (*bytes, *len bytes
+ * before the NUL). -1 with dflash_errmsg. */
+int file_read_all(const char *path, char **bytes, size_t *len);
+/* The same, refusing a file of more than max bytes ("larger than max bytes"). */
+int file_read_max(const char *path, size_t max, char **bytes, size_t *len);
+/* dir + "/" + name, malloc'd; NULL (with dflash_errmsg) when out of memory. */
+char *path_join(const char *dir, const char *name);
+
+/* ---------------------------------------------------------------------------
+ * .npy files. The reader reads what NumPy writes: format 1.0 (u16 header
+ * length), 2.0 and 3.0 (u32); floats f4 f8, integers i1 i2 i4 i8 u1 u2 u4,
+ * booleans b1, little- or big-endian ('<', '>', '|', and '=' for this
+ * host's order); C or Fortran order; any ndim up to NPY_MAX_NDIM, including
+ * (). Nothing is read before it is checked: npy_open reads and validates the
+ * header only and checks the file's size against shape and descr; npy_load
+ * then reads the data, in its own dtype, as little-endian C order.
+ */
+#define NPY_MAX_NDIM 32          /* NumPy 1.x's NPY_MAXDIMS */
+#define NPY_MAX_HEADER (1 << 20) /* headers longer than 1 MiB are refused */
+
+typedef struct {
+    char descr[8];       /* as written: "<f4", ">i2", "|b1", ... */
+    char kind;           /* 'f' float, 'i' signed, 'u' unsigned, 'b' bool */
+    int item;            /* bytes per value: 1, 2, 4 or 8 */
+    int big_endian;      /* the file's byte order (the data is swapped on load) */
+    int fortran;         /* the file's order (the data is reordered on load) */
+    int ndim;
+    int64_t shape[NPY_MAX_NDIM];
+    size_t n;            /* product(shape) */
+    size_t offset;       /* where the data starts in the file */
+    size_t file_size;    /* the size npy_open checked */
+    unsigned char *data; /* (n * item) after npy_load: little-endian, C order */
+} NpyArray;
+
+/* The header only (validated, the file's size checked); a->data stays NULL. */
+int  npy_open(const char *path, NpyArray *a);
+/* The data of a tensor npy_open checked (the file must not have changed). */
+int  npy_load(const char *path, NpyArray *a);
+/* npy_open + npy_load. */
+int  npy_read(const char *path, NpyArray *a);
+/* A whole .npy file held in memory: the same checks, the data copied; reads
+ * nothing outside buf[0..size). path names it in messages. */
+int  npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray *a);
+void npy_free(NpyArray *a);
+/* Value k of a loaded float array, as a double. */
+double  npy_f(const NpyArray *a, size_t k);
+/* Value k of a loaded integer or bool array, as an int64. */
+int64_t npy_i(const NpyArray *a, size_t k);
+/* NumPy's name of a's dtype ("float32", "int64", "bool"): what trace.jsonl says */
+const char *npy_dtype_name(const NpyArray *a);
+
+/* A .npy file's values widened: doubles (f) or int64 (i). */
+typedef struct {
+    char descr[8];
+    int is_int;          /* integers or bools: i; floats: f */
+    int ndim;
+    int64_t shape[NPY_MAX_NDIM];
+    size_t n;            /* product(shape) */
+    double *f;           /* (n) when !is_int */
+    int64_t *i;          /* (n) when is_int */
+} NpyValues;
+/* npy_read, then every value widened. -1 with dflash_errmsg. */
+int  npy_read_values(const char *path, NpyValues *v);
+void npy_values_free(NpyValues *v);
+
+/* Write one .npy file (format 1.0, C order, little-endian whatever the
+ * host, the header padded with spaces and ended by '\n' so that magic +
+ * lengths + header is a multiple of 64 bytes, as NumPy does) to f. descr is
+ * "<f4" (data: float), "<f8" (double) or "<i8" (int64_t); n = product(shape)
+ * values; 0 <= ndim <= NPY_MAX_NDIM. Returns 0, or -1 when a write failed
+ * (errno set; the caller names the file). */
+int  npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const void *data, size_t n);
+
+/* ---------------------------------------------------------------------------
+ * OutFile: one output file written safely. out_open creates
+ * "<path>.partial.XXXXXX" beside path (an existing file keeps its mode; a
+ * symbolic link is followed, so the link stays), registered so that a
+ * signal removes it; out_commit renames it over path. "-" (stdout),
+ * devices, FIFOs and the program's own stdout/stderr are written in place.
+ * Messages start with `what` ("trace", "dflash explore", ...).
+ *
+ *   OutFile *o = out_open(path, "figures");
+ *   if (!o) return -1;
+ *   fprintf(out_stream(o), ...);
+ *   return out_commit(o);      (or out_abort(o) when the output is not wanted)
+ */
+typedef struct OutFile OutFile;
+
+/* NULL with dflash_errmsg ("<what>: cannot create <path>: ...", "<what>:
+ * <path> is a directory; give a file name"). */
+OutFile *out_open(const char *path, const char *what);
+FILE *out_stream(OutFile *o);
+/* Flush and close (the data is in the temporary file; nothing renamed yet).
+ * 0, or -1 with dflash_errmsg ("<what>: cannot write <path>: ..."); then
+ * out_abort. Idempotent. */
+int  out_finish(OutFile *o);
+/* out_finish, then rename into place (signals blocked). Frees o. -1 with
+ * dflash_errmsg: the temporary file is removed and path is as it was. */
+int  out_commit(OutFile *o);
+/* Close and remove the temporary file; path stays as it was. Frees o (NULL:
+ * nothing) and leaves dflash_errmsg as it was. */
+void out_abort(OutFile *o);
+
+/* ---------------------------------------------------------------------------
+ * The partial-output registry. Every partial output is registered here
+ * BEFORE it is created, so that out_cleanup_on_signal can remove all of it
+ * from a signal handler with unlink() and rmdir() alone (async-signal-safe).
+ * The list changes only while SIGINT, SIGTERM, SIGHUP and SIGPIPE are
+ * blocked (out_block_signals), so a handler never sees it half updated.
+ * Entries are removed newest first. kind: 'f' a file (unlink), 'd' a
+ * directory (rmdir: only when empty), 'l' a lock file (unlink).
+ */
+void out_block_signals(sigset_t *old);
+void out_restore_signals(const sigset_t *old);
+/* Register path for owner (NULL: no owner; see out_forget's under). Call
+ * with the signals blocked, before creating it. -1 (out of memory). */
+int  out_register(const void *owner, char kind, const char *path);
+/* Drop the newest entry (it was not created after all). Signals blocked. */
+void out_unregister_last(void);
+/* Forget (without removing) the entries of owner (of that kind; 0: any)
+ * and those under under/ (NULL: none). */
+void out_forget(const void *owner, char kind, const char *under);
+/* Remove (unlink or rmdir, newest first) the entries of owner, and keep
+ * them registered (out_forget them after). */
+void out_remove_owned(const void *owner);
+/* 1 when an entry of this kind whose owner is not `except` names the file
+ * st (same device and inode). */
+int  out_registered_same(const void *except, char kind, const struct stat *st);
+/* For a signal handler: removes every registered partial output with
+ * unlink() and rmdir() only. Async-signal-safe; the outputs must not be
+ * used afterwards. */
+void out_cleanup_on_signal(void);
+
+#endif /* DFLASH_FILES_H */
