@@ -13,6 +13,8 @@
  * then the targets of issue 15 (README: Performance) with met / NOT met.
  * Times are medians of repetitions; the targets are ratios. */
 #include "dflash.h"
+#include "bench.h"
+#include "load.h"
 
 #include <errno.h>
 #include <math.h>

@@ -132,48 +132,6 @@ typedef struct {
     real *value;           /* (L, Hkv, capacity, d) */
 } KVCache;
 
-/* Word-level vocabulary: line number in vocab.txt = token id. */
-typedef struct {
-    int n;
-    char **words;  /* (n) */
-    char *text;    /* storage for the words */
-} Vocab;
-
-/* A Hugging Face tokenizer.json's vocabulary (byte-level BPE, e.g. Qwen's),
- * for decoding output only: words[id] is the token's bytes (lens[id] of
- * them, then a NUL; NULL: no token has that id). */
-typedef struct {
-    int n;
-    char **words;  /* (n) */
-    int *lens;     /* (n) */
-    char *text;    /* storage for the words */
-} ByteVocab;
-
-/* ---------------------------------------------------------------------------
- * A small strict JSON reader (RFC 8259): config.json, the safetensors header
- * and trace.c's manifests. json_parse rejects duplicate keys, invalid UTF-8,
- * deep nesting and trailing text, naming `what` and the byte offset.
- */
-typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
-
-typedef struct Json {
-    JsonType type;
-    int boolean;            /* JSON_BOOL */
-    double number;          /* JSON_NUMBER */
-    int is_integer;         /* the number was written without fraction/exponent and fits int64 */
-    long long integer;
-    char *string;           /* JSON_STRING, decoded, NUL-terminated */
-    int n;                  /* JSON_ARRAY / JSON_OBJECT: number of items */
-    struct Json *items;     /* (n) */
-    char **keys;            /* (n) JSON_OBJECT keys */
-} Json;
-
-int json_parse(const char *text, size_t len, const char *what, Json *out);
-const Json *json_get(const Json *obj, const char *key);  /* NULL: absent or not an object */
-void json_free(Json *j);
-/* "the number 3", "a string", ...: what a value is, for error messages */
-const char *json_describe(const Json *v, char *buf, size_t size);
-
 /* ---------------------------------------------------------------------------
  * The trace hook: how dflash.c hands out every intermediate tensor.
  * dflash.c knows nothing of files: it calls hook->tensor(hook->ctx, &t) once
@@ -229,58 +187,6 @@ typedef struct {
     void *ctx;
 } TraceHook;
 
-/* ---- trace.c: the hook that writes files, and `dflash diff` */
-typedef struct Tracer Tracer;
-
-/* Open a trace. dir: write <name>.npy files and dir/trace.jsonl (NULL: no
- * .npy). text_path: readable trace ("-" = stdout, NULL: none). filters: glob
- * patterns (fnmatch-style *, ?, [..]) limiting both outputs to matching
- * names (n_filters 0: everything). Returns NULL with dflash_errmsg set when
- * the directory cannot be used (it holds files that are not from a trace, it
- * cannot be created, ...). */
-Tracer *trace_open(const char *dir, const char *text_path,
-                   const char *const *filters, int n_filters);
-/* The hook to put in GenParams.trace: every tensor goes to trace_real/_i64. */
-const TraceHook *trace_hook(Tracer *t);
-/* Token words for the readable trace (may be NULL). */
-void trace_set_vocab(Tracer *t, const Vocab *v);
-/* Finish the manifest and close every file; frees t. Returns -1 (with
- * dflash_errmsg) when anything could not be written. */
-int trace_close(Tracer *t);
-/* Close the trace of a run that failed: writes nothing, deletes the partial
- * directory and the temporary text trace; the earlier trace and text trace
- * stay as they were. Frees t and leaves dflash_errmsg as it was. */
-void trace_discard(Tracer *t);
-/* Refuse (-1, dflash_errmsg) output paths that are, or are inside, an input
- * or each other: the trace directory dir and the text trace text_path
- * ("-" and NULL are not checked) against each of inputs (a file, or a
- * directory standing for the regular files directly inside it). Paths are
- * compared resolved (symbolic links, "..") and by device and inode. */
-int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
-/* A signal handler removes the partial outputs of the open traces (their
- * .partial directories, temporary text files, locks, the parent directories
- * they made) with files.h's out_cleanup_on_signal. */
-/* `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
- * argv[0] is "diff"; A is the reference, B the port. Returns the exit
- * status: 0 every tensor of A is in B and agrees, 1 some depart or are
- * missing from B, 2 bad input. */
-int trace_diff_main(int argc, char **argv);
-/* `dflash explore TRACE_DIR OUT.html [--vocab FILE]` (explore.c): one
- * self-contained offline HTML page over a trace. Returns the exit status. */
-int explore_main(int argc, char **argv);
-/* trace.jsonl text: fn(ctx, object, line number) for each non-blank line, an
- * object with "name" and "file" strings (checked); 0, or -1 with dflash_errmsg */
-int  trace_jsonl_each(const char *path, const char *text, size_t len,
-                      int (*fn)(void *ctx, const Json *obj, int line), void *ctx);
-
-/* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
- * with dflash_errmsg set (write failure: path and reason). */
-int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
-               const real *data, int ndim, const int64_t *shape);
-/* Record one int64 tensor (token ids, positions, match, ...). */
-int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
-              const int64_t *data, int ndim, const int64_t *shape);
-
 /* ---------------------------------------------------------------------------
  * Generation.
  */
@@ -319,24 +225,6 @@ typedef struct {
     double seconds_prefill, seconds_draft, seconds_verify;
 } GenResult;
 
-int  model_load(Model *m, const char *dir, int expect_draft);
-void model_free(Model *m);
-int  check_pair(const Model *target, const Model *draft);
-/* vocab.txt (read from path) against the configs: vocab_size tokens, and the
- * draft's mask_token_id must be the id of "<mask>" (draft may be NULL). */
-int  check_vocab(const Vocab *v, const char *path, const Model *target, const Model *draft);
-/* The default stop ids: the target folder's generation_config.json
- * eos_token_id, else its config.json's (n = 0: neither has one). */
-int  stop_ids_default(const char *target_dir, const Model *target, int *ids, int *n, char *from, size_t from_size);
-int  vocab_load(Vocab *v, const char *path);
-/* tokenizer.json (byte-level BPE, e.g. Qwen's): ids -> bytes, for output */
-int  tokenizer_json_load(ByteVocab *v, const char *path);
-void byte_vocab_free(ByteVocab *v);
-void vocab_free(Vocab *v);
-int  vocab_find(const Vocab *v, const char *word);
-/* Split on whitespace; "." is its own token. ids gets at most cap ids. */
-int  tokenize(const Vocab *v, const char *text, int *ids, int cap, int *n_ids);
-
 /* dflash_generate: the published dflash_generate (NOTES.md, "The generate
  * loop"), batch 1. draft may be NULL when
  * block_size == 1. Fills *res (free with gen_result_free). */
@@ -351,8 +239,6 @@ void gen_result_free(GenResult *res);
 int  check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B, const int *input_ids);
 /* inv_freq (d/2)[i] = 1 / theta^(2i/d): computed on load, not stored */
 void rope_inv_freq(real *inv_freq, int head_dim, double theta);
-/* `dflash bench` (bench.c): returns 0, or -1 with dflash_errmsg */
-int  bench_main(void);
 
 /* ---------------------------------------------------------------------------
  * Building blocks of dflash.c that bench.c (and a port's own C harness) call:
@@ -405,8 +291,6 @@ void target_run_free(TargetRun *r);
  * r->hidden_states and the logits of rows logits_from..T-1 (returned: rows). */
 int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T,
                     int logits_from, TraceCtx *trace);
-/* the UTF-8 sequence length at s (1..4), or 0 when it is not valid UTF-8 */
-int  utf8_seq_len(const unsigned char *s, size_t n);
 
 /* ---------------------------------------------------------------------------
  * Kernels shared with train.c (the training step reuses dflash.c's forward

@@ -31,8 +31,11 @@
  * the page's @TRACE_DATA@ line as a JSON document in
  * <script type="application/json">. This file is the C side only.
  */
+#include "explore.h"
 #include "dflash.h"
 #include "files.h"
+#include "json.h"
+#include "manifest.h"
 
 #include <errno.h>
 #include <math.h>

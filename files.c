@@ -119,6 +119,18 @@ int file_read_all(const char *path, char **bytes, size_t *len) {
     return file_read_max(path, SIZE_MAX - 1, bytes, len);
 }
 
+char *str_cat(const char *a, const char *b) {
+    size_t la = strlen(a), lb = strlen(b);
+    char *p = malloc(la + lb + 1);
+    if (!p) {
+        dflash_set_error("out of memory");
+        return NULL;
+    }
+    memcpy(p, a, la);
+    memcpy(p + la, b, lb + 1);
+    return p;
+}
+
 char *path_join(const char *dir, const char *name) {
     size_t la = strlen(dir), lb = strlen(name);
     char *p = malloc(la + 1 + lb + 1);

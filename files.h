@@ -2,7 +2,7 @@
  *
  *   - file_read_all / file_read_max: THE whole-file reader (a regular file
  *     only, NUL-terminated), and file_open_regular, its one open check;
- *   - path_join: THE path join ("dir" + "/" + "name");
+ *   - path_join: THE path join ("dir" + "/" + "name"), and str_cat (a + b);
  *   - NpyArray, npy_open / npy_load / npy_read / npy_parse / npy_free,
  *     npy_f / npy_i / npy_dtype_name: THE .npy reader (any dtype diff
  *     reads), NpyValues / npy_read_values: the same as doubles or int64;
@@ -45,6 +45,9 @@ int file_read_all(const char *path, char **bytes, size_t *len);
 int file_read_max(const char *path, size_t max, char **bytes, size_t *len);
 /* dir + "/" + name, malloc'd; NULL (with dflash_errmsg) when out of memory. */
 char *path_join(const char *dir, const char *name);
+/* a + b ("<dir>.lock", "<name>.npy"), malloc'd; NULL (with dflash_errmsg) when
+ * out of memory. */
+char *str_cat(const char *a, const char *b);
 
 /* ---------------------------------------------------------------------------
  * .npy files. The reader reads what NumPy writes: format 1.0 (u16 header

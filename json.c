@@ -5,6 +5,7 @@
  * and anything after the value but white space. Hostile input stays cheap:
  * at most JSON_MAX_VALUES values in all (memory) and JSON_MAX_KEYS keys per
  * object (the duplicate check is quadratic). */
+#include "json.h"
 #include "dflash.h"
 
 #include <errno.h>

@@ -2,8 +2,10 @@
  * (validated, then mapped), vocab.txt and the word-level tokenizer.
  * Everything here returns 0 or -1 with a one-line dflash_errmsg naming the
  * file, the field, what was expected and what was found. */
+#include "load.h"
 #include "dflash.h"
 #include "files.h"
+#include "json.h"
 
 #include <errno.h>
 #include <float.h>
@@ -907,6 +909,15 @@ fail:
     free(specs);
     model_free(m);
     return -1;
+}
+
+int config_load(Config *c, const char *path, int expect_draft) {
+    size_t len;
+    char *text;
+    if (file_read_max(path, 1 << 20, &text, &len) != 0) return -1;
+    int rc = config_parse(c, path, text, len, expect_draft);
+    free(text);
+    return rc;
 }
 
 void model_free(Model *m) {

@@ -40,6 +40,7 @@
  *   5. tracing, and the table of the training trace names
  */
 #include "train.h"
+#include "load.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -540,15 +541,20 @@ typedef struct {
     real *dkv_in;         /* (b*P, D)  */
     real *dC, *dfc_out;   /* (b*S, D)  */
     real *da;             /* (P)       attention scratch */
-    void *owned[96];      /* every buffer above, for run_free */
-    int n_owned;
+    void **owned;         /* (cap_owned) every buffer above, for run_free */
+    int n_owned, cap_owned;
     int failed;
 } TrainRun;
 
 static void *run_alloc(TrainRun *r, size_t n, size_t size, const char *what) {
     void *p = NULL;
-    if (!r->failed && r->n_owned < (int)(sizeof r->owned / sizeof r->owned[0])) p = xcalloc(n, size, what);
-    else if (!r->failed) dflash_set_error("training: too many buffers");
+    if (!r->failed && r->n_owned == r->cap_owned) {  /* 43 + 19 per draft layer */
+        int cap = r->cap_owned ? 2 * r->cap_owned : 128;
+        void **o = realloc(r->owned, sizeof(void *) * (size_t)cap);
+        if (o) r->owned = o, r->cap_owned = cap;
+        else r->failed = 1, dflash_set_error("out of memory (training buffers)");
+    }
+    if (!r->failed) p = xcalloc(n, size, what);
     if (p) r->owned[r->n_owned++] = p;
     else r->failed = 1;
     return p;
@@ -557,6 +563,7 @@ static void *run_alloc(TrainRun *r, size_t n, size_t size, const char *what) {
 
 static void run_free(TrainRun *r) {
     for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    free(r->owned);
     free(r->layers);
     memset(r, 0, sizeof *r);
 }

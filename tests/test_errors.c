@@ -18,6 +18,7 @@
  * the ASan+UBSan build, so a sanitizer report fails the row. */
 #include "../dflash.c"
 #include "../load.c"
+#include "../trace.h"
 #include "testutil.h"
 
 #include <signal.h>

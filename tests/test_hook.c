@@ -17,6 +17,7 @@
 #include <cmocka.h>
 
 #include "../dflash.h"
+#include "../load.h"
 #include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"

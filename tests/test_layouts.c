@@ -277,7 +277,11 @@ static void test_f32_copy_same_trace(void **state) {
     Model t1, d1, t2, d2;
     load_q3(Q3, &t1, &d1);
     load_q3(set, &t2, &d2);
+#ifdef DFLASH_DOUBLE
+    assert_int_equal(t2.n_maps, 0);  /* make REAL=double: F32 is widened on load too */
+#else
     assert_true(t2.n_maps > 0);  /* F32: used in place from the mapping */
+#endif
     Arr a1[160], a2[160];
     const Model *m1[2] = {&t1, &d1}, *m2[2] = {&t2, &d2};
     for (int k = 0; k < 2; k++) {

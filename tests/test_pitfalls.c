@@ -29,6 +29,7 @@
 #define DFLASH_PITFALLS   /* the PITFALL() branches of dflash.c, as in ./dflash-pitfall */
 #include "../dflash.c"
 #include "../load.c"
+#include "../trace.h"
 #include "testutil.h"
 
 #include <sys/wait.h>
@@ -324,14 +325,19 @@ static void test_truncated_port_fails(void **state) {
     assert_int_equal(run(cmd, NULL), 0);
 }
 
-/* A clean port: the double-precision build, a different computation of the
+/* A clean port: the other precision's build, a different computation of the
  * same algorithm. It passes, and --verbose shows one line per tensor with
  * its margin (some not exact: float and double differ). */
+#ifdef DFLASH_DOUBLE   /* make REAL=double: ./dflash is double, the other build float */
+#define OTHER_PRECISION "./dflash-float"
+#else
+#define OTHER_PRECISION "./dflash-double"
+#endif
 static void test_clean_port_passes_with_margins(void **state) {
     (void)state;
     char cmd[3000], ref[512];
     snprintf(ref, sizeof ref, "%s", dir_path("ref1"));
-    snprintf(cmd, sizeof cmd, "./dflash-double " RUN_ARGS(1) " --trace %s", dir_path("dbl"));
+    snprintf(cmd, sizeof cmd, OTHER_PRECISION " " RUN_ARGS(1) " --trace %s", dir_path("dbl"));
     assert_int_equal(run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash diff --verbose --rtol=1e-4 %s %s", ref, dir_path("dbl"));
     assert_int_equal(run(cmd, dir_path("v.txt")), 0);

@@ -12,6 +12,7 @@
  * .partial, .old, .lock, no parent directory the run created). */
 #include "../dflash.c"
 #include "../load.c"
+#include "../trace.h"
 #include "testutil.h"
 
 #include <errno.h>

@@ -17,6 +17,8 @@
 
 #include "../dflash.c"
 #include "../load.c"
+#include "../trace.h"
+#include "../diff.h"
 #include "testutil.h"
 
 #ifdef DFLASH_DOUBLE
@@ -138,7 +140,7 @@ static void write_sample(const char *dir, int variant) {
     assert_int_equal(trace_close(t), 0);
 }
 
-/* trace_diff_main(diff A B [opts]) with its output captured. */
+/* diff_main(diff A B [opts]) with its output captured. */
 static int run_diff(char **out, const char *a, const char *b, const char *o1, const char *o2,
                     const char *o3, const char *o4) {
     char *argv[8] = {"diff", (char *)a, (char *)b, (char *)o1, (char *)o2, (char *)o3, (char *)o4, NULL};
@@ -146,7 +148,7 @@ static int run_diff(char **out, const char *a, const char *b, const char *o1, co
     while (argv[argc]) argc++;
     TuCapture c;
     assert_int_equal(tu_capture_begin(&c), 0);
-    int rc = trace_diff_main(argc, argv);
+    int rc = diff_main(argc, argv);
     *out = tu_capture_end(&c);
     assert_non_null(*out);
     return rc;

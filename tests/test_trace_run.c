@@ -12,7 +12,8 @@
  *   to its largest magnitude) on every tensor, with the same tokens.
  *
  * The programs are run with system(): ./dflash, ./dflash-debug,
- * ./dflash-double (the Makefile builds them before the tests).
+ * ./dflash-float and ./dflash-double (the Makefile builds them before the
+ * tests; ./dflash is one of the last two, by REAL).
  * .npy files are read by a small reader written here, not trace.c's. */
 #include "../dflash.c"
 #include "../load.c"
@@ -405,7 +406,7 @@ static void test_traces_are_reproducible_across_runs_and_builds(void **state) {
 static void compare_float_double(const char *args) {
     char *dir = tu_tmpdir();
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "./dflash %s --trace %s/f", args, dir);
+    snprintf(cmd, sizeof cmd, "./dflash-float %s --trace %s/f", args, dir);
     run_ok(cmd);
     snprintf(cmd, sizeof cmd, "./dflash-double %s --trace %s/d", args, dir);
     run_ok(cmd);

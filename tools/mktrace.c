@@ -17,6 +17,7 @@
  * runs. Exit status: 0 agree, 1 disagree, 2 bad input. */
 #include "../dflash.c"
 #include "../files.h"
+#include "../json.h"
 #include "../train.c"   /* the training table (TRACE.md's "Training" section) */
 
 #include <stdio.h>

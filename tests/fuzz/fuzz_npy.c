@@ -1,9 +1,14 @@
 /* tests/fuzz/fuzz_npy.c - libFuzzer target: the readers of `dflash diff`.
  * An input starting with 0x93 (the .npy magic) goes to files.c's npy_parse,
- * anything else to the manifest readers (trace.jsonl and names.json).
- * Includes trace.c for its static readers; links files.c, and dflash.c,
- * json.c and load.c for dflash_set_error. Seeds in tests/fuzz/npy/. */
-#include "../../trace.c"
+ * anything else to manifest.c's readers (trace.jsonl and names.json).
+ * Links files.c and manifest.c, and dflash.c, json.c and load.c for
+ * dflash_set_error. Seeds in tests/fuzz/npy/. */
+#include "../../dflash.h"
+#include "../../files.h"
+#include "../../manifest.h"
+
+#include <stdlib.h>
+#include <string.h>
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,0 +1,14 @@
+/* diff.h - `dflash diff` (diff.c): two traces compared tensor by tensor,
+ * the first departure first, with hints (NOTES.md "dflash diff"). Defines
+ * diff_main, the subcommand.
+ */
+#ifndef DFLASH_DIFF_H
+#define DFLASH_DIFF_H
+
+/* `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
+ * argv[0] is "diff"; A is the reference, B the port. Returns the exit
+ * status: 0 every tensor of A is in B and agrees, 1 some depart or are
+ * missing from B, 2 bad input. */
+int diff_main(int argc, char **argv);
+
+#endif /* DFLASH_DIFF_H */

@@ -1,0 +1,111 @@
+#!/bin/sh
+# tools/docs.sh write|check SET... - the generated documentation.
+#   write: regenerate the SET's files in place (each written beside itself
+#          and renamed over the committed one);
+#   check: regenerate into a temporary directory and fail, with a diff, when
+#          a committed file differs, when a file is generated that is not
+#          committed, or when a committed figure is no longer generated.
+# SETs (each a gen_* function below, writing repository paths under $1):
+#   trace-md     TRACE.md: tools/mktrace prints TRACE.md.in with its
+#                @TRACE_NAMES@ line replaced by the name table; check also
+#                traces three runs and has `tools/mktrace check` fail when a
+#                name is matched by no row or by two, when a row matches
+#                nothing, or when a call's names leave the table's order
+#   walkthrough  the walkthrough pages and SVGs (walkthrough/mkwalk) and
+#                walkthrough/explorer.html (dflash explore), from a trace of
+#                the default run
+#   explorer     walkthrough/explorer.html alone
+#   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
+# The runs are bit-reproducible and the generators print fixed formats, so
+# the files are byte-identical on every machine. Run from the repository
+# root after building what they use (make docs / make docs-check do).
+# To add a generated file: write it in a gen_* function (a new SET needs a
+# case in `sets` too).
+set -u
+export LC_ALL=C
+mode=${1:?usage: tools/docs.sh write|check SET...}; shift
+tmp=$(mktemp -d)
+trap 'rm -rf "$tmp"' EXIT INT TERM HUP
+
+# the trace of the default run, made once and shared by the sets
+walk_trace() {
+    [ -d "$tmp/trace" ] || ./dflash --weights toy_weights/walkthrough --trace "$tmp/trace" > /dev/null
+}
+
+gen_trace_md() {
+    ./tools/mktrace md TRACE.md.in > "$1/TRACE.md"
+}
+gen_walk() {
+    mkdir -p "$1/walkthrough" && walk_trace &&
+    ./walkthrough/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" > /dev/null
+}
+gen_explorer() {
+    mkdir -p "$1/walkthrough" && walk_trace &&
+    ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
+}
+gen_pitfalls() {
+    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null
+}
+
+# the committed files a set must still generate (figures only: pages are
+# listed by what the generator writes)
+figures_walk() { find walkthrough -name '*.svg' | sort; }
+
+# trace-md's second half: the three runs (the default run, a random-set run
+# with block size 6, a block-size-1 run with no draft: match/cumprod are empty)
+check_trace_names() {
+    ./dflash --trace "$tmp/t1" > /dev/null &&
+    ./dflash --weights toy_weights/random --prompt 'A dog saw' --block-size 6 --max-new-tokens 12 \
+        --ignore-eos --trace "$tmp/t2" > /dev/null &&
+    ./dflash --block-size 1 --trace "$tmp/t3" > /dev/null &&
+    ./tools/mktrace check "$tmp/t1" "$tmp/t2" "$tmp/t3"
+}
+
+sets() {
+    case $1 in
+    trace-md) echo trace_md;;
+    walkthrough) echo walk explorer;;
+    explorer) echo explorer;;
+    pitfalls) echo pitfalls;;
+    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, explorer, pitfalls)" >&2; return 1;;
+    esac
+}
+
+fail=0
+for set in "$@"; do
+    parts=$(sets "$set") || exit 2
+    out=$tmp/out-$set
+    mkdir -p "$out"
+    ok=1
+    for p in $parts; do gen_$p "$out" || { echo "docs.sh: generating $set ($p) failed"; ok=0; }; done
+    files=$(cd "$out" && find . -type f | sed 's|^\./||' | sort)
+    if [ $ok = 0 ]; then
+        fail=1
+    elif [ "$mode" = write ]; then
+        for f in $files; do
+            mkdir -p "$(dirname "$f")"
+            cp "$out/$f" "$f.tmp.$$" && mv "$f.tmp.$$" "$f" || { rm -f "$f.tmp.$$"; fail=1; }
+        done
+        echo "docs: wrote $(echo $files)"
+    else
+        bad=0
+        for f in $files; do
+            if [ ! -e "$f" ]; then
+                echo "$set-check: $f is generated but not committed"; bad=1
+            elif ! cmp -s "$f" "$out/$f"; then
+                diff -u "$f" "$out/$f" | head -n 40
+                echo "$set-check: $f differs from a regeneration"; bad=1
+            fi
+        done
+        for p in $parts; do
+            command -v figures_$p > /dev/null 2>&1 || continue
+            for f in $(figures_$p); do
+                [ -e "$out/$f" ] || { echo "$set-check: $f is no longer generated"; bad=1; }
+            done
+        done
+        if [ $set = trace-md ] && [ $bad = 0 ]; then check_trace_names || bad=1; fi
+        if [ $bad = 0 ]; then echo "$set-check: $(echo $files): each equals a fresh regeneration"
+        else echo "$set-check: FAILED (make $set regenerates; read the diff, then commit)"; fail=1; fi
+    fi
+done
+exit $fail

@@ -1,0 +1,54 @@
+/* trace.h - the tracer (trace.c): the one implementation of dflash.h's
+ * TraceHook that writes files. Defines Tracer and trace_open /
+ * trace_hook / trace_set_vocab / trace_close / trace_discard: every
+ * intermediate tensor as DIR/<name>.npy plus DIR/trace.jsonl (the trace
+ * contract, TRACE.md) and a readable text trace; and trace_check_outputs,
+ * the check that no output is an input. The trace is written beside its
+ * final place and moved there at trace_close; a failed or interrupted run
+ * leaves the earlier trace as it was (a signal handler calls files.h's
+ * out_cleanup_on_signal).
+ */
+#ifndef DFLASH_TRACE_H
+#define DFLASH_TRACE_H
+
+#include <stdint.h>
+
+#include "dflash.h"
+#include "load.h"
+
+typedef struct Tracer Tracer;
+
+/* Open a trace. dir: write <name>.npy files and dir/trace.jsonl (NULL: no
+ * .npy). text_path: readable trace ("-" = stdout, NULL: none). filters: glob
+ * patterns (fnmatch-style *, ?, [..]) limiting both outputs to matching
+ * names (n_filters 0: everything). Returns NULL with dflash_errmsg set when
+ * the directory cannot be used (it holds files that are not from a trace, it
+ * cannot be created, ...). */
+Tracer *trace_open(const char *dir, const char *text_path,
+                   const char *const *filters, int n_filters);
+/* The hook to put in GenParams.trace: every tensor goes to trace_real/_i64. */
+const TraceHook *trace_hook(Tracer *t);
+/* Token words for the readable trace (may be NULL). */
+void trace_set_vocab(Tracer *t, const Vocab *v);
+/* Finish the manifest and close every file; frees t. Returns -1 (with
+ * dflash_errmsg) when anything could not be written. */
+int trace_close(Tracer *t);
+/* Close the trace of a run that failed: writes nothing, deletes the partial
+ * directory and the temporary text trace; the earlier trace and text trace
+ * stay as they were. Frees t and leaves dflash_errmsg as it was. */
+void trace_discard(Tracer *t);
+/* Refuse (-1, dflash_errmsg) output paths that are, or are inside, an input
+ * or each other: the trace directory dir and the text trace text_path
+ * ("-" and NULL are not checked) against each of inputs (a file, or a
+ * directory standing for the regular files directly inside it). Paths are
+ * compared resolved (symbolic links, "..") and by device and inode. */
+int trace_check_outputs(const char *dir, const char *text_path, const char *const *inputs, int n_inputs);
+/* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
+ * with dflash_errmsg set (write failure: path and reason). */
+int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+               const real *data, int ndim, const int64_t *shape);
+/* Record one int64 tensor (token ids, positions, match, ...). */
+int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
+              const int64_t *data, int ndim, const int64_t *shape);
+
+#endif /* DFLASH_TRACE_H */
