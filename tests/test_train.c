@@ -6,7 +6,7 @@
  * formula, determinism, float against double, and a batch that overfits.
  *
  * The models are tiny (D 16, 2 heads over 1 KV head, a 4-layer target and
- * a 2-layer draft) and built here from a seed, so a check runs in
+ * a 3-layer draft) and built here from a seed, so a check runs in
  * milliseconds; one test takes a step on the toy weights (their mapped,
  * read-only F32 tensors must become private copies). */
 #include "../dflash.c"
@@ -28,7 +28,7 @@ static Config tiny_config(int draft) {
     memset(&c, 0, sizeof c);
     c.hidden_size = 16;
     c.intermediate_size = 24;
-    c.num_hidden_layers = draft ? 2 : 4;
+    c.num_hidden_layers = draft ? 3 : 4;
     c.num_attention_heads = 2;
     c.num_key_value_heads = 1;
     c.head_dim = 8;
@@ -368,7 +368,7 @@ static void test_hand_case(void **state) {
         for (int i = 0; i < cap.n; i++) used += train_name_matches(train_trace_names[j].pattern, cap.names[i]);
         if (!used) fail_msg("row %s: no traced name", train_trace_names[j].pattern);
     }
-    assert_int_equal(cap.n, 19 + 25 + 1 + 25);   /* the forward (2 layers), 25 grads, grad_norm, 25 params */
+    assert_int_equal(cap.n, 20 + 36 + 1 + 36);   /* the forward (3 layers), 36 grads, grad_norm, 36 params */
     capture_free(&cap);
     train_state_free(st);
     model_free(&dm);
