@@ -6,7 +6,7 @@
  * formula, determinism, float against double, and a batch that overfits.
  *
  * The models are tiny (D 16, 2 heads over 1 KV head, a 4-layer target and
- * a 2-layer draft) and built here from a seed, so a check runs in
+ * a 3-layer draft) and built here from a seed, so a check runs in
  * milliseconds; one test takes a step on the toy weights (their mapped,
  * read-only F32 tensors must become private copies). */
 #include "../dflash.c"
@@ -29,7 +29,7 @@ static Config tiny_config(int draft) {
     memset(&c, 0, sizeof c);
     c.hidden_size = 16;
     c.intermediate_size = 24;
-    c.num_hidden_layers = draft ? 2 : 4;
+    c.num_hidden_layers = draft ? 3 : 4;
     c.num_attention_heads = 2;
     c.num_key_value_heads = 1;
     c.head_dim = 8;
@@ -357,6 +357,22 @@ static void test_hand_case(void **state) {
     int correct = (argmax(logits + 2 * 20, 20) == 7) + (argmax(logits + 4 * 20, 20) == 17);
     assert_true(fabs(s.accuracy - correct / (2 + 1e-6)) < 1e-6);
     assert_int_equal(s.n_weighted, 2);
+    /* every traced name matches exactly one row of the training table, every
+     * row is used, and the 0-d rows are 0-d */
+    for (int i = 0; i < cap.n; i++) {
+        int rows = 0;
+        for (int j = 0; j < dflash_n_train_trace_names; j++)
+            rows += trace_name_matches(dflash_train_trace_names[j].pattern, cap.names[i], tm.cfg.num_hidden_layers);
+        if (rows != 1) fail_msg("%s matches %d rows of dflash_train_trace_names", cap.names[i], rows);
+        assert_int_equal(cap.ndim[i] == 0, dflash_trace_name(cap.names[i], tm.cfg.num_hidden_layers)->shape[0] == 0);
+    }
+    for (int j = 0; j < dflash_n_train_trace_names; j++) {
+        int used = 0;
+        for (int i = 0; i < cap.n; i++)
+            used += trace_name_matches(dflash_train_trace_names[j].pattern, cap.names[i], tm.cfg.num_hidden_layers);
+        if (!used) fail_msg("row %s: no traced name", dflash_train_trace_names[j].pattern);
+    }
+    assert_int_equal(cap.n, 20 + 36 + 1 + 36);   /* the forward (3 layers), 36 grads, grad_norm, 36 params */
     capture_free(&cap);
     train_state_free(st);
     model_free(&dm);
@@ -513,6 +529,7 @@ static void test_float_double(void **state) {
 #ifdef DFLASH_DOUBLE
     skip();   /* the float binary does the comparison */
 #else
+    if (access("./tests/bin/test_train_double", X_OK) != 0) skip();   /* (make sanitize builds no double binary) */
     FILE *f = popen("./tests/bin/test_train_double --loss", "r");
     assert_non_null(f);
     double dl = 0;
