@@ -125,7 +125,7 @@ $(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
 $(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
 # tools/mktrace #includes dflash.c (the name table)
-$(eval $(call program,tools/mktrace,$(R),tools/mktrace json files,$(LDLIBS)))
+$(eval $(call program,tools/mktrace,$(R),tools/mktrace json files load,$(LDLIBS)))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
 # explore.c writes around the trace's data.

@@ -355,6 +355,20 @@ static void test_hand_case(void **state) {
     int correct = (argmax(logits + 2 * 20, 20) == 7) + (argmax(logits + 4 * 20, 20) == 17);
     assert_true(fabs(s.accuracy - correct / (2 + 1e-6)) < 1e-6);
     assert_int_equal(s.n_weighted, 2);
+    /* every traced name matches exactly one row of the training table, every
+     * row is used, and the 0-d rows are 0-d */
+    for (int i = 0; i < cap.n; i++) {
+        int rows = 0;
+        for (int j = 0; j < train_n_trace_names; j++) rows += train_name_matches(train_trace_names[j].pattern, cap.names[i]);
+        if (rows != 1) fail_msg("%s matches %d rows of train_trace_names", cap.names[i], rows);
+        assert_int_equal(cap.ndim[i] == 0, train_trace_name(cap.names[i])->shape[0] == 0);
+    }
+    for (int j = 0; j < train_n_trace_names; j++) {
+        int used = 0;
+        for (int i = 0; i < cap.n; i++) used += train_name_matches(train_trace_names[j].pattern, cap.names[i]);
+        if (!used) fail_msg("row %s: no traced name", train_trace_names[j].pattern);
+    }
+    assert_int_equal(cap.n, 19 + 25 + 1 + 25);   /* the forward (2 layers), 25 grads, grad_norm, 25 params */
     capture_free(&cap);
     train_state_free(st);
     model_free(&dm);
@@ -511,6 +525,7 @@ static void test_float_double(void **state) {
 #ifdef DFLASH_DOUBLE
     skip();   /* the float binary does the comparison */
 #else
+    if (access("./tests/bin/test_train_double", X_OK) != 0) skip();   /* (make sanitize builds no double binary) */
     FILE *f = popen("./tests/bin/test_train_double --loss", "r");
     assert_non_null(f);
     double dl = 0;

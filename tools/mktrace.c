@@ -18,6 +18,7 @@
 #include "../dflash.c"
 #include "../files.h"
 #include "../json.h"
+#include "../train.c"   /* the training table (TRACE.md's "Training" section) */
 
 #include <stdio.h>
 
@@ -29,6 +30,7 @@ static const char *pattern_phase(const char *p) {
     if (strncmp(p, "prefill.", 8) == 0 || strcmp(p, "input_ids") == 0) return "prefill";
     if (strncmp(p, "draft", 5) == 0) return "draft";
     if (strncmp(p, "verify", 6) == 0) return "verify";
+    if (strncmp(p, "train", 5) == 0) return "train";
     return "final";
 }
 
@@ -39,11 +41,11 @@ static int n_axes(const char *shape) {
     return n;
 }
 
-/* the table as Markdown: one row per pattern, in the table's order */
-static void print_table(FILE *f) {
+/* a table as Markdown: one row per pattern, in the table's order */
+static void print_table(FILE *f, const TraceName *names, int n_names) {
     fprintf(f, "| # | name | shape | dtype | phase | meaning | C function |\n|---|---|---|---|---|---|---|\n");
-    for (int i = 0; i < dflash_n_trace_names; i++) {
-        const TraceName *t = &dflash_trace_names[i];
+    for (int i = 0; i < n_names; i++) {
+        const TraceName *t = &names[i];
         fprintf(f, "| %d | `%s` | %s%s%s | %s | %s | ", i + 1, t->pattern, *t->shape ? "[" : "`[]` (0-d)",
                 t->shape, *t->shape ? "]" : "", kind_dtype(t->kind), pattern_phase(t->pattern));
         for (const char *m = t->meaning; *m; m++) {  /* Markdown table cells: escape | */
@@ -63,8 +65,10 @@ static int cmd_md(const char *template_path) {
         char *nl = strchr(line, '\n');
         size_t n = nl ? (size_t)(nl - line) : strlen(line);
         if (n == 13 && strncmp(line, "@TRACE_NAMES@", 13) == 0) {
-            print_table(stdout);
+            print_table(stdout, dflash_trace_names, dflash_n_trace_names);
             found++;
+        } else if (n == 13 && strncmp(line, "@TRAIN_NAMES@", 13) == 0) {  /* train.c's table */
+            print_table(stdout, train_trace_names, train_n_trace_names);
         } else {
             fwrite(line, 1, n, stdout);
             if (nl) fputc('\n', stdout);

@@ -8,6 +8,7 @@
  * "adamw" and every entry of "batches" (input_ids, loss_mask, anchors,
  * keep), relative paths first as given, then beside the case file (as
  * train_oracle.py does), and writes TRACE_DIR/train{s}.<name>.npy. */
+#include "../files.h"
 #include "../train.h"
 
 #include <stdio.h>
@@ -44,10 +45,10 @@ static int *ints(const Json *v, int *rows, int *cols) {
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: train_case CASE.json TRACE_DIR\n"); return 2; }
-    unsigned char *text;
+    char *text;
     size_t len;
     Json root;
-    if (trace_read_file(argv[1], &text, &len) != 0 || json_parse((char *)text, len, argv[1], &root) != 0) {
+    if (file_read_all(argv[1], &text, &len) != 0 || json_parse(text, len, argv[1], &root) != 0) {
         dflash_print_error("train_case", "");
         return 2;
     }
@@ -56,6 +57,15 @@ int main(int argc, char **argv) {
     char *slash = strrchr(base, '/');
     if (slash) *slash = 0; else snprintf(base, sizeof base, ".");
     const Json *w = json_get(&root, "weights"), *t = json_get(&root, "target"), *d = json_get(&root, "draft");
+    const Json *bl = json_get(&root, "batches");
+    if (!(t && d && t->type == JSON_STRING && d->type == JSON_STRING) && !(w && w->type == JSON_STRING)) {
+        fprintf(stderr, "train_case: %s: expected \"weights\" or \"target\" and \"draft\" folders\n", argv[1]);
+        return 2;
+    }
+    if (!bl || bl->type != JSON_ARRAY || bl->n < 1) {
+        fprintf(stderr, "train_case: %s: expected a non-empty \"batches\" list\n", argv[1]);
+        return 2;
+    }
     if (t && d) {
         snprintf(tdir, sizeof tdir, "%s", case_path(base, t->string, tbuf, sizeof tbuf));
         snprintf(ddir, sizeof ddir, "%s", case_path(base, d->string, dbuf, sizeof dbuf));
@@ -77,12 +87,16 @@ int main(int argc, char **argv) {
     TrainState *st = train_state_new(&draft, &target);
     Tracer *tr = st ? trace_open(argv[2], NULL, NULL, 0) : NULL;
     if (!tr) { dflash_print_error("train_case", ""); return 2; }
-    const Json *bl = json_get(&root, "batches");
     for (int s = 0; s < bl->n; s++) {
         const Json *o = &bl->items[s];
         int b, S, b2, N, rr, cc;
         int *ids = ints(json_get(o, "input_ids"), &b, &S), *anchors = ints(json_get(o, "anchors"), &b2, &N);
         int *lm = ints(json_get(o, "loss_mask"), &rr, &cc), *keep = ints(json_get(o, "keep"), &rr, &cc);
+        if (!ids || !anchors || b2 != b) {
+            fprintf(stderr, "train_case: %s: batches[%d]: bad input_ids or anchors\n", argv[1], s);
+            trace_discard(tr);
+            return 2;
+        }
         TrainBatch bt = {b, S, N, draft.cfg.block_size, ids, lm, anchors, keep};
         TrainStats stats;
         if (train_step(&draft, &target, st, &bt, &hp, s + 1, trace_hook(tr), &stats) != 0) {
