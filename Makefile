@@ -125,8 +125,8 @@ $(eval $(call program,dflash-pitfall,$(R)-pitfall,$(DFLASH_SRC),$(LDLIBS)))
 $(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
 $(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
-# tools/mktrace #includes dflash.c (the name table)
-$(eval $(call program,tools/mktrace,$(R),tools/mktrace json files load,$(LDLIBS)))
+# tools/mktrace #includes dflash.c and train.c (the name tables)
+$(eval $(call program,tools/mktrace,$(R),tools/mktrace json load files,$(LDLIBS)))
 $(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk,$(LDLIBS)))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that

@@ -9,6 +9,9 @@
  * keep), relative paths first as given, then beside the case file (as
  * train_oracle.py does), and writes TRACE_DIR/train{s}.<name>.npy. */
 #include "../files.h"
+#include "../json.h"
+#include "../load.h"
+#include "../trace.h"
 #include "../train.h"
 
 #include <stdio.h>
