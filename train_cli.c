@@ -89,7 +89,8 @@ static const char *const TRAIN_USAGE[2] = {
     "                        (default 7, SpecForge loss_decay_gamma)\n"
     "  --weight-decay WD     AdamW's decoupled weight decay, >= 0 (default 0, SpecForge's optimizer)\n"
     "  --max-grad-norm C     clip the global gradient norm to C; 0: no clipping (default 1,\n"
-    "                        SpecForge max_grad_norm); AdamW betas 0.9, 0.999, eps 1e-8 (torch's)\n"
+    "                        SpecForge max_grad_norm); AdamW betas 0.9, 0.999 (torch's)\n"
+    "  --adam-eps E          AdamW's eps, > 0 (default 1e-8, torch's; the parity cases also use 1e-3)\n"
     "  --seed S              data order, anchors, prompts, a new draft's weights,\n"
     "                        0..18446744073709551615 (default 42, SpecForge seed)\n"
     "  --log-every K         a progress line every K steps, and at the first and the last (default 10)\n"
@@ -103,7 +104,7 @@ static const char *const TRAIN_USAGE[2] = {
 typedef struct {
     const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir;
     long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every;
-    double temperature, lr, gamma, weight_decay, max_grad_norm;
+    double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
     Schedule schedule;
     uint64_t seed;
     int bench;
@@ -155,6 +156,7 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     a->gamma = 7;
     a->weight_decay = 0;
     a->max_grad_norm = 1;
+    a->adam_eps = 1e-8;
     a->seed = 42;
     a->log_every = 10;
     a->schedule = SCHEDULE_COSINE;
@@ -185,6 +187,7 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
         else if (strcmp(f, "--gamma") == 0) real_out = &a->gamma;
         else if (strcmp(f, "--weight-decay") == 0) real_out = &a->weight_decay;
         else if (strcmp(f, "--max-grad-norm") == 0) real_out = &a->max_grad_norm;
+        else if (strcmp(f, "--adam-eps") == 0) real_out = &a->adam_eps, open = 1;
         else if (strcmp(f, "--schedule") == 0) {
             if (!(v = arg_value(argc, argv, &i))) return -1;
             if (strcmp(v, "cosine") == 0) a->schedule = SCHEDULE_COSINE;
@@ -1129,7 +1132,8 @@ int train_main(int argc, char **argv) {
     }
 
     TrainHyper hp = {0};
-    hp.beta1 = 0.9, hp.beta2 = 0.999, hp.eps = 1e-8;  /* torch.optim.AdamW's defaults (SpecForge passes none) */
+    hp.beta1 = 0.9, hp.beta2 = 0.999;  /* torch.optim.AdamW's defaults (SpecForge passes none) */
+    hp.eps = a.adam_eps;
     hp.weight_decay = a.weight_decay;
     hp.max_grad_norm = a.max_grad_norm;
     hp.gamma = a.gamma;

@@ -496,6 +496,7 @@ static void test_bad_input(void **state) {
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --schedule linear", "--schedule: expected cosine or constant"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --lr 0", "--lr: expected a finite number > 0"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --batch 0", "--batch: expected an integer in 1..4096"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --adam-eps 0", "--adam-eps: expected a finite number > 0"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --bogus", "unknown flag \"--bogus\""},
         {"--draft " Q3D " --data %s/ok.txt", "--out: missing"},
         {"--draft " Q3D " --data %s/missing.txt --out %s/o", "missing.txt"},
