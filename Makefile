@@ -40,7 +40,8 @@ LDLIBS  = -lm
 
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
-DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore build/explorer_page
+# build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
+DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore build/explorer_page train train_cli
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = tracenames json trace files manifest diff
@@ -143,6 +144,7 @@ $(eval $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS)))
 $(eval $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS)))
 # tools/mktrace reads the name table (tracenames.c)
 $(eval $(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS)))
+$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk,$(LDLIBS)))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
 # explore.c writes around the trace's data.
@@ -151,7 +153,6 @@ WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
-$(eval $(call program,walkthrough/mkwalk,host,walkthrough/mkwalk,$(LDLIBS)))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(eval $(call program,toy_weights/gen,host,toy_weights/gen,))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
@@ -163,9 +164,9 @@ $(eval $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS)))
 $(foreach t,$(TEST_NAMES),$(eval $(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka)))
 $(foreach f,$(FUZZ_TARGETS),$(eval $(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS))))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check js-check pitfall-programs
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -192,6 +193,10 @@ bench: dflash weights ## the kernel vs the read roofline, T-token forwards, DFla
 debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 
 # ---- tests (cmocka) --------------------------------------------------------
+# test_train again in double: the finite-difference gradient checks run there
+$(eval $(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka))
+TESTS += tests/bin/test_train_double
+
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset; make
 # test-long: the same binaries with the sweeps in full (a few minutes). The
@@ -223,10 +228,10 @@ DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkt
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough pitfalls
 	sh walkthrough/gdb-check.sh --write
-docs-check: $(DOCS_PROGRAMS) ## check every generated page, the gdb guide, the explorer, the exercises (CI)
+docs-check: $(DOCS_PROGRAMS) js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls || rc=1; \
 	sh walkthrough/gdb-check.sh || rc=1; \
-	$(MAKE) -s js-check || rc=1; sh walkthrough/explorer-check.sh || rc=1; \
+	sh walkthrough/explorer-check.sh || rc=1; \
 	sh walkthrough/exercises-check.sh walkthrough/exercises.md || rc=1; \
 	[ $$rc = 0 ] && echo "docs-check: every generated file is current and every check passed" || \
 	  { echo "docs-check: FAILED (make docs regenerates; read the diff, then commit)"; exit 1; }
@@ -241,6 +246,7 @@ walkthrough-check: dflash weights walkthrough/mkwalk ## fail if the committed wa
 	@sh tools/docs.sh check walkthrough
 explorer: dflash weights ## regenerate walkthrough/explorer.html (dflash explore of the default run)
 	sh tools/docs.sh write explorer
+# First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
 explorer-check: dflash weights js-check ## node --check the explorer's JavaScript, open the explorers in headless chromium
 	sh walkthrough/explorer-check.sh
 js-check: ## node --check web/explorer.js (the explorer's page is web/: html, css, js)

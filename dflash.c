@@ -288,7 +288,7 @@ static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, i
 #endif
 
 KERNEL_CLONES
-static void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
+void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
     int o = 0;
     for (; o + TILE_R <= n_out; o += TILE_R)
         for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, TILE_R);
@@ -307,7 +307,7 @@ static void rmsnorm(real *out, const real *x, const real *w, int n, real eps) {
 }
 
 /* rmsnorm_rows: each of `rows` consecutive vectors of n values, in place safe */
-static void rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
+void rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
     for (int row = 0; row < rows; row++) rmsnorm(out + (size_t)row * n, x + (size_t)row * n, w, n, eps);
 }
 
@@ -322,8 +322,8 @@ void rope_inv_freq(real *inv_freq, int head_dim, double theta) {
 
 /* rope_cos_sin: for P positions, angles (P, d/2) = pos * inv_freq and
  * cos, sin (P, d) = cos/sin of cat(angles, angles)   (emb = cat(freqs, freqs)) */
-static void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
-                         const real *inv_freq, int head_dim) {
+void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
+                  const real *inv_freq, int head_dim) {
     int half = head_dim / 2;
     for (int p = 0; p < P; p++) {
         for (int i = 0; i < half; i++) {
@@ -352,7 +352,7 @@ static void rope_apply(real *out, const real *x, const real *cos_, const real *s
 
 /* exp in the working precision: expf for float (accurate to an ulp, like
  * torch's float exp, and about twice as fast as exp), exp for double */
-static real exp_real(real x) {
+real exp_real(real x) {
 #ifdef DFLASH_DOUBLE
     return exp(x);
 #else
@@ -368,9 +368,9 @@ static real exp_real(real x) {
  * are the Lc context rows plus the B block rows and the queries are the
  * block only, so the queries land on the block's positions start..start+B-1
  * (walkthrough Step 4.3). */
-static void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
-                                 const real *cos_, const real *sin_, int q_len, int k_len,
-                                 int n_heads, int n_kv_heads, int head_dim) {
+void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
+                          const real *cos_, const real *sin_, int q_len, int k_len,
+                          int n_heads, int n_kv_heads, int head_dim) {
     int q_row0 = k_len - q_len;  /* the first of the last q_len rows */
     for (int t = 0; t < q_len; t++)
         for (int h = 0; h < n_heads; h++)
@@ -392,10 +392,10 @@ static void softmax(real *x, int n) {
 }
 
 /* silu(x) = x * sigmoid(x) = x / (1 + exp(-x)) */
-static real silu(real x) { return x / ((real)1 + exp_real(-x)); }
+real silu(real x) { return x / ((real)1 + exp_real(-x)); }
 
 /* argmax over n values; the FIRST index wins on ties (torch.argmax) */
-static int argmax(const real *x, int n) {
+int argmax(const real *x, int n) {
     int best = 0;
     for (int i = 1; i < n; i++) if (x[i] > x[best]) best = i;
     return best;
@@ -406,7 +406,7 @@ static int argmax(const real *x, int n) {
  * the one before; eight independent ones keep the CPU busy (the compiler puts
  * them in SIMD lanes). The order is fixed, so a query's score is the same
  * bits whatever else is in the batch. */
-static real dot(const real *a, const real *b, int n) {
+real dot(const real *a, const real *b, int n) {
     real part[8] = {0};
     int i = 0;
     for (; i + 8 <= n; i += 8)
@@ -672,8 +672,8 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
  * along the feature axis. The +1: hidden_states[0] is the embedding, so the
  * output of decoder layer id is hidden_states[id + 1]. For id = L-1 that entry
  * is the post-norm last_hidden_state (see NOTES.md). */
-static void extract_context_feature(real *target_hidden, const TargetRun *r, const Config *tcfg,
-                                    const int *layer_ids, int n_ids, int T, int r0, int rows) {
+void extract_context_feature(real *target_hidden, const TargetRun *r, const Config *tcfg,
+                             const int *layer_ids, int n_ids, int T, int r0, int rows) {
     int D = tcfg->hidden_size;
     for (int t = 0; t < rows; t++)
         for (int j = 0; j < n_ids; j++)
@@ -851,16 +851,14 @@ static void draft_forward(const Model *dm, const Model *tm, KVCache *cache, Draf
  * splitmix64 step so seed 0 works. uniform() takes the top 53 bits. The
  * reference draws with torch.multinomial, which no C program can match draw
  * for draw; with T > 0 losslessness is a statistical property (NOTES.md). */
-typedef struct { uint64_t s; } Rng;
-
-static void rng_seed(Rng *g, uint64_t seed) {
+void rng_seed(Rng *g, uint64_t seed) {
     uint64_t z = seed + 0x9E3779B97F4A7C15ull;
     z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
     z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
     g->s = (z ^ (z >> 31)) | 1;  /* never 0 */
 }
 
-static double rng_uniform(Rng *g) {
+double rng_uniform(Rng *g) {
     g->s ^= g->s >> 12;
     g->s ^= g->s << 25;
     g->s ^= g->s >> 27;

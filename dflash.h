@@ -278,4 +278,26 @@ void target_run_free(TargetRun *r);
 int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T,
                     int logits_from, TraceCtx *trace);
 
+/* ---------------------------------------------------------------------------
+ * Kernels shared with train.c (the training step reuses dflash.c's forward
+ * building blocks; their comments in dflash.c say what each computes).
+ */
+void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);  /* out = x W^T */
+void rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);
+void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
+                  const real *inv_freq, int head_dim);
+void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
+                          const real *cos_, const real *sin_, int q_len, int k_len,
+                          int n_heads, int n_kv_heads, int head_dim);
+real exp_real(real x);
+real silu(real x);
+int  argmax(const real *x, int n);
+real dot(const real *a, const real *b, int n);
+void extract_context_feature(real *target_hidden, const TargetRun *r, const Config *tcfg,
+                             const int *layer_ids, int n_ids, int T, int r0, int rows);
+/* the sampling PRNG: xorshift64* seeded through one splitmix64 step */
+typedef struct { uint64_t s; } Rng;
+void   rng_seed(Rng *g, uint64_t seed);
+double rng_uniform(Rng *g);   /* [0, 1), the top 53 bits */
+
 #endif /* DFLASH_H */

@@ -911,6 +911,15 @@ fail:
     return -1;
 }
 
+int config_load(Config *c, const char *path, int expect_draft) {
+    size_t len;
+    char *text;
+    if (file_read_max(path, 1 << 20, &text, &len) != 0) return -1;
+    int rc = config_parse(c, path, text, len, expect_draft);
+    free(text);
+    return rc;
+}
+
 void model_free(Model *m) {
     free(m->data);
     for (int i = 0; i < m->n_maps; i++) munmap(m->map[i], m->map_size[i]);

@@ -32,6 +32,8 @@ typedef struct {
 
 int  model_load(Model *m, const char *dir, int expect_draft);
 void model_free(Model *m);
+/* config.json alone (no weights): `dflash train --draft-config` */
+int  config_load(Config *c, const char *path, int expect_draft);
 int  check_pair(const Model *target, const Model *draft);
 /* vocab.txt (read from path) against the configs: vocab_size tokens, and the
  * draft's mask_token_id must be the id of "<mask>" (draft may be NULL). */

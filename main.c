@@ -9,6 +9,7 @@
 #include "json.h"
 #include "load.h"
 #include "trace.h"
+#include "train_cli.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -28,6 +29,7 @@ static const char *USAGE =
     "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
     "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
+    "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
     "\n"
     "options (each flag: its value, its range, its default):\n"
     "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"
@@ -375,6 +377,7 @@ int main(int argc, char **argv) {
     install_signal_handlers();
     if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(diff_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }

@@ -419,6 +419,7 @@ int trace_check_outputs(const char *dir, const char *text_path, const char *cons
 
 struct Tracer {
     TraceHook hook;       /* what dflash.c calls (trace_hook) */
+    TraceTensorHook tensor_hook;  /* what train.c calls (trace_tensor_hook) */
     /* .npy output (dir given) */
     char *dir;            /* where the trace ends up (trailing '/' removed) */
     char *tmp_dir;        /* "<dir>.partial.XXXXXX", written during the run */
@@ -1146,6 +1147,12 @@ const TraceHook *trace_hook(Tracer *t) {
     t->hook.tensor = hook_tensor;
     t->hook.ctx = t;
     return &t->hook;
+}
+
+const TraceTensorHook *trace_tensor_hook(Tracer *t) {
+    t->tensor_hook.tensor = hook_shaped;
+    t->tensor_hook.ctx = t;
+    return &t->tensor_hook;
 }
 
 int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,

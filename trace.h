@@ -15,6 +15,7 @@
 
 #include "dflash.h"
 #include "load.h"
+#include "tracenames.h"
 
 typedef struct Tracer Tracer;
 
@@ -28,6 +29,8 @@ Tracer *trace_open(const char *dir, const char *text_path,
                    const char *const *filters, int n_filters);
 /* The hook to put in GenParams.trace: every tensor goes to trace_real/_i64. */
 const TraceHook *trace_hook(Tracer *t);
+/* The same for tensors already shaped (train.c's; tracenames.h). */
+const TraceTensorHook *trace_tensor_hook(Tracer *t);
 /* Token words for the readable trace (may be NULL). */
 void trace_set_vocab(Tracer *t, const Vocab *v);
 /* Finish the manifest and close every file; frees t. Returns -1 (with

@@ -76,4 +76,12 @@ typedef struct {
  * shape that cannot be sized, out of memory). */
 int trace_shape_hand(const TraceHand *hand, int (*fn)(void *ctx, const TraceTensor *t), void *ctx);
 
+/* A hook that takes tensors already in the contract's shape: how train.c,
+ * which sizes and names its own tensors (train_trace_names), hands them to
+ * the tracer (trace.h: trace_tensor_hook). */
+typedef struct {
+    int (*tensor)(void *ctx, const TraceTensor *t);  /* 0, or -1 with dflash_errmsg */
+    void *ctx;
+} TraceTensorHook;
+
 #endif /* TRACENAMES_H */

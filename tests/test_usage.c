@@ -4,12 +4,13 @@
  * Nothing here lists flags by hand, so a flag added later is held to the
  * same rules:
  * - README.md holds a fenced block that is byte for byte what
- *   `./dflash --help` prints;
+ *   `./dflash --help` prints, and another that is `./dflash train --help`;
  * - every flag the sources compare against (a string literal "--name" or
- *   "--name=" in main.c, trace.c, bench.c) is listed in --help;
+ *   "--name=" in main.c, trace.c, diff.c, bench.c, train_cli.c) is listed in one of
+ *   the two help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
  *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
- *   is listed in --help (a document cannot advertise a flag that is not
+ *   is listed in one of the two (a document cannot advertise a flag that is not
  *   there, as toy_weights/README.md once did with `--stop`).
  * ./dflash is built by the Makefile before the tests run. */
 #include "../dflash.c"
@@ -79,31 +80,43 @@ static void flags_in_source(const char *src, FlagSet *s) {
     }
 }
 
-static char *help_text(void) {
+static char *help_of(const char *cmd, const char *first) {
     int status;
-    char *help = run_capture("./dflash --help", &status);
+    char *help = run_capture(cmd, &status);
     assert_non_null(help);
     assert_int_equal(status, 0);
-    assert_non_null(strstr(help, "usage: dflash"));
+    assert_non_null(strstr(help, first));
     return help;
 }
 
-static void test_readme_usage_block_is_the_help_text(void **state) {
-    (void)state;
-    char *help = help_text();
-    size_t len;
-    char *readme = tu_read("README.md", &len);
-    assert_non_null(readme);
-    /* the fenced blocks of README.md: "```\n" ... "\n```" */
+static char *help_text(void) { return help_of("./dflash --help", "usage: dflash"); }
+/* `dflash train --help` (train_cli.c) */
+static char *train_help_text(void) { return help_of("./dflash train --help", "usage: dflash train"); }
+/* both: the flags any document may mention */
+static char *all_help_text(void) {
+    char *a = help_text(), *b = train_help_text();
+    char *both = malloc(strlen(a) + strlen(b) + 1);
+    assert_non_null(both);
+    strcpy(both, a);
+    strcat(both, b);
+    free(a);
+    free(b);
+    return both;
+}
+
+/* README.md holds a fenced block that starts with `prefix` and is `help`
+ * byte for byte */
+static void check_readme_block(const char *readme, const char *prefix, const char *help) {
     int found = 0;
     const char *best = NULL;
+    size_t lp = strlen(prefix);
     for (const char *p = readme; (p = strstr(p, "```")) != NULL;) {
         const char *body = strchr(p, '\n');
         if (!body) break;
         body++;
         const char *end = strstr(body, "```");
         if (!end) break;
-        if (strncmp(body, "usage: dflash", 13) == 0) {
+        if (strncmp(body, prefix, lp) == 0) {
             best = body;
             size_t n = (size_t)(end - body);
             if (n == strlen(help) && memcmp(body, help, n) == 0) found = 1;
@@ -116,23 +129,34 @@ static void test_readme_usage_block_is_the_help_text(void **state) {
             const char *a = best, *b = help;
             int line = 1;
             while (*a && *a == *b) { if (*a == '\n') line++; a++; b++; }
-            print_error("README.md's usage block differs from ./dflash --help at line %d of the help:\n"
-                        "  README: %.80s\n  help:   %.80s\n", line, a, b);
+            print_error("README.md's \"%s\" block differs from the help text at line %d of the help:\n"
+                        "  README: %.80s\n  help:   %.80s\n", prefix, line, a, b);
         } else {
-            print_error("README.md has no fenced block starting with \"usage: dflash\"\n");
+            print_error("README.md has no fenced block starting with \"%s\"\n", prefix);
         }
     }
     assert_true(found);
+}
+
+static void test_readme_usage_block_is_the_help_text(void **state) {
+    (void)state;
+    char *help = help_text(), *train = train_help_text();
+    size_t len;
+    char *readme = tu_read("README.md", &len);
+    assert_non_null(readme);
+    check_readme_block(readme, "usage: dflash [OPTIONS]", help);
+    check_readme_block(readme, "usage: dflash train", train);
     free(readme);
     free(help);
+    free(train);
 }
 
 static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     (void)state;
-    char *help = help_text();
+    char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"main.c", "trace.c", "diff.c", "bench.c"};
+    const char *sources[] = {"main.c", "trace.c", "diff.c", "bench.c", "train_cli.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);
@@ -156,7 +180,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
 
 static void test_every_flag_the_docs_mention_is_in_help(void **state) {
     (void)state;
-    char *help = help_text();
+    char *help = all_help_text();
     FlagSet in_help = {0};
     flags_in_text(help, &in_help);
     const char *docs[] = {"README.md", "NOTES.md", "TRACE.md", "toy_weights/README.md",

@@ -1,0 +1,568 @@
+/* test_train.c - the training step (train.c) against independent
+ * computations: central finite differences of the loss for every parameter
+ * kind (the double build, tests/bin/test_train_double), the block mask from
+ * the attention weights and from what the context can change, a tiny case
+ * of labels, weights and loss worked by hand, AdamW against its textbook
+ * formula, determinism, float against double, and a batch that overfits.
+ *
+ * The models are tiny (D 16, 2 heads over 1 KV head, a 4-layer target and
+ * a 2-layer draft) and built here from a seed, so a check runs in
+ * milliseconds; one test takes a step on the toy weights (their mapped,
+ * read-only F32 tensors must become private copies). */
+#include "../dflash.c"
+#include "../load.c"
+#include "../train.c"
+
+#include "testutil.h"
+
+#include <math.h>
+
+/* ---- tiny models */
+static double urand(uint64_t *z) {   /* [0, 1), an LCG: independent of train.c's PRNG */
+    *z = *z * 6364136223846793005ull + 1442695040888963407ull;
+    return (double)(*z >> 11) / 9007199254740992.0;
+}
+
+static Config tiny_config(int draft) {
+    Config c;
+    memset(&c, 0, sizeof c);
+    c.hidden_size = 16;
+    c.intermediate_size = 24;
+    c.num_hidden_layers = draft ? 2 : 4;
+    c.num_attention_heads = 2;
+    c.num_key_value_heads = 1;
+    c.head_dim = 8;
+    c.vocab_size = 20;
+    c.max_position_embeddings = 256;
+    c.rms_norm_eps = 1e-6;
+    c.rope_theta = 10000.0;
+    if (draft) {
+        c.is_draft = 1;
+        c.num_target_layers = 4;
+        c.block_size = 4;
+        c.mask_token_id = 1;
+        c.n_target_layer_ids = 2;
+        c.target_layer_ids[0] = 1;
+        c.target_layer_ids[1] = 3;
+    }
+    return c;
+}
+
+/* the next n weights of a buffer: uniform in +-0.4, or 1 +- 0.3 for a norm */
+static real *take(real **p, size_t n, int norm, uint64_t *z) {
+    real *dst = *p;
+    for (size_t i = 0; i < n; i++) dst[i] = (real)(norm ? 1 + 0.6 * (urand(z) - 0.5) : 0.8 * (urand(z) - 0.5));
+    *p += n;
+    return dst;
+}
+
+/* a target with every weight uniform in +-scale (norms 1 +- 0.3) */
+static void tiny_target(Model *m, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    m->cfg = tiny_config(0);
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, V = c->vocab_size;
+    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d;
+    size_t per_layer = (size_t)2 * D + (size_t)qd * D + 2 * (size_t)kvd * D + (size_t)D * qd + 2 * (size_t)d +
+                       3 * (size_t)I * D;
+    size_t total = (size_t)2 * V * D + D + per_layer * c->num_hidden_layers;
+    m->data = calloc(total, sizeof(real));
+    m->layers = calloc(c->num_hidden_layers, sizeof(LayerWeights));
+    m->inv_freq = calloc(d / 2, sizeof(real));
+    assert_non_null(m->data);
+    assert_non_null(m->layers);
+    assert_non_null(m->inv_freq);
+    real *p = m->data;
+    uint64_t z = seed;
+#define TAKE(dst, n, norm) (dst = take(&p, (n), (norm), &z))
+    TAKE(m->embed_tokens, (size_t)V * D, 0);
+    TAKE(m->lm_head, (size_t)V * D, 0);
+    TAKE(m->norm, D, 1);
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        LayerWeights *w = &m->layers[l];
+        TAKE(w->input_layernorm, D, 1);
+        TAKE(w->q_proj, (size_t)qd * D, 0);
+        TAKE(w->k_proj, (size_t)kvd * D, 0);
+        TAKE(w->v_proj, (size_t)kvd * D, 0);
+        TAKE(w->o_proj, (size_t)D * qd, 0);
+        TAKE(w->q_norm, d, 1);
+        TAKE(w->k_norm, d, 1);
+        TAKE(w->post_attention_layernorm, D, 1);
+        TAKE(w->gate_proj, (size_t)I * D, 0);
+        TAKE(w->up_proj, (size_t)I * D, 0);
+        TAKE(w->down_proj, (size_t)D * I, 0);
+    }
+#undef TAKE
+    rope_inv_freq(m->inv_freq, d, c->rope_theta);
+}
+
+/* a draft from train_init_draft, then every weight redrawn larger (the
+ * N(0, 0.02) init gives gradients too small to check well) */
+static void tiny_draft(Model *m, const Model *target, uint64_t seed, int big) {
+    Config dc = tiny_config(1);
+    assert_int_equal(train_init_draft(m, &dc, target, seed), 0);
+    if (!big) return;
+    TrainParam ps[64];
+    int n = train_params(m, ps, 64);
+    uint64_t z = seed ^ 0x5555;
+    for (int i = 0; i < n; i++)
+        for (size_t j = 0; j < param_size(&ps[i]); j++)
+            ps[i].data[j] = (real)(ps[i].ndim == 1 ? 1 + 0.6 * (urand(&z) - 0.5) : 0.8 * (urand(&z) - 0.5));
+}
+
+/* The checks' batch: 2 sequences of 12, 3 blocks of 4; sequence 1's last
+ * block is not kept; a loss mask with holes; an anchor (10) whose block runs
+ * past the end of the sequence; an anchor at 0 (no context at all). */
+enum { GB = 2, GS = 12, GN = 3, GBLK = 4 };
+static int g_ids[GB * GS], g_lm[GB * GS];
+static const int g_anchors[GB * GN] = {0, 3, 10, 2, 5, 7};
+static const int g_keep[GB * GN] = {1, 1, 1, 1, 1, 0};
+
+static TrainBatch check_batch_(void) {
+    uint64_t z = 99;
+    for (int i = 0; i < GB * GS; i++) {
+        g_ids[i] = 2 + (int)(urand(&z) * 18);
+        g_lm[i] = (i % 5) != 3;
+    }
+    TrainBatch bt = {GB, GS, GN, GBLK, g_ids, g_lm, g_anchors, g_keep};
+    return bt;
+}
+
+static TrainHyper hyper(double gamma) {
+    TrainHyper hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, gamma};
+    return hp;
+}
+
+/* ---- the gradient check */
+#ifdef DFLASH_DOUBLE
+static double loss_of(const Model *dm, const Model *tm, TrainState *st, const TrainBatch *bt, const TrainHyper *hp) {
+    TrainStats s;
+    assert_int_equal(train_loss_grad(dm, tm, st, bt, hp, 1, NULL, &s), 0);
+    return s.loss;
+}
+#endif
+
+static void gradcheck(double gamma) {
+#ifndef DFLASH_DOUBLE
+    (void)gamma;
+    skip();   /* finite differences need the double build: tests/bin/test_train_double */
+#else
+    Model tm, dm;
+    tiny_target(&tm, 7);
+    tiny_draft(&dm, &tm, 11, 1);
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    TrainBatch bt = check_batch_();
+    TrainHyper hp = hyper(gamma);
+    TrainStats s;
+    assert_int_equal(train_loss_grad(&dm, &tm, st, &bt, &hp, 1, NULL, &s), 0);
+    size_t total = st->offset[st->n];
+    real *grad = malloc(sizeof(real) * total);
+    assert_non_null(grad);
+    memcpy(grad, st->grad, sizeof(real) * total);
+    double worst = 0;
+    const char *worst_key = "";
+    int checked = 0;
+    for (int i = 0; i < st->n; i++) {
+        TrainParam *p = &st->params[i];
+        size_t n = param_size(p);
+        double gmax = 0;
+        for (size_t j = 0; j < n; j++) gmax = fmax(gmax, fabs(grad[st->offset[i] + j]));
+        assert_true(gmax > 0);   /* every tensor gets a gradient */
+        /* 6 entries: the first, the last, 4 spread between */
+        for (int e = 0; e < 6; e++) {
+            size_t j = e == 0 ? 0 : e == 5 ? n - 1 : (size_t)((uint64_t)(e * 2654435761u + i * 97) % n);
+            double x0 = p->data[j], h = 1e-5 * fmax(1.0, fabs(x0));
+            p->data[j] = x0 + h;
+            double fp = loss_of(&dm, &tm, st, &bt, &hp);
+            p->data[j] = x0 - h;
+            double fm = loss_of(&dm, &tm, st, &bt, &hp);
+            p->data[j] = x0;
+            double fd = (fp - fm) / (2 * h), an = grad[st->offset[i] + j];
+            /* relative to the entry, floored at 1e-4 of the tensor's largest
+             * gradient (an entry near 0 has only FD rounding left) */
+            double rel = fabs(fd - an) / fmax(fmax(fabs(fd), fabs(an)), 1e-4 * gmax);
+            if (rel > worst) { worst = rel; worst_key = p->key; }
+            if (rel > 1e-6)
+                fail_msg("%s[%zu]: analytic %.12g, finite differences %.12g (rel err %.3g)", p->key, j, an, fd, rel);
+            checked++;
+        }
+    }
+    print_message("gradient check (gamma %g): %d entries of %d tensors, worst rel err %.2e (%s)\n", gamma, checked,
+                  st->n, worst, worst_key);
+    free(grad);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+#endif
+}
+
+static void test_gradcheck_gamma(void **state) { (void)state; gradcheck(7.0); }
+static void test_gradcheck_no_gamma(void **state) { (void)state; gradcheck(0); }
+
+/* ---- a hook that keeps copies of the traced tensors */
+typedef struct {
+    int n;
+    char names[256][96];
+    void *data[256];
+    int is_int[256];
+    int ndim[256];
+    int64_t shape[256][TRACE_MAX_DIMS];
+} Capture;
+
+static int capture_tensor(void *ctx, const TraceTensor *t) {
+    Capture *c = ctx;
+    if (c->n >= 256) return 0;
+    size_t count = 1, size = t->is_int ? sizeof(int64_t) : sizeof(real);
+    for (int i = 0; i < t->ndim; i++) count *= (size_t)t->shape[i];
+    assert_non_null(t->spec);
+    int i = c->n++;
+    snprintf(c->names[i], sizeof c->names[i], "%s", t->name);
+    c->data[i] = malloc(count * size + 1);
+    memcpy(c->data[i], t->data, count * size);
+    c->is_int[i] = t->is_int;
+    c->ndim[i] = t->ndim;
+    memcpy(c->shape[i], t->shape, sizeof c->shape[i]);
+    return 0;
+}
+
+static const void *captured(const Capture *c, const char *name) {
+    for (int i = 0; i < c->n; i++)
+        if (strcmp(c->names[i], name) == 0) return c->data[i];
+    fail_msg("%s was not traced", name);
+    return NULL;
+}
+
+static void capture_free(Capture *c) {
+    for (int i = 0; i < c->n; i++) free(c->data[i]);
+    c->n = 0;
+}
+
+/* ---- the mask, three ways */
+static void test_mask(void **state) {
+    (void)state;
+    Model tm, dm;
+    tiny_target(&tm, 7);
+    tiny_draft(&dm, &tm, 11, 1);
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    TrainBatch bt = check_batch_();
+    TrainHyper hp = hyper(7);
+    int S = GS, Q = GN * GBLK, P = S + Q, H = dm.cfg.num_attention_heads;
+    /* 1. the attention weights of every layer and head: > 0 exactly on
+     * context keys j < anchor and the block's own keys (all of them: no
+     * causal mask), each row summing to 1; a block not kept: all 0 */
+    TrainRun r;
+    memset(&r, 0, sizeof r);
+    Capture cap = {0};
+    TraceTensorHook hook = {capture_tensor, &cap};
+    assert_int_equal(forward_backward(&dm, &tm, st, &bt, &hp, 1, &hook, NULL, &r), 0);
+    const int64_t *traced_mask = captured(&cap, "train1.attn_mask");
+    for (int bi = 0; bi < GB; bi++)
+        for (int i = 0; i < Q; i++) {
+            int n = i / GBLK, anchor = g_anchors[bi * GN + n], kept = g_keep[bi * GN + n];
+            for (int l = 0; l < dm.cfg.num_hidden_layers; l++)
+                for (int h = 0; h < H; h++) {
+                    const real *a = r.layers[l].att + (((size_t)bi * H + h) * Q + i) * P;
+                    double sum = 0;
+                    for (int j = 0; j < P; j++) {
+                        int want = kept && (j < S ? j < anchor : (j - S) >= n * GBLK && (j - S) < (n + 1) * GBLK);
+                        if ((a[j] > 0) != want)
+                            fail_msg("seq %d query %d (block %d, anchor %d, keep %d) layer %d head %d key %d: weight %g",
+                                     bi, i, n, anchor, kept, l, h, j, (double)a[j]);
+                        if (l == 0 && h == 0) assert_int_equal(traced_mask[((size_t)bi * Q + i) * P + j], want);
+                        sum += a[j];
+                    }
+                    assert_true(fabs(sum - (kept ? 1.0 : 0.0)) < 1e-5);
+                }
+        }
+    /* a block that is not kept: its attention output is 0 */
+    for (int e = 0; e < dm.cfg.num_attention_heads * dm.cfg.head_dim; e++)
+        assert_true(r.layers[0].attn[((size_t)1 * Q + 2 * GBLK) * dm.cfg.num_attention_heads * dm.cfg.head_dim + e] == 0);
+    real *logits0 = malloc(sizeof(real) * (size_t)GB * Q * tm.cfg.vocab_size);
+    memcpy(logits0, r.logits, sizeof(real) * (size_t)GB * Q * tm.cfg.vocab_size);
+    run_free(&r);
+    capture_free(&cap);
+    /* 2. what the context can change: a token at position p changes the
+     * target's hidden states at p.. only (it is causal), so it must change
+     * the logits of exactly the blocks whose anchor is > p */
+    for (int p = 1; p < S; p += 2) {
+        int saved = g_ids[p];
+        g_ids[p] = saved == 5 ? 6 : 5;
+        memset(&r, 0, sizeof r);
+        assert_int_equal(forward_backward(&dm, &tm, st, &bt, &hp, 1, NULL, NULL, &r), 0);
+        for (int n = 0; n < GN; n++) {
+            int anchor = g_anchors[n], V = tm.cfg.vocab_size, changed = 0;
+            if (anchor == p) continue;   /* the anchor token itself is in the block */
+            for (int k = 0; k < GBLK * V; k++) changed |= r.logits[(size_t)n * GBLK * V + k] != logits0[(size_t)n * GBLK * V + k];
+            if (changed != (anchor > p)) fail_msg("token %d changed block %d (anchor %d): %d", p, n, anchor, changed);
+        }
+        run_free(&r);
+        g_ids[p] = saved;
+    }
+    free(logits0);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+}
+
+/* ---- a case worked by hand: S 6, B 3, anchors 1 and 4, loss mask
+ * 1 1 0 1 1 1, gamma 2:
+ *   block 0 (anchor 1): k 0 the anchor (w 0); k 1 -> position 2, mask 0
+ *     (w 0); k 2 -> position 3: w = exp(-(2-1)/2)
+ *   block 1 (anchor 4): k 1 -> position 5: w = exp(0) = 1; k 2 -> position
+ *     6 >= S: w 0, label clamped to input_ids[5]
+ *   loss = (e^-0.5 ce(0,2) + ce(1,1)) / (e^-0.5 + 1 + 1e-6), with each ce
+ *   recomputed here from the traced logits */
+static double ce_by_hand(const real *row, int V, int label) {
+    double mx = row[0], sum = 0;
+    for (int j = 1; j < V; j++) mx = fmax(mx, row[j]);
+    for (int j = 0; j < V; j++) sum += exp((double)row[j] - mx);
+    return mx + log(sum) - row[label];
+}
+
+static void test_hand_case(void **state) {
+    (void)state;
+    Model tm, dm;
+    tiny_target(&tm, 3);
+    tiny_draft(&dm, &tm, 5, 1);
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    int ids[6] = {4, 9, 13, 7, 11, 17}, lm[6] = {1, 1, 0, 1, 1, 1}, anchors[2] = {1, 4}, keep[2] = {1, 1};
+    TrainBatch bt = {1, 6, 2, 3, ids, lm, anchors, keep};
+    TrainHyper hp = hyper(2.0);
+    Capture cap = {0};
+    TraceTensorHook hook = {capture_tensor, &cap};
+    TrainStats s;
+    assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, 1, &hook, &s), 0);
+    const int64_t *labels = captured(&cap, "train1.labels"), *noise = captured(&cap, "train1.noise_ids");
+    const int64_t *pos = captured(&cap, "train1.position_ids");
+    const real *w = captured(&cap, "train1.loss_weights"), *ce = captured(&cap, "train1.ce");
+    const real *logits = captured(&cap, "train1.logits");
+    int want_labels[6] = {9, 13, 7, 11, 17, 17}, want_noise[6] = {9, 1, 1, 11, 1, 1};
+    int want_pos[12] = {0, 1, 2, 3, 4, 5, 1, 2, 3, 4, 5, 6};
+    double e = exp(-0.5), want_w[6] = {0, 0, e, 0, 1, 0};
+    for (int i = 0; i < 6; i++) {
+        assert_int_equal(labels[i], want_labels[i]);
+        assert_int_equal(noise[i], want_noise[i]);
+        assert_true(fabs((double)w[i] - want_w[i]) < 1e-7);
+        assert_true(fabs((double)ce[i] - ce_by_hand(logits + (size_t)i * 20, 20, want_labels[i])) < 1e-5);
+    }
+    for (int i = 0; i < 12; i++) assert_int_equal(pos[i], want_pos[i]);
+    double loss = (e * ce_by_hand(logits + 2 * 20, 20, 7) + ce_by_hand(logits + 4 * 20, 20, 17)) / (e + 1 + 1e-6);
+    assert_true(fabs(s.loss - loss) < 1e-5 * loss);
+    assert_true(fabs((double)*(const real *)captured(&cap, "train1.loss") - loss) < 1e-5 * loss);
+    int correct = (argmax(logits + 2 * 20, 20) == 7) + (argmax(logits + 4 * 20, 20) == 17);
+    assert_true(fabs(s.accuracy - correct / (2 + 1e-6)) < 1e-6);
+    assert_int_equal(s.n_weighted, 2);
+    capture_free(&cap);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+}
+
+/* ---- AdamW against its formula (Loshchilov & Hutter; torch.optim.AdamW):
+ * g <- g min(1, c / (|g| + 1e-6)); p <- p (1 - lr wd); m <- b1 m + (1-b1) g;
+ * v <- b2 v + (1-b2) g^2; p <- p - lr mhat / (sqrt(vhat) + eps), with
+ * mhat = m / (1 - b1^t), vhat = v / (1 - b2^t); in double, here. */
+static void adamw_case(double wd, double clip) {
+    Model tm, dm;
+    tiny_target(&tm, 3);
+    tiny_draft(&dm, &tm, 5, 1);
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    size_t total = st->offset[st->n];
+    double *p = calloc(total, sizeof(double)), *m = calloc(total, sizeof(double)), *v = calloc(total, sizeof(double));
+    for (size_t i = 0; i < total; i++) p[i] = dm.data[i];
+    TrainHyper hp = {3e-3, 0.8, 0.95, 1e-8, wd, clip, 0};
+    uint64_t z = 42;
+    for (int t = 1; t <= 5; t++) {
+        double norm = 0;
+        for (size_t i = 0; i < total; i++) {
+            st->grad[i] = (real)((urand(&z) - 0.5) * (t == 3 ? 10 : 0.1));   /* step 3 is clipped */
+            norm += (double)st->grad[i] * st->grad[i];
+        }
+        norm = sqrt(norm);
+        hp.lr = 3e-3 / t;
+        double c = clip > 0 ? fmin(1.0, clip / (norm + 1e-6)) : 1.0;
+        for (size_t i = 0; i < total; i++) {
+            double g = st->grad[i] * c;
+            p[i] *= 1 - hp.lr * wd;
+            m[i] = hp.beta1 * m[i] + (1 - hp.beta1) * g;
+            v[i] = hp.beta2 * v[i] + (1 - hp.beta2) * g * g;
+            double mhat = m[i] / (1 - pow(hp.beta1, t)), vhat = v[i] / (1 - pow(hp.beta2, t));
+            p[i] -= hp.lr * mhat / (sqrt(vhat) + hp.eps);
+        }
+        train_update(st, &hp, norm);
+        double worst = 0;
+        for (size_t i = 0; i < total; i++) worst = fmax(worst, fabs(dm.data[i] - p[i]) / fmax(fabs(p[i]), 1e-3));
+        if (worst > (sizeof(real) == 8 ? 1e-12 : 1e-5))
+            fail_msg("wd %g clip %g step %d: worst rel err %g", wd, clip, t, worst);
+    }
+    free(p); free(m); free(v);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+}
+
+static void test_adamw(void **state) {
+    (void)state;
+    adamw_case(0, 0);
+    adamw_case(0.1, 0);
+    adamw_case(0, 1.0);
+    adamw_case(0.1, 1.0);
+}
+
+/* ---- the anchor rule */
+static void test_anchors(void **state) {
+    (void)state;
+    int lm[3 * 16];
+    for (int i = 0; i < 48; i++) lm[i] = i < 16 ? 1 : i < 32 ? (i % 3 == 0) : (i == 40 || i == 41);
+    /* candidates 0..S-B = 0..12: sequence 0 has 13, sequence 1 has 5 (33, 36,
+     * 39, 42, 45 -> positions 1, 4, 7, 10, 13: 13 is past 12, so 4), sequence 2 has 2 */
+    assert_int_equal(train_anchor_count(lm, 3, 16, 4, 100), 12);   /* min(100, 13 - 1) */
+    assert_int_equal(train_anchor_count(lm, 3, 16, 4, 6), 6);
+    int none[16] = {0};
+    assert_int_equal(train_anchor_count(none, 1, 16, 4, 6), -1);
+    uint64_t rng = train_rng_seed(1), rng2 = train_rng_seed(1);
+    int a[6], k[6], a2[6], k2[6];
+    int counts[13] = {0};
+    for (int rep = 0; rep < 2000; rep++)
+        for (int sq = 0; sq < 3; sq++) {
+            int kept = train_draw_anchors(&rng, lm + sq * 16, 16, 4, 6, a, k);
+            assert_int_equal(kept, sq == 0 ? 6 : sq == 1 ? 4 : 2);
+            assert_int_equal(train_draw_anchors(&rng2, lm + sq * 16, 16, 4, 6, a2, k2), kept);
+            assert_memory_equal(a, a2, sizeof a);   /* the same seed, the same draws */
+            for (int i = 0; i < 6; i++) {
+                assert_int_equal(k[i], i < kept);
+                if (i >= kept) { assert_int_equal(a[i], 0); continue; }
+                assert_true(a[i] <= 12 && lm[sq * 16 + a[i]] == 1);
+                if (i) assert_true(a[i] > a[i - 1]);   /* sorted, no repeats */
+                if (sq == 0) counts[a[i]]++;
+            }
+        }
+    /* uniform: each of the 13 candidates is drawn 6/13 of the time */
+    for (int p = 0; p < 13; p++) assert_true(fabs(counts[p] / 2000.0 - 6.0 / 13) < 0.05);
+}
+
+/* ---- determinism, and a fixed batch that overfits */
+static double run_steps(int n_steps, double lr, real **params_out, size_t *n_out) {
+    Model tm, dm;
+    tiny_target(&tm, 7);
+    tiny_draft(&dm, &tm, 11, 0);
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    TrainBatch bt = check_batch_();
+    TrainHyper hp = {lr, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0};
+    TrainStats s = {0}, first = {0};
+    for (int t = 1; t <= n_steps; t++) {
+        assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, t, NULL, &s), 0);
+        if (t == 1) first = s;
+    }
+    if (params_out) {
+        *n_out = st->offset[st->n];
+        *params_out = malloc(sizeof(real) * *n_out);
+        memcpy(*params_out, dm.data, sizeof(real) * *n_out);
+    }
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+    return s.loss / first.loss;
+}
+
+static void test_determinism(void **state) {
+    (void)state;
+    real *a, *b;
+    size_t na, nb;
+    double ra = run_steps(3, 1e-2, &a, &na), rb = run_steps(3, 1e-2, &b, &nb);
+    assert_true(ra == rb);
+    assert_int_equal(na, nb);
+    assert_memory_equal(a, b, sizeof(real) * na);
+    free(a);
+    free(b);
+}
+
+static void test_overfit(void **state) {
+    (void)state;
+    double ratio = run_steps(150, 1e-2, NULL, NULL);
+    print_message("overfit: loss after 150 steps / loss at step 1 = %.4f\n", ratio);
+    assert_true(ratio <= 0.1);
+}
+
+/* ---- float against double: the loss of the checks' batch; the float
+ * binary runs the double one (`test_train_double --loss`) */
+static double fixed_loss(void) {
+    Model tm, dm;
+    tiny_target(&tm, 7);
+    tiny_draft(&dm, &tm, 11, 1);
+    TrainState *st = train_state_new(&dm, &tm);
+    TrainBatch bt = check_batch_();
+    TrainHyper hp = hyper(7);
+    TrainStats s;
+    assert_int_equal(train_loss_grad(&dm, &tm, st, &bt, &hp, 1, NULL, &s), 0);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+    return s.loss;
+}
+
+static void test_float_double(void **state) {
+    (void)state;
+#ifdef DFLASH_DOUBLE
+    skip();   /* the float binary does the comparison */
+#else
+    FILE *f = popen("./tests/bin/test_train_double --loss", "r");
+    assert_non_null(f);
+    double dl = 0;
+    assert_int_equal(fscanf(f, "%lf", &dl), 1);
+    assert_int_equal(pclose(f), 0);
+    double fl = fixed_loss();
+    print_message("loss: float %.9g double %.9g\n", fl, dl);
+    assert_true(fabs(fl - dl) <= 1e-5 * fabs(dl));
+#endif
+}
+
+/* ---- a step on the toy weights, loaded from files (F32: the float build's
+ * tensors point into a read-only mapping until train_state_new copies them) */
+static void test_toy_weights_step(void **state) {
+    (void)state;
+    Model tm, dm;
+    assert_int_equal(model_load(&tm, "toy_weights/random/target", 0), 0);
+    assert_int_equal(model_load(&dm, "toy_weights/random/draft", 1), 0);
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    int ids[16], anchors[2] = {2, 9}, keep[2] = {1, 1};
+    for (int i = 0; i < 16; i++) ids[i] = 2 + (i * 7) % 30;
+    TrainBatch bt = {1, 16, 2, 4, ids, NULL, anchors, keep};
+    TrainHyper hp = hyper(7);
+    TrainStats s1, s2;
+    real before = dm.layers[0].q_proj[0];
+    assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, 1, NULL, &s1), 0);
+    assert_true(isfinite(s1.loss) && s1.loss > 0 && s1.n_weighted == 6);
+    assert_true(dm.layers[0].q_proj[0] != before);
+    assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, 2, NULL, &s2), 0);
+    assert_true(isfinite(s2.loss));
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+}
+
+int main(int argc, char **argv) {
+    if (argc == 2 && strcmp(argv[1], "--loss") == 0) {   /* for test_float_double */
+        printf("%.17g\n", fixed_loss());
+        return 0;
+    }
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_gradcheck_gamma),
+        cmocka_unit_test(test_gradcheck_no_gamma),
+        cmocka_unit_test(test_mask),
+        cmocka_unit_test(test_hand_case),
+        cmocka_unit_test(test_adamw),
+        cmocka_unit_test(test_anchors),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_overfit),
+        cmocka_unit_test(test_float_double),
+        cmocka_unit_test(test_toy_weights_step),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

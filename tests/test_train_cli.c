@@ -1,0 +1,578 @@
+/* tests/test_train_cli.c - `dflash train` (train_cli.c): the learning-rate
+ * schedule against SpecForge's formulas, the --data and --batches readers,
+ * a tiny training run end to end, the written draft folder read back (the
+ * same weights, the same tokens as the model in memory), determinism, and
+ * bad input refused with one line, exit status 2 and nothing left behind.
+ *
+ * The runs use the qwen3-layout toy set (hidden size 64: a step takes
+ * milliseconds). ./dflash is built by the Makefile before the tests run. */
+#include "../dflash.c"
+#include "../load.c"
+#include "../train.c"
+#include "../train_cli.c"
+#include "testutil.h"
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <time.h>
+
+#define Q3T "toy_weights/qwen3-layout/target"
+#define Q3D "toy_weights/qwen3-layout/draft"
+
+/* exit status of a shell command (-1: it did not exit) */
+static int run(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+static int count_lines(const char *s) {
+    int n = 0;
+    for (; s && *s; s++) n += *s == '\n';
+    return n;
+}
+
+/* the entries of dir, space-separated and sorted by readdir order (for messages) */
+static int no_partial_left(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return 0;
+    struct dirent *e;
+    int ok = 1;
+    while ((e = readdir(d)) != NULL)
+        if (strstr(e->d_name, ".partial.") || strstr(e->d_name, ".old.")) {
+            print_error("left behind: %s/%s\n", dir, e->d_name);
+            ok = 0;
+        }
+    closedir(d);
+    return ok;
+}
+
+/* ---- 3. the schedule ---------------------------------------------------- */
+
+/* torch.optim.lr_scheduler.CosineAnnealingLR's recursive (chainable) form,
+ * as SpecForge's CosineAnnealingWarmupLR runs it after the warmup, computed
+ * step by step: an independent second computation of the closed form. */
+static void test_schedule_against_torch_recursion(void **state) {
+    (void)state;
+    const double lr = 6e-4, pi = 3.14159265358979323846;
+    const int steps = 50, warmup = 2;
+    int T = steps - warmup;
+    double cur = 0;
+    for (int s = 1; s <= steps; s++) {
+        double want;
+        if (s <= warmup) want = lr * s / warmup;               /* (last_epoch + 1) / warmup * lr */
+        else if (s == warmup + 1) want = cur;                   /* CosineAnnealingLR at epoch 0: the group's lr */
+        else {
+            int e = s - 1 - warmup;
+            want = (1 + cos(pi * e / T)) / (1 + cos(pi * (e - 1) / T)) * cur;
+        }
+        cur = want;
+        double got = train_lr_at(SCHEDULE_COSINE, lr, warmup, steps, s);
+        assert_true(fabs(got - want) <= 1e-12 * lr);
+        assert_true(got > 0);
+    }
+    /* the warmup ends at the peak; the decay is monotone */
+    assert_true(fabs(train_lr_at(SCHEDULE_COSINE, lr, warmup, steps, warmup) - lr) < 1e-18);
+    for (int s = warmup + 2; s <= steps; s++)
+        assert_true(train_lr_at(SCHEDULE_COSINE, lr, warmup, steps, s) < train_lr_at(SCHEDULE_COSINE, lr, warmup, steps, s - 1));
+    /* no warmup: step 1 at the peak; constant: the peak after the warmup */
+    assert_true(train_lr_at(SCHEDULE_COSINE, lr, 0, steps, 1) == lr);
+    for (int s = 1; s <= steps; s++)
+        assert_true(fabs(train_lr_at(SCHEDULE_CONSTANT, lr, 5, steps, s) - (s <= 5 ? lr * s / 5 : lr)) < 1e-18);
+}
+
+/* ---- 2. --data ------------------------------------------------------- */
+
+static void test_data_format(void **state) {
+    (void)state;
+    const char *text = "# a comment\n"
+                       "1 2 3 4\n"
+                       "\n"
+                       "   \t\n"
+                       "5 6 | 7 8 9\r\n"
+                       "  # indented comment\n"
+                       "10\t11 |12";  /* no final newline; "|12" is one token */
+    Seqs s = {0};
+    /* "|12" is not a token: refused with the line and the token's number */
+    assert_int_equal(data_parse(&s, "d.txt", text, strlen(text), 64), -1);
+    assert_non_null(strstr(dflash_errmsg, "d.txt:7: token 3"));
+    seqs_free(&s);
+
+    const char *good = "# a comment\n1 2 3 4\n\n   \t\n5 6 | 7 8 9\r\n  # indented\n10\t| 11 12 13";
+    assert_int_equal(data_parse(&s, "d.txt", good, strlen(good), 64), 0);
+    assert_int_equal(s.n, 3);
+    int want_len[3] = {4, 5, 4}, want_line[3] = {2, 5, 7};
+    int want_ids[13] = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+    int want_mask[13] = {1, 1, 1, 1, 0, 0, 1, 1, 1, 0, 1, 1, 1};
+    for (int i = 0; i < 3; i++) {
+        assert_int_equal(s.len[i], want_len[i]);
+        assert_int_equal(s.line[i], want_line[i]);
+    }
+    for (int k = 0; k < 13; k++) {
+        assert_int_equal(s.ids[k], want_ids[k]);
+        assert_int_equal(s.mask[k], want_mask[k]);
+    }
+    /* check: block 2: each has 2 supervised positions a block can start at;
+     * block 4: line 2 has one (2 needed: min(N, count - 1)); block 5: it is short;
+     * cut to 2 ids, line 5 has no supervised start either */
+    assert_int_equal(data_check(&s, "d.txt", 64, 2, 512), 0);
+    assert_int_equal(data_check(&s, "d.txt", 64, 4, 512), -1);
+    assert_non_null(strstr(dflash_errmsg, "d.txt:2: no valid anchor"));
+    assert_int_equal(data_check(&s, "d.txt", 64, 5, 512), -1);
+    assert_non_null(strstr(dflash_errmsg, "d.txt:2: 4 ids: expected at least a block (block size 5)"));
+    assert_int_equal(data_check(&s, "d.txt", 3, 2, 512), -1);
+    assert_non_null(strstr(dflash_errmsg, "d.txt:5: no valid anchor"));
+    seqs_free(&s);
+
+    struct { const char *text, *msg; } bad[] = {
+        {"1 2 x 4\n", "d.txt:1: token 3: expected a token id"},
+        {"1 2\n1 | 2 | 3\n", "d.txt:2: a second \"|\""},
+        {"1 64 2\n", "d.txt:1: token 2: expected a token id in 0..63"},
+        {"1 99999999999 2\n", "d.txt:1: token 2: expected a token id"},
+        {"1 -2\n", "d.txt:1: token 2"},
+        {"  |  \n", "d.txt:1: expected token ids, got only \"|\""},
+        {"# only\n\n", "d.txt: no sequences"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        memset(&s, 0, sizeof s);
+        assert_int_equal(data_parse(&s, "d.txt", bad[i].text, strlen(bad[i].text), 64), -1);
+        if (!strstr(dflash_errmsg, bad[i].msg)) print_error("got: %s\nwant: %s\n", dflash_errmsg, bad[i].msg);
+        assert_non_null(strstr(dflash_errmsg, bad[i].msg));
+        seqs_free(&s);
+    }
+    /* no valid anchor: the supervised ids all lie in the last block */
+    const char *late = "1 2 3 4 5 6 | 7 8\n";
+    memset(&s, 0, sizeof s);
+    assert_int_equal(data_parse(&s, "d.txt", late, strlen(late), 64), 0);
+    assert_int_equal(data_check(&s, "d.txt", 64, 4, 512), -1);
+    assert_non_null(strstr(dflash_errmsg, "d.txt:1: no valid anchor"));
+    seqs_free(&s);
+}
+
+/* ---- 2. --batches -------------------------------------------------- */
+
+static void test_batches_format(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    const char *path = tu_path(dir, "case.json");
+    tu_write_text(path,
+                  "{\"weights\": \"ignored\", \"gamma\": null, \"adamw\": {\"lr\": 1},\n"
+                  " \"batches\": [\n"
+                  "  {\"input_ids\": [[1,2,3,4,5],[6,7,8,9,10]], \"anchors\": [[0,2],[1,1]]},\n"
+                  "  {\"input_ids\": [[1,2,3,4]], \"loss_mask\": [[0,1,1.0,0]], \"anchors\": [[3]],\n"
+                  "   \"keep\": [[false]]}]}\n");
+    Case c;
+    assert_int_equal(case_load(&c, path, 64), 0);
+    assert_int_equal(c.n, 2);
+    assert_int_equal(c.batch[0].b, 2);
+    assert_int_equal(c.batch[0].S, 5);
+    assert_int_equal(c.batch[0].N, 2);
+    assert_int_equal(c.batch[0].ids[7], 8);
+    assert_int_equal(c.batch[0].anchors[3], 1);
+    for (int k = 0; k < 10; k++) assert_int_equal(c.batch[0].mask[k], 1);   /* default: all 1 */
+    for (int k = 0; k < 4; k++) assert_int_equal(c.batch[0].keep[k], 1);    /* default: all true */
+    assert_int_equal(c.batch[1].b, 1);
+    assert_int_equal(c.batch[1].S, 4);
+    int want_mask[4] = {0, 1, 1, 0};
+    for (int k = 0; k < 4; k++) assert_int_equal(c.batch[1].mask[k], want_mask[k]);
+    assert_int_equal(c.batch[1].anchors[0], 3);
+    assert_int_equal(c.batch[1].keep[0], 0);
+    case_free(&c);
+
+    struct { const char *text, *msg; } bad[] = {
+        {"{\"batches\": []}", "field \"batches\": expected a non-empty list"},
+        {"{\"cases\": 1}", "field \"batches\""},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3],[4,5]], \"anchors\": [[0],[0]]}]}", "batches[0].input_ids[1]: expected a list of 3"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[3]]}]}", "batches[0].anchors[0][0]: expected an integer in 0..2"},
+        {"{\"batches\": [{\"input_ids\": [[1,64,3]], \"anchors\": [[0]]}]}", "batches[0].input_ids[0][1]: expected an integer in 0..63"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0],[1]]}]}", "batches[0].anchors: expected a list of 1 rows"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[2,0]]}]}", "batches[0].anchors[0]: expected sorted"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0]], \"loss_mask\": [[1,2,1]]}]}", "loss_mask[0][1]: expected 0 or 1"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0]], \"keep\": [[\"yes\"]]}]}", "keep[0][0]: expected true or false"},
+        {"{\"batches\": [{\"anchors\": [[0]]}]}", "batches[0]: no \"input_ids\""},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        tu_write_text(path, bad[i].text);
+        assert_int_equal(case_load(&c, path, 64), -1);
+        if (!strstr(dflash_errmsg, bad[i].msg)) print_error("got: %s\nwant: %s\n", dflash_errmsg, bad[i].msg);
+        assert_non_null(strstr(dflash_errmsg, bad[i].msg));
+    }
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* ---- 5. the draft folder ------------------------------------------- */
+
+/* Train the qwen3-layout draft two steps in memory, write the folder with
+ * the command's writer, load it back with the loader ./dflash uses: every
+ * weight is the same number and DFlash decoding gives the same tokens. */
+static void test_written_draft_loads_back(void **state) {
+    (void)state;
+    Model target, draft, back, orig;
+    assert_int_equal(model_load(&target, Q3T, 0), 0);
+    assert_int_equal(model_load(&draft, Q3D, 1), 0);
+    assert_int_equal(model_load(&orig, Q3D, 1), 0);
+    TrainState *st = train_state_new(&draft, &target);
+    assert_non_null(st);
+    int S = 40, B = draft.cfg.block_size, ids[40], mask[40], anchors[8], keep[8];
+    for (int k = 0; k < S; k++) ids[k] = (7 * k + 5) % 60, mask[k] = k >= 3;
+    int N = train_anchor_count(mask, 1, S, B, 8);
+    assert_true(N >= 1);
+    uint64_t rng = train_rng_seed(1);
+    assert_true(train_draw_anchors(&rng, mask, S, B, N, anchors, keep) >= 1);
+    TrainBatch tb = {1, S, N, B, ids, mask, anchors, keep};
+    TrainHyper hp = {1e-2, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0};
+    TrainStats ts;
+    for (int s = 1; s <= 2; s++) assert_int_equal(train_step(&draft, &target, st, &tb, &hp, s, NULL, &ts), 0);
+
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    const char *out = tu_path(dir, "draft");
+    TrainParam p[128];
+    int n = train_params(&draft, p, 128);
+    assert_true(n > 2 && n <= 128);
+    OutDir od;
+    assert_int_equal(outdir_prepare(&od, out), 0);
+    assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, 4, B, p, n), 0);
+    assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, 4, B, p, n), 0);
+    assert_false(tu_exists(out));  /* nothing at --out before the commit */
+    assert_int_equal(outdir_commit(&od), 0);
+    outdir_discard(&od);
+    assert_int_equal(tu_count_entries(out), 2);
+    assert_int_equal(tu_count_entries(dir), 1);  /* no partial or old folder beside it */
+
+    assert_int_equal(model_load(&back, out, 1), 0);
+    assert_int_equal(check_pair(&target, &back), 0);
+    TrainParam q[128], o[128];
+    assert_int_equal(train_params(&back, q, 128), n);
+    assert_int_equal(train_params(&orig, o, 128), n);
+    int changed = 0;
+    for (int i = 0; i < n; i++) {
+        assert_string_equal(p[i].key, q[i].key);
+        size_t m = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        for (size_t k = 0; k < m; k++) {
+            assert_true((float)p[i].data[k] == (float)q[i].data[k]);
+            changed += p[i].data[k] != o[i].data[k];
+        }
+    }
+    assert_true(changed > 0);  /* the steps moved the weights: the comparison means something */
+    const Config *a = &draft.cfg, *b = &back.cfg;
+    assert_int_equal(a->block_size, b->block_size);
+    assert_int_equal(a->mask_token_id, b->mask_token_id);
+    assert_int_equal(a->n_target_layer_ids, b->n_target_layer_ids);
+    for (int i = 0; i < a->n_target_layer_ids; i++) assert_int_equal(a->target_layer_ids[i], b->target_layer_ids[i]);
+    assert_true(a->rms_norm_eps == b->rms_norm_eps && a->rope_theta == b->rope_theta);
+
+    int prompt[3] = {5, 6, 7};
+    GenParams gp = {0};
+    gp.max_new_tokens = 24;
+    gp.block_size = B;
+    GenResult r1, r2;
+    assert_int_equal(dflash_generate(&draft, &target, prompt, 3, &gp, &r1), 0);
+    assert_int_equal(dflash_generate(&back, &target, prompt, 3, &gp, &r2), 0);
+    assert_int_equal(r1.n_output, r2.n_output);
+    assert_memory_equal(r1.output_ids, r2.output_ids, sizeof(int) * (size_t)r1.n_output);
+    assert_int_equal(r1.n_rounds, r2.n_rounds);
+    gen_result_free(&r1);
+    gen_result_free(&r2);
+
+    /* a second commit replaces the draft folder (it holds only our two files) */
+    assert_int_equal(outdir_prepare(&od, out), 0);
+    assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, -1, B, p, n), 0);
+    assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, -1, B, p, n), 0);
+    assert_int_equal(outdir_commit(&od), 0);
+    outdir_discard(&od);
+    assert_int_equal(tu_count_entries(dir), 1);
+    char *cfg = tu_read(tu_path(out, "config.json"), NULL);
+    assert_non_null(cfg);
+    assert_null(strstr(cfg, "bos_token_id"));
+    free(cfg);
+
+    train_state_free(st);
+    model_free(&back);
+    model_free(&orig);
+    model_free(&draft);
+    model_free(&target);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* ---- 6. the command end to end ----------------------------------------- */
+
+static void test_tiny_run_end_to_end(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    int rc = run("./dflash train --target " Q3T " --draft " Q3D " --out %s/out --generate 4 --seq-len 40 "
+                 "--steps 3 --batch 2 --anchors 4 --log-every 1 --trace %s/trace 2> %s/log", dir, dir, dir);
+    char *log = tu_read(tu_path(dir, "log"), NULL);
+    if (rc != 0 && log) print_error("%s", log);
+    assert_int_equal(rc, 0);
+    assert_non_null(log);
+    assert_non_null(strstr(log, "generate: 4/4 sequences"));
+    assert_non_null(strstr(log, "step 1/3"));
+    assert_non_null(strstr(log, "step 3/3"));
+    assert_non_null(strstr(log, "ETA"));
+    assert_non_null(strstr(log, "trained 3 steps"));
+    free(log);
+    assert_int_equal(tu_count_entries(tu_path(dir, "out")), 2);
+    assert_true(tu_exists(tu_path(dir, "trace/train3.loss.npy")));
+    assert_true(no_partial_left(dir));
+    /* ./dflash decodes with it */
+    assert_int_equal(run("./dflash --target " Q3T " --draft %s/out --ids 5,6,7 --max-new-tokens 8 > %s/gen 2>&1",
+                         dir, dir), 0);
+    Model m;
+    assert_int_equal(model_load(&m, tu_path(dir, "out"), 1), 0);
+    model_free(&m);
+
+    /* a new draft from a config: a 2-layer version of the qwen3-layout draft */
+    char *cfg = tu_read(Q3D "/config.json", NULL);
+    assert_non_null(cfg);
+    char *p = strstr(cfg, "\"num_hidden_layers\": 5");
+    assert_non_null(p);
+    p[21] = '2';
+    char *lt = strstr(cfg, "\"layer_types\"");
+    assert_non_null(lt);
+    char *end = strchr(lt, ']');
+    const char *two = "\"layer_types\": [\"full_attention\", \"full_attention\"";
+    memmove(lt + strlen(two), end, strlen(end) + 1);
+    memcpy(lt, two, strlen(two));
+    char *mw = strstr(cfg, "\"max_window_layers\": 5");
+    assert_non_null(mw);
+    mw[21] = '2';
+    tu_write_text(tu_path(dir, "new.json"), cfg);
+    free(cfg);
+    tu_write_text(tu_path(dir, "data.txt"), "5 6 7 | 8 9 10 11 12 13 14 15 16 17 18 19 20\n21 22 23 24 25 26 27 28 29 30\n");
+    rc = run("./dflash train --target " Q3T " --draft-config %s/new.json --out %s/new --data %s/data.txt "
+             "--block-size 8 --steps 2 --batch 2 2> %s/log2", dir, dir, dir, dir);
+    log = tu_read(tu_path(dir, "log2"), NULL);
+    if (rc != 0 && log) print_error("%s", log);
+    assert_int_equal(rc, 0);
+    free(log);
+    assert_int_equal(model_load(&m, tu_path(dir, "new"), 1), 0);
+    assert_int_equal(m.cfg.num_hidden_layers, 2);
+    assert_int_equal(m.cfg.block_size, 8);
+    model_free(&m);
+    assert_true(no_partial_left(dir));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* The same seed gives the same bytes; another seed other bytes. */
+static void test_determinism(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    const char *args = "./dflash train --target " Q3T " --draft " Q3D " --generate 3 --temperature 1 --seq-len 36 "
+                       "--steps 3 --batch 2 --anchors 3 --lr 1e-2";
+    assert_int_equal(run("%s --seed 7 --out %s/a 2> /dev/null", args, dir), 0);
+    assert_int_equal(run("%s --seed 7 --out %s/b 2> /dev/null", args, dir), 0);
+    assert_int_equal(run("%s --seed 8 --out %s/c 2> /dev/null", args, dir), 0);
+    size_t la = 0, lb = 0, lc = 0;
+    char *a = tu_read(tu_path(dir, "a/model.safetensors"), &la);
+    char *b = tu_read(tu_path(dir, "b/model.safetensors"), &lb);
+    char *c = tu_read(tu_path(dir, "c/model.safetensors"), &lc);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_non_null(c);
+    assert_int_equal(la, lb);
+    assert_int_equal(la, lc);
+    assert_memory_equal(a, b, la);
+    assert_true(memcmp(a, c, la) != 0);
+    free(a);
+    free(b);
+    free(c);
+    a = tu_read(tu_path(dir, "a/config.json"), &la);
+    b = tu_read(tu_path(dir, "b/config.json"), &lb);
+    assert_non_null(a);
+    assert_non_null(b);
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* --batches: each step takes the case's sequences and anchors (read back
+ * from the trace) */
+static void test_batches_run(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    char text[4096];
+    size_t n = 0;
+    n += (size_t)snprintf(text + n, sizeof text - n, "{\"batches\": [");
+    for (int s = 0; s < 2; s++) {
+        n += (size_t)snprintf(text + n, sizeof text - n, "%s{\"input_ids\": [", s ? "," : "");
+        for (int r = 0; r < 2; r++) {
+            n += (size_t)snprintf(text + n, sizeof text - n, "%s[", r ? "," : "");
+            for (int k = 0; k < 24; k++) n += (size_t)snprintf(text + n, sizeof text - n, "%s%d", k ? "," : "", (5 * k + r + s) % 60);
+            n += (size_t)snprintf(text + n, sizeof text - n, "]");
+        }
+        n += (size_t)snprintf(text + n, sizeof text - n, "], \"anchors\": [[%d, 5], [2, 7]], \"keep\": [[true, %s], [true, true]]}",
+                              s, s ? "false" : "true");
+    }
+    snprintf(text + n, sizeof text - n, "]}\n");
+    tu_write_text(tu_path(dir, "case.json"), text);
+    int rc = run("./dflash train --target " Q3T " --draft " Q3D " --batches %s/case.json --schedule constant "
+                 "--out %s/out --trace %s/trace 2> %s/log", dir, dir, dir, dir);
+    char *log = tu_read(tu_path(dir, "log"), NULL);
+    if (rc != 0 && log) print_error("%s", log);
+    free(log);
+    assert_int_equal(rc, 0);
+    for (int s = 1; s <= 2; s++) {
+        char name[64];
+        NpyValues an, kp;
+        snprintf(name, sizeof name, "trace/train%d.anchors.npy", s);
+        assert_int_equal(npy_read_values(tu_path(dir, name), &an), 0);
+        snprintf(name, sizeof name, "trace/train%d.keep.npy", s);
+        assert_int_equal(npy_read_values(tu_path(dir, name), &kp), 0);
+        assert_int_equal(an.n, 4);
+        int64_t want[4] = {s - 1, 5, 2, 7}, want_keep[4] = {1, s == 1, 1, 1};
+        for (int k = 0; k < 4; k++) {
+            assert_int_equal(an.i[k], want[k]);
+            assert_int_equal(kp.i[k], want_keep[k]);
+        }
+        npy_values_free(&an);
+        npy_values_free(&kp);
+    }
+    assert_false(tu_exists(tu_path(dir, "trace/train3.loss.npy")));
+    /* more steps than batches */
+    assert_int_equal(run("./dflash train --target " Q3T " --draft " Q3D " --batches %s/case.json --steps 3 "
+                         "--out %s/o2 2> %s/err", dir, dir, dir), 2);
+    char *err = tu_read(tu_path(dir, "err"), NULL);
+    assert_non_null(err);
+    assert_non_null(strstr(err, "--steps: expected at most 2 (the batches in"));
+    assert_int_equal(count_lines(err), 1);
+    free(err);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* ---- bad input: one line, exit 2, nothing written ------------------------- */
+
+static void test_bad_input(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    tu_write_text(tu_path(dir, "short.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n5 6 7\n");
+    tu_write_text(tu_path(dir, "noanchor.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 | 22 23\n");
+    tu_write_text(tu_path(dir, "range.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 64 21 22 23 24\n");
+    tu_write_text(tu_path(dir, "bad.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20\n5 six 7\n");
+    tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n");
+    char *cfg = tu_read(Q3D "/config.json", NULL);
+    assert_non_null(cfg);
+    char *h = strstr(cfg, "\"hidden_size\": 64");
+    assert_non_null(h);
+    memcpy(h, "\"hidden_size\": 32", 17);
+    tu_write_text(tu_path(dir, "wide.json"), cfg);
+    free(cfg);
+    /* a copy of the draft folder, to be named as --out too */
+    assert_int_equal(run("mkdir %s/d && cp " Q3D "/config.json " Q3D "/model.safetensors %s/d/", dir, dir), 0);
+    assert_int_equal(run("mkdir %s/busy && echo x > %s/busy/notes.txt", dir, dir), 0);
+    assert_int_equal(run("mkdir %s/trace && echo x > %s/trace/mine.txt", dir, dir), 0);
+
+    const char *T = "./dflash train --target " Q3T;
+    struct { const char *args, *msg; } cases[] = {
+        {"--draft " Q3D " --data %s/short.txt --out %s/o", "short.txt:2: 3 ids: expected at least a block (block size 16)"},
+        {"--draft " Q3D " --data %s/noanchor.txt --out %s/o", "noanchor.txt:1: no valid anchor"},
+        {"--draft " Q3D " --data %s/range.txt --out %s/o", "range.txt:1: token 16: expected a token id in 0..63"},
+        {"--draft " Q3D " --data %s/bad.txt --out %s/o", "bad.txt:2: token 2: expected a token id (digits)"},
+        {"--draft-config %s/wide.json --data %s/ok.txt --out %s/o", "wide.json: field \"hidden_size\": expected 64"},
+        {"--draft %s/d --data %s/ok.txt --out %s/d", "--out: "},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/busy", "holds notes.txt, which dflash train does not write"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --trace %s/ok.txt", "trace"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --trace %s/o", "expected two separate folders"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --seq-len 8", "--seq-len: expected 16..496"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --warmup 100", "--warmup: expected fewer steps than --steps (100)"},
+        {"--draft " Q3D " --generate 2 --data %s/ok.txt --out %s/o", "expected exactly one, got more"},
+        {"--draft " Q3D " --out %s/o", "expected exactly one, got none"},
+        {"--draft " Q3D " --draft-config %s/wide.json --data %s/ok.txt --out %s/o", "got both"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --schedule linear", "--schedule: expected cosine or constant"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --lr 0", "--lr: expected a finite number > 0"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --batch 0", "--batch: expected an integer in 1..4096"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --bogus", "unknown flag \"--bogus\""},
+        {"--draft " Q3D " --data %s/ok.txt", "--out: missing"},
+        {"--draft " Q3D " --data %s/missing.txt --out %s/o", "missing.txt"},
+        {"--draft " Q3D " --generate 2 --seq-len 20 --prompt-len 19 --out %s/o", "--prompt-len: expected 1..18"},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        char args[2048];
+        snprintf(args, sizeof args, cases[i].args, dir, dir, dir, dir);
+        int rc = run("%s %s > %s/stdout 2> %s/err", T, args, dir, dir);
+        char *err = tu_read(tu_path(dir, "err"), NULL);
+        assert_non_null(err);
+        if (rc != 2 || !strstr(err, cases[i].msg) || count_lines(err) != 1)
+            print_error("case %zu: %s\n  exit %d, stderr: %s  want: %s\n", i, args, rc, err, cases[i].msg);
+        assert_int_equal(rc, 2);
+        assert_non_null(strstr(err, cases[i].msg));
+        assert_int_equal(count_lines(err), 1);
+        assert_true(strncmp(err, "dflash train: ", 14) == 0);
+        free(err);
+        assert_false(tu_exists(tu_path(dir, "o")));
+        assert_true(no_partial_left(dir));
+        assert_int_equal(tu_count_entries(tu_path(dir, "d")), 2);
+        assert_int_equal(tu_count_entries(tu_path(dir, "busy")), 1);
+        assert_int_equal(tu_count_entries(tu_path(dir, "trace")), 1);
+    }
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* SIGTERM while the run generates its data: the partial folder goes, the
+ * exit status is 128 + 15, --out does not appear. */
+static void test_signal_leaves_nothing(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    char out[1100];
+    snprintf(out, sizeof out, "%s/out", dir);
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl("./dflash", "./dflash", "train", "--target", Q3T, "--draft", Q3D, "--out", out, "--generate", "1000000",
+              "--seq-len", "400", "--temperature", "1", (char *)NULL);
+        _exit(127);
+    }
+    int seen = 0;
+    for (int i = 0; i < 2000 && !seen; i++) {  /* up to 20 s for the partial folder to appear */
+        DIR *d = opendir(dir);
+        struct dirent *e;
+        while (d && (e = readdir(d)) != NULL) seen |= strncmp(e->d_name, "out.partial.", 12) == 0;
+        if (d) closedir(d);
+        struct timespec ts = {0, 10000000};
+        if (!seen) nanosleep(&ts, NULL);
+    }
+    assert_true(seen);
+    struct timespec into = {0, 100000000};  /* into the generation */
+    nanosleep(&into, NULL);
+    kill(pid, SIGTERM);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(WIFSIGNALED(st) && WTERMSIG(st) == SIGTERM);
+    assert_int_equal(tu_count_entries(dir), 0);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_schedule_against_torch_recursion),
+        cmocka_unit_test(test_data_format),
+        cmocka_unit_test(test_batches_format),
+        cmocka_unit_test(test_written_draft_loads_back),
+        cmocka_unit_test(test_tiny_run_end_to_end),
+        cmocka_unit_test(test_determinism),
+        cmocka_unit_test(test_batches_run),
+        cmocka_unit_test(test_bad_input),
+        cmocka_unit_test(test_signal_leaves_nothing),
+    };
+    return cmocka_run_group_tests(tests, NULL, NULL);
+}

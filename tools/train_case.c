@@ -1,0 +1,104 @@
+/* tools/train_case.c - run train_oracle.py's case file through train.c and
+ * trace every step: the C side of the training parity check (NOTES.md,
+ * "Training parity"). Not part of CI or of ./dflash.
+ *
+ *   tools/train_case CASE.json TRACE_DIR
+ *
+ * Reads the case's "weights" (or "target" and "draft") folders, "gamma",
+ * "adamw" and every entry of "batches" (input_ids, loss_mask, anchors,
+ * keep), relative paths first as given, then beside the case file (as
+ * train_oracle.py does), and writes TRACE_DIR/train{s}.<name>.npy. */
+#include "../train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static const char *case_path(const char *base, const char *p, char *buf, size_t size) {
+    FILE *f = fopen(p, "r");
+    if (f || p[0] == '/') { if (f) fclose(f); return p; }
+    snprintf(buf, size, "%s/%s", base, p);
+    return buf;
+}
+
+static double num(const Json *o, const char *k, double dflt) {
+    const Json *v = json_get(o, k);
+    return v && v->type == JSON_NUMBER ? v->number : dflt;
+}
+
+/* rows x cols ints (booleans as 0/1) from a list of lists; -1 on a bad shape */
+static int *ints(const Json *v, int *rows, int *cols) {
+    if (!v || v->type != JSON_ARRAY || v->n < 1 || v->items[0].type != JSON_ARRAY) return NULL;
+    *rows = v->n;
+    *cols = v->items[0].n;
+    int *out = calloc((size_t)*rows * *cols, sizeof(int));
+    for (int r = 0; out && r < *rows; r++) {
+        if (v->items[r].type != JSON_ARRAY || v->items[r].n != *cols) { free(out); return NULL; }
+        for (int c = 0; c < *cols; c++) {
+            const Json *x = &v->items[r].items[c];
+            out[r * *cols + c] = x->type == JSON_BOOL ? x->boolean : (int)x->number;
+        }
+    }
+    return out;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3) { fprintf(stderr, "usage: train_case CASE.json TRACE_DIR\n"); return 2; }
+    unsigned char *text;
+    size_t len;
+    Json root;
+    if (trace_read_file(argv[1], &text, &len) != 0 || json_parse((char *)text, len, argv[1], &root) != 0) {
+        dflash_print_error("train_case", "");
+        return 2;
+    }
+    char base[4096], tbuf[4096], dbuf[4096], tdir[4096], ddir[4096];
+    snprintf(base, sizeof base, "%s", argv[1]);
+    char *slash = strrchr(base, '/');
+    if (slash) *slash = 0; else snprintf(base, sizeof base, ".");
+    const Json *w = json_get(&root, "weights"), *t = json_get(&root, "target"), *d = json_get(&root, "draft");
+    if (t && d) {
+        snprintf(tdir, sizeof tdir, "%s", case_path(base, t->string, tbuf, sizeof tbuf));
+        snprintf(ddir, sizeof ddir, "%s", case_path(base, d->string, dbuf, sizeof dbuf));
+    } else {
+        const char *wd = case_path(base, w->string, tbuf, sizeof tbuf);
+        snprintf(tdir, sizeof tdir, "%s/target", wd);
+        snprintf(ddir, sizeof ddir, "%s/draft", wd);
+    }
+    Model target, draft;
+    if (model_load(&target, tdir, 0) != 0 || model_load(&draft, ddir, 1) != 0) {
+        dflash_print_error("train_case", "");
+        return 2;
+    }
+    const Json *g = json_get(&root, "gamma"), *aw = json_get(&root, "adamw");
+    const Json *betas = aw ? json_get(aw, "betas") : NULL, *mgn = aw ? json_get(aw, "max_grad_norm") : NULL;
+    TrainHyper hp = {num(aw, "lr", 1e-3), betas ? betas->items[0].number : 0.9, betas ? betas->items[1].number : 0.999,
+                     num(aw, "eps", 1e-8), num(aw, "weight_decay", 0.01),
+                     mgn && mgn->type == JSON_NUMBER ? mgn->number : 0, g && g->type == JSON_NUMBER ? g->number : 0};
+    TrainState *st = train_state_new(&draft, &target);
+    Tracer *tr = st ? trace_open(argv[2], NULL, NULL, 0) : NULL;
+    if (!tr) { dflash_print_error("train_case", ""); return 2; }
+    const Json *bl = json_get(&root, "batches");
+    for (int s = 0; s < bl->n; s++) {
+        const Json *o = &bl->items[s];
+        int b, S, b2, N, rr, cc;
+        int *ids = ints(json_get(o, "input_ids"), &b, &S), *anchors = ints(json_get(o, "anchors"), &b2, &N);
+        int *lm = ints(json_get(o, "loss_mask"), &rr, &cc), *keep = ints(json_get(o, "keep"), &rr, &cc);
+        TrainBatch bt = {b, S, N, draft.cfg.block_size, ids, lm, anchors, keep};
+        TrainStats stats;
+        if (train_step(&draft, &target, st, &bt, &hp, s + 1, trace_hook(tr), &stats) != 0) {
+            dflash_print_error("train_case", "");
+            trace_discard(tr);
+            return 1;
+        }
+        printf("step %d: loss %.6f accuracy %.4f grad_norm %.6f\n", s + 1, stats.loss, stats.accuracy,
+               stats.grad_norm);
+        free(ids); free(anchors); free(lm); free(keep);
+    }
+    if (trace_close(tr) != 0) { dflash_print_error("train_case", ""); return 1; }
+    train_state_free(st);
+    model_free(&draft);
+    model_free(&target);
+    json_free(&root);
+    free(text);
+    return 0;
+}

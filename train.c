@@ -1,0 +1,1134 @@
+/* train.c - one DFlash training step in plain C11, forward and hand-written
+ * backward side by side.
+ *
+ * The recipe is SpecForge's OnlineDFlashModel with loss "dflash" (the one
+ * NVIDIA NeMo Automodel ports), on the published DFlashDraftModel:
+ *
+ *   context   the frozen target reads each whole sequence once;
+ *             target_hidden = extract_context_feature(its hidden states),
+ *             positions 0..S-1
+ *   blocks    N anchors per sequence; block n = [input_ids[anchor_n], B-1
+ *             mask ids] at positions anchor_n + 0..B-1; all mask ids when
+ *             keep[n] is 0
+ *   mask      a query of block n sees context key j iff j < anchor_n, every
+ *             key of its own block, nothing else; with keep 0 it sees
+ *             nothing and its attention output is 0
+ *   logits    the target's frozen lm_head on every block row
+ *   labels    row k of block n predicts input_ids[anchor_n + k]
+ *   weights   keep x (anchor_n + k < S) x (k > 0) x loss_mask[anchor_n + k]
+ *             x exp(-(k-1)/gamma)
+ *   loss      sum(w CE) / (sum(w) + 1e-6)
+ *   update    global-norm clipping, then torch.optim.AdamW
+ *
+ * The whole batch is one set of row-major buffers: b*S context rows, b*Q
+ * block rows (Q = N*B) and b*P key rows (P = S+Q: a sequence's S context rows
+ * then its Q block rows), so each Linear is one matmul over the batch and its
+ * weight gradient one pass. Attention is per sequence under the block mask.
+ *
+ * Every forward kernel has its backward right after it. A backward kernel
+ * ADDS its input gradients to the buffers it is given (dx += ..., dw += ...):
+ * the caller zeroes what it needs zeroed. Trainable: the draft's own tensors
+ * (fc, hidden_norm, every layer, norm). Frozen: the target, its embedding and
+ * lm_head (no gradient is formed for them).
+ *
+ * Sections:
+ *   1. the draft's parameters, the training state, a new draft
+ *   2. anchors (SpecForge's rule)
+ *   3. kernels and their backward: Linear, RMSNorm, RoPE, masked attention,
+ *      SwiGLU, cross-entropy
+ *   4. the step: batch set-up, forward, loss, backward, clipping, AdamW
+ *   5. tracing, and the table of the training trace names
+ */
+#include "train.h"
+#include "load.h"
+
+#include <math.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* ===========================================================================
+ * 1. Parameters, state, a new draft
+ * ======================================================================== */
+
+/* The draft's trainable tensors in data-flow order. slot (may be NULL): where
+ * each tensor's pointer lives in the Model (to point it elsewhere). Returns
+ * the count; fills at most cap entries. */
+static int param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim;
+    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d;
+    int kD = c->n_target_layer_ids * D, n = 0;
+#define PARAM(ptr, nd, s0, s1, ...)                                                    \
+    do {                                                                               \
+        if (n < cap) {                                                                 \
+            if (out) {                                                                 \
+                snprintf(out[n].key, TRAIN_MAX_KEY, __VA_ARGS__);                      \
+                out[n].data = (ptr);                                                   \
+                out[n].ndim = (nd);                                                    \
+                out[n].shape[0] = (s0);                                                \
+                out[n].shape[1] = (s1);                                                \
+            }                                                                          \
+            if (slot) slot[n] = (real **)&(ptr);                                       \
+        }                                                                              \
+        n++;                                                                           \
+    } while (0)
+    PARAM(m->fc, 2, D, kD, "fc.weight");
+    PARAM(m->hidden_norm, 1, D, 0, "hidden_norm.weight");
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const LayerWeights *w = &m->layers[l];
+        PARAM(w->input_layernorm, 1, D, 0, "layers.%d.input_layernorm.weight", l);
+        PARAM(w->q_proj, 2, qd, D, "layers.%d.self_attn.q_proj.weight", l);
+        PARAM(w->k_proj, 2, kvd, D, "layers.%d.self_attn.k_proj.weight", l);
+        PARAM(w->v_proj, 2, kvd, D, "layers.%d.self_attn.v_proj.weight", l);
+        PARAM(w->q_norm, 1, d, 0, "layers.%d.self_attn.q_norm.weight", l);
+        PARAM(w->k_norm, 1, d, 0, "layers.%d.self_attn.k_norm.weight", l);
+        PARAM(w->o_proj, 2, D, qd, "layers.%d.self_attn.o_proj.weight", l);
+        PARAM(w->post_attention_layernorm, 1, D, 0, "layers.%d.post_attention_layernorm.weight", l);
+        PARAM(w->gate_proj, 2, I, D, "layers.%d.mlp.gate_proj.weight", l);
+        PARAM(w->up_proj, 2, I, D, "layers.%d.mlp.up_proj.weight", l);
+        PARAM(w->down_proj, 2, D, I, "layers.%d.mlp.down_proj.weight", l);
+    }
+    PARAM(m->norm, 1, D, 0, "norm.weight");
+#undef PARAM
+    return n;
+}
+
+int train_params(const Model *draft, TrainParam *out, int cap) { return param_list(draft, out, NULL, cap); }
+
+static size_t param_size(const TrainParam *p) { return (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1); }
+
+struct TrainState {
+    Model *draft;
+    int n;                 /* trainable tensors */
+    TrainParam *params;    /* (n) train_params order; data points into draft->data */
+    size_t *offset;        /* (n+1) each tensor's first entry in grad, m, v */
+    real *grad;            /* (total) the loss's gradient (before clipping once train_step ran) */
+    real *m, *v;           /* (total) AdamW's exp_avg and exp_avg_sq */
+    long t;                /* AdamW steps taken */
+};
+
+void train_state_free(TrainState *st) {
+    if (!st) return;
+    free(st->params); free(st->offset); free(st->grad); free(st->m); free(st->v);
+    free(st);
+}
+
+/* Point the draft's tensors at one private buffer, in train_params order,
+ * holding copies of their values (or zeros when copy is 0). */
+static int draft_own_weights(Model *draft, int copy, TrainParam **params_out, size_t **offset_out, int *n_out) {
+    int n = param_list(draft, NULL, NULL, 0);
+    TrainParam *params = xcalloc(n, sizeof *params, "training parameter list");
+    real ***slot = xcalloc(n, sizeof *slot, "training parameter slots");
+    size_t *offset = xcalloc(n + 1, sizeof *offset, "training parameter offsets");
+    real *buf = NULL;
+    if (!params || !slot || !offset) goto fail;
+    param_list(draft, params, slot, n);
+    for (int i = 0; i < n; i++) offset[i + 1] = offset[i] + param_size(&params[i]);
+    buf = xcalloc(offset[n], sizeof(real), "the draft's trainable weights");
+    if (!buf) goto fail;
+    for (int i = 0; i < n; i++) {
+        if (copy) memcpy(buf + offset[i], params[i].data, sizeof(real) * param_size(&params[i]));
+        *slot[i] = buf + offset[i];
+        params[i].data = buf + offset[i];
+    }
+    free(draft->data);   /* the widened copies (if any) are no longer pointed at */
+    draft->data = buf;
+    draft->n_params = offset[n];
+    free(slot);
+    *params_out = params;
+    *offset_out = offset;
+    *n_out = n;
+    return 0;
+fail:
+    free(params); free(slot); free(offset);
+    return -1;
+}
+
+/* The draft must read the target's hidden states and speak its vocabulary. */
+static int check_fit(const Model *draft, const Model *target) {
+    const Config *dc = &draft->cfg, *tc = &target->cfg;
+    if (!dc->is_draft || dc->n_target_layer_ids < 1) {
+        dflash_set_error("training: the draft config has no target_layer_ids");
+        return -1;
+    }
+    if (check_pair(target, draft) != 0) return -1;
+    for (int j = 0; j < dc->n_target_layer_ids; j++)
+        if (dc->target_layer_ids[j] < 0 || dc->target_layer_ids[j] >= tc->num_hidden_layers) {
+            dflash_set_error("training: draft target_layer_ids[%d] = %d is not a target layer (0..%d)", j,
+                             dc->target_layer_ids[j], tc->num_hidden_layers - 1);
+            return -1;
+        }
+    if (dc->mask_token_id < 0 || dc->mask_token_id >= tc->vocab_size) {
+        dflash_set_error("training: draft mask_token_id %d is outside the vocabulary 0..%d", dc->mask_token_id,
+                         tc->vocab_size - 1);
+        return -1;
+    }
+    return 0;
+}
+
+TrainState *train_state_new(Model *draft, const Model *target) {
+    if (check_fit(draft, target) != 0) return NULL;
+    TrainState *st = xcalloc(1, sizeof *st, "training state");
+    if (!st) return NULL;
+    st->draft = draft;
+    if (draft_own_weights(draft, 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
+    size_t total = st->offset[st->n];
+    st->grad = xcalloc(total, sizeof(real), "gradients");
+    st->m = xcalloc(total, sizeof(real), "AdamW exp_avg");
+    st->v = xcalloc(total, sizeof(real), "AdamW exp_avg_sq");
+    if (!st->grad || !st->m || !st->v) { train_state_free(st); return NULL; }
+    return st;
+}
+
+real *train_grad(TrainState *st, int i) { return st->grad + st->offset[i]; }
+
+uint64_t train_rng_seed(uint64_t seed) {
+    Rng g;
+    rng_seed(&g, seed);
+    return g.s;
+}
+
+int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed) {
+    memset(draft, 0, sizeof *draft);
+    draft->cfg = *dcfg;
+    draft->layers = xcalloc(dcfg->num_hidden_layers, sizeof(LayerWeights), "draft layers");
+    draft->inv_freq = xcalloc(dcfg->head_dim / 2, sizeof(real), "draft inv_freq");
+    TrainParam *params = NULL;
+    size_t *offset = NULL;
+    int n = 0;
+    if (!draft->layers || !draft->inv_freq || check_fit(draft, target) != 0 ||
+        draft_own_weights(draft, 0, &params, &offset, &n) != 0) {
+        model_free(draft);
+        return -1;
+    }
+    rope_inv_freq(draft->inv_freq, dcfg->head_dim, dcfg->rope_theta);
+    Rng g;
+    rng_seed(&g, seed);
+    for (int i = 0; i < n; i++) {
+        size_t count = param_size(&params[i]);
+        real *x = params[i].data;
+        if (params[i].ndim == 1) {   /* RMSNorm weights: 1 */
+            for (size_t j = 0; j < count; j++) x[j] = 1;
+            continue;
+        }
+        for (size_t j = 0; j < count; j += 2) {   /* N(0, 0.02^2), Box-Muller pairs */
+            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
+            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
+            x[j] = (real)(0.02 * rad * cos(ang));
+            if (j + 1 < count) x[j + 1] = (real)(0.02 * rad * sin(ang));
+        }
+    }
+    free(params);
+    free(offset);
+    return 0;
+}
+
+/* ===========================================================================
+ * 2. Anchors (SpecForge, specforge/core/dflash.py, _sample_anchor_positions)
+ * ======================================================================== */
+
+/* candidates of one sequence: positions 0..max(S-B, 0) with loss_mask 1 */
+static int anchor_candidates(const int *loss_mask, int S, int B, int *cand) {
+    int last = S - B > 0 ? S - B : 0, n = 0;
+    for (int p = 0; p <= last && p < S; p++)
+        if (loss_mask[p]) {
+            if (cand) cand[n] = p;
+            n++;
+        }
+    return n;
+}
+
+int train_anchor_count(const int *loss_mask, int b, int S, int B, int num_anchors) {
+    int most = 0;
+    for (int i = 0; i < b; i++) {
+        int c = anchor_candidates(loss_mask + (size_t)i * S, S, B, NULL);
+        if (c > most) most = c;
+    }
+    int n = num_anchors < most - 1 ? num_anchors : most - 1;   /* min(num_anchors, max count - 1) */
+    if (n < 1) {
+        dflash_set_error("training: no valid anchor: the best sequence has %d position%s in 0..S-B = 0..%d with "
+                         "loss mask 1 (SpecForge draws min(--anchors, that count - 1) anchors, which must be >= 1)",
+                         most, most == 1 ? "" : "s", S - B > 0 ? S - B : 0);
+        return -1;
+    }
+    return n;
+}
+
+int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N, int *anchors, int *keep) {
+    if (S < 1 || B < 1 || N < 1) {
+        dflash_set_error("training: anchors: S %d, B %d, N %d must be >= 1", S, B, N);
+        return -1;
+    }
+    int *cand = xcalloc(S, sizeof(int), "anchor candidates");
+    if (!cand) return -1;
+    int count = anchor_candidates(loss_mask, S, B, cand);
+    int kept = N < count ? N : count;
+    Rng g = {*rng};
+    for (int i = 0; i < kept; i++) {   /* a partial Fisher-Yates shuffle: a uniform subset */
+        int j = i + (int)(rng_uniform(&g) * (double)(count - i));
+        int tmp = cand[i];
+        cand[i] = cand[j];
+        cand[j] = tmp;
+    }
+    *rng = g.s;
+    for (int i = 1; i < kept; i++)   /* sorted ascending (insertion sort) */
+        for (int j = i; j > 0 && cand[j - 1] > cand[j]; j--) {
+            int tmp = cand[j];
+            cand[j] = cand[j - 1];
+            cand[j - 1] = tmp;
+        }
+    for (int i = 0; i < N; i++) {
+        anchors[i] = i < kept ? cand[i] : 0;
+        keep[i] = i < kept;
+    }
+    free(cand);
+    return kept;
+}
+
+/* ===========================================================================
+ * 3. Kernels and their backward
+ * ======================================================================== */
+
+/* Linear, forward: dflash.c's matmul, out (T, n_out) = x (T, n_in) W^T.
+ * linear_backward: dx (T, n_in) += dout (T, n_out) W, and (dw not NULL)
+ * dw (n_out, n_in) += dout^T x. Both as axpy loops over rows of W (o
+ * outer): row o of W or of dw stays in L1 while every token uses it. */
+static void linear_backward(real *dx, real *dw, const real *dout, const real *x, const real *w,
+                            int T, int n_in, int n_out) {
+    for (int o = 0; o < n_out; o++) {
+        const real *w_o = w + (size_t)o * n_in;
+        real *dw_o = dw ? dw + (size_t)o * n_in : NULL;
+        for (int t = 0; t < T; t++) {
+            real g = dout[(size_t)t * n_out + o];
+            if (dx) {
+                real *dx_t = dx + (size_t)t * n_in;
+                for (int i = 0; i < n_in; i++) dx_t[i] += g * w_o[i];
+            }
+            if (dw_o) {
+                const real *x_t = x + (size_t)t * n_in;
+                for (int i = 0; i < n_in; i++) dw_o[i] += g * x_t[i];
+            }
+        }
+    }
+}
+
+/* RMSNorm, forward: dflash.c's rmsnorm_rows, y = w * (x * r) per row of n,
+ * r = 1/sqrt(mean(x^2) + eps).
+ * rmsnorm_backward: with g = dy * w,
+ *   dx += r * (g - x * r^2 * mean(g * x)),   dw += dy * x * r  */
+static void rmsnorm_backward(real *dx, real *dw, const real *dy, const real *x, const real *w,
+                             int rows, int n, real eps) {
+    for (int row = 0; row < rows; row++) {
+        const real *x_r = x + (size_t)row * n, *dy_r = dy + (size_t)row * n;
+        real *dx_r = dx + (size_t)row * n;
+        real ss = 0, gx = 0;
+        for (int i = 0; i < n; i++) ss += x_r[i] * x_r[i];
+        real r = (real)1 / (real)sqrt((double)(ss / (real)n + eps));
+        for (int i = 0; i < n; i++) gx += dy_r[i] * w[i] * x_r[i];
+        real c = r * r * (gx / (real)n);
+        for (int i = 0; i < n; i++) {
+            dx_r[i] += r * (dy_r[i] * w[i] - x_r[i] * c);
+            dw[i] += dy_r[i] * x_r[i] * r;
+        }
+    }
+}
+
+/* RoPE, forward: dflash.c's apply_rotary_pos_emb (queries at the last q_len
+ * of the k_len table rows). For one pair (x1, x2) = (x[i], x[i + d/2]):
+ *   y1 = x1 cos - x2 sin,  y2 = x2 cos + x1 sin  (a rotation), so
+ *   dx1 = dy1 cos + dy2 sin,  dx2 = dy2 cos - dy1 sin  (the inverse rotation)
+ * rope_backward: dx (rows, heads*d) += that, row t at table row row0 + t. */
+static void rope_backward(real *dx, const real *dy, const real *cos_, const real *sin_, int rows, int row0,
+                          int heads, int head_dim) {
+    int half = head_dim / 2;
+    for (int t = 0; t < rows; t++) {
+        const real *c = cos_ + (size_t)(row0 + t) * head_dim, *s = sin_ + (size_t)(row0 + t) * head_dim;
+        for (int h = 0; h < heads; h++) {
+            const real *dy_h = dy + ((size_t)t * heads + h) * head_dim;
+            real *dx_h = dx + ((size_t)t * heads + h) * head_dim;
+            for (int i = 0; i < half; i++) {
+                real dy1 = dy_h[i], dy2 = dy_h[i + half];
+                dx_h[i] += dy1 * c[i] + dy2 * s[i + half];
+                dx_h[i + half] += dy2 * c[i + half] + (-dy1) * s[i];
+            }
+        }
+    }
+}
+
+/* The block mask (SpecForge create_dflash_sdpa_mask), one sequence:
+ * mask (Q, P)[i][j] = 1 iff query i of block n = i / B may see key j:
+ * a context key j < S with j < anchor_n, or a key of block n itself; none
+ * at all when keep[n] is 0. */
+static void block_mask(int *mask, const int *anchors, const int *keep, int S, int N, int B) {
+    int Q = N * B, P = S + Q;
+    for (int i = 0; i < Q; i++) {
+        int n = i / B;
+        for (int j = 0; j < P; j++) {
+            int ctx = j < S && j < anchors[n];
+            int own = j >= S && (j - S) / B == n;
+            mask[(size_t)i * P + j] = keep[n] && (ctx || own);
+        }
+    }
+}
+
+/* Attention under the block mask, forward (eager_attention_forward with an
+ * additive finfo.min mask, rows that see nothing giving 0 as flex attention
+ * does), one sequence:
+ *   q (Q, H*d) after RoPE; k, v (P, Hkv*d), k after RoPE; mask (Q, P)
+ *   att (H, Q, P) = softmax over the visible keys of q.k * d^-0.5 (0 elsewhere)
+ *   out (Q, H*d) = att @ v
+ * Query head h reads KV head h / (H / Hkv). */
+static void attention_masked(real *out, real *att, const real *q, const real *k, const real *v, const int *mask,
+                             int Q, int P, int n_heads, int n_kv_heads, int head_dim) {
+    real scale = (real)(1.0 / sqrt((double)head_dim));
+    int group = n_heads / n_kv_heads, kvd = n_kv_heads * head_dim;
+    for (int h = 0; h < n_heads; h++) {
+        int kvh = h / group;
+        for (int i = 0; i < Q; i++) {
+            const real *q_i = q + ((size_t)i * n_heads + h) * head_dim;
+            const int *vis = mask + (size_t)i * P;
+            real *a = att + ((size_t)h * Q + i) * P;
+            real *o = out + ((size_t)i * n_heads + h) * head_dim;
+            real mx = 0, sum = 0;
+            int any = 0;
+            for (int j = 0; j < P; j++) {
+                a[j] = 0;
+                if (!vis[j]) continue;
+                a[j] = dot(q_i, k + (size_t)j * kvd + kvh * head_dim, head_dim) * scale;
+                if (!any || a[j] > mx) mx = a[j];
+                any = 1;
+            }
+            for (int j = 0; j < P; j++)
+                if (vis[j]) { a[j] = exp_real(a[j] - mx); sum += a[j]; }
+            for (int j = 0; j < P; j++)
+                if (vis[j]) a[j] = a[j] / sum;
+            for (int e = 0; e < head_dim; e++) o[e] = 0;
+            for (int j = 0; j < P; j++) {
+                if (!vis[j]) continue;
+                const real *v_j = v + (size_t)j * kvd + kvh * head_dim;
+                for (int e = 0; e < head_dim; e++) o[e] += a[j] * v_j[e];
+            }
+        }
+    }
+}
+
+/* attention_masked_backward: from dout (Q, H*d), adds dq (Q, H*d), dk, dv (P, Hkv*d).
+ *   da_j = dout . v_j          dv_j += a_j dout
+ *   ds_j = a_j (da_j - sum_m a_m da_m)     (the softmax's Jacobian)
+ *   dq += d^-0.5 sum_j ds_j k_j            dk_j += d^-0.5 ds_j q
+ * over the visible keys only (the others have a_j = 0). */
+static void attention_masked_backward(real *dq, real *dk, real *dv, const real *dout, const real *att, const real *q,
+                                      const real *k, const real *v, const int *mask, int Q, int P, int n_heads,
+                                      int n_kv_heads, int head_dim, real *da /* (P) scratch */) {
+    real scale = (real)(1.0 / sqrt((double)head_dim));
+    int group = n_heads / n_kv_heads, kvd = n_kv_heads * head_dim;
+    for (int h = 0; h < n_heads; h++) {
+        int kvh = h / group;
+        for (int i = 0; i < Q; i++) {
+            const real *q_i = q + ((size_t)i * n_heads + h) * head_dim;
+            const real *do_i = dout + ((size_t)i * n_heads + h) * head_dim;
+            real *dq_i = dq + ((size_t)i * n_heads + h) * head_dim;
+            const int *vis = mask + (size_t)i * P;
+            const real *a = att + ((size_t)h * Q + i) * P;
+            real sum_ad = 0;
+            for (int j = 0; j < P; j++) {
+                if (!vis[j]) continue;
+                da[j] = dot(do_i, v + (size_t)j * kvd + kvh * head_dim, head_dim);
+                sum_ad += a[j] * da[j];
+                real *dv_j = dv + (size_t)j * kvd + kvh * head_dim;
+                for (int e = 0; e < head_dim; e++) dv_j[e] += a[j] * do_i[e];
+            }
+            for (int j = 0; j < P; j++) {
+                if (!vis[j]) continue;
+                real ds = a[j] * (da[j] - sum_ad) * scale;
+                const real *k_j = k + (size_t)j * kvd + kvh * head_dim;
+                real *dk_j = dk + (size_t)j * kvd + kvh * head_dim;
+                for (int e = 0; e < head_dim; e++) {
+                    dq_i[e] += ds * k_j[e];
+                    dk_j[e] += ds * q_i[e];
+                }
+            }
+        }
+    }
+}
+
+/* SwiGLU, forward: act = silu(gate) * up (dflash.c's mlp_block).
+ * swiglu_backward: with s = sigmoid(gate), silu' = s (1 + gate (1 - s)):
+ *   dgate = dact * up * silu'(gate),  dup = dact * silu(gate)  (written, not added) */
+static void swiglu_backward(real *dgate, real *dup, const real *dact, const real *gate, const real *up, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        real s = (real)1 / ((real)1 + exp_real(-gate[i]));
+        dgate[i] = dact[i] * up[i] * (s * ((real)1 + gate[i] * ((real)1 - s)));
+        dup[i] = dact[i] * (gate[i] * s);
+    }
+}
+
+/* Cross-entropy of one row of V logits against label, forward:
+ * ce = logsumexp(x) - x[label] (F.cross_entropy, reduction "none").
+ * cross_entropy_backward: dx = coef * (softmax(x) - onehot(label)), written;
+ * coef = this row's d loss / d ce = w / (sum(w) + 1e-6). */
+static real logsumexp(const real *x, int V) {
+    real mx = x[0], sum = 0;
+    for (int j = 1; j < V; j++) if (x[j] > mx) mx = x[j];
+    for (int j = 0; j < V; j++) sum += exp_real(x[j] - mx);
+    return mx + (real)log((double)sum);
+}
+
+static real cross_entropy(const real *x, int V, int label) { return logsumexp(x, V) - x[label]; }
+
+static void cross_entropy_backward(real *dx, const real *x, int V, int label, real coef) {
+    real lse = logsumexp(x, V);
+    for (int j = 0; j < V; j++) dx[j] = coef * (exp_real(x[j] - lse) - (real)(j == label));
+}
+
+/* ===========================================================================
+ * 4. The step
+ * ======================================================================== */
+
+/* One draft layer's activations over the whole batch (rows: b*Q block rows,
+ * b*P key rows). */
+typedef struct {
+    const real *h_in;   /* (b*Q, D)     the layer's input (not owned)        */
+    real *xb;           /* (b*Q, D)     X = input_layernorm(h)               */
+    real *kv_in;        /* (b*P, D)     per sequence [C ; X]: K/V's input     */
+    real *q;            /* (b*Q, H*d)   q_proj(X)                            */
+    real *qn;           /* (b*Q, H*d)   q_norm per head                      */
+    real *q_rope;       /* (b*Q, H*d)   after RoPE at the block positions    */
+    real *k;            /* (b*P, Hkv*d) k_proj([C ; X])                      */
+    real *kn;           /* (b*P, Hkv*d) k_norm per head                      */
+    real *k_rope;       /* (b*P, Hkv*d) after RoPE                           */
+    real *v;            /* (b*P, Hkv*d) v_proj([C ; X])                      */
+    real *att;          /* (b, H, Q, P) attention weights, 0 where masked    */
+    real *attn;         /* (b*Q, H*d)   att @ v, heads side by side          */
+    real *attn_output;  /* (b*Q, D)     o_proj(attn)                         */
+    real *h_mid;        /* (b*Q, D)     h + attn_output                      */
+    real *xb2;          /* (b*Q, D)     post_attention_layernorm(h_mid)      */
+    real *gate, *up;    /* (b*Q, I)                                          */
+    real *act;          /* (b*Q, I)     silu(gate) * up                      */
+    real *mlp_out;      /* (b*Q, D)     down_proj(act)                       */
+    real *out;          /* (b*Q, D)     h_mid + mlp_out: the layer's output  */
+} TrainLayer;
+
+typedef struct {
+    int b, S, N, B, Q, P;
+    int *noise_ids;       /* (b, Q)       block n: [input_ids[anchor_n], mask...] */
+    int *pos;             /* (b, P)       position_ids: 0..S-1, anchor_n + k     */
+    int *mask;            /* (b, Q, P)    1: visible                            */
+    int *labels;          /* (b, Q)       input_ids[min(anchor_n + k, S-1)]     */
+    int *keep;            /* (b, N)       the batch's keep flags (default 1)    */
+    int *lmask;           /* (b, S)       the batch's loss mask (default 1)     */
+    real *binary;         /* (b, Q)       loss weights before the decay          */
+    real *weights;        /* (b, Q)       loss weights                          */
+    real *ce;             /* (b, Q)                                             */
+    real *angles;         /* (b, P, d/2)                                        */
+    real *cos, *sin;      /* (b, P, d)                                          */
+    real *target_hidden;  /* (b*S, k*D)                                         */
+    real *fc_out;         /* (b*S, D)     fc(target_hidden)                     */
+    real *C;              /* (b*S, D)     hidden_norm(fc_out)                   */
+    real *emb;            /* (b*Q, D)     embed_tokens(noise_ids)               */
+    TrainLayer *layers;   /* (L)                                                */
+    real *norm;           /* (b*Q, D)     final norm                            */
+    real *logits;         /* (b*Q, V)                                           */
+    /* gradients (d loss / d .), reused layer after layer */
+    real *dlogits;        /* (b*Q, V)  */
+    real *dh;             /* (b*Q, D)  the residual stream's gradient           */
+    real *dh_mid, *dxb2, *dxb, *dattn_output;  /* (b*Q, D) */
+    real *dact, *dgate, *dup;                  /* (b*Q, I) */
+    real *dattn, *dq_rope, *dqn, *dq;          /* (b*Q, H*d) */
+    real *dk_rope, *dkn, *dk, *dv;             /* (b*P, Hkv*d) */
+    real *dkv_in;         /* (b*P, D)  */
+    real *dC, *dfc_out;   /* (b*S, D)  */
+    real *da;             /* (P)       attention scratch */
+    void **owned;         /* (cap_owned) every buffer above, for run_free */
+    int n_owned, cap_owned;
+    int failed;
+} TrainRun;
+
+static void *run_alloc(TrainRun *r, size_t n, size_t size, const char *what) {
+    void *p = NULL;
+    if (!r->failed && r->n_owned == r->cap_owned) {  /* 43 + 19 per draft layer */
+        int cap = r->cap_owned ? 2 * r->cap_owned : 128;
+        void **o = realloc(r->owned, sizeof(void *) * (size_t)cap);
+        if (o) r->owned = o, r->cap_owned = cap;
+        else r->failed = 1, dflash_set_error("out of memory (training buffers)");
+    }
+    if (!r->failed) p = xcalloc(n, size, what);
+    if (p) r->owned[r->n_owned++] = p;
+    else r->failed = 1;
+    return p;
+}
+#define RUN_REALS(r, rows, cols, what) ((real *)run_alloc((r), (size_t)(rows) * (size_t)(cols), sizeof(real), (what)))
+
+static void run_free(TrainRun *r) {
+    for (int i = 0; i < r->n_owned; i++) free(r->owned[i]);
+    free(r->owned);
+    free(r->layers);
+    memset(r, 0, sizeof *r);
+}
+
+static int run_init(TrainRun *r, const Config *dc, const Config *tc, int b, int S, int N, int B) {
+    memset(r, 0, sizeof *r);
+    int D = dc->hidden_size, I = dc->intermediate_size, d = dc->head_dim, V = tc->vocab_size;
+    int Hd = dc->num_attention_heads * d, kvd = dc->num_key_value_heads * d, H = dc->num_attention_heads;
+    int kD = dc->n_target_layer_ids * D, Q = N * B, P = S + Q;
+    size_t bQ = (size_t)b * Q, bP = (size_t)b * P, bS = (size_t)b * S;
+    r->b = b, r->S = S, r->N = N, r->B = B, r->Q = Q, r->P = P;
+    r->noise_ids = run_alloc(r, bQ, sizeof(int), "noise_ids");
+    r->pos = run_alloc(r, bP, sizeof(int), "position_ids");
+    r->mask = run_alloc(r, bQ * P, sizeof(int), "attention mask");
+    r->labels = run_alloc(r, bQ, sizeof(int), "labels");
+    r->keep = run_alloc(r, (size_t)b * N, sizeof(int), "keep");
+    r->lmask = run_alloc(r, bS, sizeof(int), "loss mask");
+    r->binary = RUN_REALS(r, bQ, 1, "binary weights");
+    r->weights = RUN_REALS(r, bQ, 1, "loss weights");
+    r->ce = RUN_REALS(r, bQ, 1, "ce");
+    r->angles = RUN_REALS(r, bP, d / 2, "rope angles");
+    r->cos = RUN_REALS(r, bP, d, "cos");
+    r->sin = RUN_REALS(r, bP, d, "sin");
+    r->target_hidden = RUN_REALS(r, bS, kD, "target_hidden");
+    r->fc_out = RUN_REALS(r, bS, D, "fc");
+    r->C = RUN_REALS(r, bS, D, "hidden_norm");
+    r->emb = RUN_REALS(r, bQ, D, "noise embedding");
+    r->norm = RUN_REALS(r, bQ, D, "norm");
+    r->logits = RUN_REALS(r, bQ, V, "logits");
+    r->dlogits = RUN_REALS(r, bQ, V, "d logits");
+    r->dh = RUN_REALS(r, bQ, D, "d h");
+    r->dh_mid = RUN_REALS(r, bQ, D, "d h_mid");
+    r->dxb2 = RUN_REALS(r, bQ, D, "d xb2");
+    r->dxb = RUN_REALS(r, bQ, D, "d xb");
+    r->dattn_output = RUN_REALS(r, bQ, D, "d attn_output");
+    r->dact = RUN_REALS(r, bQ, I, "d act");
+    r->dgate = RUN_REALS(r, bQ, I, "d gate");
+    r->dup = RUN_REALS(r, bQ, I, "d up");
+    r->dattn = RUN_REALS(r, bQ, Hd, "d attn");
+    r->dq_rope = RUN_REALS(r, bQ, Hd, "d q_rope");
+    r->dqn = RUN_REALS(r, bQ, Hd, "d qn");
+    r->dq = RUN_REALS(r, bQ, Hd, "d q");
+    r->dk_rope = RUN_REALS(r, bP, kvd, "d k_rope");
+    r->dkn = RUN_REALS(r, bP, kvd, "d kn");
+    r->dk = RUN_REALS(r, bP, kvd, "d k");
+    r->dv = RUN_REALS(r, bP, kvd, "d v");
+    r->dkv_in = RUN_REALS(r, bP, D, "d kv_in");
+    r->dC = RUN_REALS(r, bS, D, "d C");
+    r->dfc_out = RUN_REALS(r, bS, D, "d fc");
+    r->da = RUN_REALS(r, P, 1, "attention scratch");
+    r->layers = xcalloc(dc->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
+    if (!r->layers) r->failed = 1;
+    for (int l = 0; !r->failed && l < dc->num_hidden_layers; l++) {
+        TrainLayer *a = &r->layers[l];
+        a->xb = RUN_REALS(r, bQ, D, "xb");
+        a->kv_in = RUN_REALS(r, bP, D, "kv_in");
+        a->q = RUN_REALS(r, bQ, Hd, "q");
+        a->qn = RUN_REALS(r, bQ, Hd, "qn");
+        a->q_rope = RUN_REALS(r, bQ, Hd, "q_rope");
+        a->k = RUN_REALS(r, bP, kvd, "k");
+        a->kn = RUN_REALS(r, bP, kvd, "kn");
+        a->k_rope = RUN_REALS(r, bP, kvd, "k_rope");
+        a->v = RUN_REALS(r, bP, kvd, "v");
+        a->att = RUN_REALS(r, (size_t)b * H * Q, P, "attention weights");
+        a->attn = RUN_REALS(r, bQ, Hd, "attn");
+        a->attn_output = RUN_REALS(r, bQ, D, "attn_output");
+        a->h_mid = RUN_REALS(r, bQ, D, "h_mid");
+        a->xb2 = RUN_REALS(r, bQ, D, "xb2");
+        a->gate = RUN_REALS(r, bQ, I, "gate");
+        a->up = RUN_REALS(r, bQ, I, "up");
+        a->act = RUN_REALS(r, bQ, I, "act");
+        a->mlp_out = RUN_REALS(r, bQ, D, "mlp_out");
+        a->out = RUN_REALS(r, bQ, D, "layer output");
+    }
+    return r->failed ? -1 : 0;
+}
+
+static void zero(real *x, size_t n) { memset(x, 0, sizeof(real) * n); }
+
+/* The batch against the two configs, before anything runs. */
+static int check_batch(const Model *dm, const Model *tm, const TrainBatch *bt) {
+    const Config *dc = &dm->cfg, *tc = &tm->cfg;
+    if (bt->b < 1 || bt->S < 1 || bt->N < 1 || bt->B < 1 || bt->B > DFLASH_MAX_BLOCK) {
+        dflash_set_error("training batch: b %d, S %d, N %d must be >= 1 and the block size %d in 1..%d", bt->b, bt->S,
+                         bt->N, bt->B, DFLASH_MAX_BLOCK);
+        return -1;
+    }
+    for (int i = 0; i < bt->b * bt->S; i++) {
+        if (bt->input_ids[i] < 0 || bt->input_ids[i] >= tc->vocab_size) {
+            dflash_set_error("training batch: sequence %d position %d: token id %d is outside the vocabulary 0..%d",
+                             i / bt->S, i % bt->S, bt->input_ids[i], tc->vocab_size - 1);
+            return -1;
+        }
+        if (bt->loss_mask && bt->loss_mask[i] != 0 && bt->loss_mask[i] != 1) {
+            dflash_set_error("training batch: sequence %d position %d: loss mask %d is not 0 or 1", i / bt->S,
+                             i % bt->S, bt->loss_mask[i]);
+            return -1;
+        }
+    }
+    for (int i = 0; i < bt->b * bt->N; i++) {
+        int a = bt->anchors[i];
+        if (a < 0 || a >= bt->S) {
+            dflash_set_error("training batch: sequence %d anchor %d: %d is not a position 0..%d", i / bt->N,
+                             i % bt->N, a, bt->S - 1);
+            return -1;
+        }
+        if ((long)a + bt->B > dc->max_position_embeddings) {
+            dflash_set_error("training batch: anchor %d + block size %d exceeds max_position_embeddings %d", a,
+                             bt->B, dc->max_position_embeddings);
+            return -1;
+        }
+    }
+    if (bt->S > tc->max_position_embeddings) {
+        dflash_set_error("training batch: sequence length %d exceeds max_position_embeddings %d", bt->S,
+                         tc->max_position_embeddings);
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- tracing helpers (section 5) */
+static int emit(const TraceTensorHook *hook, int step, const char *name, int is_int, const void *data, int ndim,
+                const int64_t *shape);
+#define EMIT(hook, step, name, is_int, data, ...)                                                      \
+    do {                                                                                               \
+        const int64_t shape_[] = {__VA_ARGS__};                                                        \
+        if ((hook) && emit((hook), (step), (name), (is_int), (data),                                   \
+                           (int)(sizeof shape_ / sizeof shape_[0]) - (shape_[0] < 0), shape_) != 0)    \
+            goto done;                                                                                 \
+    } while (0)
+/* a 0-d tensor: EMIT(..., -1) (the shape list cannot be empty) */
+
+/* Set-up from the batch: noise ids, positions, the mask, labels, weights
+ * (SpecForge OnlineDFlashModel.forward, _create_noise_embed,
+ * _create_position_ids, create_dflash_sdpa_mask). */
+static void batch_setup(TrainRun *r, const TrainBatch *bt, int mask_id, double gamma) {
+    int S = r->S, N = r->N, B = r->B, Q = r->Q, P = r->P;
+    for (int i = 0; i < r->b * S; i++) r->lmask[i] = bt->loss_mask ? bt->loss_mask[i] : 1;
+    for (int i = 0; i < r->b * N; i++) r->keep[i] = bt->keep ? bt->keep[i] != 0 : 1;
+    for (int bi = 0; bi < r->b; bi++) {
+        const int *ids = bt->input_ids + (size_t)bi * S, *anc = bt->anchors + (size_t)bi * N;
+        const int *keep = r->keep + (size_t)bi * N, *lm = r->lmask + (size_t)bi * S;
+        for (int j = 0; j < S; j++) r->pos[(size_t)bi * P + j] = j;
+        for (int n = 0; n < N; n++)
+            for (int k = 0; k < B; k++) {
+                size_t row = (size_t)bi * Q + (size_t)n * B + k;
+                int idx = anc[n] + k, safe = idx < S ? idx : S - 1;
+                r->noise_ids[row] = k == 0 && keep[n] ? ids[anc[n]] : mask_id;
+                r->pos[(size_t)bi * P + S + n * B + k] = idx;
+                r->labels[row] = ids[safe];
+                real w = (real)(keep[n] && idx < S && k > 0 && lm[safe]);
+                r->binary[row] = w;
+                if (gamma > 0) w = w * (real)exp(-(double)(k - 1 > 0 ? k - 1 : 0) / gamma);
+                r->weights[row] = w;
+            }
+        block_mask(r->mask + (size_t)bi * Q * P, anc, keep, S, N, B);
+    }
+}
+
+/* One draft layer forward over the batch (Qwen3DFlashDecoderLayer with
+ * Qwen3DFlashAttention): Q from the block rows, K and V from [C ; X] through
+ * the same k_proj / v_proj / k_norm, RoPE (queries at their block
+ * positions), attention under the block mask, o_proj, residual, MLP,
+ * residual. */
+static void layer_forward(const Model *dm, int l, TrainRun *r, const real *h_in) {
+    const Config *c = &dm->cfg;
+    const LayerWeights *w = &dm->layers[l];
+    TrainLayer *a = &r->layers[l];
+    int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    int d = c->head_dim, Hd = H * d, kvd = Hkv * d, S = r->S, Q = r->Q, P = r->P;
+    int rows = r->b * Q, krows = r->b * P;
+    real eps = (real)c->rms_norm_eps;
+    a->h_in = h_in;
+    rmsnorm_rows(a->xb, h_in, w->input_layernorm, rows, D, eps);
+    matmul(a->q, a->xb, w->q_proj, rows, D, Hd);
+    rmsnorm_rows(a->qn, a->q, w->q_norm, rows * H, d, eps);
+    for (int bi = 0; bi < r->b; bi++) {
+        memcpy(a->kv_in + (size_t)bi * P * D, r->C + (size_t)bi * S * D, sizeof(real) * S * D);
+        memcpy(a->kv_in + ((size_t)bi * P + S) * D, a->xb + (size_t)bi * Q * D, sizeof(real) * Q * D);
+    }
+    matmul(a->k, a->kv_in, w->k_proj, krows, D, kvd);
+    matmul(a->v, a->kv_in, w->v_proj, krows, D, kvd);
+    rmsnorm_rows(a->kn, a->k, w->k_norm, krows * Hkv, d, eps);
+    for (int bi = 0; bi < r->b; bi++) {
+        apply_rotary_pos_emb(a->q_rope + (size_t)bi * Q * Hd, a->k_rope + (size_t)bi * P * kvd,
+                             a->qn + (size_t)bi * Q * Hd, a->kn + (size_t)bi * P * kvd, r->cos + (size_t)bi * P * d,
+                             r->sin + (size_t)bi * P * d, Q, P, H, Hkv, d);
+        attention_masked(a->attn + (size_t)bi * Q * Hd, a->att + (size_t)bi * H * Q * P, a->q_rope + (size_t)bi * Q * Hd,
+                         a->k_rope + (size_t)bi * P * kvd, a->v + (size_t)bi * P * kvd, r->mask + (size_t)bi * Q * P,
+                         Q, P, H, Hkv, d);
+    }
+    matmul(a->attn_output, a->attn, w->o_proj, rows, Hd, D);
+    for (size_t i = 0; i < (size_t)rows * D; i++) a->h_mid[i] = h_in[i] + a->attn_output[i];
+    rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, rows, D, eps);
+    matmul(a->gate, a->xb2, w->gate_proj, rows, D, I);
+    matmul(a->up, a->xb2, w->up_proj, rows, D, I);
+    for (size_t i = 0; i < (size_t)rows * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
+    matmul(a->mlp_out, a->act, w->down_proj, rows, I, D);
+    for (size_t i = 0; i < (size_t)rows * D; i++) a->out[i] = a->h_mid[i] + a->mlp_out[i];
+}
+
+/* layer_backward: r->dh holds d loss / d (layer l's output); on return it
+ * holds d loss / d (layer l's input), and dC has the context's share added.
+ * g: the layer's gradient tensors, in train_params order from input_layernorm. */
+static void layer_backward(const Model *dm, int l, TrainRun *r, real *const *g) {
+    const Config *c = &dm->cfg;
+    const LayerWeights *w = &dm->layers[l];
+    TrainLayer *a = &r->layers[l];
+    int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
+    int d = c->head_dim, Hd = H * d, kvd = Hkv * d, S = r->S, Q = r->Q, P = r->P;
+    int rows = r->b * Q, krows = r->b * P;
+    size_t nD = (size_t)rows * D, nI = (size_t)rows * I;
+    real eps = (real)c->rms_norm_eps;
+    real *g_in = g[0], *g_q = g[1], *g_k = g[2], *g_v = g[3], *g_qn = g[4], *g_kn = g[5], *g_o = g[6];
+    real *g_post = g[7], *g_gate = g[8], *g_up = g[9], *g_down = g[10];
+
+    /* out = h_mid + down_proj(act): both get dh */
+    memcpy(r->dh_mid, r->dh, sizeof(real) * nD);
+    zero(r->dact, nI);
+    linear_backward(r->dact, g_down, r->dh, a->act, w->down_proj, rows, I, D);
+    /* act = silu(gate) * up; gate, up = xb2 W^T */
+    swiglu_backward(r->dgate, r->dup, r->dact, a->gate, a->up, nI);
+    zero(r->dxb2, nD);
+    linear_backward(r->dxb2, g_gate, r->dgate, a->xb2, w->gate_proj, rows, D, I);
+    linear_backward(r->dxb2, g_up, r->dup, a->xb2, w->up_proj, rows, D, I);
+    /* xb2 = post_attention_layernorm(h_mid) */
+    rmsnorm_backward(r->dh_mid, g_post, r->dxb2, a->h_mid, w->post_attention_layernorm, rows, D, eps);
+    /* h_mid = h_in + o_proj(attn): dh (now for h_in) = dh_mid */
+    memcpy(r->dh, r->dh_mid, sizeof(real) * nD);
+    zero(r->dattn, (size_t)rows * Hd);
+    linear_backward(r->dattn, g_o, r->dh_mid, a->attn, w->o_proj, rows, Hd, D);
+    /* attention, then RoPE, per sequence */
+    zero(r->dq_rope, (size_t)rows * Hd);
+    zero(r->dk_rope, (size_t)krows * kvd);
+    zero(r->dv, (size_t)krows * kvd);
+    zero(r->dqn, (size_t)rows * Hd);
+    zero(r->dkn, (size_t)krows * kvd);
+    for (int bi = 0; bi < r->b; bi++) {
+        size_t qo = (size_t)bi * Q * Hd, ko = (size_t)bi * P * kvd;
+        attention_masked_backward(r->dq_rope + qo, r->dk_rope + ko, r->dv + ko, r->dattn + qo,
+                                  a->att + (size_t)bi * H * Q * P, a->q_rope + qo, a->k_rope + ko, a->v + ko,
+                                  r->mask + (size_t)bi * Q * P, Q, P, H, Hkv, d, r->da);
+        rope_backward(r->dqn + qo, r->dq_rope + qo, r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d, Q, S, H, d);
+        rope_backward(r->dkn + ko, r->dk_rope + ko, r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d, P, 0, Hkv, d);
+    }
+    /* q_norm, k_norm per head */
+    zero(r->dq, (size_t)rows * Hd);
+    zero(r->dk, (size_t)krows * kvd);
+    rmsnorm_backward(r->dq, g_qn, r->dqn, a->q, w->q_norm, rows * H, d, eps);
+    rmsnorm_backward(r->dk, g_kn, r->dkn, a->k, w->k_norm, krows * Hkv, d, eps);
+    /* q = X Wq^T; k, v = [C ; X] Wk^T, Wv^T */
+    zero(r->dxb, nD);
+    linear_backward(r->dxb, g_q, r->dq, a->xb, w->q_proj, rows, D, Hd);
+    zero(r->dkv_in, (size_t)krows * D);
+    linear_backward(r->dkv_in, g_k, r->dk, a->kv_in, w->k_proj, krows, D, kvd);
+    linear_backward(r->dkv_in, g_v, r->dv, a->kv_in, w->v_proj, krows, D, kvd);
+    for (int bi = 0; bi < r->b; bi++) {   /* the context rows go to C, the block rows to X */
+        const real *dctx = r->dkv_in + (size_t)bi * P * D, *dblk = r->dkv_in + ((size_t)bi * P + S) * D;
+        real *dC = r->dC + (size_t)bi * S * D, *dX = r->dxb + (size_t)bi * Q * D;
+        for (size_t i = 0; i < (size_t)S * D; i++) dC[i] += dctx[i];
+        for (size_t i = 0; i < (size_t)Q * D; i++) dX[i] += dblk[i];
+    }
+    /* X = input_layernorm(h_in) */
+    rmsnorm_backward(r->dh, g_in, r->dxb, a->h_in, w->input_layernorm, rows, D, eps);
+}
+
+/* The whole forward and backward; grads into st->grad (zeroed first). */
+static int forward_backward(const Model *dm, const Model *tm, TrainState *st, const TrainBatch *bt,
+                            const TrainHyper *hp, int step, const TraceTensorHook *trace, TrainStats *stats,
+                            TrainRun *r) {
+    const Config *dc = &dm->cfg, *tc = &tm->cfg;
+    int b = bt->b, S = bt->S, N = bt->N, B = bt->B, Q = N * B, P = S + Q;
+    int D = dc->hidden_size, d = dc->head_dim, V = tc->vocab_size, L = dc->num_hidden_layers;
+    int kD = dc->n_target_layer_ids * D;
+    real eps = (real)dc->rms_norm_eps;
+    int rc = -1;
+    KVCache cache = {0};
+    TargetRun tr = {0};
+    if (check_batch(dm, tm, bt) != 0) return -1;
+    if (run_init(r, dc, tc, b, S, N, B) != 0) return -1;
+    batch_setup(r, bt, dc->mask_token_id, hp->gamma);
+
+    EMIT(trace, step, "input_ids", 1, bt->input_ids, b, S);
+    EMIT(trace, step, "loss_mask", 1, r->lmask, b, S);
+    EMIT(trace, step, "anchors", 1, bt->anchors, b, N);
+    EMIT(trace, step, "keep", 1, r->keep, b, N);
+
+    /* the frozen target over each whole sequence: its context features */
+    if (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0) goto done;
+    for (int bi = 0; bi < b; bi++) {
+        cache.len = 0;
+        target_forward(tm, &cache, &tr, bt->input_ids + (size_t)bi * S, S, S - 1, NULL);
+        extract_context_feature(r->target_hidden + (size_t)bi * S * kD, &tr, tc, dc->target_layer_ids,
+                                dc->n_target_layer_ids, S, 0, S);
+    }
+    EMIT(trace, step, "target_hidden", 0, r->target_hidden, b, S, kD);
+    EMIT(trace, step, "noise_ids", 1, r->noise_ids, b, Q);
+    EMIT(trace, step, "position_ids", 1, r->pos, b, P);
+    EMIT(trace, step, "attn_mask", 1, r->mask, b, Q, P);
+
+    /* the draft: C = hidden_norm(fc(target_hidden)); h = embed_tokens(noise_ids) */
+    matmul(r->fc_out, r->target_hidden, dm->fc, b * S, kD, D);
+    rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, b * S, D, eps);
+    EMIT(trace, step, "fc", 0, r->fc_out, b, S, D);
+    EMIT(trace, step, "hidden_norm", 0, r->C, b, S, D);
+    for (int i = 0; i < b * Q; i++)
+        memcpy(r->emb + (size_t)i * D, tm->embed_tokens + (size_t)r->noise_ids[i] * D, sizeof(real) * D);
+    for (int bi = 0; bi < b; bi++)
+        rope_cos_sin(r->angles + (size_t)bi * P * (d / 2), r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d,
+                     r->pos + (size_t)bi * P, P, dm->inv_freq, d);
+    const real *h = r->emb;
+    for (int l = 0; l < L; l++) {
+        layer_forward(dm, l, r, h);
+        h = r->layers[l].out;
+        char name[32];
+        snprintf(name, sizeof name, "layers.%d", l);
+        EMIT(trace, step, name, 0, h, b, Q, D);
+    }
+    rmsnorm_rows(r->norm, h, dm->norm, b * Q, D, eps);
+    EMIT(trace, step, "norm", 0, r->norm, b, Q, D);
+    matmul(r->logits, r->norm, tm->lm_head, b * Q, D, V);
+    EMIT(trace, step, "logits", 0, r->logits, b, Q, V);
+
+    /* the loss: sum(w ce) / (sum(w) + 1e-6); accuracy over binary weights > 0.5 */
+    double wsum = 0, wce = 0, bsum = 0, correct = 0;
+    long n_weighted = 0;
+    for (int i = 0; i < b * Q; i++) {
+        r->ce[i] = cross_entropy(r->logits + (size_t)i * V, V, r->labels[i]);
+        wsum += (double)r->weights[i];
+        wce += (double)r->weights[i] * (double)r->ce[i];
+        bsum += (double)r->binary[i];
+        n_weighted += r->weights[i] > 0;
+        if (r->binary[i] > (real)0.5 && argmax(r->logits + (size_t)i * V, V) == r->labels[i]) correct += 1;
+    }
+    real loss = (real)(wce / (wsum + 1e-6)), accuracy = (real)(correct / (bsum + 1e-6));
+    EMIT(trace, step, "labels", 1, r->labels, b, N, B);
+    EMIT(trace, step, "loss_weights", 0, r->weights, b, N, B);
+    EMIT(trace, step, "ce", 0, r->ce, b, N, B);
+    EMIT(trace, step, "loss", 0, &loss, -1);
+    EMIT(trace, step, "accuracy", 0, &accuracy, -1);
+
+    /* ---- backward: the weighted CE, the frozen lm_head, the final norm */
+    memset(st->grad, 0, sizeof(real) * st->offset[st->n]);
+    for (int i = 0; i < b * Q; i++)
+        cross_entropy_backward(r->dlogits + (size_t)i * V, r->logits + (size_t)i * V, V, r->labels[i],
+                               (real)((double)r->weights[i] / (wsum + 1e-6)));
+    zero(r->dxb, (size_t)b * Q * D);   /* d norm */
+    linear_backward(r->dxb, NULL, r->dlogits, r->norm, tm->lm_head, b * Q, D, V);
+    zero(r->dh, (size_t)b * Q * D);
+    rmsnorm_backward(r->dh, train_grad(st, st->n - 1), r->dxb, h, dm->norm, b * Q, D, eps);
+    /* the layers, last to first; their K/V context rows add into dC */
+    zero(r->dC, (size_t)b * S * D);
+    for (int l = L - 1; l >= 0; l--) {
+        real *g[11];
+        for (int j = 0; j < 11; j++) g[j] = train_grad(st, 2 + 11 * l + j);
+        layer_backward(dm, l, r, g);
+    }
+    /* C = hidden_norm(fc_out); fc_out = target_hidden fc^T (target_hidden is frozen: no dx) */
+    zero(r->dfc_out, (size_t)b * S * D);
+    rmsnorm_backward(r->dfc_out, train_grad(st, 1), r->dC, r->fc_out, dm->hidden_norm, b * S, D, eps);
+    linear_backward(NULL, train_grad(st, 0), r->dfc_out, r->target_hidden, dm->fc, b * S, kD, D);
+
+    double ss = 0;
+    for (size_t i = 0; i < st->offset[st->n]; i++) ss += (double)st->grad[i] * (double)st->grad[i];
+    if (stats) {
+        stats->loss = loss;
+        stats->accuracy = accuracy;
+        stats->n_weighted = n_weighted;
+        stats->grad_norm = sqrt(ss);
+    }
+    for (int i = 0; i < st->n; i++) {
+        char name[TRAIN_MAX_KEY + 8];
+        snprintf(name, sizeof name, "grad.%s", st->params[i].key);
+        if (st->params[i].ndim == 2)
+            EMIT(trace, step, name, 0, train_grad(st, i), st->params[i].shape[0], st->params[i].shape[1]);
+        else
+            EMIT(trace, step, name, 0, train_grad(st, i), st->params[i].shape[0]);
+    }
+    real grad_norm = (real)sqrt(ss);
+    EMIT(trace, step, "grad_norm", 0, &grad_norm, -1);
+    rc = 0;
+done:
+    cache_free(&cache);
+    target_run_free(&tr);
+    return rc;
+}
+
+int train_loss_grad(const Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
+                    const TrainHyper *hp, int step, const TraceTensorHook *trace, TrainStats *stats) {
+    TrainRun r;
+    memset(&r, 0, sizeof r);
+    int rc = forward_backward(draft, target, st, batch, hp, step, trace, stats, &r);
+    run_free(&r);
+    return rc;
+}
+
+/* clip_grad_norm_ then torch.optim.AdamW (torch 1.13 _single_tensor_adamw),
+ * entry by entry in the working precision:
+ *   g *= min(1, max_norm / (norm + 1e-6))          (when max_norm > 0)
+ *   p *= 1 - lr * wd                              (decoupled weight decay)
+ *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
+ *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps) */
+void train_update(TrainState *st, const TrainHyper *hp, double grad_norm) {
+    size_t total = st->offset[st->n];
+    if (hp->max_grad_norm > 0) {
+        double coef = hp->max_grad_norm / (grad_norm + 1e-6);
+        if (coef < 1)
+            for (size_t i = 0; i < total; i++) st->grad[i] = st->grad[i] * (real)coef;
+    }
+    st->t++;
+    double bc1 = 1 - pow(hp->beta1, (double)st->t), bc2 = 1 - pow(hp->beta2, (double)st->t);
+    real decay = (real)(1 - hp->lr * hp->weight_decay), b1 = (real)hp->beta1, b2 = (real)hp->beta2;
+    real one_b1 = (real)(1 - hp->beta1), one_b2 = (real)(1 - hp->beta2);
+    real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2), eps = (real)hp->eps;
+    for (int i = 0; i < st->n; i++) {
+        real *p = st->params[i].data;
+        size_t o = st->offset[i], n = param_size(&st->params[i]);
+        for (size_t j = 0; j < n; j++) {
+            real g = st->grad[o + j];
+            p[j] = p[j] * decay;
+            st->m[o + j] = st->m[o + j] * b1 + one_b1 * g;
+            st->v[o + j] = st->v[o + j] * b2 + one_b2 * (g * g);
+            real denom = (real)sqrt((double)st->v[o + j]) / bc2_sqrt + eps;
+            p[j] = p[j] + (-step_size) * (st->m[o + j] / denom);
+        }
+    }
+}
+
+int train_step(Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
+               const TrainHyper *hp, int step, const TraceTensorHook *trace, TrainStats *stats) {
+    TrainStats s;
+    if (st->draft != draft) {
+        dflash_set_error("training: the state belongs to another draft");
+        return -1;
+    }
+    if (train_loss_grad(draft, target, st, batch, hp, step, trace, &s) != 0) return -1;
+    train_update(st, hp, s.grad_norm);
+    for (int i = 0; trace && i < st->n; i++) {
+        char name[TRAIN_MAX_KEY + 8];
+        snprintf(name, sizeof name, "param.%s", st->params[i].key);
+        int64_t shape[2] = {st->params[i].shape[0], st->params[i].shape[1]};
+        if (emit(trace, step, name, 0, st->params[i].data, st->params[i].ndim, shape) != 0) return -1;
+    }
+    if (stats) *stats = s;
+    return 0;
+}
+
+/* ===========================================================================
+ * 5. Tracing, and the training trace-name table
+ * ======================================================================== */
+
+/* A pattern against a full name: {s} and {l} match a decimal number. */
+static int train_name_matches(const char *pattern, const char *name) {
+    while (*pattern) {
+        if (*pattern == '{') {
+            if (*name < '0' || *name > '9') return 0;
+            while (*name >= '0' && *name <= '9') name++;
+            pattern = strchr(pattern, '}') + 1;
+        } else if (*pattern++ != *name++) {
+            return 0;
+        }
+    }
+    return *name == 0;
+}
+
+const TraceName *train_trace_name(const char *name) {
+    for (int i = 0; i < train_n_trace_names; i++)
+        if (train_name_matches(train_trace_names[i].pattern, name)) return &train_trace_names[i];
+    return NULL;
+}
+
+/* Hand one tensor "train{step}.<name>" to the hook: int data goes out as
+ * int64, real data as it is; the batch axis is kept. */
+static int emit(const TraceTensorHook *hook, int step, const char *name, int is_int, const void *data, int ndim,
+                const int64_t *shape) {
+    char full[128];
+    snprintf(full, sizeof full, "train%d.%s", step, name);
+    const TraceName *spec = train_trace_name(full);
+    if (!spec) {
+        dflash_set_error("trace: %s is not in the training trace-name table (train.c)", full);
+        return -1;
+    }
+    TraceTensor x = {full, {"train", step}, is_int, data, ndim, {0}, spec};
+    int64_t count = 1;
+    for (int i = 0; i < ndim; i++) count *= (x.shape[i] = shape[i]);
+    int64_t *ids = NULL;
+    if (is_int) {
+        ids = malloc(sizeof(int64_t) * (size_t)(count ? count : 1));
+        if (!ids) {
+            dflash_set_error("out of memory tracing %s", full);
+            return -1;
+        }
+        for (int64_t i = 0; i < count; i++) ids[i] = ((const int *)data)[i];
+        x.data = ids;
+    }
+    int rc = hook->tensor(hook->ctx, &x);
+    free(ids);
+    return rc;
+}
+
+/* Every name a traced training step emits, in the order it computes them:
+ * s is the step (from 1), l a draft layer. Shapes keep the batch axis:
+ * b sequences of S tokens, N blocks of B per sequence (train.h). */
+#define R TRACE_REAL
+#define IDS TRACE_IDS
+#define GRAD_PARAM(which, when)                                                                              \
+    {"train{s}." which ".fc.weight", "D,k*D", R, "fc.weight " when, "train_step"},                            \
+    {"train{s}." which ".hidden_norm.weight", "D", R, "hidden_norm.weight " when, "train_step"},              \
+    {"train{s}." which ".layers.{l}.input_layernorm.weight", "D", R, "input_layernorm.weight " when,         \
+     "train_step"},                                                                                          \
+    {"train{s}." which ".layers.{l}.self_attn.q_proj.weight", "H*d,D", R, "q_proj.weight " when, "train_step"}, \
+    {"train{s}." which ".layers.{l}.self_attn.k_proj.weight", "Hkv*d,D", R, "k_proj.weight " when,           \
+     "train_step"},                                                                                          \
+    {"train{s}." which ".layers.{l}.self_attn.v_proj.weight", "Hkv*d,D", R, "v_proj.weight " when,           \
+     "train_step"},                                                                                          \
+    {"train{s}." which ".layers.{l}.self_attn.q_norm.weight", "d", R, "q_norm.weight " when, "train_step"},   \
+    {"train{s}." which ".layers.{l}.self_attn.k_norm.weight", "d", R, "k_norm.weight " when, "train_step"},   \
+    {"train{s}." which ".layers.{l}.self_attn.o_proj.weight", "D,H*d", R, "o_proj.weight " when, "train_step"}, \
+    {"train{s}." which ".layers.{l}.post_attention_layernorm.weight", "D", R,                                \
+     "post_attention_layernorm.weight " when, "train_step"},                                                 \
+    {"train{s}." which ".layers.{l}.mlp.gate_proj.weight", "I,D", R, "gate_proj.weight " when, "train_step"}, \
+    {"train{s}." which ".layers.{l}.mlp.up_proj.weight", "I,D", R, "up_proj.weight " when, "train_step"},     \
+    {"train{s}." which ".layers.{l}.mlp.down_proj.weight", "D,I", R, "down_proj.weight " when, "train_step"}, \
+    {"train{s}." which ".norm.weight", "D", R, "norm.weight " when, "train_step"}
+const TraceName train_trace_names[] = {
+    /* the batch */
+    {"train{s}.input_ids", "b,S", IDS, "the batch's token sequences", "train_step"},
+    {"train{s}.loss_mask", "b,S", IDS, "1: the position is trained on (a label may come from it)", "train_step"},
+    {"train{s}.anchors", "b,N", IDS, "block n starts at anchors[n] (sorted; 0 where keep is 0)", "train_step"},
+    {"train{s}.keep", "b,N", IDS, "0: the block is all mask ids, sees nothing and carries no loss", "train_step"},
+    /* the frozen target, once over each whole sequence */
+    {"train{s}.target_hidden", "b,S,k*D", R,
+     "extract_context_feature of the target's hidden states: the context at positions 0..S-1",
+     "extract_context_feature"},
+    /* the blocks */
+    {"train{s}.noise_ids", "b,N*B", IDS,
+     "block n = [input_ids[anchors[n]], B-1 mask ids]; all mask ids when keep is 0", "batch_setup"},
+    {"train{s}.position_ids", "b,S+N*B", IDS, "0..S-1 for the context, anchors[n] + 0..B-1 for block n",
+     "batch_setup"},
+    {"train{s}.attn_mask", "b,N*B,S+N*B", IDS,
+     "1: a query of block n sees the key: context j < anchors[n] and its own block; nothing when keep is 0",
+     "block_mask"},
+    /* the draft */
+    {"train{s}.fc", "b,S,D", R, "fc(target_hidden)", "forward_backward"},
+    {"train{s}.hidden_norm", "b,S,D", R, "C = hidden_norm(fc(target_hidden)): the context every layer injects",
+     "forward_backward"},
+    {"train{s}.layers.{l}", "b,N*B,D", R, "draft decoder layer l's output at every block row", "layer_forward"},
+    {"train{s}.norm", "b,N*B,D", R, "the draft's final norm", "forward_backward"},
+    {"train{s}.logits", "b,N*B,V", R, "target.lm_head(norm) at every block row (the frozen lm_head)",
+     "forward_backward"},
+    /* the loss */
+    {"train{s}.labels", "b,N,B", IDS, "row k of block n predicts input_ids[anchors[n] + k] (clamped to S-1)",
+     "batch_setup"},
+    {"train{s}.loss_weights", "b,N,B", R,
+     "keep x (anchors[n]+k < S) x (k > 0) x loss_mask[anchors[n]+k] x exp(-(k-1)/gamma)", "batch_setup"},
+    {"train{s}.ce", "b,N,B", R, "cross-entropy of each row's logits against its label", "cross_entropy"},
+    {"train{s}.loss", "", R, "sum(loss_weights x ce) / (sum(loss_weights) + 1e-6)", "forward_backward"},
+    {"train{s}.accuracy", "", R,
+     "argmax == label where the weight before the decay is > 0.5, over their count + 1e-6", "forward_backward"},
+    /* the backward pass and the update */
+    GRAD_PARAM("grad", "gradient (before clipping)"),
+    {"train{s}.grad_norm", "", R, "global L2 norm of every gradient, before clipping", "forward_backward"},
+    GRAD_PARAM("param", "after the AdamW step"),
+};
+#undef GRAD_PARAM
+#undef R
+#undef IDS
+const int train_n_trace_names = (int)(sizeof train_trace_names / sizeof train_trace_names[0]);

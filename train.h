@@ -1,0 +1,101 @@
+/* train.h - one DFlash training step (SpecForge OnlineDFlashModel, loss
+ * "dflash"), in plain C11 beside dflash.c: the frozen target's context
+ * features, the draft's block forward, the weighted cross-entropy, the
+ * hand-written backward pass, global-norm clipping and AdamW.
+ *
+ * Legend (besides dflash.h's): b sequences in the batch, S their length,
+ * N anchors (blocks) per sequence, B block size, Q = N*B block rows of one
+ * sequence, P = S+Q keys of one sequence (context then blocks).
+ */
+#ifndef TRAIN_H
+#define TRAIN_H
+
+#include "dflash.h"
+#include "tracenames.h"
+
+typedef struct {
+    int b, S, N, B;          /* sequences, their length, anchors per sequence, block size */
+    const int *input_ids;    /* (b, S) */
+    const int *loss_mask;    /* (b, S) 0/1 */
+    const int *anchors;      /* (b, N) sorted positions in 0..S-1 (drawn: 0..S-B) */
+    const int *keep;         /* (b, N) 0/1 */
+} TrainBatch;
+
+typedef struct {
+    double lr;               /* this step's learning rate (the schedule is the caller's) */
+    double beta1, beta2, eps, weight_decay;
+    double max_grad_norm;    /* <= 0: no clipping */
+    double gamma;            /* <= 0: no decay */
+} TrainHyper;
+
+typedef struct {
+    double loss, accuracy, grad_norm;   /* grad_norm before clipping */
+    long n_weighted;                    /* positions with weight > 0 */
+} TrainStats;
+
+typedef struct TrainState TrainState;   /* grads, AdamW m and v, step count */
+
+/* Makes the draft's weights private writable copies (they may point into a
+ * read-only mapping) and allocates grads and AdamW state. NULL with
+ * dflash_errmsg when the pair does not fit or memory runs out. */
+TrainState *train_state_new(Model *draft, const Model *target);
+void train_state_free(TrainState *st);
+
+/* SpecForge's anchor rule (specforge/core/dflash.py, _sample_anchor_positions):
+ * the candidates of a sequence are the positions 0..S-B whose loss_mask is 1;
+ * the batch has N = min(num_anchors, max over the batch of the candidate
+ * count - 1) anchor slots (train_anchor_count; < 1: no valid anchor, an
+ * error); each sequence draws min(N, its candidate count) of its candidates
+ * uniformly without replacement, sorted ascending, keep 1; the slots left
+ * over get anchor 0, keep 0.
+ * train_draw_anchors does one sequence for a given slot count N. rng: the
+ * state of dflash.c's sampling PRNG (xorshift64*, train_rng_seed makes one
+ * from a seed); draw i picks index i + floor(u * (count - i)) of the
+ * remaining candidates (a partial Fisher-Yates shuffle). Returns the number
+ * kept, -1 on error. */
+uint64_t train_rng_seed(uint64_t seed);
+int train_anchor_count(const int *loss_mask, int b, int S, int B, int num_anchors);
+int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
+                       int *anchors, int *keep);
+
+/* One step: forward of the frozen target over each sequence (context features),
+ * the draft's block forward, weighted CE, the hand-written backward, global-norm
+ * clipping, AdamW (state in st). trace: NULL or a hook that receives
+ * "train{step}.<name>" tensors (names as train_oracle.py writes them;
+ * train_trace_names). Returns 0, or -1 with dflash_errmsg set. */
+int train_step(Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
+               const TrainHyper *hp, int step, const TraceTensorHook *trace, TrainStats *stats);
+
+/* The forward, the loss and the backward only (no clipping, no update): the
+ * gradient of the loss is left in train_grad (train_params order). stats
+ * gets loss, accuracy, n_weighted and grad_norm. train_step is this, then
+ * the update. For the gradient checks. */
+int train_loss_grad(const Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
+                    const TrainHyper *hp, int step, const TraceTensorHook *trace, TrainStats *stats);
+/* The gradient buffer of parameter i (train_params order), and the AdamW
+ * update alone (clip to hp->max_grad_norm, then one AdamW step of every
+ * parameter with the grads in st; advances the step count). */
+real *train_grad(TrainState *st, int i);
+void train_update(TrainState *st, const TrainHyper *hp, double grad_norm);
+
+/* The draft's trainable tensors with their safetensors keys, in a fixed order
+ * ("fc.weight", "hidden_norm.weight", "layers.0.input_layernorm.weight", ...,
+ * "norm.weight"): for writing model.safetensors and for gradient names. */
+#define TRAIN_MAX_KEY 64
+typedef struct { char key[TRAIN_MAX_KEY]; real *data; int ndim; int64_t shape[2]; } TrainParam;
+int train_params(const Model *draft, TrainParam *out, int cap);  /* returns count (may exceed cap) */
+
+/* A new draft for `target` from a draft config: every Linear weight drawn
+ * from N(0, 0.02^2) (transformers' initializer_range default, as
+ * Qwen3PreTrainedModel._init_weights does), every RMSNorm weight 1; the
+ * normal draws are Box-Muller pairs from the sampling PRNG seeded with
+ * seed, tensors in train_params order, entries in storage order. */
+int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed);
+
+/* The training trace names (train.c), in data-flow order: the same TraceName
+ * rows as dflash.c's table; {s} the step, {l} a draft layer. */
+extern const TraceName train_trace_names[];
+extern const int train_n_trace_names;
+const TraceName *train_trace_name(const char *name);
+
+#endif /* TRAIN_H */
