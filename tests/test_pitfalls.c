@@ -33,6 +33,7 @@
 #include "testutil.h"
 
 #include <sys/wait.h>
+#include <unistd.h>
 
 #define assert_not_contains(hay, needle)                                                 \
     do {                                                                                 \
@@ -258,21 +259,30 @@ static void test_draft_at_temperature(void **state) {
     free(out);
 }
 
-/* The mechanism. Each program's source, build/pitfalls/NAME/dflash.c, is
- * dflash.c with exactly its patch: reversing the patch gives dflash.c back,
- * byte for byte, and the patch changes something. */
-static void test_each_program_is_dflash_c_plus_its_patch(void **state) {
+/* The mechanism. Each program's source, build/pitfalls/NAME/FILE (FILE the
+ * one file its patch names, dflash.c for all of these), is FILE with
+ * exactly its patch: it differs from FILE, and reversing the patch gives
+ * FILE back, byte for byte. */
+static void test_each_program_is_the_source_plus_its_patch(void **state) {
     (void)state;
     assert_true(g_n_names >= 19);
     for (int i = 0; i < g_n_names; i++) {
-        char cmd[1000], copy[256];
+        char cmd[2000], diff[128], prog[128], file[128], copy[256];
+        snprintf(diff, sizeof diff, "walkthrough/pitfalls/%.60s.diff", g_names[i]);
+        snprintf(prog, sizeof prog, "build/pitfalls/dflash-%.60s", g_names[i]);
+        if (access(prog, X_OK) != 0) fail_msg("%s: no program %s (make pitfall-programs)", g_names[i], prog);
+        char *text = tu_read(diff, NULL);
+        assert_non_null(text);
+        const char *plus = strstr(text, "\n+++ b/");
+        if (!plus || sscanf(plus + 7, "%127s", file) != 1) fail_msg("%s: names no file (+++ b/FILE)", diff);
+        free(text);
         snprintf(copy, sizeof copy, "%.200s", dir_path("copy.c"));
-        snprintf(cmd, sizeof cmd, "test -x build/pitfalls/dflash-%.60s && cmp -s dflash.c build/pitfalls/%.60s/dflash.c",
-                 g_names[i], g_names[i]);
-        if (run(cmd, NULL) != 1) fail_msg("%s: no program, or its dflash.c is the clean one", g_names[i]);
-        snprintf(cmd, sizeof cmd, "cp build/pitfalls/%.60s/dflash.c %s && patch --quiet --batch --fuzz=0 -R %s "
-                 "walkthrough/pitfalls/%.60s.diff && cmp dflash.c %s", g_names[i], copy, copy, g_names[i], copy);
-        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give dflash.c back", g_names[i]);
+        snprintf(cmd, sizeof cmd, "cmp -s %s build/pitfalls/%.60s/%s", file, g_names[i], file);
+        if (run(cmd, NULL) != 1) fail_msg("%s: build/pitfalls/%s/%s is missing or the clean %s", g_names[i],
+                                          g_names[i], file, file);
+        snprintf(cmd, sizeof cmd, "cp build/pitfalls/%.60s/%s %s && patch --quiet --batch --fuzz=0 -R %s %s && cmp %s %s",
+                 g_names[i], file, copy, copy, diff, file, copy);
+        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give %s back", g_names[i], file);
     }
 }
 
@@ -385,7 +395,7 @@ static void test_clean_port_passes_with_margins(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clean_source_and_no_pitfall_flag),
-        cmocka_unit_test(test_each_program_is_dflash_c_plus_its_patch),
+        cmocka_unit_test(test_each_program_is_the_source_plus_its_patch),
         cmocka_unit_test(test_stale_patch_fails_the_build),
         cmocka_unit_test(test_each_pitfall_departs_where_it_enters),
         cmocka_unit_test(test_draft_at_temperature),
