@@ -89,7 +89,7 @@ $(shell mkdir -p $(addprefix build/,$(MODES)); \
   $(foreach m,$(MODES),echo '$(CC_$(m)) $(FLAGS_$(m))' | cmp -s - build/$(m)/flags || \
                         echo '$(CC_$(m)) $(FLAGS_$(m))' > build/$(m)/flags;))
 
-all: dflash weights ## build ./dflash and generate the toy weights (the default)
+all: dflash weights walkthrough/explorer.html ## build ./dflash, generate the toy weights and the explorer page (the default)
 
 help: ## list the targets
 	@sed -n 's/^#* *\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | \
@@ -232,7 +232,7 @@ DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkt
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough pitfalls
 	sh walkthrough/tools/gdb-check.sh --write
-docs-check: $(DOCS_PROGRAMS) js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
+docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls || rc=1; \
 	sh walkthrough/tools/gdb-check.sh || rc=1; \
 	sh walkthrough/explorer-check.sh || rc=1; \
@@ -244,14 +244,18 @@ trace-md: tools/mktrace ## regenerate TRACE.md (the trace contract) from TRACE.m
 	sh tools/docs.sh write trace-md
 trace-md-check: dflash weights tools/mktrace ## TRACE.md, the name table and the names traced runs emit agree
 	@sh tools/docs.sh check trace-md
-walkthrough: dflash weights walkthrough/tools/mkwalk ## regenerate walkthrough/README.md, README.zh.md, figures/, explorer.html
+walkthrough: dflash weights walkthrough/tools/mkwalk ## regenerate walkthrough/README.md, README.zh.md, figures/
 	sh tools/docs.sh write walkthrough
 walkthrough-check: dflash weights walkthrough/tools/mkwalk ## fail if the committed walkthrough/ differs from a regeneration
 	@sh tools/docs.sh check walkthrough
+# walkthrough/explorer.html (8 MB, every value of the default run) is made,
+# not committed: `make` writes it whenever ./dflash or the weights change.
+walkthrough/explorer.html: dflash $(WEIGHTS)
+	sh tools/docs.sh write explorer
 explorer: dflash weights ## regenerate walkthrough/explorer.html (dflash explore of the default run)
 	sh tools/docs.sh write explorer
 # First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
-explorer-check: dflash weights js-check ## node --check the explorer's JavaScript, open the explorers in headless chromium
+explorer-check: dflash weights walkthrough/explorer.html js-check ## node --check the explorer's JavaScript, open the explorers in headless chromium
 	sh walkthrough/explorer-check.sh
 js-check: ## node --check web/explorer.js (the explorer's page is web/: html, css, js)
 	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }

@@ -24,11 +24,10 @@
  * with no trace asked for it returns at once.
  *
  * Names follow the reference code (z-lab/dflash, dflash/model.py, and
- * transformers' modeling_qwen3.py); NOTES.md maps each Python function to the
- * C function that implements it. The dimension legend is in dflash.h:
- *   V vocab, D hidden, L layers, H heads, Hkv KV heads, d head_dim, I MLP,
- *   T tokens in a call, B block, n prompt, Lc context rows, S keys.
- * Every tensor is row-major; a comment "(T, D)" means T rows of D values.
+ * transformers' modeling_qwen3.py; NOTES.md maps each Python function to its
+ * C function). Shapes use dflash.h's legend (V vocab, D hidden, L layers, H
+ * heads, Hkv KV heads, d head_dim, I MLP, T tokens in a call, B block, n
+ * prompt, Lc context rows, S keys), row-major: "(T, D)" is T rows of D values.
  */
 #ifndef _POSIX_C_SOURCE
 #define _POSIX_C_SOURCE 200809L  /* clock_gettime (the run's timings) */
@@ -124,17 +123,9 @@ static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Confi
     memset(trace, 0, sizeof *trace);
     trace->hook = hook;
     trace->ph.phase = "prefill";   /* input_ids is filed under the prefill */
-    TraceDims *dm = &trace->dims;
-    dm->n = n;
-    dm->B = B;
-    dm->k = n_ids;
-    dm->V = tcfg->vocab_size;
-    dm->D = tcfg->hidden_size;
-    dm->I = tcfg->intermediate_size;
-    dm->H = tcfg->num_attention_heads;
-    dm->Hkv = tcfg->num_key_value_heads;
-    dm->d = tcfg->head_dim;
-    dm->L = tcfg->num_hidden_layers;
+    trace->dims = (TraceDims){.n = n, .B = B, .k = n_ids, .V = tcfg->vocab_size, .D = tcfg->hidden_size,
+                              .I = tcfg->intermediate_size, .H = tcfg->num_attention_heads,
+                              .Hkv = tcfg->num_key_value_heads, .d = tcfg->head_dim, .L = tcfg->num_hidden_layers};
     return trace;
 }
 
@@ -199,9 +190,9 @@ static int check_sums(const SumFault *f, const char *phase, int round) {
  * nn.Linear (y = x W^T): out[t][o] = the dot product of row t of x with row
  * o of W.
  *
- * The summation order, fixed here once for every build and every T (the
- * definition is matmul_ref below): each dot product keeps KSUMS = 16
- * partial sums; partial j adds the products of i = j, j+16, j+32, ... in
+ * The summation order, fixed here once for every build and every T (its
+ * plainest loop is tests/test_kernel.c's matmul_ref): each dot product keeps
+ * KSUMS = 16 partial sums; partial j adds the products of i = j, j+16, j+32, ... in
  * increasing i (so a last, shorter group when n_in is not a multiple of 16
  * only reaches the first partials), and the 16 partials are then added
  * pairwise (sum_partials). The order depends on n_in only: never on T, on
@@ -209,10 +200,7 @@ static int check_sums(const SumFault *f, const char *phase, int round) {
  * contraction: -ffp-contract=off). So a token's result is bit-identical
  * whether it is computed alone or inside a block, which is what keeps greedy
  * DFlash exactly lossless here.
- *
- * Why 16 partial sums and not one running sum: one sum makes every add wait
- * for the one before it; 16 independent ones fill the SIMD lanes the
- * compiler uses for the inner `j` loop (4 SSE, 2 AVX2 or 1 AVX-512 vector).
+ * Why 16 sums, and how the fast kernel below is built: NOTES.md, "matmul and losslessness".
  */
 #define KSUMS 16
 
@@ -231,38 +219,14 @@ static real sum_partials(real *p) {
 
 #if defined(__GNUC__)
 #define ALWAYS_INLINE inline __attribute__((always_inline))
-#define TESTS_ONLY __attribute__((unused))
 #else
 #define ALWAYS_INLINE inline
-#define TESTS_ONLY
 #endif
-
-/* matmul_ref: the definition of the summation order, as plainly as it can be
- * written. The program runs the fast matmul below; the tests hold it to this
- * loop bit for bit (tests/test_kernel.c). */
-TESTS_ONLY static void matmul_ref(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
-    for (int t = 0; t < T; t++)
-        for (int o = 0; o < n_out; o++) {
-            real part[KSUMS] = {0};
-            for (int i = 0; i < n_in; i++) part[i % KSUMS] += w[(size_t)o * n_in + i] * x[(size_t)t * n_in + i];
-            out[(size_t)t * n_out + o] = sum_partials(part);
-        }
-}
 
 /* The fast kernel computes the same sums, four rows of W at a time:
  * matmul_tile holds the 4 x 16 partial sums of one token's x . W[o0..o0+3]
- * in vector registers (4 independent chains of adds, so no add waits on the
- * one before it) and reads each weight once. matmul takes every token in
- * turn against those 4 rows: they come from memory for the first token and
- * from the L1 cache (8-24 KB) for the rest. A 1-token forward so runs at the
- * memory's read bandwidth (the 164 MB of toy target weights fit in no
- * cache), and each extra token in a block costs its arithmetic only (a
- * multiply and an add per weight), not another pass over memory. Tried and
- * left out: tiling tokens as well as rows (2 x 4 dot products at once) was
- * 15% faster on the arithmetic with AVX-512 only and slower with AVX2 and
- * SSE2, whose 16 vector registers cannot hold 2 x 4 x 16 partial sums;
- * fmaf was about 20% faster on the extra tokens' arithmetic but would make
- * the -O0 build and CPUs without FMA call libm for every multiply-add. */
+ * and reads each weight once; matmul takes every token in turn against those
+ * 4 rows (from memory for the first token, from the L1 cache for the rest). */
 #define TILE_R 4
 
 /* out[t][o0 + r] = x[t] . W[o0 + r] for r < nr (nr <= TILE_R, a constant
@@ -284,15 +248,9 @@ static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, i
     for (int r = 0; r < nr; r++) out[(size_t)t * n_out + o0 + r] = sum_partials(acc[r]);
 }
 
-/* Function multi-versioning: where the compiler and the C library support it
- * (GCC or clang on x86-64 Linux with glibc), the kernel is compiled once per
- * instruction set and the loader picks the best the CPU has (AVX-512, AVX2
- * or the baseline SSE2). This is not
- * -march=native: the binary still runs on any x86-64. Every clone performs
- * the same IEEE multiplies and adds in the same order (no FMA: neither
- * clone enables it, and -ffp-contract=off forbids contraction), so all of
- * them give the same bits; the -O0 build (scalar code) gives them too
- * (tests/test_trace_run.c compares its traces with the -O2 build's). */
+/* Function multi-versioning (GCC or clang on x86-64 glibc): one clone per
+ * instruction set, the same IEEE operations in the same order, so the same
+ * bits (NOTES.md, "matmul and losslessness"). */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
 #if __has_attribute(target_clones)
 #define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))

@@ -1,9 +1,9 @@
 /* test_kernel.c - the fast matmul against its definition.
  *
- * dflash.c keeps two matmuls: matmul_ref, the plainest loop that defines the
+ * Two matmuls: matmul_ref below, the plainest loop that defines the
  * summation order (16 partial sums, partial j taking i = j mod 16 in
- * increasing i, then added pairwise), and matmul, the kernel the program
- * runs (four weight rows at a time, partial sums in vector registers, one
+ * increasing i, then added pairwise), and dflash.c's matmul, the kernel the
+ * program runs (four weight rows at a time, partial sums in vector registers, one
  * clone per instruction set). Every token's result must be the SAME BITS
  * from both, for every shape: widths that are and are not multiples of 16,
  * row counts that are and are not multiples of the 4-row tile, and 1..16
@@ -13,6 +13,17 @@
 #include "../load.c"
 
 #include "testutil.h"
+
+/* matmul_ref: the definition of the summation order, as plainly as it can be
+ * written (dflash.c's matmul comment states it); matmul must give its bits. */
+static void matmul_ref(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
+    for (int t = 0; t < T; t++)
+        for (int o = 0; o < n_out; o++) {
+            real part[KSUMS] = {0};
+            for (int i = 0; i < n_in; i++) part[i % KSUMS] += w[(size_t)o * n_in + i] * x[(size_t)t * n_in + i];
+            out[(size_t)t * n_out + o] = sum_partials(part);
+        }
+}
 
 /* deterministic values of very different magnitudes and both signs: a
  * reordered sum rounds differently (not exact small integers) */

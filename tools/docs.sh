@@ -13,10 +13,10 @@
 #                nothing, or when a call's names leave the table's order
 #   walkthrough  the walkthrough pages (walkthrough/tools/mkwalk, from the
 #                templates walkthrough/tools/README.md.in and README.zh.md.in),
-#                their figures walkthrough/figures/*.svg (dflash figures) and
-#                walkthrough/explorer.html (dflash explore), from a trace of
-#                the default run
-#   explorer     walkthrough/explorer.html alone
+#                and their figures walkthrough/figures/*.svg (dflash figures),
+#                from a trace of the default run
+#   explorer     walkthrough/explorer.html (dflash explore of the same run):
+#                written by `make`, not committed, so only `write` makes sense
 #   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
@@ -68,7 +68,7 @@ check_trace_names() {
 sets() {
     case $1 in
     trace-md) echo trace_md;;
-    walkthrough) echo walk explorer;;
+    walkthrough) echo walk;;
     explorer) echo explorer;;
     pitfalls) echo pitfalls;;
     *) echo "docs.sh: no set '$1' (trace-md, walkthrough, explorer, pitfalls)" >&2; return 1;;

@@ -5,7 +5,7 @@
 #   sh walkthrough/explorer-check.sh        (from the repository root, after
 #                                             `make dflash weights`; `make explorer-check`)
 #
-# Two pages: the committed walkthrough/explorer.html (the default run) and a
+# Two pages: walkthrough/explorer.html (the default run, written by `make`) and a
 # fresh explorer of a random-set run with block size 6. For each page:
 #   - the page finished rendering (body data-ready="1") and its error box,
 #     which window.onerror fills, is empty; Chromium's console log
