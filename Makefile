@@ -50,11 +50,13 @@ TEST_LIB           = tracenames json trace files manifest diff
 TEST_LIB_test_hook = dflash tracenames json load files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
 FUZZ_LIB          = tracenames json trace files manifest diff
 FUZZ_LIB_fuzz_npy = dflash json load files manifest
 # fuzz_explore #includes explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash tracenames json load trace files manifest build/explorer_page
+# fuzz_figures #includes figures.c and runs figures_main whole
+FUZZ_LIB_fuzz_figures = dflash tracenames json load trace files manifest
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp
 
 # ---- build modes: name -> compiler and flags ----------------------------------

@@ -30,6 +30,7 @@
 #include "figures.h"
 
 #include <ctype.h>
+#include <dirent.h>
 #include <errno.h>
 #include <math.h>
 #include <stdarg.h>
@@ -689,6 +690,43 @@ out:
     return rc;
 }
 
+/* What the run may write against what it reads, through files.c's one
+ * check (out_check_paths): OUT_DIR (a directory written into) may not be the
+ * trace directory or inside it (a symbolic link to it included), and no
+ * file already in OUT_DIR under a name this writes (timeline.svg,
+ * attn_*.svg) may be an input (a symbolic or hard link to the trace's files
+ * or the vocabulary): out_open follows a link and would replace its target.
+ * 0, or -1 with dflash_errmsg. */
+static int check_outputs(const char *out_dir, const char *dir, const char *vocab) {
+    const char *inputs[2] = {dir, vocab};
+    int n_out = 0, cap = 16, rc = -1;
+    OutPath *outs = malloc(sizeof *outs * (size_t)cap);
+    if (!outs) { dflash_set_error("out of memory"); return -1; }
+    outs[n_out++] = (OutPath){out_dir, "the output directory", 2};
+    DIR *d = opendir(out_dir);  /* missing: nothing in it yet */
+    struct dirent *e;
+    while (d && (e = readdir(d)) != NULL) {
+        const char *nm = e->d_name;
+        size_t n = strlen(nm);
+        if (strcmp(nm, "timeline.svg") != 0 && !(n > 9 && strncmp(nm, "attn_", 5) == 0 && strcmp(nm + n - 4, ".svg") == 0))
+            continue;
+        if (n_out == cap) {
+            OutPath *no = realloc(outs, sizeof *outs * (size_t)(cap *= 2));
+            if (!no) { dflash_set_error("out of memory"); goto out; }
+            outs = no;
+        }
+        char *p = path_join(out_dir, nm);
+        if (!p) goto out;
+        outs[n_out++] = (OutPath){p, "the figure", 0};
+    }
+    rc = out_check_paths("OUT_DIR", outs, n_out, inputs, vocab ? 2 : 1);
+out:
+    if (d) closedir(d);
+    for (int k = 1; k < n_out; k++) free((char *)outs[k].path);
+    free(outs);
+    return rc;
+}
+
 static int usage_error(const char *msg) {
     fprintf(stderr, "dflash figures: %s (usage: dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] "
                     "[--head H] [--phase draft|prefill|verify] [--vocab FILE])\n", msg);
@@ -753,9 +791,10 @@ int figures_main(int argc, char **argv) {
             VOC.kind = 1;
         }
     }
-    /* the output directory: made if missing, never the trace itself */
+    /* the output directory: never an input, the trace directory or inside it */
+    if (check_outputs(out_dir, dir, sel.vocab) != 0) goto fail;
     {
-        struct stat so, sd;
+        struct stat so;
         if (stat(out_dir, &so) != 0) {
             made_dir = 1;
             if (mkdir(out_dir, 0777) != 0 || stat(out_dir, &so) != 0) {
@@ -764,10 +803,6 @@ int figures_main(int argc, char **argv) {
             }
         } else if (!S_ISDIR(so.st_mode)) {
             dflash_set_error("%s: not a directory", out_dir);
-            goto fail;
-        }
-        if (stat(dir, &sd) == 0 && sd.st_dev == so.st_dev && sd.st_ino == so.st_ino) {
-            dflash_set_error("%s: the output directory is the trace directory; choose another", out_dir);
             goto fail;
         }
     }

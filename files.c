@@ -902,21 +902,20 @@ static int path_within(const char *a, const char *b) {
 }
 
 /* One input file against the canonical outputs co[] (NULL: not asked for). */
-static int check_against_input(const char *what, const OutPath *outs, char *const *co, int n_out,
-                               const char *input, const struct stat *in_st) {
+static int check_against_input(const char *what, const OutPath *outs, char *const *co, const struct stat *ost,
+                               int n_out, const char *input, const struct stat *in_st) {
     char *ci = canon_path(input);
     if (!ci) return -1;
     int rc = 0;
     for (int k = 0; k < n_out && rc == 0; k++) {
         if (!co[k]) continue;
-        struct stat os;
         int same = strcmp(co[k], ci) == 0 ||
-                   (stat(outs[k].path, &os) == 0 && os.st_dev == in_st->st_dev && os.st_ino == in_st->st_ino);
+                   (ost[k].st_nlink && ost[k].st_dev == in_st->st_dev && ost[k].st_ino == in_st->st_ino);
         if (same) {
             dflash_set_error("%s: %s %s is the input %s; refusing to write over it (choose another path)", what,
                              outs[k].label, outs[k].path, input);
             rc = -1;
-        } else if (outs[k].is_dir && path_within(ci, co[k])) {
+        } else if (outs[k].is_dir == 1 && path_within(ci, co[k])) {
             dflash_set_error("%s: %s %s holds the input %s; refusing to replace it (choose another path)", what,
                              outs[k].label, outs[k].path, input);
             rc = -1;
@@ -947,11 +946,14 @@ static const char *own_name_through_links(const char *path, const char *canon) {
 
 int out_check_paths(const char *what, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs) {
     char **co = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *co);
-    int rc = co ? 0 : -1, any = 0;
-    if (!co) dflash_set_error("%s: out of memory", what);
+    /* each output's file, stat'ed once (st_nlink 0: it does not exist) */
+    struct stat *ost = calloc((size_t)(n_out > 0 ? n_out : 1), sizeof *ost);
+    int rc = co && ost ? 0 : -1, any = 0;
+    if (rc) dflash_set_error("%s: out of memory", what);
     for (int k = 0; k < n_out && rc == 0; k++) {
         if (!outs[k].path) continue;
         any = 1;
+        if (stat(outs[k].path, &ost[k]) != 0) memset(&ost[k], 0, sizeof ost[k]);
         if (!(co[k] = canon_path(outs[k].path))) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);
@@ -970,7 +972,7 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
     for (int i = 0; i < n_out && rc == 0; i++)
         for (int j = 0; j < n_out && rc == 0; j++) {
             if (i == j || !co[i] || !co[j]) continue;
-            if (outs[j].is_dir && (path_within(co[i], co[j]) || path_within(co[j], co[i]))) {
+            if (outs[j].is_dir == 1 && (path_within(co[i], co[j]) || path_within(co[j], co[i]))) {
                 dflash_set_error("%s: %s %s may not be %s %s or inside it (the directory is replaced whole)", what,
                                  outs[i].label, outs[i].path, outs[j].label, outs[j].path);
                 rc = -1;
@@ -989,9 +991,25 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
         struct stat st;
         if (stat(inputs[i], &st) != 0) continue;  /* a missing input is the reader's to report */
         if (!S_ISDIR(st.st_mode)) {
-            rc = check_against_input(what, outs, co, n_out, inputs[i], &st);
+            rc = check_against_input(what, outs, co, ost, n_out, inputs[i], &st);
             continue;
         }
+        /* a directory written into may not be an input directory or inside one */
+        char *cd = NULL;
+        for (int k = 0; k < n_out && rc == 0; k++) {
+            if (!co[k] || outs[k].is_dir != 2) continue;
+            if (!cd && !(cd = canon_path(inputs[i]))) {
+                rc = -1;
+                break;
+            }
+            if (path_within(co[k], cd) || (ost[k].st_nlink && ost[k].st_dev == st.st_dev && ost[k].st_ino == st.st_ino)) {
+                dflash_set_error("%s: %s %s is the input directory %s or inside it; choose a directory outside it",
+                                 what, outs[k].label, outs[k].path, inputs[i]);
+                rc = -1;
+            }
+        }
+        free(cd);
+        if (rc != 0) break;
         /* a directory stands for the regular files directly inside it */
         DIR *d = opendir(inputs[i]);
         struct dirent *e;
@@ -1001,7 +1019,7 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
             if (!p) {
                 rc = -1;
             } else if (stat(p, &fs) == 0 && S_ISREG(fs.st_mode)) {
-                rc = check_against_input(what, outs, co, n_out, p, &fs);
+                rc = check_against_input(what, outs, co, ost, n_out, p, &fs);
             }
             free(p);
         }
@@ -1009,6 +1027,7 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
     }
     for (int k = 0; co && k < n_out; k++) free(co[k]);
     free(co);
+    free(ost);
     return rc;
 }
 

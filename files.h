@@ -157,18 +157,21 @@ void out_abort(OutFile *o);
  * their writer is gone, so no output may be named like them. */
 const char *out_own_name(const char *path);
 /* THE check that no output is an input, for every subcommand. outs: the
- * files and directories a run will write (path NULL: skipped; is_dir: a
- * directory replaced whole); inputs: every file the run reads (a directory
- * stands for the regular files directly inside it). Refused (-1, one line
- * starting "<what>: "): an output that is an input (compared resolved:
- * symbolic links, "..", and by device and inode: hard links), a directory
- * output holding an input, an output equal to or inside a directory output,
- * two outputs that are one file, an output named like the program's own
- * files (out_own_name, also through symbolic links). */
+ * files and directories a run will write (path NULL: skipped; is_dir 1: a
+ * directory replaced whole, 2: a directory new files are written into, as
+ * dflash figures' OUT_DIR); inputs: every file the run reads (a directory
+ * stands for the regular files directly inside it, and for itself against
+ * is_dir 2). Refused (-1, one line starting "<what>: "): an output that is
+ * an input (compared resolved: symbolic links, "..", and by device and
+ * inode: hard links), a directory output replaced whole holding an input,
+ * an output equal to or inside a directory output replaced whole, a
+ * directory written into that is an input directory or inside one, two
+ * outputs that are one file, an output named like the program's own files
+ * (out_own_name, also through symbolic links). */
 typedef struct {
     const char *path;
     const char *label;  /* "the trace directory", "the page", ... */
-    int is_dir;
+    int is_dir;         /* 0 a file, 1 a directory replaced whole, 2 a directory written into */
 } OutPath;
 int out_check_paths(const char *what, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs);
 /* Remove the "<final>.partial.XXXXXX" files that earlier runs left when

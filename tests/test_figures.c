@@ -258,6 +258,90 @@ static void test_refusals(void **state) {
     free(dir);
 }
 
+/* the number of entries of dir (none starts with '.'), -1 when it is missing */
+static int n_files(const char *dir) {
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) n += e->d_name[0] != '.';
+    closedir(d);
+    return n;
+}
+
+/* refused with exit 2 and one "dflash figures: OUT_DIR: " line naming why */
+static void refused(const char *cmd, const char *dir, const char *why) {
+    assert_int_equal(run_rc(cmd, dir), 2);
+    char *err = slurp(tu_path(dir, "stderr"));
+    if (count(err, "\n") != 1 || strncmp(err, "dflash figures: OUT_DIR: ", 25) != 0 || !strstr(err, why))
+        fail_msg("%s: stderr is not one \"dflash figures: OUT_DIR: ...%s...\" line: %s", cmd, why, err);
+    free(err);
+}
+
+/* OUT_DIR may not be the trace directory (by any name: a trailing "/." or a
+ * symbolic link to it), nor inside it; and no figure already in OUT_DIR
+ * may be a link to an input: before the check, a timeline.svg that was a
+ * symbolic link to trace.jsonl was followed and the trace's manifest
+ * replaced by SVG (exit 0), and figures were written into TRACE_DIR/sub.
+ * Each refusal leaves the trace byte for byte as it was and writes nothing. */
+static void test_output_not_an_input(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    char cmd[1600], t[400], o[400], tl[400], p[600];
+    snprintf(t, sizeof t, "%s/t", dir);
+    snprintf(o, sizeof o, "%s/o", dir);
+    snprintf(tl, sizeof tl, "%s/tl", dir);
+    snprintf(cmd, sizeof cmd, "./dflash --block-size 3 --max-new-tokens 4 --trace %s --trace-filter '*_ids' "
+             "--trace-filter '*.sampled' --trace-filter '*.acceptance_length'", t);
+    run_ok(cmd);
+    int n_trace = n_files(t);
+    assert_true(n_trace > 3);
+    char *manifest = slurp(tu_path(t, "trace.jsonl")), *vocab = slurp("toy_weights/walkthrough/vocab.txt");
+    if (symlink("t", tl) != 0) fail_msg("symlink: %s", strerror(errno));
+    /* OUT_DIR: the trace, by three names, and a directory inside it */
+    static const char *as_trace[] = {"t", "t/.", "t/", "tl", "t/sub", "tl/sub"};
+    for (size_t k = 0; k < sizeof as_trace / sizeof as_trace[0]; k++) {
+        snprintf(cmd, sizeof cmd, "./dflash figures %s %s/%s", t, dir, as_trace[k]);
+        refused(cmd, dir, "is the input directory");
+        assert_int_equal(n_files(t), n_trace);
+    }
+    /* a figure's name in OUT_DIR that is a link to an input */
+    assert_int_equal(mkdir(o, 0755), 0);
+    snprintf(p, sizeof p, "%s/timeline.svg", o);
+    if (symlink("../t/trace.jsonl", p) != 0) fail_msg("symlink: %s", strerror(errno));
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s", t, o);
+    refused(cmd, dir, "trace.jsonl; refusing to write over it");
+    unlink(p);
+    snprintf(p, sizeof p, "%s/attn_prefill_layer0_head0.svg", o);  /* a hard link to the vocabulary */
+    char vpath[600];
+    snprintf(vpath, sizeof vpath, "%s/vocab.txt", dir);
+    FILE *f = fopen(vpath, "wb");
+    assert_non_null(f);
+    fputs(vocab, f);
+    assert_int_equal(fclose(f), 0);
+    if (link(vpath, p) != 0) fail_msg("link: %s", strerror(errno));
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s --vocab %s", t, o, vpath);
+    refused(cmd, dir, "vocab.txt; refusing to write over it");
+    assert_int_equal(n_files(o), 1);
+    unlink(p);
+    /* the trace and the vocabulary are as they were */
+    char *after = slurp(tu_path(t, "trace.jsonl")), *v_after = slurp(vpath);
+    assert_string_equal(after, manifest);
+    assert_string_equal(v_after, vocab);
+    assert_int_equal(n_files(t), n_trace);
+    /* and an OUT_DIR beside the trace holding the vocabulary is fine */
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s --vocab %s", t, dir, vpath);
+    assert_int_equal(run_rc(cmd, dir), 0);
+    struct stat st;
+    assert_int_equal(stat(tu_path(dir, "timeline.svg"), &st), 0);
+    free(after);
+    free(v_after);
+    free(manifest);
+    free(vocab);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* The walkthrough run's text trace on stdout: the attention tables name
  * their tokens (the prompt "The cat sat" at 0..2, the draft's block
  * "on <mask> <mask> <mask>" at 3..6 in round 1, and in round 2's
@@ -298,6 +382,7 @@ int main(void) {
         cmocka_unit_test(test_random_set),
         cmocka_unit_test(test_qwen3_layout_set),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_output_not_an_input),
         cmocka_unit_test(test_trace_text_words_and_stdout_alone),
     };
     return cmocka_run_group_tests_name("figures: every stated number and caption checked against the trace", tests,
