@@ -4,7 +4,10 @@
 # in the order of walkthrough/pitfalls/series), its patch, and on both toy
 # weight sets the correct run (./dflash) and the run of the program with the
 # mistake (build/pitfalls/dflash-NAME), both traced, then
-# `./dflash diff correct port`. Every number in the page comes from those
+# `./dflash diff correct port`; where the port's tokens and tau equal the
+# correct run's, the reason given comes from `./dflash diff --only` on the
+# draft's proposals, the target's picks and its logits (departs()), never
+# from a word written per pitfall. Every number in the page comes from those
 # runs; the runs are bit-reproducible, so the page is byte-identical on every
 # machine (make pitfalls-check holds CI to it).
 # Run from the repository root after `make dflash pitfall-programs weights`.
@@ -23,6 +26,7 @@ args_random='--weights toy_weights/random --prompt "A dog saw" --max-new-tokens 
 # build/pitfalls/dflash-NAME (make pitfall-programs)
 dir=walkthrough/pitfalls
 sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$dir/series" > "$tmp/list"
+: > "$tmp/glance"
 [ -s "$tmp/list" ] || { echo "mkpitfalls: no pitfall listed in $dir/series" >&2; exit 1; }
 what() { head -n 1 "$dir/$1.diff"; }
 story() { sed -n '3,/^--- a\//p' "$dir/$1.diff" | sed '$d' | tr '\n' ' ' | sed 's/  */ /g; s/ $//'; }
@@ -33,11 +37,17 @@ where() {
         sed 's/.*/`&()`/' | paste -s -d, - | sed 's/,/, /g'
 }
 
-# mean acceptance and output of a run's stdout
-summary() {
+# a run's mean acceptance (tau), and its output as a code span
+tau() {
     acc=$(sed -n 's/.*tokens per round (tau): \([0-9.]*\).*/\1/p' "$1")
-    text=$(head -n 1 "$1")
-    echo "${acc:--} | ${text}"
+    echo "${acc:--}"
+}
+text() { echo "\`$(head -n 1 "$1")\`"; }
+# `T`, the first tensor of the port ($tmp/p) departing from the correct
+# trace $1 among those --only selects; empty when they all agree
+departs() {
+    ref=$1; shift
+    ./dflash diff "$ref" "$tmp/p" "$@" 2> /dev/null | sed -n 's/^first departure: \([^: ]*\).*/`\1`/p' | head -n 1
 }
 
 {
@@ -59,18 +69,31 @@ echo './build/pitfalls/dflash-hidden-off-by-one --trace port'
 echo './dflash diff correct port'
 echo '```'
 echo
-echo 'For every pitfall, on both toy sets, the table gives the first departure'
-echo 'that `dflash diff correct port` reports (the first tensor, in data-flow'
-echo 'order, beyond the tolerance), the mean acceptance length (tokens per'
-echo 'verification, bonus included) of the correct run and of the port, and the'
-echo 'port'"'"'s output. The runs:'
+echo 'For every pitfall, on both toy sets, the table gives the correct program'"'"'s'
+echo 'run (`./dflash`) and, beneath it, the port'"'"'s run of the same command: the mean'
+echo 'acceptance length tau (tokens per round, bonus included) and the output, and'
+echo 'for the port the first departure that `dflash diff correct port` reports (the'
+echo 'first tensor, in data-flow order, beyond the tolerance). Below the table, each'
+echo 'set gets a verdict: **changes the output** (other tokens), **changes the'
+echo 'acceptance only** (the same tokens, another tau) or **changes nothing** (the'
+echo 'same tokens and tau as the correct run), and for the last, why, read off the'
+echo 'two traces with `dflash diff --only`: whether any tensor departs, and whether'
+echo 'the draft'"'"'s proposals (`draftN.sampled`), the target'"'"'s picks'
+echo '(`verifyN.sampled`) or the target'"'"'s logits (`prefill.logits`,'
+echo '`verifyN.logits`) depart. The runs:'
 echo
 echo '- walkthrough set: `./dflash '"$args_walkthrough"'` (block 4, 16 new tokens);'
 echo '- random set: `./dflash '"$args_random"'`.'
 echo
-echo 'Some mistakes vanish on one set (the walkthrough set has Hkv = H and layer'
-echo 'norm weights of exactly 1): then diff exits 0 and the table says so. That'
-echo 'is why a port must be checked on weights that are not special.'
+echo 'Many mistakes change nothing on one set or the other. Most often a tensor'
+echo 'departs but never flips an argmax, so no proposal and no pick changes; on the'
+echo 'random set the greedy correct run has no proposal accepted (tau 1.00), so a draft'
+echo 'that proposes other tokens, all rejected too, leaves the output as it was;'
+echo 'and where no tensor departs at all, the changed lines compute the same values'
+echo 'on that set (the walkthrough set has Hkv = H, and its draft is so sure that'
+echo 'sampling at temperature 1 picks the argmax). That is why a port must be'
+echo 'checked tensor by tensor, on weights that are not special, and not by its'
+echo 'output alone.'
 echo
 for set in walkthrough random; do   # the correct runs, once
     eval "a=\$args_$set"
@@ -93,8 +116,9 @@ while read -r name; do
     patch_of "$name"
     echo '```'
     echo
-    echo '| weight set | first departure (`dflash diff correct port`) | mean acceptance: correct | port | port output |'
+    echo '| weight set | run | tau | output | first departure (`dflash diff correct port`) |'
     echo '|---|---|---|---|---|'
+    : > "$tmp/verdicts"; glance="| [\`$name\`](#$n-$name)"
     for set in walkthrough random; do
         eval "a=\$args_$set"
         c=$tmp/c_$set
@@ -112,10 +136,45 @@ while read -r name; do
             dep=$(sed -n 's/^first departure: \([^: ]*\).*/`\1`/p' "$tmp/d_$set.txt" | head -n 1)
             [ -n "$dep" ] || dep="(exit $rc) $(grep -m1 '^B ' "$tmp/d_$set.txt" || true)"
         fi
-        cacc=$(sed -n 's/.*tokens per round (tau): \([0-9.]*\).*/\1/p' "$c.txt")
-        echo "| $set | $dep | ${cacc:--} | $(summary "$tmp/p.txt") |"
+        cacc=$(tau "$c.txt"); pacc=$(tau "$tmp/p.txt")
+        if [ "$(text "$c.txt")" != "$(text "$tmp/p.txt")" ]; then verdict=output; mark=port; g='other output'
+        elif [ "$cacc" != "$pacc" ]; then verdict=tau; mark='port: same tokens'; g="same tokens, tau $cacc -> $pacc"
+        else verdict=nothing; mark='port: **no change**'; g='**no change**'; fi
+        glance="$glance | $g"
+        echo "| $set | correct | $cacc | $(text "$c.txt") | |"
+        echo "| $set | $mark | $pacc | $(text "$tmp/p.txt") | $dep |"
+        {
+        if [ $verdict = output ]; then
+            echo "- **$set set: changes the output**: other tokens (tau $cacc -> $pacc), first departure $dep."
+        elif [ $verdict = tau ]; then
+            echo "- **$set set: changes the acceptance only**: the same tokens, tau $cacc -> $pacc, first departure $dep."
+        elif [ $rc -eq 0 ]; then
+            echo "- **$set set: changes nothing.** No tensor departs (diff exits 0): on this set the changed lines compute the same values as the correct ones."
+        else
+            prop=$(departs "$c" --only 'draft*.sampled')
+            pick=$(departs "$c" --only 'verify*.sampled')
+            logit=$(departs "$c" --only 'prefill.logits' --only 'verify*.logits')
+            if [ -n "$prop" ]; then
+                if [ "$cacc" = 1.00 ] && [ "$pacc" = 1.00 ]; then
+                    how='neither run has any proposal accepted (tau 1.00)'
+                else
+                    how="just as many are accepted (tau $cacc)"
+                fi
+                echo "- **$set set: changes nothing.** Tensors depart from $dep on, and the draft proposes other tokens (first in $prop), but $how, and verification keeps only tokens the target itself picks."
+            elif [ -n "$pick" ]; then
+                echo "- **$set set: changes nothing.** Tensors depart from $dep on, but no proposal changes; the target's picks differ (first in $pick) only at positions past the first rejection, which verification throws away."
+            elif [ -n "$logit" ]; then
+                echo "- **$set set: changes nothing.** Tensors depart from $dep on, the target's logits too ($logit), but no argmax moves: no proposal and no pick of the target changes."
+            else
+                echo "- **$set set: changes nothing.** Tensors depart from $dep on, but the target's logits agree and no proposal changes: the draft's numbers move, not its argmax."
+            fi
+        fi
+        } >> "$tmp/verdicts"
         rm -rf "$tmp/p"
     done
+    echo
+    cat "$tmp/verdicts"
+    echo "$glance |" >> "$tmp/glance"
     echo
     # the first departure's lines (random set: where the mistake shows)
     echo '<details><summary>dflash diff on the random set (first lines)</summary>'
@@ -126,6 +185,13 @@ while read -r name; do
     echo
     echo '</details>'
     echo
-done < "$tmp/list"
+done < "$tmp/list" > "$tmp/body"
+echo 'At a glance (each pitfall'"'"'s section below shows both runs and says why):'
+echo
+echo '| pitfall | walkthrough set | random set |'
+echo '|---|---|---|'
+cat "$tmp/glance"
+echo
+cat "$tmp/body"
 } > "$out"
 echo "mkpitfalls: wrote $out ($n pitfalls)"
