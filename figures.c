@@ -22,8 +22,9 @@
  *
  * Bounds: only the tensors drawn are read, each through the one .npy reader
  * (which checks the header against the file's real size before allocating);
- * a tensor over FIG_MAX_BYTES or a heatmap over FIG_MAX_CELLS is refused
- * with a line saying so. Outputs: written to temporary names in OUT_DIR and
+ * a tensor over FIG_MAX_BYTES, a heatmap over FIG_MAX_CELLS or a run of more
+ * than FIG_MAX_FILES figures is refused with a line saying so (nothing is
+ * written first). Outputs: written to temporary names in OUT_DIR and
  * renamed into place only when every figure is written; on any error
  * nothing is left behind (exit 2).
  */
@@ -48,6 +49,7 @@
 #define FIG_MAX_BYTES ((size_t)256 << 20) /* one attention tensor's .npy file */
 #define FIG_MAX_CELLS 262144              /* one heatmap: queries x keys */
 #define FIG_MAX_ROUNDS 100000
+#define FIG_MAX_FILES 4096                /* figures one run writes (a file per head) */
 #define FONT "font-family=\"sans-serif\""
 
 /* ===========================================================================
@@ -669,6 +671,11 @@ static int draw_tensor(const Trace *m, const char *out_dir, Phase ph, int rn, in
     if ((double)T * S > FIG_MAX_CELLS) {
         dflash_set_error("%s: layer %d's attention is %d x %d per head, more than the %d cells one heatmap draws",
                          m->dir, layer, T, S, FIG_MAX_CELLS);
+        goto out;
+    }
+    if (*n_drawn + (sel->head >= 0 ? 1 : (double)H) > FIG_MAX_FILES) {
+        dflash_set_error("%s: layer %d's attention has %d heads: more than the %d figures one run writes "
+                         "(choose with --phase, --round, --layer, --head)", m->dir, layer, H, FIG_MAX_FILES);
         goto out;
     }
     if (axes_make(m, ph, rn, T, S, &ax) != 0) goto out;

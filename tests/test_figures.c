@@ -254,6 +254,25 @@ static void test_refusals(void **state) {
     free(err);
     struct stat st;
     assert_true(stat(tu_path(dir, "README.md"), &st) != 0);
+    /* a legal tensor of 5000 heads would be 5000 files: refused, nothing written */
+    {
+        char p[600];
+        snprintf(p, sizeof p, "%s/draft1.layers.0.self_attn.attn_weights.npy", t);
+        FILE *f = fopen(p, "wb");
+        assert_non_null(f);
+        static float ones[5000];
+        for (int i = 0; i < 5000; i++) ones[i] = 1;
+        int64_t shape[3] = {5000, 1, 1};
+        assert_int_equal(npy_write(f, "<f4", 3, shape, ones, 5000), 0);
+        assert_int_equal(fclose(f), 0);
+        snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
+        assert_int_equal(run_rc(cmd, dir), 2);
+        char *e = slurp(tu_path(dir, "stderr"));
+        assert_non_null(strstr(e, "5000 heads"));
+        free(e);
+        struct stat st0;
+        assert_true(stat(tu_path(dir, "out"), &st0) != 0);
+    }
     tu_rmtree(dir);
     free(dir);
 }
