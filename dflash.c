@@ -248,10 +248,10 @@ static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, i
     for (int r = 0; r < nr; r++) out[(size_t)t * n_out + o0 + r] = sum_partials(acc[r]);
 }
 
-/* Function multi-versioning (GCC or clang on x86-64 glibc): one clone per
- * instruction set, the same IEEE operations in the same order, so the same
- * bits (NOTES.md, "matmul and losslessness"). */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+/* Function multi-versioning (GCC, x86-64 glibc; clang 14 exports no `matmul`
+ * for train.c then): one clone per instruction set, the same IEEE operations
+ * in the same order, so the same bits (NOTES.md, "matmul and losslessness"). */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__)
 #if __has_attribute(target_clones)
 #define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
