@@ -202,6 +202,7 @@ debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 # test_train again in double: the finite-difference gradient checks run there
 $(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 TESTS += tests/bin/test_train_double
+$(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square) on a representative subset; make
@@ -284,7 +285,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c
+SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c
 SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
