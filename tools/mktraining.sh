@@ -136,7 +136,7 @@ function axes(f, x0, y0, pw, ph, xmin, xmax, ymin, ymax, xt, yt, xl, yl,    v, X
         printf "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eeeeee\" stroke-width=\"1\"/>\n", x0, Y, x0 + pw, Y > f
         printf "<text x=\"%d\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"end\" fill=\"#555555\">%g</text>\n", x0 - 6, Y + 4, v > f
     }
-    for (v = xmin; v <= xmax + 1e-9; v += xt) {
+    for (v = xmin; xt > 0 && v <= xmax + 1e-9; v += xt) {
         X = x0 + (v - xmin) / (xmax - xmin) * pw
         printf "<text x=\"%.1f\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555555\">%g</text>\n", X, y0 + ph + 16, v > f
     }
@@ -194,7 +194,7 @@ END {
     }
     ymax = int(ymax * 2 + 1.999) / 2
     head(f, 600, 370, "Decoded tau on the held-out prompts against the block size at inference")
-    axes(f, x0, y0, pw, ph, 0, 3, 0, ymax, 1, 0.5, "block size at inference (2, 4, 8)", "tau (tokens per round)")
+    axes(f, x0, y0, pw, ph, 0, 3, 0, ymax, 0, 0.5, "block size at inference (2, 4, 8)", "tau (tokens per round)")
     for (i = 1; i <= 2; i++) {
         r = (i == 1 ? "base" : "block8"); ci = (i == 1 ? 1 : 3)
         for (j = 0; j < 3; j++) {
@@ -202,7 +202,7 @@ END {
             X = x0 + (j + 0.5) / 3 * pw + (i == 1 ? -22 : 2); H = v / ymax * ph
             printf "<rect x=\"%.1f\" y=\"%.1f\" width=\"20\" height=\"%.1f\" fill=\"%s\"/>\n", X, y0 + ph - H, H, C[ci] > f
             printf "<text x=\"%.1f\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"10\" text-anchor=\"middle\" fill=\"#222222\">%.2f</text>\n", X + 10, y0 + ph - H - 4, v > f
-            if (i == 1) printf "<text x=\"%.1f\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555555\">%d</text>\n", X + 22, y0 + ph + 30, b > f
+            if (i == 1) printf "<text x=\"%.1f\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555555\">%d</text>\n", X + 22, y0 + ph + 16, b > f
         }
         printf "<rect x=\"%d\" y=\"%d\" width=\"14\" height=\"14\" fill=\"%s\"/>\n", x0 + pw + 20, y0 + 20 * i, C[ci] > f
         printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">trained at %d</text>\n", x0 + pw + 40, y0 + 12 + 20 * i, i == 1 ? 4 : 8 > f

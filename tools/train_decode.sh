@@ -13,6 +13,7 @@
 # otherwise the script fails. README.md, "What training teaches".
 set -eu
 export LC_ALL=C
+DFLASH=${DFLASH:-./dflash}   # the program (make: ./dflash)
 log=${1:?usage: tools/train_decode.sh LOG DRAFT_DIR BLOCK...}
 draft=${2:?usage: tools/train_decode.sh LOG DRAFT_DIR BLOCK...}
 shift 2
@@ -28,11 +29,11 @@ for K in "$@"; do
         prompt=$(echo "$line" | sed 's/ |.*//' | tr ' ' ',')
         want=$(echo "$line" | sed 's/ | / /')
         new=$(echo "$line" | sed 's/.*| //' | wc -w)
-        ./dflash --target "$target" --draft "$draft" --ids "$prompt" --max-new-tokens "$new" --block-size "$K" \
+        "$DFLASH" --target "$target" --draft "$draft" --ids "$prompt" --max-new-tokens "$new" --block-size "$K" \
             --rounds --print-ids > "$tmp/out"
         got=$(grep -v '^ \|^round\|^prefill\|^new tokens' "$tmp/out" | grep -E '^[0-9]+( [0-9]+)*$' | tail -1)
         if [ "$got" != "$want" ]; then
-            echo "train_decode.sh: prompt $prompt, block $K: ./dflash gave \"$got\", the log's held-out sequence is \"$want\"" >&2
+            echo "train_decode.sh: prompt $prompt, block $K: $DFLASH gave \"$got\", the log's held-out sequence is \"$want\"" >&2
             exit 1
         fi
         sed -n 's/.*cumprod \[.*\]  accepted \([0-9]*\) + bonus.*/\1/p' "$tmp/out" >> "$tmp/acc"
