@@ -563,6 +563,90 @@ static void test_signal_leaves_nothing(void **state) {
     free(dir);
 }
 
+/* ---- --block-attention causal: the mask written out by hand ------------
+ * S 5 context keys, 2 blocks of 3 at anchors 1 and 3: a block's query k
+ * sees the context before its anchor and, causal, its own block's keys
+ * 0..k only; bidirectional, its whole block. Rows: the 6 block queries;
+ * columns: 5 context keys, then the 6 block keys. */
+static void test_block_mask_causal(void **state) {
+    (void)state;
+    static const int causal[6][11] = {
+        {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},
+        {1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},
+        {1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0},
+        {1, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0},
+        {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 0},
+        {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1},
+    };
+    static const int bidir[6][11] = {
+        {1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0},
+        {1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0},
+        {1, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0},
+        {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1},
+        {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1},
+        {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1},
+    };
+    int anchors[2] = {1, 3}, keep[2] = {1, 1}, m[6 * 11];
+    block_mask(m, anchors, keep, 5, 2, 3, 1);
+    assert_memory_equal(m, causal, sizeof m);
+    block_mask(m, anchors, keep, 5, 2, 3, 0);
+    assert_memory_equal(m, bidir, sizeof m);
+    keep[1] = 0;  /* a block not kept sees nothing, causal or not */
+    block_mask(m, anchors, keep, 5, 2, 3, 1);
+    for (int j = 0; j < 3 * 11; j++) assert_int_equal(m[3 * 11 + j], 0);
+}
+
+/* ---- --heldout, --log, --save-data ---------------------------------------
+ * The held-out prompts are none of the training prompts; the evaluation
+ * counts one block per position p >= the prompt with p + B <= n of each
+ * held-out sequence (counted here from the logged sequences); acceptance
+ * per position is a fraction that cannot grow with the position (a block
+ * accepting proposal i accepted 1..i-1); tau = 1 + their sum. */
+static void test_heldout_log(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    assert_non_null(dir);
+    assert_int_equal(run("./dflash train --target " Q3T " --draft " Q3D " --generate 12 --heldout 6 --seq-len 20 "
+                         "--block-size 4 --steps 2 --batch 2 --out %s/d --log %s/log --save-data %s/data 2> /dev/null",
+                         dir, dir, dir), 0);
+    size_t ll = 0, ld = 0;
+    char *log = tu_read(tu_path(dir, "log"), &ll), *data = tu_read(tu_path(dir, "data"), &ld);
+    assert_non_null(log);
+    assert_non_null(data);
+    int held = 0, blocks = 0, train = 0;
+    for (char *l = data; (l = strchr(l, '\n')) != NULL;) {   /* training prompts: each line up to " |" */
+        l++;
+        if (*l && *l != '#') train++;
+    }
+    assert_int_equal(train, 12);
+    for (char *l = strstr(log, "\nheldout "); l; l = strstr(l + 1, "\nheldout ")) {
+        char prompt[256], *bar = strstr(l, " |"), *end = strchr(l + 1, '\n');
+        assert_non_null(bar);
+        snprintf(prompt, sizeof prompt, "\n%.*s |", (int)(bar - l - 9), l + 9);
+        assert_null(strstr(data, prompt));  /* no training line starts with it */
+        int P = 0, n = 0;
+        for (char *c = l + 9; c < (end ? end : l + strlen(l)); c++)
+            if (*c >= '0' && *c <= '9' && (c[-1] == ' ')) { n++; if (c < bar) P++; }
+        for (int p = P; p + 4 <= n; p++) blocks++;
+        held++;
+    }
+    assert_int_equal(held, 6);
+    char *ev = strstr(log, "\nheldout_eval ");
+    assert_non_null(ev);
+    int seqs = 0, nb = 0;
+    double tau = 0, a[3];
+    assert_int_equal(sscanf(ev, "\nheldout_eval sequences %d blocks %d tau %lf acceptance_per_position %lf %lf %lf",
+                            &seqs, &nb, &tau, &a[0], &a[1], &a[2]), 6);
+    assert_int_equal(seqs, 6);
+    assert_int_equal(nb, blocks);
+    assert_true(a[0] <= 1 && a[0] >= a[1] && a[1] >= a[2] && a[2] >= 0);
+    assert_true(fabs(tau - (1 + a[0] + a[1] + a[2])) < 1e-5);
+    free(log);
+    free(data);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* ---- the trained toy set (make train) is deterministic ------------------
  * make test-long only (DFLASH_TEST_LONG=1: two trainings against the random
  * target, a minute on a busy machine). The reason a test can know the bytes:
@@ -635,6 +719,8 @@ int main(void) {
         cmocka_unit_test(test_batches_run),
         cmocka_unit_test(test_bad_input),
         cmocka_unit_test(test_signal_leaves_nothing),
+        cmocka_unit_test(test_block_mask_causal),
+        cmocka_unit_test(test_heldout_log),
         cmocka_unit_test(test_trained_set_deterministic),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
