@@ -103,6 +103,6 @@ experiment() {
 
 case ${1:?usage: tools/train.sh trained|experiments|NAME...} in
 trained) trained;;
-experiments) for n in base causal block8 gamma0 gamma4 layers1; do experiment "$n"; done;;
+experiments) for n in base causal block8 gamma0 layers1 gamma4; do experiment "$n"; done;;
 *) for n in "$@"; do flags "$n" > /dev/null; done; for n in "$@"; do experiment "$n"; done;;
 esac
