@@ -40,7 +40,7 @@ flags() {
     base) echo "";;
     untrained) echo "--steps 0";;
     causal) echo "--block-attention causal";;
-    block8) echo "--block-size 8";;
+    block8) echo "--block-size 8 --data build/train/data-block8.txt";;
     gamma0) echo "--gamma 0";;
     gamma4) echo "--gamma 4";;
     layers1) echo "--draft-config build/train/config-layers1.json";;
@@ -88,6 +88,10 @@ experiment() {
         return 0
     fi
     sed 's/"target_layer_ids": \[[0-9, ]*\]/"target_layer_ids": [11]/' "$config" > build/train/config-layers1.json
+    # block 8: the sequences with an anchor at block 8 (at least 13 ids: 2
+    # positions >= the 4-id prompt with p + 8 <= n); --generate at block 4
+    # kept some shorter ones (the target stopped at <eos>)
+    awk '/^#/ || NF - 1 >= 13' toy_weights/trained/data.txt > build/train/data-block8.txt
     rm -rf "build/train/$name"
     # shellcheck disable=SC2086
     $NICE "$DFLASH" train --target "$target" --draft-config "$config" --data toy_weights/trained/data.txt $TRAIN_RECIPE \
