@@ -6,6 +6,7 @@
 #include "diff.h"
 #include "explore.h"
 #include "figures.h"
+#include "gguf.h"
 #include "files.h"
 #include "json.h"
 #include "load.h"
@@ -33,6 +34,9 @@ static const char *USAGE =
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
+    "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
+    "                   (or --target DIR --draft DIR)  OUT_DIR/draft.gguf; --vocab FILE: vocab.txt or\n"
+    "                                                  tokenizer.json (README: \"llama.cpp\")\n"
     "\n"
     "options (each flag: its value, its range, its default):\n"
     "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"
@@ -443,6 +447,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
