@@ -170,7 +170,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
 
@@ -215,6 +215,14 @@ test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh $(TESTS)
+
+# llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
+# `dflash gguf`'s target.gguf greedily from token ids and must give
+# `dflash --mode ar`'s ids on the walkthrough and random sets (12 cases);
+# skipped, with the reason printed, when npm or its registry is unreachable.
+# The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
+llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
+	@tools/llama-check.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader

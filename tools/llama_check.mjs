@@ -1,0 +1,40 @@
+// tools/llama_check.mjs - greedy decoding in llama.cpp (through node-llama-cpp)
+// from token ids: the real-engine check of `dflash gguf` (tools/llama-check.sh,
+// `make llama-check`; README, "llama.cpp").
+//
+//   node tools/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]
+//
+// For each prompt IDS ("2,3,4") prints one line: the prompt and N greedy new
+// tokens, space-separated, as `dflash --mode ar --print-ids --ignore-eos`
+// prints them. No tokenizer text round trip: ids in, ids out. One thread,
+// flash attention off (on, llama.cpp casts the F32 K/V to F16 and the toy sets
+// diverge: not tested), CPU only, and yieldEogToken so that decoding goes on
+// past <eos> as --ignore-eos does.
+import {pathToFileURL} from "node:url";
+import path from "node:path";
+
+const [modulesDir, modelPath, nArg, ...prompts] = process.argv.slice(2);
+if (!modulesDir || !modelPath || !nArg || prompts.length === 0) {
+    console.error("usage: node tools/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]");
+    process.exit(2);
+}
+const n = Number(nArg);
+const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
+const llama = await lib.getLlama({gpu: false, build: "never", logLevel: lib.LlamaLogLevel.error});
+const model = await llama.loadModel({modelPath, gpuLayers: 0});
+const context = await model.createContext({contextSize: 256, batchSize: 256, threads: 1, flashAttention: false, sequences: 1});
+const seq = context.getSequence();
+for (const p of prompts) {
+    const ids = p.split(",").map(Number);
+    const out = [];
+    if (n > 0)
+        for await (const t of seq.evaluate(ids, {temperature: 0, yieldEogToken: true})) {
+            out.push(t);
+            if (out.length >= n) break;
+        }
+    console.log([...ids, ...out].join(" "));
+    await seq.clearHistory();
+}
+await context.dispose();
+await model.dispose();
+await llama.dispose();
