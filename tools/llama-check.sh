@@ -4,9 +4,9 @@
 # `dflash gguf` writes, and must give this program's greedy ids.
 #
 # For the walkthrough and random sets: ./dflash gguf --weights toy_weights/SET,
-# then for 6 prompts each (12 cases), 32 new tokens past any <eos>:
-#   ./dflash --weights toy_weights/SET --mode ar --ids P --max-new-tokens 32 --ignore-eos --print-ids
-#   node tools/llama_check.mjs ... target.gguf 32 P       (one thread, flash attention off)
+# then for 6 prompts each (12 cases), 200 new tokens past any <eos>:
+#   ./dflash --weights toy_weights/SET --mode ar --ids P --max-new-tokens 200 --ignore-eos --print-ids
+#   node tools/llama_check.mjs ... target.gguf 200 P   (one thread, F32 K/V, flash attention off)
 # and the two id lines must be equal. Prints "llama-check: skipped: <reason>"
 # and exits 0 when npm is missing or the npm registry is unreachable (CI
 # without network); any other failure (install, load, a differing id) fails.
@@ -18,7 +18,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=3.21.1
 DIR=${LLAMA_CHECK_DIR:-build/llama-check}
-N=32
+N=200
 skip() { echo "llama-check: skipped: $*"; exit 0; }
 
 command -v node > /dev/null || skip "node is not installed"
