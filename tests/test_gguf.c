@@ -551,6 +551,64 @@ static void test_refusals(void **s) {
     assert_false(tu_exists("toy_weights/random/target/target.gguf"));
 }
 
+/* tokenizer.json: Qwen2's pre-tokenizer is named "qwen2", merges given as
+ * [a, b] are written "a b"; a pre-tokenizer llama.cpp's converter names by
+ * hash only is refused (exit 2, one line, nothing written) */
+static void test_tokenizer_json_rules(void **s) {
+    (void)s;
+    size_t len;
+    char *src = tu_read("toy_weights/qwen3-layout/target/tokenizer.json", &len);
+    assert_non_null(src);
+    const char *bl = "\"pre_tokenizer\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": true}";
+    char *at = strstr(src, bl), *mg = strstr(src, "\"merges\": []");
+    assert_non_null(at);
+    assert_non_null(mg);
+    static const char qwen2[] =
+        "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+        "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+        "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+        "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]}";
+    const char *ws = "\"pre_tokenizer\": {\"type\": \"Whitespace\"}";
+    for (int k = 0; k < 2; k++) {
+        char path[700], out[700], cmd[2600];
+        FILE *f;
+        snprintf(path, sizeof path, "%s/tok%d.json", TMP, k);
+        snprintf(out, sizeof out, "%s/tokout%d", TMP, k);
+        assert_non_null(f = fopen(path, "wb"));
+        fwrite(src, 1, (size_t)(at - src), f);
+        fputs(k ? ws : qwen2, f);
+        fwrite(at + strlen(bl), 1, (size_t)(mg - at - strlen(bl)), f);
+        fputs("\"merges\": [[\"\u0120\", \"c\"], \"a t\"]", f);
+        fputs(mg + strlen("\"merges\": []"), f);
+        assert_int_equal(fclose(f), 0);
+        snprintf(cmd, sizeof cmd, "./dflash gguf --weights toy_weights/qwen3-layout --vocab %s %s >/dev/null 2>%s.err", path, out, out);
+        int st = system(cmd);
+        if (k == 1) {
+            assert_int_equal(WEXITSTATUS(st), 2);
+            assert_false(tu_exists(out));
+            char *e = tu_read(tu_path(TMP, "tokout1.err"), &len);
+            assert_non_null(e);
+            assert_non_null(strstr(e, "pre_tokenizer"));
+            free(e);
+            continue;
+        }
+        assert_int_equal(st, 0);
+        Gg g;
+        if (gg_load(&g, tu_path(out, "target.gguf")) != 0) fail_msg("%s", g.err);
+        kv_str_is(&g, "tokenizer.ggml.pre", "qwen2");
+        const Kv *m = kv_find(&g, "tokenizer.ggml.merges");
+        assert_non_null(m);
+        assert_int_equal(m->arr_n, 2);
+        uint64_t n;
+        const unsigned char *m0 = arr_str(m, 0, &n);
+        assert_true(n == 4 && memcmp(m0, "\xc4\xa0 c", 4) == 0);  /* U+0120 is UTF-8 C4 A0 */
+        m0 = arr_str(m, 1, &n);
+        assert_true(n == 3 && memcmp(m0, "a t", 3) == 0);
+        gg_free(&g);
+    }
+    free(src);
+}
+
 static int setup(void **s) { (void)s; TMP = tu_tmpdir(); return TMP ? 0 : -1; }
 static int teardown(void **s) { (void)s; tu_rmtree(TMP); free(TMP); return 0; }
 
@@ -561,6 +619,7 @@ int main(void) {
         cmocka_unit_test(test_qwen3_layout),
         cmocka_unit_test(test_reader_catches_damage),
         cmocka_unit_test(test_refusals),
+        cmocka_unit_test(test_tokenizer_json_rules),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
 }
