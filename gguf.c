@@ -16,6 +16,7 @@
  * converter writes them (BF16 and F16 widen exactly).
  */
 #include <errno.h>
+#include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -655,7 +656,12 @@ int gguf_main(int argc, char **argv) {
     if (check_qwen3(tdir) != 0) goto fail;
     if (model_load(&draft, ddir, 1) != 0) goto fail;
     have_d = 1;
-    if (check_pair(&target, &draft) != 0) goto fail;
+    if (check_pair(&target, &draft) != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("%.500s and %.500s: %s", tdir, ddir, msg);  /* name the pair, as the run does */
+        goto fail;
+    }
     /* the vocabulary: --vocab FILE, else as the run looks for it (W/vocab.txt,
      * W/tokenizer.json, then the target folder's) */
     const char *vdirs[2] = {weights, tdir};
@@ -693,8 +699,15 @@ int gguf_main(int argc, char **argv) {
     }
     struct stat so;
     if (stat(out_dir, &so) != 0) {
-        if (mkdir(out_dir, 0777) != 0 || stat(out_dir, &so) != 0) {
-            dflash_set_error("%s: cannot create the output directory (%s)", out_dir, strerror(errno));
+        /* registered first, so that a signal removes it too (after the partial files in it) */
+        sigset_t old;
+        out_block_signals(&old);
+        int reg = out_register(&made_dir, 'd', out_dir), mk = reg == 0 ? mkdir(out_dir, 0777) : -1, err = errno;
+        if (reg == 0 && mk != 0) out_unregister_last();
+        out_restore_signals(&old);
+        if (reg != 0) { dflash_set_error("out of memory"); goto fail; }
+        if (mk != 0) {
+            dflash_set_error("%s: cannot create the output directory (%s)", out_dir, strerror(err));
             goto fail;
         }
         made_dir = 1;
@@ -726,6 +739,7 @@ fail:
     if (made_dir) rmdir(out_dir);  /* made here, and empty again: nothing left behind */
     dflash_print_error("dflash gguf", "");
 done:
+    if (made_dir) out_forget(&made_dir, 'd', NULL);
     free(tpath);
     free(dpath);
     source_free(&ts);
