@@ -13,7 +13,9 @@
 #
 # LLAMA_CHECK_DIR (default build/llama-check): the npm install (node_modules,
 # ~730 MB with node-llama-cpp's prebuilt binaries; never committed) and the
-# converted files. An install of the pinned version there is reused.
+# converted files. An install of the pinned version there is reused. The
+# package's postinstall (which may download or build llama.cpp) is not run:
+# the prebuilt CPU binary is loaded as it is (getLlama build "never").
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=3.21.1
@@ -30,7 +32,7 @@ if [ "$have" != "$VERSION" ]; then
     timeout 30 npm ping --fetch-retries=0 --fetch-timeout=20000 > /dev/null 2>&1 || skip "the npm registry is unreachable (npm ping failed)"
     echo "llama-check: npm i -E node-llama-cpp@$VERSION (into $DIR/npm)"
     (cd "$DIR/npm" && [ -f package.json ] || echo '{"private": true}' > package.json)
-    if ! (cd "$DIR/npm" && timeout 900 npm i -E "node-llama-cpp@$VERSION" --no-audit --no-fund > install.log 2>&1); then
+    if ! (cd "$DIR/npm" && NODE_LLAMA_CPP_SKIP_DOWNLOAD=true timeout 900 npm i -E "node-llama-cpp@$VERSION" --ignore-scripts --no-audit --no-fund > install.log 2>&1); then
         tail -5 "$DIR/npm/install.log" >&2
         echo "llama-check: npm i node-llama-cpp@$VERSION failed (log: $DIR/npm/install.log)" >&2
         exit 1
