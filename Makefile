@@ -218,7 +218,8 @@ test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in f
 
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
 # `dflash gguf`'s target.gguf greedily from token ids and must give
-# `dflash --mode ar`'s ids on the walkthrough and random sets (12 cases);
+# `dflash --mode ar`'s ids on the walkthrough and random sets (12 cases), and
+# its dflash loader loads the three drafts (target_layers = ids + 1);
 # skipped, with the reason printed, when npm or its registry is unreachable.
 # The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm

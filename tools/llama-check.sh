@@ -7,7 +7,9 @@
 # then for 6 prompts each (12 cases), 200 new tokens past any <eos>:
 #   ./dflash --weights toy_weights/SET --mode ar --ids P --max-new-tokens 200 --ignore-eos --print-ids
 #   node tools/llama_check.mjs ... target.gguf 200 P   (one thread, F32 K/V, flash attention off)
-# and the two id lines must be equal. Prints "llama-check: skipped: <reason>"
+# and the two id lines must be equal; then llama.cpp's dflash loader loads each
+# draft.gguf (walkthrough, random, qwen3-layout) and must read target_layers as
+# the config's target_layer_ids + 1. Prints "llama-check: skipped: <reason>"
 # and exits 0 when npm is missing or the npm registry is unreachable (CI
 # without network); any other failure (install, load, a differing id) fails.
 #
@@ -63,5 +65,19 @@ for set in walkthrough random; do
         i=$((i + 1))
     done
 done
+# the drafts: llama.cpp's dflash loader accepts every key and tensor, and reads
+# target_layers as target_layer_ids + 1 (the draft cannot run here: its
+# context needs the target's, which the binding does not pass)
+for set in walkthrough random qwen3-layout; do
+    out="$DIR/$set"
+    [ -f "$out/draft.gguf" ] || ./dflash gguf --weights "toy_weights/$set" "$out" > /dev/null
+    want=$(node -p "require('./toy_weights/$set/draft/config.json').dflash_config.target_layer_ids.map(i => i + 1).join(',')")
+    got=$(node tools/llama_check.mjs "$MOD" --draft "$out/draft.gguf" 2> "$DIR/$set.draft.log" || true)
+    cases=$((cases + 1))
+    if [ "$got" != "extract_layers $want" ]; then
+        echo "llama-check: $set: llama.cpp's dflash loader: \"${got:-(failed; see $DIR/$set.draft.log)}\", expected \"extract_layers $want\""
+        fail=1
+    fi
+done
 [ "$fail" = 0 ] || { echo "llama-check: FAILED"; exit 1; }
-echo "llama-check: llama.cpp (node-llama-cpp $VERSION) gives this program's greedy ids in all $cases cases (walkthrough, random; $N new tokens each)"
+echo "llama-check: llama.cpp (node-llama-cpp $VERSION) gives this program's greedy ids in all 12 cases (walkthrough, random; $N new tokens each) and loads the three drafts (target_layers = ids + 1)"

@@ -14,14 +14,38 @@
 import {pathToFileURL} from "node:url";
 import path from "node:path";
 
+//
+//   node tools/llama_check.mjs NODE_MODULES_DIR --draft DRAFT.gguf
+//
+// loads a dflash draft through llama.cpp's own loader (its dflash
+// load_arch_hparams / load_arch_tensors: every key and tensor it requires)
+// and prints the target layers llama.cpp read ("extract_layers 4,8,12"). A
+// draft cannot run here: its context needs the target's (ctx_other), which
+// the binding does not pass.
 const [modulesDir, modelPath, nArg, ...prompts] = process.argv.slice(2);
-if (!modulesDir || !modelPath || !nArg || prompts.length === 0) {
-    console.error("usage: node tools/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]");
+const draftOnly = modelPath === "--draft";
+if (!modulesDir || !modelPath || !nArg || (!draftOnly && prompts.length === 0)) {
+    console.error("usage: node tools/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]\n" +
+                  "       node tools/llama_check.mjs NODE_MODULES_DIR --draft DRAFT.gguf");
     process.exit(2);
 }
 const n = Number(nArg);
 const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
-const llama = await lib.getLlama({gpu: false, build: "never", logLevel: lib.LlamaLogLevel.error});
+let extract = null;
+const logger = (level, message) => {
+    const m = /DFlash extract_layers = \[([0-9, ]*)\]/.exec(message);
+    if (m) extract = m[1].replace(/ /g, "");
+    else if (level === lib.LlamaLogLevel.error || level === lib.LlamaLogLevel.fatal) console.error(message);
+};
+const llama = await lib.getLlama({gpu: false, build: "never", logLevel: draftOnly ? lib.LlamaLogLevel.info : lib.LlamaLogLevel.error,
+                                  logger});
+if (draftOnly) {
+    const draft = await llama.loadModel({modelPath: nArg, gpuLayers: 0});
+    console.log(`extract_layers ${extract}`);
+    await draft.dispose();
+    await llama.dispose();
+    process.exit(extract === null ? 1 : 0);
+}
 const model = await llama.loadModel({modelPath, gpuLayers: 0});
 // K/V in F32 as this program keeps them (node-llama-cpp's default is F16:
 // then 2 of the 12 cases differ within 200 tokens, random "12,13" and "5,6,7,8")
