@@ -139,6 +139,17 @@ $(1)/dflash-%: $(PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) 
 endef
 $(eval $(call pitfalls_in,build/pitfalls,$(R)))
 $(eval $(call pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# the same for tests/signatures/NAME.diff: mistakes whose signature `dflash
+# diff` names exactly (tests/test_diff_hints.c), built as build/signatures/dflash-NAME
+SIGNATURES = $(patsubst tests/signatures/%.diff,%,$(wildcard tests/signatures/*.diff))
+SIGNATURE_PROGRAMS = $(patsubst %,build/signatures/dflash-%,$(SIGNATURES))
+define signatures_in
+$(1)/dflash-%: tests/signatures/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
+$(eval $(call signatures_in,build/signatures,$(R)))
+$(eval $(call signatures_in,build/san/build/signatures,$(R)-san))
 # pitfall-programs: ## build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
 pitfall-programs: $(PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
@@ -209,7 +220,7 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # test-long: the same binaries with the sweeps in full (a few minutes). The
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs weights walkthrough/tools/mkwalk
+TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run the cmocka suite (the long sweeps' subset, ~40 s)
 	@sh tools/run-tests.sh $(TESTS)
 
@@ -295,7 +306,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
 SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TESTS))
+SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
