@@ -91,7 +91,7 @@ $(shell mkdir -p $(addprefix build/,$(MODES)); \
   $(foreach m,$(MODES),echo '$(CC_$(m)) $(FLAGS_$(m))' | cmp -s - build/$(m)/flags || \
                         echo '$(CC_$(m)) $(FLAGS_$(m))' > build/$(m)/flags;))
 
-all: dflash weights walkthrough/explorer.html ## build ./dflash, generate the toy weights and the explorer page (the default)
+all: dflash weights walkthrough/explorer.html examples/hook_harness ## build ./dflash, generate the toy weights and the explorer page (the default)
 
 help: ## list the targets
 	@sed -n 's/^#* *\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | \
@@ -147,6 +147,24 @@ pitfall-programs: $(PITFALL_PROGRAMS)
 $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
 $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS))
+# ---- examples/: a port's in-process C harness (TRACE.md, "The hook: a C API")
+# examples/hook_harness: the float build's objects, whatever REAL is (it reads floats);
+# build/examples/hook_harness-on-double: the same harness object linked with the
+# double build's objects, which it must refuse; build/examples/hook_harness-doc:
+# built with the link line TRACE.md gives, to keep that line true
+# (tools/examples-check.sh runs all three; make test runs it).
+HOOK_HARNESS_LIB = dflash tracenames json load files
+EXAMPLE_PROGRAMS = examples/hook_harness build/examples/hook_harness-on-double build/examples/hook_harness-doc
+$(call program,examples/hook_harness,float,examples/hook_harness $(HOOK_HARNESS_LIB),$(LDLIBS))
+build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(patsubst %,build/double/%.o,$(HOOK_HARNESS_LIB))
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDLIBS)
+build/examples/hook_harness-doc: examples/hook_harness.c $(patsubst %,%.c,$(HOOK_HARNESS_LIB)) dflash.h load.h tracenames.h files.h json.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -I. -o $@ \
+	  examples/hook_harness.c dflash.c tracenames.c load.c json.c files.c -lm
+examples-check: $(EXAMPLE_PROGRAMS) weights ## build and run examples/hook_harness (a port's in-process C harness)
+	@sh tools/examples-check.sh
 # tools/mktrace reads the name table (tracenames.c)
 $(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
@@ -172,7 +190,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -210,7 +228,7 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
 TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs weights walkthrough/tools/mkwalk
-test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run the cmocka suite (the long sweeps' subset, ~40 s)
+test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset, ~40 s)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
@@ -311,5 +329,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 clean: ## remove every build product and the generated weights
-	rm -rf dflash dflash-debug dflash-float dflash-double .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
+	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
 	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/tools/mkwalk build

@@ -143,8 +143,9 @@ typedef struct {
  * tensor of the trace contract (C order, the table's shape). trace.c is one
  * hook (trace_hook below: .npy files, a manifest, a readable text); a port's
  * own C harness can install another and take the tensors in-process
- * (tests/test_hook.c does: it links dflash.c and tracenames.c, and load.c,
- * json.c, files.c to load the weights).
+ * (examples/hook_harness.c is one, TRACE.md "The hook: a C API" its link
+ * line; it links dflash.c and tracenames.c, and load.c, json.c, files.c to
+ * load the weights). The buffer is valid during the call only.
  */
 typedef struct {
     const char *phase;    /* "prefill" | "draft" | "verify" | "final" */
