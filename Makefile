@@ -41,7 +41,7 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli
+DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli replay
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = tracenames json trace files manifest diff
