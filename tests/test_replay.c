@@ -7,7 +7,8 @@
  *     every real tensor must be bit-identical to the sampled run's (the
  *     temperature changes the draws, never the logits or anything computed
  *     from the tokens), and only the draws themselves (sampled, match,
- *     cumprod, acceptance_length) may differ.
+ *     cumprod, acceptance_length, and acceptance_per_position, their mean)
+ *     may differ.
  *   - A port's trace made by hand, holding only the ids replay reads, with a
  *     first token and a bonus token the program would never pick: the replay
  *     verifies exactly its blocks, and its output is the hand-made tokens.
@@ -66,6 +67,7 @@ static void assert_same_ids(const char *a, const char *b, const char *name) {
 static int is_draw(const char *name) {
     const char *tails[] = {".sampled", ".match", ".cumprod", ".acceptance_length"};
     size_t n = strlen(name);
+    if (strcmp(name, "acceptance_per_position") == 0) return 1;  /* the mean of the cumprods */
     for (int i = 0; i < 4; i++) {
         size_t t = strlen(tails[i]);
         if (n > t && strcmp(name + n - t, tails[i]) == 0) return 1;
