@@ -202,7 +202,7 @@ typedef struct {
     int n_stop;
     int stop_ids[DFLASH_MAX_STOP];
     const TraceHook *trace;  /* NULL: no trace */
-    const Replay *replay;    /* NULL: the run's own tokens (always, but for replay.c) */
+    const Replay *replay;    /* NULL: the run's own tokens; else another run's (replay.c) */
 } GenParams;
 
 /* What one speculative round did (for the per-round summary and tests). */
