@@ -6,6 +6,7 @@
 #include "diff.h"
 #include "explore.h"
 #include "figures.h"
+#include "gguf.h"
 #include "files.h"
 #include "json.h"
 #include "load.h"
@@ -34,6 +35,9 @@ static const char *USAGE =
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
+    "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
+    "                   (or --target DIR --draft DIR)  OUT_DIR/draft.gguf; --vocab FILE: vocab.txt or\n"
+    "                                                  tokenizer.json (README: \"llama.cpp\")\n"
     "\n"
     "options (each flag: its value, its range, its default):\n"
     "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"
@@ -68,12 +72,17 @@ static const char *USAGE =
     "  --replay DIR          follow the tokens of the trace in DIR (a port's): its prompt, first\n"
     "                        token, verified blocks and kept lengths (TRACE.md, \"Replay\")\n"
     "  -h, --help            this text\n"
-    "\n"
-    "diff options (TRACE.md, \"dflash diff A B\"):\n"
+    "\n";
+/* the rest of --help (one string would pass the 4095 characters C99 promises) */
+static const char *USAGE_MORE =
+    "diff options (TRACE.md, \"dflash diff: how to read it\"):\n"
     "  --rtol R, --rtol=R    relative tolerance, times max|A| of each tensor (default 1e-4)\n"
     "  --atol A, --atol=A    absolute tolerance (default 1e-6)\n"
     "  --only GLOB           compare only names matching GLOB; repeatable (default: every name)\n"
-    "  --verbose             one line per compared tensor: worst relative error, NMSE in dB\n"
+    "  --verbose             one line per compared tensor (ok, RND rounding, DEP): worst relative\n"
+    "                        error, NMSE in dB\n"
+    "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
+    "                        rounding (default: rounding is reported, not a departure)\n"
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
@@ -460,6 +469,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
@@ -468,7 +478,11 @@ int main(int argc, char **argv) {
     Args a;
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
-    if (pa == 1) { fputs(USAGE, stdout); return finish(0); }
+    if (pa == 1) {
+        fputs(USAGE, stdout);
+        fputs(USAGE_MORE, stdout);
+        return finish(0);
+    }
     raw_bytes = a.raw_bytes;
     RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
     if (!a.weights && !a.target)
