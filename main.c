@@ -27,7 +27,7 @@
 
 /* --help. README.md's "The program" shows this text verbatim (tests/test_usage.c
  * checks that, and that every flag parse_args accepts is listed here). */
-static const char *USAGE =
+static const char *const USAGE[] = {  /* parts: C11 compilers need not take a longer string */
     "usage: dflash [OPTIONS]                          generate; no options: the walkthrough run\n"
     "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
     "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
@@ -72,9 +72,7 @@ static const char *USAGE =
     "  --replay DIR          follow the tokens of the trace in DIR (a port's): its prompt, first\n"
     "                        token, verified blocks and kept lengths (TRACE.md, \"Replay\")\n"
     "  -h, --help            this text\n"
-    "\n";
-/* the rest of --help (one string would pass the 4095 characters C99 promises) */
-static const char *USAGE_MORE =
+    "\n",
     "diff options (TRACE.md, \"dflash diff: how to read it\"):\n"
     "  --rtol R, --rtol=R    relative tolerance, times max|A| of each tensor (default 1e-4)\n"
     "  --atol A, --atol=A    absolute tolerance (default 1e-6)\n"
@@ -86,7 +84,8 @@ static const char *USAGE_MORE =
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
-    "2 bad input (a flag, a weight file, the vocabulary, a prompt word, a trace)\n";
+    "2 bad input (a flag, a weight file, the vocabulary, a prompt word, a trace)\n",
+    NULL};
 
 typedef struct {
     const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay;
@@ -478,11 +477,7 @@ int main(int argc, char **argv) {
     Args a;
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
-    if (pa == 1) {
-        fputs(USAGE, stdout);
-        fputs(USAGE_MORE, stdout);
-        return finish(0);
-    }
+    if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
     raw_bytes = a.raw_bytes;
     RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
     if (!a.weights && !a.target)
