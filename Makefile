@@ -139,9 +139,23 @@ $(1)/dflash-%: $(PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) 
 endef
 $(eval $(call pitfalls_in,build/pitfalls,$(R)))
 $(eval $(call pitfalls_in,build/san/build/pitfalls,$(R)-san))
-# pitfall-programs: ## build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
-pitfall-programs: $(PITFALL_PROGRAMS)
+# The training pitfalls, the same way: walkthrough/train-pitfalls/NAME.diff is
+# a patch of train.c, build/pitfalls/dflash-train-NAME ./dflash with it (its
+# copy in build/pitfalls/train-NAME/).
+TRAIN_PITFALL_DIR = walkthrough/train-pitfalls
+TRAIN_PITFALLS    = $(shell sed -e 's/[#].*//' $(TRAIN_PITFALL_DIR)/series)
+TRAIN_PITFALL_PROGRAMS = $(patsubst %,build/pitfalls/dflash-train-%,$(TRAIN_PITFALLS))
+define train_pitfalls_in
+$(1)/dflash-train-%: $(TRAIN_PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
+$(eval $(call train_pitfalls_in,build/pitfalls,$(R)))
+$(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# pitfall-programs: ## build/pitfalls/dflash-NAME and dflash-train-NAME: ./dflash with one porting or training mistake
+pitfall-programs: $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
+	@sh tools/pitfall.sh check-series $(TRAIN_PITFALL_DIR)
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
 $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
@@ -285,8 +299,8 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TESTS))
+SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c train.c train.h
+SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
