@@ -18,6 +18,9 @@ typedef struct {
     const int *loss_mask;    /* (b, S) 0/1 */
     const int *anchors;      /* (b, N) sorted positions in 0..S-1 (drawn: 0..S-B) */
     const int *keep;         /* (b, N) 0/1 */
+    const real *target_hidden; /* (b, S, k*D) the target's context features of these ids, or
+                                  NULL: train_step runs the target (a cache's copy of what it
+                                  would compute: dflash train keeps one per sequence) */
 } TrainBatch;
 
 typedef struct {
@@ -25,6 +28,9 @@ typedef struct {
     double beta1, beta2, eps, weight_decay;
     double max_grad_norm;    /* <= 0: no clipping */
     double gamma;            /* <= 0: no decay */
+    int causal_block;        /* 0: a block's queries see the whole block (DFlash, the published
+                                mask); 1: only its positions 0..k (EAGLE-style causal, an
+                                experiment: README "What training teaches") */
 } TrainHyper;
 
 typedef struct {
