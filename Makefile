@@ -171,8 +171,9 @@ WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
-# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
-$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files dflash,$(LDLIBS))
+# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error), and the
+# training chapter's target (its lm_head) with load.c
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files load dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))

@@ -14,7 +14,9 @@
 #   walkthrough  the walkthrough pages (walkthrough/tools/mkwalk, from the
 #                templates walkthrough/tools/README.md.in and README.zh.md.in),
 #                and their figures walkthrough/figures/*.svg (dflash figures),
-#                from a trace of the default run
+#                from a trace of the default run; the chapter "How the draft
+#                learned this" and figures/train_attn_mask.svg from a trace of
+#                one training step (train_trace below)
 #   explorer     walkthrough/explorer.html (dflash explore of the same run):
 #                written by `make`, not committed, so only `write` makes sense
 #   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
@@ -37,9 +39,16 @@ walk_trace() {
 gen_trace_md() {
     ./tools/mktrace md TRACE.md.in > "$1/TRACE.md"
 }
+# the training chapter's step: one step of `dflash train` on walkthrough/tools/train-step.txt
+train_trace() {
+    [ -d "$tmp/train" ] || ./dflash train --target toy_weights/walkthrough/target \
+        --draft-config toy_weights/walkthrough/draft/config.json --data walkthrough/tools/train-step.txt \
+        --batch 1 --anchors 2 --steps 1 --trace "$tmp/train" --out "$tmp/train-draft" > /dev/null 2>&1
+}
 gen_walk() {
-    mkdir -p "$1/walkthrough" && walk_trace &&
-    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" > /dev/null &&
+    mkdir -p "$1/walkthrough" && walk_trace && train_trace &&
+    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" \
+        --train "$tmp/train" toy_weights/walkthrough/target > /dev/null &&
     ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
         "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }
