@@ -203,6 +203,17 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 	./toy_weights/gen qwen3-layout toy_weights/qwen3-layout
 	touch $@
 
+# ---- training (README.md "What training teaches"; not part of make test) ------
+# make train: a draft for the random target trained on what the target writes
+# (tools/train.sh, the recipe at its top): toy_weights/trained/ (generated,
+# never committed). make train-experiments: the experiments, trained on the
+# same data: walkthrough/training/logs/ (committed; the page and figures are
+# made from these logs by make docs and checked by make docs-check).
+train: dflash weights ## train a draft for the random target (minutes): toy_weights/trained/
+	sh tools/train.sh trained
+train-experiments: dflash weights ## the training experiments (after make train; ~an hour on a busy machine): walkthrough/training/logs/
+	sh tools/train.sh experiments
+
 run: dflash weights ## the walkthrough run ("The cat sat", block 4)
 	./dflash
 
@@ -327,4 +338,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/tools/mkwalk build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained walkthrough/tools/mkwalk build
