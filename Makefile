@@ -187,7 +187,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs train-pitfall-runs
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -291,7 +291,10 @@ js-check: ## node --check web/explorer.js (the explorer's page is web/: html, cs
 	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
 	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md
-pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md from the patches and real runs
+# the training runs behind walkthrough/train-pitfalls.md's table (minutes each; their results are committed)
+train-pitfall-runs: dflash pitfall-programs weights ## train the clean draft and each training pitfall's (short recipe), into walkthrough/train-pitfalls/runs/
+	sh walkthrough/train-pitfalls-runs.sh
+pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md and train-pitfalls.md from the patches and real runs
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls

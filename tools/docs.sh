@@ -20,6 +20,9 @@
 #   explorer     walkthrough/explorer.html (dflash explore of the same run):
 #                written by `make`, not committed, so only `write` makes sense
 #   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
+#                and walkthrough/train-pitfalls.md (walkthrough/mktrainpitfalls.sh:
+#                training-step traces, and the committed results of the
+#                training runs, walkthrough/train-pitfalls/runs/)
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
 # root after building what they use (make docs / make docs-check do).
@@ -57,12 +60,13 @@ gen_explorer() {
     ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
 }
 gen_pitfalls() {
-    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null
+    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null &&
+    sh walkthrough/mktrainpitfalls.sh "$1/walkthrough/train-pitfalls.md" > /dev/null
 }
 
 # the committed files a set must still generate (figures only: pages are
 # listed by what the generator writes)
-figures_walk() { find walkthrough -name '*.svg' | sort; }
+figures_walk() { find walkthrough/figures -name '*.svg' | sort; }
 
 # trace-md's second half: the three runs (the default run, a random-set run
 # with block size 6, a block-size-1 run with no draft: match/cumprod are empty)
