@@ -213,6 +213,10 @@ train: dflash weights ## train a draft for the random target (minutes): toy_weig
 	sh tools/train.sh trained
 train-experiments: dflash weights ## the training experiments (after make train; ~an hour on a busy machine): walkthrough/training/logs/
 	sh tools/train.sh experiments
+training: ## regenerate walkthrough/training/ (page, figures) from the committed run logs
+	sh tools/docs.sh write training
+training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
+	@sh tools/docs.sh check training
 
 run: dflash weights ## the walkthrough run ("The cat sat", block 4)
 	./dflash
@@ -259,10 +263,10 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # every machine: docs-check (CI) fails when a committed one is stale.
 DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough pitfalls
+	sh tools/docs.sh write trace-md walkthrough pitfalls training
 	sh walkthrough/tools/gdb-check.sh --write
 docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
-	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls || rc=1; \
+	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls training || rc=1; \
 	sh walkthrough/tools/gdb-check.sh || rc=1; \
 	sh walkthrough/explorer-check.sh || rc=1; \
 	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || rc=1; \

@@ -73,7 +73,8 @@ static const char *const TRAIN_USAGE[2] = {
     "                        loss_mask, anchors, keep) instead of drawing; its other keys are not read\n"
     "training (defaults: SpecForge's DFlash example examples/configs/qwen3-4b-dflash-online.yaml\n"
     "where it has one, else its code's; toy sizes where neither applies):\n"
-    "  --steps N             optimizer steps, 1..100000000 (default 100; --batches: its batch count)\n"
+    "  --steps N             optimizer steps, 1..100000000 (default 100; --batches: its batch count);\n"
+    "                        0 with --heldout: evaluate (and write) the draft as it starts\n"
     "  --batch b             sequences per step, 1..4096 (default 4, SpecForge batch_size)\n"
     "  --seq-len S           tokens per sequence, B..max_position_embeddings - B: longer ones\n"
     "                        are cut, shorter ones padded with mask_token_id at loss mask 0\n"
@@ -191,7 +192,7 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
         else if (strcmp(f, "--heldout") == 0) num = &a->heldout, lo = 0, hi = 65536;
         else if (strcmp(f, "--generate") == 0) num = &a->generate, lo = 1, hi = 1 << 20;
         else if (strcmp(f, "--prompt-len") == 0) num = &a->prompt_len, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--steps") == 0) num = &a->steps, lo = 1, hi = 100000000;
+        else if (strcmp(f, "--steps") == 0) num = &a->steps, lo = 0, hi = 100000000;
         else if (strcmp(f, "--batch") == 0) num = &a->batch, lo = 1, hi = 4096, batch_given = 1;
         else if (strcmp(f, "--seq-len") == 0) num = &a->seq_len, lo = 1, hi = 1 << 20;
         else if (strcmp(f, "--anchors") == 0) num = &a->anchors, lo = 1, hi = 65536;
@@ -265,6 +266,11 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
             return -1;
         }
         if (!a->out) { dflash_set_error("--out: missing (the folder the trained draft goes to)"); return -1; }
+    }
+    if (a->steps == 0 && (a->heldout <= 0 || a->batches || a->bench)) {
+        dflash_set_error("--steps 0: only with --heldout N (an evaluation of the draft as it starts), "
+                         "not with --batches or --bench");
+        return -1;
     }
     if (a->warmup >= 0 && a->steps > 0 && a->warmup >= a->steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
@@ -1293,7 +1299,7 @@ int train_main(int argc, char **argv) {
         if (a.data && data_check(&seqs, a.data, S, B, (int)a.anchors) != 0) goto fail;
     }
     int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
-    if (warmup >= steps) {
+    if (steps > 0 && warmup >= steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", steps, warmup);
         goto fail;
     }

@@ -20,7 +20,7 @@ tmpl=walkthrough/training/README.md.in
 # base (make train's run) must be there; an experiment without its two
 # files is shown as not run
 names=
-for n in base causal block8 gamma0 gamma4 layers1; do
+for n in untrained base causal block8 gamma0 gamma4 layers1; do
     if [ -f "$logs/$n.log" ] && [ -f "$logs/$n.decode" ]; then names="$names $n"
     elif [ $n = base ]; then echo "mktraining.sh: $logs/base.log or base.decode missing (make train train-experiments)" >&2; exit 2
     fi
@@ -38,6 +38,7 @@ summary() {
             END {
                 m = 0; a = 0; c = 0
                 for (s = last - 9; s <= last; s++) if (s in loss) { m += loss[s]; a += acc[s]; c++ }
+                if (c == 0) c = 1   # --steps 0: no step
                 printf "run %s final_loss %.4f final_acc %.4f first_loss %.4f %s eval %s\n", name, m / c, a / c,
                        loss[1], setup, ev
                 for (s = 1; s <= last; s++) printf "loss %s %d %s\n", name, s, loss[s]
@@ -114,7 +115,9 @@ FILENAME == tmpl {
         print "| draft | trained at block | held-out tau, teacher-forced | decoded tau at block 2 | at block 4 | at block 8 |"
         print "|---|---:|---:|---|---|---|"
         r = run["base"]
-        printf "| untrained (draft proposes nothing right) | - | 1.00 | 1.00 | 1.00 | 1.00 |\n"
+        if (run["untrained"] == "") print "| untrained (the new draft of the recipe, before step 1) | 4 | not run | | | |"
+        else printf "| untrained (the new draft of the recipe, before step 1) | %s | %.2f | %s | %s | %s |\n", field(run["untrained"], "block"),
+                    field(run["untrained"], "tau"), decrow("untrained", 2), decrow("untrained", 4), decrow("untrained", 8)
         printf "| trained (`make train`) | %s | %.2f | %s | %s | %s |\n", field(r, "block"), field(r, "tau"),
                decrow("base", 2), decrow("base", 4), decrow("base", 8)
     } else if ($0 == "@EVAL@") {

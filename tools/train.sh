@@ -13,7 +13,8 @@
 #                data.txt (make train first): walkthrough/training/logs/NAME.log
 #                and NAME.decode (committed: the page and its figures are made
 #                from them, tools/mktraining.sh)
-#   NAME...      only those experiments
+#   NAME...      only those experiments (untrained: the recipe's new draft
+#                before its first step, evaluated and decoded the same way)
 #
 # The recipe (TRAIN_RECIPE): a new draft (the random set's draft config, its
 # Linear weights drawn from N(0, 0.02^2) with the seed) trained on 96
@@ -37,12 +38,13 @@ logs=walkthrough/training/logs
 flags() {
     case $1 in
     base) echo "";;
+    untrained) echo "--steps 0";;
     causal) echo "--block-attention causal";;
     block8) echo "--block-size 8";;
     gamma0) echo "--gamma 0";;
     gamma4) echo "--gamma 4";;
     layers1) echo "--draft-config build/train/config-layers1.json";;
-    *) echo "train.sh: no experiment '$1' (base causal block8 gamma0 gamma4 layers1)" >&2; return 1;;
+    *) echo "train.sh: no experiment '$1' (untrained base causal block8 gamma0 gamma4 layers1)" >&2; return 1;;
     esac
 }
 # the block sizes each experiment's draft is decoded at (none: dflash.c's
@@ -50,7 +52,7 @@ flags() {
 # by the teacher-forced evaluation alone)
 decode_blocks() {
     case $1 in
-    base|block8) echo "2 4 8";;
+    untrained|base|block8) echo "2 4 8";;
     causal) echo "";;
     *) echo "4";;
     esac
@@ -103,6 +105,6 @@ experiment() {
 
 case ${1:?usage: tools/train.sh trained|experiments|NAME...} in
 trained) trained;;
-experiments) for n in base causal block8 gamma0 gamma4 layers1; do experiment "$n"; done;;
+experiments) for n in untrained base causal block8 gamma0 layers1 gamma4; do experiment "$n"; done;;
 *) for n in "$@"; do flags "$n" > /dev/null; done; for n in "$@"; do experiment "$n"; done;;
 esac

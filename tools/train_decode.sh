@@ -4,13 +4,14 @@
 # DRAFT_DIR, greedy, stop at <eos>) at each block size, and print one line per
 # block size:
 #   decode block K prompts n rounds R round_tokens T tau X acceptance_per_position p1 .. p(K-1)
-# T = the tokens the rounds committed (accepted + bonus; the prefill gives the
-# first new token); tau = T / R, the mean of (accepted + 1) as ./dflash prints
-# it, pooled
-# over the prompts; p_i = the fraction of rounds whose acceptance length is
-# >= i (proposal i accepted). Each run must reproduce the held-out sequence
-# (DFlash is lossless and the sequence is the target's greedy continuation):
-# otherwise the script fails. README.md, "What training teaches".
+# T = the tokens the rounds committed (accepted + bonus; the prefill gives
+# the first new token); tau = T / R, the mean of (accepted + 1) as ./dflash
+# prints it, pooled over the prompts; p_i = the fraction of rounds whose
+# acceptance length is >= i (proposal i accepted; for each prompt these
+# fractions must equal the acceptance_per_position line ./dflash --rounds
+# prints). Each run must reproduce the held-out sequence (DFlash is
+# lossless and the sequence is the target's greedy continuation): otherwise
+# the script fails. README.md, "What training teaches".
 set -eu
 export LC_ALL=C
 DFLASH=${DFLASH:-./dflash}   # the program (make: ./dflash)
@@ -36,7 +37,16 @@ for K in "$@"; do
             echo "train_decode.sh: prompt $prompt, block $K: $DFLASH gave \"$got\", the log's held-out sequence is \"$want\"" >&2
             exit 1
         fi
-        sed -n 's/.*cumprod \[.*\]  accepted \([0-9]*\) + bonus.*/\1/p' "$tmp/out" >> "$tmp/acc"
+        sed -n 's/.*cumprod \[.*\]  accepted \([0-9]*\) + bonus.*/\1/p' "$tmp/out" > "$tmp/acc1"
+        # the same fractions as ./dflash's own acceptance_per_position line for this prompt
+        mine=$(awk -v K="$K" '{ r++; for (i = 1; i <= $1; i++) a[i]++ }
+            END { printf "of %d):", r; for (i = 1; i < K; i++) printf " %d: %.2f", i, a[i] / r }' "$tmp/acc1")
+        theirs=$(sed -n 's/^acceptance per position (rounds in which proposal i was accepted, //p' "$tmp/out")
+        if [ "$K" -gt 1 ] && [ "$mine" != "$theirs" ]; then
+            echo "train_decode.sh: prompt $prompt, block $K: ./dflash printed \"$theirs\", the rounds give \"$mine\"" >&2
+            exit 1
+        fi
+        cat "$tmp/acc1" >> "$tmp/acc"
         n=$((n + 1))
     done < "$tmp/held"
     awk -v K="$K" -v n="$n" '
