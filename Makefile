@@ -150,9 +150,23 @@ $(1)/dflash-%: tests/signatures/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)
 endef
 $(eval $(call signatures_in,build/signatures,$(R)))
 $(eval $(call signatures_in,build/san/build/signatures,$(R)-san))
-# pitfall-programs: ## build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
-pitfall-programs: $(PITFALL_PROGRAMS)
+# The training pitfalls, the same way: walkthrough/train-pitfalls/NAME.diff is
+# a patch of train.c, build/pitfalls/dflash-train-NAME ./dflash with it (its
+# copy in build/pitfalls/train-NAME/).
+TRAIN_PITFALL_DIR = walkthrough/train-pitfalls
+TRAIN_PITFALLS    = $(shell sed -e 's/[#].*//' $(TRAIN_PITFALL_DIR)/series)
+TRAIN_PITFALL_PROGRAMS = $(patsubst %,build/pitfalls/dflash-train-%,$(TRAIN_PITFALLS))
+define train_pitfalls_in
+$(1)/dflash-train-%: $(TRAIN_PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
+$(eval $(call train_pitfalls_in,build/pitfalls,$(R)))
+$(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# pitfall-programs: ## build/pitfalls/dflash-NAME and dflash-train-NAME: ./dflash with one porting or training mistake
+pitfall-programs: $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
+	@sh tools/pitfall.sh check-series $(TRAIN_PITFALL_DIR)
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
 $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
@@ -186,8 +200,9 @@ WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
-# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
-$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files dflash,$(LDLIBS))
+# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error), and the
+# training chapter's target (its lm_head) with load.c
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files load dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -201,7 +216,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -216,6 +231,21 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 	rm -rf toy_weights/qwen3-layout
 	./toy_weights/gen qwen3-layout toy_weights/qwen3-layout
 	touch $@
+
+# ---- training (README.md "What training teaches"; not part of make test) ------
+# make train: a draft for the random target trained on what the target writes
+# (tools/train.sh, the recipe at its top): toy_weights/trained/ (generated,
+# never committed). make train-experiments: the experiments, trained on the
+# same data: walkthrough/training/logs/ (committed; the page and figures are
+# made from these logs by make docs and checked by make docs-check).
+train: dflash weights ## train a draft for the random target (minutes): toy_weights/trained/
+	sh tools/train.sh trained
+train-experiments: dflash weights ## the training experiments (after make train; ~an hour on a busy machine): walkthrough/training/logs/
+	sh tools/train.sh experiments
+training: ## regenerate walkthrough/training/ (page, figures) from the committed run logs
+	sh tools/docs.sh write training
+training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
+	@sh tools/docs.sh check training
 
 run: dflash weights ## the walkthrough run ("The cat sat", block 4)
 	./dflash
@@ -271,10 +301,10 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # every machine: docs-check (CI) fails when a committed one is stale.
 DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough pitfalls
+	sh tools/docs.sh write trace-md walkthrough pitfalls training
 	sh walkthrough/tools/gdb-check.sh --write
 docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
-	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls || rc=1; \
+	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls training || rc=1; \
 	sh walkthrough/tools/gdb-check.sh || rc=1; \
 	sh walkthrough/explorer-check.sh || rc=1; \
 	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || rc=1; \
@@ -303,7 +333,10 @@ js-check: ## node --check web/explorer.js (the explorer's page is web/: html, cs
 	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
 	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md
-pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md from the patches and real runs
+# the training runs behind walkthrough/train-pitfalls.md's table (minutes each; their results are committed)
+train-pitfall-runs: dflash pitfall-programs weights ## train the clean draft and each training pitfall's (short recipe), into walkthrough/train-pitfalls/runs/
+	sh walkthrough/train-pitfalls-runs.sh
+pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md and train-pitfalls.md from the patches and real runs
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
@@ -323,8 +356,8 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
+SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c train.c train.h
+SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -350,4 +383,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout walkthrough/tools/mkwalk build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained walkthrough/tools/mkwalk build

@@ -359,15 +359,15 @@ static void rope_backward(real *dx, const real *dy, const real *cos_, const real
 
 /* The block mask (SpecForge create_dflash_sdpa_mask), one sequence:
  * mask (Q, P)[i][j] = 1 iff query i of block n = i / B may see key j:
- * a context key j < S with j < anchor_n, or a key of block n itself; none
- * at all when keep[n] is 0. */
-static void block_mask(int *mask, const int *anchors, const int *keep, int S, int N, int B) {
+ * a context key j < S with j < anchor_n, or a key of block n itself (causal:
+ * only its positions <= i's); none at all when keep[n] is 0. */
+static void block_mask(int *mask, const int *anchors, const int *keep, int S, int N, int B, int causal) {
     int Q = N * B, P = S + Q;
     for (int i = 0; i < Q; i++) {
         int n = i / B;
         for (int j = 0; j < P; j++) {
             int ctx = j < S && j < anchors[n];
-            int own = j >= S && (j - S) / B == n;
+            int own = j >= S && (j - S) / B == n && (!causal || (j - S) % B <= i % B);
             mask[(size_t)i * P + j] = keep[n] && (ctx || own);
         }
     }
@@ -697,7 +697,7 @@ static TraceDims train_dims(const Model *dm, const Model *tm, const TrainBatch *
 /* Set-up from the batch: noise ids, positions, the mask, labels, weights
  * (SpecForge OnlineDFlashModel.forward, _create_noise_embed,
  * _create_position_ids, create_dflash_sdpa_mask). */
-static void batch_setup(TrainRun *r, const TrainBatch *bt, int mask_id, double gamma) {
+static void batch_setup(TrainRun *r, const TrainBatch *bt, int mask_id, double gamma, int causal) {
     int S = r->S, N = r->N, B = r->B, Q = r->Q, P = r->P;
     for (int i = 0; i < r->b * S; i++) r->lmask[i] = bt->loss_mask ? bt->loss_mask[i] : 1;
     for (int i = 0; i < r->b * N; i++) r->keep[i] = bt->keep ? bt->keep[i] != 0 : 1;
@@ -717,7 +717,7 @@ static void batch_setup(TrainRun *r, const TrainBatch *bt, int mask_id, double g
                 if (gamma > 0) w = w * (real)exp(-(double)(k - 1 > 0 ? k - 1 : 0) / gamma);
                 r->weights[row] = w;
             }
-        block_mask(r->mask + (size_t)bi * Q * P, anc, keep, S, N, B);
+        block_mask(r->mask + (size_t)bi * Q * P, anc, keep, S, N, B, causal);
     }
 }
 
@@ -828,6 +828,10 @@ static void layer_backward(const Model *dm, int l, TrainRun *r, real *const *g) 
     rmsnorm_backward(r->dh, g_in, r->dxb, a->h_in, w->input_layernorm, rows, D, eps);
 }
 
+void train_context_features(real *out, const TargetRun *tr, const Model *tm, const Model *dm, int S) {
+    extract_context_feature(out, tr, &tm->cfg, dm->cfg.target_layer_ids, dm->cfg.n_target_layer_ids, S, 0, S);
+}
+
 /* The whole forward and backward; grads into st->grad (zeroed first). */
 static int forward_backward(const Model *dm, const Model *tm, TrainState *st, const TrainBatch *bt,
                             const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats,
@@ -843,7 +847,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     if (check_batch(dm, tm, bt) != 0) return -1;
     if (run_init(r, dc, tc, b, S, N, B) != 0) return -1;
     TraceDims dims = train_dims(dm, tm, bt);
-    batch_setup(r, bt, dc->mask_token_id, hp->gamma);
+    batch_setup(r, bt, dc->mask_token_id, hp->gamma, hp->causal_block);
 
     EMIT(trace, step, &dims, "input_ids", bt->input_ids);
     EMIT(trace, step, &dims, "loss_mask", r->lmask);
@@ -853,10 +857,14 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     /* the frozen target over each whole sequence: its context features */
     if (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0) goto done;
     for (int bi = 0; bi < b; bi++) {
+        if (bt->target_hidden) {  /* given: the same features, computed before */
+            memcpy(r->target_hidden + (size_t)bi * S * kD, bt->target_hidden + (size_t)bi * S * kD,
+                   sizeof(real) * (size_t)S * kD);
+            continue;
+        }
         cache.len = 0;
         target_forward(tm, &cache, &tr, bt->input_ids + (size_t)bi * S, S, S - 1, NULL);
-        extract_context_feature(r->target_hidden + (size_t)bi * S * kD, &tr, tc, dc->target_layer_ids,
-                                dc->n_target_layer_ids, S, 0, S);
+        train_context_features(r->target_hidden + (size_t)bi * S * kD, &tr, tm, dm, S);
     }
     EMIT(trace, step, &dims, "target_hidden", r->target_hidden);
     EMIT(trace, step, &dims, "noise_ids", r->noise_ids);

@@ -18,6 +18,9 @@ typedef struct {
     const int *loss_mask;    /* (b, S) 0/1 */
     const int *anchors;      /* (b, N) sorted positions in 0..S-1 (drawn: 0..S-B) */
     const int *keep;         /* (b, N) 0/1 */
+    const real *target_hidden; /* (b, S, k*D) the target's context features of these ids, or
+                                  NULL: train_step runs the target (a cache's copy of what it
+                                  would compute: dflash train keeps one per sequence) */
 } TrainBatch;
 
 typedef struct {
@@ -25,6 +28,9 @@ typedef struct {
     double beta1, beta2, eps, weight_decay;
     double max_grad_norm;    /* <= 0: no clipping */
     double gamma;            /* <= 0: no decay */
+    int causal_block;        /* 0: a block's queries see the whole block (DFlash, the published
+                                mask); 1: only its positions 0..k (EAGLE-style causal, an
+                                experiment: README "What training teaches") */
 } TrainHyper;
 
 typedef struct {
@@ -64,6 +70,12 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
  * tracenames.c's training rows). Returns 0, or -1 with dflash_errmsg set. */
 int train_step(Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
                const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats);
+
+/* The context features of one sequence of S ids the target has just read
+ * (tr, target_forward over them): (S, k*D), extract_context_feature at the
+ * draft's target_layer_ids. Where training takes them, in train_step and in
+ * dflash train's cache of them alike. */
+void train_context_features(real *out, const TargetRun *tr, const Model *target, const Model *draft, int S);
 
 /* The forward, the loss and the backward only (no clipping, no update): the
  * gradient of the loss is left in train_grad (train_params order). stats

@@ -73,7 +73,8 @@ static const char *const TRAIN_USAGE[2] = {
     "                        loss_mask, anchors, keep) instead of drawing; its other keys are not read\n"
     "training (defaults: SpecForge's DFlash example examples/configs/qwen3-4b-dflash-online.yaml\n"
     "where it has one, else its code's; toy sizes where neither applies):\n"
-    "  --steps N             optimizer steps, 1..100000000 (default 100; --batches: its batch count)\n"
+    "  --steps N             optimizer steps, 1..100000000 (default 100; --batches: its batch count);\n"
+    "                        0 with --heldout: evaluate (and write) the draft as it starts\n"
     "  --batch b             sequences per step, 1..4096 (default 4, SpecForge batch_size)\n"
     "  --seq-len S           tokens per sequence, B..max_position_embeddings - B: longer ones\n"
     "                        are cut, shorter ones padded with mask_token_id at loss mask 0\n"
@@ -94,6 +95,17 @@ static const char *const TRAIN_USAGE[2] = {
     "  --seed S              data order, anchors, prompts, a new draft's weights,\n"
     "                        0..18446744073709551615 (default 42, SpecForge seed)\n"
     "  --log-every K         a progress line every K steps, and at the first and the last (default 10)\n"
+    "  --block-attention bidirectional|causal   inside a block: every position sees the whole\n"
+    "                        block (default, DFlash) or only the positions before it and itself\n"
+    "                        (EAGLE-style; an experiment: inference stays bidirectional)\n"
+    "evaluation and logs:\n"
+    "  --heldout N           after training: N held-out sequences the target generates from\n"
+    "                        prompts no training sequence starts with (0..65536, default 0);\n"
+    "                        the draft proposes a block at every anchor of their continuations\n"
+    "                        under the training mask: per-position acceptance and tau printed\n"
+    "  --save-data FILE      write the sequences trained on, in --data's format\n"
+    "  --log FILE            every step's loss, the evaluation and the held-out sequences\n"
+    "                        (README.md \"What training teaches\")\n"
     "  --trace DIR           every step's tensors: DIR/train{s}.<name>.npy and trace.jsonl\n"
     "  --bench               time training steps (default --batch 2 --seq-len 32 --steps 2: a\n"
     "                        warm-up step, then the timed ones) on random ids, write nothing\n"
@@ -102,7 +114,9 @@ static const char *const TRAIN_USAGE[2] = {
     "exit status: 0 trained and wrote --out; 2 bad input (a flag, a model, a data line, an output)\n"};
 
 typedef struct {
-    const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir;
+    const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir, *save_data, *log;
+    long heldout;
+    int causal_block;
     long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every;
     double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
     Schedule schedule;
@@ -173,9 +187,12 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
         else if (strcmp(f, "--data") == 0) str = &a->data;
         else if (strcmp(f, "--batches") == 0) str = &a->batches;
         else if (strcmp(f, "--trace") == 0) str = &a->trace_dir;
+        else if (strcmp(f, "--save-data") == 0) str = &a->save_data;
+        else if (strcmp(f, "--log") == 0) str = &a->log;
+        else if (strcmp(f, "--heldout") == 0) num = &a->heldout, lo = 0, hi = 65536;
         else if (strcmp(f, "--generate") == 0) num = &a->generate, lo = 1, hi = 1 << 20;
         else if (strcmp(f, "--prompt-len") == 0) num = &a->prompt_len, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--steps") == 0) num = &a->steps, lo = 1, hi = 100000000;
+        else if (strcmp(f, "--steps") == 0) num = &a->steps, lo = 0, hi = 100000000;
         else if (strcmp(f, "--batch") == 0) num = &a->batch, lo = 1, hi = 4096, batch_given = 1;
         else if (strcmp(f, "--seq-len") == 0) num = &a->seq_len, lo = 1, hi = 1 << 20;
         else if (strcmp(f, "--anchors") == 0) num = &a->anchors, lo = 1, hi = 65536;
@@ -188,7 +205,16 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
         else if (strcmp(f, "--weight-decay") == 0) real_out = &a->weight_decay;
         else if (strcmp(f, "--max-grad-norm") == 0) real_out = &a->max_grad_norm;
         else if (strcmp(f, "--adam-eps") == 0) real_out = &a->adam_eps, open = 1;
-        else if (strcmp(f, "--schedule") == 0) {
+        else if (strcmp(f, "--block-attention") == 0) {
+            if (!(v = arg_value(argc, argv, &i))) return -1;
+            if (strcmp(v, "bidirectional") == 0) a->causal_block = 0;
+            else if (strcmp(v, "causal") == 0) a->causal_block = 1;
+            else {
+                dflash_set_error("--block-attention: expected bidirectional or causal, got \"%.100s\"", v);
+                return -1;
+            }
+            continue;
+        } else if (strcmp(f, "--schedule") == 0) {
             if (!(v = arg_value(argc, argv, &i))) return -1;
             if (strcmp(v, "cosine") == 0) a->schedule = SCHEDULE_COSINE;
             else if (strcmp(v, "constant") == 0) a->schedule = SCHEDULE_CONSTANT;
@@ -217,9 +243,9 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     if (a->bench) {
         if (!a->target) a->target = "toy_weights/random/target";
         if (!a->draft && !a->draft_config) a->draft = "toy_weights/random/draft";
-        if (a->out || a->data || a->generate > 0 || a->batches) {
+        if (a->out || a->data || a->generate > 0 || a->batches || a->heldout > 0 || a->save_data || a->log) {
             dflash_set_error("--bench: times steps on random ids and writes nothing; expected no --out, --data, "
-                             "--generate or --batches");
+                             "--generate, --batches, --heldout, --save-data or --log");
             return -1;
         }
         if (a->steps < 0) a->steps = 2;
@@ -240,6 +266,11 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
             return -1;
         }
         if (!a->out) { dflash_set_error("--out: missing (the folder the trained draft goes to)"); return -1; }
+    }
+    if (a->steps == 0 && (a->heldout <= 0 || a->batches || a->bench)) {
+        dflash_set_error("--steps 0: only with --heldout N (an evaluation of the draft as it starts), "
+                         "not with --batches or --bench");
+        return -1;
     }
     if (a->warmup >= 0 && a->steps > 0 && a->warmup >= a->steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
@@ -417,9 +448,18 @@ static int data_check(const Seqs *s, const char *what, int S, int B, int N) {
  * over the vocabulary, mask_token_id excepted) up to S tokens at the given
  * temperature, stopping at its stop ids; loss mask 0 on the prompt, 1 on
  * the rest. A sequence that gives no anchor (the target stopped at once) is
- * drawn again, at most 10 N times in all. */
+ * drawn again, at most 10 N times in all; so is one whose prompt is the
+ * start of a sequence of `exclude` (NULL: none; --heldout: the training
+ * data). stream: the PRNG stream ("generate", "heldout"). */
+static int prompt_excluded(const Seqs *ex, const int *prompt, int P) {
+    for (int i = 0; ex && i < ex->n; i++)
+        if (ex->len[i] >= P && memcmp(ex->ids + ex->off[i], prompt, sizeof(int) * (size_t)P) == 0) return 1;
+    return 0;
+}
+
 static int data_generate(Seqs *s, const Model *target, const char *target_dir, int N, int P, int S, int B,
-                         int n_anchors, double temperature, int mask_id, uint64_t seed) {
+                         int n_anchors, double temperature, int mask_id, uint64_t seed, uint64_t stream,
+                         const Seqs *exclude, const char *what) {
     GenParams p = {0};
     char from[4200];
     if (stop_ids_default(target_dir, target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) return -1;
@@ -429,19 +469,20 @@ static int data_generate(Seqs *s, const Model *target, const char *target_dir, i
     int V = target->cfg.vocab_size;
     int *prompt = malloc(sizeof(int) * (size_t)P), *mask = malloc(sizeof(int) * (size_t)S);
     int rc = -1, tries = 0, dropped = 0;
-    uint64_t rng = cli_rng_seed(seed ^ 0x67656e6572617465ull);  /* "generate" */
+    uint64_t rng = cli_rng_seed(seed ^ stream);
     double t0 = now_seconds(), last = t0;
     if (!prompt || !mask) { dflash_set_error("out of memory"); goto done; }
     while (s->n < N) {
         if (++tries > 10 * N) {
-            dflash_set_error("--generate: %d of %d tries gave no anchor (the target stops right after the prompt); "
-                             "try a larger --prompt-len or --temperature", dropped, tries - 1);
+            dflash_set_error("%s: %d of %d tries gave no anchor (the target stops right after the prompt) or a "
+                             "training prompt; try a larger --prompt-len or --temperature", what, dropped, tries - 1);
             goto done;
         }
         for (int i = 0; i < P; i++) {
             do prompt[i] = cli_rng_below(&rng, V); while (prompt[i] == mask_id && V > 1);
         }
         p.seed = cli_rng_next(&rng);
+        if (prompt_excluded(exclude, prompt, P)) { dropped++; continue; }
         GenResult r;
         if (ar_generate(target, prompt, P, &p, &r) != 0) goto done;
         int n = r.n_output;
@@ -453,11 +494,12 @@ static int data_generate(Seqs *s, const Model *target, const char *target_dir, i
         if (!usable) dropped++;
         double t = now_seconds();
         if (t - last > 2 || s->n == N) {
-            fprintf(stderr, "generate: %d/%d sequences of up to %d ids (%.1f s)\n", s->n, N, S, t - t0);
+            fprintf(stderr, "%s: %d/%d sequences of up to %d ids (%.1f s)\n", what, s->n, N, S, t - t0);
             last = t;
         }
     }
-    if (dropped) fprintf(stderr, "generate: %d sequences gave no anchor and were drawn again\n", dropped);
+    if (dropped) fprintf(stderr, "%s: %d sequences gave no anchor%s and were drawn again\n", what, dropped,
+                         exclude ? " or began like a training sequence" : "");
     rc = 0;
 done:
     free(prompt);
@@ -621,8 +663,19 @@ typedef struct {
     int *ids, *mask;        /* (b, S) */
     int *anchors, *keep;    /* (b, Nb): Nb = train_anchor_count <= N = --anchors */
     int *order;             /* (n_seqs) this epoch's order */
+    int *rows;              /* (b) the sequence in each row */
     int cursor;
+    /* the target's context features of each sequence (cut/padded to S, as
+     * train_step would compute them), kept after its first batch: from the
+     * second epoch on, a step runs the draft only. NULL: not kept (more
+     * than DRAWER_CACHE_MAX bytes) */
+    real *feat;             /* (n_seqs, S, kD) */
+    char *have;             /* (n_seqs) */
+    real *batch_feat;       /* (b, S, kD) */
+    size_t kD;
 } Drawer;
+
+#define DRAWER_CACHE_MAX ((size_t)1 << 30)
 
 static void drawer_free(Drawer *d) {
     free(d->ids);
@@ -630,6 +683,10 @@ static void drawer_free(Drawer *d) {
     free(d->anchors);
     free(d->keep);
     free(d->order);
+    free(d->rows);
+    free(d->feat);
+    free(d->have);
+    free(d->batch_feat);
     memset(d, 0, sizeof *d);
 }
 
@@ -642,8 +699,9 @@ static int drawer_init(Drawer *d, int b, int S, int N, int B, int n_seqs) {
     d->anchors = malloc(sizeof(int) * bn);
     d->keep = malloc(sizeof(int) * bn);
     d->order = malloc(sizeof(int) * (size_t)(n_seqs > 0 ? n_seqs : 1));
+    d->rows = malloc(sizeof(int) * (size_t)b);
     d->cursor = n_seqs;  /* shuffle before the first draw */
-    if (!d->ids || !d->mask || !d->anchors || !d->keep || !d->order) {
+    if (!d->ids || !d->mask || !d->anchors || !d->keep || !d->order || !d->rows) {
         drawer_free(d);
         dflash_set_error("out of memory (a batch of %d x %d)", b, S);
         return -1;
@@ -669,6 +727,7 @@ static int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *a
             d->cursor = 0;
         }
         int q = d->order[d->cursor++];
+        d->rows[r] = q;
         int n = s->len[q] < S ? s->len[q] : S;
         int *ids = d->ids + (size_t)r * S, *mask = d->mask + (size_t)r * S;
         memcpy(ids, s->ids + s->off[q], sizeof(int) * (size_t)n);
@@ -686,7 +745,137 @@ static int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *a
     tb->loss_mask = d->mask;
     tb->anchors = d->anchors;
     tb->keep = d->keep;
+    tb->target_hidden = NULL;
     return 0;
+}
+
+/* Keep each sequence's context features (drawer_init's d->feat), when they
+ * fit in DRAWER_CACHE_MAX bytes. */
+static void drawer_cache_init(Drawer *d, const Model *draft, int n_seqs) {
+    d->kD = (size_t)draft->cfg.n_target_layer_ids * (size_t)draft->cfg.hidden_size;
+    size_t per = (size_t)d->S * d->kD * sizeof(real);
+    if (n_seqs <= 0 || per == 0 || (size_t)n_seqs > DRAWER_CACHE_MAX / per) return;
+    d->feat = malloc(per * (size_t)n_seqs);
+    d->have = calloc((size_t)n_seqs, 1);
+    d->batch_feat = malloc(per * (size_t)d->b);
+    if (!d->feat || !d->have || !d->batch_feat) {  /* not kept: train_step runs the target */
+        free(d->feat), free(d->have), free(d->batch_feat);
+        d->feat = d->batch_feat = NULL, d->have = NULL;
+    }
+}
+
+/* The batch's features from the kept ones, computing those not kept yet
+ * exactly as train_step would (target_forward over the row's S ids,
+ * train_context_features). */
+static int drawer_features(Drawer *d, const Model *draft, const Model *target, TrainBatch *tb) {
+    if (!d->feat) return 0;
+    const Config *tc = &target->cfg;
+    int S = d->S, rc = -1;
+    size_t per = (size_t)S * d->kD;
+    KVCache cache = {0};
+    TargetRun tr = {0};
+    for (int r = 0; r < d->b; r++) {
+        int q = d->rows[r];
+        if (!d->have[q]) {
+            if (!cache.key && (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0)) goto done;
+            cache.len = 0;
+            target_forward(target, &cache, &tr, d->ids + (size_t)r * S, S, S - 1, NULL);
+            train_context_features(d->feat + (size_t)q * per, &tr, target, draft, S);
+            d->have[q] = 1;
+        }
+        memcpy(d->batch_feat + (size_t)r * per, d->feat + (size_t)q * per, sizeof(real) * per);
+    }
+    tb->target_hidden = d->batch_feat;
+    rc = 0;
+done:
+    cache_free(&cache);
+    target_run_free(&tr);
+    return rc;
+}
+
+/* ===========================================================================
+ * 4b. Held-out evaluation, the log, the saved data
+ * ======================================================================== */
+
+/* --heldout: what the draft proposes at every anchor of a held-out
+ * sequence, teacher-forced. A sequence goes through train_loss_grad alone
+ * (b 1, no update) with every position 0..n-B of loss mask 1 as an anchor
+ * (keep 1), under the training mask (--block-attention); the hook copies
+ * train0.logits. At anchor a, proposal k = 1..B-1 is argmax(logits of block
+ * row k); the block accepts L = the number of leading proposals equal to
+ * ids[a+k] (the sequence is the target's greedy continuation, so this is
+ * what greedy verification accepts at that anchor, given the target's exact
+ * context features). accepted[i] counts blocks with L >= i (i = 1..B-1);
+ * tau = 1 + mean L (accepted + the bonus token), every anchor weighted
+ * alike (decoding visits only the anchors its rounds reach). */
+typedef struct { real *logits; size_t cap; int ok; } EvalCapture;
+
+static int eval_hook(void *ctx, const TraceHand *h) {
+    EvalCapture *c = ctx;
+    const char *dot = strchr(h->name, '.');
+    if (!dot || strcmp(dot + 1, "logits") != 0) return 0;
+    size_t n = (size_t)h->dims->b * (size_t)h->dims->N * (size_t)h->dims->B * (size_t)h->dims->V;
+    if (n > c->cap) { dflash_set_error("--heldout: logits larger than expected"); return -1; }
+    memcpy(c->logits, h->buffer, sizeof(real) * n);
+    c->ok = 1;
+    return 0;
+}
+
+static int eval_heldout(const Model *draft, const Model *target, TrainState *st, const Seqs *held, int S, int B,
+                        const TrainHyper *hp, long *accepted /* (B) */, long *n_blocks, long *sum_len) {
+    int V = target->cfg.vocab_size, rc = -1;
+    int *ids = malloc(sizeof(int) * (size_t)S), *mask = malloc(sizeof(int) * (size_t)S);
+    int *anchors = malloc(sizeof(int) * (size_t)S), *keep = malloc(sizeof(int) * (size_t)S);
+    EvalCapture cap = {NULL, (size_t)S * (size_t)B * (size_t)V, 0};
+    cap.logits = malloc(sizeof(real) * cap.cap);
+    TraceHook hook = {eval_hook, &cap};
+    for (int i = 0; i < B; i++) accepted[i] = 0;
+    *n_blocks = *sum_len = 0;
+    if (!ids || !mask || !anchors || !keep || !cap.logits) { dflash_set_error("out of memory (--heldout)"); goto done; }
+    for (int q = 0; q < held->n; q++) {
+        int n = held->len[q] < S ? held->len[q] : S, N = 0;
+        memcpy(ids, held->ids + held->off[q], sizeof(int) * (size_t)n);
+        memcpy(mask, held->mask + held->off[q], sizeof(int) * (size_t)n);
+        for (int p = 0; p + B <= n; p++)
+            if (mask[p]) anchors[N] = p, keep[N] = 1, N++;
+        if (N == 0) continue;
+        TrainBatch tb = {1, n, N, B, ids, mask, anchors, keep, NULL};
+        TrainStats ts;
+        cap.ok = 0;
+        if (train_loss_grad(draft, target, st, &tb, hp, 0, &hook, &ts) != 0) goto done;
+        if (!cap.ok) { dflash_set_error("--heldout: the step traced no logits"); goto done; }
+        for (int k = 0; k < N; k++) {
+            int L = 0;
+            for (int j = 1; j < B; j++) {
+                int idx = anchors[k] + j;
+                if (!mask[idx] || argmax(cap.logits + ((size_t)k * B + j) * V, V) != ids[idx]) break;
+                L++;
+            }
+            for (int i = 1; i <= L; i++) accepted[i]++;
+            (*n_blocks)++;
+            *sum_len += L;
+        }
+    }
+    rc = 0;
+done:
+    free(ids);
+    free(mask);
+    free(anchors);
+    free(keep);
+    free(cap.logits);
+    return rc;
+}
+
+/* One sequence as a --data line: the ids of loss mask 0 before a "|"
+ * (when the first id has mask 0), then the rest. */
+static void seq_write(FILE *f, const Seqs *s, int q) {
+    const int *ids = s->ids + s->off[q], *m = s->mask + s->off[q];
+    int bar = s->len[q] > 0 && !m[0];
+    for (int i = 0; i < s->len[q]; i++) {
+        if (bar && m[i]) { fputs(i ? " |" : "|", f); bar = 0; }
+        fprintf(f, "%s%d", i ? " " : "", ids[i]);
+    }
+    fputc('\n', f);
 }
 
 /* ===========================================================================
@@ -969,7 +1158,9 @@ int train_main(int argc, char **argv) {
     if (pa < 0) { dflash_print_error("dflash train", ""); return 2; }
 
     Model target, draft;
-    Seqs seqs;
+    Seqs seqs, held;
+    OutFile *logf = NULL, *savef = NULL;
+    long *accepted = NULL;
     Case cs;
     Drawer dr;
     OutDir od;
@@ -980,12 +1171,13 @@ int train_main(int argc, char **argv) {
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
     memset(&seqs, 0, sizeof seqs);
+    memset(&held, 0, sizeof held);
     memset(&cs, 0, sizeof cs);
     memset(&dr, 0, sizeof dr);
     memset(&od, 0, sizeof od);
 
     /* outputs against inputs, before anything is read or written */
-    const char *inputs[6];
+    const char *inputs[8];
     int n_inputs = 0;
     inputs[n_inputs++] = a.target;
     inputs[n_inputs++] = a.draft ? a.draft : a.draft_config;
@@ -1001,6 +1193,12 @@ int train_main(int argc, char **argv) {
         inputs[n_inputs++] = a.out;
     }
     if (a.trace_dir && trace_check_outputs(a.trace_dir, NULL, inputs, n_inputs) != 0) goto fail;
+    {
+        OutPath outs[4] = {{a.log, "the log", 0}, {a.save_data, "the saved data", 0}, {a.out, "the draft folder", 1},
+                           {a.trace_dir, "the trace directory", 1}};
+        if ((a.log || a.save_data) && out_check_paths("dflash train", outs, 4, inputs, n_inputs - !!a.out) != 0)
+            goto fail;
+    }
     /* --out and --trace apart (each is replaced whole): the text-trace
      * check of trace_check_outputs compares two paths both ways */
     if (a.trace_dir && a.out && trace_check_outputs(a.trace_dir, a.out, NULL, 0) != 0) {
@@ -1101,15 +1299,18 @@ int train_main(int argc, char **argv) {
         if (a.data && data_check(&seqs, a.data, S, B, (int)a.anchors) != 0) goto fail;
     }
     int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
-    if (warmup >= steps) {
+    if (steps > 0 && warmup >= steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", steps, warmup);
         goto fail;
     }
 
     /* every check passed: the output folder, the trace, then the work */
     if (a.out && outdir_prepare(&od, a.out) != 0) goto fail;
+    if (a.log && !(logf = out_open(a.log, "dflash train"))) goto fail;
+    if (a.save_data && !(savef = out_open(a.save_data, "dflash train"))) goto fail;
     if (a.generate > 0 && data_generate(&seqs, &target, a.target, (int)a.generate, (int)a.prompt_len, S, B,
-                                        (int)a.anchors, a.temperature, dc->mask_token_id, a.seed) != 0)
+                                        (int)a.anchors, a.temperature, dc->mask_token_id, a.seed,
+                                        0x67656e6572617465ull /* "generate" */, NULL, "generate") != 0)
         goto fail;
     if (a.bench) {  /* random ids, every position trained */
         uint64_t r = cli_rng_seed(a.seed ^ 0x62656e6368ull);  /* "bench" */
@@ -1123,7 +1324,28 @@ int train_main(int argc, char **argv) {
         free(mask);
         if (prc != 0) { dflash_set_error("out of memory"); goto fail; }
     }
+    if (a.heldout > 0 && !a.batches &&
+        data_generate(&held, &target, a.target, (int)a.heldout, (int)a.prompt_len, S, B, (int)a.anchors, a.temperature,
+                      dc->mask_token_id, a.seed, 0x68656c646f7574ull /* "heldout" */, &seqs, "heldout") != 0)
+        goto fail;
+    if (savef) {
+        fprintf(out_stream(savef), "# dflash train: the %d sequences trained on (--data format: prompt | "
+                                   "continuation)\n", seqs.n);
+        for (int q = 0; q < seqs.n; q++) seq_write(out_stream(savef), &seqs, q);
+    }
+    if (logf) {
+        FILE *f = out_stream(logf);
+        fprintf(f, "# dflash train log (README.md \"What training teaches\")\ncommand dflash");
+        for (int i = 1; i < argc; i++) fprintf(f, " %s", argv[i]);
+        fprintf(f, "\nsetup steps %d batch %d seq_len %d block %d anchors %ld lr %g warmup %d schedule %s gamma %g "
+                   "block_attention %s layers %d target_layers", steps, a.batches ? cs.batch[0].b : (int)a.batch, S, B,
+                a.anchors, a.lr, warmup, a.schedule == SCHEDULE_COSINE ? "cosine" : "constant", a.gamma,
+                a.causal_block ? "causal" : "bidirectional", dc->num_hidden_layers);
+        for (int i = 0; i < dc->n_target_layer_ids; i++) fprintf(f, "%s%d", i ? "," : " ", dc->target_layer_ids[i]);
+        fprintf(f, " sequences %d seed %llu\n", seqs.n, (unsigned long long)a.seed);
+    }
     if (!a.batches && drawer_init(&dr, (int)a.batch, S, (int)a.anchors, B, seqs.n) != 0) goto fail;
+    if (!a.batches && !a.bench && !a.trace_dir) drawer_cache_init(&dr, &draft, seqs.n);
     st = train_state_new(&draft, &target);
     if (!st) goto fail;
     if (a.trace_dir) {
@@ -1137,6 +1359,7 @@ int train_main(int argc, char **argv) {
     hp.weight_decay = a.weight_decay;
     hp.max_grad_norm = a.max_grad_norm;
     hp.gamma = a.gamma;
+    hp.causal_block = a.causal_block;
     uint64_t data_rng = cli_rng_seed(a.seed ^ 0x64617461ull);      /* "data" */
     uint64_t anchor_rng = train_rng_seed(a.seed ^ 0x616e63686f72ull); /* "anchor" */
     double cpu_steps = 0;  /* --bench: processor time too (the wall clock of a shared machine says little) */
@@ -1159,7 +1382,9 @@ int train_main(int argc, char **argv) {
             const CaseBatch *cb = &cs.batch[s - 1];
             tb.b = cb->b, tb.S = cb->S, tb.N = cb->N, tb.B = B;
             tb.input_ids = cb->ids, tb.loss_mask = cb->mask, tb.anchors = cb->anchors, tb.keep = cb->keep;
-        } else if (drawer_next(&dr, &seqs, &data_rng, &anchor_rng, dc->mask_token_id, &tb) != 0) {
+            tb.target_hidden = NULL;
+        } else if (drawer_next(&dr, &seqs, &data_rng, &anchor_rng, dc->mask_token_id, &tb) != 0 ||
+                   drawer_features(&dr, &draft, &target, &tb) != 0) {
             goto fail;
         }
         hp.lr = train_lr_at(a.schedule, a.lr, warmup, steps, s);
@@ -1174,6 +1399,9 @@ int train_main(int argc, char **argv) {
             cpu_steps += dcpu;
             tokens += (long)tb.b * tb.S;
         }
+        if (logf)
+            fprintf(out_stream(logf), "step %d loss %.6f acc %.6f lr %.6e grad_norm %.6f\n", s, ts.loss, ts.accuracy,
+                    hp.lr, ts.grad_norm);
         if (s == 1) first_loss = ts.loss, first_acc = ts.accuracy;
         last_loss = ts.loss, last_acc = ts.accuracy;
         if (s == 1 || s == steps || s % a.log_every == 0) {
@@ -1193,6 +1421,30 @@ int train_main(int argc, char **argv) {
                cpu_steps > 0 ? tokens / cpu_steps : 0.0, timed, timed > 1 ? "s" : "");
         rc = 0;
         goto fail;
+    }
+
+    /* the held-out evaluation */
+    if (held.n > 0) {
+        long n_blocks, sum_len;
+        accepted = calloc((size_t)B + 1, sizeof(long));
+        if (!accepted) { dflash_set_error("out of memory"); goto fail; }
+        double t0 = now_seconds();
+        if (eval_heldout(&draft, &target, st, &held, S, B, &hp, accepted, &n_blocks, &sum_len) != 0) goto fail;
+        double tau = n_blocks ? 1.0 + (double)sum_len / (double)n_blocks : 0;
+        fprintf(stderr, "heldout: %d sequences, %ld blocks (%.1f s): tau %.4f, acceptance per position", held.n,
+                n_blocks, now_seconds() - t0, tau);
+        for (int i = 1; i < B; i++) fprintf(stderr, " %.4f", n_blocks ? (double)accepted[i] / (double)n_blocks : 0);
+        fputc('\n', stderr);
+        if (logf) {
+            FILE *f = out_stream(logf);
+            fprintf(f, "heldout_eval sequences %d blocks %ld tau %.6f acceptance_per_position", held.n, n_blocks, tau);
+            for (int i = 1; i < B; i++) fprintf(f, " %.6f", n_blocks ? (double)accepted[i] / (double)n_blocks : 0);
+            fputc('\n', f);
+            for (int q = 0; q < held.n; q++) {
+                fputs("heldout ", f);
+                seq_write(f, &held, q);
+            }
+        }
     }
 
     /* the draft folder */
@@ -1219,6 +1471,16 @@ int train_main(int argc, char **argv) {
         if (crc != 0) goto fail;
     }
     if (outdir_commit(&od) != 0) goto fail;
+    if (savef) {
+        int src = out_commit(savef);
+        savef = NULL;
+        if (src != 0) goto fail;
+    }
+    if (logf) {
+        int lrc = out_commit(logf);
+        logf = NULL;
+        if (lrc != 0) goto fail;
+    }
     double total = now_seconds() - t_start;
     char dur[32];
     fmt_duration(dur, sizeof dur, total);
@@ -1233,6 +1495,10 @@ int train_main(int argc, char **argv) {
 fail:
     if (rc != 0) dflash_print_error("dflash train", "");
     if (tracer) trace_discard(tracer);
+    out_abort(logf);
+    out_abort(savef);
+    free(accepted);
+    seqs_free(&held);
     outdir_discard(&od);
     free(params);
     train_state_free(st);

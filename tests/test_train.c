@@ -125,12 +125,12 @@ static TrainBatch check_batch_(void) {
         g_ids[i] = 2 + (int)(urand(&z) * 18);
         g_lm[i] = (i % 5) != 3;
     }
-    TrainBatch bt = {GB, GS, GN, GBLK, g_ids, g_lm, g_anchors, g_keep};
+    TrainBatch bt = {GB, GS, GN, GBLK, g_ids, g_lm, g_anchors, g_keep, NULL};
     return bt;
 }
 
 static TrainHyper hyper(double gamma) {
-    TrainHyper hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, gamma};
+    TrainHyper hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, gamma, 0};
     return hp;
 }
 
@@ -331,7 +331,7 @@ static void test_hand_case(void **state) {
     TrainState *st = train_state_new(&dm, &tm);
     assert_non_null(st);
     int ids[6] = {4, 9, 13, 7, 11, 17}, lm[6] = {1, 1, 0, 1, 1, 1}, anchors[2] = {1, 4}, keep[2] = {1, 1};
-    TrainBatch bt = {1, 6, 2, 3, ids, lm, anchors, keep};
+    TrainBatch bt = {1, 6, 2, 3, ids, lm, anchors, keep, NULL};
     TrainHyper hp = hyper(2.0);
     Capture cap = {0};
     TraceHook hook = {capture_tensor, &cap};
@@ -392,7 +392,7 @@ static void adamw_case(double wd, double clip) {
     size_t total = st->offset[st->n];
     double *p = calloc(total, sizeof(double)), *m = calloc(total, sizeof(double)), *v = calloc(total, sizeof(double));
     for (size_t i = 0; i < total; i++) p[i] = dm.data[i];
-    TrainHyper hp = {3e-3, 0.8, 0.95, 1e-8, wd, clip, 0};
+    TrainHyper hp = {3e-3, 0.8, 0.95, 1e-8, wd, clip, 0, 0};
     uint64_t z = 42;
     for (int t = 1; t <= 5; t++) {
         double norm = 0;
@@ -471,7 +471,7 @@ static double run_steps(int n_steps, double lr, real **params_out, size_t *n_out
     TrainState *st = train_state_new(&dm, &tm);
     assert_non_null(st);
     TrainBatch bt = check_batch_();
-    TrainHyper hp = {lr, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0};
+    TrainHyper hp = {lr, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0, 0};
     TrainStats s = {0}, first = {0};
     for (int t = 1; t <= n_steps; t++) {
         assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, t, NULL, &s), 0);
@@ -552,7 +552,7 @@ static void test_toy_weights_step(void **state) {
     assert_non_null(st);
     int ids[16], anchors[2] = {2, 9}, keep[2] = {1, 1};
     for (int i = 0; i < 16; i++) ids[i] = 2 + (i * 7) % 30;
-    TrainBatch bt = {1, 16, 2, 4, ids, NULL, anchors, keep};
+    TrainBatch bt = {1, 16, 2, 4, ids, NULL, anchors, keep, NULL};
     TrainHyper hp = hyper(7);
     TrainStats s1, s2;
     real before = dm.layers[0].q_proj[0];

@@ -14,10 +14,20 @@
 #   walkthrough  the walkthrough pages (walkthrough/tools/mkwalk, from the
 #                templates walkthrough/tools/README.md.in and README.zh.md.in),
 #                and their figures walkthrough/figures/*.svg (dflash figures),
-#                from a trace of the default run
+#                from a trace of the default run; the chapter "How the draft
+#                learned this" and figures/train_attn_mask.svg from a trace of
+#                one training step (train_trace below)
 #   explorer     walkthrough/explorer.html (dflash explore of the same run):
 #                written by `make`, not committed, so only `write` makes sense
 #   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
+#                and walkthrough/train-pitfalls.md (walkthrough/mktrainpitfalls.sh:
+#                training-step traces, and the committed results of the
+#                training runs, walkthrough/train-pitfalls/runs/)
+#   training     walkthrough/training/README.md and figures/*.svg
+#                (tools/mktraining.sh) from the committed run logs of
+#                `make train-experiments` (walkthrough/training/logs/): the
+#                training runs take too long for CI, the page is checked
+#                against the logs they wrote
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
 # root after building what they use (make docs / make docs-check do).
@@ -37,9 +47,16 @@ walk_trace() {
 gen_trace_md() {
     ./tools/mktrace md TRACE.md.in > "$1/TRACE.md"
 }
+# the training chapter's step: one step of `dflash train` on walkthrough/tools/train-step.txt
+train_trace() {
+    [ -d "$tmp/train" ] || ./dflash train --target toy_weights/walkthrough/target \
+        --draft-config toy_weights/walkthrough/draft/config.json --data walkthrough/tools/train-step.txt \
+        --batch 1 --anchors 2 --steps 1 --trace "$tmp/train" --out "$tmp/train-draft" > /dev/null 2>&1
+}
 gen_walk() {
-    mkdir -p "$1/walkthrough" && walk_trace &&
-    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" > /dev/null &&
+    mkdir -p "$1/walkthrough" && walk_trace && train_trace &&
+    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" \
+        --train "$tmp/train" toy_weights/walkthrough/target > /dev/null &&
     ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
         "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }
@@ -47,13 +64,18 @@ gen_explorer() {
     mkdir -p "$1/walkthrough" && walk_trace &&
     ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
 }
+gen_training() {
+    mkdir -p "$1/walkthrough/training" && sh tools/mktraining.sh walkthrough/training/logs "$1/walkthrough/training"
+}
 gen_pitfalls() {
-    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null
+    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null &&
+    sh walkthrough/mktrainpitfalls.sh "$1/walkthrough/train-pitfalls.md" > /dev/null
 }
 
 # the committed files a set must still generate (figures only: pages are
 # listed by what the generator writes)
-figures_walk() { find walkthrough -name '*.svg' | sort; }
+figures_walk() { find walkthrough/figures -name '*.svg' | sort; }
+figures_training() { find walkthrough/training -name '*.svg' | sort; }
 
 # trace-md's second half: the three runs (the default run, a random-set run
 # with block size 6, a block-size-1 run with no draft: match/cumprod are empty)
@@ -65,13 +87,24 @@ check_trace_names() {
     ./tools/mktrace check "$tmp/t1" "$tmp/t2" "$tmp/t3"
 }
 
+# training's second half: README.md quotes the trained set's table of the
+# page (its rows, verbatim)
+check_training_readme() {
+    sed -n '/^| draft | trained at block/,/^$/p' "$1/walkthrough/training/README.md" | sed '/^$/d' > "$tmp/trained-rows"
+    [ -s "$tmp/trained-rows" ] || { echo "training-check: the page has no trained-set table"; return 1; }
+    while IFS= read -r row; do
+        grep -qxF -- "$row" README.md || { echo "training-check: README.md lacks the page's row: $row"; return 1; }
+    done < "$tmp/trained-rows"
+}
+
 sets() {
     case $1 in
     trace-md) echo trace_md;;
     walkthrough) echo walk;;
     explorer) echo explorer;;
     pitfalls) echo pitfalls;;
-    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, explorer, pitfalls)" >&2; return 1;;
+    training) echo training;;
+    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, explorer, pitfalls, training)" >&2; return 1;;
     esac
 }
 
@@ -108,6 +141,7 @@ for set in "$@"; do
             done
         done
         if [ $set = trace-md ] && [ $bad = 0 ]; then check_trace_names || bad=1; fi
+        if [ $set = training ] && [ $bad = 0 ]; then check_training_readme "$out" || bad=1; fi
         if [ $bad = 0 ]; then echo "$set-check: $(echo $files): each equals a fresh regeneration"
         else echo "$set-check: FAILED (make $set regenerates; read the diff, then commit)"; fail=1; fi
     fi
