@@ -41,7 +41,7 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli gguf
+DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli gguf replay
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = tracenames json trace files manifest diff
@@ -91,7 +91,7 @@ $(shell mkdir -p $(addprefix build/,$(MODES)); \
   $(foreach m,$(MODES),echo '$(CC_$(m)) $(FLAGS_$(m))' | cmp -s - build/$(m)/flags || \
                         echo '$(CC_$(m)) $(FLAGS_$(m))' > build/$(m)/flags;))
 
-all: dflash weights walkthrough/explorer.html ## build ./dflash, generate the toy weights and the explorer page (the default)
+all: dflash weights walkthrough/explorer.html examples/hook_harness ## build ./dflash, generate the toy weights and the explorer page (the default)
 
 help: ## list the targets
 	@sed -n 's/^#* *\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | \
@@ -150,14 +150,46 @@ $(1)/dflash-%: tests/signatures/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)
 endef
 $(eval $(call signatures_in,build/signatures,$(R)))
 $(eval $(call signatures_in,build/san/build/signatures,$(R)-san))
-# pitfall-programs: ## build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
-pitfall-programs: $(PITFALL_PROGRAMS)
+# The training pitfalls, the same way: walkthrough/train-pitfalls/NAME.diff is
+# a patch of train.c, build/pitfalls/dflash-train-NAME ./dflash with it (its
+# copy in build/pitfalls/train-NAME/).
+TRAIN_PITFALL_DIR = walkthrough/train-pitfalls
+TRAIN_PITFALLS    = $(shell sed -e 's/[#].*//' $(TRAIN_PITFALL_DIR)/series)
+TRAIN_PITFALL_PROGRAMS = $(patsubst %,build/pitfalls/dflash-train-%,$(TRAIN_PITFALLS))
+define train_pitfalls_in
+$(1)/dflash-train-%: $(TRAIN_PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
+$(eval $(call train_pitfalls_in,build/pitfalls,$(R)))
+$(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# pitfall-programs: ## build/pitfalls/dflash-NAME and dflash-train-NAME: ./dflash with one porting or training mistake
+pitfall-programs: $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
+	@sh tools/pitfall.sh check-series $(TRAIN_PITFALL_DIR)
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
 $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
 # dflash-float: ## ./dflash-float, the float build beside ./dflash
 $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS))
+# ---- examples/: a port's in-process C harness (TRACE.md, "The hook: a C API")
+# examples/hook_harness: the float build's objects, whatever REAL is (it reads floats);
+# build/examples/hook_harness-on-double: the same harness object linked with the
+# double build's objects, which it must refuse; build/examples/hook_harness-doc:
+# built with the link line TRACE.md gives, to keep that line true
+# (tools/examples-check.sh runs all three; make test runs it).
+HOOK_HARNESS_LIB = dflash tracenames json load files
+EXAMPLE_PROGRAMS = examples/hook_harness build/examples/hook_harness-on-double build/examples/hook_harness-doc
+$(call program,examples/hook_harness,float,examples/hook_harness $(HOOK_HARNESS_LIB),$(LDLIBS))
+build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(patsubst %,build/double/%.o,$(HOOK_HARNESS_LIB))
+	@mkdir -p $(@D)
+	$(CC) -o $@ $^ $(LDLIBS)
+build/examples/hook_harness-doc: examples/hook_harness.c $(patsubst %,%.c,$(HOOK_HARNESS_LIB)) dflash.h load.h tracenames.h files.h json.h
+	@mkdir -p $(@D)
+	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -I. -o $@ \
+	  examples/hook_harness.c dflash.c tracenames.c load.c json.c files.c -lm
+examples-check: $(EXAMPLE_PROGRAMS) weights ## build and run examples/hook_harness (a port's in-process C harness)
+	@sh tools/examples-check.sh
 # tools/mktrace reads the name table (tracenames.c)
 $(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
@@ -168,8 +200,9 @@ WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
-# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error)
-$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files dflash,$(LDLIBS))
+# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error), and the
+# training chapter's target (its lm_head) with load.c
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files load dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -183,7 +216,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the three toy weight sets under toy_weights/
@@ -236,7 +269,7 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
 TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
-test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run the cmocka suite (the long sweeps' subset, ~40 s)
+test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset, ~40 s)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
@@ -300,7 +333,10 @@ js-check: ## node --check web/explorer.js (the explorer's page is web/: html, cs
 	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
 	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md
-pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md from the patches and real runs
+# the training runs behind walkthrough/train-pitfalls.md's table (minutes each; their results are committed)
+train-pitfall-runs: dflash pitfall-programs weights ## train the clean draft and each training pitfall's (short recipe), into walkthrough/train-pitfalls/runs/
+	sh walkthrough/train-pitfalls-runs.sh
+pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md and train-pitfalls.md from the patches and real runs
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
@@ -320,8 +356,8 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
+SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c train.c train.h
+SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -346,5 +382,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 clean: ## remove every build product and the generated weights
-	rm -rf dflash dflash-debug dflash-float dflash-double .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
+	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
 	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained walkthrough/tools/mkwalk build

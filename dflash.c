@@ -1007,6 +1007,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     if (check_sums(&tr.fault, "prefill", 0) != 0 || check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
     output_ids[n] = sample_row(tr.logits, V, p->temperature, &rng);
     TRACE(trace, &output_ids[n], "sampled");
+    if (p->replay) output_ids[n] = p->replay->first;  /* replay: the other run's token */
     if (B > 1) {
         extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, n, 0, n);
         TRACE(trace, target_hidden, "target_hidden");
@@ -1038,6 +1039,8 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
             TRACE(trace, block + 1, "sampled");
             res->draft_forwards++;
         }
+        const Replay *rp = p->replay && round <= p->replay->n_rounds ? p->replay : NULL;
+        if (rp) memcpy(block + 1, rp->block + (size_t)(round - 1) * B + 1, sizeof(int) * (B - 1));
         res->seconds_draft += now_seconds() - t_draft;
 
         /* ---- Step 6: the target verifies the whole block in ONE forward */
@@ -1054,6 +1057,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         TRACE(trace, &acc, "acceptance_length");
 
         /* ---- Step 7: keep block[:acc+1], then the bonus token posterior[acc] */
+        if (rp) { acc = rp->acc[round - 1]; posterior[acc] = rp->bonus[round - 1]; }  /* replay: the other run's */
         for (int i = 0; i <= acc; i++) output_ids[start + i] = block[i];
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;

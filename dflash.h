@@ -143,8 +143,9 @@ typedef struct {
  * tensor of the trace contract (C order, the table's shape). trace.c is one
  * hook (trace_hook below: .npy files, a manifest, a readable text); a port's
  * own C harness can install another and take the tensors in-process
- * (tests/test_hook.c does: it links dflash.c and tracenames.c, and load.c,
- * json.c, files.c to load the weights).
+ * (examples/hook_harness.c is one, TRACE.md "The hook: a C API" its link
+ * line; it links dflash.c and tracenames.c, and load.c, json.c, files.c to
+ * load the weights). The buffer is valid during the call only.
  */
 typedef struct {
     const char *phase;    /* "prefill" | "draft" | "verify" | "final" */
@@ -178,6 +179,21 @@ typedef struct {
 /* ---------------------------------------------------------------------------
  * Generation.
  */
+
+/* Replay (replay.c; TRACE.md "Replay"): another run's token decisions, which
+ * dflash_generate goes on with instead of its own, so that its rounds line
+ * up with that run's. Every tensor is still computed and traced as usual
+ * (prefill.sampled, draft{r}.sampled, verify{r}.sampled and acceptance_length
+ * are this program's own); only the tokens the loop continues from are the
+ * other run's: its first token, each round's verified block and what it kept. */
+typedef struct {
+    int first;             /* prefill.sampled: the first new token             */
+    int n_rounds;          /* rounds 1..n_rounds follow it; later ones run free */
+    const int *block;      /* (n_rounds, B) verify{r}.input_ids                 */
+    const int *acc;        /* (n_rounds) verify{r}.acceptance_length, 0..B-1    */
+    const int *bonus;      /* (n_rounds) verify{r}.sampled[acc]: the bonus      */
+} Replay;
+
 typedef struct {
     int max_new_tokens;
     int block_size;          /* B; 1 = plain autoregressive, no draft */
@@ -186,6 +202,7 @@ typedef struct {
     int n_stop;
     int stop_ids[DFLASH_MAX_STOP];
     const TraceHook *trace;  /* NULL: no trace */
+    const Replay *replay;    /* NULL: the run's own tokens; else another run's (replay.c) */
 } GenParams;
 
 /* What one speculative round did (for the per-round summary and tests). */

@@ -10,6 +10,7 @@
 #include "files.h"
 #include "json.h"
 #include "load.h"
+#include "replay.h"
 #include "trace.h"
 #include "train_cli.h"
 
@@ -68,6 +69,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        alone; the run's own output then goes to stderr)\n"
     "  --trace-filter GLOB   trace only names matching GLOB (*, ?, [..]); repeatable, at most 32\n"
     "                        (default: every name)\n"
+    "  --replay DIR          follow the tokens of the trace in DIR (a port's): its prompt, first\n"
+    "                        token, verified blocks and kept lengths (TRACE.md, \"Replay\")\n"
     "  -h, --help            this text\n"
     "\n",
     "diff options (TRACE.md, \"dflash diff: how to read it\"):\n"
@@ -85,7 +88,7 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     NULL};
 
 typedef struct {
-    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text;
+    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay;
     const char *filters[32];
     int n_filters;
     int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes;
@@ -183,6 +186,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             }
             a->temperature = t;
         } else if (strcmp(f, "--trace") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_dir = val; }
+        else if (strcmp(f, "--replay") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->replay = val; }
         else if (strcmp(f, "--trace-text") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_text = val; }
         else if (strcmp(f, "--trace-filter") == 0) {
             if (!(val = flag_value(argc, argv, &i))) return -1;
@@ -197,6 +201,12 @@ static int parse_args(int argc, char **argv, Args *a) {
         else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }
     }
     if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
+    if (a->replay && (a->prompt || a->ids)) {
+        dflash_set_error("--replay and --%s: expected one of them (the replayed trace's input_ids is the prompt)",
+                         a->prompt ? "prompt" : "ids");
+        return -1;
+    }
+    if (a->replay && strcmp(a->mode, "ar") == 0) { dflash_set_error("--replay: expected --mode dflash, got ar"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
     if (a->weights && (a->target || a->draft)) {
         dflash_set_error("--weights and --%s: expected one way to name the models, got both", a->target ? "target" : "draft");
@@ -481,6 +491,7 @@ int main(int argc, char **argv) {
     int have_draft = 0, have_vocab = 0, have_tok = 0, rc = 2;
     Tracer *tracer = NULL;
     GenResult res = {0};
+    ReplayTrace replay = {0};
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
@@ -508,7 +519,7 @@ int main(int argc, char **argv) {
         have_tok = k % 2, have_vocab = !have_tok;
     }
     if (model_load(&target, tdir, 0) != 0) goto fail;
-    if (!have_vocab && !a.ids) {
+    if (!have_vocab && !a.ids && !a.replay) {
         if (have_tok)
             dflash_set_error("--prompt: %.500s decodes output only (no tokenizer is implemented here); give token ids "
                              "with --ids (README: getting ids from the published tokenizer)", vocab_path);
@@ -569,9 +580,25 @@ int main(int argc, char **argv) {
     int cap = 1 << 16, n_prompt = 0;
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
-    int tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+    int tok_rc = 0;
+    if (a.replay) {  /* the prompt and the tokens to follow: the trace's (replay.c) */
+        tok_rc = replay_load(a.replay, target.cfg.vocab_size, &replay);
+        if (tok_rc == 0 && replay.B != p.block_size) {
+            dflash_set_error("--replay: %.500s verified blocks of %d tokens, this run's block size is %d (give "
+                             "--block-size %d)", a.replay, replay.B, p.block_size, replay.B);
+            tok_rc = -1;
+        }
+        if (tok_rc == 0 && replay.n_prompt > cap) { dflash_set_error("--replay: the prompt has over %d ids", cap); tok_rc = -1; }
+        if (tok_rc == 0) {
+            memcpy(prompt, replay.prompt, sizeof(int) * (size_t)replay.n_prompt);
+            n_prompt = replay.n_prompt;
+            p.replay = &replay.r;
+        }
+    } else {
+        tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+    }
     int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
-    for (int i = 0; tok_rc == 0 && a.ids && i < n_prompt; i++)
+    for (int i = 0; tok_rc == 0 && (a.ids || a.replay) && i < n_prompt; i++)
         if (prompt[i] >= n_ids) {
             char cfg_path[4300];
             snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tdir);
@@ -642,6 +669,7 @@ fail:
     if (rc != 0) dflash_print_error("dflash", "");
     if (tracer) trace_discard(tracer);
     gen_result_free(&res);
+    replay_free(&replay);
     if (have_draft) model_free(&draft);
     model_free(&target);
     vocab_free(&vocab);

@@ -120,7 +120,8 @@ int trace_shape_hand(const TraceHand *hand, int (*fn)(void *ctx, const TraceTens
         dflash_set_error("trace: %s is not in the trace-name table (tracenames.c)", name);
         return -1;
     }
-    TraceTensor x = {name, hand->ph, spec->kind == TRACE_IDS, buffer, 0, {0}, spec};
+    TraceTensor x = {name, hand->ph, spec->kind == TRACE_IDS, buffer, 0, {0}, spec,
+                     spec->kind == TRACE_IDS ? (int)sizeof(int64_t) : (int)sizeof(real)};
     x.ndim = trace_eval_shape(spec->shape, hand->dims, x.shape);
     int64_t count = 1;
     for (int i = 0; i < x.ndim; i++) count *= x.shape[i];

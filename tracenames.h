@@ -63,7 +63,8 @@ const TraceName *dflash_trace_name(const char *name, int num_layers);
  * the number of axes (written to out), or -1 when the shape cannot be read. */
 int trace_eval_shape(const char *shape, const TraceDims *dm, int64_t out[TRACE_MAX_DIMS]);
 
-/* One tensor as the contract has it. */
+/* One tensor as the contract has it (TRACE.md, "The hook: a C API").
+ * data is valid only during the call that hands it over: copy what you keep. */
 typedef struct {
     const char *name;      /* "draft1.layers.0.self_attn.q" */
     TracePhase ph;
@@ -72,6 +73,10 @@ typedef struct {
     int ndim;              /* 0 = a scalar */
     int64_t shape[TRACE_MAX_DIMS];
     const TraceName *spec; /* its row of the table */
+    int elem_size;         /* bytes per value of data, as the library was built:
+                              8 for ids (int64_t); sizeof(real) for reals, 4 in the
+                              float build, 8 in the double build. A receiver checks
+                              it against its own element type before reading data. */
 } TraceTensor;
 
 /* Look the hand's name up, give its buffer the row's shape, convert it

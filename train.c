@@ -828,6 +828,10 @@ static void layer_backward(const Model *dm, int l, TrainRun *r, real *const *g) 
     rmsnorm_backward(r->dh, g_in, r->dxb, a->h_in, w->input_layernorm, rows, D, eps);
 }
 
+void train_context_features(real *out, const TargetRun *tr, const Model *tm, const Model *dm, int S) {
+    extract_context_feature(out, tr, &tm->cfg, dm->cfg.target_layer_ids, dm->cfg.n_target_layer_ids, S, 0, S);
+}
+
 /* The whole forward and backward; grads into st->grad (zeroed first). */
 static int forward_backward(const Model *dm, const Model *tm, TrainState *st, const TrainBatch *bt,
                             const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats,
@@ -860,8 +864,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
         }
         cache.len = 0;
         target_forward(tm, &cache, &tr, bt->input_ids + (size_t)bi * S, S, S - 1, NULL);
-        extract_context_feature(r->target_hidden + (size_t)bi * S * kD, &tr, tc, dc->target_layer_ids,
-                                dc->n_target_layer_ids, S, 0, S);
+        train_context_features(r->target_hidden + (size_t)bi * S * kD, &tr, tm, dm, S);
     }
     EMIT(trace, step, &dims, "target_hidden", r->target_hidden);
     EMIT(trace, step, &dims, "noise_ids", r->noise_ids);

@@ -71,6 +71,12 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
 int train_step(Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
                const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats);
 
+/* The context features of one sequence of S ids the target has just read
+ * (tr, target_forward over them): (S, k*D), extract_context_feature at the
+ * draft's target_layer_ids. Where training takes them, in train_step and in
+ * dflash train's cache of them alike. */
+void train_context_features(real *out, const TargetRun *tr, const Model *target, const Model *draft, int S);
+
 /* The forward, the loss and the backward only (no clipping, no update): the
  * gradient of the loss is left in train_grad (train_params order). stats
  * gets loss, accuracy, n_weighted and grad_norm. train_step is this, then

@@ -766,10 +766,10 @@ static void drawer_cache_init(Drawer *d, const Model *draft, int n_seqs) {
 
 /* The batch's features from the kept ones, computing those not kept yet
  * exactly as train_step would (target_forward over the row's S ids,
- * extract_context_feature). */
+ * train_context_features). */
 static int drawer_features(Drawer *d, const Model *draft, const Model *target, TrainBatch *tb) {
     if (!d->feat) return 0;
-    const Config *tc = &target->cfg, *dc = &draft->cfg;
+    const Config *tc = &target->cfg;
     int S = d->S, rc = -1;
     size_t per = (size_t)S * d->kD;
     KVCache cache = {0};
@@ -780,8 +780,7 @@ static int drawer_features(Drawer *d, const Model *draft, const Model *target, T
             if (!cache.key && (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0)) goto done;
             cache.len = 0;
             target_forward(target, &cache, &tr, d->ids + (size_t)r * S, S, S - 1, NULL);
-            extract_context_feature(d->feat + (size_t)q * per, &tr, tc, dc->target_layer_ids, dc->n_target_layer_ids,
-                                    S, 0, S);
+            train_context_features(d->feat + (size_t)q * per, &tr, target, draft, S);
             d->have[q] = 1;
         }
         memcpy(d->batch_feat + (size_t)r * per, d->feat + (size_t)q * per, sizeof(real) * per);

@@ -43,6 +43,8 @@ typedef struct {
 
 static int take(void *ctx, const TraceTensor *t) {
     Harness *h = ctx;
+    /* the element size the library was built with, checked before reading */
+    assert_int_equal(t->elem_size, t->is_int ? (int)sizeof(int64_t) : (int)sizeof(real));
     if (h->n == h->fail_at) {
         dflash_set_error("harness: refused %s", t->name);
         return -1;

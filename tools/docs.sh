@@ -14,10 +14,15 @@
 #   walkthrough  the walkthrough pages (walkthrough/tools/mkwalk, from the
 #                templates walkthrough/tools/README.md.in and README.zh.md.in),
 #                and their figures walkthrough/figures/*.svg (dflash figures),
-#                from a trace of the default run
+#                from a trace of the default run; the chapter "How the draft
+#                learned this" and figures/train_attn_mask.svg from a trace of
+#                one training step (train_trace below)
 #   explorer     walkthrough/explorer.html (dflash explore of the same run):
 #                written by `make`, not committed, so only `write` makes sense
 #   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
+#                and walkthrough/train-pitfalls.md (walkthrough/mktrainpitfalls.sh:
+#                training-step traces, and the committed results of the
+#                training runs, walkthrough/train-pitfalls/runs/)
 #   training     walkthrough/training/README.md and figures/*.svg
 #                (tools/mktraining.sh) from the committed run logs of
 #                `make train-experiments` (walkthrough/training/logs/): the
@@ -42,9 +47,16 @@ walk_trace() {
 gen_trace_md() {
     ./tools/mktrace md TRACE.md.in > "$1/TRACE.md"
 }
+# the training chapter's step: one step of `dflash train` on walkthrough/tools/train-step.txt
+train_trace() {
+    [ -d "$tmp/train" ] || ./dflash train --target toy_weights/walkthrough/target \
+        --draft-config toy_weights/walkthrough/draft/config.json --data walkthrough/tools/train-step.txt \
+        --batch 1 --anchors 2 --steps 1 --trace "$tmp/train" --out "$tmp/train-draft" > /dev/null 2>&1
+}
 gen_walk() {
-    mkdir -p "$1/walkthrough" && walk_trace &&
-    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" > /dev/null &&
+    mkdir -p "$1/walkthrough" && walk_trace && train_trace &&
+    ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" \
+        --train "$tmp/train" toy_weights/walkthrough/target > /dev/null &&
     ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
         "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }
@@ -56,12 +68,13 @@ gen_training() {
     mkdir -p "$1/walkthrough/training" && sh tools/mktraining.sh walkthrough/training/logs "$1/walkthrough/training"
 }
 gen_pitfalls() {
-    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null
+    mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null &&
+    sh walkthrough/mktrainpitfalls.sh "$1/walkthrough/train-pitfalls.md" > /dev/null
 }
 
 # the committed files a set must still generate (figures only: pages are
 # listed by what the generator writes)
-figures_walk() { find walkthrough -name '*.svg' ! -path 'walkthrough/training/*' | sort; }
+figures_walk() { find walkthrough/figures -name '*.svg' | sort; }
 figures_training() { find walkthrough/training -name '*.svg' | sort; }
 
 # trace-md's second half: the three runs (the default run, a random-set run

@@ -12,7 +12,9 @@
 # mistake in one sentence; then how ports get it wrong).
 #
 # build: copies FILE (named by the patch's "+++ b/FILE") to NAME/FILE in
-# PROGRAM's directory (build/pitfalls/NAME/FILE), applies PATCH to the copy with `patch` (GNU
+# PROGRAM's directory (build/pitfalls/NAME/FILE for PROGRAM dflash-NAME;
+# train-NAME/ for dflash-train-NAME, the training pitfalls of
+# walkthrough/train-pitfalls/, patches of train.c), applies PATCH to the copy with `patch` (GNU
 # patch, Debian package patch, part of build-essential's dependencies) with
 # no fuzz, compiles it and links it with the OBJECTs of the program (one
 # X.o per source X.c), all but FILE's own: PROGRAM is the program with
@@ -43,7 +45,11 @@ build)
         if [ "$(basename "$o")" = "${files%.c}.o" ]; then own=$o; else objs="$objs $o"; fi
     done
     [ -n "$own" ] || { echo "pitfall $name: $files is not a source of the program" >&2; exit 1; }
-    dir=$(dirname "$prog")/$name
+    # the copy's directory is named after the program (dflash-NAME: NAME;
+    # a training pitfall's dflash-train-NAME: train-NAME), so two patches of
+    # the same name in two series do not share one
+    prog_leaf=$(basename "$prog")
+    dir=$(dirname "$prog")/${prog_leaf#dflash-}
     rm -rf "$dir" && mkdir -p "$dir"
     cp "$files" "$dir/$files"
     if ! patch --quiet --batch --fuzz=0 --no-backup-if-mismatch -p1 -d "$dir" -i "$(abspath "$patch_file")" \

@@ -29,9 +29,11 @@
  */
 #include "../../dflash.h"
 #include "../../files.h"
+#include "../../load.h"
 #include "../../manifest.h"
 
 #include <ctype.h>
+#include <sys/stat.h>
 #include <math.h>
 #include <stdarg.h>
 #include <stdint.h>
@@ -204,7 +206,7 @@ static void check(int ok, const char *fmt, ...) {
 static char **VOC;
 static int NVOC;
 
-static int vocab_load(const char *path) {
+static int words_load(const char *path) {
     size_t len;
     char *text;
     if (file_read_all(path, &text, &len) != 0) return -1;
@@ -245,7 +247,7 @@ static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; 
  *     code it quotes.
  * ======================================================================== */
 
-static char *SRC;          /* dflash.c */
+static char *SRC;          /* dflash.c (or train.c while a @TCODE line is quoted) */
 static const char *SRC_PATH;
 static const char *SRC_NAME;  /* its name as the pages print it: dflash.c */
 
@@ -256,6 +258,17 @@ static int source_load(const char *path) {
     const char *slash = strrchr(path, '/');
     SRC_NAME = slash ? slash + 1 : path;
     return 0;
+}
+
+/* The second source, train.c: a template line @TCODE fn|first|last@ quotes
+ * it the same way (the training chapter). swap_source() exchanges the two. */
+static char *SRC2;
+static const char *SRC2_PATH, *SRC2_NAME;
+static void swap_source(void) {
+    char *s = SRC;
+    const char *p = SRC_PATH, *n = SRC_NAME;
+    SRC = SRC2, SRC_PATH = SRC2_PATH, SRC_NAME = SRC2_NAME;
+    SRC2 = s, SRC2_PATH = p, SRC2_NAME = n;
 }
 
 /* the start of the line after p (or the terminating NUL) */
@@ -540,7 +553,7 @@ typedef struct {
     char name[32];
     char *val;
 } Var;
-static Var VARS[256];
+static Var VARS[512];
 static int NVARS;
 
 static void vars_free(void) {
@@ -658,7 +671,9 @@ static void compute_checks(void) {
 
 /* Every @name@ the templates use (the same values for both editions, apart
  * from the few sentences in T()). */
+static void train_values(void);
 static void values(void) {
+    train_values();
     const Round *r = &RUN.r[0], *r2 = &RUN.r[RUN.R > 1 ? 1 : 0];
     int B = RUN.B, Lc = r->Lc, S = r->S, half = RUN.d / 2;
     def("n", "%d", RUN.n);
@@ -1230,6 +1245,309 @@ static void w_round2_table(void) {
     }
 }
 
+/* ===========================================================================
+ * 6b. The chapter "How the draft learned this": one training step.
+ *     --train TRAIN_DIR TARGET_DIR: TRAIN_DIR is `dflash train --trace` of
+ *     one step on walkthrough/tools/train-step.txt (one sequence, --batch 1,
+ *     --anchors 2, a new draft from the walkthrough draft's config), its
+ *     names train1.* loaded beside the run's; TARGET_DIR the frozen target,
+ *     read for its lm_head (the gradient below goes through it). Its values
+ *     come from the trace like the rest; the chapter's gradient table also
+ *     recomputes d loss / d logits (a softmax: exp(), printed to 4
+ *     significant digits; glibc's exp is within 1 ulp, so a printed digit
+ *     moves only for a value within ~1e-16 of a rounding boundary) and
+ *     checks that its sum is the traced gradient.
+ * ======================================================================== */
+
+static int HAVE_TRAIN;
+static Model TM;   /* the frozen target: its lm_head */
+static struct {
+    int S, N, B, Q, P, V, D, L;   /* sequence, blocks, block size, rows, keys, vocab, hidden, draft layers */
+    long ids[64], lmask[64], anchors[8];
+    double wsum, loss;
+    int gi;                        /* the norm.weight entry traced back: the largest |gradient| */
+    double grad_row[64];           /* each block row's share of grad.norm.weight[gi] */
+    double dnorm[64];              /* d loss / d norm[r][gi] through the lm_head */
+} TS;
+
+/* d loss / d logits[r][v] = c_r (softmax_v - [v = label]), c_r = w_r / (sum w + 1e-6) */
+static double dlogit(int r, int v) {
+    const Tensor *lg = get("train1.logits");
+    long label = ival(get("train1.labels"), (size_t)r);
+    double c = val(get("train1.loss_weights"), (size_t)r) / (TS.wsum + 1e-6);
+    double mx = at3(lg, 0, r, 0), sum = 0;
+    for (int j = 1; j < TS.V; j++) if (at3(lg, 0, r, j) > mx) mx = at3(lg, 0, r, j);
+    for (int j = 0; j < TS.V; j++) sum += exp(at3(lg, 0, r, j) - mx);
+    return c * (exp(at3(lg, 0, r, v) - mx) / sum - (v == label));
+}
+
+static void read_train(void) {
+    const Tensor *ids = get("train1.input_ids"), *an = get("train1.anchors");
+    check(dim(ids, 0) == 1, "the training step has one sequence (--batch 1), not %ld", (long)dim(ids, 0));
+    TS.S = (int)dim(ids, 1);
+    TS.N = (int)dim(an, 1);
+    const Tensor *lab = get("train1.labels");
+    TS.B = (int)dim(lab, 2);
+    TS.Q = TS.N * TS.B, TS.P = TS.S + TS.Q;
+    TS.V = (int)dim(get("train1.logits"), 2);
+    TS.D = (int)dim(get("train1.norm"), 2);
+    while (find("train1.layers.%d", TS.L)) TS.L++;
+    check(TS.S <= 64 && TS.N == 2 && TS.Q <= 64 && TS.L >= 1, "a step of 2 blocks on <= 64 tokens (S %d, N %d)", TS.S,
+          TS.N);
+    if (bad) return;
+    for (int t = 0; t < TS.S; t++) {
+        TS.ids[t] = ival(ids, (size_t)t);
+        TS.lmask[t] = ival(get("train1.loss_mask"), (size_t)t);
+    }
+    for (int n = 0; n < TS.N; n++) TS.anchors[n] = ival(an, (size_t)n);
+    /* the recipe, checked against the trace: blocks, positions, mask, labels, weights */
+    const Tensor *nz = get("train1.noise_ids"), *pos = get("train1.position_ids"), *mask = get("train1.attn_mask");
+    const Tensor *w = get("train1.loss_weights"), *ce = get("train1.ce");
+    long mask_id = ival(nz, 1);
+    double wce = 0;
+    TS.wsum = 0;
+    for (int n = 0; n < TS.N; n++)
+        for (int k = 0; k < TS.B; k++) {
+            int r = n * TS.B + k;
+            long a = TS.anchors[n], idx = a + k, safe = idx < TS.S ? idx : TS.S - 1;
+            check(ival(nz, (size_t)r) == (k == 0 ? TS.ids[a] : mask_id), "noise_ids row %d", r);
+            check(ival(pos, (size_t)(TS.S + r)) == idx, "position_ids of block row %d", r);
+            check(ival(lab, (size_t)r) == TS.ids[safe], "label of block row %d", r);
+            double want = (k > 0 && idx < TS.S && TS.lmask[safe]) ? exp(-(double)(k - 1) / 7.0) : 0;
+            check(fabs(val(w, (size_t)r) - want) < 1e-6, "loss weight of block row %d is exp(-(k-1)/7)", r);
+            for (int j = 0; j < TS.P; j++) {
+                int vis = (j < TS.S && j < a) || (j >= TS.S && (j - TS.S) / TS.B == n);
+                check(ival(mask, (size_t)r * TS.P + (size_t)j) == vis, "attn_mask[%d][%d]", r, j);
+            }
+            TS.wsum += val(w, (size_t)r);
+            wce += val(w, (size_t)r) * val(ce, (size_t)r);
+        }
+    TS.loss = val(get("train1.loss"), 0);
+    check(fabs(wce / (TS.wsum + 1e-6) - TS.loss) <= 1e-5 * TS.loss, "loss = sum(w ce) / (sum(w) + 1e-6)");
+    /* the gradient of the final norm's weight, entry gi: the draft is new, so
+     * that weight is 1 and norm = h / rms(h); through the frozen lm_head:
+     *   grad[gi] = sum_r (sum_v dlogits[r][v] lm_head[v][gi]) norm[r][gi] */
+    const Tensor *g = get("train1.grad.norm.weight"), *nm = get("train1.norm"), *h = get("train1.layers.%d", TS.L - 1);
+    TS.gi = 0;
+    for (int i = 1; i < TS.D; i++) if (fabs(val(g, (size_t)i)) > fabs(val(g, (size_t)TS.gi))) TS.gi = i;
+    double sum = 0, most = 0;
+    for (int r = 0; r < TS.Q && !bad; r++) {
+        double ss = 0;
+        for (int i = 0; i < TS.D; i++) ss += at3(h, 0, r, i) * at3(h, 0, r, i);
+        double rinv = 1 / sqrt(ss / TS.D + 1e-6);
+        check(fabs(at3(nm, 0, r, TS.gi) - at3(h, 0, r, TS.gi) * rinv) <= 1e-5 * (1 + fabs(at3(nm, 0, r, TS.gi))),
+              "norm row %d is h / rms(h) (a new draft's norm weight is 1)", r);
+        double dn = 0;
+        for (int v = 0; v < TS.V; v++) dn += dlogit(r, v) * (double)TM.lm_head[(size_t)v * TS.D + TS.gi];
+        TS.dnorm[r] = dn;
+        TS.grad_row[r] = dn * at3(nm, 0, r, TS.gi);
+        sum += TS.grad_row[r];
+        if (fabs(TS.grad_row[r]) > most) most = fabs(TS.grad_row[r]);
+    }
+    check(fabs(sum - val(g, (size_t)TS.gi)) <= 1e-4 * most + 1e-9, "grad.norm.weight[%d]: %g recomputed, %g traced",
+          TS.gi, sum, val(g, (size_t)TS.gi));
+}
+
+static const char *tw(long id) { return mw(id); }
+
+/* a word as SVG text: <eos> -> &lt;eos&gt; */
+static const char *xw(long id) {
+    const char *w = word(id);
+    char *b = rbuf();
+    if (w[0] == '<' && strlen(w) < 100) {
+        snprintf(b, 128, "&lt;%.*s&gt;", (int)strlen(w) - 2, w + 1);
+        return b;
+    }
+    snprintf(b, 128, "%s", w);
+    return b;
+}
+
+static void train_values(void) {
+    if (!HAVE_TRAIN) return;
+    def("t_S", "%d", TS.S);
+    def("t_S_1", "%d", TS.S - 1);
+    def("t_SB", "%d", TS.S - TS.B);
+    def("t_N", "%d", TS.N);
+    def("t_B", "%d", TS.B);
+    def("t_B_1", "%d", TS.B - 1);
+    def("t_Q", "%d", TS.Q);
+    def("t_P", "%d", TS.P);
+    def("t_L", "%d", TS.L);
+    def("t_L_1", "%d", TS.L - 1);
+    def("t_D", "%d", TS.D);
+    def("t_V", "%d", TS.V);
+    def("t_words", "%s", pwords(TS.ids, TS.S));
+    int np = 0;
+    while (np < TS.S && !TS.lmask[np]) np++;
+    def("t_prompt", "%s", pwords(TS.ids, np));
+    def("t_np", "%d", np);
+    def("t_np_1", "%d", np - 1);
+    int cand = 0;
+    for (int p = 0; p <= TS.S - TS.B; p++) cand += TS.lmask[p] != 0;
+    def("t_cand", "%d", cand);
+    for (int n = 0; n < TS.N; n++) {
+        char nm[16];
+        long a = TS.anchors[n];
+        snprintf(nm, sizeof nm, "t_a%d", n);
+        def(nm, "%ld", a);
+        snprintf(nm, sizeof nm, "t_a%d_1", n);
+        def(nm, "%ld", a - 1);
+        snprintf(nm, sizeof nm, "t_a%d_w", n);
+        def(nm, "%s", tw(TS.ids[a]));
+        snprintf(nm, sizeof nm, "t_a%d_end", n);
+        def(nm, "%ld", a + TS.B - 1);
+        snprintf(nm, sizeof nm, "t_a%d_row0", n);
+        def(nm, "%d", n * TS.B);
+    }
+    def("t_mask_id", "%ld", ival(get("train1.noise_ids"), 1));
+    def("t_mask_w", "%s", tw(ival(get("train1.noise_ids"), 1)));
+    def("t_wsum", "%s", fx(TS.wsum, 4));
+    def("t_loss", "%s", fx(TS.loss, 4));
+    def("t_acc", "%s", fx(val(get("train1.accuracy"), 0), 4));
+    def("t_w2", "%s", fx(val(get("train1.loss_weights"), 2), 4));
+    def("t_w3", "%s", fx(val(get("train1.loss_weights"), 3), 4));
+    def("t_ce0", "%s", fx(val(get("train1.ce"), 0), 4));
+    def("t_gi", "%d", TS.gi);
+    const Tensor *g = get("train1.grad.norm.weight");
+    def("t_grad", "%.4e", val(g, (size_t)TS.gi));
+    double gn = val(get("train1.grad_norm"), 0);
+    def("t_grad_norm", "%s", fx(gn, 4));
+    def("t_clip", "%s", fx(1 / (gn + 1e-6), 4));
+    def("t_param", "%s", fx(val(get("train1.param.norm.weight"), (size_t)TS.gi), 6));
+    def("t_param_delta", "%s", fx(val(get("train1.param.norm.weight"), (size_t)TS.gi) - 1, 6));
+    /* the rows that carry weight: the first of block 0 */
+    def("t_r1_label", "%s", tw(ival(get("train1.labels"), 1)));
+    def("t_r1_ce", "%s", fx(val(get("train1.ce"), 1), 4));
+}
+
+/* the sequence: position, token, loss mask, candidate anchor, drawn */
+static void w_train_seq_table(void) {
+    if (!HAVE_TRAIN) { flag_bad("the training chapter needs its trace: mkwalk ... --train TRAIN_DIR TARGET_DIR"); return; }
+    P("| %s |", T("position", "位置"));
+    for (int t = 0; t < TS.S; t++) P(" %d |", t);
+    P("\n|---|");
+    for (int t = 0; t < TS.S; t++) P("---|");
+    P("\n| %s |", T("token", "词元"));
+    for (int t = 0; t < TS.S; t++) P(" %s |", tw(TS.ids[t]));
+    P("\n| `loss_mask` |");
+    for (int t = 0; t < TS.S; t++) P(" %ld |", TS.lmask[t]);
+    P("\n| %s |", T("anchor candidate (0..S-B, mask 1)", "候选锚点（0..S-B，掩码 1）"));
+    for (int t = 0; t < TS.S; t++) {
+        int drawn = 0;
+        for (int n = 0; n < TS.N; n++) drawn |= TS.anchors[n] == t;
+        P(" %s |", drawn ? T("**drawn**", "**抽中**") : t <= TS.S - TS.B && TS.lmask[t] ? T("yes", "是") : "");
+    }
+    P("\n");
+}
+
+/* the blocks: row, block, k, input, position, label, weight, ce, w x ce */
+static void w_train_block_table(void) {
+    if (!HAVE_TRAIN) { flag_bad("the training chapter needs its trace: mkwalk ... --train TRAIN_DIR TARGET_DIR"); return; }
+    const Tensor *nz = get("train1.noise_ids"), *pos = get("train1.position_ids"), *lab = get("train1.labels");
+    const Tensor *w = get("train1.loss_weights"), *ce = get("train1.ce");
+    P("| %s | %s | k | `noise_ids` | `position_ids` | `labels` | `loss_weights` | `ce` | w &times; ce |\n",
+      T("row", "行"), T("block", "块"));
+    P("|---|---|---|---|---|---|---|---|---|\n");
+    for (int r = 0; r < TS.Q; r++) {
+        double wr = val(w, (size_t)r), cr = val(ce, (size_t)r);
+        P("| %d | %d | %d | %s | %ld | %s | %s | %s | %s |\n", r, r / TS.B, r % TS.B, tw(ival(nz, (size_t)r)),
+          ival(pos, (size_t)(TS.S + r)), tw(ival(lab, (size_t)r)), fx(wr, 4), fx(cr, 4), fx(wr * cr, 4));
+    }
+    P("| %s | | | | | | %s | | %s |\n", T("sum", "合计"), fx(TS.wsum, 4), fx(TS.loss * (TS.wsum + 1e-6), 4));
+}
+
+/* the gradient of norm.weight[gi], row by row */
+static void w_train_grad_table(void) {
+    if (!HAVE_TRAIN) { flag_bad("the training chapter needs its trace: mkwalk ... --train TRAIN_DIR TARGET_DIR"); return; }
+    const Tensor *w = get("train1.loss_weights"), *nm = get("train1.norm");
+    P("| %s | `labels` | c = w / (&Sigma;w + 1e-6) | d loss / d norm[r][%d] | norm[r][%d] | %s |\n", T("row", "行"),
+      TS.gi, TS.gi, T("product", "乘积"));
+    P("|---|---|---|---|---|---|\n");
+    double sum = 0;
+    for (int r = 0; r < TS.Q; r++) {
+        sum += TS.grad_row[r];
+        char dn[32] = "0", pr[32] = "0";   /* rows of weight 0: exactly 0 */
+        if (val(w, (size_t)r) != 0) {
+            snprintf(dn, sizeof dn, "%.4e", TS.dnorm[r]);
+            snprintf(pr, sizeof pr, "%.4e", TS.grad_row[r]);
+        }
+        P("| %d | %s | %s | %s | %s | %s |\n", r, tw(ival(get("train1.labels"), (size_t)r)),
+          fx(val(w, (size_t)r) / (TS.wsum + 1e-6), 4), dn, fx(at3(nm, 0, r, TS.gi), 4), pr);
+    }
+    P("| %s | | | | | %.4e |\n", T("sum", "合计"), sum);
+    P("| `train1.grad.norm.weight[%d]` | | | | | %.4e |\n", TS.gi, val(get("train1.grad.norm.weight"), (size_t)TS.gi));
+}
+
+static void w_fig_train_mask(void) {
+    if (!HAVE_TRAIN) { flag_bad("the training chapter needs its trace: mkwalk ... --train TRAIN_DIR TARGET_DIR"); return; }
+    P("![%s](figures/train_attn_mask.svg)\n", T("the training attention mask", "训练时的注意力掩码"));
+}
+
+/* figures/train_attn_mask.svg: train1.attn_mask, queries (block rows) x
+ * keys (context, then the block rows), visible cells filled */
+static char *train_mask_svg(size_t *len) {
+    char *buf = NULL;
+    FILE *f = open_memstream(&buf, len);
+    if (!f) return NULL;
+    const Tensor *mask = get("train1.attn_mask"), *nz = get("train1.noise_ids");
+    int cw = 30, ch = 26, x0 = 150, y0 = 150, W = x0 + TS.P * cw + 30, H = y0 + TS.Q * ch + 60;
+    fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", W, H, W, H);
+    fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, H);
+    fprintf(f, "<text x=\"12\" y=\"24\" font-family=\"sans-serif\" font-size=\"16\" font-weight=\"bold\" fill=\"#222222\">"
+               "training step 1: the attention mask</text>\n");
+    fprintf(f, "<text x=\"12\" y=\"44\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#555555\">train1.attn_mask[0]: "
+               "%d block rows (queries) x %d keys (%d context, then %d block rows); filled: visible</text>\n",
+            TS.Q, TS.P, TS.S, TS.Q);
+    fprintf(f, "<text x=\"%d\" y=\"62\" font-family=\"sans-serif\" font-size=\"13\" text-anchor=\"middle\" "
+               "fill=\"#8c2d04\">context (the target's features)</text>\n", x0 + TS.S * cw / 2);
+    fprintf(f, "<line x1=\"%d\" y1=\"66\" x2=\"%d\" y2=\"66\" stroke=\"#8c2d04\" stroke-width=\"1.5\"/>\n", x0 + 2,
+            x0 + TS.S * cw - 2);
+    fprintf(f, "<text x=\"%d\" y=\"62\" font-family=\"sans-serif\" font-size=\"13\" text-anchor=\"middle\" "
+               "fill=\"#08519c\">blocks</text>\n", x0 + TS.S * cw + TS.Q * cw / 2);
+    fprintf(f, "<line x1=\"%d\" y1=\"66\" x2=\"%d\" y2=\"66\" stroke=\"#08519c\" stroke-width=\"1.5\"/>\n",
+            x0 + TS.S * cw + 2, x0 + TS.P * cw - 2);
+    for (int j = 0; j < TS.P; j++) {
+        int cx = x0 + j * cw + cw / 2;
+        long id = j < TS.S ? TS.ids[j] : ival(nz, (size_t)(j - TS.S));
+        long p = j < TS.S ? j : ival(get("train1.position_ids"), (size_t)j);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"middle\" "
+                   "fill=\"#222222\">%ld</text>\n", cx, y0 - 6, p);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" fill=\"#555555\" "
+                   "transform=\"rotate(-45 %d %d)\">%s</text>\n", cx - 3, y0 - 22, cx - 3, y0 - 22, xw(id));
+    }
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"end\" fill=\"#555555\">"
+               "position</text>\n", x0 - 6, y0 - 6);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"end\" fill=\"#555555\">"
+               "key's token</text>\n", x0 - 6, y0 - 30);
+    for (int r = 0; r < TS.Q; r++) {
+        int y = y0 + r * ch, n = r / TS.B;
+        long id = ival(nz, (size_t)r);
+        fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" text-anchor=\"end\" "
+                   "fill=\"#222222\">block %d, k=%d: %s</text>\n", x0 - 8, y + ch / 2 + 4, n, r % TS.B, xw(id));
+        for (int j = 0; j < TS.P; j++) {
+            int vis = (int)ival(mask, (size_t)r * TS.P + (size_t)j);
+            const char *fill = !vis ? "#f4f4f4" : j < TS.S ? "#e6550d" : "#3182bd";
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#ffffff\" "
+                       "stroke-width=\"1\"/>\n", x0 + j * cw, y, cw, ch, fill);
+        }
+        if (r % TS.B == 0 && r)
+            fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222222\" stroke-width=\"1\"/>\n", x0 - 140, y,
+                    x0 + TS.P * cw, y);
+    }
+    fprintf(f, "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"#222222\" stroke-width=\"1\"/>\n", x0 + TS.S * cw,
+            y0 - 4, x0 + TS.S * cw, y0 + TS.Q * ch + 4);
+    int ly = y0 + TS.Q * ch + 30;
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"14\" fill=\"#e6550d\"/>\n", x0, ly - 11);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">context key j &lt; "
+               "the block's anchor</text>\n", x0 + 24, ly);
+    fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"18\" height=\"14\" fill=\"#3182bd\"/>\n", x0 + 230, ly - 11);
+    fprintf(f, "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">its own block "
+               "(every row: bidirectional)</text>\n", x0 + 254, ly);
+    fprintf(f, "</svg>\n");
+    fclose(f);
+    return buf;
+}
+
 static const struct {
     const char *name;
     void (*write)(void);
@@ -1266,6 +1584,10 @@ static const struct {
     {"STEP7_TEXT", w_step7_text},
     {"CACHE_TABLE", w_cache_table},
     {"ROUND2_TABLE", w_round2_table},
+    {"TRAIN_SEQ_TABLE", w_train_seq_table},
+    {"TRAIN_BLOCK_TABLE", w_train_block_table},
+    {"TRAIN_GRAD_TABLE", w_train_grad_table},
+    {"FIG_TRAIN_MASK", w_fig_train_mask},
 };
 
 /* ---- the template ------------------------------------------------------ */
@@ -1277,18 +1599,23 @@ static int is_block_line(const char *l, size_t n) {
     return 1;
 }
 
-/* one @CODE fn|first|last@ line (without the @ and the newline) */
+/* one @CODE fn|first|last@ line (without the @ and the newline); @TCODE
+ * quotes train.c */
 static void code_line(const char *tpl, int lineno, const char *l, size_t n) {
     char buf[512];
     if (n >= sizeof buf) { flag_bad("%s:%d: @CODE line too long", tpl, lineno); return; }
     memcpy(buf, l, n);
     buf[n] = 0;
-    char *fn = buf + 5, *first = strchr(fn, '|'), *last = NULL;
+    int train = buf[0] == 'T';
+    if (train && !SRC2) { flag_bad("%s:%d: @TCODE needs train.c (--train)", tpl, lineno); return; }
+    char *fn = buf + 5 + train, *first = strchr(fn, '|'), *last = NULL;
     if (!first) { flag_bad("%s:%d: expected @CODE function|first needle[|last needle]@", tpl, lineno); return; }
     *first++ = 0;
     last = strchr(first, '|');
     if (last) *last++ = 0;
+    if (train) swap_source();
     quote(md, fn, first, last);
+    if (train) swap_source();
 }
 
 /* Fill the template at path into md. */
@@ -1304,7 +1631,7 @@ static void expand(const char *path) {
         size_t n = e - pos;
         pos = e + 1;
         lineno++;
-        int is_code = n > 7 && strncmp(l, "@CODE ", 6) == 0 && l[n - 1] == '@';
+        int is_code = n > 7 && (strncmp(l, "@CODE ", 6) == 0 || strncmp(l, "@TCODE ", 7) == 0) && l[n - 1] == '@';
         if (in_code && !is_code) { P("```\n"); in_code = 0; }
         if (is_code) {
             if (!in_code) { P("```c\n"); in_code = 1; }
@@ -1384,19 +1711,45 @@ static int write_file(const char *dir, const Page *o) {
 }
 
 int main(int argc, char **argv) {
+    /* --train TRAIN_DIR TARGET_DIR, anywhere after the first three */
+    const char *train_dir = NULL, *target_dir = NULL;
+    for (int i = 4; i < argc; i++)
+        if (strcmp(argv[i], "--train") == 0 && i + 2 < argc) {
+            train_dir = argv[i + 1], target_dir = argv[i + 2];
+            for (int j = i; j + 3 <= argc; j++) argv[j] = argv[j + 3];
+            argc -= 3;
+            break;
+        }
     if (argc < 4 || argc > 6) {
         fprintf(stderr, "usage: mkwalk TRACE_DIR VOCAB_TXT OUT_DIR [TEMPLATE_DIR (default walkthrough/tools) "
-                        "[DFLASH_C (default dflash.c)]]\n");
+                        "[DFLASH_C (default dflash.c)]] [--train TRAIN_TRACE_DIR TARGET_DIR]\n");
         return 2;
     }
     const char *tdir = argc >= 5 ? argv[4] : "walkthrough/tools";
-    if (trace_load(&TR, argv[1]) != 0 || vocab_load(argv[2]) != 0 ||
+    if (trace_load(&TR, argv[1]) != 0 || words_load(argv[2]) != 0 ||
         source_load(argc == 6 ? argv[5] : "dflash.c") != 0) {
         fprintf(stderr, "mkwalk: %s\n", dflash_errmsg);
         return 1;
     }
+    if (train_dir) {   /* the training chapter's trace, its names beside the run's; train.c; the target */
+        Trace tt = {0};
+        if (trace_load(&tt, train_dir) != 0 || model_load(&TM, target_dir, 0) != 0) {
+            fprintf(stderr, "mkwalk: %s\n", dflash_errmsg);
+            return 1;
+        }
+        Tensor *all = realloc(TR.t, sizeof(Tensor) * (size_t)(TR.n + tt.n + 1));
+        if (!all) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
+        memcpy(all + TR.n, tt.t, sizeof(Tensor) * (size_t)tt.n);
+        TR.t = all, TR.n += tt.n;
+        free(tt.t);
+        size_t len;
+        if (file_read_all("train.c", &SRC2, &len) != 0) { fprintf(stderr, "mkwalk: %s\n", dflash_errmsg); return 1; }
+        SRC2_PATH = SRC2_NAME = "train.c";
+        HAVE_TRAIN = 1;
+    }
     int rc = 0;
     read_run();
+    if (HAVE_TRAIN && !bad) read_train();
     const char *why = bad ? NULL : not_the_walkthrough_run();
     if (why) {
         fprintf(stderr, "mkwalk: %s is not the walkthrough run (%s), and these pages tell that run's story; "
@@ -1421,11 +1774,20 @@ int main(int argc, char **argv) {
             fclose(md);
         }
         vars_free();
+        if (HAVE_TRAIN && !bad) {   /* the training chapter's figure */
+            Page *o = &out[n_out++];
+            snprintf(o->name, sizeof o->name, "figures/train_attn_mask.svg");
+            o->data = train_mask_svg(&o->len);
+            if (!o->data) flag_bad("out of memory");
+        }
     }
     if (bad) {
         fprintf(stderr, "mkwalk: %s%s; nothing written\n", badmsg, bad > 1 ? " (and more)" : "");
         rc = 1;
     } else if (!why) {
+        char *figs = path_join(argv[3], "figures");
+        if (figs) mkdir(figs, 0777);   /* may exist */
+        free(figs);
         for (int i = 0; i < n_out && rc == 0; i++)
             if (write_file(argv[3], &out[i]) != 0) { fprintf(stderr, "mkwalk: %s\n", dflash_errmsg); rc = 1; }
         if (rc == 0) printf("mkwalk: wrote %d files to %s\n", n_out, argv[3]);
@@ -1433,6 +1795,8 @@ int main(int argc, char **argv) {
     for (int i = 0; i < n_out; i++) free(out[i].data);
     trace_free(&TR);
     free(SRC);
+    free(SRC2);
+    if (HAVE_TRAIN) model_free(&TM);
     for (int i = 0; i < NVOC; i++) free(VOC[i]);
     free(VOC);
     return rc;

@@ -1,0 +1,261 @@
+/* tests/test_train_pitfalls.c - `dflash diff` points at the training mistake.
+ *
+ * Every training pitfall is a patch of the clean train.c
+ * (walkthrough/train-pitfalls/NAME.diff, listed in its series) and its
+ * program, build/pitfalls/dflash-train-NAME (make pitfall-programs), is
+ * ./dflash with that one mistake in `dflash train`. For each, the same
+ * short training run (one sequence of the test's data file; one step, two
+ * for a mistake that can only show in step 2) is
+ * traced by the clean program and by the pitfall's, and diff must exit 1
+ * and name, as its first departure, the tensor where the mistake enters.
+ * That expected name is derived here from the recipe (train.c's header)
+ * and the order of the training trace (TRACE.md, "Training"), not read
+ * from diff's output:
+ *   - a mistake in the batch set-up enters at the first traced tensor it
+ *     writes: the mask (attn_mask), the positions (position_ids), the block
+ *     ids (noise_ids), the labels, the loss weights; all in step 1;
+ *   - a mistake in the anchors' rule enters at the anchors: the run draws
+ *     min(--anchors, candidates - 1) of them, so with --anchors 512 their
+ *     count is the number of candidates (positions with loss mask 1 in
+ *     0..S-B, or 0..S-1 with the mistake) less one: the shapes differ;
+ *   - a mistake in the context features enters at target_hidden, in the
+ *     columns of the slices whose layer id is the target's last layer;
+ *   - an update of the frozen lm_head changes nothing in step 1 (the
+ *     update comes after its forward) and enters at step 2's first tensor
+ *     that reads the lm_head: the logits (target_hidden when the lm_head is
+ *     tied to the embedding the target reads first).
+ * L, the layer ids, the mask id, the eos id and the tie come from the random
+ * set's config.json files.
+ * Also: the mechanism (each program's train.c is train.c with exactly its
+ * patch; a stale patch fails the build naming itself and leaves nothing;
+ * train.c has no trace of any pitfall). */
+#include "../dflash.c"
+#include "../load.c"
+#include "testutil.h"
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#define RAND "toy_weights/random"
+#define SERIES "walkthrough/train-pitfalls/series"
+/* the data: one sequence, a prompt of P_LEN ids at loss mask 0 then the rest */
+#define P_LEN 2
+static const int DATA[] = {2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13};
+#define S_LEN ((int)(sizeof DATA / sizeof DATA[0]))
+
+static char *g_dir;
+static Config g_target, g_draft;
+static char g_names[32][64];
+static int g_n_names;
+
+static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
+
+static int run(const char *cmd, const char *out) {
+    char full[4000];
+    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
+    int rc = system(full);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+static void load_config(Config *c, const char *path, int draft) {
+    size_t len = 0;
+    char *text = tu_read(path, &len);
+    assert_non_null(text);
+    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
+    free(text);
+}
+
+/* "first departure: NAME: ..." -> NAME (static buffer; "" when absent) */
+static const char *first_departure(const char *out) {
+    static char name[256];
+    name[0] = 0;
+    const char *p = strstr(out, "first departure: ");
+    if (!p) return name;
+    p += strlen("first departure: ");
+    size_t n = 0;
+    while (p[n] && p[n] != '\n' && !(p[n] == ':' && p[n + 1] == ' ') && n + 1 < sizeof name) n++;
+    memcpy(name, p, n);
+    name[n] = 0;
+    return name;
+}
+
+/* `PROG train ...` on the test's data, `steps` steps, traced into dir */
+static int train_run(const char *prog, int steps, const char *dir, const char *out_leaf) {
+    char cmd[3000];
+    snprintf(cmd, sizeof cmd,
+             "%s train --target " RAND "/target --draft " RAND "/draft --data %s --batch 1 --anchors 512"
+             " --steps %d --out %s --trace %s",
+             prog, dir_path("data.txt"), steps, dir_path(out_leaf), dir);
+    return run(cmd, NULL);
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = tu_tmpdir();
+    if (!g_dir) return -1;
+    load_config(&g_target, RAND "/target/config.json", 0);
+    load_config(&g_draft, RAND "/draft/config.json", 1);
+    char *series = tu_read(SERIES, NULL);
+    if (!series) return -1;
+    for (char *line = strtok(series, "\n"); line; line = strtok(NULL, "\n")) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char name[64];
+        if (sscanf(line, "%63s", name) == 1 && g_n_names < 32) snprintf(g_names[g_n_names++], 64, "%s", name);
+    }
+    free(series);
+    char data[512] = "";
+    for (int i = 0; i < S_LEN; i++)
+        snprintf(data + strlen(data), sizeof data - strlen(data), "%s%d", i == P_LEN ? " | " : i ? " " : "", DATA[i]);
+    strcat(data, "\n");
+    if (tu_write(dir_path("data.txt"), data, strlen(data)) != 0) return -1;
+    char ref[512];
+    snprintf(ref, sizeof ref, "%s", dir_path("ref1"));
+    if (train_run("./dflash", 1, ref, "ref1-out") != 0) return -1;
+    snprintf(ref, sizeof ref, "%s", dir_path("ref2"));
+    return train_run("./dflash", 2, ref, "ref2-out");
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tu_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+/* positions p in 0..last with loss mask 1 (p >= P_LEN): the anchor candidates */
+static int candidates(int last) {
+    int n = 0;
+    for (int p = 0; p <= last && p < S_LEN; p++) n += p >= P_LEN;
+    return n;
+}
+
+static void test_each_training_pitfall_departs_where_it_enters(void **state) {
+    (void)state;
+    int L = g_target.num_hidden_layers, B = g_draft.block_size, D = g_target.hidden_size;
+    /* the data and configs exercise every mistake */
+    assert_true(g_target.n_eos > 0 && g_target.eos_token_id[0] != g_draft.mask_token_id);
+    assert_true(P_LEN > 0);                      /* anchors > 0: positions from 0 differ */
+    assert_true(candidates(S_LEN - B) >= 3);     /* >= 2 blocks: blocks can see each other */
+    int last_slice = -1;
+    for (int j = 0; j < g_draft.n_target_layer_ids; j++)
+        if (g_draft.target_layer_ids[j] == L - 1) last_slice = j;
+    assert_true(last_slice >= 0);                /* the last layer feeds the draft */
+    char shape[160];
+    snprintf(shape, sizeof shape, "shape: A is <i8 (1, %d), B is <i8 (1, %d)", candidates(S_LEN - B) - 1,
+             candidates(S_LEN - 1) - 1);
+    char cols[160];
+    snprintf(cols, sizeof cols, "columns %d..%d", last_slice * D, (last_slice + 1) * D - 1);
+
+    static const struct { const char *p; const char *where; } WHERE[] = {
+        {"context-at-anchor", "train1.attn_mask"},
+        {"labels-shifted", "train1.labels"},
+        {"loss-on-anchor", "train1.loss_weights"},
+        {"decay-from-0", "train1.loss_weights"},          /* the default gamma 7 > 0 */
+        {"blocks-see-each-other", "train1.attn_mask"},
+        {"block-positions-from-0", "train1.position_ids"},
+        {"mask-is-eos", "train1.noise_ids"},
+        {"anchors-past-end", "train1.anchors"},
+        {"context-prenorm", "train1.target_hidden"},
+        {"lm-head-trained", NULL /* train2.logits, or train2.target_hidden when tied */},
+    };
+    int n = (int)(sizeof WHERE / sizeof WHERE[0]);
+    for (int k = 0; k < n; k++) {
+#ifdef __SANITIZE_ADDRESS__   /* make sanitize (GCC's macro): every third, the runs are slow there */
+        if (k % 3 != 0) continue;
+#endif
+        const char *name = WHERE[k].p;
+        const char *want = WHERE[k].where ? WHERE[k].where
+                         : g_target.tie_word_embeddings ? "train2.target_hidden" : "train2.logits";
+        char prog[128], port[128], cmd[2000];
+        snprintf(prog, sizeof prog, "./build/pitfalls/dflash-train-%s", name);
+        snprintf(port, sizeof port, "%s", dir_path("port"));
+        tu_rmtree(port);
+        tu_rmtree(dir_path("port-out"));
+        int steps = want[5] == '2' ? 2 : 1;   /* the shortest run that reaches the step */
+        if (train_run(prog, steps, port, "port-out") != 0) fail_msg("training pitfall %s: %s failed (make pitfall-programs?)", name, prog);
+        snprintf(cmd, sizeof cmd, "./dflash diff %s %s", dir_path(steps == 2 ? "ref2" : "ref1"), port);
+        int rc = run(cmd, dir_path("diff.txt"));
+        char *out = tu_read(dir_path("diff.txt"), NULL);
+        assert_non_null(out);
+        if (rc != 1 || strcmp(first_departure(out), want) != 0)
+            fail_msg("training pitfall %s: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
+                     name, rc, first_departure(out), want, out);
+        if (!strcmp(name, "anchors-past-end")) assert_contains(out, shape);
+        if (!strcmp(name, "context-prenorm")) {
+            /* only the last layer's slice departs: its first differing value lies in it */
+            const char *at = strstr(out, "first at [0, ");
+            if (!at) at = strstr(out, "worst at [0, ");
+            assert_non_null(at);
+            int t = -1, col = -1;
+            assert_int_equal(sscanf(at + 13, "%d, %d]", &t, &col), 2);
+            if (col < last_slice * D || col >= (last_slice + 1) * D)
+                fail_msg("context-prenorm: departs at column %d, outside %s (the last layer's slice)", col, cols);
+        }
+        free(out);
+    }
+    /* the series is exactly these, each once */
+    assert_int_equal(g_n_names, n);
+    for (int i = 0; i < g_n_names; i++) {
+        int found = 0;
+        for (int k = 0; k < n; k++) found += !strcmp(g_names[i], WHERE[k].p);
+        if (found != 1) fail_msg("%s lists %s, which this test covers %d times", SERIES, g_names[i], found);
+    }
+}
+
+/* Each program's copy, build/pitfalls/train-NAME/train.c, is train.c with
+ * exactly its patch: it differs, and reversing the patch gives train.c back. */
+static void test_each_program_is_train_c_plus_its_patch(void **state) {
+    (void)state;
+    assert_true(g_n_names >= 8);
+    for (int i = 0; i < g_n_names; i++) {
+        char cmd[2000], diff[128], prog[128], copy[256];
+        snprintf(diff, sizeof diff, "walkthrough/train-pitfalls/%.60s.diff", g_names[i]);
+        snprintf(prog, sizeof prog, "build/pitfalls/dflash-train-%.60s", g_names[i]);
+        if (access(prog, X_OK) != 0) fail_msg("%s: no program %s (make pitfall-programs)", g_names[i], prog);
+        char *text = tu_read(diff, NULL);
+        assert_non_null(text);
+        assert_non_null(strstr(text, "\n+++ b/train.c"));
+        free(text);
+        snprintf(cmd, sizeof cmd, "cmp -s train.c build/pitfalls/train-%.60s/train.c", g_names[i]);
+        if (run(cmd, NULL) != 1) fail_msg("%s: build/pitfalls/train-%s/train.c is missing or the clean train.c", g_names[i], g_names[i]);
+        snprintf(copy, sizeof copy, "%.200s", dir_path("copy.c"));
+        snprintf(cmd, sizeof cmd, "cp build/pitfalls/train-%.60s/train.c %s && patch --quiet --batch --fuzz=0 -R %s %s && cmp train.c %s",
+                 g_names[i], copy, copy, diff, copy);
+        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give train.c back", g_names[i]);
+    }
+}
+
+/* A training patch whose context no longer matches train.c fails the build,
+ * naming itself, and leaves no program; train.c names no pitfall. */
+static void test_stale_training_patch_fails_and_train_c_is_clean(void **state) {
+    (void)state;
+    char *p = tu_read("walkthrough/train-pitfalls/labels-shifted.diff", NULL);
+    assert_non_null(p);
+    char *ctx = strstr(p, "\n                 r->pos[");   /* a context line of its hunk */
+    assert_non_null(ctx);
+    ctx[18] = 'X';   /* "r->pos" -> "X->pos" */
+    char diff[256], prog[256], cmd[3000];
+    snprintf(diff, sizeof diff, "%s", dir_path("stale.diff"));
+    snprintf(prog, sizeof prog, "%s", dir_path("dflash-train-stale"));
+    assert_int_equal(tu_write(diff, p, strlen(p)), 0);
+    free(p);
+    snprintf(cmd, sizeof cmd, "sh tools/pitfall.sh build %s %s cc '' build/pitfalls/obj/train.o", diff, prog);
+    assert_int_equal(run(cmd, dir_path("stale.txt")), 1);
+    char *out = tu_read(dir_path("stale.txt"), NULL);
+    assert_contains(out, "pitfall stale: ");
+    assert_contains(out, "no longer applies to train.c");
+    free(out);
+    assert_false(tu_exists(prog));
+    assert_false(tu_exists(dir_path("train-stale")));
+    assert_int_equal(run("grep -i -c pitfall train.c train.h", NULL), 1);
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_stale_training_patch_fails_and_train_c_is_clean),
+        cmocka_unit_test(test_each_program_is_train_c_plus_its_patch),
+        cmocka_unit_test(test_each_training_pitfall_departs_where_it_enters),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
