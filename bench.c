@@ -15,6 +15,7 @@
 #include "dflash.h"
 #include "bench.h"
 #include "load.h"
+#include "trace.h"
 
 #include <errno.h>
 #include <math.h>
@@ -255,6 +256,7 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
     size_t kv_bytes = 0;
     double sum_ar = 0, sum_df = 0;   /* total time of each side over every case */
     double long_ar = 0, long_df = 0; /* ... over the long runs */
+    int acc_count[DFLASH_MAX_BLOCK] = {0}, acc_rounds = 0;  /* per-position acceptance, every run */
     printf("\n== DFlash vs target-only decoding: %s (block size %d)\n", set, B);
     printf("%-22s %5s %6s %6s %5s  %-16s %8s %8s %8s %9s %9s %8s\n", "prompt", "new", "fwd AR", "fwd DF", "tau",
            "tau histogram", "prefill", "draft", "verify", "tok/s AR", "tok/s DF", "speedup");
@@ -289,6 +291,7 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
             goto done;
         }
         int hist[DFLASH_MAX_BLOCK + 1] = {0}, tot = 0;
+        acc_rounds += acceptance_count(&df, B, acc_count);
         for (int i = 0; i < df.n_rounds; i++) { hist[df.rounds[i].acceptance_length + 1]++; tot += df.rounds[i].acceptance_length + 1; }
         char h[64] = "", *hp = h;
         for (int t = 1; t <= B && hp < h + sizeof h - 8; t++) hp += snprintf(hp, (size_t)(h + sizeof h - hp), "%s%d", t > 1 ? "/" : "", hist[t]);
@@ -313,6 +316,11 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
     if (long_df > 0)
         printf("%-22s %5s %6s %6s %5s  %-16s %8s %8s %8s %9s %9s %7.2fx\n", "total, long runs", "", "", "", "", "", "",
                "", "", "", "", long_ar / long_df);
+    if (B > 1 && acc_rounds > 0) {
+        printf("acceptance per position (all runs: rounds in which proposal i was accepted, of %d):", acc_rounds);
+        for (int i = 1; i < B; i++) printf(" %d: %.2f", i, (double)acc_count[i - 1] / acc_rounds);
+        printf("\n");
+    }
     sum->speedup_all = sum_ar / sum_df;
     sum->speedup_long = long_df > 0 ? long_ar / long_df : 0;
     printf("(tau: tokens per round, bonus included; histogram: rounds with tau = 1/2/.../B;\n"

@@ -325,6 +325,13 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
                    ri->draft_cache_after - 1);
         fprintf(RUN_OUT, "\n");
     }
+    if (B > 1 && r->n_rounds > 0) {
+        int count[DFLASH_MAX_BLOCK] = {0};
+        int rounds = acceptance_count(r, B, count);
+        fprintf(RUN_OUT, "acceptance per position (rounds in which proposal i was accepted, of %d):", rounds);
+        for (int i = 1; i < B; i++) fprintf(RUN_OUT, " %d: %.2f", i, (double)count[i - 1] / rounds);
+        fprintf(RUN_OUT, "\n");
+    }
 }
 
 
@@ -633,6 +640,7 @@ int main(int argc, char **argv) {
     }
     /* the trace is installed only when everything else worked, stdout too */
     if (check_stdout() != 0) goto fail;
+    if (tracer && dflash_mode && trace_acceptance(tracer, &res, p.block_size) != 0) goto fail;
     if (tracer) {
         int close_rc = trace_close(tracer);
         tracer = NULL;

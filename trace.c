@@ -402,7 +402,8 @@ int trace_check_filters(const char *const *filters, int n_filters, int target_la
         for (int m = 0; m < 3; m++) f.best[m] = 1 << 30;
         for (int i = 0; i < dflash_n_trace_names && !f.matched; i++) {
             const char *pat = dflash_trace_names[i].pattern;
-            int draft_only = strncmp(pat, "draft", 5) == 0 || strstr(pat, "target_hidden") != NULL;
+            int draft_only = strncmp(pat, "draft", 5) == 0 || strstr(pat, "target_hidden") != NULL ||
+                             strcmp(pat, "acceptance_per_position") == 0;
             if (draft_only && block_size <= 1) continue;  /* block size 1: no draft, nothing for it */
             probe_row(&f, pat, target_layers, draft_layers, rounds);
         }
@@ -1297,4 +1298,24 @@ const TraceHook *trace_hook(Tracer *t) {
 int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
               const int64_t *data, int ndim, const int64_t *shape) {
     return record(t, ph, name, meaning, 1, data, ndim, shape);
+}
+
+/* ---- per-position acceptance: a summary of the run's rounds ------------ */
+
+int acceptance_count(const GenResult *r, int B, int *count) {
+    for (int k = 0; k < r->n_rounds; k++)
+        for (int i = 1; i < B && i <= r->rounds[k].acceptance_length; i++) count[i - 1]++;
+    return r->n_rounds;
+}
+
+int trace_acceptance(Tracer *t, const GenResult *r, int B) {
+    if (!t || B < 2 || r->n_rounds == 0) return 0;
+    int count[DFLASH_MAX_BLOCK] = {0};
+    real frac[DFLASH_MAX_BLOCK];  /* (B-1) */
+    int rounds = acceptance_count(r, B, count);
+    for (int i = 0; i + 1 < B; i++) frac[i] = (real)count[i] / (real)rounds;
+    const TraceName *row = dflash_trace_name("acceptance_per_position", 0);
+    int64_t shape[1] = {B - 1};
+    return trace_real(t, (TracePhase){"final", 0}, "acceptance_per_position", row ? row->meaning : "", frac, 1,
+                      shape);
 }

@@ -67,4 +67,12 @@ int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
 int trace_i64(Tracer *t, TracePhase ph, const char *name, const char *meaning,
               const int64_t *data, int ndim, const int64_t *shape);
 
+/* Per-position acceptance. count[i-1] += the number of r's rounds in which
+ * proposal i (1..B-1) was accepted (acceptance_length >= i, i.e. cumprod[i-1]
+ * = 1); returns r's round count. trace_acceptance records
+ * acceptance_per_position (B-1): those counts over the rounds (nothing when
+ * B < 2 or no round ran). */
+int acceptance_count(const GenResult *r, int B, int *count);
+int trace_acceptance(Tracer *t, const GenResult *r, int B);
+
 #endif /* DFLASH_TRACE_H */

@@ -261,6 +261,10 @@ const TraceName dflash_trace_names[] = {
      "extract_context_feature of the block: all B rows; the next round reads rows 0..acc",
      "extract_context_feature"},
     {"output_ids", "m", IDS, "final output ids: prompt + new tokens", "dflash_generate"},
+    {"acceptance_per_position", "B-1", R,
+     "for i = 1..B-1: the fraction of the run's rounds in which proposal i was accepted (cumprod[i-1] = 1); "
+     "written by the tracer from the rounds (no rounds: not written)",
+     "trace_acceptance (trace.c)"},
 };
 #undef R
 #undef IDS

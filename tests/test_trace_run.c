@@ -221,6 +221,7 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
     want(l, 2, n, kD, 0, "prefill.target_hidden");
     int start = n, Lc = n, r = 0, max_length = n + g->max_new, stopped = 0;
     int out[512];   /* output_ids as dflash_generate writes them */
+    double accepted[64] = {0};  /* sum over rounds of verify{r}.cumprod: per-position acceptance */
     for (int i = 0; i < 512; i++) out[i] = -2;
     read_ids(dir, "prefill.sampled", &out[n], 1);
     while (start < max_length && !stopped) {
@@ -265,6 +266,11 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
         want(l, 2, B, kD, 0, "verify%d.target_hidden", r);
         snprintf(name, sizeof name, "verify%d.acceptance_length", r);
         int acc = (int)npy_scalar(dir, name);
+        int cum[64];
+        snprintf(name, sizeof name, "verify%d.cumprod", r);
+        read_ids(dir, name, cum, B - 1);
+        for (int i = 0; i + 1 < B; i++) accepted[i] += cum[i];
+        snprintf(name, sizeof name, "verify%d.acceptance_length", r);
         /* the draft's positions: [start - Lc, start + B) */
         snprintf(name, sizeof name, "draft%d.position_ids", r);
         char path[600];
@@ -292,6 +298,20 @@ static int expected_names(const char *dir, const Dims *g, WantList *l) {
     for (int i = n; i < m; i++)
         if (out[i] == g->stop) { m = i + 1; break; }
     want(l, 1, m, 0, 0, "output_ids");
+    if (r > 0 && B > 1) {
+        /* the fraction of rounds accepting proposal i: the mean of the rounds' cumprod[i-1] */
+        want(l, 1, B - 1, 0, 0, "acceptance_per_position");
+        char path[600];
+        snprintf(path, sizeof path, "%s/acceptance_per_position.npy", dir);
+        Npy a;
+        if (check_npy_load(path, &a) != 0) fail_msg("cannot read %s", path);
+        assert_int_equal(a.numel, B - 1);
+        for (int i = 0; i + 1 < B; i++)
+            if (fabs(a.v[i] - accepted[i] / r) > 1e-6)
+                fail_msg("%s: acceptance_per_position[%d] = %g, the rounds' cumprod give %g", dir, i, a.v[i],
+                         accepted[i] / r);
+        npy_free_(&a);
+    }
     return r;
 }
 
@@ -363,6 +383,8 @@ static void test_contract_walkthrough(void **state) {
     check_contract(t, &g, 2);   /* the walkthrough story has two rounds */
     /* the walkthrough's numbers: acceptance 2 in round 1, cumprod [1,1,0] */
     assert_int_equal((int)npy_scalar(t, "verify1.acceptance_length"), 2);
+    /* round 2 accepts all 3 ("a box ."): proposals 1 and 2 accepted in both rounds, 3 in one */
+    assert_int_equal((int)npy_scalar(t, "verify2.acceptance_length"), 3);
     tu_rmtree(dir);
     free(dir);
 }
