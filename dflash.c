@@ -798,12 +798,11 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
     TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
 
-    /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False);
-     * a sliding layer sees only the last sliding_window positions up to the query's own */
+    /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False), the queries at
+     * q_pos0 = start; a sliding layer: causal over the last sliding_window positions */
     cache_append(cache, l, a->k_rope, a->v, P);
     int softmax_bad = attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-                                B, S, cache->capacity, H, Hkv, d, /*causal=*/c->layer_causal[l],
-                                /*q_pos0=*/cache->len + Lc, /*window=*/c->layer_window[l]);
+                                B, S, cache->capacity, H, Hkv, d, c->layer_causal[l], cache->len + Lc, c->layer_window[l]);
     if (softmax_bad) sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
     TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
