@@ -41,7 +41,7 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli
+DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli gguf
 # the tests #include dflash.c and load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = tracenames json trace files manifest diff
@@ -140,6 +140,17 @@ $(1)/dflash-%: $(PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) 
 endef
 $(eval $(call pitfalls_in,build/pitfalls,$(R)))
 $(eval $(call pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# the same for tests/signatures/NAME.diff: mistakes whose signature `dflash
+# diff` names exactly (tests/test_diff_hints.c), built as build/signatures/dflash-NAME
+SIGNATURES = $(patsubst tests/signatures/%.diff,%,$(wildcard tests/signatures/*.diff))
+SIGNATURE_PROGRAMS = $(patsubst %,build/signatures/dflash-%,$(SIGNATURES))
+define signatures_in
+$(1)/dflash-%: tests/signatures/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
+$(eval $(call signatures_in,build/signatures,$(R)))
+$(eval $(call signatures_in,build/san/build/signatures,$(R)-san))
 # pitfall-programs: ## build/pitfalls/dflash-NAME: ./dflash with one porting mistake (walkthrough/pitfalls/NAME.diff)
 pitfall-programs: $(PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
@@ -171,7 +182,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs
 
@@ -215,12 +226,21 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # test-long: the same binaries with the sweeps in full (a few minutes). The
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs weights walkthrough/tools/mkwalk
+TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check ## build and run the cmocka suite (the long sweeps' subset, ~40 s)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh $(TESTS)
+
+# llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
+# `dflash gguf`'s target.gguf greedily from token ids and must give
+# `dflash --mode ar`'s ids on the walkthrough and random sets (12 cases), and
+# its dflash loader loads the three drafts (target_layers = ids + 1);
+# skipped, with the reason printed, when npm or its registry is unreachable.
+# The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
+llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
+	@tools/llama-check.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader
@@ -292,7 +312,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
 SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TESTS))
+SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \

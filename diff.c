@@ -1,15 +1,23 @@
-/* diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]`:
+/* diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]`:
  * two traces compared tensor by tensor (diff.h).
  *
- * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose]
+ * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]
  *
  * A is the reference, B the port. Walks A's manifest (trace.jsonl, or the
  * oracle's names.json) in A's order, which is data-flow order: the first
  * departure printed is the first tensor, in the order the computation
  * produces them, where B departs from A. B's tensor of the same name is
- * found through B's manifest when it has one, else as B/<name>.npy.
+ * found through B's manifest (B must have one: trace.jsonl or names.json).
  *
- * The rules (NOTES.md "dflash diff"):
+ * The rules (TRACE.md "dflash diff: how to read it"; NOTES.md "Tracing"):
+ *   - rounds first: when the rounds the two ran or their acceptance lengths
+ *     differ, one line before anything else names the first divergent round
+ *     and its first differing id (diff_rounds);
+ *   - rounding: a float tensor beyond the tolerance by rounding only (NMSE,
+ *     few values, small excess, the same ids so far: DIFF_ROUND_*) is
+ *     counted, not a departure; sampled ids at near ties past the accepted
+ *     tokens too;
+ *   - the manifest's phase and round bind when B gives them (diff_fields);
  *   - strict: every name of A (matching --only, when given) must be in B.
  *     Names B lacks are a failure: "B has nothing after X: N tensors
  *     missing, first Y" when B stops early. Names only B has are listed
@@ -28,9 +36,11 @@
  *     read; the manifest's dtype and shape must match the header; one
  *     tensor pair is in memory at a time (plus one of A for the hints).
  * The first departure comes with hints where they are certain: which heads
- * of an [H, ...] attention tensor depart, which other tensor of A (same
- * phase, same shape) B's tensor or one of its column blocks equals, and
- * whether B is A before a final RMSNorm.
+ * of an [H, ...] attention tensor depart, which rows (the context rows of a
+ * draft key), a constant factor (named: sqrt(2)), one factor per column or
+ * row, permuted axes, which other tensor of A (same phase, same shape) B's
+ * tensor or one of its column blocks equals, whether B is A before a final
+ * RMSNorm, and a near tie behind a differing sampled id.
  * Exit: 0 every tensor of A is in B and agrees; 1 some differ or are
  * missing from B; 2 bad input (usage, unreadable directory, manifest or
  * .npy, a manifest contradicting a header) or no name in common.
@@ -54,14 +64,36 @@
 #define DIFF_LIST_MAX 20   /* differing / missing names listed in full */
 #define DIFF_MAX_ONLY 64
 
+/* A float tensor beyond the tolerance is "rounding", not a departure, when
+ * all of these hold (TRACE.md "dflash diff: how to read it" derives them):
+ * its NMSE is at most DIFF_ROUND_NMSE_DB, at most 1 value in
+ * DIFF_ROUND_FRACTION is beyond the tolerance, none by more than
+ * DIFF_ROUND_EXCESS times it, no value is NaN or Inf, and every id tensor
+ * before it agrees (the same tokens so far). */
+#define DIFF_ROUND_NMSE_DB (-60.0)
+#define DIFF_ROUND_FRACTION 100
+#define DIFF_ROUND_EXCESS 10.0
+#define DIFF_MAX_TIES 64          /* positions of a sampled tensor remembered as near ties */
+
 typedef struct {
     double rtol, atol;
-    int verbose;
+    int verbose, no_rounding;
     const char *only[DIFF_MAX_ONLY];
     int n_only;
     const char *dir[2];
-    const Manifest *ma;
-    int compared, differ;
+    const Manifest *ma, *mb;
+    int compared, differ, rounding;
+    int first_named;              /* "first departure" printed */
+    int diverged;                 /* an id tensor departed: the runs' tokens differ from here on */
+    double worst_rnd_db;          /* the largest NMSE among the rounding tensors */
+    char worst_rnd[256];          /* and its name */
+    /* rounds (diff_rounds): how many each ran, their acceptance lengths */
+    int rounds[2], rounds_differ;
+    int64_t *acc[2];              /* acc[s][r], r = 1..rounds[s]; -1 not traced */
+    /* near ties past the accepted tokens in verify{tie_round}.sampled: their
+     * positions (verify{r}.match may differ exactly there) */
+    int tie_round, n_ties;
+    size_t ties[DIFF_MAX_TIES];
 } Diff;
 
 /* A name as text, control characters and backslashes escaped (\xNN), so a
@@ -214,6 +246,215 @@ static int load_candidate(const Diff *df, int k, const NpyArray *want, int64_t r
     return r;
 }
 
+/* ---- exact signatures: a factor, the rows that depart, permuted axes ---- */
+
+/* "sqrt(2)", "1/sqrt(8)", "2", "1/4" when c is one of them to 1e-4
+ * relative, else "" */
+static void name_constant(char *out, size_t size, double c) {
+    out[0] = 0;
+    double m = fabs(c);
+    for (int k = 2; k <= 64 && !out[0]; k++) {
+        double s = sqrt((double)k);
+        int square = (int)(s + 0.5) * (int)(s + 0.5) == k;
+        if (fabs(m - k) <= 1e-4 * m) snprintf(out, size, "%s%d", c < 0 ? "-" : "", k);
+        else if (fabs(m - 1.0 / k) <= 1e-4 * m) snprintf(out, size, "%s1/%d", c < 0 ? "-" : "", k);
+        else if (!square && fabs(m - s) <= 1e-4 * m) snprintf(out, size, "%ssqrt(%d)", c < 0 ? "-" : "", k);
+        else if (!square && fabs(m - 1 / s) <= 1e-4 * m) snprintf(out, size, "%s1/sqrt(%d)", c < 0 ? "-" : "", k);
+    }
+}
+
+/* B = c_g * A for every value of group g, where a value's group is
+ * (k / inner) % groups (groups = 1: one constant). c_g by least squares
+ * over the group; fits when every value is within the tolerance scaled by
+ * |c_g| (and groups where A is 0 have B 0). Fills c (groups). */
+static int factor_fits(const NpyArray *a, const NpyArray *b, double tol, size_t inner, size_t groups, double *c) {
+    double *ab = calloc(groups, sizeof *ab), *aa = calloc(groups, sizeof *aa);
+    int fits = ab && aa;
+    for (size_t k = 0; fits && k < a->n; k++) {
+        size_t g = (k / inner) % groups;
+        double x = npy_f(a, k), y = npy_f(b, k);
+        if (!isfinite(x) || !isfinite(y)) fits = 0;
+        ab[g] += x * y;
+        aa[g] += x * x;
+    }
+    for (size_t g = 0; fits && g < groups; g++) c[g] = aa[g] > 0 ? ab[g] / aa[g] : 0;
+    for (size_t k = 0; fits && k < a->n; k++) {
+        size_t g = (k / inner) % groups;
+        double x = npy_f(a, k), y = npy_f(b, k);
+        fits = fabs(y - c[g] * x) <= tol * (fabs(c[g]) > 1 ? fabs(c[g]) : 1);
+    }
+    free(ab);
+    free(aa);
+    return fits;
+}
+
+/* The constant factor, then one factor per column (the last axis), then
+ * one per row (a 2-D tensor's first axis, an attention tensor's second). */
+static void factor_hints(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    FILE *f = stdout;
+    if (a->n < 2 || a->ndim < 1) return;
+    double c1;
+    char what[48];
+    if (factor_fits(a, b, r->tol, 1, 1, &c1) && fabs(c1 - 1) > 1e-4) {
+        name_constant(what, sizeof what, c1);
+        fprintf(f, "  hint: B = %.6g x A on every value (a constant factor%s%s)\n", c1, what[0] ? ": " : "", what);
+        /* an attention scale: A's is head_dim^-0.5, B's c times that */
+        const char *s = strstr(name, "self_attn.attn_scores");
+        if (s && c1 > 0) {
+            char qname[512];
+            snprintf(qname, sizeof qname, "%.*sself_attn.q", (int)(s - name), name);
+            int k = namemap_get(&df->ma->index, qname);
+            NpyArray q;
+            char *p = k >= 0 ? path_join(df->dir[0], df->ma->files.s[k]) : NULL;
+            if (p && npy_open(p, &q) == 0 && q.ndim == 3) {
+                double dh = (double)q.shape[2], used = dh / (c1 * c1);
+                fprintf(f, "  hint: the attention scale: A's is head_dim^-0.5 = 1/sqrt(%g), B's is %.6g times "
+                           "that = 1/sqrt(%.4g)%s\n", dh, c1, used,
+                        fabs(used - floor(used + 0.5)) < 1e-3 ? " (a scale from another size: hidden_size / "
+                                                                "num_attention_heads instead of head_dim?)" : "");
+            }
+            free(p);
+        }
+        return;
+    }
+    size_t cols = (size_t)a->shape[a->ndim - 1], rows_axis = a->ndim == 3 && strstr(name, "self_attn.") ? 1 : 0;
+    size_t rows = (size_t)a->shape[rows_axis], inner_r = 1;
+    for (int d = (int)rows_axis + 1; d < a->ndim; d++) inner_r *= (size_t)a->shape[d];
+    double *c = malloc(((cols > rows ? cols : rows) + 1) * sizeof *c);
+    if (!c) return;
+    if (a->ndim >= 2 && cols >= 2 && a->n / cols >= 2 && factor_fits(a, b, r->tol, 1, cols, c)) {
+        double lo = c[0], hi = c[0];
+        for (size_t j = 1; j < cols; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
+        fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
+                   "column 0: %.6g): a wrong weight vector along the last axis, e.g. a norm with another norm's "
+                   "weight\n", cols, lo, hi, c[0]);
+    } else if (a->ndim >= 2 && rows >= 2 && inner_r >= 2 && factor_fits(a, b, r->tol, inner_r, rows, c)) {
+        double lo = c[0], hi = c[0];
+        for (size_t j = 1; j < rows; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
+        fprintf(f, "  hint: B = A times one factor per row (axis %zu: %zu factors from %.6g to %.6g; row 0: %.6g): "
+                   "a per-row scale, e.g. a norm or softmax denominator over the wrong values\n", rows_axis, rows, lo,
+                hi, c[0]);
+    }
+    free(c);
+}
+
+/* "0..2 5 7..9" from a 0/1 array */
+static void ranges_str(char *out, size_t size, const unsigned char *on, size_t n, int want) {
+    size_t len = 0;
+    out[0] = 0;
+    for (size_t i = 0; i < n && len + 48 < size; i++) {
+        if (on[i] != want || (i > 0 && on[i - 1] == want)) continue;
+        size_t j = i;
+        while (j + 1 < n && on[j + 1] == want) j++;
+        len += (size_t)snprintf(out + len, size - len, j > i ? "%s%zu..%zu" : "%s%zu", len ? " " : "", i, j);
+    }
+}
+
+/* The leading dimension of A's tensor `name` (its header), or -1. */
+static int64_t dim0_of(const Diff *df, const char *name) {
+    int k = namemap_get(&df->ma->index, name);
+    if (k < 0) return -1;
+    char *p = path_join(df->dir[0], df->ma->files.s[k]);
+    NpyArray h;
+    int64_t d = p && npy_open(p, &h) == 0 && h.ndim >= 1 ? h.shape[0] : -1;
+    free(p);
+    return d;
+}
+
+/* Which rows depart, when some do and some do not: a 2-D tensor's rows, an
+ * attention tensor's [H, rows, ...] second axis. A draft layer's k, v and
+ * k_rope hold Lc context rows then B block rows: named as such. */
+static void rows_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    int attn = a->ndim == 3 && strstr(name, "self_attn.") != NULL;
+    if (!(a->ndim == 2 || attn) || a->n == 0) return;
+    size_t ax = attn ? 1 : 0, R = (size_t)a->shape[ax], inner = (size_t)a->shape[a->ndim - 1];
+    if (R < 2) return;
+    unsigned char *dep = calloc(R, 1);
+    if (!dep) return;
+    size_t n_dep = 0;
+    for (size_t k = 0; k < a->n; k++) {
+        size_t row = (k / inner) % R;
+        double x = npy_f(a, k), y = npy_f(b, k);
+        int bad = isnan(x) || isnan(y) || (isfinite(x) && isfinite(y) ? fabs(x - y) > r->tol : x != y);
+        if (bad && !dep[row]) { dep[row] = 1; n_dep++; }
+    }
+    if (n_dep > 0 && n_dep < R) {
+        char on[400], off[400], label[200] = "";
+        ranges_str(on, sizeof on, dep, R, 1);
+        ranges_str(off, sizeof off, dep, R, 0);
+        /* draft{r}.layers.{l}.self_attn.{k,v,k_rope}: [Hkv, Lc+B, d] */
+        unsigned rd;
+        int n = 0;
+        const char *tail = strrchr(name, '.');
+        if (attn && sscanf(name, "draft%u.%n", &rd, &n) == 1 && n > 0 && tail &&
+            (!strcmp(tail, ".k") || !strcmp(tail, ".v") || !strcmp(tail, ".k_rope"))) {
+            char th[64];
+            snprintf(th, sizeof th, "draft%u.target_hidden_raw", rd);
+            int64_t Lc = dim0_of(df, th);
+            int ctx_only = Lc > 0 && (size_t)Lc < R, blk_only = ctx_only;
+            for (size_t i = 0; Lc > 0 && i < R; i++) {
+                ctx_only &= dep[i] == (i < (size_t)Lc);
+                blk_only &= dep[i] == (i >= (size_t)Lc);
+            }
+            if (ctx_only)
+                snprintf(label, sizeof label, ": the context rows (Lc = %lld); the block rows %lld..%zu agree",
+                         (long long)Lc, (long long)Lc, R - 1);
+            else if (blk_only)
+                snprintf(label, sizeof label, ": the block rows; the context rows 0..%lld (Lc = %lld) agree",
+                         (long long)Lc - 1, (long long)Lc);
+        }
+        fprintf(stdout, "  rows departing (axis %zu): %s (%zu of %zu)%s%s%s\n", ax, on, n_dep, R, label,
+                label[0] ? "" : "; agreeing: ", label[0] ? "" : off);
+    }
+    free(dep);
+}
+
+/* B holds A's values with the axes permuted: B's axis k is A's axis p[k].
+ * Checked with B read in its own shape (when it is A's permuted) or, for B
+ * of A's shape, read as A's shape permuted (a reshape where a transpose was
+ * needed). Prints the first permutation that fits. */
+static int perm_hint(const NpyArray *a, const NpyArray *b, double tol, const char *name) {
+    int nd = a->ndim;
+    if (nd < 2 || nd > 4 || a->n != b->n || a->n < 2) return 0;
+    int p[4] = {0, 1, 2, 3};
+    /* every permutation of nd axes, in lexicographic order (the identity first: skipped) */
+    for (;;) {
+        int i = nd - 2;
+        while (i >= 0 && p[i] > p[i + 1]) i--;
+        if (i < 0) return 0;
+        int j = nd - 1;
+        while (p[j] < p[i]) j--;
+        int t = p[i]; p[i] = p[j]; p[j] = t;
+        for (int x = i + 1, y = nd - 1; x < y; x++, y--) { t = p[x]; p[x] = p[y]; p[y] = t; }
+        int64_t sb[4];
+        for (int k = 0; k < nd; k++) sb[k] = a->shape[p[k]];
+        int b_is_perm = b->ndim == nd, same = b->ndim == nd;
+        for (int k = 0; k < nd && b->ndim == nd; k++) {
+            b_is_perm &= b->shape[k] == sb[k];
+            same &= b->shape[k] == a->shape[k];
+        }
+        if (!b_is_perm && !same) continue;
+        size_t stride[4], s = 1;   /* strides of B's data read as shape sb */
+        for (int k = nd - 1; k >= 0; k--) { stride[k] = s; s *= (size_t)sb[k]; }
+        int fits = 1;
+        for (size_t f = 0; f < a->n && fits; f++) {
+            size_t rem = f, idx[4], off = 0;
+            for (int d = nd - 1; d >= 0; d--) { idx[d] = rem % (size_t)a->shape[d]; rem /= (size_t)a->shape[d]; }
+            for (int k = 0; k < nd; k++) off += idx[p[k]] * stride[k];
+            double x = npy_f(a, f), y = npy_f(b, off);
+            fits = isfinite(x) && isfinite(y) && fabs(x - y) <= tol;
+        }
+        if (!fits) continue;
+        printf("  hint: B holds A's values with the axes permuted: B's axes are A's (");
+        for (int k = 0; k < nd; k++) printf(k ? ", %d" : "%d", p[k]);
+        printf(")%s", b_is_perm && !same ? "" : ", read into A's shape (a reshape where a transpose was needed)");
+        if (nd == 3 && p[0] == 1 && p[1] == 0 && strstr(name, "self_attn."))
+            printf(": heads and tokens swapped ([T, H, d] for the contract's [H, T, d])");
+        printf("\n");
+        return 1;
+    }
+}
+
 /* Hints for the first departure of a float tensor (printed when certain). */
 static void diff_hints(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
     FILE *f = stdout;
@@ -237,6 +478,9 @@ static void diff_hints(const Diff *df, const char *name, const NpyArray *a, cons
         if (dep < H) fprintf(f, "; agreeing:%s", list[0]);
         fprintf(f, "\n");
     }
+    rows_hint(df, name, a, b, r);
+    factor_hints(df, name, a, b, r);
+    if (!r->any_nonfinite) perm_hint(a, b, r->tol, name);
     /* B equals another tensor of A (same phase, same shape), or B's column
      * blocks do (a concatenation like target_hidden built from the wrong
      * entries) */
@@ -341,13 +585,84 @@ static void diff_hints(const Diff *df, const char *name, const NpyArray *a, cons
     memcpy(dflash_errmsg, saved, sizeof saved);
 }
 
+/* The round of a name "draft3.x" / "verify3.x" (kind "draft" or
+ * "verify"), else 0. */
+static int name_round(const char *name, const char *kind) {
+    size_t n = strlen(kind);
+    if (strncmp(name, kind, n) != 0 || name[n] < '1' || name[n] > '9') return 0;
+    long r = 0;
+    const char *c = name + n;
+    while (*c >= '0' && *c <= '9' && r < 100000000) r = 10 * r + (*c++ - '0');
+    return *c == '.' ? (int)r : 0;
+}
+
+/* The lead of a departure's line: "first departure: " the first time (in
+ * the common rounds: output_ids, whose length follows from the rounds, is
+ * never named first when the rounds differ), "differs: " after. */
+static const char *lead_for(Diff *df, const char *name) {
+    if (df->first_named || (df->rounds_differ && !strcmp(name, "output_ids"))) return "differs: ";
+    df->first_named = 1;
+    return "first departure: ";
+}
+
+/* A's tensor `name` (side 0) or B's (side 1) loaded; 1, or 0 when absent or
+ * unreadable (best effort: the main pass reports unreadable files). */
+static int load_named(const Diff *df, int side, const char *name, NpyArray *t) {
+    memset(t, 0, sizeof *t);
+    const Manifest *m = side ? df->mb : df->ma;
+    int k = namemap_get(&m->index, name);
+    if (k < 0) return 0;
+    char *p = path_join(df->dir[side], m->files.s[k]);
+    int ok = p && npy_read(p, t) == 0;
+    free(p);
+    if (!ok) npy_free(t);
+    return ok;
+}
+
+/* A differing id of a `.sampled` tensor is a near tie when A's logits (the
+ * same phase's .logits, [rows, V]) give A's token and B's token values
+ * within the logits' tolerance of the row's maximum: rounding can pick
+ * either. Returns 1 when every differing position is one; *first_row,
+ * *va, *vb, *gap, *tol describe the first. */
+typedef struct { size_t pos, row; int64_t ta, tb; double va, vb, tol; } Tie;
+static int near_ties(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, Tie *first) {
+    const char *dot = strrchr(name, '.');
+    if (!dot || strcmp(dot, ".sampled") != 0 || a->n == 0) return 0;
+    char lname[512];
+    snprintf(lname, sizeof lname, "%.*s.logits", (int)(dot - name), name);
+    NpyArray L;
+    if (!load_named(df, 0, lname, &L)) return 0;
+    int all = L.kind == 'f' && L.ndim == 2 && L.shape[0] >= 1, any = 0;
+    size_t R = all ? (size_t)L.shape[0] : 0, V = all ? (size_t)L.shape[1] : 0;
+    if (all && !(a->n == R || a->n == 1)) all = 0;   /* one id per row, or the last row's */
+    double maxabs = 0;
+    for (size_t k = 0; all && k < L.n; k++)
+        if (isfinite(npy_f(&L, k)) && fabs(npy_f(&L, k)) > maxabs) maxabs = fabs(npy_f(&L, k));
+    double tol = df->atol + df->rtol * maxabs;
+    for (size_t i = 0; all && i < a->n; i++) {
+        int64_t ta = npy_i(a, i), tb = npy_i(b, i);
+        if (ta == tb) continue;
+        size_t row = a->n == R ? i : R - 1;
+        if (ta < 0 || tb < 0 || (size_t)ta >= V || (size_t)tb >= V) { all = 0; break; }
+        double mx = -INFINITY;
+        for (size_t v = 0; v < V; v++) mx = fmax(mx, npy_f(&L, row * V + v));
+        double va = npy_f(&L, row * V + (size_t)ta), vb = npy_f(&L, row * V + (size_t)tb);
+        all = mx - va <= tol && mx - vb <= tol;
+        if (all && !any) {
+            Tie t = {i, row, ta, tb, va, vb, tol};
+            *first = t;
+        }
+        any = 1;
+    }
+    npy_free(&L);
+    return all && any;
+}
+
 /* Compare one pair (headers checked, data loaded). Prints a departure, or
  * with --verbose one line either way. Returns 1 if it departs. */
 static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyArray *b) {
-    int first = df->differ == 0;
     int list = df->differ < DIFF_LIST_MAX;
     FILE *f = stdout;
-    const char *lead = first ? "first departure: " : "differs: ";
     char shp[32 + 24 * NPY_MAX_NDIM];
     shape_str(shp, sizeof shp, a);
 
@@ -355,19 +670,60 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
         size_t bad = 0, at = 0;
         for (size_t k = 0; k < a->n; k++)
             if (npy_i(a, k) != npy_i(b, k) && bad++ == 0) at = k;
+        /* rounding among the ids: near ties of a verification's sampled ids
+         * past the tokens it keeps (position > acceptance length), and the
+         * match flags at exactly those positions */
+        Tie tie;
+        int tie_ok = bad && !df->no_rounding && !df->diverged && near_ties(df, name, a, b, &tie);
+        int vr = name_round(name, "verify"), rounding = 0;
+        if (tie_ok && vr >= 1 && vr <= df->rounds[0] && df->acc[0] && df->acc[0][vr] >= 0) {
+            rounding = 1;
+            for (size_t k = 0; k < a->n; k++)
+                if (npy_i(a, k) != npy_i(b, k) && (int64_t)k <= df->acc[0][vr]) rounding = 0;
+            if (rounding) {
+                df->tie_round = vr;
+                df->n_ties = 0;
+                for (size_t k = 0; k < a->n && df->n_ties < DIFF_MAX_TIES; k++)
+                    if (npy_i(a, k) != npy_i(b, k)) df->ties[df->n_ties++] = k;
+            }
+        }
+        if (bad && !rounding && vr >= 1 && vr == df->tie_round && !df->diverged) {
+            const char *dot = strrchr(name, '.');
+            rounding = dot && !strcmp(dot, ".match");
+            for (size_t k = 0; rounding && k < a->n; k++) {
+                if (npy_i(a, k) == npy_i(b, k)) continue;
+                int in = 0;
+                for (int t = 0; t < df->n_ties && !in; t++) in = df->ties[t] == k;
+                rounding = in;
+            }
+        }
         if (df->verbose) {
-            fprintf(f, "%-4s ", bad ? "DEP" : "ok");
+            fprintf(f, "%-4s ", !bad ? "ok" : rounding ? "RND" : "DEP");
             put_name(f, name);
-            fprintf(f, "  %s %s  %s\n", a->descr, shp, bad ? "ints differ" : "ints equal");
+            fprintf(f, "  %s %s  %s\n", a->descr, shp,
+                    !bad ? "ints equal" : rounding ? "ints differ at near ties past the accepted tokens" : "ints differ");
         }
         if (bad == 0) return 0;
+        if (rounding) {
+            df->rounding++;
+            return 0;
+        }
+        df->diverged = 1;
         if (list) {
+            const char *lead = lead_for(df, name);
+            int first = !strcmp(lead, "first departure: ");
             fprintf(f, "%s", lead);
             put_name(f, name);
             fprintf(f, ": %zu of %zu ints differ; first at ", bad, a->n);
             print_index(f, a, at);
             fprintf(f, ": A %lld, B %lld\n", (long long)npy_i(a, at), (long long)npy_i(b, at));
             if (first) print_around(f, a, b, at);
+            if (tie_ok) {
+                fprintf(f, "  hint: a near tie: in A's logits row %zu, A's token %lld has %.9g and B's %lld has "
+                           "%.9g, both within the tolerance %.3g of the row's largest: rounding can pick either; "
+                           "the runs' tokens differ from here on (compare the rest phase by phase: TRACE.md)\n",
+                        tie.row, (long long)tie.ta, tie.va, (long long)tie.tb, tie.vb, tie.tol);
+            }
         }
         return 1;
     }
@@ -376,17 +732,30 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
     cmp_floats(df, a, b, whole(a), &r);
     char nmse[48];
     nmse_str(nmse, sizeof nmse, &r);
+    double db = r.sum_d2 == 0 ? -INFINITY : r.sum_a2 == 0 ? INFINITY : 10 * log10(r.sum_d2 / r.sum_a2);
+    int rounding = r.bad && !df->no_rounding && !df->diverged && !r.any_nonfinite && db <= DIFF_ROUND_NMSE_DB &&
+                   r.bad * DIFF_ROUND_FRACTION <= a->n && r.worst_excess <= DIFF_ROUND_EXCESS;
     if (df->verbose) {
-        fprintf(f, "%-4s ", r.bad ? "DEP" : "ok");
+        fprintf(f, "%-4s ", !r.bad ? "ok" : rounding ? "RND" : "DEP");
         put_name(f, name);
         fprintf(f, "  %s %s  max|A| %.6g  worst rel err %.3g  NMSE %s", a->descr, shp, r.max_a,
                 r.max_a > 0 ? r.max_abs / r.max_a : r.max_abs, nmse);
+        if (r.bad) fprintf(f, "  %zu beyond (worst %.3gx the tolerance)", r.bad, r.worst_excess);
         if (r.any_nonfinite)
             fprintf(f, "  NaN A/B %zu/%zu Inf A/B %zu/%zu", r.nan[0], r.nan[1], r.inf[0], r.inf[1]);
         fprintf(f, "\n");
     }
     if (r.bad == 0) return 0;
+    if (rounding) {
+        if (df->rounding++ == 0 || db > df->worst_rnd_db) {
+            df->worst_rnd_db = db;
+            snprintf(df->worst_rnd, sizeof df->worst_rnd, "%s", name);
+        }
+        return 0;
+    }
     if (list) {
+        const char *lead = lead_for(df, name);
+        int first = !strcmp(lead, "first departure: ");
         fprintf(f, "%s", lead);
         put_name(f, name);
         fprintf(f, ": %zu of %zu values beyond |a-b| <= %g + %g*max|A| = %.3g\n", r.bad, a->n, df->atol, df->rtol,
@@ -425,7 +794,7 @@ static int parse_tol(const char *s, double *out) {
 static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
 
 static int diff_usage(void) {
-    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose])");
+    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding])");
     return 2;
 }
 
@@ -436,45 +805,72 @@ static int diff_wanted(const Diff *df, const char *name) {
     return 0;
 }
 
-/* B's file for A's name: through B's manifest, else B/<name>.npy when it
- * exists. NULL when B has no such tensor (or out of memory: then *oom). */
-static char *diff_path_b(const Diff *df, const Manifest *mb, int have_mb, const char *name, int *meta_j) {
-    *meta_j = -1;
-    if (have_mb) {
-        int j = namemap_get(&mb->index, name);
-        if (j < 0) return NULL;
-        *meta_j = j;
-        return path_join(df->dir[1], mb->files.s[j]);
+/* The phase and round a name implies ("draft3.x": draft, 3; "prefill.x" and
+ * "input_ids": prefill, 0; "output_ids": final, 0; "train2.x": train, 2);
+ * 0 when the name is none of these. */
+static int implied_phase(const char *name, char *phase, size_t size, int *round) {
+    static const char *const kinds[3] = {"draft", "verify", "train"};
+    for (int k = 0; k < 3; k++)
+        if ((*round = name_round(name, kinds[k])) > 0) {
+            snprintf(phase, size, "%s", kinds[k]);
+            return 1;
+        }
+    *round = 0;
+    if (!strncmp(name, "prefill.", 8) || !strcmp(name, "input_ids")) snprintf(phase, size, "prefill");
+    else if (!strcmp(name, "output_ids")) snprintf(phase, size, "final");
+    else return 0;
+    return 1;
+}
+
+/* The manifest fields that bind (TRACE.md): B's "phase" and "round", when
+ * B gives them, must be A's (or, when A gives none, those its name implies).
+ * Prints a departure and returns 1 when they are not. */
+static int diff_fields(Diff *df, const char *name, int k, int jb) {
+    const Manifest *ma = df->ma, *mb = df->mb;
+    char want_phase[64], want_round[32];
+    int implied_round;
+    int implied = implied_phase(name, want_phase, sizeof want_phase, &implied_round);
+    snprintf(want_round, sizeof want_round, "%d", implied_round);
+    const char *ap = ma->phase.s[k][0] ? ma->phase.s[k] : implied ? want_phase : "";
+    const char *ar = ma->round.s[k][0] ? ma->round.s[k] : implied ? want_round : "";
+    const char *bp = mb->phase.s[jb], *br = mb->round.s[jb];
+    const char *field = bp[0] && ap[0] && strcmp(ap, bp) ? "phase" : br[0] && ar[0] && strcmp(ar, br) ? "round" : NULL;
+    if (!field) return 0;
+    if (df->verbose) {
+        printf("DEP  ");
+        put_name(stdout, name);
+        printf("  manifest %s differs\n", field);
     }
-    if (strchr(name, '/') || name[0] == '.') return NULL;
-    char *file = str_cat(name, ".npy");
-    char *pb = file ? path_join(df->dir[1], file) : NULL;
-    free(file);
-    struct stat fs;
-    if (pb && stat(pb, &fs) != 0 && errno == ENOENT) {
-        free(pb);
-        pb = NULL;
+    if (df->differ < DIFF_LIST_MAX) {
+        printf("%s", lead_for(df, name));
+        put_name(stdout, name);
+        printf(": the manifest's \"%s\" differs: A ", field);
+        put_name(stdout, field[0] == 'p' ? ap : ar);
+        printf(", B ");
+        put_name(stdout, field[0] == 'p' ? bp : br);
+        printf(" (\"phase\" and \"round\" bind: TRACE.md, \"dflash diff: how to read it\")\n");
     }
-    return pb;
+    return 1;
 }
 
 /* Compare A's tensor k with B's. 0 compared, 1 B lacks it, -1 bad input. */
-static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int have_mb, int k) {
+static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int k) {
     const char *name = ma->names.s[k];
-    int jb;
-    char *pa = path_join(df->dir[0], ma->files.s[k]), *pb = diff_path_b(df, mb, have_mb, name, &jb);
-    if (!pb) {
-        free(pa);
-        return 1;
-    }
+    int jb = namemap_get(&mb->index, name);
+    if (jb < 0) return 1;
+    char *pa = path_join(df->dir[0], ma->files.s[k]), *pb = path_join(df->dir[1], mb->files.s[jb]);
     NpyArray a, b;
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     int ret = -1;
     if (!pa || npy_open(pa, &a) != 0 || check_meta(pa, ma->meta.s[k], &a) != 0) goto out;
-    if (npy_open(pb, &b) != 0 || (jb >= 0 && check_meta(pb, mb->meta.s[jb], &b) != 0)) goto out;
+    if (!pb || npy_open(pb, &b) != 0 || check_meta(pb, mb->meta.s[jb], &b) != 0) goto out;
     df->compared++;
     ret = 0;
+    if (diff_fields(df, name, k, jb)) {
+        df->differ++;
+        goto out;
+    }
     if (!same_shape(&a, &b) || (a.kind == 'f') != (b.kind == 'f')) {
         int list = df->differ < DIFF_LIST_MAX;
         if (df->verbose) {
@@ -482,14 +878,25 @@ static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int have_m
             put_name(stdout, name);
             printf("  %s\n", same_shape(&a, &b) ? "dtype kind differs" : "shape differs");
         }
+        if (a.kind != 'f' || b.kind != 'f') df->diverged = 1;
         if (list) {
-            printf("%s", df->differ == 0 ? "first departure: " : "differs: ");
+            const char *lead = lead_for(df, name);
+            printf("%s", lead);
             put_name(stdout, name);
             printf("\n  %s: A is ", same_shape(&a, &b) ? "dtype kind" : "shape");
             print_shape(stdout, &a);
             printf(", B is ");
             print_shape(stdout, &b);
             printf("\n");
+            /* the same values in another axis order */
+            if (!strcmp(lead, "first departure: ") && a.kind == 'f' && b.kind == 'f' && a.n == b.n &&
+                a.ndim == b.ndim && npy_load(pa, &a) == 0 && npy_load(pb, &b) == 0)
+            {
+                double mx = 0;
+                for (size_t i = 0; i < a.n; i++)
+                    if (isfinite(npy_f(&a, i)) && fabs(npy_f(&a, i)) > mx) mx = fabs(npy_f(&a, i));
+                perm_hint(&a, &b, df->atol + df->rtol * mx, name);
+            }
         }
         df->differ++;
         goto out;
@@ -505,6 +912,99 @@ out:
     free(pa);
     free(pb);
     return ret;
+}
+
+/* The first id (integer) tensor of round rd, in A's order, where B differs:
+ * "B's verify1.sampled [2] is 7, A's 5" into out; 0 when none does. */
+static int first_id_difference(const Diff *df, int rd, char *out, size_t size) {
+    for (int k = 0; k < df->ma->names.n; k++) {
+        const char *name = df->ma->names.s[k];
+        if (name_round(name, "draft") != rd && name_round(name, "verify") != rd) continue;
+        if (df->ma->meta.s[k][0] && strncmp(df->ma->meta.s[k], "int", 3) != 0 &&
+            strncmp(df->ma->meta.s[k], "bool", 4) != 0)
+            continue;
+        NpyArray a, b;
+        if (!load_named(df, 0, name, &a)) continue;
+        int found = 0;
+        if (a.kind != 'f' && load_named(df, 1, name, &b)) {
+            if (b.kind == 'f' || !same_shape(&a, &b)) {
+                char sa[64], sb[64];
+                shape_str(sa, sizeof sa, &a);
+                shape_str(sb, sizeof sb, &b);
+                snprintf(out, size, "B's %.200s has shape %s, A's %s", name, sa, sb);
+                found = 1;
+            }
+            for (size_t i = 0; !found && i < a.n; i++)
+                if (npy_i(&a, i) != npy_i(&b, i)) {
+                    if (a.ndim)
+                        snprintf(out, size, "B's %.200s [%zu] is %lld, A's %lld", name, i, (long long)npy_i(&b, i),
+                                 (long long)npy_i(&a, i));
+                    else
+                        snprintf(out, size, "B's %.200s is %lld, A's %lld", name, (long long)npy_i(&b, 0),
+                                 (long long)npy_i(&a, 0));
+                    found = 1;
+                }
+            npy_free(&b);
+        }
+        npy_free(&a);
+        if (found) return 1;
+    }
+    return 0;
+}
+
+/* Rounds first: how many rounds each trace ran and their acceptance lengths
+ * (verify{r}.acceptance_length). When they differ, one line before anything
+ * else, naming the first divergent round and what differs there. */
+static int diff_rounds(Diff *df) {
+    const Manifest *m[2] = {df->ma, df->mb};
+    for (int s = 0; s < 2; s++) {
+        df->rounds[s] = 0;
+        for (int k = 0; k < m[s]->names.n; k++) {
+            int r = name_round(m[s]->names.s[k], "verify");
+            if (!r) r = name_round(m[s]->names.s[k], "draft");
+            if (r > df->rounds[s]) df->rounds[s] = r;
+        }
+        df->acc[s] = malloc(((size_t)df->rounds[s] + 1) * sizeof(int64_t));
+        if (!df->acc[s]) {
+            dflash_set_error("out of memory");
+            return -1;
+        }
+        for (int r = 0; r <= df->rounds[s]; r++) {
+            char name[64];
+            NpyArray t;
+            snprintf(name, sizeof name, "verify%d.acceptance_length", r);
+            df->acc[s][r] = r && load_named(df, s, name, &t) && t.kind != 'f' && t.n == 1 ? npy_i(&t, 0) : -1;
+            if (r) npy_free(&t);
+        }
+    }
+    int common = df->rounds[0] < df->rounds[1] ? df->rounds[0] : df->rounds[1], rd = 0;
+    for (int r = 1; r <= common && !rd; r++)
+        if (df->acc[0][r] != df->acc[1][r]) rd = r;
+    if (!rd && df->rounds[0] != df->rounds[1]) rd = common + 1;
+    df->rounds_differ = rd != 0;
+    if (!rd) {
+        if (df->verbose && df->rounds[0])
+            printf("rounds: A and B ran %d round%s with the same acceptance lengths\n", df->rounds[0],
+                   df->rounds[0] == 1 ? "" : "s");
+        return 0;
+    }
+    char what[600];
+    if (rd > df->rounds[1])
+        snprintf(what, sizeof what, "B has no round %d (it stopped after round %d%s)", rd, df->rounds[1],
+                 rd > 1 ? ", whose acceptance lengths agree with A's" : "");
+    else if (rd > df->rounds[0])
+        snprintf(what, sizeof what, "A has no round %d (it stopped after round %d)", rd, df->rounds[0]);
+    else if (df->acc[1][rd] < 0)
+        snprintf(what, sizeof what, "B has no verify%d.acceptance_length", rd);
+    else if (df->acc[0][rd] < 0)
+        snprintf(what, sizeof what, "A has no verify%d.acceptance_length", rd);
+    else if (!first_id_difference(df, rd, what, sizeof what))
+        snprintf(what, sizeof what, "the acceptance lengths differ");
+    printf("rounds: A ran %d round%s, B %d; first divergent round %d: %s", df->rounds[0],
+           df->rounds[0] == 1 ? "" : "s", df->rounds[1], rd, what);
+    if (rd <= common && df->acc[0][rd] >= 0 && df->acc[1][rd] >= 0) printf(" (acceptance length A %lld, B %lld)", (long long)df->acc[0][rd], (long long)df->acc[1][rd]);
+    printf("\n");
+    return 0;
 }
 
 int diff_main(int argc, char **argv) {
@@ -542,6 +1042,8 @@ int diff_main(int argc, char **argv) {
             df.only[df.n_only++] = val;
         } else if ((!strcmp(arg, "--verbose") || !strcmp(arg, "-v"))) {
             df.verbose = 1;
+        } else if (!strcmp(arg, "--no-rounding")) {
+            df.no_rounding = 1;
         } else if (arg[0] == '-' && arg[1]) {
             dflash_set_error("unknown option %.100s", arg);
             return diff_usage();
@@ -574,12 +1076,16 @@ int diff_main(int argc, char **argv) {
         return 2;
     }
     int rb = manifest_load(&mb, df.dir[1], 1);
-    if (rb < 0) {
+    if (rb != 0) {
+        if (rb == 1)
+            dflash_set_error("%s: no trace.jsonl (or names.json): B needs a manifest too, one line per tensor "
+                             "(TRACE.md, \"Writing a matching trace from a port\")", df.dir[1]);
         diff_error("");
         manifest_free(&ma);
         return 2;
     }
     df.ma = &ma;
+    df.mb = &mb;
 
     int status = 0, wanted = 0, n_missing = 0, first_missing = -1, last_present = -1, missing_after = 0;
     int *missing = calloc((size_t)ma.names.n + 1, sizeof(int));
@@ -598,10 +1104,13 @@ int diff_main(int argc, char **argv) {
             status = 2;
         }
     }
+    /* rounds first (not with --only: a port that traces part of a run on
+     * purpose ran no fewer rounds) */
+    if (status == 0 && df.n_only == 0 && diff_rounds(&df) != 0) status = 2;
     for (int k = 0; k < ma.names.n && status == 0; k++) {
         if (!diff_wanted(&df, ma.names.s[k])) continue;
         wanted++;
-        int r = diff_one(&df, &ma, &mb, rb == 0, k);
+        int r = diff_one(&df, &ma, &mb, k);
         if (r < 0) status = 2;
         else if (r == 1) {
             missing[n_missing++] = k;
@@ -641,8 +1150,7 @@ int diff_main(int argc, char **argv) {
             printf("\n");
         }
         int only_b = 0;
-        if (rb == 0)
-            for (int k = 0; k < mb.names.n; k++)
+        for (int k = 0; k < mb.names.n; k++)
                 if (diff_wanted(&df, mb.names.s[k]) && namemap_get(&ma.index, mb.names.s[k]) < 0) {
                     if (only_b++ < DIFF_LIST_MAX) {
                         printf("not compared (only in B): ");
@@ -651,8 +1159,20 @@ int diff_main(int argc, char **argv) {
                     }
                 }
         if (only_b > DIFF_LIST_MAX) printf("not compared (only in B): ... and %d more\n", only_b - DIFF_LIST_MAX);
-        printf("diff: %d compared, %d differ, %d missing from B, %d only in B\n", df.compared, df.differ,
-               n_missing, only_b);
+        if (df.rounds_differ && !df.first_named)
+            printf("no tensor departs in the common rounds: every tensor both traces hold agrees; the runs differ "
+                   "in their rounds (above)\n");
+        if (df.rounding) {
+            printf("rounding: %d tensor%s beyond the tolerance but within rounding (NMSE <= %g dB, <= 1 value in %d "
+                   "beyond, none beyond %gx the tolerance, the same tokens so far; ids: near ties past the accepted "
+                   "tokens); the largest NMSE %.1f dB, in ", df.rounding, df.rounding == 1 ? " is" : "s are",
+                   DIFF_ROUND_NMSE_DB, DIFF_ROUND_FRACTION, DIFF_ROUND_EXCESS,
+                   df.worst_rnd[0] ? df.worst_rnd_db : -INFINITY);
+            put_name(stdout, df.worst_rnd[0] ? df.worst_rnd : "(ids only)");
+            printf("; --verbose marks them RND, --no-rounding counts them as departures\n");
+        }
+        printf("diff: %d compared, %d differ, %d missing from B, %d only in B, %d rounding\n", df.compared,
+               df.differ, n_missing, only_b, df.rounding);
         if (df.compared == 0) {
             dflash_set_error("nothing was compared: %s has none of the names of %s", df.dir[1], df.dir[0]);
             diff_error("");
@@ -663,6 +1183,8 @@ int diff_main(int argc, char **argv) {
     }
     free(missing);
     manifest_free(&ma);
-    if (rb == 0) manifest_free(&mb);
+    manifest_free(&mb);
+    free(df.acc[0]);
+    free(df.acc[1]);
     return status;   /* main's finish() checks that stdout took the report */
 }

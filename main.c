@@ -6,6 +6,7 @@
 #include "diff.h"
 #include "explore.h"
 #include "figures.h"
+#include "gguf.h"
 #include "files.h"
 #include "json.h"
 #include "load.h"
@@ -25,7 +26,7 @@
 
 /* --help. README.md's "The program" shows this text verbatim (tests/test_usage.c
  * checks that, and that every flag parse_args accepts is listed here). */
-static const char *USAGE =
+static const char *const USAGE[] = {  /* parts: C11 compilers need not take a longer string */
     "usage: dflash [OPTIONS]                          generate; no options: the walkthrough run\n"
     "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
     "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
@@ -33,6 +34,9 @@ static const char *USAGE =
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
+    "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
+    "                   (or --target DIR --draft DIR)  OUT_DIR/draft.gguf; --vocab FILE: vocab.txt or\n"
+    "                                                  tokenizer.json (README: \"llama.cpp\")\n"
     "\n"
     "options (each flag: its value, its range, its default):\n"
     "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"
@@ -70,16 +74,20 @@ static const char *USAGE =
     "  --trace-filter GLOB   trace only names matching GLOB (*, ?, [..]); repeatable, at most 32\n"
     "                        (default: every name)\n"
     "  -h, --help            this text\n"
-    "\n"
-    "diff options (TRACE.md, \"dflash diff A B\"):\n"
+    "\n",
+    "diff options (TRACE.md, \"dflash diff: how to read it\"):\n"
     "  --rtol R, --rtol=R    relative tolerance, times max|A| of each tensor (default 1e-4)\n"
     "  --atol A, --atol=A    absolute tolerance (default 1e-6)\n"
     "  --only GLOB           compare only names matching GLOB; repeatable (default: every name)\n"
-    "  --verbose             one line per compared tensor: worst relative error, NMSE in dB\n"
+    "  --verbose             one line per compared tensor (ok, RND rounding, DEP): worst relative\n"
+    "                        error, NMSE in dB\n"
+    "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
+    "                        rounding (default: rounding is reported, not a departure)\n"
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
-    "2 bad input (a flag, a weight file, the vocabulary, a prompt word, a trace)\n";
+    "2 bad input (a flag, a weight file, the vocabulary, a prompt word, a trace)\n",
+    NULL};
 
 typedef struct {
     const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *draft_window;
@@ -462,6 +470,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
@@ -470,7 +479,7 @@ int main(int argc, char **argv) {
     Args a;
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
-    if (pa == 1) { fputs(USAGE, stdout); return finish(0); }
+    if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
     raw_bytes = a.raw_bytes;
     RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
     if (!a.weights && !a.target)

@@ -118,6 +118,8 @@ void manifest_free(Manifest *m) {
     strlist_free(&m->names);
     strlist_free(&m->files);
     strlist_free(&m->meta);
+    strlist_free(&m->phase);
+    strlist_free(&m->round);
     namemap_free(&m->index);
     free(m->path);
     memset(m, 0, sizeof *m);
@@ -129,7 +131,8 @@ int manifest_file_ok(const char *file) {
     return n > 4 && strcmp(file + n - 4, ".npy") == 0 && !strchr(file, '/') && file[0] != '.';
 }
 
-static int manifest_add(Manifest *m, const char *name, const char *file, const char *meta) {
+static int manifest_add(Manifest *m, const char *name, const char *file, const char *meta, const char *phase,
+                        const char *round) {
     if (!manifest_file_ok(file)) {
         dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name",
                          m->path, name, file);
@@ -141,7 +144,8 @@ static int manifest_add(Manifest *m, const char *name, const char *file, const c
         return -1;
     }
     if (r < 0 || strlist_push(&m->names, name) != 0 || strlist_push(&m->files, file) != 0 ||
-        strlist_push(&m->meta, meta) != 0) {
+        strlist_push(&m->meta, meta) != 0 || strlist_push(&m->phase, phase) != 0 ||
+        strlist_push(&m->round, round) != 0) {
         dflash_set_error("%s: out of memory", m->path);
         return -1;
     }
@@ -202,16 +206,28 @@ int trace_jsonl_each(const char *path, const char *text, size_t len,
 }
 
 /* one trace.jsonl line into diff's manifest: name, file, and "dtype" and
- * "shape" when given */
+ * "shape", "phase" and "round" when given ("meaning" is prose: not kept) */
 static int manifest_line(void *ctx, const Json *obj, int line) {
     Manifest *m = ctx;
-    char meta[32 + 24 * NPY_MAX_NDIM];
+    char meta[32 + 24 * NPY_MAX_NDIM], round[32] = "";
     if (manifest_meta(obj, meta, sizeof meta) != 0) {
         dflash_set_error("%s: line %d: \"dtype\" and \"shape\" must come together, a dtype string "
                          "and an array of non-negative integers", m->path, line);
         return -1;
     }
-    return manifest_add(m, json_get(obj, "name")->string, json_get(obj, "file")->string, meta);
+    const Json *ph = json_get(obj, "phase"), *rd = json_get(obj, "round");
+    if (ph && (ph->type != JSON_STRING || strlen(ph->string) > 64)) {
+        dflash_set_error("%s: line %d: \"phase\" must be a string (prefill, draft, verify, final, train)", m->path,
+                         line);
+        return -1;
+    }
+    if (rd && (rd->type != JSON_NUMBER || !rd->is_integer || rd->integer < 0)) {
+        dflash_set_error("%s: line %d: \"round\" must be an integer >= 0", m->path, line);
+        return -1;
+    }
+    if (rd) snprintf(round, sizeof round, "%lld", (long long)rd->integer);
+    return manifest_add(m, json_get(obj, "name")->string, json_get(obj, "file")->string, meta,
+                        ph ? ph->string : "", round);
 }
 
 int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
@@ -227,7 +243,7 @@ int manifest_parse_names_json(Manifest *m, const char *text, size_t len) {
     if (!ok) { json_free(&arr); goto bad; }
     for (int i = 0; i < arr.n; i++) {
         char *file = str_cat(arr.items[i].string, ".npy");
-        int r = file ? manifest_add(m, arr.items[i].string, file, "") : -1;
+        int r = file ? manifest_add(m, arr.items[i].string, file, "", "", "") : -1;
         free(file);
         if (r != 0) { json_free(&arr); return -1; }
     }

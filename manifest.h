@@ -39,6 +39,8 @@ typedef struct {
     StrList names;   /* tensor names in production order */
     StrList files;   /* (names.n) file names inside the directory */
     StrList meta;    /* (names.n) "dtype|d0,d1" from trace.jsonl, "" when not given */
+    StrList phase;   /* (names.n) the "phase" field, "" when not given */
+    StrList round;   /* (names.n) the "round" field as decimal text, "" when not given */
     NameMap index;   /* name -> position */
     char *path;      /* the manifest file read */
 } Manifest;

@@ -547,11 +547,13 @@ static void write_npy(const char *path, const char *dict, size_t data) {
     free(b);
 }
 
-/* A: trace.jsonl listing x.npy = bytes; B: x.npy, a valid (2,) <f4 array. */
+/* A: trace.jsonl listing x.npy = bytes; B: the same manifest and x.npy, a
+ * valid (2,) <f4 array. */
 static void mk_diff_pair(const char *t, const void *bytes, size_t len) {
     mkdir(tu_path(t, "a"), 0755);
     mkdir(tu_path(t, "b"), 0755);
     tu_write_text(tu_path(t, "a/trace.jsonl"), "{\"name\": \"x\", \"file\": \"x.npy\"}\n");
+    tu_write_text(tu_path(t, "b/trace.jsonl"), "{\"name\": \"x\", \"file\": \"x.npy\"}\n");
     assert_int_equal(tu_write(tu_path(t, "a/x.npy"), bytes, len), 0);
     write_npy(tu_path(t, "b/x.npy"), F4_2, 8);
 }
@@ -605,6 +607,10 @@ static void mk_diff_dup_name(const char *t) {
 }
 static void mk_diff_a_is_file(const char *t) { mk_npy(t, F4_2, 8); mk_cli_file(t); }
 static void mk_diff_good(const char *t) { mk_npy(t, F4_2, 8); }
+static void mk_diff_b_no_manifest(const char *t) {
+    mk_npy(t, F4_2, 8);
+    unlink(tu_path(t, "b/trace.jsonl"));
+}
 static void mk_npy_fifo(const char *t) { mk_npy(t, F4_2, 8); mk_fifo(tu_path(t, "a/x.npy")); }
 
 static const CliCase CLI_CASES[] = {
@@ -719,6 +725,7 @@ static const CliCase CLI_CASES[] = {
     {"diff: directory missing", "diff|$T/a|$T/b", 0, 0, 0, 0, 2, {"/a: cannot open directory"}},
     {"diff: a regular file", "diff|$T/file|$T/b", 0, 0, 0, mk_diff_a_is_file, 2, {"/file: cannot open directory", "not a directory"}},
     {"diff: not a trace directory", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_no_manifest, 2, {"/a: no trace.jsonl", "not a trace directory"}},
+    {"diff: B without a manifest", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_b_no_manifest, 2, {"/b: no trace.jsonl", "B needs a manifest too"}},
     {"diff: malformed manifest line", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_bad_manifest, 2, {"a/trace.jsonl", "line 2"}},
     {"diff: manifest file outside the directory", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_escape, 2, {"a/trace.jsonl", "\"../b/x.npy\"", "not a plain .npy file name"}},
     {"diff: listed file missing", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_listed_missing, 2, {"a/x.npy", "cannot open"}},

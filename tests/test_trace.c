@@ -141,6 +141,19 @@ static void write_sample(const char *dir, int variant) {
 }
 
 /* diff_main(diff A B [opts]) with its output captured. */
+/* dir/trace.jsonl naming each of the NULL-terminated names, file NAME.npy,
+ * and nothing else (the minimal manifest a port writes: no dtype, shape,
+ * phase or round) */
+static void names_manifest(const char *dir_, const char *const *names) {
+    char text[2048], dir[512];
+    snprintf(dir, sizeof dir, "%s", dir_);   /* tu_path's ring of 8 buffers: keep the caller's */
+    size_t len = 0;
+    for (int k = 0; names[k]; k++)
+        len += (size_t)snprintf(text + len, sizeof text - len, "{\"name\": \"%s\", \"file\": \"%s.npy\"}\n",
+                                names[k], names[k]);
+    tu_write_text(tu_path(dir, "trace.jsonl"), text);
+}
+
 static int run_diff(char **out, const char *a, const char *b, const char *o1, const char *o2,
                     const char *o3, const char *o4) {
     char *argv[8] = {"diff", (char *)a, (char *)b, (char *)o1, (char *)o2, (char *)o3, (char *)o4, NULL};
@@ -581,10 +594,13 @@ static void test_diff_tolerances(void **state) {
     free(out);
 }
 
-/* B without a manifest, written byte by byte as NumPy would: a v2.0 header
- * with <f8, a v1.0 <i4, a v3.0 0-d <f4; plus a name B does not have. */
+/* B written byte by byte as NumPy would, with a minimal manifest (names and
+ * files): a v2.0 header with <f8, a v1.0 <i4, a v3.0 0-d <f4; plus a name
+ * B does not have. */
 static void test_diff_reads_numpy_layouts(void **state) {
-    const char *a = tu_path(*state, "a"), *b = tu_path(*state, "b");
+    char a[512], b[512];   /* copies: tu_path's ring of 8 buffers turns over below */
+    snprintf(a, sizeof a, "%s", tu_path(*state, "a"));
+    snprintf(b, sizeof b, "%s", tu_path(*state, "b"));
     Tracer *t = trace_open(a, NULL, NULL, 0);
     assert_non_null(t);
     real x[4] = {0.5f, -1.5f, 2.25f, 1024}, s = 0.75f;
@@ -608,6 +624,8 @@ static void test_diff_reads_numpy_layouts(void **state) {
     memcpy(&u, &f, 4);
     put_le(buf, u, 4);
     make_npy(tu_path(b, "s.npy"), 3, "{'descr': '<f4', 'fortran_order': False, 'shape': (), }", buf, 4);
+    static const char *const bnames[] = {"x", "n", "s", NULL};
+    names_manifest(b, bnames);
 
     char *out;
     /* strict: B lacks only_in_a, the last name of A */
@@ -654,6 +672,8 @@ static void test_diff_malformed(void **state) {
     assert_int_equal(trace_real(t, DRAFT1, "x", "", x, 2, s22), 0);
     assert_int_equal(trace_close(t), 0);
     assert_int_equal(mkdir(b, 0777), 0);
+    static const char *const bnames[] = {"x", NULL};
+    names_manifest(b, bnames);
     const char *bx = tu_path(b, "x.npy");
     unsigned char d[32] = {0};
     const char *good = "{'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }";
@@ -809,6 +829,8 @@ static void test_diff_fortran_big_endian(void **state) {
     unsigned char ib[6];
     for (int k = 0; k < 3; k++) put_le(ib + 2 * k, (uint16_t)(int16_t)ids[k], 2);
     make_npy(tu_path(b, "ids.npy"), 1, "{'descr': '<i2', 'fortran_order': False, 'shape': (3,), }", ib, 6);
+    static const char *const bnames[] = {"x", "ids", NULL};
+    names_manifest(b, bnames);
     char *out;
     assert_int_equal(run_diff(&out, a, b, NULL, NULL, NULL, NULL), 0);
     assert_contains(out, "diff: 2 compared, 0 differ, 0 missing from B, 0 only in B");
@@ -903,7 +925,12 @@ static void test_diff_bad_input(void **state) {
     assert_int_equal(run_diff(&out, tu_path(*state, "nope"), b, NULL, NULL, NULL, NULL), 2);
     assert_contains(out, "nope");
     free(out);
+    /* B without a manifest: an error, saying what B needs */
+    assert_int_equal(run_diff(&out, a, e, NULL, NULL, NULL, NULL), 2);
+    assert_contains(out, "empty: no trace.jsonl (or names.json): B needs a manifest too");
+    free(out);
     /* nothing in common */
+    tu_write_text(tu_path(e, "trace.jsonl"), "");
     assert_int_equal(run_diff(&out, a, e, NULL, NULL, NULL, NULL), 2);
     assert_contains(out, "B has none of A's 3 tensors, first prefill.hidden_states.0");
     assert_contains(out, "diff: 0 compared, 0 differ, 3 missing from B, 0 only in B");

@@ -1,0 +1,569 @@
+/* tests/test_diff_hints.c - `dflash diff`: rounds first, rounding told
+ * from mistakes, hints that name the mistake, the manifest fields that bind.
+ *
+ * The wrong traces are made independently of the diff:
+ *   - three mistakes of a port, each a patch of the clean dflash.c
+ *     (tests/signatures/NAME.diff, built as build/signatures/dflash-NAME like
+ *     the pitfalls): the attention scale (D/H)^-0.5 for head_dim^-0.5, the
+ *     draft's k_norm on the block's keys only, the draft's final norm with the
+ *     target's weight. What the hint must say is derived here from the weight
+ *     set's config.json and safetensors (the factor sqrt(head_dim / (D/H)),
+ *     the Lc = n context rows, the factor w_target[0] / w_draft[0]), not read
+ *     from the diff's output;
+ *   - hand-made traces (.npy written byte by byte here, manifests by hand)
+ *     for the rounds, the manifest fields, the rounding classification and
+ *     the factor and axis hints, with values chosen so the expected text
+ *     follows from them;
+ *   - the float and double builds of this program (a clean port: a
+ *     different computation of the same algorithm) must show no departure,
+ *     both ways round, at 200 tokens on every set (make test-long,
+ *     DFLASH_TEST_LONG=1: two traces of up to 49,214 files per set).
+ */
+#include "../dflash.c"
+#include "../load.c"
+#include "testutil.h"
+
+#include <sys/wait.h>
+
+static char *g_dir;
+
+static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
+
+static int run(const char *cmd, const char *out) {
+    char full[4000];
+    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
+    int rc = system(full);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
+#define assert_not_contains(hay, needle)                                                 \
+    do {                                                                                 \
+        const char *h_ = (hay), *n_ = (needle);                                          \
+        if (h_ && strstr(h_, n_)) fail_msg("did not expect \"%s\" in:\n%s", n_, h_);     \
+    } while (0)
+
+/* `./dflash diff [opts] A B`: exit status, output in *out */
+static int diff(const char *opts, const char *a, const char *b, char **out) {
+    char cmd[3000], o[600];
+    snprintf(o, sizeof o, "%s", dir_path("diff.txt"));
+    snprintf(cmd, sizeof cmd, "./dflash diff %s %s %s", opts, a, b);
+    int rc = run(cmd, o);
+    *out = tu_read(o, NULL);
+    assert_non_null(*out);
+    return rc;
+}
+
+static void load_config(Config *c, const char *path, int draft) {
+    size_t len = 0;
+    char *text = tu_read(path, &len);
+    assert_non_null(text);
+    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
+    free(text);
+}
+
+/* element 0 of an F32 tensor of a safetensors file, read from its header */
+static double safetensors_first(const char *path, const char *key) {
+    size_t len;
+    unsigned char *b = (unsigned char *)tu_read(path, &len);
+    assert_non_null(b);
+    uint64_t hl = 0;
+    for (int i = 0; i < 8; i++) hl |= (uint64_t)b[i] << (8 * i);
+    Json h;
+    assert_int_equal(json_parse((const char *)b + 8, (size_t)hl, path, &h), 0);
+    const Json *t = json_get(&h, key), *dt = t ? json_get(t, "dtype") : NULL, *off = t ? json_get(t, "data_offsets") : NULL;
+    if (!t || !dt || strcmp(dt->string, "F32") != 0 || !off) fail_msg("%s: no F32 tensor %s", path, key);
+    float v;
+    memcpy(&v, b + 8 + hl + (size_t)off->items[0].integer, 4);
+    json_free(&h);
+    free(b);
+    return v;
+}
+
+/* ---- hand-made traces ----------------------------------------------------- */
+
+/* dir/NAME.npy: <f8 (kind 'f') or <i8 (kind 'i'), shape (ndim <= 3), n values */
+static void npy(const char *dir, const char *name, char kind, int ndim, const int64_t *shape, const double *v) {
+    char dict[160], path[600];
+    size_t n = 1, len = (size_t)snprintf(dict, sizeof dict, "{'descr': '<%c8', 'fortran_order': False, 'shape': (", kind);
+    for (int d = 0; d < ndim; d++) {
+        len += (size_t)snprintf(dict + len, sizeof dict - len, d ? ", %lld" : "%lld", (long long)shape[d]);
+        n *= (size_t)shape[d];
+    }
+    snprintf(dict + len, sizeof dict - len, "%s), }", ndim == 1 ? "," : "");
+    size_t dl = strlen(dict), hl = dl + 1;
+    while ((10 + hl) % 64) hl++;
+    unsigned char *b = calloc(1, 10 + hl + 8 * n);
+    assert_non_null(b);
+    memcpy(b, "\x93NUMPY\x01\x00", 8);
+    b[8] = (unsigned char)(hl & 0xff);
+    b[9] = (unsigned char)(hl >> 8);
+    memcpy(b + 10, dict, dl);
+    memset(b + 10 + dl, ' ', hl - dl - 1);
+    b[10 + hl - 1] = '\n';
+    for (size_t k = 0; k < n; k++) {
+        uint64_t u;
+        if (kind == 'f') memcpy(&u, &v[k], 8);
+        else u = (uint64_t)(int64_t)v[k];
+        for (int i = 0; i < 8; i++) b[10 + hl + 8 * k + i] = (unsigned char)(u >> (8 * i));
+    }
+    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
+    assert_int_equal(tu_write(path, b, 10 + hl + 8 * n), 0);
+    free(b);
+}
+
+/* A trace being written by hand: its directory and its manifest's text */
+typedef struct { char dir[512]; char text[16384]; size_t len; } Hand;
+
+static void hand_open(Hand *h, const char *leaf) {
+    snprintf(h->dir, sizeof h->dir, "%s", dir_path(leaf));
+    tu_rmtree(h->dir);
+    assert_int_equal(mkdir(h->dir, 0777), 0);
+    h->len = 0;
+    h->text[0] = 0;
+}
+
+/* one tensor and its manifest line; phase NULL: no phase or round field */
+static void hand_add(Hand *h, const char *name, const char *phase, int round, char kind, int ndim, const int64_t *shape,
+                     const double *v) {
+    npy(h->dir, name, kind, ndim, shape, v);
+    if (phase)
+        h->len += (size_t)snprintf(h->text + h->len, sizeof h->text - h->len,
+                                   "{\"name\":\"%s\",\"file\":\"%s.npy\",\"phase\":\"%s\",\"round\":%d,\"meaning\":\"%s\"}\n",
+                                   name, name, phase, round, h->dir[strlen(h->dir) - 1] == 'b' ? "B's words" : "A's");
+    else
+        h->len += (size_t)snprintf(h->text + h->len, sizeof h->text - h->len, "{\"name\":\"%s\",\"file\":\"%s.npy\"}\n",
+                                   name, name);
+}
+
+static void hand_close(Hand *h) { tu_write_text(tu_path(h->dir, "trace.jsonl"), h->text); }
+
+static void add_int(Hand *h, const char *name, const char *phase, int round, int n, const double *v) {
+    int64_t s[1] = {n};
+    hand_add(h, name, phase, round, 'i', n < 0 ? 0 : 1, s, v);
+}
+
+/* A run of `rounds` rounds, block 4: per round the draft's proposals (3), the
+ * verification's sampled ids (4) and acceptance length acc[r-1]; output_ids
+ * of m tokens. The ids are 5 everywhere but where `bad_round` puts 7 at
+ * verify.sampled[2]. */
+static void hand_run(Hand *h, const char *leaf, int rounds, const int *acc, int bad_round, int m) {
+    hand_open(h, leaf);
+    double ids[64];
+    for (int i = 0; i < 64; i++) ids[i] = 5;
+    add_int(h, "input_ids", "prefill", 0, 3, ids);
+    for (int r = 1; r <= rounds; r++) {
+        char name[64];
+        snprintf(name, sizeof name, "draft%d.sampled", r);
+        add_int(h, name, "draft", r, 3, ids);
+        double s[4] = {5, 5, r == bad_round ? 7 : 5, 5}, a = acc[r - 1];
+        snprintf(name, sizeof name, "verify%d.sampled", r);
+        add_int(h, name, "verify", r, 4, s);
+        snprintf(name, sizeof name, "verify%d.acceptance_length", r);
+        int64_t none[1] = {0};
+        hand_add(h, name, "verify", r, 'i', 0, none, &a);
+    }
+    add_int(h, "output_ids", "final", 0, m, ids);
+    hand_close(h);
+}
+
+/* Rounds first: B ran 1 round where A ran 3, its verify1.sampled differs */
+static void test_rounds_first(void **state) {
+    (void)state;
+    Hand a, b;
+    const int acc_a[3] = {3, 3, 1}, acc_b[1] = {0};
+    hand_run(&a, "ra", 3, acc_a, 0, 14);
+    hand_run(&b, "rb", 1, acc_b, 1, 4);
+    char *out;
+    assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+    /* the line comes before anything else */
+    const char *want = "rounds: A ran 3 rounds, B 1; first divergent round 1: B's verify1.sampled [2] is 7, A's 5 "
+                       "(acceptance length A 3, B 0)\n";
+    if (strncmp(out, want, strlen(want)) != 0) fail_msg("expected the output to start with\n%s\ngot:\n%s", want, out);
+    assert_contains(out, "first departure: verify1.sampled: 1 of 4 ints differ; first at [2]: A 5, B 7");
+    free(out);
+    /* B stops after round 1 with everything it has agreeing (a stop rule
+     * that fires early): round 2 is the divergent one, and output_ids (its
+     * length follows from the rounds) is not named as the first departure */
+    hand_run(&b, "rb", 1, acc_a, 0, 7);
+    assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+    assert_contains(out, "rounds: A ran 3 rounds, B 1; first divergent round 2: B has no round 2 (it stopped after "
+                         "round 1, whose acceptance lengths agree with A's)\n");
+    assert_contains(out, "differs: output_ids");
+    assert_not_contains(out, "first departure: output_ids");
+    assert_contains(out, "no tensor departs in the common rounds");
+    free(out);
+    /* the same rounds: no rounds line */
+    assert_int_equal(diff("", a.dir, a.dir, &out), 0);
+    assert_not_contains(out, "rounds:");
+    free(out);
+}
+
+/* phase and round bind, meaning does not; B without a manifest is an error */
+static void test_manifest_fields_bind(void **state) {
+    (void)state;
+    Hand a, b;
+    const int acc[1] = {2};
+    hand_run(&a, "ma", 1, acc, 0, 6);
+    hand_run(&b, "mb", 1, acc, 0, 6);   /* other meanings than A's */
+    char *out;
+    assert_int_equal(diff("", a.dir, b.dir, &out), 0);
+    free(out);
+    char *m = tu_read(tu_path(b.dir, "trace.jsonl"), NULL), *p = strstr(m, "\"phase\":\"draft\"");
+    assert_non_null(p);
+    memcpy(p, "\"phase\":\"train\"", 15);   /* draft1.sampled labelled train */
+    tu_write_text(tu_path(b.dir, "trace.jsonl"), m);
+    assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+    assert_contains(out, "first departure: draft1.sampled: the manifest's \"phase\" differs: A draft, B train");
+    free(out);
+    memcpy(p, "\"phase\":\"draft\"", 15);
+    p = strstr(m, "\"round\":1");
+    memcpy(p, "\"round\":0", 9);
+    tu_write_text(tu_path(b.dir, "trace.jsonl"), m);
+    assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+    assert_contains(out, "first departure: draft1.sampled: the manifest's \"round\" differs: A 1, B 0");
+    free(out);
+    /* A without the fields (an oracle's names.json): the names imply them */
+    tu_write_text(tu_path(b.dir, "trace.jsonl"), m);
+    unlink(tu_path(a.dir, "trace.jsonl"));
+    tu_write_text(tu_path(a.dir, "names.json"),
+                  "[\"input_ids\", \"draft1.sampled\", \"verify1.sampled\", \"verify1.acceptance_length\", \"output_ids\"]");
+    assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+    assert_contains(out, "the manifest's \"round\" differs: A 1, B 0");
+    free(out);
+    /* a round that is not an integer: bad input */
+    tu_write_text(tu_path(b.dir, "trace.jsonl"), "{\"name\":\"input_ids\",\"file\":\"input_ids.npy\",\"round\":1.5}\n");
+    assert_int_equal(diff("", a.dir, b.dir, &out), 2);
+    assert_contains(out, "\"round\" must be an integer >= 0");
+    free(out);
+    free(m);
+    /* no manifest in B */
+    unlink(tu_path(b.dir, "trace.jsonl"));
+    assert_int_equal(diff("", a.dir, b.dir, &out), 2);
+    assert_contains(out, "no trace.jsonl (or names.json): B needs a manifest too");
+    free(out);
+}
+
+/* One float tensor t of n values, A's a_k = 1 + (k % 10) / 10 (max|A| 1.9,
+ * tolerance 1e-6 + 1.9e-4), B's the same but `n_off` values (the first ones)
+ * moved by `by` tolerances; behind an id tensor that agrees or not. */
+static void rounding_pair(int n, int n_off, double by, int ids_differ) {
+    Hand a, b;
+    double *va = malloc(sizeof(double) * (size_t)n), *vb = malloc(sizeof(double) * (size_t)n);
+    assert_non_null(va);
+    assert_non_null(vb);
+    double tol = 1e-6 + 1e-4 * 1.9;
+    for (int k = 0; k < n; k++) {
+        va[k] = 1 + (k % 10) / 10.0;
+        vb[k] = va[k] + (k < n_off ? by * tol : 0);
+    }
+    int64_t s[1] = {n};
+    double ids[2] = {1, 2}, ids_b[2] = {1, ids_differ ? 3 : 2};
+    hand_open(&a, "fa");
+    add_int(&a, "prefill.input_ids", "prefill", 0, 2, ids);
+    hand_add(&a, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, va);
+    hand_close(&a);
+    hand_open(&b, "fb");
+    add_int(&b, "prefill.input_ids", "prefill", 0, 2, ids_b);
+    hand_add(&b, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, vb);
+    hand_close(&b);
+    free(va);
+    free(vb);
+}
+
+/* The classification: "rounding" is NMSE <= -60 dB, at most 1 value in 100
+ * beyond the tolerance, none beyond 10 tolerances, the same ids so far. */
+static void test_rounding_or_departure(void **state) {
+    (void)state;
+    const char *a = dir_path("fa"), *b = dir_path("fb");
+    char A[600], B[600], *out;
+    snprintf(A, sizeof A, "%s", a);
+    snprintf(B, sizeof B, "%s", b);
+    /* 2 of 1000 values 3 tolerances off: NMSE about -96 dB: rounding, exit 0 */
+    rounding_pair(1000, 2, 3, 0);
+    assert_int_equal(diff("", A, B, &out), 0);
+    assert_contains(out, "rounding: 1 tensor is beyond the tolerance but within rounding");
+    assert_contains(out, "diff: 2 compared, 0 differ, 0 missing from B, 0 only in B, 1 rounding");
+    free(out);
+    assert_int_equal(diff("--verbose", A, B, &out), 0);
+    assert_contains(out, "RND  prefill.hidden_states.0  <f8 (1000,)");
+    assert_contains(out, "2 beyond (worst 3x the tolerance)");
+    free(out);
+    assert_int_equal(diff("--no-rounding", A, B, &out), 1);
+    assert_contains(out, "first departure: prefill.hidden_states.0: 2 of 1000 values beyond");
+    free(out);
+    /* 11 of 1000 (more than 1 in 100) */
+    rounding_pair(1000, 11, 3, 0);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "first departure: prefill.hidden_states.0: 11 of 1000 values beyond");
+    free(out);
+    /* 1 value 20 tolerances off (NMSE about -84 dB, but beyond 10x) */
+    rounding_pair(1000, 1, 20, 0);
+    assert_int_equal(diff("", A, B, &out), 1);
+    free(out);
+    /* 1 of 100 values 9 tolerances off: NMSE 10 log10((9 * 1.91e-4)^2 / 215.5) = -78.6 dB: rounding; of 10
+     * values (1 in 10): a departure */
+    rounding_pair(100, 1, 9, 0);
+    assert_int_equal(diff("", A, B, &out), 0);
+    free(out);
+    rounding_pair(10, 1, 9, 0);
+    assert_int_equal(diff("", A, B, &out), 1);
+    free(out);
+    /* the ids before it differ: not the same tokens, so a departure */
+    rounding_pair(1000, 2, 3, 1);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "first departure: prefill.input_ids");
+    assert_contains(out, "differs: prefill.hidden_states.0");
+    free(out);
+}
+
+/* A verification's sampled ids that differ at a near tie of A's logits:
+ * rounding past the accepted tokens (and match there); a departure, with
+ * the hint, among the tokens kept. */
+static void test_near_tie(void **state) {
+    (void)state;
+    for (int kept = 0; kept < 2; kept++) {
+        Hand a, b;
+        /* logits [4, 3]: row 2 ties tokens 0 and 1 to within 1e-5 (tolerance 1e-6 + 1e-4 * 9) */
+        double L[12] = {9, 1, 0, 9, 1, 0, 4, 4 - 1e-5, 0, 9, 1, 0};
+        int64_t sl[2] = {4, 3};
+        double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 1, 0}, acc = kept ? 2 : 1, ma[4] = {1, 1, 1, 0}, mb[4] = {1, 1, 0, 0};
+        for (int side = 0; side < 2; side++) {
+            Hand *h = side ? &b : &a;
+            hand_open(h, side ? "tb" : "ta");
+            hand_add(h, "verify1.logits", "verify", 1, 'f', 2, sl, L);
+            add_int(h, "verify1.sampled", "verify", 1, 4, side ? sb : sa);
+            add_int(h, "verify1.match", "verify", 1, 4, side ? mb : ma);
+            int64_t none[1] = {0};
+            hand_add(h, "verify1.acceptance_length", "verify", 1, 'i', 0, none, &acc);
+            hand_close(h);
+        }
+        char *out;
+        if (!kept) {
+            /* acceptance 1: tokens 0..1 kept, position 2 is past them */
+            assert_int_equal(diff("--verbose", a.dir, b.dir, &out), 0);
+            assert_contains(out, "RND  verify1.sampled  <i8 (4,)  ints differ at near ties past the accepted tokens");
+            assert_contains(out, "RND  verify1.match");
+            assert_contains(out, "2 rounding");
+        } else {
+            assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+            assert_contains(out, "first departure: verify1.sampled");
+            assert_contains(out, "hint: a near tie: in A's logits row 2, A's token 0 has 4 and B's 1 has 3.99999");
+        }
+        free(out);
+    }
+}
+
+/* A two-tensor pair A / B under one name, for the hints */
+static void hint_pair(const char *name, int ndim, const int64_t *sa, const double *va, const int64_t *sb,
+                      const double *vb) {
+    Hand a, b;
+    hand_open(&a, "ha");
+    hand_add(&a, name, NULL, 0, 'f', ndim, sa, va);
+    hand_close(&a);
+    hand_open(&b, "hb");
+    hand_add(&b, name, NULL, 0, 'f', ndim, sb, vb);
+    hand_close(&b);
+}
+
+static void test_factor_and_axes_hints(void **state) {
+    (void)state;
+    char A[600], B[600], *out;
+    snprintf(A, sizeof A, "%s", dir_path("ha"));
+    snprintf(B, sizeof B, "%s", dir_path("hb"));
+    /* [2, 3, 4]: a_k = k + 1 */
+    double va[24], vb[24];
+    int64_t s[3] = {2, 3, 4}, st[3] = {3, 2, 4};
+    for (int k = 0; k < 24; k++) va[k] = k + 1;
+    /* a constant: 1/sqrt(8) */
+    for (int k = 0; k < 24; k++) vb[k] = va[k] / sqrt(8.0);
+    hint_pair("x", 3, s, va, s, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "hint: B = 0.353553 x A on every value (a constant factor: 1/sqrt(8))");
+    free(out);
+    /* one factor per column (the last axis): 1, 2, 3, 4 */
+    for (int k = 0; k < 24; k++) vb[k] = va[k] * (1 + k % 4);
+    hint_pair("x", 3, s, va, s, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "hint: B = A times one factor per column (the last axis: 4 factors from 1 to 4; column 0: 1)");
+    free(out);
+    /* an attention tensor [H, T, S]: one factor per row (axis 1), rows 1..2 depart */
+    for (int k = 0; k < 24; k++) vb[k] = va[k] * ((k / 4) % 3 == 0 ? 1 : 0.5);
+    hint_pair("verify1.layers.0.self_attn.attn_weights", 3, s, va, s, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "rows departing (axis 1): 1..2 (2 of 3); agreeing: 0");
+    assert_contains(out, "hint: B = A times one factor per row (axis 1: 3 factors from 0.5 to 1; row 0: 1)");
+    free(out);
+    /* heads and tokens swapped: B is [T, H, d] */
+    for (int h = 0; h < 2; h++)
+        for (int t = 0; t < 3; t++)
+            for (int i = 0; i < 4; i++) vb[(t * 2 + h) * 4 + i] = va[(h * 3 + t) * 4 + i];
+    hint_pair("draft1.layers.0.self_attn.q", 3, s, va, st, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "shape: A is <f8 (2, 3, 4), B is <f8 (3, 2, 4)");
+    assert_contains(out, "hint: B holds A's values with the axes permuted: B's axes are A's (1, 0, 2): heads and "
+                         "tokens swapped ([T, H, d] for the contract's [H, T, d])");
+    free(out);
+    /* the same values in A's shape: a reshape where a transpose was needed */
+    hint_pair("draft1.layers.0.self_attn.q", 3, s, va, s, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "B's axes are A's (1, 0, 2), read into A's shape (a reshape where a transpose was needed)");
+    free(out);
+}
+
+/* ---- the three mistakes of issue 25, as patched builds ------------------- */
+
+/* diff of the clean program's trace and a patched one's: args, new tokens */
+static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
+    char cmd[3000], ref[600], port[600];
+    snprintf(ref, sizeof ref, "%s", dir_path("pref"));
+    snprintf(port, sizeof port, "%s", dir_path("pport"));
+    snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
+    assert_int_equal(run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "./build/signatures/dflash-%s %s --max-new-tokens %d --trace %s", patch, args, n, port);
+    if (run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
+    char *out;
+    *rc = diff("", ref, port, &out);
+    return out;
+}
+
+static const char *first_departure(const char *out) {
+    static char name[256];
+    name[0] = 0;
+    const char *p = strstr(out, "first departure: ");
+    if (!p) return name;
+    p += strlen("first departure: ");
+    size_t n = 0;
+    while (p[n] && p[n] != '\n' && !(p[n] == ':' && p[n + 1] == ' ') && n + 1 < sizeof name) n++;
+    memcpy(name, p, n);
+    name[n] = 0;
+    return name;
+}
+
+#define QWEN "--weights toy_weights/qwen3-layout --ids 5,6,7"
+#define RAND "--weights toy_weights/random --prompt \"A dog saw\" --ignore-eos"
+
+/* (D/H)^-0.5 for head_dim^-0.5: on qwen3-layout every score of the
+ * prefill's layer 0 is sqrt(head_dim / (D/H)) too large; on the random set
+ * (D/H = head_dim) the same program agrees. */
+static void test_attention_scale_is_a_constant_factor(void **state) {
+    (void)state;
+    Config c;
+    load_config(&c, "toy_weights/qwen3-layout/target/config.json", 0);
+    int dh = c.hidden_size / c.num_attention_heads;
+    assert_true(dh != c.head_dim && c.head_dim % dh == 0);   /* the set tells them apart */
+    int ratio2 = c.head_dim / dh;                            /* the factor's square: 2 */
+    int rc;
+    char *out = patched_diff("attn-scale-hidden-over-heads", QWEN, 0, &rc), want[300];
+    assert_int_equal(rc, 1);
+    assert_string_equal(first_departure(out), "prefill.layers.0.self_attn.attn_scores");
+    snprintf(want, sizeof want, "hint: B = %.6g x A on every value (a constant factor: sqrt(%d))", sqrt((double)ratio2),
+             ratio2);
+    assert_contains(out, want);
+    snprintf(want, sizeof want, "A's is head_dim^-0.5 = 1/sqrt(%d), B's is %.6g times that = 1/sqrt(%d)", c.head_dim,
+             sqrt((double)ratio2), dh);
+    assert_contains(out, want);
+    free(out);
+    Config r;
+    load_config(&r, "toy_weights/random/target/config.json", 0);
+    assert_int_equal(r.hidden_size / r.num_attention_heads, r.head_dim);
+    out = patched_diff("attn-scale-hidden-over-heads", RAND, 2, &rc);
+    assert_int_equal(rc, 0);
+    free(out);
+}
+
+/* k_norm on the block's keys only: exactly the Lc = n context rows of round
+ * 1's first draft layer depart. */
+static void test_k_norm_block_only_names_the_context_rows(void **state) {
+    (void)state;
+    Config d;
+    load_config(&d, "toy_weights/random/draft/config.json", 1);
+    int n = 3, B = d.block_size, rc;   /* "A dog saw": 3 tokens; round 1's context is the prompt */
+    char *out = patched_diff("k-norm-block-only", RAND, 1, &rc), want[300];
+    assert_int_equal(rc, 1);
+    assert_string_equal(first_departure(out), "draft1.layers.0.self_attn.k");
+    snprintf(want, sizeof want, "rows departing (axis 1): 0..%d (%d of %d): the context rows (Lc = %d); the block rows "
+             "%d..%d agree", n - 1, n, n + B, n, n, n + B - 1);
+    assert_contains(out, want);
+    free(out);
+}
+
+/* The draft's final norm with the target's weight: draft1.norm is A times
+ * w_target / w_draft, one factor per column (column 0's from the files). */
+static void test_final_norm_weight_is_a_per_column_factor(void **state) {
+    (void)state;
+    double wt = safetensors_first("toy_weights/random/target/model.safetensors", "model.norm.weight");
+    double wd = safetensors_first("toy_weights/random/draft/model.safetensors", "norm.weight");
+    assert_true(fabs(wt / wd - 1) > 1e-3);
+    int rc;
+    char *out = patched_diff("draft-norm-target-weight", RAND, 1, &rc), want[300];
+    assert_int_equal(rc, 1);
+    assert_string_equal(first_departure(out), "draft1.norm");
+    snprintf(want, sizeof want, "hint: B = A times one factor per column (the last axis: %d factors", 512);
+    assert_contains(out, want);
+    /* column 0's factor, fitted from the traced values, is w_target[0] / w_draft[0] to float rounding */
+    const char *c0 = strstr(out, "column 0: ");
+    assert_non_null(c0);
+    double got = strtod(c0 + strlen("column 0: "), NULL);
+    if (fabs(got - wt / wd) > 1e-5 * (wt / wd)) fail_msg("column 0's factor %.9g, expected %.9g", got, wt / wd);
+    free(out);
+}
+
+/* ---- a clean port: the float build against the double build ------------- */
+
+static void float_vs_double(const char *args, int n) {
+    char cmd[3000], d[600], f[600];
+    snprintf(d, sizeof d, "%s", dir_path("dbl"));
+    snprintf(f, sizeof f, "%s", dir_path("flt"));
+    snprintf(cmd, sizeof cmd, "./dflash-double %s --max-new-tokens %d --ignore-eos --trace %s", args, n, d);
+    assert_int_equal(run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "./dflash-float %s --max-new-tokens %d --ignore-eos --trace %s", args, n, f);
+    assert_int_equal(run(cmd, NULL), 0);
+    for (int dir = 0; dir < 2; dir++) {
+        char *out;
+        int rc = diff("", dir ? f : d, dir ? d : f, &out);
+        if (rc != 0 || !strstr(out, " 0 differ, 0 missing from B"))
+            fail_msg("%s, %d tokens, A = the %s build: exit %d:\n%.3000s", args, n, dir ? "float" : "double", rc, out);
+        free(out);
+    }
+    tu_rmtree(d);
+    tu_rmtree(f);
+}
+
+static void test_float_vs_double_no_departure(void **state) {
+    (void)state;
+    if (!tu_long()) {
+        /* make test: writing two traces of 80 tokens (2 x 19,334 files) takes minutes on a busy disk */
+        printf("test_float_vs_double_no_departure: skipped (make test-long runs it: 200 tokens on every set)\n");
+        return;
+    }
+    const char *sets[3] = {"--weights toy_weights/walkthrough", "--weights toy_weights/random", QWEN};
+    for (int s = 0; s < 3; s++) float_vs_double(sets[s], 200);
+}
+
+static int setup(void **state) {
+    (void)state;
+    g_dir = tu_tmpdir();
+    return g_dir ? 0 : -1;
+}
+
+static int teardown(void **state) {
+    (void)state;
+    tu_rmtree(g_dir);
+    free(g_dir);
+    return 0;
+}
+
+int main(void) {
+    const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rounds_first),
+        cmocka_unit_test(test_manifest_fields_bind),
+        cmocka_unit_test(test_rounding_or_departure),
+        cmocka_unit_test(test_near_tie),
+        cmocka_unit_test(test_factor_and_axes_hints),
+        cmocka_unit_test(test_attention_scale_is_a_constant_factor),
+        cmocka_unit_test(test_k_norm_block_only_names_the_context_rows),
+        cmocka_unit_test(test_final_norm_weight_is_a_per_column_factor),
+        cmocka_unit_test(test_float_vs_double_no_departure),
+    };
+    return cmocka_run_group_tests(tests, setup, teardown);
+}
