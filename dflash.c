@@ -768,7 +768,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     LayerActs *a = &r->acts[l];
     int B = r->B, D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, P = Lc + B;
-    int kvd = Hkv * d;
+    int kvd = Hkv * d, window = c->layer_window[l], causal = c->layer_causal[l];  /* layer_types (NOTES.md) */
     int S = cache->len + P;   /* keys after appending this call's Lc+B */
     real eps = (real)c->rms_norm_eps;
 
@@ -802,7 +802,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
      * q_pos0 = start; a sliding layer: causal over the last sliding_window positions */
     cache_append(cache, l, a->k_rope, a->v, P);
     int softmax_bad = attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-                                B, S, cache->capacity, H, Hkv, d, c->layer_causal[l], cache->len + Lc, c->layer_window[l]);
+                                B, S, cache->capacity, H, Hkv, d, causal, /*q_pos0=*/cache->len + Lc, window);
     if (softmax_bad) sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
     TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
