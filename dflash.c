@@ -307,6 +307,23 @@ void rope_inv_freq(real *inv_freq, int head_dim, double theta) {
     }
 }
 
+/* rope_llama3 (transformers' _compute_llama3_parameters): wavelengths 2 pi /
+ * inv_freq longer than original_max_position_embeddings / low_freq_factor
+ * are divided by factor, those shorter than .. / high_freq_factor kept, and
+ * the band between blended smoothly. As torch computes it: number / tensor
+ * is (1 / tensor) * number, in the working precision. */
+void rope_llama3(real *inv_freq, int head_dim, const Config *c) {
+    double old_len = c->rope_original_max_position_embeddings, low = c->rope_low_freq_factor, high = c->rope_high_freq_factor;
+    real factor = (real)c->rope_factor, low_wavelen = (real)(old_len / low), high_wavelen = (real)(old_len / high);
+    for (int i = 0; i < head_dim / 2; i++) {
+        real wavelen = ((real)1 / inv_freq[i]) * (real)6.283185307179586;  /* 2 * math.pi / inv_freq */
+        real f = wavelen > low_wavelen ? inv_freq[i] / factor : inv_freq[i];
+        real smooth = (((real)1 / wavelen) * (real)old_len - (real)low) / (real)(high - low);
+        if (!(wavelen < high_wavelen) && !(wavelen > low_wavelen)) f = ((real)1 - smooth) * f / factor + smooth * f;
+        inv_freq[i] = f;
+    }
+}
+
 /* rope_cos_sin: for P positions, angles (P, d/2) = pos * inv_freq and
  * cos, sin (P, d) = cos/sin of cat(angles, angles)   (emb = cat(freqs, freqs)) */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
@@ -411,13 +428,16 @@ real dot(const real *a, const real *b, int n) {
  *   scores (H, T, S)     out: q . k * d^-0.5 for every key, before the mask and softmax
  *   att  (H, T, S)       out: softmax(scores) over the allowed keys
  *   out  (T, H*d)        out: att @ v, heads side by side (before o_proj)
- * causal: query t sees keys 0..q_pos0+t (the target); otherwise all S keys
- * (the draft: non-causal). Masked weights are exactly 0, as exp(finfo.min -
- * max) is 0 in the reference. Query head h reads KV head h / (H / Hkv).
- * -1 when a softmax sum was not finite. */
+ * Query t is at position p = q_pos0 + t (key s is at position s). causal: it
+ * sees keys 0..p (the target); otherwise all S keys (the draft: non-causal).
+ * window > 0 (a sliding draft layer): only the keys within window positions
+ * of p, p itself included: flash-attention's window_size (window-1, 0) when
+ * causal, (window-1, window-1) when not. Masked weights are exactly 0, as
+ * exp(finfo.min - max) is 0 in the reference. Query head h reads KV head
+ * h / (H / Hkv). -1 when a softmax sum was not finite. */
 static int attention(real *out, real *scores, real *att, const real *q, const real *key, const real *value,
                       int T, int S, int cap, int n_heads, int n_kv_heads, int head_dim,
-                      int causal, int q_pos0) {
+                      int causal, int q_pos0, int window) {
     real scale = (real)(1.0 / sqrt((double)head_dim));  /* head_dim ** -0.5 */
     int group = n_heads / n_kv_heads, bad = 0;
     for (int h = 0; h < n_heads; h++) {
@@ -428,14 +448,15 @@ static int attention(real *out, real *scores, real *att, const real *q, const re
             const real *q_t = q + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
             real *sc = scores + ((size_t)h * T + t) * S;         /* (S) */
             real *a = att + ((size_t)h * T + t) * S;             /* (S) */
-            int n_keys = causal ? q_pos0 + t + 1 : S;
+            int p = q_pos0 + t, lo = 0, hi = causal ? p + 1 : S;  /* it sees keys lo..hi-1 */
+            if (window > 0 && lo < p - window + 1) lo = p - window + 1;
+            if (window > 0 && hi > p + window) hi = p + window;
             for (int s = 0; s < S; s++) sc[s] = dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
-            memcpy(a, sc, sizeof(real) * n_keys);
-            bad |= softmax(a, n_keys);
-            for (int s = n_keys; s < S; s++) a[s] = 0;
+            for (int s = 0; s < S; s++) a[s] = s >= lo && s < hi ? sc[s] : 0;
+            bad |= softmax(a + lo, hi - lo);
             real *o_t = out + (size_t)t * n_heads * head_dim + (size_t)h * head_dim;
             for (int i = 0; i < head_dim; i++) o_t[i] = 0;
-            for (int s = 0; s < n_keys; s++)
+            for (int s = lo; s < hi; s++)
                 for (int i = 0; i < head_dim; i++) o_t[i] += a[s] * v_h[(size_t)s * head_dim + i];
         }
     }
@@ -620,8 +641,9 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         matmul(a->q, a->xb, w->q_proj, T, D, H * d);
         matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d);
         matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d);
-        if (rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.q", l);
-        if (rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.k", l);
+        /* per-head q_norm / k_norm (Qwen3; a Llama target has none: q, k stay the projections) */
+        if (w->q_norm && rmsnorm_rows(a->q, a->q, w->q_norm, T * H, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.q", l);
+        if (w->k_norm && rmsnorm_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps)) sum_fault(&r->fault, "layers.%d.self_attn.k", l);
         TRACE(trace, a->q, "layers.%d.self_attn.q", l);
         TRACE(trace, a->k, "layers.%d.self_attn.k", l);
         TRACE(trace, a->v, "layers.%d.self_attn.v", l);
@@ -630,7 +652,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
         TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
         cache_append(cache, l, a->k_rope, a->v, T);
         int softmax_bad = attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0),
-                                    cache_value(cache, l, 0), T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past);
+                                    cache_value(cache, l, 0), T, S, cache->capacity, H, Hkv, d, /*causal=*/1, past, 0);
         if (softmax_bad) sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
         TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
         TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
@@ -746,7 +768,7 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     LayerActs *a = &r->acts[l];
     int B = r->B, D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, P = Lc + B;
-    int kvd = Hkv * d;
+    int kvd = Hkv * d, window = c->layer_window[l], causal = c->layer_causal[l];  /* layer_types (NOTES.md) */
     int S = cache->len + P;   /* keys after appending this call's Lc+B */
     real eps = (real)c->rms_norm_eps;
 
@@ -776,10 +798,11 @@ static void draft_layer(const Model *dm, int l, KVCache *cache, DraftRun *r, int
     TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
     TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
 
-    /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False) */
+    /* 4.4 attention over the whole draft cache, NON-causal (is_causal=False), the queries at
+     * q_pos0 = start; a sliding layer: causal over the last sliding_window positions */
     cache_append(cache, l, a->k_rope, a->v, P);
     int softmax_bad = attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0),
-                                B, S, cache->capacity, H, Hkv, d, /*causal=*/0, /*q_pos0=*/cache->len + Lc);
+                                B, S, cache->capacity, H, Hkv, d, causal, /*q_pos0=*/cache->len + Lc, window);
     if (softmax_bad) sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
     TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
     TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);

@@ -38,6 +38,7 @@ typedef float real;
 #define DFLASH_MAX_BLOCK 64      /* block_size is validated to 1..this       */
 #define DFLASH_MAX_STOP 8        /* stop ids per run                          */
 #define DFLASH_MAX_SHARDS 128    /* files behind model.safetensors.index.json */
+#define DFLASH_MAX_LAYERS 256    /* num_hidden_layers is validated to 1..this */
 
 /* ---------------------------------------------------------------------------
  * Errors. Library functions return 0 on success and -1 on failure, after
@@ -78,6 +79,8 @@ typedef struct {
     int num_target_layers;
     int block_size;
     int mask_token_id;
+    /* architectures ["LlamaForCausalLM"] (target only): no q_norm / k_norm */
+    int llama;
     /* tie_word_embeddings: lm_head is model.embed_tokens (target only) */
     int tie_word_embeddings;
     /* eos_token_id (an int or a list; n_eos 0: absent or null) */
@@ -85,17 +88,29 @@ typedef struct {
     int eos_token_id[DFLASH_MAX_STOP];
     int n_target_layer_ids;                       /* k */
     int target_layer_ids[DFLASH_MAX_LAYER_IDS];
+    /* draft only: layer l's attention (layer_types, sliding_window; NOTES.md,
+     * "Sliding-window draft layers"). layer_window[l] = 0: every key
+     * (full_attention); w > 0 (sliding_attention): only the keys within w
+     * positions of the query's own, itself included; layer_causal[l]: and
+     * none after it. load.c sets w and causal = 1, what the drafters are
+     * trained and served with; --draft-window changes them. */
+    int layer_window[DFLASH_MAX_LAYERS];
+    int layer_causal[DFLASH_MAX_LAYERS];
+    /* rope_scaling {"rope_type": "llama3", ...} (LlamaForCausalLM); 0: plain RoPE */
+    int rope_llama3;
+    double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
+    int rope_original_max_position_embeddings;
 } Config;
 
-/* One Qwen3 decoder layer. Linear weights are [out, in] (y = x W^T). */
+/* One Qwen3 (or Llama) decoder layer. Linear weights are [out, in] (y = x W^T). */
 typedef struct {
     real *input_layernorm;          /* (D) */
     real *q_proj;                   /* (H*d, D) */
     real *k_proj;                   /* (Hkv*d, D) */
     real *v_proj;                   /* (Hkv*d, D) */
     real *o_proj;                   /* (D, H*d) */
-    real *q_norm;                   /* (d) */
-    real *k_norm;                   /* (d) */
+    real *q_norm;                   /* (d), NULL in a Llama target (no q/k norms) */
+    real *k_norm;                   /* (d), NULL in a Llama target */
     real *post_attention_layernorm; /* (D) */
     real *gate_proj;                /* (I, D) */
     real *up_proj;                  /* (I, D) */
@@ -244,6 +259,8 @@ void gen_result_free(GenResult *res);
 int  check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B, const int *input_ids);
 /* inv_freq (d/2)[i] = 1 / theta^(2i/d): computed on load, not stored */
 void rope_inv_freq(real *inv_freq, int head_dim, double theta);
+/* rope_type "llama3": inv_freq rescaled by wavelength (c's rope_* fields) */
+void rope_llama3(real *inv_freq, int head_dim, const Config *c);
 
 /* ---------------------------------------------------------------------------
  * Building blocks of dflash.c that bench.c (and a port's own C harness) call:

@@ -24,7 +24,7 @@
 /* ---- config.json */
 
 #define MAX_DIM (1 << 16)        /* hidden, intermediate, head_dim, heads */
-#define MAX_LAYERS 256
+#define MAX_LAYERS DFLASH_MAX_LAYERS
 #define MAX_VOCAB (1 << 20)
 
 static int cfg_int(const Json *root, const char *path, const char *key, int lo, int hi, int *out) {
@@ -94,16 +94,18 @@ static int check_rope(const real *inv_freq, int head_dim, double theta, int max_
     return 0;
 }
 
-static int cfg_architecture(const Json *root, const char *path, const char *want) {
+/* architectures names want (or alt, when given) */
+static int cfg_architecture(const Json *root, const char *path, const char *want, const char *alt) {
     const Json *a = json_get(root, "architectures");
-    char got[96];
-    if (!a) { dflash_set_error("%s: missing field \"architectures\" (expected [\"%s\"])", path, want); return -1; }
+    char got[96], also[64] = "";
+    if (alt) snprintf(also, sizeof also, " or [\"%s\"]", alt);
+    if (!a) { dflash_set_error("%s: missing field \"architectures\" (expected [\"%s\"]%s)", path, want, also); return -1; }
     if (a->type == JSON_ARRAY)
         for (int i = 0; i < a->n; i++)
             if (a->items[i].type == JSON_STRING && strcmp(a->items[i].string, want) == 0) return 0;
     if (a->type == JSON_ARRAY && a->n > 0) json_describe(&a->items[0], got, sizeof got);
     else json_describe(a, got, sizeof got);
-    dflash_set_error("%s: field \"architectures\": expected [\"%s\"], got %s", path, want, got);
+    dflash_set_error("%s: field \"architectures\": expected [\"%s\"]%s, got %s", path, want, also, got);
     return -1;
 }
 
@@ -124,13 +126,26 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
     if (json_parse(text, len, path, &root) != 0) return -1;
     int rc = -1;
     if (root.type != JSON_OBJECT) { dflash_set_error("%s: expected a JSON object", path); goto done; }
-    if (cfg_architecture(&root, path, draft ? "DFlashDraftModel" : "Qwen3ForCausalLM") != 0) goto done;
+    /* the target: a Qwen3 or (transformers' LlamaForCausalLM) a Llama decoder */
+    c->llama = !draft && cfg_architecture(&root, path, "LlamaForCausalLM", NULL) == 0;
+    if (!c->llama && cfg_architecture(&root, path, draft ? "DFlashDraftModel" : "Qwen3ForCausalLM",
+                                      draft ? NULL : "LlamaForCausalLM") != 0)
+        goto done;
     if (cfg_int(&root, path, "hidden_size", 1, MAX_DIM, &c->hidden_size) ||
         cfg_int(&root, path, "intermediate_size", 1, MAX_DIM, &c->intermediate_size) ||
         cfg_int(&root, path, "num_hidden_layers", 1, MAX_LAYERS, &c->num_hidden_layers) ||
         cfg_int(&root, path, "num_attention_heads", 1, MAX_DIM, &c->num_attention_heads) ||
-        cfg_int(&root, path, "num_key_value_heads", 1, MAX_DIM, &c->num_key_value_heads) ||
-        cfg_int(&root, path, "head_dim", 2, MAX_DIM, &c->head_dim) ||
+        cfg_int(&root, path, "num_key_value_heads", 1, MAX_DIM, &c->num_key_value_heads))
+        goto done;
+    /* LlamaConfig's head_dim defaults to hidden_size / num_attention_heads (Llama 3.1 writes none) */
+    if (c->llama && !json_get(&root, "head_dim")) c->head_dim = c->hidden_size / c->num_attention_heads;
+    else if (cfg_int(&root, path, "head_dim", 2, MAX_DIM, &c->head_dim)) goto done;
+    if (c->head_dim < 2) {
+        dflash_set_error("%s: no field \"head_dim\", and hidden_size / num_attention_heads = %d / %d is below 2",
+                         path, c->hidden_size, c->num_attention_heads);
+        goto done;
+    }
+    if (
         cfg_int(&root, path, "vocab_size", 1, MAX_VOCAB, &c->vocab_size) ||
         cfg_int(&root, path, "max_position_embeddings", 1, 1 << 20, &c->max_position_embeddings) ||
         /* eps and theta become floats: (0, 1] and (1, 1e30] keep every
@@ -174,24 +189,50 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                          json_describe(bias, got, sizeof got));
         goto done;
     }
-    const Json *sw = json_get(&root, "use_sliding_window");
-    if (sw && !(sw->type == JSON_BOOL && sw->boolean == 0)) {
-        dflash_set_error("%s: field \"use_sliding_window\": expected false (sliding-window attention is not "
-                         "implemented), got %s", path, json_describe(sw, got, sizeof got));
+    const Json *tp = json_get(&root, "pretraining_tp");
+    if (tp && !(tp->type == JSON_NUMBER && tp->is_integer && tp->integer == 1)) {
+        dflash_set_error("%s: field \"pretraining_tp\": expected 1 (the one projection layout implemented), got %s",
+                         path, json_describe(tp, got, sizeof got));
         goto done;
     }
+    /* sliding windows: in a draft, layer_types (below) says which layers; a
+     * sliding target is not implemented */
+    const Json *sw = json_get(&root, "use_sliding_window");
+    if (sw && !(sw->type == JSON_BOOL && (sw->boolean == 0 || draft))) {
+        dflash_set_error("%s: field \"use_sliding_window\": expected false (%s), got %s", path,
+                         draft ? "or true" : "sliding-window targets are not implemented", json_describe(sw, got, sizeof got));
+        goto done;
+    }
+    int use_sw = sw && sw->boolean, window = 0;
+    if (use_sw && cfg_int(&root, path, "sliding_window", 1, 1 << 30, &window)) goto done;
     const Json *rs = json_get(&root, "rope_scaling");
     if (rs && rs->type != JSON_NULL) {
-        /* {"rope_type": "default"} (or "type") is plain RoPE, anything else is not */
+        /* {"rope_type": "default"} (or "type") is plain RoPE; "llama3" (Llama 3.1) is
+         * implemented; anything else is not */
         const Json *rt = json_get(rs, "rope_type");
         if (!rt) rt = json_get(rs, "type");
-        if (!(rs->type == JSON_OBJECT && rs->n == 1 && rt && rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) {
+        if (rs->type == JSON_OBJECT && rt && rt->type == JSON_STRING && strcmp(rt->string, "llama3") == 0) {
+            char sub[600];
+            snprintf(sub, sizeof sub, "%.500s: rope_scaling", path);
+            double omax;
+            if (cfg_double(rs, sub, "factor", 0, 1e6, &c->rope_factor) ||
+                cfg_double(rs, sub, "low_freq_factor", 0, 1e6, &c->rope_low_freq_factor) ||
+                cfg_double(rs, sub, "high_freq_factor", c->rope_low_freq_factor, 1e6, &c->rope_high_freq_factor) ||
+                cfg_double(rs, sub, "original_max_position_embeddings", 0, 1 << 30, &omax))
+                goto done;
+            if (omax != floor(omax)) {
+                dflash_set_error("%s: field \"original_max_position_embeddings\": expected an integer, got %g", sub, omax);
+                goto done;
+            }
+            c->rope_llama3 = 1;
+            c->rope_original_max_position_embeddings = (int)omax;
+        } else if (!(rs->type == JSON_OBJECT && rs->n == 1 && rt && rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) {
             if (rt && rt->type == JSON_STRING)
-                dflash_set_error("%s: field \"rope_scaling\": expected null (RoPE scaling is not implemented), got "
-                                 "rope_type \"%.60s\"", path, rt->string);
+                dflash_set_error("%s: field \"rope_scaling\": expected null or rope_type \"llama3\" (other RoPE "
+                                 "scalings are not implemented), got rope_type \"%.60s\"", path, rt->string);
             else
-                dflash_set_error("%s: field \"rope_scaling\": expected null (RoPE scaling is not implemented), got %s",
-                                 path, json_describe(rs, got, sizeof got));
+                dflash_set_error("%s: field \"rope_scaling\": expected null or rope_type \"llama3\" (other RoPE "
+                                 "scalings are not implemented), got %s", path, json_describe(rs, got, sizeof got));
             goto done;
         }
     }
@@ -228,20 +269,40 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                          json_describe(act, got, sizeof got));
         goto done;
     }
+    /* layer_types: "full_attention", or in a draft "sliding_attention" (then
+     * use_sliding_window must be true: transformers' Qwen3Config otherwise sets
+     * sliding_window to null and the published code runs the layer as full
+     * attention). Absent, transformers makes layer i sliding when
+     * use_sliding_window and i >= max_window_layers. */
     const Json *lt = json_get(&root, "layer_types");
+    const char *kinds = draft ? "\"full_attention\" or \"sliding_attention\"" : "\"full_attention\"";
     if (lt && lt->type != JSON_NULL) {
         if (lt->type != JSON_ARRAY || lt->n != c->num_hidden_layers) {
-            dflash_set_error("%s: field \"layer_types\": expected a list of %d \"full_attention\" (one per layer), got %s",
-                             path, c->num_hidden_layers, json_describe(lt, got, sizeof got));
+            dflash_set_error("%s: field \"layer_types\": expected a list of %d %s (one per layer), got %s",
+                             path, c->num_hidden_layers, kinds, json_describe(lt, got, sizeof got));
             goto done;
         }
-        for (int i = 0; i < lt->n; i++)
-            if (!(lt->items[i].type == JSON_STRING && strcmp(lt->items[i].string, "full_attention") == 0)) {
-                dflash_set_error("%s: field \"layer_types\"[%d]: expected \"full_attention\" (the only attention "
-                                 "implemented), got %s", path, i, json_describe(&lt->items[i], got, sizeof got));
+        for (int i = 0; i < lt->n; i++) {
+            const Json *v = &lt->items[i];
+            int sliding = v->type == JSON_STRING && strcmp(v->string, "sliding_attention") == 0;
+            if (!(v->type == JSON_STRING && strcmp(v->string, "full_attention") == 0) && !(sliding && draft)) {
+                dflash_set_error("%s: field \"layer_types\"[%d]: expected %s (the attentions implemented%s), got %s",
+                                 path, i, kinds, draft ? "" : "; sliding-window targets are not", json_describe(v, got, sizeof got));
                 goto done;
             }
+            if (sliding && !use_sw) {
+                dflash_set_error("%s: field \"layer_types\"[%d] is \"sliding_attention\" but use_sliding_window is not "
+                                 "true (transformers then drops sliding_window: which window is meant?)", path, i);
+                goto done;
+            }
+            c->layer_window[i] = sliding ? window : 0;
+        }
+    } else if (use_sw) {
+        int mwl;
+        if (cfg_int(&root, path, "max_window_layers", 0, MAX_LAYERS, &mwl)) goto done;
+        for (int i = mwl; i < c->num_hidden_layers; i++) c->layer_window[i] = window;
     }
+    for (int i = 0; i < c->num_hidden_layers; i++) c->layer_causal[i] = c->layer_window[i] > 0;
     /* eos_token_id: an int, a list of ints, or null (the stop-token default) */
     const Json *eos = json_get(&root, "eos_token_id");
     if (eos && eos->type != JSON_NULL) {
@@ -368,8 +429,9 @@ static int tensor_table(Model *m, TensorSpec **out_specs, int *out_n) {
         ADD(&w->k_proj, 2, kvd, D, "%slayers.%d.self_attn.k_proj.weight", pre, l);
         ADD(&w->v_proj, 2, kvd, D, "%slayers.%d.self_attn.v_proj.weight", pre, l);
         ADD(&w->o_proj, 2, D, qd, "%slayers.%d.self_attn.o_proj.weight", pre, l);
-        ADD(&w->q_norm, 1, d, 0, "%slayers.%d.self_attn.q_norm.weight", pre, l);
-        ADD(&w->k_norm, 1, d, 0, "%slayers.%d.self_attn.k_norm.weight", pre, l);
+        /* a Llama target has no q_norm / k_norm: a file holding them is refused */
+        ADD(c->llama ? NULL : &w->q_norm, 1, d, 0, "%slayers.%d.self_attn.q_norm.weight", pre, l);
+        ADD(c->llama ? NULL : &w->k_norm, 1, d, 0, "%slayers.%d.self_attn.k_norm.weight", pre, l);
         ADD(&w->post_attention_layernorm, 1, D, 0, "%slayers.%d.post_attention_layernorm.weight", pre, l);
         ADD(&w->gate_proj, 2, I, D, "%slayers.%d.mlp.gate_proj.weight", pre, l);
         ADD(&w->up_proj, 2, I, D, "%slayers.%d.mlp.up_proj.weight", pre, l);
@@ -413,6 +475,13 @@ static const char *const SAFETENSORS_DTYPES[] = {"F64", "F32", "F16", "BF16", "I
 
 #define TIED_MSG "config.json says tie_word_embeddings: true (lm_head is the embedding matrix), but %s " \
                  "\"lm_head.weight\"; expected no lm_head.weight in a tied model"
+#define LLAMA_MSG "config.json says architectures [\"LlamaForCausalLM\"] (no per-head q/k norms), but %s \"%s\"; " \
+                  "expected no q_norm / k_norm in a Llama target"
+/* the message for a tensor that must be absent (what: "the file also holds", ...) */
+static void absent_error(const char *path, const char *name, const char *what) {
+    if (strcmp(name, "lm_head.weight") == 0) dflash_set_error("%s: " TIED_MSG, path, what);
+    else dflash_set_error("%s: " LLAMA_MSG, path, what, name);
+}
 
 /* st_check_file: buf is a whole safetensors file (len bytes), file number
  * `file` of the model (0 without an index; shard_names: the index's file
@@ -469,7 +538,7 @@ static int st_check_file(const unsigned char *buf, size_t len, TensorSpec *specs
         TensorSpec *s = NULL;
         for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
         if (!s) { dflash_set_error("%s: unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
-        if (!s->dst) { dflash_set_error("%s: " TIED_MSG, path, "the file also holds"); goto done; }
+        if (!s->dst) { absent_error(path, s->name, "the file also holds"); goto done; }
         if (shard_names && s->found) {
             dflash_set_error("%s: tensor \"%s\" is also in %s: expected every tensor in exactly one shard", path,
                              name, shard_names[s->shard]);
@@ -747,7 +816,7 @@ static int st_read_index(const char *path, TensorSpec *specs, int n_specs, char 
         TensorSpec *s = NULL;
         for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
         if (!s) { dflash_set_error("%s: field \"weight_map\": unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
-        if (!s->dst) { dflash_set_error("%s: " TIED_MSG, path, "the index also names"); goto done; }
+        if (!s->dst) { absent_error(path, s->name, "the index also names"); goto done; }
         if (f->type != JSON_STRING || !f->string[0] || strchr(f->string, '/') || strcmp(f->string, ".") == 0 ||
             strcmp(f->string, "..") == 0 || strlen(f->string) > 255) {
             dflash_set_error("%s: field \"weight_map\": tensor \"%s\": expected the name of a file in this folder, got %s",
@@ -944,6 +1013,7 @@ int model_load(Model *m, const char *dir, int expect_draft) {
         m->tied = 1;
     }
     rope_inv_freq(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta);
+    if (m->cfg.rope_llama3) rope_llama3(m->inv_freq, m->cfg.head_dim, &m->cfg);
     snprintf(path, sizeof path, "%s/config.json", dir);
     if (check_rope(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta, m->cfg.max_position_embeddings, path) != 0) goto fail;
     free(specs);

@@ -56,6 +56,11 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "  --temperature T       a finite number >= 0; 0 (default) is greedy\n"
     "  --seed S              the sampling PRNG's seed, 0..18446744073709551615 (default 0)\n"
     "  --mode dflash|ar      dflash (default), or ar: target-only autoregressive decoding\n"
+    "  --draft-window trained|flash|full   the draft's sliding_attention layers (NOTES.md,\n"
+    "                        \"Sliding-window draft layers\"): trained (default): the last\n"
+    "                        sliding_window positions up to the query's own; flash: within\n"
+    "                        sliding_window of it on both sides (the published code under\n"
+    "                        flash_attention_2); full: every key (its eager and sdpa paths)\n"
     "  --print-ids           also print the output ids, prompt included (default off)\n"
     "  --raw-bytes           print decoded text as the tokens' bytes, control characters\n"
     "                        included (default: those and \\ printed as \\xNN)\n"
@@ -88,7 +93,7 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     NULL};
 
 typedef struct {
-    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay;
+    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay, *draft_window;
     const char *filters[32];
     int n_filters;
     int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes;
@@ -185,6 +190,13 @@ static int parse_args(int argc, char **argv, Args *a) {
                 return -1;
             }
             a->temperature = t;
+        } else if (strcmp(f, "--draft-window") == 0) {
+            if (!(val = flag_value(argc, argv, &i))) return -1;
+            if (strcmp(val, "trained") && strcmp(val, "flash") && strcmp(val, "full")) {
+                dflash_set_error("--draft-window: expected trained, flash or full, got \"%.100s\"", val);
+                return -1;
+            }
+            a->draft_window = val;
         } else if (strcmp(f, "--trace") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_dir = val; }
         else if (strcmp(f, "--replay") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->replay = val; }
         else if (strcmp(f, "--trace-text") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_text = val; }
@@ -537,6 +549,12 @@ int main(int argc, char **argv) {
         }
         if (model_load(&draft, ddir, 1) != 0) goto fail;
         have_draft = 1;
+        /* --draft-window: a sliding layer's window one-sided and causal
+         * (trained, load.c's default), two-sided, or none (full) */
+        for (int l = 0; a.draft_window && l < draft.cfg.num_hidden_layers; l++) {
+            if (strcmp(a.draft_window, "full") == 0) draft.cfg.layer_window[l] = 0;
+            draft.cfg.layer_causal[l] = strcmp(a.draft_window, "trained") == 0 && draft.cfg.layer_window[l] > 0;
+        }
         if (check_pair(&target, &draft) != 0) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);

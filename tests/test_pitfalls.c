@@ -236,10 +236,10 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
         if (!strcmp(name, "last-hidden-prenorm")) assert_contains(out, "BEFORE a final RMSNorm");
         free(out);
     }
-    /* the series is exactly these and draft-at-temperature (below), each once */
-    assert_int_equal(g_n_names, n + 1);
+    /* the series is exactly these, draft-at-temperature and sliding-as-full (below), each once */
+    assert_int_equal(g_n_names, n + 2);
     for (int i = 0; i < g_n_names; i++) {
-        int found = !strcmp(g_names[i], "draft-at-temperature");
+        int found = !strcmp(g_names[i], "draft-at-temperature") + !strcmp(g_names[i], "sliding-as-full");
         for (int k = 0; k < n; k++) found += !strcmp(g_names[i], WHERE[k].p);
         if (found != 1) fail_msg("%s lists %s, which this test covers %d times", SERIES, g_names[i], found);
     }
@@ -256,6 +256,37 @@ static void test_draft_at_temperature(void **state) {
     char *out = plant_and_diff("draft-at-temperature", 1, 5, "ref_t5", &rc);
     assert_int_equal(rc, 1);
     assert_string_equal(first_departure(out), "draft1.sampled");
+    free(out);
+}
+
+/* Sliding layers run as full attention, on the sliding set (draft layers
+ * 0..3 sliding_attention, window 6, block 6): the first layer that has a
+ * window is the first whose weights change (its scores are traced before
+ * the mask), in round 1, whose first block query already lacks context
+ * keys: the prompt is longer than the window. */
+static void test_sliding_as_full(void **state) {
+    (void)state;
+    Config dc;
+    load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
+    int first = -1;
+    for (int l = dc.num_hidden_layers - 1; l >= 0; l--)
+        if (dc.layer_window[l] > 0) first = l;
+    assert_true(first >= 0);
+    char want[96], cmd[3000];
+    snprintf(want, sizeof want, "draft1.layers.%d.self_attn.attn_weights", first);
+    const char *args = "--target toy_weights/sliding/target --draft toy_weights/sliding/draft --ids 5,6,7,8,9,10,11,12"
+                       " --max-new-tokens 1 --ignore-eos";
+    assert_true(8 > dc.layer_window[first]);  /* the prompt: longer than the window */
+    snprintf(cmd, sizeof cmd, "./dflash %s --trace %s && ./build/pitfalls/dflash-sliding-as-full %s --trace %s", args,
+             dir_path("sl-ref"), args, dir_path("sl-port"));
+    assert_int_equal(run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "./dflash diff %s %s", dir_path("sl-ref"), dir_path("sl-port"));
+    int rc = run(cmd, dir_path("diff.txt"));
+    char *out = tu_read(dir_path("diff.txt"), NULL);
+    assert_non_null(out);
+    if (rc != 1 || strcmp(first_departure(out), want) != 0)
+        fail_msg("sliding-as-full: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
+                 rc, first_departure(out), want, out);
     free(out);
 }
 
@@ -401,6 +432,7 @@ int main(void) {
         cmocka_unit_test(test_stale_patch_fails_the_build),
         cmocka_unit_test(test_each_pitfall_departs_where_it_enters),
         cmocka_unit_test(test_draft_at_temperature),
+        cmocka_unit_test(test_sliding_as_full),
         cmocka_unit_test(test_truncated_port_fails),
         cmocka_unit_test(test_clean_port_passes_with_margins),
     };

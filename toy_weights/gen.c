@@ -7,6 +7,10 @@
  *                                         like a published Qwen3 + DFlash pair
  *                                         (section 10); f32: the same values
  *                                         written as F32 instead of BF16
+ *   toy_weights/gen sliding OUTDIR [f32]  the same layout, the draft with
+ *                                         sliding-window layers (section 11)
+ *   toy_weights/gen llama OUTDIR [f32]    a LlamaForCausalLM target and its
+ *                                         DFlash draft (section 12)
  *
  * Each run writes, in the Hugging Face layout the reference code loads:
  *   OUTDIR/vocab.txt                  one token per line, line number = id
@@ -197,6 +201,10 @@ typedef struct {
     int mask_token_id;
     int n_layer_ids;             /* k */
     int target_layer_ids[8];
+    /* the layout sets (sections 10-12) */
+    int n_sliding;               /* draft layers 0..n_sliding-1 are sliding_attention */
+    int sliding_window;
+    const char *rope_scaling;    /* JSON, written verbatim; NULL: null */
 } Config;
 
 static Config make_config(int is_draft, int n_kv_heads) {
@@ -289,6 +297,7 @@ typedef struct {
     double out_scale;  /* o_proj/down_proj, the residual writers: likewise  */
     double norm_noise; /* RMSNorm weights are base +- this                  */
     double qk_gain;    /* base of q_norm/k_norm (the others have base 1)    */
+    int no_qk_norm;    /* a Llama layer: no q_norm / k_norm                 */
 } LayerScales;
 
 static void add_layer(TensorList *tl, const Config *c, const char *prefix, int l, LayerScales s) {
@@ -306,8 +315,8 @@ static void add_layer(TensorList *tl, const Config *c, const char *prefix, int l
     LAYER_T("self_attn.k_proj.weight", Hk, D, 0.0, uniform_bound(s.in_scale, D));   /* (Hkv*d, D) */
     LAYER_T("self_attn.v_proj.weight", Hk, D, 0.0, uniform_bound(s.in_scale, D));   /* (Hkv*d, D) */
     LAYER_T("self_attn.o_proj.weight", D, Hq, 0.0, uniform_bound(s.out_scale, Hq)); /* (D, H*d) */
-    LAYER_T("self_attn.q_norm.weight", d, 0, s.qk_gain, s.norm_noise);       /* (d) */
-    LAYER_T("self_attn.k_norm.weight", d, 0, s.qk_gain, s.norm_noise);       /* (d) */
+    if (!s.no_qk_norm) LAYER_T("self_attn.q_norm.weight", d, 0, s.qk_gain, s.norm_noise);  /* (d) */
+    if (!s.no_qk_norm) LAYER_T("self_attn.k_norm.weight", d, 0, s.qk_gain, s.norm_noise);  /* (d) */
     LAYER_T("post_attention_layernorm.weight", D, 0, 1.0, s.norm_noise);     /* (D) */
     LAYER_T("mlp.gate_proj.weight", I, D, 0.0, uniform_bound(s.in_scale, D));  /* (I, D) */
     LAYER_T("mlp.up_proj.weight", I, D, 0.0, uniform_bound(s.in_scale, D));    /* (I, D) */
@@ -350,7 +359,7 @@ static Tensor *find_tensor(TensorList *tl, const char *name) {
 
 static void build_random_target(TensorList *tl, const Config *c) {
     int V = c->vocab_size, D = c->hidden_size;
-    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK};
+    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK, 0};
     add_tensor(tl, "model.embed_tokens.weight", V, D, 0.0, RND_EMBED * sqrt_newton(3.0)); /* (V, D) */
     for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "model.", l, s);
     add_tensor(tl, "model.norm.weight", D, 0, 1.0, RND_NORM_NOISE);                   /* (D) */
@@ -359,7 +368,7 @@ static void build_random_target(TensorList *tl, const Config *c) {
 
 static void build_random_draft(TensorList *tl, const Config *c) {
     int D = c->hidden_size, kD = c->n_layer_ids * D;
-    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK};
+    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK, 0};
     add_tensor(tl, "fc.weight", D, kD, 0.0, uniform_bound(1.0, kD));                  /* (D, k*D) */
     add_tensor(tl, "hidden_norm.weight", D, 0, 1.0, RND_NORM_NOISE);                  /* (D) */
     for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "", l, s);
@@ -544,7 +553,7 @@ static void plant_fc(float *w, const Tensor *t, const Config *c) {
 
 static void build_walkthrough_target(TensorList *tl, const Config *c) {
     int V = c->vocab_size, D = c->hidden_size;
-    LayerScales s = {WT_IN, WT_OUT, WT_NORM_NOISE, 1.0};
+    LayerScales s = {WT_IN, WT_OUT, WT_NORM_NOISE, 1.0, 0};
     add_tensor(tl, "model.embed_tokens.weight", V, D, 0.0, 0.0)->plant = plant_embed;
     for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "model.", l, s);
     add_tensor(tl, "model.norm.weight", D, 0, 1.0, 0.0);     /* exactly 1 */
@@ -561,7 +570,7 @@ static void build_walkthrough_draft(TensorList *tl, const Config *c) {
         fprintf(stderr, "gen: internal error: the planted draft needs Hkv = H and d >= V\n");
         exit(1);
     }
-    LayerScales s = {WT_IN, WT_OUT, WT_NORM_NOISE, 1.0};
+    LayerScales s = {WT_IN, WT_OUT, WT_NORM_NOISE, 1.0, 0};
     add_tensor(tl, "fc.weight", D, kD, 0.0, uniform_bound(1.0, kD))->plant = plant_fc;
     add_tensor(tl, "hidden_norm.weight", D, 0, 1.0, 0.0);   /* exactly 1 */
     for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "", l, s);
@@ -903,7 +912,7 @@ static Config q3_config(int is_draft) {
 
 static void q3_build_target(TensorList *tl, const Config *c) {
     int V = c->vocab_size, D = c->hidden_size;
-    LayerScales s = {RND_IN, Q3_OUT, RND_NORM_NOISE, RND_QK};
+    LayerScales s = {RND_IN, Q3_OUT, RND_NORM_NOISE, RND_QK, 0};
     add_tensor(tl, "model.embed_tokens.weight", V, D, 0.0, Q3_EMBED * sqrt_newton(3.0)); /* (V, D), also lm_head */
     for (int l = 0; l < c->num_hidden_layers; l++) add_layer(tl, c, "model.", l, s);
     add_tensor(tl, "model.norm.weight", D, 0, 1.0, RND_NORM_NOISE);                   /* (D) */
@@ -926,18 +935,22 @@ static int q3_write_config(const char *path, const Config *c) {
     text_add(&t, "  \"head_dim\": %d,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->head_dim, c->hidden_size);
     text_add(&t, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n", c->intermediate_size);
     text_add(&t, "  \"layer_types\": [");
-    for (int i = 0; i < c->num_hidden_layers; i++) text_add(&t, "%s\"full_attention\"", i ? ", " : "");
+    for (int i = 0; i < c->num_hidden_layers; i++)
+        text_add(&t, "%s\"%s_attention\"", i ? ", " : "", i < c->n_sliding ? "sliding" : "full");
     text_add(&t, "],\n  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
     text_add(&t, "  \"max_window_layers\": %d,\n  \"model_type\": \"qwen3\",\n", c->num_hidden_layers);
     text_add(&t, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n", c->num_attention_heads,
              c->num_hidden_layers);
     text_add(&t, "  \"num_key_value_heads\": %d,\n", c->num_key_value_heads);
     if (c->is_draft) text_add(&t, "  \"num_target_layers\": %d,\n", c->num_target_layers);
-    text_add(&t, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n", c->rms_norm_eps,
-             c->rope_theta);
-    text_add(&t, "  \"sliding_window\": null,\n  \"tie_word_embeddings\": %s,\n", c->is_draft ? "false" : "true");
+    text_add(&t, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": %s,\n  \"rope_theta\": %s,\n", c->rms_norm_eps,
+             c->rope_scaling ? c->rope_scaling : "null", c->rope_theta);
+    if (c->n_sliding) text_add(&t, "  \"sliding_window\": %d,\n", c->sliding_window);
+    else text_add(&t, "  \"sliding_window\": null,\n");
+    text_add(&t, "  \"tie_word_embeddings\": %s,\n", c->is_draft ? "false" : "true");
     if (!c->is_draft) text_add(&t, "  \"torch_dtype\": \"bfloat16\",\n");
-    text_add(&t, "  \"transformers_version\": \"4.57.1\",\n  \"use_cache\": true,\n  \"use_sliding_window\": false,\n");
+    text_add(&t, "  \"transformers_version\": \"4.57.1\",\n  \"use_cache\": true,\n  \"use_sliding_window\": %s,\n",
+             c->n_sliding ? "true" : "false");
     text_add(&t, "  \"vocab_size\": %d\n}\n", c->vocab_size);
     int rc = write_text_file(path, &t);
     free(t.s);
@@ -1001,9 +1014,108 @@ static int q3_write_tokenizer(const char *path) {
     return rc;
 }
 
-static int q3_main(const char *outdir, int f32) {
+/* ===========================================================================
+ * 11. The sliding set: sliding-window draft layers
+ * ===========================================================================
+ * The qwen3-layout pair (its own weight streams, "sliding:<name>") with the
+ * draft laid out as the published Qwen3.6 drafters are (SpecForge's
+ * configs/qwen3.6-27b-dflash.json): layer_types [sliding x 4, full],
+ * use_sliding_window true, max_window_layers = the layer count, here with a
+ * window of SL_WINDOW = 6 positions and block size SL_BLOCK = 6: the window
+ * cuts the context from the first round on (and, causal, the block). Not a
+ * block longer than the window: there the training code's mask and the
+ * engines' differ (NOTES.md, "Sliding-window draft layers"). */
+#define SL_WINDOW 6
+#define SL_BLOCK 6
+
+static void sliding_config(Config *dc) {
+    dc->n_sliding = dc->num_hidden_layers - 1;
+    dc->sliding_window = SL_WINDOW;
+    dc->block_size = SL_BLOCK;
+}
+
+/* ===========================================================================
+ * 12. The llama set: a LlamaForCausalLM target (Llama 3.1's layout)
+ * ===========================================================================
+ * Laid out like meta-llama/Llama-3.1-8B-Instruct, small: architectures
+ * LlamaForCausalLM, model_type llama, no head_dim key (LlamaConfig's default
+ * hidden_size / num_attention_heads = 16), no q_norm / k_norm tensors,
+ * untied lm_head.weight, one BF16 file, rope_theta 500000 and rope_scaling
+ * llama3 (factor 8, low_freq_factor 1, high_freq_factor 4,
+ * original_max_position_embeddings 8192: with d = 16 the wavelengths
+ * 2 pi 500000^(i/8) put i = 0..3 in the kept band, i = 4 (4493) in the
+ * blended one and i = 5..7 in the divided one), rms_norm_eps 1e-05,
+ * pretraining_tp 1, mlp_bias false, eos_token_id a list. Its draft is a
+ * DFlashDraftModel (Qwen3 layers, with q/k norms) carrying the target's RoPE
+ * (rope_theta and rope_scaling): an assumption, NOTES.md ("A LLaMA-3.1
+ * target"). Block size LL_BLOCK = 10 (vLLM's published command for
+ * z-lab/LLaMA3.1-8B-Instruct-DFlash-UltraChat drafts 9 tokens); 5 draft
+ * layers fed by build_target_layer_ids(8, 5) = [1, 2, 3, 4, 5]. */
+#define LL_TARGET_LAYERS 8
+#define LL_BLOCK 10
+#define LL_ROPE_SCALING "{\"factor\": 8.0, \"high_freq_factor\": 4.0, \"low_freq_factor\": 1.0, " \
+                        "\"original_max_position_embeddings\": 8192, \"rope_type\": \"llama3\"}"
+
+static Config llama_config(int is_draft) {
+    Config c = q3_config(is_draft);
+    c.num_hidden_layers = is_draft ? 5 : LL_TARGET_LAYERS;
+    c.num_target_layers = LL_TARGET_LAYERS;
+    c.head_dim = 16;
+    c.rms_norm_eps = "1e-05";
+    c.rope_theta = "500000.0";
+    c.rope_scaling = LL_ROPE_SCALING;
+    c.block_size = LL_BLOCK;
+    for (int i = 0; i < 5; i++) c.target_layer_ids[i] = i + 1;
+    return c;
+}
+
+static int llama_write_config(const char *path, const Config *c) {
+    Text t = {0};
+    text_add(&t, "{\n  \"architectures\": [\"LlamaForCausalLM\"],\n  \"attention_bias\": false,\n"
+                 "  \"attention_dropout\": 0.0,\n  \"bos_token_id\": %d,\n  \"eos_token_id\": [%d, %d],\n"
+                 "  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n  \"initializer_range\": 0.02,\n"
+                 "  \"intermediate_size\": %d,\n  \"max_position_embeddings\": %d,\n  \"mlp_bias\": false,\n"
+                 "  \"model_type\": \"llama\",\n  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n"
+                 "  \"num_key_value_heads\": %d,\n  \"pretraining_tp\": 1,\n  \"rms_norm_eps\": %s,\n"
+                 "  \"rope_scaling\": %s,\n  \"rope_theta\": %s,\n  \"tie_word_embeddings\": false,\n"
+                 "  \"torch_dtype\": \"bfloat16\",\n  \"transformers_version\": \"4.57.1\",\n  \"use_cache\": true,\n"
+                 "  \"vocab_size\": %d\n}\n",
+             Q3_EOS2, Q3_EOS, Q3_EOS2, c->hidden_size, c->intermediate_size, c->max_position_embeddings,
+             c->num_attention_heads, c->num_hidden_layers, c->num_key_value_heads, c->rms_norm_eps, c->rope_scaling,
+             c->rope_theta, c->vocab_size);
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+static int llama_main(const char *outdir, int f32) {
+    Config tc = llama_config(0), dc = llama_config(1);
+    target_tensors.set = draft_tensors.set = "llama";
+    int V = tc.vocab_size, D = tc.hidden_size;
+    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK, 1};
+    add_tensor(&target_tensors, "model.embed_tokens.weight", V, D, 0.0, RND_EMBED * sqrt_newton(3.0)); /* (V, D) */
+    for (int l = 0; l < tc.num_hidden_layers; l++) add_layer(&target_tensors, &tc, "model.", l, s);
+    add_tensor(&target_tensors, "model.norm.weight", D, 0, 1.0, RND_NORM_NOISE);                  /* (D) */
+    add_tensor(&target_tensors, "lm_head.weight", V, D, 0.0, uniform_bound(RND_LM, D));           /* (V, D) */
+    build_random_draft(&draft_tensors, &dc);
+    char tdir[4096], ddir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
+    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
+    if (join(path, sizeof path, tdir, "config.json") || llama_write_config(path, &tc)) return 1;
+    if (join(path, sizeof path, tdir, "model.safetensors") ||
+        write_safetensors_part(path, &target_tensors, &tc, 0, target_tensors.n, !f32, f32, NULL))
+        return 1;
+    if (join(path, sizeof path, ddir, "config.json") || q3_write_config(path, &dc)) return 1;
+    if (join(path, sizeof path, ddir, "model.safetensors") ||
+        write_safetensors_part(path, &draft_tensors, &dc, 0, draft_tensors.n, !f32, f32, NULL))
+        return 1;
+    return 0;
+}
+
+static int q3_main(const char *outdir, int f32, const char *set) {
     Config tc = q3_config(0), dc = q3_config(1);
-    target_tensors.set = draft_tensors.set = "qwen3-layout";
+    if (strcmp(set, "sliding") == 0) sliding_config(&dc);
+    target_tensors.set = draft_tensors.set = set;
     q3_build_target(&target_tensors, &tc);
     build_random_draft(&draft_tensors, &dc);
     char tdir[4096], ddir[4096], path[4200];
@@ -1039,11 +1151,13 @@ static int q3_main(const char *outdir, int f32) {
 }
 
 int main(int argc, char **argv) {
-    if (argc >= 3 && strcmp(argv[1], "qwen3-layout") == 0 &&
-        (argc == 3 || (argc == 4 && strcmp(argv[3], "f32") == 0)))
-        return q3_main(argv[2], argc == 4);
+    int layout = argc >= 3 && (strcmp(argv[1], "qwen3-layout") == 0 || strcmp(argv[1], "sliding") == 0 ||
+                               strcmp(argv[1], "llama") == 0);
+    if (layout && (argc == 3 || (argc == 4 && strcmp(argv[3], "f32") == 0)))
+        return strcmp(argv[1], "llama") == 0 ? llama_main(argv[2], argc == 4) : q3_main(argv[2], argc == 4, argv[1]);
     if (argc != 3 || (strcmp(argv[1], "random") != 0 && strcmp(argv[1], "walkthrough") != 0)) {
-        fprintf(stderr, "usage: %s random|walkthrough OUTDIR\n       %s qwen3-layout OUTDIR [f32]\n", argv[0], argv[0]);
+        fprintf(stderr, "usage: %s random|walkthrough OUTDIR\n       %s qwen3-layout|sliding|llama OUTDIR [f32]\n",
+                argv[0], argv[0]);
         return 1;
     }
     const char *set = argv[1], *outdir = argv[2];

@@ -1,8 +1,8 @@
 #!/bin/sh
 # walkthrough/mkpitfalls.sh OUT.md - writes walkthrough/pitfalls.md from the
 # patches and real runs: for every pitfall (walkthrough/pitfalls/NAME.diff,
-# in the order of walkthrough/pitfalls/series), its patch, and on both toy
-# weight sets the correct run (./dflash) and the run of the program with the
+# in the order of walkthrough/pitfalls/series), its patch, and on the three toy
+# weight sets (walkthrough, random, sliding) the correct run (./dflash) and the run of the program with the
 # mistake (build/pitfalls/dflash-NAME), both traced, then
 # `./dflash diff correct port`; where the port's tokens and tau equal the
 # correct run's, the reason given comes from `./dflash diff --only` on the
@@ -19,6 +19,8 @@ trap 'rm -rf "$tmp"' EXIT
 # the two runs of each set (the walkthrough run, and a random-set run)
 args_walkthrough='--weights toy_weights/walkthrough --prompt "The cat sat"'
 args_random='--weights toy_weights/random --prompt "A dog saw" --max-new-tokens 8 --ignore-eos'
+# and the sliding set (draft layers 0..3 sliding_attention, window 6), a prompt longer than the window
+args_sliding='--target toy_weights/sliding/target --draft toy_weights/sliding/draft --ids 5,6,7,8,9,10,11,12 --max-new-tokens 16 --ignore-eos'
 
 # the pitfalls, in order, from walkthrough/pitfalls/series; each one's
 # description is the text of its patch before the "--- a/FILE" line (first
@@ -83,7 +85,8 @@ echo '(`verifyN.sampled`) or the target'"'"'s logits (`prefill.logits`,'
 echo '`verifyN.logits`) depart. The runs:'
 echo
 echo '- walkthrough set: `./dflash '"$args_walkthrough"'` (block 4, 16 new tokens);'
-echo '- random set: `./dflash '"$args_random"'`.'
+echo '- random set: `./dflash '"$args_random"'`;'
+echo '- sliding set: `./dflash '"$args_sliding"'` (block 6).'
 echo
 echo 'Many mistakes change nothing on one set or the other. Most often a tensor'
 echo 'departs but never flips an argmax, so no proposal and no pick changes; on the'
@@ -99,7 +102,7 @@ echo 'The mistakes of *training* a draft (ten patches of `train.c`, each located
 echo 'training-step trace, with what it does to the loss and to the acceptance) are on their own page,'
 echo '[train-pitfalls.md](train-pitfalls.md).'
 echo
-for set in walkthrough random; do   # the correct runs, once
+for set in walkthrough random sliding; do   # the correct runs, once
     eval "a=\$args_$set"
     eval "./dflash $a --trace $tmp/c_$set" > "$tmp/c_$set.txt"
 done
@@ -123,7 +126,7 @@ while read -r name; do
     echo '| weight set | run | tau | output | first departure (`dflash diff correct port`) |'
     echo '|---|---|---|---|---|'
     : > "$tmp/verdicts"; glance="| [\`$name\`](#$n-$name)"
-    for set in walkthrough random; do
+    for set in walkthrough random sliding; do
         eval "a=\$args_$set"
         c=$tmp/c_$set
         if [ -n "$extra" ]; then   # a correct run with the same flags
@@ -180,11 +183,12 @@ while read -r name; do
     cat "$tmp/verdicts"
     echo "$glance |" >> "$tmp/glance"
     echo
-    # the first departure's lines (random set: where the mistake shows)
-    echo '<details><summary>dflash diff on the random set (first lines)</summary>'
+    # the first departure's lines (random set, or sliding for its own pitfall: where the mistake shows)
+    d=random; [ "$name" = sliding-as-full ] && d=sliding
+    echo "<details><summary>dflash diff on the $d set (first lines)</summary>"
     echo
     echo '```'
-    awk '/^differs: /{exit} {print}' "$tmp/d_random.txt" | head -n 12
+    awk '/^differs: /{exit} {print}' "$tmp/d_$d.txt" | head -n 12
     echo '```'
     echo
     echo '</details>'
@@ -192,8 +196,8 @@ while read -r name; do
 done < "$tmp/list" > "$tmp/body"
 echo 'At a glance (each pitfall'"'"'s section below shows both runs and says why):'
 echo
-echo '| pitfall | walkthrough set | random set |'
-echo '|---|---|---|'
+echo '| pitfall | walkthrough set | random set | sliding set |'
+echo '|---|---|---|---|'
 cat "$tmp/glance"
 echo
 cat "$tmp/body"
