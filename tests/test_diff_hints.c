@@ -426,19 +426,6 @@ static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
     return out;
 }
 
-static const char *first_departure(const char *out) {
-    static char name[256];
-    name[0] = 0;
-    const char *p = strstr(out, "first departure: ");
-    if (!p) return name;
-    p += strlen("first departure: ");
-    size_t n = 0;
-    while (p[n] && p[n] != '\n' && !(p[n] == ':' && p[n + 1] == ' ') && n + 1 < sizeof name) n++;
-    memcpy(name, p, n);
-    name[n] = 0;
-    return name;
-}
-
 #define QWEN "--weights toy_weights/qwen3-layout --ids 5,6,7"
 #define RAND "--weights toy_weights/random --prompt \"A dog saw\" --ignore-eos"
 

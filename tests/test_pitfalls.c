@@ -85,20 +85,6 @@ static int acceptance(const char *trace, int r) {
     return (int)v;
 }
 
-/* "first departure: NAME: ..." -> NAME (static buffer; "" when absent) */
-static const char *first_departure(const char *out) {
-    static char name[256];
-    name[0] = 0;
-    const char *p = strstr(out, "first departure: ");
-    if (!p) return name;
-    p += strlen("first departure: ");
-    size_t n = 0;
-    while (p[n] && p[n] != '\n' && !(p[n] == ':' && p[n + 1] == ' ') && n + 1 < sizeof name) n++;
-    memcpy(name, p, n);
-    name[n] = 0;
-    return name;
-}
-
 static int setup(void **state) {
     (void)state;
     g_dir = tu_tmpdir();

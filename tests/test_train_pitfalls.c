@@ -65,20 +65,6 @@ static void load_config(Config *c, const char *path, int draft) {
     free(text);
 }
 
-/* "first departure: NAME: ..." -> NAME (static buffer; "" when absent) */
-static const char *first_departure(const char *out) {
-    static char name[256];
-    name[0] = 0;
-    const char *p = strstr(out, "first departure: ");
-    if (!p) return name;
-    p += strlen("first departure: ");
-    size_t n = 0;
-    while (p[n] && p[n] != '\n' && !(p[n] == ':' && p[n + 1] == ' ') && n + 1 < sizeof name) n++;
-    memcpy(name, p, n);
-    name[n] = 0;
-    return name;
-}
-
 /* `PROG train ...` on the test's data, `steps` steps, traced into dir */
 static int train_run(const char *prog, int steps, const char *dir, const char *out_leaf) {
     char cmd[3000];

@@ -403,4 +403,18 @@ static inline int tu_set_teardown(void **state) {
         if (!h_ || !strstr(h_, n_)) fail_msg("expected \"%s\" in:\n%s", n_, h_ ? h_ : "(null)"); \
     } while (0)
 
+/* `dflash diff`'s "first departure: NAME: ..." -> NAME (a static buffer; "" when absent) */
+static inline const char *first_departure(const char *out) {
+    static char name[256];
+    name[0] = 0;
+    const char *p = strstr(out, "first departure: ");
+    if (!p) return name;
+    p += strlen("first departure: ");
+    size_t n = 0;
+    while (p[n] && p[n] != '\n' && !(p[n] == ':' && p[n + 1] == ' ') && n + 1 < sizeof name) n++;
+    memcpy(name, p, n);
+    name[n] = 0;
+    return name;
+}
+
 #endif /* TESTUTIL_H */
