@@ -41,6 +41,9 @@ const llama = await lib.getLlama({gpu: false, build: "never", logLevel: draftOnl
                                   logger});
 if (draftOnly) {
     const draft = await llama.loadModel({modelPath: nArg, gpuLayers: 0});
+    // the library hands its log lines over asynchronously: a large file's may
+    // arrive after loadModel resolved (seen on qwen3-layout), so wait for it (5 s at most)
+    for (let i = 0; i < 100 && extract === null; i++) await new Promise((r) => setTimeout(r, 50));
     console.log(`extract_layers ${extract}`);
     await draft.dispose();
     await llama.dispose();
