@@ -18,7 +18,7 @@
 #   - To add a source file to ./dflash: add its name to DFLASH_SRC.
 #     To add a program: one line,
 #       $(call program,BINARY,MODE,SOURCES WITHOUT .c,LIBS)
-#     e.g. $(call program,tools/foo,$(REAL),tools/foo json files,-lm).
+#     e.g. $(call program,tools/foo,$(REAL),tools/foo formats/json formats/files,-lm).
 #     A new tests/test_*.c is picked up by itself (linked with TEST_LIB, or
 #     TEST_LIB_<name> if set) into tests/bin/, build/san/tests/bin/ and make test.
 #     A generated page: a gen_* function in tools/docs.sh, then `make docs`
@@ -41,22 +41,22 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash tracenames json load trace files manifest main bench diff explore figures build/explorer_page train train_cli gguf replay
-# the tests #include dflash.c and load.c (to reach their static functions)
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/gguf cli/replay
+# the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = tracenames json trace files manifest diff
+TEST_LIB           = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
-# what its hook receives (tracenames.c) and the loader, WITHOUT trace.c
-TEST_LIB_test_hook = dflash tracenames json load files
+# what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
+TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
-FUZZ_LIB          = tracenames json trace files manifest diff
-FUZZ_LIB_fuzz_npy = dflash json load files manifest
-# fuzz_explore #includes explore.c and runs explore_main whole
-FUZZ_LIB_fuzz_explore = dflash tracenames json load trace files manifest build/explorer_page
-# fuzz_figures #includes figures.c and runs figures_main whole
-FUZZ_LIB_fuzz_figures = dflash tracenames json load trace files manifest
+FUZZ_LIB          = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
+FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/files formats/manifest
+# fuzz_explore #includes cli/explore.c and runs explore_main whole
+FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page
+# fuzz_figures #includes cli/figures.c and runs figures_main whole
+FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
           toy_weights/sliding/.stamp toy_weights/llama/.stamp
 
@@ -179,31 +179,31 @@ $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS))
 # double build's objects, which it must refuse; build/examples/hook_harness-doc:
 # built with the link line TRACE.md gives, to keep that line true
 # (tools/examples-check.sh runs all three; make test runs it).
-HOOK_HARNESS_LIB = dflash tracenames json load files
+HOOK_HARNESS_LIB = dflash formats/tracenames formats/json formats/load formats/files
 EXAMPLE_PROGRAMS = examples/hook_harness build/examples/hook_harness-on-double build/examples/hook_harness-doc
 $(call program,examples/hook_harness,float,examples/hook_harness $(HOOK_HARNESS_LIB),$(LDLIBS))
 build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(patsubst %,build/double/%.o,$(HOOK_HARNESS_LIB))
 	@mkdir -p $(@D)
 	$(CC) -o $@ $^ $(LDLIBS)
-build/examples/hook_harness-doc: examples/hook_harness.c $(patsubst %,%.c,$(HOOK_HARNESS_LIB)) dflash.h load.h tracenames.h files.h json.h
+build/examples/hook_harness-doc: examples/hook_harness.c $(patsubst %,%.c,$(HOOK_HARNESS_LIB)) dflash.h formats/load.h formats/tracenames.h formats/files.h formats/json.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -I. -o $@ \
-	  examples/hook_harness.c dflash.c tracenames.c load.c json.c files.c -lm
+	  examples/hook_harness.c dflash.c formats/tracenames.c formats/load.c formats/json.c formats/files.c -lm
 examples-check: $(EXAMPLE_PROGRAMS) weights ## build and run examples/hook_harness (a port's in-process C harness)
 	@sh tools/examples-check.sh
-# tools/mktrace reads the name table (tracenames.c)
-$(call program,tools/mktrace,$(R),tools/mktrace dflash tracenames json files,$(LDLIBS))
+# tools/mktrace reads the name table (formats/tracenames.c)
+$(call program,tools/mktrace,$(R),tools/mktrace dflash formats/tracenames formats/json formats/files,$(LDLIBS))
 # The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
-# explore.c writes around the trace's data.
-$(call program,tools/embed,host,tools/embed files dflash,$(LDLIBS))
+# cli/explore.c writes around the trace's data.
+$(call program,tools/embed,host,tools/embed formats/files dflash,$(LDLIBS))
 WEB = web/explorer.html web/explorer.css web/explorer.js
 build/explorer_page.c: tools/embed $(WEB)
 	@mkdir -p build
 	./tools/embed web/explorer.html $@ explorer_page
-# mkwalk reads the trace with manifest.c and files.c (dflash.c for dflash_set_error), and the
-# training chapter's target (its lm_head) with load.c
-$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk manifest json files load dflash,$(LDLIBS))
+# mkwalk reads the trace with formats/manifest.c and formats/files.c (dflash.c for dflash_set_error), and the
+# training chapter's target (its lm_head) with formats/load.c
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/manifest formats/json formats/files formats/load dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -296,7 +296,7 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 	@mkdir -p build/alone && cp dflash.c dflash.h build/alone/ && \
 	(cd build/alone && $(CC) -c dflash.c -o dflash-alone.o) && \
 	if nm -u build/alone/dflash-alone.o | grep -w -e 'trace_[a-z_0-9]*' -e 'json_[a-z_0-9]*' -e 'dflash_trace_names*'; then \
-	  echo "standalone-check: dflash.c calls into the tracer, the trace-name table or json.c"; exit 1; \
+	  echo "standalone-check: dflash.c calls into the tracer, the trace-name table or formats/json.c"; exit 1; \
 	else echo "standalone-check: cc -c dflash.c needs only dflash.h; no trace_*/json_* symbol is undefined"; fi
 
 # ---- generated docs: tools/docs.sh writes them or checks them --------------
@@ -362,7 +362,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools README.md NOTES.md TRACE.md dflash.c dflash.h main.c trace.c diff.c bench.c train_cli.c train.c train.h
+SAN_LINKS = toy_weights walkthrough tools cli formats README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
 SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done

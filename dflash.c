@@ -9,7 +9,7 @@
  *
  * This file is the naive float implementation of the whole algorithm and
  * nothing else (files, the command line, the tracer and the trace-name table
- * live in load.c, main.c, trace.c and tracenames.c), laid out in the order
+ * live in formats/load.c, cli/main.c, trace.c and formats/tracenames.c), laid out in the order
  * of the walkthrough (walkthrough/README.md):
  *
  *   1. errors, small helpers, and TRACE (handing a tensor to the trace hook)
@@ -91,7 +91,7 @@ double now_seconds(void) {
  * Tracing. TRACE(trace, buffer, "name", ...) hands one tensor to the trace
  * hook (dflash.h): its full name ("draft1." + the name), its buffer as it is
  * laid out here and the sizes of the call. Its shape, dtype and meaning are
- * not written here: they are the trace-name table's (tracenames.c), which
+ * not written here: they are the trace-name table's (formats/tracenames.c), which
  * the hook reads. With no hook (no --trace) TRACE returns at once: nothing
  * is formatted, copied or allocated.
  */

@@ -92,7 +92,7 @@ typedef struct {
      * "Sliding-window draft layers"). layer_window[l] = 0: every key
      * (full_attention); w > 0 (sliding_attention): only the keys within w
      * positions of the query's own, itself included; layer_causal[l]: and
-     * none after it. load.c sets w and causal = 1, what the drafters are
+     * none after it. formats/load.c sets w and causal = 1, what the drafters are
      * trained and served with; --draft-window changes them. */
     int layer_window[DFLASH_MAX_LAYERS];
     int layer_causal[DFLASH_MAX_LAYERS];
@@ -153,13 +153,13 @@ typedef struct {
  * hook->tensor(hook->ctx, &hand) once per tensor, in the order it computes
  * them, and only when GenParams.trace is set. A hand is the tensor's full
  * name, dflash.c's own buffer and the sizes of the call; the trace-name
- * table (tracenames.h) says what the name means, its shape and how the
+ * table (formats/tracenames.h) says what the name means, its shape and how the
  * buffer is laid out, and trace_shape_hand there turns a hand into the
  * tensor of the trace contract (C order, the table's shape). trace.c is one
  * hook (trace_hook below: .npy files, a manifest, a readable text); a port's
  * own C harness can install another and take the tensors in-process
  * (examples/hook_harness.c is one, TRACE.md "The hook: a C API" its link
- * line; it links dflash.c and tracenames.c, and load.c, json.c, files.c to
+ * line; it links dflash.c and formats/tracenames.c, and formats/load.c, formats/json.c, formats/files.c to
  * load the weights). The buffer is valid during the call only.
  */
 typedef struct {
@@ -195,7 +195,7 @@ typedef struct {
  * Generation.
  */
 
-/* Replay (replay.c; TRACE.md "Replay"): another run's token decisions, which
+/* Replay (cli/replay.c; TRACE.md "Replay"): another run's token decisions, which
  * dflash_generate goes on with instead of its own, so that its rounds line
  * up with that run's. Every tensor is still computed and traced as usual
  * (prefill.sampled, draft{r}.sampled, verify{r}.sampled and acceptance_length
@@ -217,7 +217,7 @@ typedef struct {
     int n_stop;
     int stop_ids[DFLASH_MAX_STOP];
     const TraceHook *trace;  /* NULL: no trace */
-    const Replay *replay;    /* NULL: the run's own tokens; else another run's (replay.c) */
+    const Replay *replay;    /* NULL: the run's own tokens; else another run's (cli/replay.c) */
 } GenParams;
 
 /* What one speculative round did (for the per-round summary and tests). */
@@ -263,7 +263,7 @@ void rope_inv_freq(real *inv_freq, int head_dim, double theta);
 void rope_llama3(real *inv_freq, int head_dim, const Config *c);
 
 /* ---------------------------------------------------------------------------
- * Building blocks of dflash.c that bench.c (and a port's own C harness) call:
+ * Building blocks of dflash.c that cli/bench.c (and a port's own C harness) call:
  * the KV cache, one target forward and the buffers it writes.
  */
 typedef struct TraceCtx TraceCtx;  /* dflash.c's tracing state; NULL: no trace */

@@ -1,8 +1,8 @@
 /* trace.c - the tracer (trace.h): every intermediate tensor of a dflash run
  * as a .npy file plus a manifest, and a readable text trace in the
  * walkthrough's words. (`dflash diff`, which compares two traces, is
- * diff.c; the manifest reader is manifest.c; the .npy writer, the text
- * trace's OutFile and the partial-output registry are files.c.)
+ * cli/diff.c; the manifest reader is formats/manifest.c; the .npy writer, the text
+ * trace's OutFile and the partial-output registry are formats/files.c.)
  *
  * dflash.c hands tensors over through the hook declared in dflash.h
  * (trace_hook -> trace_real, trace_i64) and only when a trace was asked
@@ -21,7 +21,7 @@
  *   by trace_close, with the signals blocked: the earlier trace (if any) is
  *   renamed to "<dir>.old.XXXXXX", the new one renamed to <dir>, then the
  *   old one deleted. A run that fails or is interrupted (SIGINT, SIGTERM,
- *   SIGHUP, SIGPIPE: main's handler calls out_cleanup_on_signal, files.h) leaves the
+ *   SIGHUP, SIGPIPE: main's handler calls out_cleanup_on_signal, formats/files.h) leaves the
  *   earlier trace untouched and nothing else: the partial directory, the
  *   lock and the parent directories the run created (mkdir -p style) are
  *   removed. Only SIGKILL or a crash can leave a .partial sibling or the
@@ -46,7 +46,7 @@
  *   a text trace, *.position_ids are still remembered to label the
  *   attention tables); a repeated name is only detected among the written
  *   tensors.
- * - .npy files: files.c's npy_write (format 1.0, C order, little-endian).
+ * - .npy files: formats/files.c's npy_write (format 1.0, C order, little-endian).
  */
 /* realpath() is an XSI interface: ask for it next to POSIX 2008 */
 #ifndef _XOPEN_SOURCE
@@ -54,10 +54,10 @@
 #endif
 #include "trace.h"
 #include "dflash.h"
-#include "files.h"
-#include "load.h"
-#include "manifest.h"
-#include "tracenames.h"
+#include "formats/files.h"
+#include "formats/load.h"
+#include "formats/manifest.h"
+#include "formats/tracenames.h"
 
 #include <ctype.h>
 #include <errno.h>
@@ -94,14 +94,14 @@ static void error_wrap(const char *before, const char *after) {
     dflash_set_error("%s%s%s", before, old, after);
 }
 
-/* Write one .npy file of the trace (files.c's npy_write: real values as
+/* Write one .npy file of the trace (formats/files.c's npy_write: real values as
  * REAL_NPY_DESCR, ids as <i8). -1 with dflash_errmsg naming path and the
  * reason. */
 static int trace_npy_file(const char *path, int is_int, const void *data, int ndim,
                           const int64_t *shape, size_t n) {
     /* "x": the directory is fresh, so an existing file is a repeated name.
      * Registered first (by path, under the .partial directory), so that an
-     * interrupted run removes it (files.h, the partial-output registry). */
+     * interrupted run removes it (formats/files.h, the partial-output registry). */
     sigset_t sigs;
     out_block_signals(&sigs);
     FILE *f = out_register(NULL, 'f', path) == 0 ? fopen(path, "wbx") : NULL;
@@ -433,7 +433,7 @@ struct Tracer {
     int lock_fd;
     /* readable output (text_path given) */
     char *text_path;      /* as given, for messages */
-    OutFile *text_out;    /* the file (files.h: a temporary beside it, renamed at close;
+    OutFile *text_out;    /* the file (formats/files.h: a temporary beside it, renamed at close;
                            * stdout, a device, a FIFO written in place) */
     FILE *text;           /* out_stream(text_out) while it is open */
     const Vocab *vocab;
@@ -602,7 +602,7 @@ static int holds_trace_files_only(const char *dir) {
  * <dir>.lock held: only the lock's holder makes them, so their writer is
  * gone. Only directories holding trace files only are removed; anything
  * else with such a name is left alone. Best effort: what cannot be removed
- * stays, and the run goes on. (A text trace's temporary file: files.c,
+ * stays, and the run goes on. (A text trace's temporary file: formats/files.c,
  * out_remove_stale.) */
 static void remove_stale_dirs(const char *dir) {
     const char *slash = strrchr(dir, '/');
@@ -1281,7 +1281,7 @@ int trace_real(Tracer *t, TracePhase ph, const char *name, const char *meaning,
 }
 
 /* The hook dflash.c calls: each hand, shaped by the trace-name table
- * (tracenames.c), goes to trace_real / trace_i64 with the table's meaning. */
+ * (formats/tracenames.c), goes to trace_real / trace_i64 with the table's meaning. */
 static int hook_shaped(void *ctx, const TraceTensor *x) {
     const char *meaning = x->spec ? x->spec->meaning : "";
     return x->is_int ? trace_i64(ctx, x->ph, x->name, meaning, x->data, x->ndim, x->shape)

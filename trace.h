@@ -5,7 +5,7 @@
  * contract, TRACE.md) and a readable text trace; and trace_check_outputs,
  * the check that no output is an input. The trace is written beside its
  * final place and moved there at trace_close; a failed or interrupted run
- * leaves the earlier trace as it was (a signal handler calls files.h's
+ * leaves the earlier trace as it was (a signal handler calls formats/files.h's
  * out_cleanup_on_signal).
  */
 #ifndef DFLASH_TRACE_H
@@ -15,7 +15,7 @@
 #include <stdio.h>
 
 #include "dflash.h"
-#include "load.h"
+#include "formats/load.h"
 
 typedef struct Tracer Tracer;
 

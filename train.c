@@ -40,7 +40,7 @@
  *   5. tracing, and the table of the training trace names
  */
 #include "train.h"
-#include "load.h"
+#include "formats/load.h"
 
 #include <math.h>
 #include <stdarg.h>
@@ -687,7 +687,7 @@ static int check_batch(const Model *dm, const Model *tm, const TrainBatch *bt) {
 /* ---- tracing helpers (section 5) */
 static int emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data);
 static TraceDims train_dims(const Model *dm, const Model *tm, const TrainBatch *bt);
-/* one traced tensor: its name and train.c's buffer (tracenames.c's training
+/* one traced tensor: its name and train.c's buffer (formats/tracenames.c's training
  * rows give its shape from the step's sizes, dims) */
 #define EMIT(hook, step, dims, name, data)                                                             \
     do {                                                                                               \
@@ -1016,10 +1016,10 @@ int train_step(Model *draft, const Model *target, TrainState *st, const TrainBat
 }
 
 /* ===========================================================================
- * 5. Tracing (the training rows of the name table are in tracenames.c)
+ * 5. Tracing (the training rows of the name table are in formats/tracenames.c)
  * ======================================================================== */
 
-/* The sizes the training rows' shapes refer to (tracenames.c, "Training"):
+/* The sizes the training rows' shapes refer to (formats/tracenames.c, "Training"):
  * b sequences of S tokens, N blocks of B per sequence, the draft's sizes. */
 static TraceDims train_dims(const Model *dm, const Model *tm, const TrainBatch *bt) {
     const Config *dc = &dm->cfg;

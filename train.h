@@ -67,7 +67,7 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
  * the draft's block forward, weighted CE, the hand-written backward, global-norm
  * clipping, AdamW (state in st). trace: NULL or a hook that receives
  * "train{step}.<name>" tensors (names as train_oracle.py writes them;
- * tracenames.c's training rows). Returns 0, or -1 with dflash_errmsg set. */
+ * formats/tracenames.c's training rows). Returns 0, or -1 with dflash_errmsg set. */
 int train_step(Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
                const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats);
 

@@ -2,11 +2,11 @@
  *
  * The smallest complete use of the trace hook as a C API (TRACE.md, "The
  * hook: a C API"). It links the algorithm (dflash.c), the table that shapes
- * what the hook receives (tracenames.c) and the loader (load.c, json.c,
- * files.c), and nothing of the file tracer:
+ * what the hook receives (formats/tracenames.c) and the loader (formats/load.c, formats/json.c,
+ * formats/files.c), and nothing of the file tracer:
  *
  *   cc -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -I. \
- *      examples/hook_harness.c dflash.c tracenames.c load.c json.c files.c -lm
+ *      examples/hook_harness.c dflash.c formats/tracenames.c formats/load.c formats/json.c formats/files.c -lm
  *
  * It runs the walkthrough ("The cat sat", block 4, up to 16 new tokens, stop
  * at <eos>), keeps a copy of four tensors of the prefill's first layer as they
@@ -30,8 +30,8 @@
 #include <string.h>
 
 #include "dflash.h"
-#include "load.h"
-#include "tracenames.h"
+#include "formats/load.h"
+#include "formats/tracenames.h"
 
 /* the tensors the checks need, copied while they are valid */
 #define N_KEEP 4

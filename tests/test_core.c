@@ -2,7 +2,7 @@
  * Expectations come from hand computation, from the walkthrough, or from a
  * second computation (target-only decoding), never from a stored run. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #define RANDOM_SET "toy_weights/random"

@@ -20,7 +20,7 @@
  *     DFLASH_TEST_LONG=1: two traces of up to 49,214 files per set).
  */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #include <sys/wait.h>

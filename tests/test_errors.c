@@ -17,7 +17,7 @@
  * first); `make sanitize` runs this file from build/san/, where ./dflash is
  * the ASan+UBSan build, so a sanitizer report fails the row. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "../trace.h"
 #include "testutil.h"
 

@@ -16,10 +16,10 @@
  *     stderr and the page say what was left out;
  *   - a name listed twice among 60,000 entries is found (sorted, n log n);
  *   - --vocab tokenizer.json: the page's words are the tokens' bytes as
- *     load.c's tokenizer_json_load decodes them; a broken one is refused.
+ *     formats/load.c's tokenizer_json_load decodes them; a broken one is refused.
  */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 
 #include <fcntl.h>
 #include <setjmp.h>
@@ -361,7 +361,7 @@ static void test_vocab_tokenizer_json(void **state) {
     free(text);
     free(err);
     byte_vocab_free(&bv);
-    /* a broken tokenizer.json is refused with load.c's message */
+    /* a broken tokenizer.json is refused with formats/load.c's message */
     tu_write_text(tu_path(t, "bad.json"), "{\"model\": {\"type\": \"BPE\", \"vocab\": [1, 2]}}");
     assert_int_equal(explore(&err, 0, 0, tu_path(t, "tr"), tu_path(t, "p2.html"), "--vocab", tu_path(t, "bad.json")), 2);
     assert_contains(err, "bad.json");

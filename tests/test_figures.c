@@ -1,7 +1,7 @@
 /* test_figures.c - `dflash figures` on three weight sets and two block
  * sizes: nothing it draws is false. Each figure is read back as text and
  * every number and caption it states is checked against the trace's .npy
- * files, read here independently (files.h's reader, not figures.c's code):
+ * files, read here independently (formats/files.h's reader, not cli/figures.c's code):
  *
  *   - heatmaps: every cell's value (its <title>, 6 digits) equals the
  *     attention weight; the stated query and key positions are the trace's
@@ -23,8 +23,8 @@
  * Needs ./dflash, the toy weights and walkthrough/tools/mkwalk (make test
  * builds them). */
 #include "../dflash.c"
-#include "../load.c"
-#include "../files.h"
+#include "../formats/load.c"
+#include "../formats/files.h"
 #include "testutil.h"
 
 #include <math.h>

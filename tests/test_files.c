@@ -21,7 +21,7 @@
  * `make sanitize` runs this file from build/san/ (./dflash is the ASan+UBSan
  * build there). */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #include "runutil.h"

@@ -1,6 +1,6 @@
-/* tests/test_files_module.c - files.c, the file layer every program shares: the
+/* tests/test_files_module.c - formats/files.c, the file layer every program shares: the
  * .npy writer against NumPy's format rules (checked here byte by byte, not
- * with files.c's own reader alone), the reader on what the writer wrote,
+ * with formats/files.c's own reader alone), the reader on what the writer wrote,
  * OutFile (the old file stays until commit; abort and failure leave nothing
  * behind; the mode is kept), the whole-file reader's limits and path_join. */
 #include <math.h>
@@ -14,7 +14,7 @@
 #include <cmocka.h>
 
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 /* npy_write: magic, version 1.0, header length so that 10 + it is a

@@ -1,5 +1,5 @@
 /* tests/test_gguf.c - `dflash gguf` (issue 27), read back by a GGUF reader of
- * its own (nothing of gguf.c is used here):
+ * its own (nothing of cli/gguf.c is used here):
  *   - the header (magic, version 3, counts), every key-value pair (types,
  *     lengths, arrays), the tensor table (names, dims, types, offsets), the
  *     alignment (general.alignment or 32) of the data section and of every
@@ -20,7 +20,7 @@
  *   - bad input: exit 2, one line, no OUT_DIR left behind.
  * Needs `make weights` and ./dflash. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #include <math.h>

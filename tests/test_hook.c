@@ -1,8 +1,8 @@
 /* tests/test_hook.c - a port's C harness takes every tensor in-process.
  *
- * This file uses only the public interfaces (dflash.h, and tracenames.h for
+ * This file uses only the public interfaces (dflash.h, and formats/tracenames.h for
  * the table that shapes each tensor) and is linked with dflash.c,
- * tracenames.c and the loader (load.c, json.c, files.c) but NOT trace.c: if dflash.c needed the
+ * formats/tracenames.c and the loader (formats/load.c, formats/json.c, formats/files.c) but NOT trace.c: if dflash.c needed the
  * file tracer, this test would not link. It installs its own TraceHook
  * (each hand shaped by trace_shape_hand, as a port's harness does) and checks
  * what arrives against the walkthrough (sizes, positions, acceptance) and
@@ -19,8 +19,8 @@
 #include <cmocka.h>
 
 #include "../dflash.h"
-#include "../load.h"
-#include "../tracenames.h"
+#include "../formats/load.h"
+#include "../formats/tracenames.h"
 #include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"

@@ -10,7 +10,7 @@
  * tokens. The inputs span many magnitudes, so any other order of the adds
  * changes low bits (the last test checks that it does). */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 
 #include "testutil.h"
 

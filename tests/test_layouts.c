@@ -23,7 +23,7 @@
  * several block sizes, F32 vs BF16 byte-identical traces, and the refusals.
  * Needs `make weights` and ./dflash, ./toy_weights/gen. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #define Q3 "toy_weights/qwen3-layout"

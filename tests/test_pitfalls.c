@@ -28,7 +28,7 @@
  * truncated port trace fails (strict); a clean port (the double build)
  * passes, its margins shown by --verbose. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "../trace.h"
 #include "testutil.h"
 

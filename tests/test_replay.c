@@ -1,5 +1,5 @@
 /* tests/test_replay.c - `dflash --replay DIR` lines this program's rounds up
- * with another run's (replay.c, dflash.h Replay; TRACE.md "Replay").
+ * with another run's (cli/replay.c, dflash.h Replay; TRACE.md "Replay").
  *
  *   - A sampled run (temperature 1) is a "port" whose tokens leave the greedy
  *     path at its first token: diffed against the greedy run nearly every
@@ -14,8 +14,8 @@
  *     verifies exactly its blocks, and its output is the hand-made tokens.
  *   - Inconsistent or unusable traces are refused with one line, exit 2. */
 #include "../dflash.c"
-#include "../load.c"
-#include "../replay.c"
+#include "../formats/load.c"
+#include "../cli/replay.c"
 #include "testutil.h"
 
 #include <sys/wait.h>

@@ -11,7 +11,7 @@
  * text trace), and that nothing else is left in the scratch directory (no
  * .partial, .old, .lock, no parent directory the run created). */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "../trace.h"
 #include "testutil.h"
 

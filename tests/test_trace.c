@@ -5,8 +5,8 @@
  * hand the way NumPy writes them (1.0/2.0/3.0 headers, <f8, <i4) and on
  * malformed ones.
  *
- * Built by the Makefile as: cc ... tests/test_trace.c json.c trace.c
- * so dflash.c and load.c come in by #include. */
+ * Built by the Makefile as: cc ... tests/test_trace.c formats/json.c trace.c
+ * so dflash.c and formats/load.c come in by #include. */
 #include <errno.h>
 #include <math.h>
 #include <setjmp.h>
@@ -16,9 +16,9 @@
 #include <cmocka.h>
 
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "../trace.h"
-#include "../diff.h"
+#include "../cli/diff.h"
 #include "testutil.h"
 
 #ifdef DFLASH_DOUBLE

@@ -16,7 +16,7 @@
  * tests; ./dflash is one of the last two, by REAL).
  * .npy files are read by a small reader written here, not trace.c's. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"

@@ -10,9 +10,9 @@
  * milliseconds; one test takes a step on the toy weights (their mapped,
  * read-only F32 tensors must become private copies). */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "../train.c"
-#include "../tracenames.h"
+#include "../formats/tracenames.h"
 
 #include "testutil.h"
 

@@ -1,4 +1,4 @@
-/* tests/test_train_cli.c - `dflash train` (train_cli.c): the learning-rate
+/* tests/test_train_cli.c - `dflash train` (cli/train_cli.c): the learning-rate
  * schedule against SpecForge's formulas, the --data and --batches readers,
  * a tiny training run end to end, the written draft folder read back (the
  * same weights, the same tokens as the model in memory), determinism, and
@@ -7,9 +7,9 @@
  * The runs use the qwen3-layout toy set (hidden size 64: a step takes
  * milliseconds). ./dflash is built by the Makefile before the tests run. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "../train.c"
-#include "../train_cli.c"
+#include "../cli/train_cli.c"
 #include "testutil.h"
 
 #include <signal.h>

@@ -30,7 +30,7 @@
  * patch; a stale patch fails the build naming itself and leaves nothing;
  * train.c has no trace of any pitfall). */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #include <sys/wait.h>

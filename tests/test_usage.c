@@ -6,7 +6,7 @@
  * - README.md holds a fenced block that is byte for byte what
  *   `./dflash --help` prints, and another that is `./dflash train --help`;
  * - every flag the sources compare against (a string literal "--name" or
- *   "--name=" in main.c, trace.c, diff.c, bench.c, train_cli.c) is listed in one of
+ *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, cli/train_cli.c) is listed in one of
  *   the two help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
  *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
@@ -14,7 +14,7 @@
  *   there, as toy_weights/README.md once did with `--stop`).
  * ./dflash is built by the Makefile before the tests run. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #include <ctype.h>
@@ -90,7 +90,7 @@ static char *help_of(const char *cmd, const char *first) {
 }
 
 static char *help_text(void) { return help_of("./dflash --help", "usage: dflash"); }
-/* `dflash train --help` (train_cli.c) */
+/* `dflash train --help` (cli/train_cli.c) */
 static char *train_help_text(void) { return help_of("./dflash train --help", "usage: dflash train"); }
 /* both: the flags any document may mention */
 static char *all_help_text(void) {
@@ -156,7 +156,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"main.c", "trace.c", "diff.c", "bench.c", "train_cli.c"};
+    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);

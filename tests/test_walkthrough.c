@@ -9,7 +9,7 @@
  * at distance m to the anchor). Token ids are looked up by word in vocab.txt,
  * so the test does not depend on the generator's id order. */
 #include "../dflash.c"
-#include "../load.c"
+#include "../formats/load.c"
 #include "testutil.h"
 
 #define WALK "toy_weights/walkthrough"

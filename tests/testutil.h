@@ -4,8 +4,8 @@
  * loader tests do not depend on the generator they check). All static inline
  * so a test that does not use one does not warn about it.
  *
- * Every test file does `#include "../dflash.c"` and `#include "../load.c"`,
- * so it can reach their static functions, and links json.c and trace.c. */
+ * Every test file does `#include "../dflash.c"` and `#include "../formats/load.c"`,
+ * so it can reach their static functions, and links formats/json.c and trace.c. */
 #ifndef TESTUTIL_H
 #define TESTUTIL_H
 

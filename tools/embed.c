@@ -17,13 +17,13 @@
  * (`node --check web/explorer.js`), and the written page is one file with
  * nothing to load. F must be a plain file name; an inlined file that holds
  * `</style` or `</script` (which would end its element early) is refused.
- * OUT.c is written beside and renamed into place (files.c's OutFile); the
- * files are read with files.c's reader, the one ./dflash uses.
+ * OUT.c is written beside and renamed into place (formats/files.c's OutFile); the
+ * files are read with formats/files.c's reader, the one ./dflash uses.
  *
- * C11 and libc only, linked with files.c (llama.cpp's server embeds its web UI the same way).
+ * C11 and libc only, linked with formats/files.c (llama.cpp's server embeds its web UI the same way).
  */
 #include "../dflash.h"
-#include "../files.h"
+#include "../formats/files.h"
 
 #include <ctype.h>
 #include <stdarg.h>

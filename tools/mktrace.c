@@ -10,15 +10,15 @@
  *                                    within each call the names come in the
  *                                    table's data-flow order (place_of)
  *
- * The table is dflash_trace_names (tracenames.c); this file uses the same
+ * The table is dflash_trace_names (formats/tracenames.c); this file uses the same
  * matcher (trace_name_matches) as the tracer.
  * `make trace-md` writes TRACE.md; `make trace-md-check` (part of
  * `make test` and CI) regenerates it and runs the check on three traced
  * runs. Exit status: 0 agree, 1 disagree, 2 bad input. */
 #include "../dflash.h"
-#include "../files.h"
-#include "../json.h"
-#include "../tracenames.h"
+#include "../formats/files.h"
+#include "../formats/json.h"
+#include "../formats/tracenames.h"
 
 #include <stdio.h>
 #include <stdlib.h>

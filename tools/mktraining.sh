@@ -142,7 +142,7 @@ FILENAME == tmpl {
     } else print
 }' "$out/summary.txt" "$tmpl" > "$out/README.md"
 
-# ---- the figures (figures.c's style: sans-serif, plain shapes) -----------
+# ---- the figures (cli/figures.c's style: sans-serif, plain shapes) -----------
 awk -v out="$out/figures" '
 BEGIN {
     split("base causal block8 gamma0 gamma4 layers1", N, " ")

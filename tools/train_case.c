@@ -8,9 +8,9 @@
  * "adamw" and every entry of "batches" (input_ids, loss_mask, anchors,
  * keep), relative paths first as given, then beside the case file (as
  * train_oracle.py does), and writes TRACE_DIR/train{s}.<name>.npy. */
-#include "../files.h"
-#include "../json.h"
-#include "../load.h"
+#include "../formats/files.h"
+#include "../formats/json.h"
+#include "../formats/load.h"
 #include "../trace.h"
 #include "../train.h"
 

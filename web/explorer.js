@@ -1,6 +1,6 @@
 /* web/explorer.js: the trace explorer (inlined into the page by tools/embed;
  * `make js-check` runs node --check on it). The data is the JSON document in
- * <script id="trace-data"> that explore.c writes. */
+ * <script id="trace-data"> that cli/explore.c writes. */
 'use strict';
 window.onerror = function (msg, src, line, col, err) {
   document.getElementById('errors').textContent += 'JavaScript error: ' + msg + ' (line ' + line + ')\n';
@@ -51,7 +51,7 @@ var V = D.vocab;
 function word(id) { return V && id >= 0 && id < V.length && V[id] !== null ? V[id] : '#' + id; }
 /* a sequence of ids as text: words with spaces, tokens' bytes back to back */
 function text(ids) { return D.vk === 'bytes' ? ids.map(word).join('') : ids.map(word).join(' '); }
-/* the page's bounds (explore.c) */
+/* the page's bounds (cli/explore.c) */
 function mib(b) { return (b / 1048576) + ' MiB'; }
 function boundsStr() { return 'at most ' + mib(D.lim.page) + ' of values per page, ' + mib(D.lim.tensor) + ' per tensor'; }
 function shapeStr(t) { return '[' + t.s.join(', ') + ']'; }

@@ -3,7 +3,7 @@
  * config; when a config is accepted, its tensor table is built (the sizes
  * it implies must not overflow). Seeds in tests/fuzz/config/. */
 #include "../../dflash.c"
-#include "../../load.c"
+#include "../../formats/load.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -6,10 +6,10 @@
  * exit status is 0 or 2; a refusal sets a message and leaves no page; an
  * accepted trace gives a page with the data, within the documented bound
  * (8 MiB of values: at most 11.2 MB of base64 plus the names), and nothing
- * else in the directory. Links dflash.c, json.c, load.c, trace.c, files.c and
+ * else in the directory. Links dflash.c, formats/json.c, formats/load.c, trace.c, formats/files.c and
  * build/explorer_page.c. Seeds in tests/fuzz/explore/. */
-#define _XOPEN_SOURCE 700   /* explore.c's realpath */
-#include "../../explore.c"
+#define _XOPEN_SOURCE 700   /* cli/explore.c's realpath */
+#include "../../cli/explore.c"
 
 #include <dirent.h>
 #include <unistd.h>

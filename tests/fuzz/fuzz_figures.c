@@ -8,11 +8,11 @@
  * and leaves no OUT_DIR; an accepted trace gives OUT_DIR with timeline.svg
  * and only timeline.svg / attn_*.svg in it, none empty; the trace directory
  * holds only what was put there (no temporary file, no figure). Links
- * dflash.c, json.c, load.c, trace.c, files.c and manifest.c. Seeds in
+ * dflash.c, formats/json.c, formats/load.c, trace.c, formats/files.c and formats/manifest.c. Seeds in
  * tests/fuzz/figures/ (made from a filtered trace of the walkthrough set,
  * block sizes 3 and 6, and the random set). */
 #define _XOPEN_SOURCE 700
-#include "../../figures.c"
+#include "../../cli/figures.c"
 
 #include <dirent.h>
 #include <fcntl.h>

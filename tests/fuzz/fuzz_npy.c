@@ -1,11 +1,11 @@
 /* tests/fuzz/fuzz_npy.c - libFuzzer target: the readers of `dflash diff`.
- * An input starting with 0x93 (the .npy magic) goes to files.c's npy_parse,
- * anything else to manifest.c's readers (trace.jsonl and names.json).
- * Links files.c and manifest.c, and dflash.c, json.c and load.c for
+ * An input starting with 0x93 (the .npy magic) goes to formats/files.c's npy_parse,
+ * anything else to formats/manifest.c's readers (trace.jsonl and names.json).
+ * Links formats/files.c and formats/manifest.c, and dflash.c, formats/json.c and formats/load.c for
  * dflash_set_error. Seeds in tests/fuzz/npy/. */
 #include "../../dflash.h"
-#include "../../files.h"
-#include "../../manifest.h"
+#include "../../formats/files.h"
+#include "../../formats/manifest.h"
 
 #include <stdlib.h>
 #include <string.h>

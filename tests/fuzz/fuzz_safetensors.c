@@ -5,7 +5,7 @@
  * catches any read past the end. Built by `make fuzz` with clang
  * -fsanitize=fuzzer,address,undefined; seeds in tests/fuzz/safetensors/. */
 #include "../../dflash.c"
-#include "../../load.c"
+#include "../../formats/load.c"
 
 static const char TARGET_CFG[] =
     "{\"architectures\":[\"Qwen3ForCausalLM\"],\"hidden_size\":2,\"intermediate_size\":2,"

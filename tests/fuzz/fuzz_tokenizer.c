@@ -3,7 +3,7 @@
  * all of it is the vocab, the prompt is "a b"). Every id the tokenizer
  * returns must be a valid index. Seeds in tests/fuzz/tokenizer/. */
 #include "../../dflash.c"
-#include "../../load.c"
+#include "../../formats/load.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -4,7 +4,7 @@
  * size plus the NUL read_file adds, so AddressSanitizer catches any read
  * past it. Built by `make fuzz`; seeds in tests/fuzz/tokjson/. */
 #include "../../dflash.c"
-#include "../../load.c"
+#include "../../formats/load.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -28,9 +28,9 @@
  * KV injection, RoPE, attention, output and logits, verification, update.
  */
 #include "../../dflash.h"
-#include "../../files.h"
-#include "../../load.h"
-#include "../../manifest.h"
+#include "../../formats/files.h"
+#include "../../formats/load.h"
+#include "../../formats/manifest.h"
 
 #include <ctype.h>
 #include <sys/stat.h>
@@ -43,7 +43,7 @@
 
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
- *    files.c's readers do); the writers
+ *    formats/files.c's readers do); the writers
  *    never fail on their own: a missing tensor or a failed cross-check sets
  *    `bad` (with a message) and main() refuses to write anything.
  * ======================================================================== */
@@ -60,7 +60,7 @@ static void flag_bad(const char *fmt, ...) {
 }
 
 /* ===========================================================================
- * 2. The tensors: read with files.c's .npy reader (npy_read_values).
+ * 2. The tensors: read with formats/files.c's .npy reader (npy_read_values).
  * ======================================================================== */
 
 #define MAX_NDIM 4
@@ -75,7 +75,7 @@ typedef struct {
     int64_t *i;               /* (n) '<i8' values, or NULL */
 } Tensor;
 
-/* One .npy file into t (name set by the caller): files.c's reader, the
+/* One .npy file into t (name set by the caller): formats/files.c's reader, the
  * values widened to double or int64. */
 static int tensor_load(const char *path, Tensor *t) {
     NpyValues v;
@@ -104,7 +104,7 @@ typedef struct {
     int n;
 } Trace;
 
-/* dir's trace.jsonl through manifest.c (the reader the tracer and diff use),
+/* dir's trace.jsonl through formats/manifest.c (the reader the tracer and diff use),
  * then every tensor it lists */
 static int trace_load(Trace *tr, const char *dir) {
     Manifest m;
@@ -1700,7 +1700,7 @@ typedef struct {
     size_t len;
 } Page;
 
-/* dir/name, written beside and renamed into place (files.c's OutFile) */
+/* dir/name, written beside and renamed into place (formats/files.c's OutFile) */
 static int write_file(const char *dir, const Page *o) {
     char *path = path_join(dir, o->name);
     OutFile *f = path ? out_open(path, "mkwalk") : NULL;

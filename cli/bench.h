@@ -1,11 +1,11 @@
-/* bench.h - `dflash bench` (bench.c): the kernel against the read
+/* cli/bench.h - `dflash bench` (cli/bench.c): the kernel against the read
  * roofline, T-token target forwards, DFlash against target-only decoding
  * (README: Performance). Defines bench_main, the subcommand.
  */
 #ifndef DFLASH_BENCH_H
 #define DFLASH_BENCH_H
 
-/* `dflash bench` (bench.c): returns 0, or -1 with dflash_errmsg */
+/* `dflash bench` (cli/bench.c): returns 0, or -1 with dflash_errmsg */
 int  bench_main(void);
 
 #endif /* DFLASH_BENCH_H */

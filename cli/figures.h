@@ -1,4 +1,4 @@
-/* figures.h - `dflash figures` (figures.c): the timeline and attention
+/* cli/figures.h - `dflash figures` (cli/figures.c): the timeline and attention
  * heatmaps of any trace as standalone SVG files. */
 #ifndef DFLASH_FIGURES_H
 #define DFLASH_FIGURES_H

@@ -1,8 +1,8 @@
-/* explore.c - `dflash explore TRACE_DIR OUT.html [--vocab FILE]`: one
+/* cli/explore.c - `dflash explore TRACE_DIR OUT.html [--vocab FILE]`: one
  * self-contained, offline HTML page over a trace directory.
  *
  * Reads TRACE_DIR/trace.jsonl (or an oracle's names.json) and every .npy
- * file it lists, with files.c's readers (file_read_all, npy_read_values),
+ * file it lists, with formats/files.c's readers (file_read_all, npy_read_values),
  * and writes OUT.html: inline CSS, JavaScript and SVG, no network request,
  * no external library. The page shows the run's timeline, the walkthrough's
  * seven steps, attention heatmaps for every phase, round, layer and head
@@ -34,10 +34,10 @@
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "explore.h"
 #include "dflash.h"
-#include "files.h"
-#include "json.h"
-#include "load.h"
-#include "manifest.h"
+#include "formats/files.h"
+#include "formats/json.h"
+#include "formats/load.h"
+#include "formats/manifest.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -195,7 +195,7 @@ static int load_jsonl(Entries *es, const char *path, const char *text, size_t le
 }
 
 /* names.json (the oracle's): ["name", ...], file = name + ".npy", read by
- * manifest.c as diff reads it */
+ * formats/manifest.c as diff reads it */
 static int load_names_json(Entries *es, const char *path, const char *text, size_t len) {
     Manifest m;
     memset(&m, 0, sizeof m);
@@ -548,7 +548,7 @@ static void put_token_bytes(FILE *f, const char *w, int len) {
 }
 
 /* The words: vocab.txt's (v) or tokenizer.json's (bv), as the program
- * decodes them (load.c); "vk" says which, since output joins them
+ * decodes them (formats/load.c); "vk" says which, since output joins them
  * differently (words with spaces, tokens' bytes back to back). */
 static void put_vocab(FILE *f, const Vocab *v, const ByteVocab *bv) {
     if (bv && bv->n) {
@@ -662,7 +662,7 @@ static int check_output(const char *out, const char *dir, const Inputs *ins) {
 }
 
 /* --vocab FILE: tokenizer.json when its first non-blank byte is '{' (as
- * Hugging Face writes it), else vocab.txt; each read by load.c's reader,
+ * Hugging Face writes it), else vocab.txt; each read by formats/load.c's reader,
  * the one the program decodes with. */
 static int load_vocab(const char *path, Vocab *v, ByteVocab *bv) {
     size_t size;
@@ -725,7 +725,7 @@ int explore_main(int argc, char **argv) {
     plan_sizes(&es);
     for (int k = 0; k < es.n; k++)
         if (read_kept(dir, &es.e[k]) != 0) goto done;
-    /* written beside out and renamed over it at the end (files.h): a
+    /* written beside out and renamed over it at the end (formats/files.h): a
      * failure or a signal leaves the earlier page as it was */
     o = out_open(out, "page");
     if (!o) goto done;

@@ -1,4 +1,4 @@
-/* files.h - the file layer every program of dflash.c shares (files.c):
+/* formats/files.h - the file layer every program of dflash.c shares (formats/files.c):
  *
  *   - file_read_all / file_read_max: THE whole-file reader (a regular file
  *     only, NUL-terminated), and file_open_regular, its one open check;

@@ -1,4 +1,4 @@
-/* json.c - a small strict JSON reader (RFC 8259), for config.json, the
+/* formats/json.c - a small strict JSON reader (RFC 8259), for config.json, the
  * safetensors header and trace.c's manifests. Declared in dflash.h.
  *
  * Rejects duplicate keys, invalid UTF-8, nesting deeper than JSON_MAX_DEPTH,

@@ -1,4 +1,4 @@
-/* json.h - a small strict JSON reader (RFC 8259), json.c: config.json, the
+/* formats/json.h - a small strict JSON reader (RFC 8259), formats/json.c: config.json, the
  * safetensors header, tokenizer.json and the trace manifests. Defines Json
  * (one parsed value), json_parse / json_get / json_free / json_describe, and
  * utf8_seq_len (the UTF-8 check json_parse uses, for printing decoded text).

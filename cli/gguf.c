@@ -1,4 +1,4 @@
-/* gguf.c - `dflash gguf`: a weight set written as the two GGUF files
+/* cli/gguf.c - `dflash gguf`: a weight set written as the two GGUF files
  * llama.cpp's DFlash loads (target.gguf: architecture qwen3; draft.gguf:
  * architecture dflash), laid out as llama.cpp's own converter lays them out
  * (convert_hf_to_gguf.py, classes Qwen3Model and DFlashModel; NOTES.md,
@@ -25,10 +25,10 @@
 #include <unistd.h>
 
 #include "dflash.h"
-#include "files.h"
+#include "formats/files.h"
 #include "gguf.h"
-#include "json.h"
-#include "load.h"
+#include "formats/json.h"
+#include "formats/load.h"
 
 #define GGUF_ALIGN 32
 enum { GV_U32 = 4, GV_I32 = 5, GV_F32 = 6, GV_BOOL = 7, GV_STRING = 8, GV_ARRAY = 9 };  /* gguf value types */

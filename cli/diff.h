@@ -1,4 +1,4 @@
-/* diff.h - `dflash diff` (diff.c): two traces compared tensor by tensor,
+/* cli/diff.h - `dflash diff` (cli/diff.c): two traces compared tensor by tensor,
  * the rounds first, then the first departure, with hints (TRACE.md,
  * "dflash diff: how to read it"). Defines diff_main, the subcommand.
  */

@@ -1,4 +1,4 @@
-/* figures.c - `dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L]
+/* cli/figures.c - `dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L]
  * [--head H] [--phase draft|prefill|verify] [--vocab FILE]`: the figures of
  * any traced run as standalone SVG files.
  *
@@ -42,9 +42,9 @@
 #include <unistd.h>
 
 #include "dflash.h"
-#include "files.h"
-#include "load.h"
-#include "manifest.h"
+#include "formats/files.h"
+#include "formats/load.h"
+#include "formats/manifest.h"
 
 #define FIG_MAX_BYTES ((size_t)256 << 20) /* one attention tensor's .npy file */
 #define FIG_MAX_CELLS 262144              /* one heatmap: queries x keys */
@@ -56,7 +56,7 @@
  * 1. The trace: its manifest (name -> file) and the tensors it draws.
  * ======================================================================== */
 
-/* The trace: its manifest (manifest.h, the one reader dflash diff and
+/* The trace: its manifest (formats/manifest.h, the one reader dflash diff and
  * dflash explore use too) and the directory it is in. */
 typedef struct {
     Manifest m;
@@ -269,7 +269,7 @@ static int run_read(const Trace *m) {
 static long committed(int p) { return p >= 0 && p < RUN.n_out ? (long)RUN.out.i[p] : -1; }
 
 /* ===========================================================================
- * 4. Output files: OutFiles (files.h), each closed when drawn and all
+ * 4. Output files: OutFiles (formats/files.h), each closed when drawn and all
  *    renamed into place at the end (all or nothing; a signal removes them).
  * ======================================================================== */
 
@@ -697,7 +697,7 @@ out:
     return rc;
 }
 
-/* What the run may write against what it reads, through files.c's one
+/* What the run may write against what it reads, through formats/files.c's one
  * check (out_check_paths): OUT_DIR (a directory written into) may not be the
  * trace directory or inside it (a symbolic link to it included), and no
  * file already in OUT_DIR under a name this writes (timeline.svg,

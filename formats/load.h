@@ -1,4 +1,4 @@
-/* load.h - the files a run reads (load.c): config.json, model.safetensors
+/* formats/load.h - the files a run reads (formats/load.c): config.json, model.safetensors
  * (validated, then mapped; shards, BF16/F16, tied embeddings), vocab.txt
  * and its word-level tokenizer, tokenizer.json (byte-level BPE, for output),
  * the default stop ids. Defines Vocab, ByteVocab and their loaders, and

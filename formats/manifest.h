@@ -1,4 +1,4 @@
-/* manifest.h - a trace directory's manifest (manifest.c): which tensors a
+/* formats/manifest.h - a trace directory's manifest (formats/manifest.c): which tensors a
  * trace holds, in production order, and in which files. Defines:
  *
  *   - StrList (a growable list of owned strings) and NameMap (name -> int,

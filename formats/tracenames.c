@@ -1,6 +1,6 @@
-/* tracenames.c - the trace-name table, its matcher and shape evaluator, and
+/* formats/tracenames.c - the trace-name table, its matcher and shape evaluator, and
  * trace_shape_hand, which turns what dflash.c hands to the trace hook into the
- * tensor of the trace contract (tracenames.h says what each one is).
+ * tensor of the trace contract (formats/tracenames.h says what each one is).
  *
  * dflash.c names each tensor it traces and hands over its buffer as it lays
  * it out (TRACE(trace, a->q, "layers.%d.self_attn.q", l)); everything else
@@ -117,7 +117,7 @@ int trace_shape_hand(const TraceHand *hand, int (*fn)(void *ctx, const TraceTens
     const void *buffer = hand->buffer;
     const TraceName *spec = dflash_trace_name(name, hand->dims->L);
     if (!spec) {
-        dflash_set_error("trace: %s is not in the trace-name table (tracenames.c)", name);
+        dflash_set_error("trace: %s is not in the trace-name table (formats/tracenames.c)", name);
         return -1;
     }
     TraceTensor x = {name, hand->ph, spec->kind == TRACE_IDS, buffer, 0, {0}, spec,

@@ -1,4 +1,4 @@
-/* load.c - reading the files a run needs: config.json, model.safetensors
+/* formats/load.c - reading the files a run needs: config.json, model.safetensors
  * (validated, then mapped), vocab.txt and the word-level tokenizer.
  * Everything here returns 0 or -1 with a one-line dflash_errmsg naming the
  * file, the field, what was expected and what was found. */
@@ -1294,7 +1294,7 @@ int stop_ids_default(const char *target_dir, const Model *target, int *ids, int 
 /* ---- tokenizer.json: decoding output ids (byte-level BPE only) */
 
 /* A forward-only reader for the few parts of tokenizer.json decoding needs.
- * json.c is not used: a real tokenizer.json has some 150 000 vocabulary
+ * formats/json.c is not used: a real tokenizer.json has some 150 000 vocabulary
  * keys in one object, past its limits (and its quadratic duplicate check). */
 typedef struct {
     const char *s;

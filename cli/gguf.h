@@ -1,4 +1,4 @@
-/* gguf.h - `dflash gguf` (gguf.c): a weight set in llama.cpp's GGUF format.
+/* cli/gguf.h - `dflash gguf` (cli/gguf.c): a weight set in llama.cpp's GGUF format.
  *
  *   dflash gguf --weights DIR OUT_DIR
  *   dflash gguf --target DIR --draft DIR OUT_DIR

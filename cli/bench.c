@@ -1,4 +1,4 @@
-/* bench.c - `dflash bench`: how fast the kernel and the decoding are, all
+/* cli/bench.c - `dflash bench`: how fast the kernel and the decoding are, all
  * measured in this one run, in one process (numbers from different runs on a
  * busy machine do not compare):
  *
@@ -14,7 +14,7 @@
  * Times are medians of repetitions; the targets are ratios. */
 #include "dflash.h"
 #include "bench.h"
-#include "load.h"
+#include "formats/load.h"
 #include "trace.h"
 
 #include <errno.h>

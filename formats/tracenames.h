@@ -1,6 +1,6 @@
-/* tracenames.h - the trace-name table, and the tensor a hand becomes.
+/* formats/tracenames.h - the trace-name table, and the tensor a hand becomes.
  *
- * Defines (tracenames.c):
+ * Defines (formats/tracenames.c):
  *   - dflash_trace_names: every name a run traces, with its symbolic shape,
  *     its kind (real, ids, per-head), its meaning and the C function of
  *     dflash.c that computes it. TRACE.md is generated from it (tools/mktrace).
@@ -13,8 +13,8 @@
  *
  * dflash.c does not use this file: it hands out names and buffers only. The
  * hooks do: trace.c (the file tracer) and a port's own C harness. A harness
- * that takes tensors in-process links dflash.c and tracenames.c (and load.c,
- * json.c, files.c to load the weights; tests/test_hook.c is one), and calls
+ * that takes tensors in-process links dflash.c and formats/tracenames.c (and formats/load.c,
+ * formats/json.c, formats/files.c to load the weights; tests/test_hook.c is one), and calls
  * trace_shape_hand from its hook:
  *     static int my_hook(void *ctx, const TraceHand *h) { return trace_shape_hand(h, my_tensor, ctx); }
  */

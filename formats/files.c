@@ -1,4 +1,4 @@
-/* files.c - the file layer (files.h): the one whole-file reader, the one
+/* formats/files.c - the file layer (formats/files.h): the one whole-file reader, the one
  * path join, the one .npy reader and writer, OutFile (outputs written into
  * a temporary file and renamed into place), and the registry of partial
  * outputs that a signal handler removes.
@@ -11,7 +11,7 @@
  * - .npy files written are format 1.0, C order, little-endian (byte by
  *   byte, whatever the host), header padded with spaces and ended by '\n'
  *   so that magic + lengths + header is a multiple of 64 bytes, as NumPy
- *   does. The reader takes what NumPy writes (files.h).
+ *   does. The reader takes what NumPy writes (formats/files.h).
  * - An OutFile is "<path>.partial.XXXXXX" beside path (mkstemp), given the
  *   mode the file has (or 0666 & ~umask for a new one), registered before
  *   it exists, and renamed over path at out_commit with the signals
@@ -635,7 +635,7 @@ int npy_write(FILE *f, const char *descr, int ndim, const int64_t *shape, const 
 }
 
 /* ===========================================================================
- * The partial-output registry (files.h). Entries are removed newest first:
+ * The partial-output registry (formats/files.h). Entries are removed newest first:
  * a directory's files before the directory, the directory before the
  * parents made for it.
  * ======================================================================== */

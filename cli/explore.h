@@ -1,4 +1,4 @@
-/* explore.h - `dflash explore` (explore.c): one self-contained offline HTML
+/* cli/explore.h - `dflash explore` (cli/explore.c): one self-contained offline HTML
  * page over a trace directory. Defines explore_main, the subcommand.
  */
 #ifndef DFLASH_EXPLORE_H

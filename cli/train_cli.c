@@ -1,4 +1,4 @@
-/* train_cli.c - `dflash train`: the command around train.c's training step.
+/* cli/train_cli.c - `dflash train`: the command around train.c's training step.
  *
  * train.c is the math (one step: the frozen target's forward, the draft's
  * block forward, the weighted cross-entropy, the hand-written backward,
@@ -18,9 +18,9 @@
  * draft config that does not fit the target, an output that is an input) is
  * refused before the first step, with one line and exit status 2. */
 #include "dflash.h"
-#include "files.h"
-#include "json.h"
-#include "load.h"
+#include "formats/files.h"
+#include "formats/json.h"
+#include "formats/load.h"
 #include "trace.h"
 #include "train.h"
 #include "train_cli.h"
@@ -976,9 +976,9 @@ static int write_safetensors(FILE *f, const TrainParam *p, int n) {
 }
 
 /* The folder is written whole into "<out>.partial.XXXXXX" beside it and
- * renamed into place at the end. Every path is in files.c's partial-output
+ * renamed into place at the end. Every path is in formats/files.c's partial-output
  * registry before it exists, so a failure (outdir_discard) or a signal
- * (main.c's handler, out_cleanup_on_signal) removes it; the files inside are
+ * (cli/main.c's handler, out_cleanup_on_signal) removes it; the files inside are
  * OutFiles. An existing --out is replaced only when it is empty or holds
  * nothing but config.json and model.safetensors (a draft folder this
  * command wrote). */

@@ -1,4 +1,4 @@
-/* train_cli.h - `dflash train` (train_cli.c): the command around train.c's
+/* cli/train_cli.h - `dflash train` (cli/train_cli.c): the command around train.c's
  * training step: flags, data, the learning-rate schedule, progress, and the
  * Hugging Face draft folder it writes. */
 #ifndef TRAIN_CLI_H

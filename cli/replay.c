@@ -1,5 +1,5 @@
-/* replay.c - `dflash --replay DIR`: another run's token decisions, read from
- * its trace (replay.h says what is read and checked; TRACE.md "Replay" says
+/* cli/replay.c - `dflash --replay DIR`: another run's token decisions, read from
+ * its trace (cli/replay.h says what is read and checked; TRACE.md "Replay" says
  * what it is for). dflash_generate does the rest: with GenParams.replay set
  * it computes and traces every tensor as usual but goes on, round after
  * round, with the other run's first token, blocks and kept lengths.
@@ -10,8 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "files.h"
-#include "manifest.h"
+#include "formats/files.h"
+#include "formats/manifest.h"
 
 /* The values of DIR's tensor `name` as int64, with n values; 1 when the
  * trace has no such name, 0 read, -1 error. */

@@ -1,4 +1,4 @@
-/* replay.h - `dflash --replay DIR` (replay.c): another run's trace (a port's,
+/* cli/replay.h - `dflash --replay DIR` (cli/replay.c): another run's trace (a port's,
  * or the oracle's) read as the token decisions this program's run follows,
  * so that its rounds line up with that run's and `dflash diff` can compare
  * them phase by phase (dflash.h Replay; TRACE.md "Replay").

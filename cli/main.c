@@ -1,4 +1,4 @@
-/* main.c - the dflash command line: parse the flags, load a weight set,
+/* cli/main.c - the dflash command line: parse the flags, load a weight set,
  * run dflash_generate (or target-only decoding), print the output and the
  * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
@@ -7,9 +7,9 @@
 #include "explore.h"
 #include "figures.h"
 #include "gguf.h"
-#include "files.h"
-#include "json.h"
-#include "load.h"
+#include "formats/files.h"
+#include "formats/json.h"
+#include "formats/load.h"
 #include "replay.h"
 #include "trace.h"
 #include "train_cli.h"
@@ -550,7 +550,7 @@ int main(int argc, char **argv) {
         if (model_load(&draft, ddir, 1) != 0) goto fail;
         have_draft = 1;
         /* --draft-window: a sliding layer's window one-sided and causal
-         * (trained, load.c's default), two-sided, or none (full) */
+         * (trained, formats/load.c's default), two-sided, or none (full) */
         for (int l = 0; a.draft_window && l < draft.cfg.num_hidden_layers; l++) {
             if (strcmp(a.draft_window, "full") == 0) draft.cfg.layer_window[l] = 0;
             draft.cfg.layer_causal[l] = strcmp(a.draft_window, "trained") == 0 && draft.cfg.layer_window[l] > 0;
@@ -599,7 +599,7 @@ int main(int argc, char **argv) {
     int *prompt = malloc(sizeof(int) * (size_t)cap);
     if (!prompt) { dflash_set_error("out of memory"); goto fail; }
     int tok_rc = 0;
-    if (a.replay) {  /* the prompt and the tokens to follow: the trace's (replay.c) */
+    if (a.replay) {  /* the prompt and the tokens to follow: the trace's (cli/replay.c) */
         tok_rc = replay_load(a.replay, target.cfg.vocab_size, &replay);
         if (tok_rc == 0 && replay.B != p.block_size) {
             dflash_set_error("--replay: %.500s verified blocks of %d tokens, this run's block size is %d (give "

@@ -1,5 +1,5 @@
-/* diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]`:
- * two traces compared tensor by tensor (diff.h).
+/* cli/diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]`:
+ * two traces compared tensor by tensor (cli/diff.h).
  *
  * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]
  *
@@ -48,8 +48,8 @@
 
 #include "diff.h"
 #include "dflash.h"
-#include "files.h"
-#include "manifest.h"
+#include "formats/files.h"
+#include "formats/manifest.h"
 #include "trace.h"
 
 #include <errno.h>
