@@ -48,6 +48,8 @@ TEST_LIB           = formats/tracenames formats/json trace formats/files formats
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
 # what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
 TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
+# test_json #includes formats/json.c (its key comparisons counted)
+TEST_LIB_test_json = dflash
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
