@@ -50,6 +50,8 @@ TEST_LIB           = formats/tracenames formats/json trace formats/files formats
 TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
 # test_json #includes formats/json.c (its key comparisons counted)
 TEST_LIB_test_json = dflash
+# test_tokenizer #includes formats/tokenizer.c
+TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures

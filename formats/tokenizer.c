@@ -333,7 +333,7 @@ static void tok_index(Tokenizer *t, int id) {
 }
 
 void tok_free(Tokenizer *t) {
-    if (t->bytes) for (int i = 0; i < t->n_ids; i++) free(t->bytes[i]);
+    if (t->bytes) for (int i = 0; i < t->cap_ids; i++) free(t->bytes[i]);
     free(t->bytes); free(t->len); free(t->slot); free(t->merges); free(t->by_pair); free(t->is_added);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].text);
     free(t->added);
@@ -388,8 +388,8 @@ static int set_token(Tokenizer *t, const char *path, int id, const unsigned char
         dflash_set_error("%s: %s: id %d, expected 0..%d", path, what, id, TOK_MAX_IDS - 1);
         return -1;
     }
-    if (id >= t->n_ids) {
-        int cap = t->n_ids ? t->n_ids : 1024;
+    if (id >= t->cap_ids) {
+        int cap = t->cap_ids ? t->cap_ids : 1024;
         while (cap <= id) cap *= 2;
         unsigned char **nb = realloc(t->bytes, sizeof *nb * (size_t)cap);
         if (nb) t->bytes = nb;
@@ -398,9 +398,10 @@ static int set_token(Tokenizer *t, const char *path, int id, const unsigned char
         int *na = realloc(t->is_added, sizeof *na * (size_t)cap);
         if (na) t->is_added = na;
         if (!nb || !nl || !na) { dflash_set_error("%s: out of memory", path); return -1; }
-        for (int i = t->n_ids; i < cap; i++) t->bytes[i] = NULL, t->len[i] = 0, t->is_added[i] = 0;
-        t->n_ids = cap;
+        for (int i = t->cap_ids; i < cap; i++) t->bytes[i] = NULL, t->len[i] = 0, t->is_added[i] = 0;
+        t->cap_ids = cap;
     }
+    if (id >= t->n_ids) t->n_ids = id + 1;
     if (t->bytes[id]) {
         if (t->len[id] == n && memcmp(t->bytes[id], b, (size_t)n) == 0 && strncmp(what, "added", 5) == 0) return 0;
         dflash_set_error("%s: %s: id %d is already the id of another token", path, what, id);

@@ -34,6 +34,7 @@ typedef struct { char *text; int len, id, special; } TokAdded;
 
 typedef struct Tokenizer {
     int n_ids;                 /* highest id + 1 */
+    int cap_ids;               /* allocated ids (>= n_ids) */
     unsigned char **bytes;     /* (n_ids) id -> the token's bytes, NULL: no such id */
     int *len;                  /* (n_ids) */
     int *slot;                 /* bytes -> id: open addressing, slot = id + 1 */
