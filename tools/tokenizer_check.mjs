@@ -10,7 +10,8 @@
 //       the .out ids, the texts separated as in TEXTS.inp).
 //   node tools/tokenizer_check.mjs NODE_MODULES_DIR TOKENIZER.json --bench FILE REPEATS
 //       encodes FILE's text REPEATS times (add_special_tokens true) and prints
-//       "hf_encode_seconds S ids N": the fastest single call.
+//       "hf_encode_seconds S ids N": the fastest single call; the ids go to
+//       FILE.hf.ids (one line, comma-separated).
 // TEXTS.inp: texts separated by "\n__dflash_tokenizer_test__\n" (as
 // llama.cpp's tokenizer tests separate theirs).
 import {createRequire} from "node:module";
@@ -30,13 +31,15 @@ const ids = async (text, special) => Array.from((await tok.encode(text, undefine
 
 if (inp === "--bench") {
     const text = fs.readFileSync(outPrefix, "utf8");
-    let best = Infinity, n = 0;
+    let best = Infinity, n = 0, got = [];
     for (let r = 0; r < Number(repeats || 3); r++) {
         const t0 = process.hrtime.bigint();
-        n = (await ids(text, true)).length;
+        got = await ids(text, true);
+        n = got.length;
         const s = Number(process.hrtime.bigint() - t0) / 1e9;
         if (s < best) best = s;
     }
+    fs.writeFileSync(outPrefix + ".hf.ids", got.join(",") + "\n");
     console.log(`hf_encode_seconds ${best.toFixed(4)} ids ${n}`);
 } else {
     const texts = fs.readFileSync(inp, "utf8").split(SEP);
