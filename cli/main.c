@@ -4,6 +4,7 @@
 #include "dflash.h"
 #include "bench.h"
 #include "diff.h"
+#include "eval.h"
 #include "explore.h"
 #include "figures.h"
 #include "gguf.h"
@@ -35,6 +36,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
+    "       dflash eval [EVAL OPTIONS]                DFlash and the baselines on held-out prompts\n"
+    "                                                 (dflash eval --help)\n"
     "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
     "                   (or --target DIR --draft DIR)  OUT_DIR/draft.gguf; --vocab FILE: vocab.txt or\n"
     "                                                  tokenizer.json (README: \"llama.cpp\")\n"
@@ -481,6 +484,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "eval") == 0) return finish(eval_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
