@@ -26,6 +26,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static const char *const EVAL_USAGE =
@@ -292,7 +293,7 @@ done:
 typedef struct {
     int *rounds, *tokens, *proposed;  /* (N) */
     int *accepted;                    /* (N, B-1): rounds with acceptance_length >= i */
-    double *draft_s, *verify_s, *total_s;  /* (N) */
+    double *draft_s, *verify_s, *total_s, *cpu_s;  /* (N) */
     int lossless_fail, runs;
 } Cell;
 
@@ -309,6 +310,14 @@ static double ratio_se(const double *y, const int *x, int N, int stride, double 
     }
     *se = N > 1 && sx > 0 ? sqrt((double)N / (N - 1) * ss) / sx : NAN;
     return R;
+}
+
+/* this thread's CPU time in seconds: what a run costs whatever else the
+ * machine does (the wall clock counts the other processes' share too) */
+static double cpu_seconds(void) {
+    struct timespec ts;
+    if (clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts) != 0) return 0;
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static void put_pm(FILE *f, double v, double se) {
@@ -329,7 +338,7 @@ int eval_main(int argc, char **argv) {
     Cell *cells = NULL;
     int n_cells = 0;
     OutFile *log = NULL;
-    double *ar_decode = NULL, *ar_total = NULL;
+    double *ar_decode = NULL, *ar_total = NULL, *ar_cpu = NULL;
     int *ar_fwd = NULL;
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
@@ -392,8 +401,9 @@ int eval_main(int argc, char **argv) {
     cells = calloc((size_t)n_cells, sizeof *cells);
     ar_decode = calloc((size_t)N, sizeof(double));
     ar_total = calloc((size_t)N, sizeof(double));
+    ar_cpu = calloc((size_t)N, sizeof(double));
     ar_fwd = calloc((size_t)N, sizeof(int));
-    if (!cells || !ar_decode || !ar_total || !ar_fwd) { dflash_set_error("out of memory"); goto fail; }
+    if (!cells || !ar_decode || !ar_total || !ar_cpu || !ar_fwd) { dflash_set_error("out of memory"); goto fail; }
     for (int c = 0; c < n_cells; c++) {
         int B = a.blocks[c % a.n_blocks];
         Cell *ce = &cells[c];
@@ -404,7 +414,9 @@ int eval_main(int argc, char **argv) {
         ce->draft_s = calloc((size_t)N, sizeof(double));
         ce->verify_s = calloc((size_t)N, sizeof(double));
         ce->total_s = calloc((size_t)N, sizeof(double));
-        if (!ce->rounds || !ce->tokens || !ce->proposed || !ce->accepted || !ce->draft_s || !ce->verify_s || !ce->total_s) {
+        ce->cpu_s = calloc((size_t)N, sizeof(double));
+        if (!ce->rounds || !ce->tokens || !ce->proposed || !ce->accepted || !ce->draft_s || !ce->verify_s ||
+            !ce->total_s || !ce->cpu_s) {
             dflash_set_error("out of memory");
             goto fail;
         }
@@ -423,9 +435,10 @@ int eval_main(int argc, char **argv) {
         const int *prompt = prompts + (size_t)i * P;
         GenResult ar = {0};
         p.block_size = 1, p.temperature = 0, p.seed = a.seed + (unsigned long long)i;
-        double t0 = now_seconds();
+        double t0 = now_seconds(), c0 = cpu_seconds();
         if (ar_generate(&target, prompt, P, &p, &ar) != 0) goto fail;
         ar_total[i] = now_seconds() - t0;
+        ar_cpu[i] = cpu_seconds() - c0;
         ar_decode[i] = ar.seconds_verify;
         ar_fwd[i] = ar.target_forwards - 1;
         for (int ti = 0; ti < a.n_temps; ti++)
@@ -436,11 +449,12 @@ int eval_main(int argc, char **argv) {
                     int B = a.blocks[bi];
                     GenResult r = {0};
                     p.block_size = B, p.temperature = a.temps[ti];
-                    t0 = now_seconds();
+                    t0 = now_seconds(), c0 = cpu_seconds();
                     int grc = m == M_DFLASH ? dflash_generate(&draft, &target, prompt, P, &p, &r)
                                             : lookup_generate(&drafters[m], &target, prompt, P, &p, &r);
                     if (grc != 0) { gen_result_free(&ar); goto fail; }
                     ce->total_s[i] = now_seconds() - t0;
+                    ce->cpu_s[i] = cpu_seconds() - c0;
                     ce->runs++;
                     ce->rounds[i] = r.n_rounds;
                     ce->draft_s[i] = r.seconds_draft;
@@ -466,18 +480,19 @@ int eval_main(int argc, char **argv) {
     }
 
     /* the table */
-    double sum_ar = 0, sum_ar_total = 0;
+    double sum_ar = 0, sum_ar_total = 0, sum_ar_cpu = 0;
     long sum_fwd = 0;
-    for (int i = 0; i < N; i++) sum_ar += ar_decode[i], sum_fwd += ar_fwd[i], sum_ar_total += ar_total[i];
+    for (int i = 0; i < N; i++)
+        sum_ar += ar_decode[i], sum_fwd += ar_fwd[i], sum_ar_total += ar_total[i], sum_ar_cpu += ar_cpu[i];
     double t1 = sum_fwd > 0 ? sum_ar / sum_fwd : NAN;
     printf("dflash eval: %s, %d prompts of %d tokens (%s), %ld new tokens each%s; %s build, one thread\n",
            a.weights ? a.weights : a.target, N, P, a.text ? a.text : a.ids_file ? a.ids_file : a.ids_stream,
            a.new_tokens, a.stop_at_eos ? " or up to a stop id" : "", REAL_NAME);
     printf("1-token decode forward of the target (target-only greedy runs, this run): %.3f ms\n", 1e3 * t1);
-    printf("%-5s %-7s %3s %7s %13s %6s %7s %7s %7s %7s %8s %-9s  %s\n", "T", "method", "B", "rounds", "tau", "prop",
-           "verify", "draft", "cost", "tau/cost", "wall", "lossless", "acceptance per position 1..B-1");
+    printf("%-5s %-7s %3s %7s %13s %6s %7s %7s %7s %7s %8s %8s %-9s  %s\n", "T", "method", "B", "rounds", "tau",
+           "prop", "verify", "draft", "cost", "tau/cost", "wall", "cpu", "lossless", "acceptance per position 1..B-1");
     if (log) fprintf(out_stream(log), "T\tmethod\tB\tprompts\trounds\ttau\ttau_se\tproposed\tverify_cost\tdraft_cost\t"
-                     "cost\tspeedup\twall_speedup\tlossless_fail\tacceptance\tacceptance_se\n");
+                     "cost\tspeedup\twall_speedup\tcpu_speedup\tlossless_fail\tacceptance\tacceptance_se\n");
     int total_fail = 0;
     for (int ti = 0; ti < a.n_temps; ti++)
         for (int m = 0; m < M_COUNT; m++) {
@@ -488,14 +503,15 @@ int eval_main(int argc, char **argv) {
                 double *y = malloc(sizeof(double) * (size_t)N * (size_t)(B > 1 ? B - 1 : 1));
                 if (!y) { dflash_set_error("out of memory"); goto fail; }
                 long R = 0;
-                double sd = 0, sv = 0, st = 0;
-                for (int i = 0; i < N; i++) R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i];
+                double sd = 0, sv = 0, st = 0, sc = 0;
+                for (int i = 0; i < N; i++)
+                    R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
                 double se_tau, se_prop;
                 for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
                 double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
                 for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
                 double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
-                double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st;
+                double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st, cpu = sum_ar_cpu / sc;
                 int greedy = a.temps[ti] < 1e-5;
                 total_fail += ce->lossless_fail;
                 char ll[32];
@@ -504,11 +520,12 @@ int eval_main(int argc, char **argv) {
                 else snprintf(ll, sizeof ll, "-");
                 char taus[48];
                 snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
-                printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %-9s ", a.temps[ti],
-                       METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, ll);
-                if (log) fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
-                                 a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost,
-                                 wall, greedy ? ce->lossless_fail : -1);
+                printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a.temps[ti],
+                       METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
+                if (log)
+                    fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
+                            a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
+                            greedy ? ce->lossless_fail : -1);
                 double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
                 for (int j = 1; j < B; j++) {
                     for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
@@ -530,7 +547,8 @@ int eval_main(int argc, char **argv) {
            " prop: tokens proposed per round; verify, draft: a round's verify forward and drafting, in 1-token\n"
            " decode forwards of this run; cost = verify + draft; tau/cost: the decode speedup over target-only\n"
            " decoding it implies; wall: target-only time / this method's time for the same runs, prefill\n"
-           " included (the target-only runs are greedy); lossless: greedy outputs equal to target-only's)\n");
+           " included (the target-only runs are greedy); cpu: the same in this thread's CPU time, which the\n"
+           " machine's other load does not inflate; lossless: greedy outputs equal to target-only's)\n");
     if (log) {
         int lrc = out_commit(log);
         log = NULL;
@@ -553,10 +571,12 @@ fail:
         free(cells[c].draft_s);
         free(cells[c].verify_s);
         free(cells[c].total_s);
+        free(cells[c].cpu_s);
     }
     free(cells);
     free(ar_decode);
     free(ar_total);
+    free(ar_cpu);
     free(ar_fwd);
     free(prompts);
     if (have_draft) model_free(&draft);

@@ -208,6 +208,55 @@ static void test_baselines_accept_on_a_repeating_target(void **state) {
     gen_result_free(&ar);
 }
 
+/* T > 0: lossless in distribution. Over many seeds the first two new
+ * tokens of each drafter (block 3) follow the exact target distribution
+ * P(t1) P(t2 | t1) (tu_exact_joint: softmax of the target's logits), as in
+ * tests/test_core.c for DFlash; the tiny set's lm_head sharpened the same
+ * way, sharper (x 12). 4000 seeds a drafter (DFLASH_TEST_LONG: 20000): the
+ * verification sampling at 1.3 T instead of T fails it (chi-square 202 against
+ * a limit of 85; checked by hand). */
+#ifndef SHARPEN
+#define SHARPEN 12.0
+#endif
+static void test_sampling_lossless_in_distribution(void **state) {
+    (void)state;
+    Model t, d;
+    char *dir = tu_load_tiny_pair(&t, &d);
+    for (int v = 0; v < TU_V; v++)
+        for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(SHARPEN * sin(1.7 * v + 0.9 * i));
+    int V = TU_V, prompt[2] = {0, 1}, N = tu_long() ? 20000 : 4000;
+    double temp = 1.0, P[TU_V * TU_V];
+    tu_exact_joint(&t, prompt, 2, temp, P);
+    static const DrafterKind kinds[] = {DRAFT_COPY, DRAFT_NGRAM, DRAFT_LOOKUP};
+    for (int ki = 0; ki < 3; ki++) {
+        Drafter dr = {kinds[ki], 1, 4};
+        int count[TU_V * TU_V] = {0}, accepted = 0, proposed = 0;
+        for (int s = 0; s < N; s++) {
+            GenParams gp = {0};
+            gp.max_new_tokens = 2;
+            gp.block_size = 3;
+            gp.temperature = temp;
+            gp.seed = (uint64_t)s;
+            GenResult r;
+            assert_int_equal(lookup_generate(&dr, &t, prompt, 2, &gp, &r), 0);
+            assert_int_equal(r.n_output, 4);
+            count[r.output_ids[2] * V + r.output_ids[3]]++;
+            for (int i = 0; i < r.n_rounds; i++) {
+                accepted += r.rounds[i].acceptance_length;
+                for (int j = 1; j < 3; j++) proposed += r.rounds[i].block[j] >= 0;
+            }
+            gen_result_free(&r);
+        }
+        tu_assert_fits(count, P, V * V, N, drafter_name(kinds[ki]));
+        /* copy and ngram exercise the verification: some, not all, proposals accepted */
+        if (kinds[ki] != DRAFT_LOOKUP) assert_true(accepted > 0 && accepted < proposed);
+    }
+    model_free(&t);
+    model_free(&d);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* ---- dflash eval: the prompt rule and the statistics --------------------------- */
 
 static void test_ratio_se_hand_computed(void **state) {
@@ -326,6 +375,7 @@ int main(void) {
         cmocka_unit_test(test_copy_proposes_the_anchor),
         cmocka_unit_test(test_ngram_vllm_rule),
         cmocka_unit_test(test_lookup_llamacpp_rule),
+        cmocka_unit_test(test_sampling_lossless_in_distribution),
         cmocka_unit_test(test_ratio_se_hand_computed),
         cmocka_unit_test(test_cut_prompts_rule),
         cmocka_unit_test_setup_teardown(test_greedy_lossless, setup_target, teardown_target),
