@@ -260,9 +260,12 @@ static int cut_prompts(const EvalArgs *a, const Vocab *vocab, const char *vocab_
             ids = malloc(sizeof(int) * (size_t)cap);
             if (!ids) { dflash_set_error("%s: out of memory", path); goto done; }
             if (tokenize(vocab, bytes, ids, cap, &n) != 0) {
-                char msg[sizeof dflash_errmsg];
+                /* the tokenizer speaks of --prompt and --ids: this command's are the file and --ids-stream */
+                char msg[sizeof dflash_errmsg], *m = msg, *hint;
                 memcpy(msg, dflash_errmsg, sizeof msg);
-                dflash_set_error("%s: %s", path, msg);
+                if (strncmp(m, "--prompt: ", 10) == 0) m += 10;
+                if ((hint = strstr(m, " with --ids")) != NULL) strcpy(hint, " with --ids-stream");
+                dflash_set_error("%s: %s", path, m);
                 goto done;
             }
         } else if (parse_id_text(path, bytes, bytes + len, 1, V, &ids, &n, &cap) != 0) {
