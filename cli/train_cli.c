@@ -24,6 +24,9 @@
 #include "trace.h"
 #include "train.h"
 #include "train_cli.h"
+#include "flags.h"
+
+#include <stddef.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -73,8 +76,9 @@ static const char *const TRAIN_USAGE[2] = {
     "                        loss_mask, anchors, keep) instead of drawing; its other keys are not read\n"
     "training (defaults: SpecForge's DFlash example examples/configs/qwen3-4b-dflash-online.yaml\n"
     "where it has one, else its code's; toy sizes where neither applies):\n"
-    "  --steps N             optimizer steps, 1..100000000 (default 100; --batches: its batch count);\n"
-    "                        0 with --heldout: evaluate (and write) the draft as it starts\n"
+    "  --steps N             optimizer steps, 0..100000000 (default 100; --batches: its batch count);\n"
+    "                        0: write the draft as it starts (--draft-config: its seeded\n"
+    "                        initialisation, NOTES.md \"A new draft\"); with --heldout, evaluated\n"
     "  --batch b             sequences per step, 1..4096 (default 4, SpecForge batch_size)\n"
     "  --seq-len S           tokens per sequence, B..max_position_embeddings - B: longer ones\n"
     "                        are cut, shorter ones padded with mask_token_id at loss mask 0\n"
@@ -116,55 +120,56 @@ static const char *const TRAIN_USAGE[2] = {
 typedef struct {
     const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir, *save_data, *log;
     long heldout;
-    int causal_block;
+    int causal_block;  /* --block-attention: 0 bidirectional, 1 causal */
     long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every;
     double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
-    Schedule schedule;
+    int schedule;      /* Schedule: 0 cosine, 1 constant (the order of --schedule's choices) */
     uint64_t seed;
     int bench;
 } TrainArgs;
 
-static int arg_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno || v < lo || v > hi) {
-        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* a finite number >= lo (strictly above lo when open) */
-static int arg_double(const char *flag, const char *s, double lo, int open, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !isfinite(v) || v < lo || (open && v == lo)) {
-        dflash_set_error("%s: expected a finite number %s %g, got \"%.100s\"", flag, open ? ">" : ">=", lo, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static const char *arg_value(int argc, char **argv, int *i) {
-    const char *f = argv[*i], *next = *i + 1 < argc ? argv[*i + 1] : NULL;
-    if (!next || (strncmp(next, "--", 2) == 0 && next[2])) {
-        dflash_set_error("%s: missing value%s", f, next ? " (the next argument is a flag)" : "");
-        return NULL;
-    }
-    ++*i;
-    return next;
-}
+/* THE flags of dflash train (cli/flags.h; tests/test_flags.c checks them
+ * against TRAIN_USAGE) */
+#define TA(m) offsetof(TrainArgs, m)
+const Flag TRAIN_FLAGS[] = {
+    {.name = "--target", .kind = FLAG_STRING, .field = TA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = TA(draft)},
+    {.name = "--draft-config", .kind = FLAG_STRING, .field = TA(draft_config)},
+    {.name = "--out", .kind = FLAG_STRING, .field = TA(out)},
+    {.name = "--data", .kind = FLAG_STRING, .field = TA(data)},
+    {.name = "--generate", .kind = FLAG_INT, .field = TA(generate), .lo = 1, .hi = 1 << 20},
+    {.name = "--prompt-len", .kind = FLAG_INT, .field = TA(prompt_len), .lo = 1, .hi = 1 << 20},
+    {.name = "--temperature", .kind = FLAG_REAL, .field = TA(temperature), .lo = 0},
+    {.name = "--batches", .kind = FLAG_STRING, .field = TA(batches)},
+    {.name = "--steps", .kind = FLAG_INT, .field = TA(steps), .lo = 0, .hi = 100000000},
+    {.name = "--batch", .kind = FLAG_INT, .field = TA(batch), .lo = 1, .hi = 4096},
+    {.name = "--seq-len", .kind = FLAG_INT, .field = TA(seq_len), .lo = 1, .hi = 1 << 20},
+    {.name = "--anchors", .kind = FLAG_INT, .field = TA(anchors), .lo = 1, .hi = 65536},
+    {.name = "--block-size", .kind = FLAG_INT, .field = TA(block_size), .lo = 1, .hi = DFLASH_MAX_BLOCK},
+    {.name = "--lr", .kind = FLAG_REAL, .field = TA(lr), .lo = 0, .hi = 0, .open = FLAG_OPEN},
+    {.name = "--warmup", .kind = FLAG_INT, .field = TA(warmup), .lo = 0, .hi = 100000000},
+    {.name = "--schedule", .kind = FLAG_CHOICE, .field = TA(schedule), .choices = "cosine|constant"},
+    {.name = "--gamma", .kind = FLAG_REAL, .field = TA(gamma), .lo = 0},
+    {.name = "--weight-decay", .kind = FLAG_REAL, .field = TA(weight_decay), .lo = 0},
+    {.name = "--max-grad-norm", .kind = FLAG_REAL, .field = TA(max_grad_norm), .lo = 0},
+    {.name = "--adam-eps", .kind = FLAG_REAL, .field = TA(adam_eps), .lo = 0, .hi = 0, .open = FLAG_OPEN},
+    {.name = "--seed", .kind = FLAG_U64, .field = TA(seed)},
+    {.name = "--log-every", .kind = FLAG_INT, .field = TA(log_every), .lo = 1, .hi = 100000000},
+    {.name = "--block-attention", .kind = FLAG_CHOICE, .field = TA(causal_block), .choices = "bidirectional|causal"},
+    {.name = "--heldout", .kind = FLAG_INT, .field = TA(heldout), .lo = 0, .hi = 65536},
+    {.name = "--save-data", .kind = FLAG_STRING, .field = TA(save_data)},
+    {.name = "--log", .kind = FLAG_STRING, .field = TA(log)},
+    {.name = "--trace", .kind = FLAG_STRING, .field = TA(trace_dir)},
+    {.name = "--bench", .kind = FLAG_SWITCH, .field = TA(bench)},
+    FLAG_TABLE_END};
+#undef TA
 
 /* 0 run, 1 --help, -1 bad arguments (dflash_errmsg) */
 static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     memset(a, 0, sizeof *a);
-    int batch_given = 0;
     a->generate = a->steps = a->seq_len = a->block_size = a->warmup = -1;
     a->prompt_len = 4;
-    a->batch = 4;
+    a->batch = -1;  /* 4; --bench: 2 */
     a->anchors = 512;
     a->lr = 6e-4;
     a->gamma = 7;
@@ -174,72 +179,10 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     a->seed = 42;
     a->log_every = 10;
     a->schedule = SCHEDULE_COSINE;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v;
-        const char **str = NULL;
-        long *num = NULL, lo = 0, hi = 0;
-        double *real_out = NULL, rlo = 0;
-        int open = 0;
-        if (strcmp(f, "--target") == 0) str = &a->target;
-        else if (strcmp(f, "--draft") == 0) str = &a->draft;
-        else if (strcmp(f, "--draft-config") == 0) str = &a->draft_config;
-        else if (strcmp(f, "--out") == 0) str = &a->out;
-        else if (strcmp(f, "--data") == 0) str = &a->data;
-        else if (strcmp(f, "--batches") == 0) str = &a->batches;
-        else if (strcmp(f, "--trace") == 0) str = &a->trace_dir;
-        else if (strcmp(f, "--save-data") == 0) str = &a->save_data;
-        else if (strcmp(f, "--log") == 0) str = &a->log;
-        else if (strcmp(f, "--heldout") == 0) num = &a->heldout, lo = 0, hi = 65536;
-        else if (strcmp(f, "--generate") == 0) num = &a->generate, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--prompt-len") == 0) num = &a->prompt_len, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--steps") == 0) num = &a->steps, lo = 0, hi = 100000000;
-        else if (strcmp(f, "--batch") == 0) num = &a->batch, lo = 1, hi = 4096, batch_given = 1;
-        else if (strcmp(f, "--seq-len") == 0) num = &a->seq_len, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--anchors") == 0) num = &a->anchors, lo = 1, hi = 65536;
-        else if (strcmp(f, "--block-size") == 0) num = &a->block_size, lo = 1, hi = DFLASH_MAX_BLOCK;
-        else if (strcmp(f, "--warmup") == 0) num = &a->warmup, lo = 0, hi = 100000000;
-        else if (strcmp(f, "--log-every") == 0) num = &a->log_every, lo = 1, hi = 100000000;
-        else if (strcmp(f, "--temperature") == 0) real_out = &a->temperature;
-        else if (strcmp(f, "--lr") == 0) real_out = &a->lr, open = 1;
-        else if (strcmp(f, "--gamma") == 0) real_out = &a->gamma;
-        else if (strcmp(f, "--weight-decay") == 0) real_out = &a->weight_decay;
-        else if (strcmp(f, "--max-grad-norm") == 0) real_out = &a->max_grad_norm;
-        else if (strcmp(f, "--adam-eps") == 0) real_out = &a->adam_eps, open = 1;
-        else if (strcmp(f, "--block-attention") == 0) {
-            if (!(v = arg_value(argc, argv, &i))) return -1;
-            if (strcmp(v, "bidirectional") == 0) a->causal_block = 0;
-            else if (strcmp(v, "causal") == 0) a->causal_block = 1;
-            else {
-                dflash_set_error("--block-attention: expected bidirectional or causal, got \"%.100s\"", v);
-                return -1;
-            }
-            continue;
-        } else if (strcmp(f, "--schedule") == 0) {
-            if (!(v = arg_value(argc, argv, &i))) return -1;
-            if (strcmp(v, "cosine") == 0) a->schedule = SCHEDULE_COSINE;
-            else if (strcmp(v, "constant") == 0) a->schedule = SCHEDULE_CONSTANT;
-            else { dflash_set_error("--schedule: expected cosine or constant, got \"%.100s\"", v); return -1; }
-            continue;
-        } else if (strcmp(f, "--seed") == 0) {
-            if (!(v = arg_value(argc, argv, &i))) return -1;
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (!(*v >= '0' && *v <= '9') || *end || errno) {
-                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, v);
-                return -1;
-            }
-            a->seed = s;
-            continue;
-        } else if (strcmp(f, "--bench") == 0) { a->bench = 1; continue; }
-        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
-        else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see dflash train --help)", f); return -1; }
-        else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see dflash train --help)", f); return -1; }
-        if (!(v = arg_value(argc, argv, &i))) return -1;
-        if (str) *str = v;
-        else if (num && arg_long(f, v, lo, hi, num) != 0) return -1;
-        else if (real_out && arg_double(f, v, rlo, open, real_out) != 0) return -1;
-    }
+    int rc = flags_parse(TRAIN_FLAGS, argc, argv, a, "dflash train", NULL, 0, NULL);
+    if (rc != 0) return rc;
+    int batch_given = a->batch > 0;
+    if (!batch_given) a->batch = 4;
     if (a->bench) {
         if (!a->target) a->target = "toy_weights/random/target";
         if (!a->draft && !a->draft_config) a->draft = "toy_weights/random/draft";
@@ -267,9 +210,8 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
         }
         if (!a->out) { dflash_set_error("--out: missing (the folder the trained draft goes to)"); return -1; }
     }
-    if (a->steps == 0 && (a->heldout <= 0 || a->batches || a->bench)) {
-        dflash_set_error("--steps 0: only with --heldout N (an evaluation of the draft as it starts), "
-                         "not with --batches or --bench");
+    if (a->steps == 0 && a->bench) {
+        dflash_set_error("--steps 0: writes the draft as it starts; --bench times steps (expected --steps >= 1)");
         return -1;
     }
     if (a->warmup >= 0 && a->steps > 0 && a->warmup >= a->steps) {
