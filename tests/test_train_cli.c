@@ -9,6 +9,8 @@
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "../train.c"
+#include "../cli/train_data.c"
+#include "../formats/draftdir.c"
 #include "../cli/train_cli.c"
 #include "testutil.h"
 
