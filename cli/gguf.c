@@ -724,9 +724,9 @@ int gguf_main(int argc, char **argv) {
                file_type_of(&ts)};
     Meta md = mt;
     md.arch = "dflash", md.name = dname, md.cfg = &draft.cfg, md.file_type = file_type_of(&ds);
-    if (!(ot = out_open(tpath, "dflash gguf"))) goto fail;
+    if (!(ot = out_open(tpath, "OUT_DIR"))) goto fail;
     if (write_gguf(out_stream(ot), &ts, &mt) != 0 || out_finish(ot) != 0) goto fail;
-    if (!(od = out_open(dpath, "dflash gguf"))) goto fail;
+    if (!(od = out_open(dpath, "OUT_DIR"))) goto fail;
     if (write_gguf(out_stream(od), &ds, &md) != 0 || out_finish(od) != 0) goto fail;
     int c1 = out_commit(ot);
     ot = NULL;

@@ -223,6 +223,51 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
  * 2. The command
  * ======================================================================== */
 
+/* No run lies: a step whose loss, gradient norm (any non-finite gradient
+ * makes it non-finite) or updated weights are not finite stops the run
+ * there, naming what; nothing is written (the caller's fail path). */
+static int step_nonfinite(int s, const TrainStats *ts, const TrainParam *p, int n, const TrainHyper *hp) {
+    if (!isfinite(ts->loss)) {
+        dflash_set_error("step %d: the loss is not finite (%g); stopped, nothing written", s, ts->loss);
+        return -1;
+    }
+    if (!isfinite(ts->grad_norm)) {
+        dflash_set_error("step %d: the gradient norm is not finite (%g: a gradient overflowed); stopped, nothing "
+                         "written", s, ts->grad_norm);
+        return -1;
+    }
+    for (int i = 0; i < n; i++) {
+        size_t m = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        for (size_t k = 0; k < m; k++)
+            if (!isfinite(p[i].data[k])) {
+                dflash_set_error("step %d: weight %s[%zu] is not finite (%g) after the update (lr %g, weight decay %g); "
+                                 "stopped, nothing written", s, p[i].key, k, (double)p[i].data[k], hp->lr,
+                                 hp->weight_decay);
+                return -1;
+            }
+    }
+    return 0;
+}
+
+/* The largest buffer of a step, the block attention mask (train.c,
+ * run_init): b x N·B rows x (S + N·B) keys, one int each. More than
+ * TRAIN_MAX_MASK values is refused before anything is allocated (a
+ * --batches row of 70,000 anchors asked for 314 GB). where: the case file
+ * (then batch bi) or NULL (the flags). */
+#define TRAIN_MAX_MASK ((double)(1ull << 32))
+
+static int step_size_check(const char *where, int bi, int b, int S, int N, int B) {
+    double Q = (double)N * B, values = (double)b * Q * ((double)S + Q);
+    if (values <= TRAIN_MAX_MASK) return 0;
+    char at[4200];
+    if (where) snprintf(at, sizeof at, "%.4000s: batches[%d]", where, bi);
+    else snprintf(at, sizeof at, "--batch %d, --seq-len %d, --anchors", b, S);
+    dflash_set_error("%s: a step of %d x %d anchors x block %d over %d positions needs an attention mask of %.3g "
+                     "values (b x N·B x (S + N·B)), more than 2^32 (%.0f GiB); expected fewer anchors, rows or "
+                     "positions", at, b, N, B, S, values, values * sizeof(int) / (1024.0 * 1024 * 1024));
+    return -1;
+}
+
 static void fmt_duration(char *buf, size_t size, double s) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
@@ -256,35 +301,23 @@ int train_main(int argc, char **argv) {
     memset(&dr, 0, sizeof dr);
     memset(&od, 0, sizeof od);
 
-    /* outputs against inputs, before anything is read or written */
-    const char *inputs[8];
+    /* outputs against inputs and each other, before anything is read or
+     * written: formats/files.c's one check (README.md, "Your files") */
+    const char *inputs[4];
     int n_inputs = 0;
     inputs[n_inputs++] = a.target;
     inputs[n_inputs++] = a.draft ? a.draft : a.draft_config;
     if (a.data) inputs[n_inputs++] = a.data;
     if (a.batches) inputs[n_inputs++] = a.batches;
-    if (a.out) {
-        if (trace_check_outputs(a.out, NULL, inputs, n_inputs) != 0) {
-            char msg[sizeof dflash_errmsg];
-            memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("--out: %s", strncmp(msg, "trace: ", 7) == 0 ? msg + 7 : msg);
+    {
+        OutPath outs[4] = {{a.out, "the draft folder (--out)", 1}, {a.trace_dir, "the trace directory (--trace)", 1},
+                           {a.log, "the log (--log)", 0}, {a.save_data, "the saved data (--save-data)", 0}};
+        if (out_check_paths("dflash train", outs, 4, inputs, n_inputs) != 0) {
+            /* dflash_print_error adds the prefix once */
+            if (strncmp(dflash_errmsg, "dflash train: ", 14) == 0)
+                memmove(dflash_errmsg, dflash_errmsg + 14, strlen(dflash_errmsg + 14) + 1);
             goto fail;
         }
-        inputs[n_inputs++] = a.out;
-    }
-    if (a.trace_dir && trace_check_outputs(a.trace_dir, NULL, inputs, n_inputs) != 0) goto fail;
-    {
-        OutPath outs[4] = {{a.log, "the log", 0}, {a.save_data, "the saved data", 0}, {a.out, "the draft folder", 1},
-                           {a.trace_dir, "the trace directory", 1}};
-        if ((a.log || a.save_data) && out_check_paths("dflash train", outs, 4, inputs, n_inputs - !!a.out) != 0)
-            goto fail;
-    }
-    /* --out and --trace apart (each is replaced whole): the text-trace
-     * check of trace_check_outputs compares two paths both ways */
-    if (a.trace_dir && a.out && trace_check_outputs(a.trace_dir, a.out, NULL, 0) != 0) {
-        dflash_set_error("--out %s and --trace %s: expected two separate folders, neither inside the other", a.out,
-                         a.trace_dir);
-        goto fail;
     }
 
     /* the models */
@@ -325,6 +358,21 @@ int train_main(int argc, char **argv) {
     }
     int max_pos = target.cfg.max_position_embeddings < dc->max_position_embeddings ? target.cfg.max_position_embeddings
                                                                                    : dc->max_position_embeddings;
+    /* a sliding-window draft would be trained as full attention (train.c's
+     * block mask has no window): refused until training windows is
+     * implemented (NOTES.md, "Training: the command") */
+    for (int l = 0; l < dc->num_hidden_layers; l++)
+        if (dc->layer_window[l] > 0) {
+            dflash_set_error("%s: layer_types[%d] is \"sliding_attention\" (sliding_window %d): dflash train trains "
+                             "full attention only, and training windows is not implemented; refusing rather than "
+                             "train the layer as full attention", src_config, l, dc->layer_window[l]);
+            goto fail;
+        }
+    if (B < 2) {
+        dflash_set_error("--block-size %d: a block of 1 has no position to predict (the anchor's own token is given): "
+                         "the loss would be 0 and nothing trained; expected 2..%d", B, DFLASH_MAX_BLOCK);
+        goto fail;
+    }
 
     /* the data */
     int S = (int)a.seq_len, steps = (int)a.steps;
@@ -346,6 +394,14 @@ int train_main(int argc, char **argv) {
                                  a.batches, i, cs.batch[i].S, max_pos - B);
                 goto fail;
             }
+            const CaseBatch *cb = &cs.batch[i];
+            if (batch_trained_positions(cb->b, cb->S, cb->N, B, cb->mask, cb->anchors, cb->keep) == 0) {
+                dflash_set_error("%s: batches[%d]: trains nothing: no kept anchor has a block position with loss "
+                                 "mask 1 (keep false, or loss mask 0 at positions anchor+1..anchor+%d); expected at "
+                                 "least one", a.batches, i, B - 1);
+                goto fail;
+            }
+            if (step_size_check(a.batches, i, cb->b, cb->S, cb->N, B) != 0) goto fail;
         }
     } else {
         if (steps < 0) steps = 100;
@@ -356,11 +412,16 @@ int train_main(int argc, char **argv) {
             int prc = data_parse(&seqs, a.data, text, len, V);
             free(text);
             if (prc != 0) goto fail;
-            if (S < 0) {
-                S = 0;
-                for (int i = 0; i < seqs.n; i++) if (seqs.len[i] > S) S = seqs.len[i];
-                if (S > 4096) S = 4096;
-                if (S < B) S = B;
+            if (S < 0) {  /* the longest line, cut to what the positions allow (--help: longer ones are cut) */
+                int longest = 0;
+                for (int i = 0; i < seqs.n; i++) if (seqs.len[i] > longest) longest = seqs.len[i];
+                S = longest < B ? B : longest;
+                if (S + B > max_pos && max_pos - B >= B) {
+                    S = max_pos - B;
+                    fprintf(stderr, "train: %s: the longest line has %d ids; sequences are cut to %d "
+                                    "(max_position_embeddings - block size; --seq-len sets the length)\n",
+                            a.data, longest, S);
+                }
             }
         } else if (S < 0) {
             S = 64;
@@ -377,6 +438,10 @@ int train_main(int argc, char **argv) {
             }
         }
         if (a.data && data_check(&seqs, a.data, S, B, (int)a.anchors) != 0) goto fail;
+        /* a drawn batch has at most min(--anchors, S - B) anchor slots
+         * (train_anchor_count: the candidates 0..S-B, less one) */
+        int n_max = (int)a.anchors < S - B ? (int)a.anchors : S - B;
+        if (step_size_check(NULL, 0, (int)a.batch, S, n_max > 0 ? n_max : 1, B) != 0) goto fail;
     }
     int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
     if (steps > 0 && warmup >= steps) {
@@ -386,8 +451,8 @@ int train_main(int argc, char **argv) {
 
     /* every check passed: the output folder, the trace, then the work */
     if (a.out && outdir_prepare(&od, a.out) != 0) goto fail;
-    if (a.log && !(logf = out_open(a.log, "dflash train"))) goto fail;
-    if (a.save_data && !(savef = out_open(a.save_data, "dflash train"))) goto fail;
+    if (a.log && !(logf = out_open(a.log, "--log"))) goto fail;
+    if (a.save_data && !(savef = out_open(a.save_data, "--save-data"))) goto fail;
     if (a.generate > 0 && data_generate(&seqs, &target, a.target, (int)a.generate, (int)a.prompt_len, S, B,
                                         (int)a.anchors, a.temperature, dc->mask_token_id, a.seed,
                                         0x67656e6572617465ull /* "generate" */, NULL, "generate") != 0)
@@ -428,6 +493,15 @@ int train_main(int argc, char **argv) {
     if (!a.batches && !a.bench && !a.trace_dir) drawer_cache_init(&dr, &draft, seqs.n);
     st = train_state_new(&draft, &target);
     if (!st) goto fail;
+    /* the trained tensors (checked after every step, then written) */
+    int cap = 11 * dc->num_hidden_layers + 8;
+    params = calloc((size_t)cap, sizeof(TrainParam));
+    if (!params) { dflash_set_error("out of memory"); goto fail; }
+    int n_params = train_params(&draft, params, cap);
+    if (n_params <= 0 || n_params > cap) {
+        if (n_params > cap) dflash_set_error("train: %d trained tensors, more than the %d expected", n_params, cap);
+        goto fail;
+    }
     if (a.trace_dir) {
         tracer = trace_open(a.trace_dir, NULL, NULL, 0);
         if (!tracer) goto fail;
@@ -468,11 +542,17 @@ int train_main(int argc, char **argv) {
             goto fail;
         }
         hp.lr = train_lr_at(a.schedule, a.lr, warmup, steps, s);
+        if (!isfinite(hp.lr)) {
+            dflash_set_error("step %d: the learning rate is not finite (%g: --lr %g overflows the schedule); stopped, "
+                             "nothing written", s, hp.lr, a.lr);
+            goto fail;
+        }
         TrainStats ts;
         memset(&ts, 0, sizeof ts);
         double t0 = now_seconds();
         clock_t c0 = clock();
         if (train_step(&draft, &target, st, &tb, &hp, s, tracer ? trace_hook(tracer) : NULL, &ts) != 0) goto fail;
+        if (step_nonfinite(s, &ts, params, n_params, &hp) != 0) goto fail;
         double dt = now_seconds() - t0, dcpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
         if (!(a.bench && s == 1 && steps > 1)) {  /* bench: step 1 warms up */
             t_steps += dt;
@@ -529,11 +609,6 @@ int train_main(int argc, char **argv) {
     }
 
     /* the draft folder */
-    int cap = 11 * dc->num_hidden_layers + 8;
-    params = calloc((size_t)cap, sizeof(TrainParam));
-    if (!params) { dflash_set_error("out of memory"); goto fail; }
-    int n_params = train_params(&draft, params, cap);
-    if (n_params <= 0) goto fail;
     Config out_cfg = *dc;
     out_cfg.n_eos = target.cfg.n_eos;
     memcpy(out_cfg.eos_token_id, target.cfg.eos_token_id, sizeof out_cfg.eos_token_id);
@@ -544,7 +619,8 @@ int train_main(int argc, char **argv) {
         bos = config_bos(tcfg);
     }
     if (outdir_write_file(&od, 0, &out_cfg, bos, B, params, n_params) != 0 ||
-        outdir_write_file(&od, 1, &out_cfg, bos, B, params, n_params) != 0)
+        outdir_write_file(&od, 1, &out_cfg, bos, B, params, n_params) != 0 ||
+        outdir_write_file(&od, 2, &out_cfg, bos, B, params, n_params) != 0)
         goto fail;
     if (tracer) {
         int crc = trace_close(tracer);

@@ -81,6 +81,18 @@ int seqs_push(Seqs *s, const int *ids, const int *mask, int len, int line) {
     return 0;
 }
 
+/* at most 40 bytes of p as text, control bytes, bytes >= 0x7f, '\\' and
+ * '"' as \xNN (a NUL byte in a data line shows as \x00, not as the end) */
+static void show_bytes(const char *p, size_t n, char *out, size_t size) {
+    size_t w = 0;
+    for (size_t i = 0; i < n && i < 40 && w + 5 < size; i++) {
+        unsigned char c = (unsigned char)p[i];
+        if (c < 0x20 || c >= 0x7f || c == '\\' || c == '"') w += (size_t)snprintf(out + w, size - w, "\\x%02X", c);
+        else out[w++] = (char)c;
+    }
+    out[w] = 0;
+}
+
 /* --data FILE. Each line: token ids (decimal, 0..V-1) separated by spaces
  * or tabs, and at most one "|": the ids before it are a prompt (loss mask 0),
  * the ids after it are trained on (1); a line without "|" is trained on
@@ -116,8 +128,10 @@ int data_parse(Seqs *s, const char *path, const char *text, size_t len, int V) {
                 else v = 10 * v + (text[k] - '0');
             }
             if (!ok) {
-                dflash_set_error("%s:%d: token %d: expected a token id (digits) or \"|\", got \"%.*s\"", path, line,
-                                 n + 1, (int)(q - p > 40 ? 40 : q - p), text + p);
+                char shown[200];
+                show_bytes(text + p, q - p, shown, sizeof shown);
+                dflash_set_error("%s:%d: token %d: expected a token id (digits) or \"|\", got \"%s\"", path, line,
+                                 n + 1, shown);
                 goto done;
             }
             if (v >= V) {
@@ -331,6 +345,11 @@ int case_load(Case *c, const char *path, int V) {
         if (case_matrix(o, path, i, "input_ids", 'i', V - 1, &rows, &S, &b->ids) != 0) goto done;
         rows2 = rows;
         if (case_matrix(o, path, i, "anchors", 'a', S - 1, &rows2, &N, &b->anchors) != 0) goto done;
+        if (N > CASE_MAX_ANCHORS) {
+            dflash_set_error("%s: batches[%d].anchors: %d per row: expected at most %d (the --anchors limit)", path, i,
+                             N, CASE_MAX_ANCHORS);
+            goto done;
+        }
         b->b = rows, b->S = S, b->N = N;
         b->mask = malloc(sizeof(int) * (size_t)rows * (size_t)S);
         b->keep = malloc(sizeof(int) * (size_t)rows * (size_t)N);
@@ -362,6 +381,20 @@ done:
     return rc;
 }
 
+
+/* The positions a batch trains on: block position k = 1..B-1 of a kept
+ * anchor n, inside the sequence, with loss mask 1 (train.c, batch_setup's
+ * binary weight). 0: the step would train nothing. */
+long batch_trained_positions(int b, int S, int N, int B, const int *mask, const int *anchors, const int *keep) {
+    long n_pos = 0;
+    for (int r = 0; r < b; r++)
+        for (int n = 0; n < N; n++) {
+            int a = anchors[(size_t)r * N + n];
+            if (!keep[(size_t)r * N + n]) continue;
+            for (int k = 1; k < B && a + k < S; k++) n_pos += mask[(size_t)r * S + a + k] != 0;
+        }
+    return n_pos;
+}
 
 /* ===========================================================================
  * 4. One step's batch

@@ -62,6 +62,7 @@ int data_check(const Seqs *s, const char *what, int S, int B, int N);
 int data_generate(Seqs *s, const Model *target, const char *target_dir, int N, int P, int S, int B,
                          int n_anchors, double temperature, int mask_id, uint64_t seed, uint64_t stream,
                          const Seqs *exclude, const char *what);
+#define CASE_MAX_ANCHORS 65536  /* --anchors' limit, for a case file's rows too */
 void case_free(Case *c);
 int case_load(Case *c, const char *path, int V);
 void drawer_free(Drawer *d);
@@ -70,5 +71,6 @@ int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *anchor_r
 void drawer_cache_init(Drawer *d, const Model *draft, int n_seqs);
 int drawer_features(Drawer *d, const Model *draft, const Model *target, TrainBatch *tb);
 void seq_write(FILE *f, const Seqs *s, int q);
+long batch_trained_positions(int b, int S, int N, int B, const int *mask, const int *anchors, const int *keep);
 
 #endif /* TRAIN_DATA_H */
