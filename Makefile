@@ -52,11 +52,13 @@ TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats
 TEST_LIB_test_flags = $(filter-out cli/main,$(DFLASH_SRC))
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures batches
 FUZZ_LIB          = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/files formats/manifest
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page cli/flags
+# fuzz_batches #includes cli/train_data.c and drives the --batches case reader
+FUZZ_LIB_fuzz_batches = dflash formats/json formats/load formats/files train
 # fuzz_figures #includes cli/figures.c and runs figures_main whole
 FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \

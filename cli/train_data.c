@@ -317,13 +317,18 @@ static int case_matrix(const Json *obj, const char *path, int bi, const char *ke
 int case_load(Case *c, const char *path, int V) {
     char *text = NULL;
     size_t len = 0;
-    Json root;
     memset(c, 0, sizeof *c);
     if (file_read_all(path, &text, &len) != 0) return -1;
-    int rc = json_parse(text, len, path, &root);
+    int rc = case_parse(c, path, text, len, V);
     free(text);
-    if (rc != 0) return -1;
-    rc = -1;
+    return rc;
+}
+
+int case_parse(Case *c, const char *path, const char *text, size_t len, int V) {
+    Json root;
+    memset(c, 0, sizeof *c);
+    if (json_parse(text, len, path, &root) != 0) return -1;
+    int rc = -1;
     char got[96];
     const Json *bl = json_get(&root, "batches");
     if (!bl || bl->type != JSON_ARRAY || bl->n == 0) {

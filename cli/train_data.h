@@ -65,6 +65,9 @@ int data_generate(Seqs *s, const Model *target, const char *target_dir, int N, i
 #define CASE_MAX_ANCHORS 65536  /* --anchors' limit, for a case file's rows too */
 void case_free(Case *c);
 int case_load(Case *c, const char *path, int V);
+/* The same on text held in memory (len bytes; path names it in messages):
+ * what case_load does after reading the file. tests/fuzz/fuzz_batches.c. */
+int case_parse(Case *c, const char *path, const char *text, size_t len, int V);
 void drawer_free(Drawer *d);
 int drawer_init(Drawer *d, int b, int S, int N, int B, int n_seqs);
 int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *anchor_rng, int pad_id, TrainBatch *tb);
