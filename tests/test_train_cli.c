@@ -193,7 +193,7 @@ static void test_batches_format(void **state) {
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[3]]}]}", "batches[0].anchors[0][0]: expected an integer in 0..2"},
         {"{\"batches\": [{\"input_ids\": [[1,64,3]], \"anchors\": [[0]]}]}", "batches[0].input_ids[0][1]: expected an integer in 0..63"},
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0],[1]]}]}", "batches[0].anchors: expected a list of 1 rows"},
-        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[2,0]]}]}", "batches[0].anchors[0]: expected sorted"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[2,0]]}]}", "batches[0].anchors[0]: expected the kept positions sorted"},
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0]], \"loss_mask\": [[1,2,1]]}]}", "loss_mask[0][1]: expected 0 or 1"},
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0]], \"keep\": [[\"yes\"]]}]}", "keep[0][0]: expected true or false"},
         {"{\"batches\": [{\"anchors\": [[0]]}]}", "batches[0]: no \"input_ids\""},
@@ -1035,6 +1035,72 @@ static void test_data_messages(void **state) {
     free(dir);
 }
 
+/* issue 36: a batch dflash train traced, fed back through --batches, is
+ * accepted (the trace writes anchor 0 for the slots keep drops, after the
+ * sorted kept ones) and trains exactly as the run that traced it: the same
+ * loss, gradient norm and written weights, byte for byte. */
+static void append_matrix(char *buf, size_t size, const char *key, const NpyValues *v) {
+    size_t w = strlen(buf);
+    w += (size_t)snprintf(buf + w, size - w, "%s\"%s\": [", w > 14 ? ", " : "", key);
+    int64_t rows = v->shape[0], cols = v->shape[1];
+    for (int64_t r = 0; r < rows; r++) {
+        w += (size_t)snprintf(buf + w, size - w, "%s[", r ? ", " : "");
+        for (int64_t c = 0; c < cols; c++)
+            w += (size_t)snprintf(buf + w, size - w, "%s%lld", c ? ", " : "", (long long)v->i[r * cols + c]);
+        w += (size_t)snprintf(buf + w, size - w, "]");
+    }
+    snprintf(buf + w, size - w, "]");
+}
+
+static void test_trace_fed_back_as_batches(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    /* two sequences with different anchor candidates: the second drops slots */
+    tu_write_text(tu_path(dir, "two.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28\n"
+                                          "5 6 7 8 9 10 | 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28\n");
+    const char *H = "--target " Q3T " --draft " Q3D " --steps 1 --lr 1e-3 --schedule constant --warmup 0";
+    int rc = train_run(&err, dir, "%s --data %s/two.txt --batch 2 --out %s/o1 --trace %s/t1", H, dir, dir, dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    static const char *const keys[4] = {"input_ids", "loss_mask", "anchors", "keep"};
+    char *json = malloc(1 << 16);
+    assert_non_null(json);
+    strcpy(json, "{\"batches\": [{");
+    int dropped = 0;
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "t1/train1.%s.npy", keys[k]);
+        NpyValues v;
+        assert_int_equal(npy_read_values(tu_path(dir, name), &v), 0);
+        assert_int_equal(v.ndim, 2);
+        assert_true(v.is_int);
+        if (k == 3)
+            for (size_t i = 0; i < v.n; i++) dropped += v.i[i] == 0;
+        append_matrix(json, 1 << 16, keys[k], &v);
+        npy_values_free(&v);
+    }
+    strcat(json, "}]}\n");
+    assert_true(dropped > 0);  /* the case this is about: dropped slots traced as anchor 0 */
+    tu_write_text(tu_path(dir, "case.json"), json);
+    free(json);
+    rc = train_run(&err, dir, "%s --batches %s/case.json --out %s/o2 --trace %s/t2", H, dir, dir, dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    assert_int_equal(run("cmp -s %s/t1/train1.loss.npy %s/t2/train1.loss.npy", dir, dir), 0);
+    assert_int_equal(run("cmp -s %s/t1/train1.grad_norm.npy %s/t2/train1.grad_norm.npy", dir, dir), 0);
+    assert_int_equal(run("cmp -s %s/o1/model.safetensors %s/o2/model.safetensors", dir, dir), 0);
+    /* kept anchors out of order are still refused */
+    tu_write_text(tu_path(dir, "bad.json"), "{\"batches\": [{\"input_ids\": [[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,"
+                                            "22,23,24]], \"anchors\": [[2, 1]]}]}\n");
+    rc = train_run(&err, dir, "%s --batches %s/bad.json --out %s/o3", H, dir, dir);
+    assert_refused(rc, err, "expected the kept positions sorted");
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_against_torch_recursion),
@@ -1055,6 +1121,7 @@ int main(void) {
         cmocka_unit_test(test_out_lock_and_stale_partial),
         cmocka_unit_test(test_refused_before_step_1),
         cmocka_unit_test(test_data_messages),
+        cmocka_unit_test(test_trace_fed_back_as_batches),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
