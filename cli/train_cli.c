@@ -45,7 +45,7 @@
  * Two strings (C11 promises string literals of 4095 characters only). */
 static const char *const TRAIN_USAGE[2] = {
     "usage: dflash train --target DIR (--draft DIR | --draft-config FILE) --out DIR\n"
-    "                    (--data FILE | --generate N | --batches FILE) [OPTIONS]\n"
+    "                    (--data FILE | --generate N | --batches FILE | --steps 0) [OPTIONS]\n"
     "       dflash train --bench [--target DIR --draft DIR]   time training steps, write nothing\n"
     "\n"
     "Trains a DFlash draft against a frozen target (SpecForge's OnlineDFlashModel, loss\n"
@@ -56,10 +56,13 @@ static const char *const TRAIN_USAGE[2] = {
     "  --target DIR          the frozen target's folder (--bench default: toy_weights/random/target)\n"
     "  --draft DIR           continue from this draft folder's weights\n"
     "                        (--bench default: toy_weights/random/draft)\n"
-    "  --draft-config FILE   or: a new draft from this config.json (a DFlashDraftModel config;\n"
-    "                        seeded initialisation: train.c, train_init_draft)\n"
-    "  --out DIR             the trained draft: DIR/config.json and DIR/model.safetensors (F32);\n"
-    "                        DIR must be absent, empty, or a draft folder dflash train wrote\n"
+    "  --draft-config FILE   or: a new draft from this config.json (a DFlashDraftModel config),\n"
+    "                        seeded from --seed (NOTES.md \"A new draft\": the PRNG, its stream,\n"
+    "                        the order); --steps 0 writes it as it starts. Full attention only:\n"
+    "                        a sliding_attention layer is refused (as with --draft)\n"
+    "  --out DIR             the trained draft: DIR/config.json, DIR/model.safetensors (F32) and\n"
+    "                        the marker DIR/dflash-train.txt; DIR must be absent, empty, or a\n"
+    "                        folder dflash train wrote (marked); one run at a time (DIR.lock)\n"
     "data (exactly one of):\n"
     "  --data FILE           one sequence per line: token ids separated by spaces; a \"|\" (at most\n"
     "                        one per line): the ids before it get loss mask 0 (a prompt), the ids\n"
@@ -75,8 +78,8 @@ static const char *const TRAIN_USAGE[2] = {
     "training (defaults: SpecForge's DFlash example examples/configs/qwen3-4b-dflash-online.yaml\n"
     "where it has one, else its code's; toy sizes where neither applies):\n"
     "  --steps N             optimizer steps, 0..100000000 (default 100; --batches: its batch count);\n"
-    "                        0: write the draft as it starts (--draft-config: its seeded\n"
-    "                        initialisation, NOTES.md \"A new draft\"); with --heldout, evaluated\n"
+    "                        0: no step (no data needed): write the draft as it starts (for\n"
+    "                        parity: --draft-config's seeded initialisation); --heldout evaluates it\n"
     "  --batch b             sequences per step, 1..4096 (default 4, SpecForge batch_size)\n"
     "  --seq-len S           tokens per sequence, B..max_position_embeddings - B: longer ones\n"
     "                        are cut, shorter ones padded with mask_token_id at loss mask 0\n"
@@ -201,7 +204,8 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     }
     if (!a->bench) {
         int n_data = !!a->data + (a->generate > 0) + !!a->batches;
-        if (n_data != 1) {
+        /* --steps 0 reads no data: it writes the draft as it starts */
+        if (n_data > 1 || (n_data == 0 && a->steps != 0)) {
             dflash_set_error("--data FILE, --generate N or --batches FILE: expected exactly one, got %s",
                              n_data ? "more" : "none");
             return -1;
@@ -523,6 +527,10 @@ int train_main(int argc, char **argv) {
         fprintf(stderr, "bench: %s draft (%d layers, hidden %d) against %s, batch %ld x %d tokens, block %d, "
                         "%ld anchors at most, %s\n", a.draft ? a.draft : a.draft_config, dc->num_hidden_layers,
                 dc->hidden_size, a.target, a.batch, S, B, a.anchors, REAL_NAME);
+    else if (steps == 0)
+        fprintf(stderr, "train: --steps 0: no step; the draft as it starts (%s, seed %llu)\n",
+                a.draft ? "--draft's weights" : "--draft-config: the seeded initialisation, NOTES.md \"A new draft\"",
+                (unsigned long long)a.seed);
     else
         fprintf(stderr, "train: %d steps on %s%s, batch %d x %d, block %d, lr %g (%s, warmup %d), gamma %g, "
                         "weight decay %g, clip %g, seed %llu\n", steps,
@@ -644,7 +652,8 @@ int train_main(int argc, char **argv) {
     size_t n_weights = 0;
     for (int i = 0; i < n_params; i++)
         n_weights += (size_t)params[i].shape[0] * (size_t)(params[i].ndim == 2 ? params[i].shape[1] : 1);
-    fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
+    if (steps > 0)
+        fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
             steps, dur, t_steps > 0 ? tokens / t_steps : 0.0, first_loss, last_loss, first_acc, last_acc);
     fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, F32)%s%s\n", od.dir,
             n_params, n_weights, a.trace_dir ? "; trace " : "", a.trace_dir ? a.trace_dir : "");

@@ -1101,6 +1101,64 @@ static void test_trace_fed_back_as_batches(void **state) {
     free(dir);
 }
 
+/* issue 36: the seeded initialisation NOTES.md "A new draft" documents,
+ * computed here from the text alone (not from train.c): splitmix64 of the
+ * seed, xorshift64* uniforms of 53 bits, Box-Muller pairs 0.02 r cos, sin;
+ * one stream through the tensors in train_params order, RMSNorm weights 1
+ * drawing nothing. `dflash train --draft-config C --steps 0` writes it. */
+static uint64_t doc_state(uint64_t seed) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (z ^ (z >> 31)) | 1;
+}
+
+static double doc_uniform(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+}
+
+static void test_new_draft_as_documented(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    int rc = train_run(&err, dir, "--target " Q3T " --draft-config " Q3D "/config.json --steps 0 --seed 7 --out %s/o", dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    Model m;
+    assert_int_equal(model_load(&m, tu_path(dir, "o"), 1), 0);
+    TrainParam p[128];
+    int n = train_params(&m, p, 128);
+    assert_true(n > 3 && n <= 128);
+    uint64_t s = doc_state(7);
+    int checked = 0;
+    for (int i = 0; i < n; i++) {
+        size_t count = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        for (size_t j = 0; j < count; j += 2) {
+            if (p[i].ndim == 1) {  /* an RMSNorm weight: 1, no draw */
+                assert_true(p[i].data[j] == 1 && (j + 1 >= count || p[i].data[j + 1] == 1));
+                continue;
+            }
+            double u1 = doc_uniform(&s), u2 = doc_uniform(&s);
+            double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
+            float want0 = (float)(0.02 * r * cos(th)), want1 = (float)(0.02 * r * sin(th));
+            if ((float)p[i].data[j] != want0 || (j + 1 < count && (float)p[i].data[j + 1] != want1))
+                print_error("%s[%zu]: %.9g %.9g, documented %.9g %.9g\n", p[i].key, j, (double)p[i].data[j],
+                            j + 1 < count ? (double)p[i].data[j + 1] : 0.0, (double)want0, (double)want1);
+            assert_true((float)p[i].data[j] == want0);
+            if (j + 1 < count) assert_true((float)p[i].data[j + 1] == want1);
+            checked++;
+        }
+    }
+    assert_true(checked > 1000);
+    model_free(&m);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_against_torch_recursion),
@@ -1122,6 +1180,7 @@ int main(void) {
         cmocka_unit_test(test_refused_before_step_1),
         cmocka_unit_test(test_data_messages),
         cmocka_unit_test(test_trace_fed_back_as_batches),
+        cmocka_unit_test(test_new_draft_as_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
