@@ -1249,7 +1249,7 @@ int out_lock_take(const void *owner, const char *dir, const char *what, const ch
         }
         if (busy) {
             dflash_set_error("%s: another dflash run is writing %s %s (it holds the lock %s); wait for it to "
-                             "finish, or choose another path", what, label, dir, lock_path);
+                             "finish, or choose another %s", what, label, dir, lock_path, strstr(label, "directory") ? "directory" : "path");
             goto done;
         }
         if (err) {

@@ -220,7 +220,7 @@ void out_cleanup_on_signal(void);
  * may remove the "<dir>.partial.XXXXXX" / "<dir>.old.XXXXXX" a killed run
  * left. The lock file is registered under owner (give it its own owner: the
  * signal cleanup removes it, out_lock_release removes it and closes fd).
- * (trace.c's lock_acquire is the same protocol for trace directories.)
+ * trace.c takes its trace directories' locks with it.
  */
 int  out_lock_take(const void *owner, const char *dir, const char *what, const char *label, int *fd);
 void out_lock_release(const void *owner, int fd);
