@@ -1090,7 +1090,8 @@ int train_loss_grad(const Model *draft, const Model *target, TrainState *st, con
 /* clip_grad_norm_ then torch.optim.AdamW (torch 1.13 _single_tensor_adamw),
  * entry by entry in the working precision:
  *   g *= min(1, max_norm / (norm + 1e-6))          (when max_norm > 0)
- *   p *= 1 - lr * wd                              (decoupled weight decay)
+ *   p *= 1 - lr * wd                              (decoupled weight decay; with
+ *                                                  TRAIN_DECAY_MATRICES only 2-D tensors)
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
  *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps) */
 void train_update(TrainState *st, const TrainHyper *hp, double grad_norm) {
@@ -1108,9 +1109,10 @@ void train_update(TrainState *st, const TrainHyper *hp, double grad_norm) {
     for (int i = 0; i < st->n; i++) {
         real *p = st->params[i].data;
         size_t o = st->offset[i], n = param_size(&st->params[i]);
+        real decay_i = hp->decay_on == TRAIN_DECAY_MATRICES && st->params[i].ndim < 2 ? (real)1 : decay;
         for (size_t j = 0; j < n; j++) {
             real g = st->grad[o + j];
-            p[j] = p[j] * decay;
+            p[j] = p[j] * decay_i;
             st->m[o + j] = st->m[o + j] * b1 + one_b1 * g;
             st->v[o + j] = st->v[o + j] * b2 + one_b2 * (g * g);
             real denom = (real)sqrt((double)st->v[o + j]) / bc2_sqrt + eps;
@@ -1167,50 +1169,516 @@ static int emit(const TraceHook *hook, int step, const TraceDims *dims, const ch
  * 6. Next-token training of a target (train.h, "Next-token training")
  * ======================================================================== */
 
+/* The target's trainable tensors in torch's named_parameters order. slot
+ * (may be NULL): where each tensor's pointer lives in the Model. */
+static int lm_param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, V = c->vocab_size;
+    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d, n = 0;
+#define PARAM(ptr, nd, s0, s1, ...)                                                    \
+    do {                                                                               \
+        if (n < cap) {                                                                 \
+            if (out) {                                                                 \
+                snprintf(out[n].key, TRAIN_MAX_KEY, __VA_ARGS__);                      \
+                out[n].data = (ptr);                                                   \
+                out[n].ndim = (nd);                                                    \
+                out[n].shape[0] = (s0);                                                \
+                out[n].shape[1] = (s1);                                                \
+            }                                                                          \
+            if (slot) slot[n] = (real **)&(ptr);                                       \
+        }                                                                              \
+        n++;                                                                           \
+    } while (0)
+    PARAM(m->embed_tokens, 2, V, D, "model.embed_tokens.weight");
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const LayerWeights *w = &m->layers[l];
+        PARAM(w->q_proj, 2, qd, D, "model.layers.%d.self_attn.q_proj.weight", l);
+        PARAM(w->k_proj, 2, kvd, D, "model.layers.%d.self_attn.k_proj.weight", l);
+        PARAM(w->v_proj, 2, kvd, D, "model.layers.%d.self_attn.v_proj.weight", l);
+        PARAM(w->o_proj, 2, D, qd, "model.layers.%d.self_attn.o_proj.weight", l);
+        if (!c->llama) {
+            PARAM(w->q_norm, 1, d, 0, "model.layers.%d.self_attn.q_norm.weight", l);
+            PARAM(w->k_norm, 1, d, 0, "model.layers.%d.self_attn.k_norm.weight", l);
+        }
+        PARAM(w->gate_proj, 2, I, D, "model.layers.%d.mlp.gate_proj.weight", l);
+        PARAM(w->up_proj, 2, I, D, "model.layers.%d.mlp.up_proj.weight", l);
+        PARAM(w->down_proj, 2, D, I, "model.layers.%d.mlp.down_proj.weight", l);
+        PARAM(w->input_layernorm, 1, D, 0, "model.layers.%d.input_layernorm.weight", l);
+        PARAM(w->post_attention_layernorm, 1, D, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+    }
+    PARAM(m->norm, 1, D, 0, "model.norm.weight");
+    if (!m->tied) PARAM(m->lm_head, 2, V, D, "lm_head.weight");
+#undef PARAM
+    return n;
+}
+
+int lm_params(const Model *target, TrainParam *out, int cap) { return lm_param_list(target, out, NULL, cap); }
+
 struct LmState {
     Model *target;
-    ModelGrads grad;
+    int n;                 /* trainable tensors */
+    TrainParam *params;    /* (n) lm_params order; data points into target->data */
+    size_t *offset;        /* (n+1) each tensor's first entry in grad, m, v */
+    real *grad, *m, *v;    /* (total) gradients; AdamW's exp_avg, exp_avg_sq */
+    ModelGrads grads;      /* grad in the weights' layout */
+    long t;                /* AdamW steps taken */
     int b_max, T_max;
-    long t;
+    TrainRun r;            /* every activation, allocated once for b_max x T_max */
+    real *clip_trace;      /* (largest tensor) the clipped gradient, for the trace */
 };
 
-static int lm_not_yet(void) {
-    dflash_set_error("train-target: not implemented yet (branch h-lm)");
+void lm_state_free(LmState *st) {
+    if (!st) return;
+    free(st->params); free(st->offset); free(st->grad); free(st->m); free(st->v);
+    free(st->grads.layers); free(st->clip_trace);
+    run_free(&st->r);
+    free(st);
+}
+
+/* Point the model's tensors (tensors listed by list) at one private buffer
+ * holding copies of their values (copy 1) or zeros; a tied lm_head follows
+ * the embedding. */
+static int own_weights(Model *m, int copy, TrainParam **params_out, size_t **offset_out, int *n_out) {
+    int n = lm_param_list(m, NULL, NULL, 0);
+    TrainParam *params = xcalloc(n, sizeof *params, "training parameter list");
+    real ***slot = xcalloc(n, sizeof *slot, "training parameter slots");
+    size_t *offset = xcalloc(n + 1, sizeof *offset, "training parameter offsets");
+    real *buf = NULL;
+    if (!params || !slot || !offset) goto fail;
+    lm_param_list(m, params, slot, n);
+    for (int i = 0; i < n; i++) offset[i + 1] = offset[i] + param_size(&params[i]);
+    buf = xcalloc(offset[n], sizeof(real), "the target's trainable weights");
+    if (!buf) goto fail;
+    for (int i = 0; i < n; i++) {
+        if (copy) memcpy(buf + offset[i], params[i].data, sizeof(real) * param_size(&params[i]));
+        *slot[i] = buf + offset[i];
+        params[i].data = buf + offset[i];
+    }
+    if (m->tied) m->lm_head = m->embed_tokens;
+    free(m->data);   /* the widened copies (if any) are no longer pointed at */
+    m->data = buf;
+    m->n_params = offset[n];
+    free(slot);
+    *params_out = params;
+    *offset_out = offset;
+    *n_out = n;
+    return 0;
+fail:
+    free(params); free(slot); free(offset);
     return -1;
 }
 
+/* The activations of a target step: the layer's TrainLayer buffers and the
+ * backward's, with S = 0 context rows and Q = P = T (train.c's TrainRun,
+ * shared with the draft's step), for up to b x T rows. */
+static int lm_run_init(TrainRun *r, const Config *c, int b, int T) {
+    memset(r, 0, sizeof *r);
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, V = c->vocab_size;
+    int H = c->num_attention_heads, Hd = H * d, kvd = c->num_key_value_heads * d;
+    size_t bT = (size_t)b * T;
+    r->b = b, r->S = 0, r->N = 0, r->B = 0, r->Q = T, r->P = T;
+    r->pos = run_alloc(r, T, sizeof(int), "position_ids");
+    r->labels = run_alloc(r, bT, sizeof(int), "labels");
+    r->lmask = run_alloc(r, bT, sizeof(int), "loss mask");
+    r->ce = RUN_REALS(r, bT, 1, "ce");
+    r->angles = RUN_REALS(r, T, d / 2, "rope angles");
+    r->cos = RUN_REALS(r, bT, d, "cos");
+    r->sin = RUN_REALS(r, bT, d, "sin");
+    r->emb = RUN_REALS(r, bT, D, "embedding");
+    r->norm = RUN_REALS(r, bT, D, "norm");
+    r->logits = RUN_REALS(r, bT, V, "logits");
+    r->dlogits = RUN_REALS(r, bT, V, "d logits");
+    r->dh = RUN_REALS(r, bT, D, "d h");
+    r->dh_mid = RUN_REALS(r, bT, D, "d h_mid");
+    r->dxb2 = RUN_REALS(r, bT, D, "d xb2");
+    r->dxb = RUN_REALS(r, bT, D, "d xb");
+    r->dact = RUN_REALS(r, bT, I, "d act");
+    r->dgate = RUN_REALS(r, bT, I, "d gate");
+    r->dup = RUN_REALS(r, bT, I, "d up");
+    r->dattn = RUN_REALS(r, bT, Hd, "d attn");
+    r->dq_rope = RUN_REALS(r, bT, Hd, "d q_rope");
+    r->dqn = RUN_REALS(r, bT, Hd, "d qn");
+    r->dq = RUN_REALS(r, bT, Hd, "d q");
+    r->dk_rope = RUN_REALS(r, bT, kvd, "d k_rope");
+    r->dkn = RUN_REALS(r, bT, kvd, "d kn");
+    r->dk = RUN_REALS(r, bT, kvd, "d k");
+    r->dv = RUN_REALS(r, bT, kvd, "d v");
+    r->dkv_in = RUN_REALS(r, bT, D, "d kv_in");
+    r->da = RUN_REALS(r, T, 1, "attention scratch");
+    r->layers = xcalloc(c->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
+    if (!r->layers) r->failed = 1;
+    for (int l = 0; !r->failed && l < c->num_hidden_layers; l++) {
+        TrainLayer *a = &r->layers[l];
+        a->xb = RUN_REALS(r, bT, D, "xb");
+        a->kv_in = RUN_REALS(r, bT, D, "kv_in");
+        a->q = RUN_REALS(r, bT, Hd, "q");
+        a->qn = RUN_REALS(r, bT, Hd, "qn");
+        a->q_rope = RUN_REALS(r, bT, Hd, "q_rope");
+        a->k = RUN_REALS(r, bT, kvd, "k");
+        a->kn = RUN_REALS(r, bT, kvd, "kn");
+        a->k_rope = RUN_REALS(r, bT, kvd, "k_rope");
+        a->v = RUN_REALS(r, bT, kvd, "v");
+        a->att = RUN_REALS(r, (size_t)b * H * T, T, "attention weights");
+        a->attn = RUN_REALS(r, bT, Hd, "attn");
+        a->attn_output = RUN_REALS(r, bT, D, "attn_output");
+        a->h_mid = RUN_REALS(r, bT, D, "h_mid");
+        a->xb2 = RUN_REALS(r, bT, D, "xb2");
+        a->gate = RUN_REALS(r, bT, I, "gate");
+        a->up = RUN_REALS(r, bT, I, "up");
+        a->act = RUN_REALS(r, bT, I, "act");
+        a->mlp_out = RUN_REALS(r, bT, D, "mlp_out");
+        a->out = RUN_REALS(r, bT, D, "layer output");
+    }
+    return r->failed ? -1 : 0;
+}
+
 LmState *lm_state_new(Model *target, int b_max, int T_max) {
-    (void)target, (void)b_max, (void)T_max;
-    lm_not_yet();
-    return NULL;
+    const Config *c = &target->cfg;
+    if (c->is_draft) {
+        dflash_set_error("train-target: the model is a draft, not a target");
+        return NULL;
+    }
+    if (b_max < 1 || T_max < 2 || T_max > c->max_position_embeddings) {
+        dflash_set_error("train-target: batch %d x %d: need b >= 1 and 2 <= T <= max_position_embeddings %d", b_max,
+                         T_max, c->max_position_embeddings);
+        return NULL;
+    }
+    LmState *st = xcalloc(1, sizeof *st, "target training state");
+    if (!st) return NULL;
+    st->target = target;
+    st->b_max = b_max, st->T_max = T_max;
+    if (own_weights(target, 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
+    size_t total = st->offset[st->n], largest = 1;
+    for (int i = 0; i < st->n; i++) if (param_size(&st->params[i]) > largest) largest = param_size(&st->params[i]);
+    st->grad = xcalloc(total, sizeof(real), "gradients");
+    st->m = xcalloc(total, sizeof(real), "AdamW exp_avg");
+    st->v = xcalloc(total, sizeof(real), "AdamW exp_avg_sq");
+    st->clip_trace = xcalloc(largest, sizeof(real), "clipped gradient");
+    if (!st->grad || !st->m || !st->v || !st->clip_trace || lm_run_init(&st->r, c, b_max, T_max) != 0) {
+        lm_state_free(st);
+        return NULL;
+    }
+    Model gm;
+    memset(&gm, 0, sizeof gm);
+    gm.cfg = *c;
+    gm.tied = target->tied;
+    gm.layers = xcalloc(c->num_hidden_layers, sizeof(LayerWeights), "gradient layers");
+    real ***slot = xcalloc(st->n, sizeof *slot, "gradient slots");
+    st->grads.layers = gm.layers;
+    if (!gm.layers || !slot) { free(slot); lm_state_free(st); return NULL; }
+    lm_param_list(&gm, NULL, slot, st->n);
+    for (int i = 0; i < st->n; i++) *slot[i] = st->grad + st->offset[i];
+    free(slot);
+    st->grads.embed_tokens = gm.embed_tokens, st->grads.norm = gm.norm;
+    st->grads.lm_head = target->tied ? gm.embed_tokens : gm.lm_head;
+    st->grads.data = st->grad, st->grads.n = total;
+    return st;
 }
-void lm_state_free(LmState *st) { free(st); }
-int lm_step(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
-            const TraceHook *trace, LmStats *stats) {
-    (void)target, (void)st, (void)batch, (void)hp, (void)step, (void)trace, (void)stats;
-    return lm_not_yet();
+
+ModelGrads *lm_grads(LmState *st) { return &st->grads; }
+
+static int lm_check_batch(const LmState *st, const LmBatch *bt) {
+    int V = st->target->cfg.vocab_size;
+    if (bt->b < 1 || bt->b > st->b_max || bt->T < 2 || bt->T > st->T_max) {
+        dflash_set_error("train-target batch: %d sequences of %d tokens: need 1..%d sequences of 2..%d tokens "
+                         "(the training state's size)", bt->b, bt->T, st->b_max, st->T_max);
+        return -1;
+    }
+    for (int i = 0; i < bt->b * bt->T; i++) {
+        if (bt->input_ids[i] < 0 || bt->input_ids[i] >= V) {
+            dflash_set_error("train-target batch: sequence %d position %d: token id %d is outside the vocabulary 0..%d",
+                             i / bt->T, i % bt->T, bt->input_ids[i], V - 1);
+            return -1;
+        }
+        if (bt->loss_mask && bt->loss_mask[i] != 0 && bt->loss_mask[i] != 1) {
+            dflash_set_error("train-target batch: sequence %d position %d: loss mask %d is not 0 or 1", i / bt->T,
+                             i % bt->T, bt->loss_mask[i]);
+            return -1;
+        }
+    }
+    return 0;
 }
+
+static TraceDims lm_dims(const Model *m, const LmBatch *bt) {
+    const Config *c = &m->cfg;
+    TraceDims dims = {0};
+    dims.b = bt->b, dims.S = bt->T;
+    dims.V = c->vocab_size, dims.D = c->hidden_size, dims.I = c->intermediate_size;
+    dims.H = c->num_attention_heads, dims.Hkv = c->num_key_value_heads, dims.d = c->head_dim;
+    dims.L = c->num_hidden_layers;
+    return dims;
+}
+
+static int lm_emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
+    char full[160];
+    snprintf(full, sizeof full, "train%d.%s", step, name);
+    TraceHand hand = {full, {"train-target", step}, data, dims};
+    return hook->tensor(hook->ctx, &hand);
+}
+#define LM_EMIT(hook, step, dims, name, data)                                                          \
+    do {                                                                                               \
+        if ((hook) && lm_emit((hook), (step), (dims), (name), (data)) != 0) return -1;                 \
+    } while (0)
+
+/* The forward and the loss; with grad 1 the backward too (into st->grad,
+ * zeroed first). */
+static int lm_forward_backward(Model *m, LmState *st, const LmBatch *bt, int step, const TraceHook *trace,
+                               int grad, LmStats *stats) {
+    const Config *c = &m->cfg;
+    TrainRun *r = &st->r;
+    int b = bt->b, T = bt->T, D = c->hidden_size, d = c->head_dim, V = c->vocab_size, L = c->num_hidden_layers;
+    real eps = (real)c->rms_norm_eps;
+    if (lm_check_batch(st, bt) != 0) return -1;
+    TraceDims dims = lm_dims(m, bt);
+    size_t rows = (size_t)b * T;
+    r->b = b, r->S = 0, r->Q = T, r->P = T, r->mask = NULL, r->C = NULL;
+    for (size_t i = 0; i < rows; i++) r->lmask[i] = bt->loss_mask ? bt->loss_mask[i] : 1;
+    LM_EMIT(trace, step, &dims, "input_ids", bt->input_ids);
+    LM_EMIT(trace, step, &dims, "loss_mask", r->lmask);
+
+    /* positions 0..T-1 in every sequence; h = embed_tokens(input_ids) */
+    for (int t = 0; t < T; t++) r->pos[t] = t;
+    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, d);
+    for (int bi = 1; bi < b; bi++) {
+        memcpy(r->cos + (size_t)bi * T * d, r->cos, sizeof(real) * (size_t)T * d);
+        memcpy(r->sin + (size_t)bi * T * d, r->sin, sizeof(real) * (size_t)T * d);
+    }
+    for (size_t i = 0; i < rows; i++)
+        memcpy(r->emb + i * D, m->embed_tokens + (size_t)bt->input_ids[i] * D, sizeof(real) * D);
+    LM_EMIT(trace, step, &dims, "hidden_states.0", r->emb);
+    const real *h = r->emb;
+    for (int l = 0; l < L; l++) {
+        decoder_layer_forward(c, &m->layers[l], &r->layers[l], h, r);
+        h = r->layers[l].out;
+        if (l < L - 1) {
+            char name[40];
+            snprintf(name, sizeof name, "hidden_states.%d", l + 1);
+            LM_EMIT(trace, step, &dims, name, h);
+        }
+    }
+    rmsnorm_rows(r->norm, h, m->norm, (int)rows, D, eps);
+    {
+        char name[40];
+        snprintf(name, sizeof name, "hidden_states.%d", L);
+        LM_EMIT(trace, step, &dims, name, r->norm);
+    }
+    train_matmul(r, r->logits, r->norm, m->lm_head, (int)rows, D, V);
+    LM_EMIT(trace, step, &dims, "logits", r->logits);
+
+    /* labels (b, T-1): input_ids[t+1] where loss_mask[t+1] is 1, else -100;
+     * the loss: the mean CE over the counted labels */
+    long count = 0;
+    double ce_sum = 0;
+    for (int bi = 0; bi < b; bi++)
+        for (int t = 0; t < T - 1; t++) {
+            size_t i = (size_t)bi * (T - 1) + t, row = (size_t)bi * T + t;
+            int on = r->lmask[row + 1];
+            r->labels[i] = on ? bt->input_ids[row + 1] : -100;
+            r->ce[i] = on ? cross_entropy(r->logits + row * V, V, r->labels[i]) : 0;
+            ce_sum += (double)r->ce[i];
+            count += on;
+        }
+    LM_EMIT(trace, step, &dims, "labels", r->labels);
+    LM_EMIT(trace, step, &dims, "ce", r->ce);
+    if (count == 0) {
+        dflash_set_error("train-target step %d: no position carries a loss (every loss_mask[1..T-1] is 0)", step);
+        return -1;
+    }
+    real loss = (real)(ce_sum / (double)count);
+    LM_EMIT(trace, step, &dims, "loss", &loss);
+    if (!isfinite(loss)) {
+        dflash_set_error("train-target step %d: the loss is not finite (%g)", step, (double)loss);
+        return -1;
+    }
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->loss = loss, stats->n_counted = count, stats->clip_coef = 1;
+    }
+    if (!grad) return 0;
+
+    /* ---- backward: CE, lm_head, the final norm, the layers, the embedding */
+    memset(st->grad, 0, sizeof(real) * st->offset[st->n]);
+    real coef = (real)(1.0 / (double)count);
+    for (int bi = 0; bi < b; bi++)
+        for (int t = 0; t < T; t++) {
+            size_t row = (size_t)bi * T + t;
+            real *dl = r->dlogits + row * V;
+            if (t < T - 1 && r->lmask[row + 1])
+                cross_entropy_backward(dl, r->logits + row * V, V, r->labels[(size_t)bi * (T - 1) + t], coef);
+            else
+                zero(dl, (size_t)V);
+        }
+    zero(r->dxb, rows * D);   /* d norm */
+    train_linear_backward(r, r->dxb, st->grads.lm_head, r->dlogits, r->norm, m->lm_head, (int)rows, D, V);
+    zero(r->dh, rows * D);
+    rmsnorm_backward(r->dh, st->grads.norm, r->dxb, h, m->norm, (int)rows, D, eps);
+    for (int l = L - 1; l >= 0; l--)
+        decoder_layer_backward(c, &m->layers[l], &st->grads.layers[l], &r->layers[l], r);
+    /* h0 = embed_tokens[input_ids]: a scatter-add (llm.c's encoder_backward) */
+    for (size_t i = 0; i < rows; i++) {
+        real *g = st->grads.embed_tokens + (size_t)bt->input_ids[i] * D;
+        const real *dh = r->dh + i * D;
+        for (int j = 0; j < D; j++) g[j] += dh[j];
+    }
+
+    double ss = 0;
+    for (int i = 0; i < st->n; i++) {
+        const real *g = st->grad + st->offset[i];
+        size_t n = param_size(&st->params[i]);
+        double s1 = 0;
+        for (size_t j = 0; j < n; j++) s1 += (double)g[j] * (double)g[j];
+        if (!isfinite(s1)) {
+            dflash_set_error("train-target step %d: gradient %s is not finite", step, st->params[i].key);
+            return -1;
+        }
+        ss += s1;
+        char name[TRAIN_MAX_KEY + 8];
+        snprintf(name, sizeof name, "grad.%s", st->params[i].key);
+        LM_EMIT(trace, step, &dims, name, g);
+    }
+    real grad_norm = (real)sqrt(ss);
+    LM_EMIT(trace, step, &dims, "grad_norm", &grad_norm);
+    if (stats) stats->grad_norm = sqrt(ss);
+    return 0;
+}
+
 int lm_loss_grad(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
                  const TraceHook *trace, LmStats *stats) {
-    (void)target, (void)st, (void)batch, (void)hp, (void)step, (void)trace, (void)stats;
-    return lm_not_yet();
+    if (st->target != target) {
+        dflash_set_error("train-target: the state belongs to another model");
+        return -1;
+    }
+    st->r.threads = hp ? hp->threads : 1;
+    LmStats s;
+    if (lm_forward_backward(target, st, batch, step, trace, 1, &s) != 0) return -1;
+    s.lr = hp ? hp->lr : 0;
+    if (stats) *stats = s;
+    return 0;
 }
-ModelGrads *lm_grads(LmState *st) { return &st->grad; }
+
 int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double *loss, long *n_counted) {
-    (void)target, (void)st, (void)batch, (void)loss, (void)n_counted;
-    return lm_not_yet();
+    if (st->target != target) {
+        dflash_set_error("train-target: the state belongs to another model");
+        return -1;
+    }
+    LmStats s;
+    if (lm_forward_backward(st->target, st, batch, 0, NULL, 0, &s) != 0) return -1;
+    if (loss) *loss = s.loss;
+    if (n_counted) *n_counted = s.n_counted;
+    return 0;
 }
-int lm_params(const Model *target, TrainParam *out, int cap) {
-    (void)target, (void)out, (void)cap;
-    return lm_not_yet();
+
+/* Clipping and AdamW, as train_update (its formulas), tensor by tensor; decay
+ * per hp->decay_on. Traces lr, clip_coef, then per tensor the clipped
+ * gradient, m, v and the parameter after the step. */
+static int lm_update(LmState *st, const TrainHyper *hp, double grad_norm, int step, const TraceHook *trace,
+                     const TraceDims *dims, double *clip_out) {
+    double coef = 1;
+    if (hp->max_grad_norm > 0) {
+        coef = hp->max_grad_norm / (grad_norm + 1e-6);
+        if (coef > 1) coef = 1;
+    }
+    *clip_out = coef;
+    real lr_r = (real)hp->lr, coef_r = (real)coef;
+    LM_EMIT(trace, step, dims, "lr", &lr_r);
+    LM_EMIT(trace, step, dims, "clip_coef", &coef_r);
+    st->t++;
+    double bc1 = 1 - pow(hp->beta1, (double)st->t), bc2 = 1 - pow(hp->beta2, (double)st->t);
+    real decay_all = (real)(1 - hp->lr * hp->weight_decay), b1 = (real)hp->beta1, b2 = (real)hp->beta2;
+    real one_b1 = (real)(1 - hp->beta1), one_b2 = (real)(1 - hp->beta2);
+    real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2), eps = (real)hp->eps;
+    for (int i = 0; i < st->n; i++) {
+        real *p = st->params[i].data, *g = st->grad + st->offset[i];
+        real *m = st->m + st->offset[i], *v = st->v + st->offset[i];
+        size_t n = param_size(&st->params[i]);
+        real decay = hp->decay_on == TRAIN_DECAY_MATRICES && st->params[i].ndim < 2 ? (real)1 : decay_all;
+        if (coef < 1)
+            for (size_t j = 0; j < n; j++) g[j] = g[j] * coef_r;
+        int bad = 0;
+        for (size_t j = 0; j < n; j++) {
+            p[j] = p[j] * decay;
+            m[j] = m[j] * b1 + one_b1 * g[j];
+            v[j] = v[j] * b2 + one_b2 * (g[j] * g[j]);
+            real denom = (real)sqrt((double)v[j]) / bc2_sqrt + eps;
+            p[j] = p[j] + (-step_size) * (m[j] / denom);
+            bad |= !isfinite(p[j]);
+        }
+        char name[TRAIN_MAX_KEY + 16];
+        snprintf(name, sizeof name, "grad_clipped.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, g);
+        snprintf(name, sizeof name, "adam_m.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, m);
+        snprintf(name, sizeof name, "adam_v.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, v);
+        snprintf(name, sizeof name, "param.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, p);
+        if (bad) {
+            dflash_set_error("train-target step %d: %s is not finite after the AdamW update", step, st->params[i].key);
+            return -1;
+        }
+    }
+    return 0;
 }
+
+int lm_step(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
+            const TraceHook *trace, LmStats *stats) {
+    LmStats s;
+    if (lm_loss_grad(target, st, batch, hp, step, trace, &s) != 0) return -1;
+    TraceDims dims = lm_dims(target, batch);
+    if (lm_update(st, hp, s.grad_norm, step, trace, &dims, &s.clip_coef) != 0) return -1;
+    if (stats) *stats = s;
+    return 0;
+}
+
+static int lm_state_views(LmState *st, real *base, TrainParam *out, int cap) {
+    for (int i = 0; i < st->n && i < cap; i++) {
+        out[i] = st->params[i];
+        out[i].data = base + st->offset[i];
+    }
+    return st->n;
+}
+
 int lm_optimizer_tensors(LmState *st, TrainParam *m_out, TrainParam *v_out, int cap) {
-    (void)st, (void)m_out, (void)v_out, (void)cap;
-    return lm_not_yet();
+    if (m_out) lm_state_views(st, st->m, m_out, cap);
+    if (v_out) lm_state_views(st, st->v, v_out, cap);
+    return st->n;
 }
 long lm_optimizer_step(const LmState *st) { return st->t; }
 void lm_set_optimizer_step(LmState *st, long t) { st->t = t; }
-int lm_init_target(Model *target, const Config *cfg, uint64_t seed) {
-    (void)target, (void)cfg, (void)seed;
-    return lm_not_yet();
+
+int lm_init_target(Model *m, const Config *cfg, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->tied = cfg->tie_word_embeddings;
+    m->layers = xcalloc(cfg->num_hidden_layers, sizeof(LayerWeights), "target layers");
+    m->inv_freq = xcalloc(cfg->head_dim / 2, sizeof(real), "target inv_freq");
+    TrainParam *params = NULL;
+    size_t *offset = NULL;
+    int n = 0;
+    if (cfg->is_draft) dflash_set_error("train-target: the config is a draft's, not a target's");
+    if (cfg->is_draft || !m->layers || !m->inv_freq || own_weights(m, 0, &params, &offset, &n) != 0) {
+        model_free(m);
+        return -1;
+    }
+    rope_inv_freq(m->inv_freq, cfg->head_dim, cfg->rope_theta);   /* as formats/load.c does */
+    if (cfg->rope_llama3) rope_llama3(m->inv_freq, cfg->head_dim, cfg);
+    Rng g;
+    rng_seed(&g, seed);
+    for (int i = 0; i < n; i++) {
+        size_t count = param_size(&params[i]);
+        real *x = params[i].data;
+        if (params[i].ndim == 1) {   /* RMSNorm weights: 1 */
+            for (size_t j = 0; j < count; j++) x[j] = 1;
+            continue;
+        }
+        for (size_t j = 0; j < count; j += 2) {   /* N(0, 0.02^2), Box-Muller pairs */
+            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
+            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
+            x[j] = (real)(0.02 * rad * cos(ang));
+            if (j + 1 < count) x[j + 1] = (real)(0.02 * rad * sin(ang));
+        }
+    }
+    free(params);
+    free(offset);
+    return 0;
 }
