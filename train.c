@@ -1456,7 +1456,7 @@ static TraceDims lm_dims(const Model *m, const LmBatch *bt) {
 static int lm_emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
     char full[160];
     snprintf(full, sizeof full, "train%d.%s", step, name);
-    TraceHand hand = {full, {"train-target", step}, data, dims};
+    TraceHand hand = {full, {"train", step}, data, dims};   /* dims->N = B = 0: the target rows */
     return hook->tensor(hook->ctx, &hand);
 }
 #define LM_EMIT(hook, step, dims, name, data)                                                          \
