@@ -8,7 +8,8 @@
 #   sh tools/lm_bench.sh ORACLE_DIR CASE.json [THREADS]
 #
 # Builds tools/lm_case into build/lm_case; prints every step of each and the
-# steady-state ratio (steps 2.. : the first step of each pays its page faults).
+# steady-state ratio of processor times (steps 2..: the first step of each
+# pays its page faults; processor time, as the machine is shared).
 set -eu
 oracle=$1 case=$2 threads=${3:-1}
 mkdir -p build
@@ -21,9 +22,9 @@ trap 'rm -f "$c" "$p"' EXIT
 /usr/bin/python3 tools/lm_bench_torch.py "$oracle" "$case" | tee "$p"
 awk -v threads="$threads" '
     FNR == 1 { f++ }
-    / s  / { for (i = 1; i <= NF; i++) if ($(i + 1) == "s" && $i ~ /^[0-9.]+$/) t = $i
-             n = $0; sub(/.*step /, "", n); sub(/:.*/, "", n)
-             if (n + 0 >= 2) { sum[f] += t; cnt[f]++ } }
-    END { if (cnt[1] && cnt[2]) printf "steady state: C (%d thread%s) %.3f s/step, torch (1 thread) %.3f s/step: C is %.2fx torch\n",
+    / cpu / { for (i = 1; i <= NF; i++) if ($i == "cpu") t = $(i + 1)
+              n = $0; sub(/.*step /, "", n); sub(/:.*/, "", n)
+              if (n + 0 >= 2) { sum[f] += t; cnt[f]++ } }
+    END { if (cnt[1] && cnt[2]) printf "steady state (steps 2..), processor time: C (%d thread%s) %.3f s/step, torch (1 thread) %.3f s/step: torch/C = %.2f\n",
           threads, threads == 1 ? "" : "s", sum[1] / cnt[1], sum[2] / cnt[2], (sum[2] / cnt[2]) / (sum[1] / cnt[1]) }
 ' "$c" "$p"

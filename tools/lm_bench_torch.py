@@ -45,7 +45,7 @@ n_params = sum(p.numel() for p in model.parameters())
 for s, batch in enumerate(case["batches"], start=1):
     ids = torch.tensor(batch["input_ids"], dtype=torch.long)
     b, T = ids.shape
-    t0 = time.perf_counter()
+    t0, c0 = time.perf_counter(), time.process_time()
     out = model(ids, position_ids=torch.arange(T)[None].expand(b, -1), past_key_values=None, use_cache=False)
     labels = ids[:, 1:]
     loss = nn.functional.cross_entropy(out.logits[:, :-1].reshape(-1, V), labels.reshape(-1))
@@ -54,7 +54,7 @@ for s, batch in enumerate(case["batches"], start=1):
     if hp.get("max_grad_norm") is not None:
         torch.nn.utils.clip_grad_norm_(model.parameters(), hp["max_grad_norm"])
     opt.step()
-    dt = time.perf_counter() - t0
+    dt, cpu = time.perf_counter() - t0, time.process_time() - c0
     flops = (6 * n_params + 12 * cfg.num_hidden_layers * cfg.hidden_size * T) * b * T
-    print(f"torch step {s}: loss {loss.item():.6f}  {dt:.3f} s  {b * T / dt:.1f} tokens/s  {flops / dt / 1e9:.2f} GFLOP/s",
-          flush=True)
+    print(f"torch step {s}: loss {loss.item():.6f}  wall {dt:.3f} s  cpu {cpu:.3f} s  {b * T / cpu:.1f} tokens/s  "
+          f"{flops / cpu / 1e9:.2f} GFLOP/s (cpu)", flush=True)

@@ -22,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static const char *case_path(const char *base, const char *p, char *buf, size_t size) {
     struct stat sb;
@@ -124,16 +125,20 @@ int main(int argc, char **argv) {
         LmBatch bt = {b, T, ids, lm};
         LmStats stats;
         double ts = now_seconds();
+        clock_t cs = clock();
         if (lm_step(&target, st, &bt, &hp, s + 1, tr ? trace_hook(tr) : NULL, &stats) != 0) {
             dflash_print_error("lm_case", "");
             if (tr) trace_discard(tr);
             return 1;
         }
         ts = now_seconds() - ts;
+        double cpu = (double)(clock() - cs) / CLOCKS_PER_SEC;
         tokens += (long)b * T;
         double flops = (6 * n_params + 12.0 * c->num_hidden_layers * c->hidden_size * T) * b * T;
         printf("step %d: loss %.6f grad_norm %.6f clip %.6f", s + 1, stats.loss, stats.grad_norm, stats.clip_coef);
-        if (timing) printf("  %.3f s  %.1f tokens/s  %.2f GFLOP/s", ts, b * T / ts, flops / ts / 1e9);
+        if (timing)
+            printf("  wall %.3f s  cpu %.3f s  %.1f tokens/s  %.2f GFLOP/s (cpu)", ts, cpu, b * T / cpu,
+                   flops / cpu / 1e9);
         printf("\n");
         fflush(stdout);
         free(ids); free(lm);
