@@ -36,7 +36,7 @@ WARN    = -std=c11 -Wall -Wextra -Werror -pedantic
 # -ffp-contract=off: no FMA contraction, so -O0 and -O2 give identical bits.
 FPFLAGS = -ffp-contract=off -fno-fast-math
 BASE    = $(WARN) $(FPFLAGS) -D_POSIX_C_SOURCE=200809L -I.
-LDLIBS  = -lm
+LDLIBS  = -lm -lpthread
 
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
@@ -68,7 +68,7 @@ FUZZ_LIB_fuzz_batches = dflash formats/json formats/load formats/tokenizer forma
 # fuzz_figures #includes cli/figures.c and runs figures_main whole
 FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest cli/flags
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
-          toy_weights/sliding/.stamp toy_weights/llama/.stamp
+          toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp
 
 # ---- build modes: name -> compiler and flags ----------------------------------
 realdef = $(if $(filter double,$(1)),-DDFLASH_DOUBLE)
@@ -230,7 +230,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
 
 # ---- weights -----------------------------------------------------------------
-weights: $(WEIGHTS) ## generate the five toy weight sets under toy_weights/
+weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
 toy_weights/random/.stamp: toy_weights/gen
 	./toy_weights/gen random toy_weights/random
 	touch $@
@@ -243,7 +243,8 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 	./toy_weights/gen qwen3-layout toy_weights/qwen3-layout
 	touch $@
 # the sliding-window draft set and the LlamaForCausalLM set (gen.c, sections 11-12)
-toy_weights/sliding/.stamp toy_weights/llama/.stamp: toy_weights/%/.stamp: toy_weights/gen
+# and the lm-tiny target (section 13: the committed target-training oracle trace's)
+toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: toy_weights/%/.stamp: toy_weights/gen
 	rm -rf toy_weights/$*
 	./toy_weights/gen $* toy_weights/$*
 	touch $@
@@ -420,4 +421,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama walkthrough/tools/mkwalk build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk build
