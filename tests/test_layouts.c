@@ -24,6 +24,7 @@
  * Needs `make weights` and ./dflash, ./toy_weights/gen. */
 #include "../dflash.c"
 #include "../formats/load.c"
+#include "../cli/bench.c"   /* forward_spans: what the bench's roofline reads */
 #include "testutil.h"
 
 #define Q3 "toy_weights/qwen3-layout"
@@ -624,18 +625,6 @@ static void lossless_on(const char *set, const int *blocks, int n_blocks) {
     model_free(&d);
 }
 
-static void test_sliding_lossless(void **state) {
-    (void)state;
-    static const int blocks[5] = {16, 8, 6, 3, 1};
-    lossless_on(SL, blocks, 5);
-}
-
-static void test_sliding_f32_copy_same_trace(void **state) {
-    (void)state;
-    static const char *const blocks[2] = {"6", "8"};
-    f32_copy_same_trace("sliding", SL, "model-00001-of-00002.safetensors", blocks, tu_quick() ? 1 : 2);
-}
-
 /* ---------------------------------------------------------------------------
  * The llama set (toy_weights/llama): a LlamaForCausalLM target.
  */
@@ -660,6 +649,21 @@ static void test_llama_layout(void **state) {
         assert_null(t.layers[l].k_norm);
     }
     for (int l = 0; l < d.cfg.num_hidden_layers; l++) assert_non_null(d.layers[l].q_norm);
+    /* dflash bench's read roofline reads what a forward reads: per layer 2
+     * norms and 7 projections, no q/k norms, then the final norm and lm_head */
+    static Span sp[4096];
+    const Config *c = &t.cfg;
+    size_t D = (size_t)c->hidden_size, I = (size_t)c->intermediate_size, qd = (size_t)c->num_attention_heads * 16;
+    size_t kvd = (size_t)c->num_key_value_heads * 16, want = 0;
+    want = (size_t)c->num_hidden_layers * (2 * D + 2 * qd * D + 2 * kvd * D + 3 * I * D) + D + (size_t)c->vocab_size * D;
+    int n_sp = forward_spans(&t, sp, 4096);
+    assert_int_equal(n_sp, c->num_hidden_layers * 9 + 2);
+    size_t got = 0;
+    for (int i = 0; i < n_sp; i++) {
+        assert_non_null(sp[i].p);
+        got += sp[i].n;
+    }
+    assert_true(got == want);
     assert_int_equal(t.cfg.n_eos, 2);
     assert_int_equal(d.cfg.block_size, 10);
     real plain[8];
@@ -679,16 +683,29 @@ static void test_llama_layout(void **state) {
     model_free(&d);
 }
 
-static void test_llama_lossless(void **state) {
+/* ---------------------------------------------------------------------------
+ * The sliding and llama sets alike: greedy DFlash gives the target-only
+ * tokens at each block size (the draft's own, below and above it, 1), and an
+ * F32 copy of the set (its shard named here) gives byte-identical traces.
+ */
+static const struct {
+    const char *name, *dir, *shard;
+    int blocks[5];                 /* lossless_on's block sizes */
+    const char *f32_blocks[2];     /* the F32 copy's runs (make test: the first) */
+} LAYOUTS[] = {
+    {"sliding", SL, "model-00001-of-00002.safetensors", {16, 8, 6, 3, 1}, {"6", "8"}},
+    {"llama", LL, "model.safetensors", {16, 10, 5, 2, 1}, {"10", "4"}},
+};
+
+static void test_layouts_lossless(void **state) {
     (void)state;
-    static const int blocks[5] = {16, 10, 5, 2, 1};
-    lossless_on(LL, blocks, 5);
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof LAYOUTS[0]; i++) lossless_on(LAYOUTS[i].dir, LAYOUTS[i].blocks, 5);
 }
 
-static void test_llama_f32_copy_same_trace(void **state) {
+static void test_layouts_f32_copy_same_trace(void **state) {
     (void)state;
-    static const char *const blocks[2] = {"10", "4"};
-    f32_copy_same_trace("llama", LL, "model.safetensors", blocks, tu_quick() ? 1 : 2);
+    for (size_t i = 0; i < sizeof LAYOUTS / sizeof LAYOUTS[0]; i++)
+        f32_copy_same_trace(LAYOUTS[i].name, LAYOUTS[i].dir, LAYOUTS[i].shard, LAYOUTS[i].f32_blocks, tu_quick() ? 1 : 2);
 }
 
 /* What is still refused names the key and the value: other RoPE scalings;
@@ -732,11 +749,9 @@ int main(void) {
         cmocka_unit_test(test_sliding_config_keys),
         cmocka_unit_test(test_sliding_attention_weights),
         cmocka_unit_test(test_sliding_window_changes_proposals),
-        cmocka_unit_test(test_sliding_lossless),
-        cmocka_unit_test(test_sliding_f32_copy_same_trace),
         cmocka_unit_test(test_llama_layout),
-        cmocka_unit_test(test_llama_lossless),
-        cmocka_unit_test(test_llama_f32_copy_same_trace),
+        cmocka_unit_test(test_layouts_lossless),
+        cmocka_unit_test(test_layouts_f32_copy_same_trace),
         cmocka_unit_test(test_llama_refusals),
     };
     return cmocka_run_group_tests_name("layouts: qwen3-layout (BF16, shards, tied, block 16), sliding, llama", tests,

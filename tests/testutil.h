@@ -21,7 +21,17 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
+
+/* A shell command with stdout and stderr to `out` (NULL: /dev/null); its
+ * exit status, -1 when it did not exit. */
+static inline int tu_run(const char *cmd, const char *out) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
+    int rc = system(full);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
 
 /* `make test` runs a representative subset of the long sweeps (every block
  * size 1..8 on two prompts per weight set, a 600-seed chi-square), so the
