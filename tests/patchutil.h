@@ -56,4 +56,20 @@ static inline void patch_check_stale(const char *patch, const char *context, siz
     assert_false(tu_exists(copy));
 }
 
+/* The names a series file lists (one a line, # comments), at most cap,
+ * into names[]; their count, -1 when the file cannot be read. */
+static inline int patch_series(const char *series, char (*names)[64], int cap) {
+    char *text = tu_read(series, NULL);
+    if (!text) return -1;
+    int n = 0;
+    for (char *line = strtok(text, "\n"); line; line = strtok(NULL, "\n")) {
+        char *hash = strchr(line, '#');
+        if (hash) *hash = 0;
+        char name[64];
+        if (sscanf(line, "%63s", name) == 1 && n < cap) snprintf(names[n++], 64, "%s", name);
+    }
+    free(text);
+    return n;
+}
+
 #endif /* PATCHUTIL_H */

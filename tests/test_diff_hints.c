@@ -26,7 +26,7 @@
 
 #include <sys/wait.h>
 
-static char *g_dir;
+#define g_dir TU_SCRATCH  /* the suite's scratch directory */
 
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
 
@@ -466,19 +466,6 @@ static void test_float_vs_double_no_departure(void **state) {
     for (int s = 0; s < 3; s++) float_vs_double(sets[s], 200);
 }
 
-static int setup(void **state) {
-    (void)state;
-    g_dir = tu_tmpdir();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounds_first),
@@ -491,5 +478,5 @@ int main(void) {
         cmocka_unit_test(test_final_norm_weight_is_a_per_column_factor),
         cmocka_unit_test(test_float_vs_double_no_departure),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_scratch_setup, tu_scratch_teardown);
 }

@@ -19,20 +19,7 @@
 
 #define REF "tests/parity/walkthrough"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = tu_tmpdir();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
+#define g_dir TU_SCRATCH  /* the suite's scratch directory */
 
 /* the names the reference trace holds (names.json: one string per line) */
 static int reference_names(void) {
@@ -106,5 +93,5 @@ int main(void) {
         cmocka_unit_test(test_this_program_agrees_with_the_published_code),
         cmocka_unit_test(test_a_pitfall_does_not),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_scratch_setup, tu_scratch_teardown);
 }

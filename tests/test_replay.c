@@ -26,19 +26,7 @@
 #define RAND "toy_weights/random"
 #define RUN "./dflash --weights " RAND " --max-new-tokens 3 --ignore-eos"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = tu_tmpdir();
-    return g_dir ? 0 : -1;
-}
-static int teardown(void **state) {
-    (void)state;
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
+#define g_dir TU_SCRATCH  /* the suite's scratch directory */
 
 /* the int64 values of DIR/NAME.npy (n of them) */
 static int64_t *ids_of(const char *dir, const char *name, size_t *n) {
@@ -250,5 +238,5 @@ int main(void) {
         cmocka_unit_test(test_replay_follows_a_hand_made_port),
         cmocka_unit_test(test_replay_refuses_what_it_cannot_follow),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_scratch_setup, tu_scratch_teardown);
 }

@@ -75,15 +75,8 @@ static int setup(void **state) {
     if (!g_dir) return -1;
     load_config(&g_target, RAND "/target/config.json", 0);
     load_config(&g_draft, RAND "/draft/config.json", 1);
-    char *series = tu_read(SERIES, NULL);
-    if (!series) return -1;
-    for (char *line = strtok(series, "\n"); line; line = strtok(NULL, "\n")) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64];
-        if (sscanf(line, "%63s", name) == 1 && g_n_names < 32) snprintf(g_names[g_n_names++], 64, "%s", name);
-    }
-    free(series);
+    g_n_names = patch_series(SERIES, g_names, 32);
+    if (g_n_names < 0) return -1;
     char data[512] = "";
     for (int i = 0; i < S_LEN; i++)
         snprintf(data + strlen(data), sizeof data - strlen(data), "%s%d", i == P_LEN ? " | " : i ? " " : "", DATA[i]);

@@ -79,6 +79,27 @@ static inline int tu_rmtree(const char *path) {
     return unlink(path);
 }
 
+/* A suite's scratch directory: TU_SCRATCH, made by tu_scratch_setup and
+ * removed by tu_scratch_teardown (cmocka_run_group_tests' group setup and
+ * teardown). */
+static inline char **tu_scratch_slot(void) {
+    static char *dir;
+    return &dir;
+}
+#define TU_SCRATCH (*tu_scratch_slot())
+static inline int tu_scratch_setup(void **state) {
+    (void)state;
+    TU_SCRATCH = tu_tmpdir();
+    return TU_SCRATCH ? 0 : -1;
+}
+static inline int tu_scratch_teardown(void **state) {
+    (void)state;
+    tu_rmtree(TU_SCRATCH);
+    free(TU_SCRATCH);
+    TU_SCRATCH = NULL;
+    return 0;
+}
+
 /* a/b in a static ring of buffers, so a few can be alive at once. */
 static inline const char *tu_path(const char *a, const char *b) {
     static char ring[8][1024];
