@@ -287,7 +287,7 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
 TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
-test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset, ~75 s on 2 cores)
+test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
@@ -378,6 +378,7 @@ SAN_LINKS = toy_weights walkthrough tools cli formats README.md NOTES.md TRACE.m
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
+	@ln -sfn ../../../tests/parity build/san/tests/parity   # test_parity's reference trace
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh tools/run-tests.sh -C build/san --label 'sanitized, make test subset' $(TESTS)
 

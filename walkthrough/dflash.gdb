@@ -346,7 +346,7 @@ program again when round 1 is already under way."""
         return
     n = _int("n")
     V = _int("V")
-    D = _int("D")
+    D = _int("tcfg->hidden_size")
     k = _int("n_ids")
     ids = _ints(gdb.parse_and_eval("input_ids"), n)
     _where("== Step 1: the prefill is done, round 1 starts here")
