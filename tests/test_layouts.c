@@ -408,37 +408,50 @@ static void test_byte_table(void **state) {
     for (int b = 0; b < 256; b++) assert_int_equal(seen[b], 1);  /* a bijection onto the 256 bytes */
 }
 
+/* greedy DFlash == target-only greedy on SET at these block sizes, for each
+ * prompt (up to 4 ids), max_new new tokens */
+static void lossless_with(const char *set, const int (*prompts)[4], const int *plen, int n_prompts, int max_new,
+                          const int *blocks, int n_blocks) {
+    Model t, d;
+    load_q3(set, &t, &d);
+    for (int pi = 0; pi < n_prompts; pi++) {
+        GenParams p = {0};
+        p.max_new_tokens = max_new;
+        p.block_size = 1;
+        GenResult ar = {0};
+        assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
+        for (int bi = 0; bi < n_blocks; bi++) {
+            p.block_size = blocks[bi];
+            GenResult r = {0};
+            assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
+            assert_int_equal(r.n_output, ar.n_output);
+            assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
+            gen_result_free(&r);
+        }
+        gen_result_free(&ar);
+    }
+    model_free(&t);
+    model_free(&d);
+}
+
+/* the published layouts' prompts, 20 new tokens (make test-long: 40) */
+static void lossless_on(const char *set, const int *blocks, int n_blocks) {
+    static const int prompts[3][4] = {{5, 6, 7, 0}, {33, 34, 35, 36}, {3, 62, 1, 0}};
+    static const int plen[3] = {3, 4, 3};
+    lossless_with(set, prompts, plen, 3, tu_quick() ? 20 : 40, blocks, n_blocks);
+}
+
 /* The other two sets too, at the same block sizes (16 is four times
  * their trained block; tests/test_core.c covers the random set at 1..8). */
 static void test_lossless_other_sets(void **state) {
     (void)state;
     static const char *const SETS[2] = {"toy_weights/walkthrough", "toy_weights/random"};
-    static const int prompts[2][3] = {{2, 3, 4}, {12, 13, 0}};
+    static const int prompts[2][4] = {{2, 3, 4, 0}, {12, 13, 0, 0}};
     static const int plen[2] = {3, 2};
     static const int blocks[4] = {16, 8, 3, 1};
-    for (int si = 0; si < 2; si++) {
-        Model t, d;
-        load_q3(SETS[si], &t, &d);
-        for (int pi = 0; pi < 2; pi++) {
-            GenParams p = {0};
-            p.max_new_tokens = tu_quick() ? 6 : 12;
-            p.block_size = 1;
-            GenResult ar = {0};
-            assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
-            for (int bi = 0; bi < 4; bi++) {
-                p.block_size = blocks[bi];
-                GenResult r = {0};
-                assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
-                assert_int_equal(r.n_output, ar.n_output);
-                assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
-                gen_result_free(&r);
-            }
-            gen_result_free(&ar);
-        }
-        model_free(&t);
-        model_free(&d);
-    }
+    for (int si = 0; si < 2; si++) lossless_with(SETS[si], prompts, plen, 2, tu_quick() ? 6 : 12, blocks, 4);
 }
+
 
 
 /* ---------------------------------------------------------------------------
@@ -599,31 +612,6 @@ static void test_sliding_window_changes_proposals(void **state) {
     model_free(&d);
 }
 
-/* greedy DFlash == target-only greedy on SET at these block sizes */
-static void lossless_on(const char *set, const int *blocks, int n_blocks) {
-    Model t, d;
-    load_q3(set, &t, &d);
-    static const int prompts[3][4] = {{5, 6, 7, 0}, {33, 34, 35, 36}, {3, 62, 1, 0}};
-    static const int plen[3] = {3, 4, 3};
-    for (int pi = 0; pi < 3; pi++) {
-        GenParams p = {0};
-        p.max_new_tokens = tu_quick() ? 20 : 40;
-        p.block_size = 1;
-        GenResult ar = {0};
-        assert_int_equal(ar_generate(&t, prompts[pi], plen[pi], &p, &ar), 0);
-        for (int bi = 0; bi < n_blocks; bi++) {
-            p.block_size = blocks[bi];
-            GenResult r = {0};
-            assert_int_equal(dflash_generate(blocks[bi] > 1 ? &d : NULL, &t, prompts[pi], plen[pi], &p, &r), 0);
-            assert_int_equal(r.n_output, ar.n_output);
-            assert_memory_equal(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output);
-            gen_result_free(&r);
-        }
-        gen_result_free(&ar);
-    }
-    model_free(&t);
-    model_free(&d);
-}
 
 /* ---------------------------------------------------------------------------
  * The llama set (toy_weights/llama): a LlamaForCausalLM target.
