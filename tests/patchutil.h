@@ -56,6 +56,16 @@ static inline void patch_check_stale(const char *patch, const char *context, siz
     assert_false(tu_exists(copy));
 }
 
+/* config.json at path through formats/load.c's config_parse (the suites
+ * include load.c): the pitfall suites read the random set's sizes */
+static inline void patch_load_config(Config *c, const char *path, int draft) {
+    size_t len = 0;
+    char *text = tu_read(path, &len);
+    assert_non_null(text);
+    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
+    free(text);
+}
+
 /* The names a series file lists (one a line, # comments), at most cap,
  * into names[]; their count, -1 when the file cannot be read. */
 static inline int patch_series(const char *series, char (*names)[64], int cap) {

@@ -56,14 +56,6 @@ static int g_n_names;
 /* g_dir/leaf (tu_path's ring of 8 buffers: copy what must live longer) */
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
 
-static void load_config(Config *c, const char *path, int draft) {
-    size_t len = 0;
-    char *text = tu_read(path, &len);
-    assert_non_null(text);
-    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
-    free(text);
-}
-
 /* The acceptance length of round r in a trace (its .npy: int64 scalar,
  * the last 8 bytes of the file). */
 static int acceptance(const char *trace, int r) {
@@ -82,8 +74,8 @@ static int setup(void **state) {
     (void)state;
     g_dir = tu_tmpdir();
     if (!g_dir) return -1;
-    load_config(&g_target, RAND "/target/config.json", 0);
-    load_config(&g_draft, RAND "/draft/config.json", 1);
+    patch_load_config(&g_target, RAND "/target/config.json", 0);
+    patch_load_config(&g_draft, RAND "/draft/config.json", 1);
     g_n_names = patch_series(SERIES, g_names, 64);
     if (g_n_names < 0) return -1;
     char cmd[2000];
@@ -239,7 +231,7 @@ static void test_draft_at_temperature(void **state) {
 static void test_sliding_as_full(void **state) {
     (void)state;
     Config dc;
-    load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
+    patch_load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
     int first = -1;
     for (int l = dc.num_hidden_layers - 1; l >= 0; l--)
         if (dc.layer_window[l] > 0) first = l;

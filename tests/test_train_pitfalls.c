@@ -51,14 +51,6 @@ static int g_n_names;
 
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
 
-static void load_config(Config *c, const char *path, int draft) {
-    size_t len = 0;
-    char *text = tu_read(path, &len);
-    assert_non_null(text);
-    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
-    free(text);
-}
-
 /* `PROG train ...` on the test's data, `steps` steps, traced into dir */
 static int train_run(const char *prog, int steps, const char *dir, const char *out_leaf) {
     char cmd[3000];
@@ -73,8 +65,8 @@ static int setup(void **state) {
     (void)state;
     g_dir = tu_tmpdir();
     if (!g_dir) return -1;
-    load_config(&g_target, RAND "/target/config.json", 0);
-    load_config(&g_draft, RAND "/draft/config.json", 1);
+    patch_load_config(&g_target, RAND "/target/config.json", 0);
+    patch_load_config(&g_draft, RAND "/draft/config.json", 1);
     g_n_names = patch_series(SERIES, g_names, 32);
     if (g_n_names < 0) return -1;
     char data[512] = "";
