@@ -102,7 +102,7 @@ $(shell mkdir -p $(addprefix build/,$(MODES)); \
   $(foreach m,$(MODES),echo '$(CC_$(m)) $(FLAGS_$(m))' | cmp -s - build/$(m)/flags || \
                         echo '$(CC_$(m)) $(FLAGS_$(m))' > build/$(m)/flags;))
 
-all: dflash weights walkthrough/explorer.html examples/hook_harness ## build ./dflash, generate the toy weights and the explorer page (the default)
+all: dflash build/dflash-replay weights walkthrough/explorer.html examples/hook_harness ## build ./dflash, generate the toy weights and the explorer page (the default)
 
 help: ## list the targets
 	@sed -n 's/^#* *\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | \
@@ -149,6 +149,12 @@ $(1)/dflash-%: $(PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) 
 	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
 endef
 $(eval $(call pitfalls_in,build/pitfalls,$(R)))
+# $(call replay_in,DIR,MODE): DIR/dflash-replay from the objects of MODE
+define replay_in
+$(1)/dflash-replay: cli/replay.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
 $(eval $(call pitfalls_in,build/san/build/pitfalls,$(R)-san))
 # the same for tests/signatures/NAME.diff: mistakes whose signature `dflash
 # diff` names exactly (tests/test_diff_hints.c), built as build/signatures/dflash-NAME
@@ -178,6 +184,12 @@ $(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
 pitfall-programs: $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
 	@sh tools/pitfall.sh check-series $(TRAIN_PITFALL_DIR)
+# ---- replay (TRACE.md "Replay"): build/dflash-replay is ./dflash with cli/replay.diff,
+# the lines that follow another run's tokens, kept out of dflash.c and built as
+# a pitfall is; `./dflash --replay DIR` runs it (cli/replay.c, replay_exec).
+# build/dflash-replay: ## ./dflash with cli/replay.diff (what ./dflash --replay runs)
+$(eval $(call replay_in,build,$(R)))
+$(eval $(call replay_in,build/san/build,$(R)-san))
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
 $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
@@ -295,8 +307,8 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # test-long: the same binaries with the sweeps in full (a few minutes). The
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
-test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset, ~75 s on 2 cores)
+TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
+test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
@@ -395,9 +407,10 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
 SAN_LINKS = toy_weights walkthrough tools cli formats README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
+SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
+	@ln -sfn ../../../tests/parity build/san/tests/parity   # test_parity's reference trace
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh tools/run-tests.sh -C build/san --label 'sanitized, make test subset' $(TESTS)
 

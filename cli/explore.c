@@ -347,9 +347,9 @@ static void plan_sizes(Entries *es) {
     }
 }
 
-/* Read e's first e->keep values (C order): a seek to the data and one
- * bounded read, then widened to double or int64. A Fortran-order file of
- * more than one axis keeps its values only when they are all kept. */
+/* Read e's first e->keep values (C order, formats/files.c's npy_load_first),
+ * then widened to double or int64. A Fortran-order file of more than one
+ * axis keeps its values only when they are all kept. */
 static int read_kept(const char *dir, Entry *e) {
     if (e->keep == 0) return 0;
     NpyArray *a = &e->a;
@@ -359,28 +359,7 @@ static int read_kept(const char *dir, Entry *e) {
     }
     char *path = path_join(dir, e->file);
     if (!path) return -1;
-    int rc = -1;
-    size_t bytes = e->keep * (size_t)a->item;
-    if (e->keep == a->n) {
-        rc = npy_load(path, a);          /* swaps and reorders what needs it */
-    } else {
-        size_t size;
-        FILE *f = file_open_regular(path, &size);
-        a->data = f ? malloc(bytes) : NULL;
-        if (f && (!a->data || size != a->file_size || a->offset > LONG_MAX ||
-                  fseek(f, (long)a->offset, SEEK_SET) != 0 || fread(a->data, 1, bytes, f) != bytes))
-            dflash_set_error("%s: cannot read the first %zu bytes of its data (the file changed or is unreadable)",
-                             path, bytes);
-        else if (f) rc = 0;
-        if (f) fclose(f);
-        if (rc == 0 && a->big_endian)    /* npy_f/npy_i read little-endian */
-            for (size_t k = 0; k < e->keep; k++)
-                for (int b = 0; b < a->item / 2; b++) {
-                    unsigned char *v = a->data + k * (size_t)a->item, t = v[b];
-                    v[b] = v[a->item - 1 - b];
-                    v[a->item - 1 - b] = t;
-                }
-    }
+    int rc = npy_load_first(path, a, e->keep);  /* swaps (and reorders, when whole) what needs it */
     if (rc == 0) {
         if (e->is_int) e->iv = malloc(e->keep * sizeof *e->iv);
         else e->f = malloc(e->keep * sizeof *e->f);

@@ -470,6 +470,7 @@ int main(int argc, char **argv) {
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
     if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
+    if (a.replay && replay_exec(argv) != 0) { dflash_print_error("dflash", ""); return finish(2); }
     raw_bytes = a.raw_bytes;
     RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
     if (!a.weights && !a.target)

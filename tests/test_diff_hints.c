@@ -22,19 +22,13 @@
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "testutil.h"
+#include "traceutil.h"
 
 #include <sys/wait.h>
 
-static char *g_dir;
+#define g_dir TU_SCRATCH  /* the suite's scratch directory */
 
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
-
-static int run(const char *cmd, const char *out) {
-    char full[4000];
-    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
-    int rc = system(full);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
 
 #define assert_not_contains(hay, needle)                                                 \
     do {                                                                                 \
@@ -47,7 +41,7 @@ static int diff(const char *opts, const char *a, const char *b, char **out) {
     char cmd[3000], o[600];
     snprintf(o, sizeof o, "%s", dir_path("diff.txt"));
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s %s", opts, a, b);
-    int rc = run(cmd, o);
+    int rc = tu_run(cmd, o);
     *out = tu_read(o, NULL);
     assert_non_null(*out);
     return rc;
@@ -81,65 +75,10 @@ static double safetensors_first(const char *path, const char *key) {
 
 /* ---- hand-made traces ----------------------------------------------------- */
 
-/* dir/NAME.npy: <f8 (kind 'f') or <i8 (kind 'i'), shape (ndim <= 3), n values */
-static void npy(const char *dir, const char *name, char kind, int ndim, const int64_t *shape, const double *v) {
-    char dict[160], path[600];
-    size_t n = 1, len = (size_t)snprintf(dict, sizeof dict, "{'descr': '<%c8', 'fortran_order': False, 'shape': (", kind);
-    for (int d = 0; d < ndim; d++) {
-        len += (size_t)snprintf(dict + len, sizeof dict - len, d ? ", %lld" : "%lld", (long long)shape[d]);
-        n *= (size_t)shape[d];
-    }
-    snprintf(dict + len, sizeof dict - len, "%s), }", ndim == 1 ? "," : "");
-    size_t dl = strlen(dict), hl = dl + 1;
-    while ((10 + hl) % 64) hl++;
-    unsigned char *b = calloc(1, 10 + hl + 8 * n);
-    assert_non_null(b);
-    memcpy(b, "\x93NUMPY\x01\x00", 8);
-    b[8] = (unsigned char)(hl & 0xff);
-    b[9] = (unsigned char)(hl >> 8);
-    memcpy(b + 10, dict, dl);
-    memset(b + 10 + dl, ' ', hl - dl - 1);
-    b[10 + hl - 1] = '\n';
-    for (size_t k = 0; k < n; k++) {
-        uint64_t u;
-        if (kind == 'f') memcpy(&u, &v[k], 8);
-        else u = (uint64_t)(int64_t)v[k];
-        for (int i = 0; i < 8; i++) b[10 + hl + 8 * k + i] = (unsigned char)(u >> (8 * i));
-    }
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    assert_int_equal(tu_write(path, b, 10 + hl + 8 * n), 0);
-    free(b);
-}
-
-/* A trace being written by hand: its directory and its manifest's text */
-typedef struct { char dir[512]; char text[16384]; size_t len; } Hand;
-
-static void hand_open(Hand *h, const char *leaf) {
-    snprintf(h->dir, sizeof h->dir, "%s", dir_path(leaf));
-    tu_rmtree(h->dir);
-    assert_int_equal(mkdir(h->dir, 0777), 0);
-    h->len = 0;
-    h->text[0] = 0;
-}
-
-/* one tensor and its manifest line; phase NULL: no phase or round field */
-static void hand_add(Hand *h, const char *name, const char *phase, int round, char kind, int ndim, const int64_t *shape,
-                     const double *v) {
-    npy(h->dir, name, kind, ndim, shape, v);
-    if (phase)
-        h->len += (size_t)snprintf(h->text + h->len, sizeof h->text - h->len,
-                                   "{\"name\":\"%s\",\"file\":\"%s.npy\",\"phase\":\"%s\",\"round\":%d,\"meaning\":\"%s\"}\n",
-                                   name, name, phase, round, h->dir[strlen(h->dir) - 1] == 'b' ? "B's words" : "A's");
-    else
-        h->len += (size_t)snprintf(h->text + h->len, sizeof h->text - h->len, "{\"name\":\"%s\",\"file\":\"%s.npy\"}\n",
-                                   name, name);
-}
-
-static void hand_close(Hand *h) { tu_write_text(tu_path(h->dir, "trace.jsonl"), h->text); }
-
-static void add_int(Hand *h, const char *name, const char *phase, int round, int n, const double *v) {
-    int64_t s[1] = {n};
-    hand_add(h, name, phase, round, 'i', n < 0 ? 0 : 1, s, v);
+/* the hand-made traces of this suite: g_dir/leaf; a leaf ending in 'b' is
+ * B's (its manifest's "meaning" differs from A's: meaning does not bind) */
+static void hand_leaf(Hand *h, const char *leaf) {
+    hand_open(h, dir_path(leaf), leaf[strlen(leaf) - 1] == 'b' ? "B's words" : "A's");
 }
 
 /* A run of `rounds` rounds, block 4: per round the draft's proposals (3), the
@@ -147,22 +86,22 @@ static void add_int(Hand *h, const char *name, const char *phase, int round, int
  * of m tokens. The ids are 5 everywhere but where `bad_round` puts 7 at
  * verify.sampled[2]. */
 static void hand_run(Hand *h, const char *leaf, int rounds, const int *acc, int bad_round, int m) {
-    hand_open(h, leaf);
+    hand_leaf(h, leaf);
     double ids[64];
     for (int i = 0; i < 64; i++) ids[i] = 5;
-    add_int(h, "input_ids", "prefill", 0, 3, ids);
+    hand_ids(h, "input_ids", "prefill", 0, 3, ids);
     for (int r = 1; r <= rounds; r++) {
         char name[64];
         snprintf(name, sizeof name, "draft%d.sampled", r);
-        add_int(h, name, "draft", r, 3, ids);
+        hand_ids(h, name, "draft", r, 3, ids);
         double s[4] = {5, 5, r == bad_round ? 7 : 5, 5}, a = acc[r - 1];
         snprintf(name, sizeof name, "verify%d.sampled", r);
-        add_int(h, name, "verify", r, 4, s);
+        hand_ids(h, name, "verify", r, 4, s);
         snprintf(name, sizeof name, "verify%d.acceptance_length", r);
         int64_t none[1] = {0};
         hand_add(h, name, "verify", r, 'i', 0, none, &a);
     }
-    add_int(h, "output_ids", "final", 0, m, ids);
+    hand_ids(h, "output_ids", "final", 0, m, ids);
     hand_close(h);
 }
 
@@ -258,12 +197,12 @@ static void rounding_pair(int n, int n_off, double by, int ids_differ) {
     }
     int64_t s[1] = {n};
     double ids[2] = {1, 2}, ids_b[2] = {1, ids_differ ? 3 : 2};
-    hand_open(&a, "fa");
-    add_int(&a, "prefill.input_ids", "prefill", 0, 2, ids);
+    hand_leaf(&a, "fa");
+    hand_ids(&a, "prefill.input_ids", "prefill", 0, 2, ids);
     hand_add(&a, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, va);
     hand_close(&a);
-    hand_open(&b, "fb");
-    add_int(&b, "prefill.input_ids", "prefill", 0, 2, ids_b);
+    hand_leaf(&b, "fb");
+    hand_ids(&b, "prefill.input_ids", "prefill", 0, 2, ids_b);
     hand_add(&b, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, vb);
     hand_close(&b);
     free(va);
@@ -329,10 +268,10 @@ static void test_near_tie(void **state) {
         double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 1, 0}, acc = kept ? 2 : 1, ma[4] = {1, 1, 1, 0}, mb[4] = {1, 1, 0, 0};
         for (int side = 0; side < 2; side++) {
             Hand *h = side ? &b : &a;
-            hand_open(h, side ? "tb" : "ta");
+            hand_leaf(h, side ? "tb" : "ta");
             hand_add(h, "verify1.logits", "verify", 1, 'f', 2, sl, L);
-            add_int(h, "verify1.sampled", "verify", 1, 4, side ? sb : sa);
-            add_int(h, "verify1.match", "verify", 1, 4, side ? mb : ma);
+            hand_ids(h, "verify1.sampled", "verify", 1, 4, side ? sb : sa);
+            hand_ids(h, "verify1.match", "verify", 1, 4, side ? mb : ma);
             int64_t none[1] = {0};
             hand_add(h, "verify1.acceptance_length", "verify", 1, 'i', 0, none, &acc);
             hand_close(h);
@@ -357,10 +296,10 @@ static void test_near_tie(void **state) {
 static void hint_pair(const char *name, int ndim, const int64_t *sa, const double *va, const int64_t *sb,
                       const double *vb) {
     Hand a, b;
-    hand_open(&a, "ha");
+    hand_leaf(&a, "ha");
     hand_add(&a, name, NULL, 0, 'f', ndim, sa, va);
     hand_close(&a);
-    hand_open(&b, "hb");
+    hand_leaf(&b, "hb");
     hand_add(&b, name, NULL, 0, 'f', ndim, sb, vb);
     hand_close(&b);
 }
@@ -418,9 +357,9 @@ static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
     snprintf(ref, sizeof ref, "%s", dir_path("pref"));
     snprintf(port, sizeof port, "%s", dir_path("pport"));
     snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./build/signatures/dflash-%s %s --max-new-tokens %d --trace %s", patch, args, n, port);
-    if (run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
+    if (tu_run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
     char *out;
     *rc = diff("", ref, port, &out);
     return out;
@@ -502,9 +441,9 @@ static void float_vs_double(const char *args, int n) {
     snprintf(d, sizeof d, "%s", dir_path("dbl"));
     snprintf(f, sizeof f, "%s", dir_path("flt"));
     snprintf(cmd, sizeof cmd, "./dflash-double %s --max-new-tokens %d --ignore-eos --trace %s", args, n, d);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash-float %s --max-new-tokens %d --ignore-eos --trace %s", args, n, f);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     for (int dir = 0; dir < 2; dir++) {
         char *out;
         int rc = diff("", dir ? f : d, dir ? d : f, &out);
@@ -527,19 +466,6 @@ static void test_float_vs_double_no_departure(void **state) {
     for (int s = 0; s < 3; s++) float_vs_double(sets[s], 200);
 }
 
-static int setup(void **state) {
-    (void)state;
-    g_dir = tu_tmpdir();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounds_first),
@@ -552,5 +478,5 @@ int main(void) {
         cmocka_unit_test(test_final_norm_weight_is_a_per_column_factor),
         cmocka_unit_test(test_float_vs_double_no_departure),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_scratch_setup, tu_scratch_teardown);
 }

@@ -31,6 +31,7 @@
 #include "../formats/load.c"
 #include "../trace.h"
 #include "testutil.h"
+#include "patchutil.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,22 +56,6 @@ static int g_n_names;
 /* g_dir/leaf (tu_path's ring of 8 buffers: copy what must live longer) */
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
 
-/* Run a shell command with stdout to `out` (when given); its exit status. */
-static int run(const char *cmd, const char *out) {
-    char full[4000];
-    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
-    int rc = system(full);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
-
-static void load_config(Config *c, const char *path, int draft) {
-    size_t len = 0;
-    char *text = tu_read(path, &len);
-    assert_non_null(text);
-    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
-    free(text);
-}
-
 /* The acceptance length of round r in a trace (its .npy: int64 scalar,
  * the last 8 bytes of the file). */
 static int acceptance(const char *trace, int r) {
@@ -89,26 +74,19 @@ static int setup(void **state) {
     (void)state;
     g_dir = tu_tmpdir();
     if (!g_dir) return -1;
-    load_config(&g_target, RAND "/target/config.json", 0);
-    load_config(&g_draft, RAND "/draft/config.json", 1);
-    char *series = tu_read(SERIES, NULL);
-    if (!series) return -1;
-    for (char *line = strtok(series, "\n"); line; line = strtok(NULL, "\n")) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64];
-        if (sscanf(line, "%63s", name) == 1 && g_n_names < 64) snprintf(g_names[g_n_names++], 64, "%s", name);
-    }
-    free(series);
+    patch_load_config(&g_target, RAND "/target/config.json", 0);
+    patch_load_config(&g_draft, RAND "/draft/config.json", 1);
+    g_n_names = patch_series(SERIES, g_names, 64);
+    if (g_n_names < 0) return -1;
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(0) " --trace %s", dir_path("ref0"));
-    if (run(cmd, NULL) != 0) return -1;
+    if (tu_run(cmd, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(1) " --trace %s", dir_path("ref1"));
-    if (run(cmd, NULL) != 0) return -1;
+    if (tu_run(cmd, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(2) " --trace %s", dir_path("ref"));
-    if (run(cmd, NULL) != 0) return -1;
+    if (tu_run(cmd, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(1) " --temperature 5 --trace %s", dir_path("ref_t5"));
-    return run(cmd, NULL);
+    return tu_run(cmd, NULL);
 }
 
 static int teardown(void **state) {
@@ -124,7 +102,7 @@ static void traced_run(const char *name, int max_new_tokens, double temperature,
     char cmd[3000];
     snprintf(cmd, sizeof cmd, "./build/pitfalls/dflash-%s --weights " RAND " --prompt \"A dog saw\" --max-new-tokens %d"
              " --ignore-eos --temperature %g --trace %s", name, max_new_tokens, temperature, dir);
-    if (run(cmd, NULL) != 0) fail_msg("pitfall %s: `%s` failed (make pitfall-programs?)", name, cmd);
+    if (tu_run(cmd, NULL) != 0) fail_msg("pitfall %s: `%s` failed (make pitfall-programs?)", name, cmd);
 }
 
 /* Run pitfall NAME's program, diff against the correct trace; the diff's output. */
@@ -134,7 +112,7 @@ static char *plant_and_diff(const char *name, int max_new_tokens, double tempera
     snprintf(port, sizeof port, "port-%s", name);
     traced_run(name, max_new_tokens, temperature, dir_path(port));
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, dir_path(port));
-    *rc = run(cmd, dir_path("diff.txt"));
+    *rc = tu_run(cmd, dir_path("diff.txt"));
     char *out = tu_read(dir_path("diff.txt"), NULL);
     assert_non_null(out);
     tu_rmtree(dir_path(port));
@@ -253,7 +231,7 @@ static void test_draft_at_temperature(void **state) {
 static void test_sliding_as_full(void **state) {
     (void)state;
     Config dc;
-    load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
+    patch_load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
     int first = -1;
     for (int l = dc.num_hidden_layers - 1; l >= 0; l--)
         if (dc.layer_window[l] > 0) first = l;
@@ -265,9 +243,9 @@ static void test_sliding_as_full(void **state) {
     assert_true(8 > dc.layer_window[first]);  /* the prompt: longer than the window */
     snprintf(cmd, sizeof cmd, "./dflash %s --trace %s && ./build/pitfalls/dflash-sliding-as-full %s --trace %s", args,
              dir_path("sl-ref"), args, dir_path("sl-port"));
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", dir_path("sl-ref"), dir_path("sl-port"));
-    int rc = run(cmd, dir_path("diff.txt"));
+    int rc = tu_run(cmd, dir_path("diff.txt"));
     char *out = tu_read(dir_path("diff.txt"), NULL);
     assert_non_null(out);
     if (rc != 1 || strcmp(first_departure(out), want) != 0)
@@ -284,22 +262,11 @@ static void test_each_program_is_the_source_plus_its_patch(void **state) {
     (void)state;
     assert_true(g_n_names >= 19);
     for (int i = 0; i < g_n_names; i++) {
-        char cmd[2000], diff[128], prog[128], file[128], copy[256];
+        char diff[128], prog[128], copy_dir[128];
         snprintf(diff, sizeof diff, "walkthrough/pitfalls/%.60s.diff", g_names[i]);
         snprintf(prog, sizeof prog, "build/pitfalls/dflash-%.60s", g_names[i]);
-        if (access(prog, X_OK) != 0) fail_msg("%s: no program %s (make pitfall-programs)", g_names[i], prog);
-        char *text = tu_read(diff, NULL);
-        assert_non_null(text);
-        const char *plus = strstr(text, "\n+++ b/");
-        if (!plus || sscanf(plus + 7, "%127s", file) != 1) fail_msg("%s: names no file (+++ b/FILE)", diff);
-        free(text);
-        snprintf(copy, sizeof copy, "%.200s", dir_path("copy.c"));
-        snprintf(cmd, sizeof cmd, "cmp -s %s build/pitfalls/%.60s/%s", file, g_names[i], file);
-        if (run(cmd, NULL) != 1) fail_msg("%s: build/pitfalls/%s/%s is missing or the clean %s", g_names[i],
-                                          g_names[i], file, file);
-        snprintf(cmd, sizeof cmd, "cp build/pitfalls/%.60s/%s %s && patch --quiet --batch --fuzz=0 -R %s %s && cmp %s %s",
-                 g_names[i], file, copy, copy, diff, file, copy);
-        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give %s back", g_names[i], file);
+        snprintf(copy_dir, sizeof copy_dir, "build/pitfalls/%.60s", g_names[i]);
+        patch_check_program(g_names[i], diff, prog, copy_dir, dir_path("copy.c"));
     }
 }
 
@@ -307,31 +274,15 @@ static void test_each_program_is_the_source_plus_its_patch(void **state) {
  * it) fails the build with a message naming it, and leaves no program. */
 static void test_stale_patch_fails_the_build(void **state) {
     (void)state;
-    char *p = tu_read("walkthrough/pitfalls/hidden-off-by-one.diff", NULL);
-    assert_non_null(p);
-    char *ctx = strstr(p, "\n     for (int t = 0; t < rows; t++)");   /* a context line of its hunk */
-    assert_non_null(ctx);
-    ctx[6] = 'X';   /* "for" -> "Xor" */
-    char diff[256], prog[256], cmd[3000];
-    snprintf(diff, sizeof diff, "%s", dir_path("stale.diff"));
-    snprintf(prog, sizeof prog, "%s", dir_path("dflash-stale"));
-    assert_int_equal(tu_write(diff, p, strlen(p)), 0);
-    free(p);
-    snprintf(cmd, sizeof cmd, "sh tools/pitfall.sh build %s %s cc '' build/pitfalls/obj/dflash.o", diff, prog);
-    assert_int_equal(run(cmd, dir_path("stale.txt")), 1);
-    char *out = tu_read(dir_path("stale.txt"), NULL);
-    assert_contains(out, "pitfall stale: ");
-    assert_contains(out, "no longer applies to dflash.c");
-    free(out);
-    assert_false(tu_exists(prog));
-    assert_false(tu_exists(dir_path("stale")));
+    patch_check_stale("walkthrough/pitfalls/hidden-off-by-one.diff", "\n     for (int t = 0; t < rows; t++)", 6,
+                      "dflash.c", "build/pitfalls/obj/dflash.o", g_dir, "stale");   /* "for" -> "Xor" */
 }
 
 /* dflash.c and dflash.h carry no pitfall; the program has no --pitfall. */
 static void test_clean_source_and_no_pitfall_flag(void **state) {
     (void)state;
-    assert_int_equal(run("grep -i -c pitfall dflash.c dflash.h", NULL), 1);
-    assert_int_equal(run("./dflash --pitfall gelu-mlp", dir_path("refuse.txt")), 2);
+    assert_int_equal(tu_run("grep -i -c pitfall dflash.c dflash.h", NULL), 1);
+    assert_int_equal(tu_run("./dflash --pitfall gelu-mlp", dir_path("refuse.txt")), 2);
     char *err = tu_read(dir_path("refuse.txt"), NULL);
     assert_contains(err, "unknown flag \"--pitfall\"");
     free(err);
@@ -345,7 +296,7 @@ static void test_truncated_port_fails(void **state) {
     snprintf(ref, sizeof ref, "%s", dir_path("ref"));
     snprintf(cut, sizeof cut, "%s", dir_path("cut"));
     snprintf(cmd, sizeof cmd, "cp -r -l %s %s", ref, cut);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     char *m = tu_read(tu_path(ref, "trace.jsonl"), NULL);
     assert_non_null(m);
     int lines = 0, keep = 0;
@@ -364,7 +315,7 @@ static void test_truncated_port_fails(void **state) {
     free(m);
 
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, cut);
-    assert_int_equal(run(cmd, dir_path("cut.txt")), 1);
+    assert_int_equal(tu_run(cmd, dir_path("cut.txt")), 1);
     char *out = tu_read(dir_path("cut.txt"), NULL), want[600];
     snprintf(want, sizeof want, "B has nothing after %s: %d tensors missing, first %s", last, lines - keep, next);
     assert_contains(out, want);
@@ -374,7 +325,7 @@ static void test_truncated_port_fails(void **state) {
      * (its names come first in data-flow order) */
     assert_true(strncmp(next, "prefill.", 8) != 0);
     snprintf(cmd, sizeof cmd, "./dflash diff --only 'prefill.*' %s %s", ref, cut);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
 }
 
 /* A clean port: the other precision's build, a different computation of the
@@ -390,9 +341,9 @@ static void test_clean_port_passes_with_margins(void **state) {
     char cmd[3000], ref[512];
     snprintf(ref, sizeof ref, "%s", dir_path("ref1"));
     snprintf(cmd, sizeof cmd, OTHER_PRECISION " " RUN_ARGS(1) " --trace %s", dir_path("dbl"));
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash diff --verbose --rtol=1e-4 %s %s", ref, dir_path("dbl"));
-    assert_int_equal(run(cmd, dir_path("v.txt")), 0);
+    assert_int_equal(tu_run(cmd, dir_path("v.txt")), 0);
     char *out = tu_read(dir_path("v.txt"), NULL), *m = tu_read(tu_path(ref, "trace.jsonl"), NULL);
     int lines = 0, ok = 0, margins = 0;
     for (char *c = m; *c; c++) lines += *c == '\n';
