@@ -50,9 +50,11 @@ TEST_LIB           = formats/tracenames formats/json trace formats/files formats
 TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures gguf
 FUZZ_LIB          = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/files formats/manifest
+# fuzz_gguf #includes cli/gguf.c (its tokenizer.json and safetensors readers, its writer)
+FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load formats/files formats/manifest
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page
 # fuzz_figures #includes cli/figures.c and runs figures_main whole
