@@ -255,7 +255,13 @@ training: ## regenerate walkthrough/training/ (page, figures) from the committed
 training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
 	@sh tools/docs.sh check training
 
-run: dflash weights ## the walkthrough run ("The cat sat", block 4)
+# make run: the build quietly (its output in build/run.log, shown when it
+# fails), then the walkthrough's run; it also leaves walkthrough/explorer.html
+# in place, where the walkthrough and the exercises send the student.
+run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
+	@echo "make run: ./dflash, the toy weights (toy_weights/, ~379 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
+	@mkdir -p build && $(MAKE) --no-print-directory dflash weights walkthrough/explorer.html > build/run.log 2>&1 || \
+	  { tail -n 20 build/run.log; echo "make run: the build failed (whole log: build/run.log)"; exit 1; }
 	./dflash
 
 # the read roofline, the 1..16-token target forwards, DFlash vs target-only
@@ -364,7 +370,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools cli formats README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
+SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
 SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
