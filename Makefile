@@ -217,7 +217,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
 
@@ -297,6 +297,17 @@ test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in f
 # The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
 	@tools/llama-check.sh
+
+# llama.cpp's own DFlash speculative decoding (llama-speculative-simple,
+# built unpatched from node-llama-cpp's bundled llama.cpp source under
+# LLAMA_CHECK_DIR/spec/, never in the tracked files) on dflash gguf's pairs:
+# aligned rounds propose this program's draft ids and accept as many, the
+# committed ids are ours, its n_drafted / n_accept are its rounds' sums; the
+# sliding set as --draft-window flash (tools/llama-spec.sh). Skips without
+# npm or cmake. Not in CI: the llama.cpp build alone took far longer than
+# CI's 30-minute budget allows on a busy machine (NOTES.md, "GGUF").
+llama-spec-check: dflash weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
+	@tools/llama-spec.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader
