@@ -92,16 +92,20 @@ static char *help_of(const char *cmd, const char *first) {
 static char *help_text(void) { return help_of("./dflash --help", "usage: dflash"); }
 /* `dflash train --help` (cli/train_cli.c) */
 static char *train_help_text(void) { return help_of("./dflash train --help", "usage: dflash train"); }
+/* `dflash eval --help` (cli/eval.c) */
+static char *eval_help_text(void) { return help_of("./dflash eval --help", "usage: dflash eval"); }
 /* both: the flags any document may mention */
 static char *all_help_text(void) {
-    char *a = help_text(), *b = train_help_text();
-    char *both = malloc(strlen(a) + strlen(b) + 1);
-    assert_non_null(both);
-    strcpy(both, a);
-    strcat(both, b);
+    char *a = help_text(), *b = train_help_text(), *c = eval_help_text();
+    char *all = malloc(strlen(a) + strlen(b) + strlen(c) + 1);
+    assert_non_null(all);
+    strcpy(all, a);
+    strcat(all, b);
+    strcat(all, c);
     free(a);
     free(b);
-    return both;
+    free(c);
+    return all;
 }
 
 /* README.md holds a fenced block that starts with `prefix` and is `help`
@@ -140,15 +144,17 @@ static void check_readme_block(const char *readme, const char *prefix, const cha
 
 static void test_readme_usage_block_is_the_help_text(void **state) {
     (void)state;
-    char *help = help_text(), *train = train_help_text();
+    char *help = help_text(), *train = train_help_text(), *eval = eval_help_text();
     size_t len;
     char *readme = tu_read("README.md", &len);
     assert_non_null(readme);
     check_readme_block(readme, "usage: dflash [OPTIONS]", help);
     check_readme_block(readme, "usage: dflash train", train);
+    check_readme_block(readme, "usage: dflash eval", eval);
     free(readme);
     free(help);
     free(train);
+    free(eval);
 }
 
 static void test_every_flag_the_code_accepts_is_in_help(void **state) {
@@ -156,7 +162,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c"};
+    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c", "cli/eval.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);
