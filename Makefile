@@ -56,7 +56,7 @@ FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures batches 
 FUZZ_LIB          = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/files formats/manifest
 # fuzz_gguf #includes cli/gguf.c (its tokenizer.json and safetensors readers, its writer)
-FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load formats/files formats/manifest
+FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load formats/files formats/manifest cli/flags
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page cli/flags
 # fuzz_batches #includes cli/train_data.c and drives the --batches case reader
