@@ -56,11 +56,13 @@ TEST_LIB_test_json = dflash
 TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches gguf
 FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff
 # fuzz_encode: the encoder alone
 FUZZ_LIB_fuzz_encode = formats/json formats/tokenizer formats/files
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest
+# fuzz_gguf #includes cli/gguf.c (its tokenizer.json and safetensors readers, its writer)
+FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest cli/flags
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest build/explorer_page cli/flags
 # fuzz_batches #includes cli/train_data.c and drives the --batches case reader
@@ -237,7 +239,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables \
+.PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
 
@@ -286,7 +288,13 @@ run-learned: dflash ## the learned pair on the first held-out prompt, with --rou
 eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: toy_weights/learned/eval.tsv
 	sh tools/learned.sh eval
 
-run: dflash weights ## the walkthrough run ("The cat sat", block 4)
+# make run: the build quietly (its output in build/run.log, shown when it
+# fails), then the walkthrough's run; it also leaves walkthrough/explorer.html
+# in place, where the walkthrough and the exercises send the student.
+run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
+	@echo "make run: ./dflash, the toy weights (toy_weights/, ~379 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
+	@mkdir -p build && $(MAKE) --no-print-directory dflash weights walkthrough/explorer.html > build/run.log 2>&1 || \
+	  { tail -n 20 build/run.log; echo "make run: the build failed (whole log: build/run.log)"; exit 1; }
 	./dflash
 
 # the read roofline, the 1..16-token target forwards, DFlash vs target-only
@@ -333,6 +341,17 @@ tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ou
 
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
 	@tools/llama-check.sh
+
+# llama.cpp's own DFlash speculative decoding (llama-speculative-simple,
+# built unpatched from node-llama-cpp's bundled llama.cpp source under
+# LLAMA_CHECK_DIR/spec/, never in the tracked files) on dflash gguf's pairs:
+# aligned rounds propose this program's draft ids and accept as many, the
+# committed ids are ours, its n_drafted / n_accept are its rounds' sums; the
+# sliding set as --draft-window flash (tools/llama-spec.sh). Skips without
+# npm or cmake. Not in CI: the llama.cpp build alone took far longer than
+# CI's 30-minute budget allows on a busy machine (NOTES.md, "GGUF").
+llama-spec-check: dflash weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
+	@tools/llama-spec.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader
@@ -406,7 +425,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools cli formats README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
+SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done

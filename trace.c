@@ -907,15 +907,34 @@ static const char *word_of(const Vocab *v, int64_t id, char *buf, size_t size) {
     return buf;
 }
 
+/* length of the valid UTF-8 sequence at c (n bytes left): 1..4, or 0 when
+ * c[0] does not start one (a lone continuation byte, a lead byte without its
+ * continuation, an overlong form, a surrogate, above U+10FFFF) */
+static size_t utf8_seq(const unsigned char *c, size_t n) {
+    size_t len = c[0] < 0x80 ? 1 : c[0] >= 0xc2 && c[0] <= 0xdf ? 2 : c[0] >= 0xe0 && c[0] <= 0xef ? 3
+               : c[0] >= 0xf0 && c[0] <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((c[k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((c[0] == 0xe0 && c[1] < 0xa0) || (c[0] == 0xed && c[1] >= 0xa0))) return 0;
+    if (len == 4 && ((c[0] == 0xf0 && c[1] < 0x90) || (c[0] == 0xf4 && c[1] >= 0x90))) return 0;
+    return len;
+}
+
 void text_put(FILE *f, const char *s, size_t n) {
     const unsigned char *c = (const unsigned char *)s;
-    for (size_t k = 0; k < n; k++) {
-        int c1 = c[k] == 0xc2 && k + 1 < n && c[k + 1] >= 0x80 && c[k + 1] <= 0x9f;  /* U+0080..U+009F */
-        if (c[k] < 0x20 || c[k] == 0x7f || c[k] == '\\' || c1) {
-            fprintf(f, "\\x%02x", c[k]);
-            if (c1) fprintf(f, "\\x%02x", c[++k]);
+    for (size_t k = 0; k < n;) {
+        size_t len = utf8_seq(c + k, n - k);
+        int c1 = len == 2 && c[k] == 0xc2 && c[k + 1] <= 0x9f;  /* U+0080..U+009F */
+        if (len == 0 || (len == 1 && (c[k] < 0x20 || c[k] == 0x7f || c[k] == '\\'))) {
+            fprintf(f, "\\x%02x", c[k]);  /* a control character, a backslash, a byte of no character */
+            k++;
+        } else if (c1) {
+            fprintf(f, "\\x%02x\\x%02x", c[k], c[k + 1]);
+            k += 2;
         } else {
-            fputc(c[k], f);
+            fwrite(c + k, 1, len, f);
+            k += len;
         }
     }
 }

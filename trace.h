@@ -55,9 +55,11 @@ int trace_check_filters(const char *const *filters, int n_filters, int target_la
  * out: an edit distance where '*' and '?' match for free. "none" when n 0. */
 void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size);
 /* Decoded text (a token's bytes, a vocabulary word) as printable text:
- * control characters (C0, DEL, the C1 range U+0080..U+009F) and backslashes
- * as \xNN, so a token cannot move the cursor, retitle the terminal or forge
- * an output line. */
+ * control characters (C0, DEL, the C1 range U+0080..U+009F), backslashes
+ * and every byte that is not part of a valid UTF-8 character (a lone 0xC3:
+ * half of a character split over two tokens) as \xNN, so a token cannot move
+ * the cursor, retitle the terminal or forge an output line, and the output
+ * is valid UTF-8 (as the explorer and figures show such bytes). */
 void text_put(FILE *f, const char *s, size_t n);
 /* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
  * with dflash_errmsg set (write failure: path and reason). */

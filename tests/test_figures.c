@@ -116,15 +116,15 @@ static void check_heatmap(const char *svg_path, const NpyValues *A, int h, const
 
 /* A trace of weight set `set` with block size B; then dflash figures on it,
  * every figure checked. Returns the number of heatmaps checked. */
-static int check_run(const char *set, const char *prompt_args, int B, const char *vocab) {
+static int check_run(const char *set, const char *prompt_args, int B, const char *vocab, int *n_cut) {
     char *dir = tu_tmpdir();
     char cmd[2000], tdir[400], fdir[400];
     snprintf(tdir, sizeof tdir, "%s/t", dir);
     snprintf(fdir, sizeof fdir, "%s/fig", dir);
     /* only what the figures read, so the test stays quick (a filtered trace is a trace too) */
-    snprintf(cmd, sizeof cmd, "./dflash --weights %s %s --block-size %d --max-new-tokens 10 --trace %s "
+    snprintf(cmd, sizeof cmd, "./dflash --weights %s --block-size %d --max-new-tokens 10 %s --trace %s "
              "--trace-filter '*_ids' --trace-filter '*.sampled' --trace-filter '*.acceptance_length' "
-             "--trace-filter '*.attn_weights'", set, prompt_args, B, tdir);
+             "--trace-filter '*.attn_weights'", set, B, prompt_args, tdir);
     run_ok(cmd);
     snprintf(cmd, sizeof cmd, "./dflash figures %s %s%s%s", tdir, fdir, vocab ? " --vocab " : "", vocab ? vocab : "");
     run_ok(cmd);
@@ -149,6 +149,35 @@ static int check_run(const char *set, const char *prompt_args, int B, const char
     char *tl = slurp(tu_path(fdir, "timeline.svg"));
     assert_int_equal(count(tl, "<polyline"), sum_acc);  /* check marks */
     assert_int_equal(count(tl, "<path d=\"M"), sum_rej); /* crosses */
+    /* kept tokens past the output (a stop id or --max-new-tokens cut them):
+     * proposal i of round r at start+i (i <= acc) and the bonus at
+     * start+acc+1, start = verify{r}.position_ids[0]; a cut proposal is
+     * dashed twice (the draft's row and the target's), a cut bonus once */
+    int cut_props = 0, cut_bonus = 0;
+    for (int r = 1; r <= R; r++) {
+        NpyValues vp;
+        snprintf(nm, sizeof nm, "verify%d.acceptance_length", r);
+        load_npy(tdir, nm, &acc);
+        snprintf(nm, sizeof nm, "verify%d.position_ids", r);
+        load_npy(tdir, nm, &vp);
+        int a = (int)acc.i[0], start = (int)vp.i[0];
+        for (int i = 1; i <= a; i++) cut_props += start + i >= (int)out.n;
+        cut_bonus += start + a + 1 >= (int)out.n;
+        npy_values_free(&acc);
+        npy_values_free(&vp);
+    }
+    int dashed = count(tl, "fill=\"#c7e9c0\" stroke=\"#41ab5d\" stroke-width=\"1.5\" stroke-dasharray") +
+                 count(tl, "fill=\"#fdae6b\" stroke=\"#d94801\" stroke-width=\"1.5\" stroke-dasharray");
+    assert_int_equal(dashed, 2 * cut_props + cut_bonus);
+    if (cut_props + cut_bonus) {
+        char cap[200];
+        snprintf(cap, sizeof cap, "Dashed green or orange: %d kept token%s past the output's %d", cut_props + cut_bonus,
+                 cut_props + cut_bonus == 1 ? "" : "s", (int)out.n);
+        if (!strstr(tl, cap)) fail_msg("timeline of %s B=%d: no \"%s\"", set, B, cap);
+        (*n_cut)++;
+    } else {
+        assert_null(strstr(tl, "Dashed green"));
+    }
     char want[200];
     snprintf(want, sizeof want, "block size %d, %d round%s", B, R, R == 1 ? "" : "s");
     if (!strstr(tl, want)) fail_msg("timeline of %s B=%d: no \"%s\"", set, B, want);
@@ -185,6 +214,24 @@ static int check_run(const char *set, const char *prompt_args, int B, const char
                     else snprintf(svg, sizeof svg, "attn_%s_round%d_layer%d_head%d.svg", ph == 1 ? "draft" : "verify", r,
                                   l, h);
                     check_heatmap(tu_path(fdir, svg), &A, h, &pos, tname);
+                    /* verify: the rejected proposals (block[i], i > acc) marked
+                     * by a red bar at their row and at their key column */
+                    int rejected = 0;
+                    if (ph == 2) {
+                        snprintf(nm, sizeof nm, "verify%d.acceptance_length", r);
+                        load_npy(tdir, nm, &acc);
+                        rejected = B - 1 - (int)acc.i[0];
+                        npy_values_free(&acc);
+                    }
+                    char *hs = slurp(tu_path(fdir, svg));
+                    assert_int_equal(count(hs, "fill=\"#cb181d\"/>"), 2 * rejected);
+                    if (rejected) {
+                        char cap[100];
+                        snprintf(cap, sizeof cap, "red, struck through: the %d proposal%s the target rejected", rejected,
+                                 rejected == 1 ? "" : "s");
+                        assert_non_null(strstr(hs, cap));
+                    }
+                    free(hs);
                     n_checked++;
                 }
                 npy_values_free(&A);
@@ -205,20 +252,28 @@ static int check_run(const char *set, const char *prompt_args, int B, const char
 
 static void test_walkthrough_set(void **state) {
     (void)state;
-    assert_true(check_run("toy_weights/walkthrough", "", 3, "toy_weights/walkthrough/vocab.txt") > 0);
-    assert_true(check_run("toy_weights/walkthrough", "--prompt \"A dog\"", 6, NULL) > 0);
+    int cut = 0;
+    assert_true(check_run("toy_weights/walkthrough", "", 3, "toy_weights/walkthrough/vocab.txt", &cut) > 0);
+    assert_true(check_run("toy_weights/walkthrough", "--prompt \"A dog\"", 6, NULL, &cut) > 0);
+    /* the default run at block 4 cut at 5 new tokens (a later --max-new-tokens
+     * wins): round 2 keeps "a box . <eos>" at positions 7..10, the output ends
+     * at position 7 */
+    assert_true(check_run("toy_weights/walkthrough", "--max-new-tokens 5", 4, "toy_weights/walkthrough/vocab.txt", &cut) > 0);
+    assert_true(cut >= 2);
 }
 
 static void test_random_set(void **state) {
     (void)state;
-    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 3, "toy_weights/random/vocab.txt") > 0);
-    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 6, NULL) > 0);
+    int cut = 0;
+    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 3, "toy_weights/random/vocab.txt", &cut) > 0);
+    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 6, NULL, &cut) > 0);
 }
 
 static void test_qwen3_layout_set(void **state) {
     (void)state;
-    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 3, "toy_weights/qwen3-layout/target/tokenizer.json") > 0);
-    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 6, NULL) > 0);
+    int cut = 0;
+    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 3, "toy_weights/qwen3-layout/target/tokenizer.json", &cut) > 0);
+    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 6, NULL, &cut) > 0);
 }
 
 /* bad input: exit 2, one line on stderr, nothing left behind */

@@ -254,6 +254,72 @@ static void test_sliding_as_full(void **state) {
     free(out);
 }
 
+/* TRACE.md ("The last-layer abort") says in which round the pre-norm last
+ * hidden state (last-hidden-prenorm) first changes a proposal on the random
+ * set, per prompt ("round N with `P`"), and that C differs from round 1 on:
+ * every such claim is checked here with the pitfall's program against the
+ * clean one (the first round whose draft{r}.sampled differ, 32 new tokens,
+ * --ignore-eos), as a round log compared line by line. */
+static int first_changed_round(const char *prog, const char *ids, char *first_c, size_t size) {
+    char cmd[1200], a[300], b[300];
+    snprintf(a, sizeof a, "%s", dir_path("pn-clean.txt"));
+    snprintf(b, sizeof b, "%s", dir_path("pn-port.txt"));
+    snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", ids);
+    assert_int_equal(run(cmd, a), 0);
+    snprintf(cmd, sizeof cmd, "%s --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", prog, ids);
+    assert_int_equal(run(cmd, b), 0);
+    char *x = tu_read(a, NULL), *y = tu_read(b, NULL);
+    assert_non_null(x);
+    assert_non_null(y);
+    int r = 1, found = -1;
+    for (char *p = x, *q = y; *p && *q; r++) {
+        char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
+        if (!pe || !qe) break;
+        if (pe - p != qe - q || memcmp(p, q, (size_t)(pe - p)) != 0) { found = r; break; }
+        p = pe + 1, q = qe + 1;
+    }
+    free(x);
+    free(y);
+    /* C: draft1.hidden_norm of the two, compared byte for byte */
+    snprintf(cmd, sizeof cmd, "{ ./dflash --weights " RAND " --ids %s --max-new-tokens 1 --ignore-eos --trace %s "
+             "--trace-filter draft1.hidden_norm && %s --weights " RAND " --ids %s --max-new-tokens 1 --ignore-eos --trace %s "
+             "--trace-filter draft1.hidden_norm && cmp -s %s/draft1.hidden_norm.npy %s/draft1.hidden_norm.npy; }",
+             ids, dir_path("pn-c"), prog, ids, dir_path("pn-p"), dir_path("pn-c"), dir_path("pn-p"));
+    snprintf(first_c, size, "%s", run(cmd, NULL) == 1 ? "differs" : "same");
+    return found;
+}
+
+static void test_last_hidden_prenorm_rounds_as_trace_md_says(void **state) {
+    (void)state;
+    char *t = tu_read("TRACE.md", NULL);
+    assert_non_null(t);
+    const char *sec = strstr(t, "The pre-norm residual is the pitfall `last-hidden-prenorm`");
+    assert_non_null(sec);
+    const char *end = strstr(sec, "`draft{r}.sampled`.");
+    assert_non_null(end);
+    assert_null(strstr(sec, "first in `draft2.sampled`"));  /* the old one-round claim */
+    int claims = 0;
+    for (const char *p = sec; (p = strstr(p, "round ")) != NULL && p < end; p += 6) {
+        int round, used = 0;
+        char ids[64];
+        if (sscanf(p, "round %d with `%n", &round, &used) != 1 || used == 0) continue;
+        const char *q = p + used;
+        if (strncmp(q, "--ids ", 6) == 0) q += 6;
+        size_t n = strspn(q, "0123456789,");
+        if (n == 0 || n >= sizeof ids || q[n] != '`') continue;
+        memcpy(ids, q, n);
+        ids[n] = 0;
+        char c[16];
+        int got = first_changed_round("./build/pitfalls/dflash-last-hidden-prenorm", ids, c, sizeof c);
+        if (got != round) fail_msg("TRACE.md: last-hidden-prenorm first changes a proposal in round %d with --ids %s; the runs say %d",
+                                   round, ids, got);
+        if (strcmp(c, "differs") != 0) fail_msg("TRACE.md: C differs from round 1 on; with --ids %s draft1.hidden_norm is the same", ids);
+        claims++;
+    }
+    assert_true(claims >= 2);
+    free(t);
+}
+
 /* The mechanism. Each program's source, build/pitfalls/NAME/FILE (FILE the
  * one file its patch names, dflash.c for all of these), is FILE with
  * exactly its patch: it differs from FILE, and reversing the patch gives
@@ -370,6 +436,7 @@ int main(void) {
         cmocka_unit_test(test_each_pitfall_departs_where_it_enters),
         cmocka_unit_test(test_draft_at_temperature),
         cmocka_unit_test(test_sliding_as_full),
+        cmocka_unit_test(test_last_hidden_prenorm_rounds_as_trace_md_says),
         cmocka_unit_test(test_truncated_port_fails),
         cmocka_unit_test(test_clean_port_passes_with_margins),
     };
