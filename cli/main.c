@@ -641,7 +641,7 @@ int main(int argc, char **argv) {
             goto fail;
         }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
-        if (!tracer) { free(prompt); goto fail; }
+        if (!tracer || trace_set_run(tracer, argc - 1, (const char *const *)argv + 1) != 0) { free(prompt); goto fail; }
         trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.trace = trace_hook(tracer);
     }
