@@ -1152,6 +1152,23 @@ static int diff_register(Diff *df, char kind, const char *path) {
     return r;
 }
 
+/* A glob for name at a level of run_other's list (0 the name itself). */
+static void other_glob(const char *name, int level, char *g, size_t size) {
+    size_t pl = phase_len(name);
+    const char *d = name;   /* the phase's round digits: name[d0, d1) */
+    while (d < name + pl && (*d < '0' || *d > '9')) d++;
+    int has_round = d > name && d < name + pl;
+    const char *rest = name + pl, *lay = strstr(name, ".layers.");
+    if (level == 0 || (level >= 2 && !has_round)) snprintf(g, size, "%.250s", name);
+    else if (level == 1) snprintf(g, size, "%.*s.*", (int)pl, name);
+    else if (level == 2) snprintf(g, size, "%.*s*%.250s", (int)(d - name), name, rest);
+    else if (level == 3 && lay) {
+        const char *e = lay + 8;
+        while (*e >= '0' && *e <= '9') e++;
+        snprintf(g, size, "%.*s*%.*s.*", (int)(d - name), name, (int)(e - rest), rest);
+    } else snprintf(g, size, "%.*s*.*", (int)(d - name), name);
+}
+
 /* Run the other precision's build (dflash-double beside this program, or
  * dflash-float when A is the double build) on the flags A's manifest
  * records, tracing the names `want` (by name, by phase, or everything when
@@ -1184,21 +1201,24 @@ static int run_other(Diff *df, const StrList *want) {
     }
     char *log = path_join(df->tmp, "run.log"), *out = path_join(df->tmp, "trace");
     const Manifest *m = df->ma;
-    /* globs: every name, else every phase ("draft51.*"), else none (everything) */
+    /* globs, the finest of these that is at most DIFF_OTHER_FILTERS - 2 of
+     * them (else none: everything): every name, every phase ("draft51.*"),
+     * every name in every round ("draft*.layers.4.mlp.act"), every layer in
+     * every round ("draft*.layers.4.*"), every kind of phase ("draft*.*") */
     StrList globs = {0};
     int rc = log && out && diff_register(df, 'd', df->tmp) == 0 && diff_register(df, 'f', log) == 0 &&
              diff_register(df, 'd', out) == 0 ? 0 : -1;
-    for (int i = 0; rc == 0 && i < want->n && want->n <= DIFF_OTHER_FILTERS - 2; i++) rc = strlist_push(&globs, want->s[i]);
-    if (rc == 0 && want->n > DIFF_OTHER_FILTERS - 2) {
+    for (int level = 0; rc == 0 && level < 5 && (level == 0 || globs.n > DIFF_OTHER_FILTERS - 2); level++) {
+        strlist_free(&globs);
         for (int i = 0; rc == 0 && i < want->n && globs.n <= DIFF_OTHER_FILTERS - 2; i++) {
             char g[300];
-            snprintf(g, sizeof g, "%.*s.*", (int)phase_len(want->s[i]), want->s[i]);
+            other_glob(want->s[i], level, g, sizeof g);
             int dup = 0;
             for (int j = 0; j < globs.n && !dup; j++) dup = !strcmp(globs.s[j], g);
             if (!dup) rc = strlist_push(&globs, g);
         }
-        if (globs.n > DIFF_OTHER_FILTERS - 2) strlist_free(&globs);
     }
+    if (globs.n > DIFF_OTHER_FILTERS - 2) strlist_free(&globs);
     /* with globs, the ids that tell whether its tokens are A's */
     if (rc == 0 && globs.n) rc = strlist_push(&globs, "*.sampled") || strlist_push(&globs, "*acceptance_length");
     size_t na = (size_t)m->argv.n + 4 + 2 * (size_t)globs.n;
