@@ -265,6 +265,18 @@ static void test_refusals(void **state) {
         int64_t shape[3] = {5000, 1, 1};
         assert_int_equal(npy_write(f, "<f4", 3, shape, ones, 5000), 0);
         assert_int_equal(fclose(f), 0);
+        /* and the manifest says so (a header disagreeing with it is refused first) */
+        char *m = slurp(tu_path(t, "trace.jsonl")), *line = strstr(m, "\"draft1.layers.0.self_attn.attn_weights\"");
+        assert_non_null(line);
+        char *sh = strstr(line, "\"shape\":["), *end = sh ? strchr(sh, ']') : NULL;
+        assert_non_null(end);
+        size_t fl = strlen(m) + 32;
+        char *fixed = malloc(fl);
+        assert_non_null(fixed);
+        snprintf(fixed, fl, "%.*s\"shape\":[5000,1,1%s", (int)(sh - m), m, end);
+        tu_write_text(tu_path(t, "trace.jsonl"), fixed);
+        free(fixed);
+        free(m);
         snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
         assert_int_equal(run_rc(cmd, dir), 2);
         char *e = slurp(tu_path(dir, "stderr"));
