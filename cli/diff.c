@@ -335,9 +335,15 @@ static void factor_hints(const Diff *df, const char *name, const NpyArray *a, co
     if (a->ndim >= 2 && cols >= 2 && a->n / cols >= 2 && factor_fits(a, b, r->tol, 1, cols, c)) {
         double lo = c[0], hi = c[0];
         for (size_t j = 1; j < cols; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
-        fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
-                   "column 0: %.6g): a wrong weight vector along the last axis, e.g. a norm with another norm's "
-                   "weight\n", cols, lo, hi, c[0]);
+        const char *dot = strrchr(name, '.');
+        if (dot && !strcmp(dot, ".rope_angles"))   /* angles = position x inv_freq: one factor per frequency */
+            fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
+                       "column 0: %.6g): one factor per frequency of inv_freq: the frequency scaling (rope_scaling) "
+                       "differs\n", cols, lo, hi, c[0]);
+        else
+            fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
+                       "column 0: %.6g): a wrong weight vector along the last axis, e.g. a norm with another norm's "
+                       "weight\n", cols, lo, hi, c[0]);
     } else if (a->ndim >= 2 && rows >= 2 && inner_r >= 2 && factor_fits(a, b, r->tol, inner_r, rows, c)) {
         double lo = c[0], hi = c[0];
         for (size_t j = 1; j < rows; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
@@ -1222,7 +1228,15 @@ static int run_other(Diff *df, const StrList *want) {
     }
     if (globs.n > DIFF_OTHER_FILTERS - 2) strlist_free(&globs);
     /* with globs, the ids that tell whether its tokens are A's */
-    if (rc == 0 && globs.n) rc = strlist_push(&globs, "*.sampled") || strlist_push(&globs, "*acceptance_length");
+    /* (only those A has: main.c refuses a filter that matches nothing the run can emit) */
+    int has_sampled = 0, has_acc = 0;
+    for (int i = 0; i < m->names.n; i++) {
+        const char *dot = strrchr(m->names.s[i], '.');
+        has_sampled |= dot && !strcmp(dot, ".sampled");
+        has_acc |= dot && !strcmp(dot, ".acceptance_length");
+    }
+    if (rc == 0 && globs.n && has_sampled) rc = strlist_push(&globs, "*.sampled");
+    if (rc == 0 && globs.n && has_acc) rc = strlist_push(&globs, "*acceptance_length");
     size_t na = (size_t)m->argv.n + 4 + 2 * (size_t)globs.n;
     char **args = rc == 0 ? calloc(na, sizeof *args) : NULL;
     if (!args) {

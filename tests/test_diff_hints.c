@@ -570,6 +570,27 @@ static void test_final_norm_weight_is_a_per_column_factor(void **state) {
     free(out);
 }
 
+/* plain RoPE on the Llama target (rope_scaling llama3 not applied: the
+ * patch tests/signatures/rope-plain-on-llama3.diff) departs at
+ * prefill.rope_angles, NMSE about -61 dB with few values beyond: the double
+ * build tells it from rounding; the column factors run from 1 to the config's
+ * rope_scaling factor (inv_freq of the long wavelengths divided by it). */
+static void test_plain_rope_on_llama3_departs(void **state) {
+    (void)state;
+    Config c;
+    load_config(&c, "toy_weights/llama/target/config.json", 0);
+    assert_true(c.rope_llama3 && c.rope_factor > 1);
+    int rc;
+    char *out = patched_diff("rope-plain-on-llama3", "--weights toy_weights/llama --ids 5,6,7", 0, &rc), want[300];
+    assert_int_equal(rc, 1);
+    assert_string_equal(first_departure(out), "prefill.rope_angles");
+    assert_contains(out, "  not rounding: B is ");
+    snprintf(want, sizeof want, "factors from 1 to %.6g; column 0: 1): one factor per frequency of inv_freq: the "
+             "frequency scaling (rope_scaling) differs", c.rope_factor);
+    assert_contains(out, want);
+    free(out);
+}
+
 /* ---- a clean port: the float build against the double build ------------- */
 
 static void float_vs_double(const char *args, int n) {
@@ -626,6 +647,7 @@ int main(void) {
         cmocka_unit_test(test_attention_scale_is_a_constant_factor),
         cmocka_unit_test(test_k_norm_block_only_names_the_context_rows),
         cmocka_unit_test(test_final_norm_weight_is_a_per_column_factor),
+        cmocka_unit_test(test_plain_rope_on_llama3_departs),
         cmocka_unit_test(test_float_vs_double_no_departure),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
