@@ -471,6 +471,136 @@ static int perm_hint(const NpyArray *a, const NpyArray *b, double tol, const cha
     }
 }
 
+static int load_named(const Diff *df, int side, const char *name, NpyArray *t);
+static int name_round(const char *name, const char *kind);
+
+/* B is an RMSNorm of A: each row of the last axis of A normalised
+ * (x / sqrt(mean(x^2) + 1e-6)), times one weight per column, gives B
+ * (every value within the tolerance scaled by the weight): a norm A's model
+ * does not have (q_norm / k_norm on a target without them). */
+static void rmsnorm_of_a_hint(const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    if (a->ndim < 2 || r->any_nonfinite) return;
+    size_t D = (size_t)a->shape[a->ndim - 1], T = D ? a->n / D : 0;
+    if (D < 2 || T < 2) return;
+    double *inv = malloc(T * sizeof *inv), *g = malloc(D * sizeof *g);
+    int fits = inv && g;
+    for (size_t t = 0; fits && t < T; t++) {
+        double ss = 0;
+        for (size_t c = 0; c < D; c++) ss += npy_f(a, t * D + c) * npy_f(a, t * D + c);
+        inv[t] = 1 / sqrt(ss / (double)D + 1e-6);
+    }
+    double btol = 0;   /* B's own scale: the weight is B's, not A's */
+    for (size_t k = 0; k < b->n; k++) btol = fmax(btol, fabs(npy_f(b, k)));
+    btol = r->tol / (r->max_a > 0 ? r->max_a : 1) * btol + 1e-6;
+    for (size_t c = 0; fits && c < D; c++) {
+        double num = 0, den = 0;
+        for (size_t t = 0; t < T; t++) {
+            double x = npy_f(a, t * D + c) * inv[t];
+            num += x * npy_f(b, t * D + c);
+            den += x * x;
+        }
+        g[c] = den > 0 ? num / den : 0;
+        for (size_t t = 0; fits && t < T; t++)
+            fits = fabs(g[c] * npy_f(a, t * D + c) * inv[t] - npy_f(b, t * D + c)) <= btol;
+    }
+    int unit = 1;
+    for (size_t c = 0; fits && c < D; c++) unit &= fabs(g[c] - 1) < 1e-9;
+    if (fits && !unit)
+        printf("  hint: B is an RMSNorm of A (each row of A's last axis normalised, times one weight per column): a "
+               "norm A's model does not have, e.g. q_norm/k_norm on a target without them\n");
+    free(inv);
+    free(g);
+}
+
+/* The positions of an attention tensor's T queries and S keys: the phase's
+ * position_ids (S of them: the keys, the queries their last T; T: the
+ * queries, the keys the cache 0..S-1). 1 when found. */
+static int attn_positions(const Diff *df, const char *name, size_t T, size_t S, int64_t *qpos, int64_t *kpos) {
+    char pname[300];
+    snprintf(pname, sizeof pname, "%.*s.position_ids", (int)phase_len(name), name);
+    NpyArray p;
+    if (!load_named(df, 0, pname, &p)) return 0;
+    int ok = p.kind != 'f' && p.ndim == 1 && (p.n == S || p.n == T) && S >= T;
+    for (size_t j = 0; ok && j < S; j++) kpos[j] = p.n == S ? npy_i(&p, j) : (int64_t)j;
+    for (size_t t = 0; ok && t < T; t++) qpos[t] = p.n == S ? npy_i(&p, S - T + t) : npy_i(&p, t);
+    npy_free(&p);
+    return ok;
+}
+
+/* attn_weights [H, T, S]: B gives weight where A is exactly 0 (keys A's
+ * mask hides), and how far from its query the nearest such key is. */
+static void mask_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    const char *dot = strrchr(name, '.');
+    if (!dot || strcmp(dot, ".attn_weights") || a->ndim != 3) return;
+    size_t H = (size_t)a->shape[0], T = (size_t)a->shape[1], S = (size_t)a->shape[2], n = 0, first = 0;
+    size_t hidden = 0, hfirst = 0;   /* the other way round: B exactly 0 where A gives weight */
+    for (size_t k = 0; k < a->n; k++) {
+        if (npy_f(a, k) == 0 && fabs(npy_f(b, k)) > r->tol && n++ == 0) first = k;
+        if (npy_f(b, k) == 0 && fabs(npy_f(a, k)) > r->tol && hidden++ == 0) hfirst = k;
+    }
+    if (hidden) {
+        printf("  hint: B is exactly 0 where A gives weight (B's mask hides keys A's does not): %zu values, first at ",
+               hidden);
+        print_index(stdout, a, hfirst);
+        printf("\n");
+    }
+    if (!n) return;
+    printf("  hint: B gives weight where A is exactly 0 (keys the mask hides): %zu values, first at ", n);
+    print_index(stdout, a, first);
+    int64_t *qpos = malloc(T * sizeof *qpos), *kpos = malloc(S * sizeof *kpos);
+    if (qpos && kpos && attn_positions(df, name, T, S, qpos, kpos)) {
+        int64_t back = INT64_MAX, ahead = INT64_MAX;   /* the nearest such key behind / ahead of its query */
+        for (size_t k = 0; k < a->n; k++) {
+            if (!(npy_f(a, k) == 0 && fabs(npy_f(b, k)) > r->tol)) continue;
+            size_t t = (k / S) % T, j = k % S;
+            int64_t d = qpos[t] - kpos[j];
+            if (d >= 0 && d < back) back = d;
+            if (d < 0 && -d < ahead) ahead = -d;
+        }
+        if (back != INT64_MAX)
+            printf("; the first extra key is %lld position%s back (a window or causal mask of another width)",
+                   (long long)back, back == 1 ? "" : "s");
+        if (ahead != INT64_MAX)
+            printf("; the nearest extra key after its query is %lld position%s ahead (B lets queries see later keys)",
+                   (long long)ahead, ahead == 1 ? "" : "s");
+    }
+    (void)H;
+    printf("\n");
+    free(qpos);
+    free(kpos);
+}
+
+/* train{s}.param.KEY departs only where A's gradient train{s}.grad.KEY is
+ * within its tolerance of 0: AdamW's step lr * g / (|g| + eps) is about
+ * lr * sign(g) there, the sign of a gradient at rounding level. */
+static void adamw_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    const char *p = strstr(name, ".param.");
+    if (!p || name_round(name, "train") < 1) return;
+    char gname[600];
+    snprintf(gname, sizeof gname, "%.*s.grad.%s", (int)(p - name), name, p + 7);
+    NpyArray g;
+    if (!load_named(df, 0, gname, &g)) return;
+    int ok = g.kind == 'f' && same_shape(&g, a);
+    double gmax = 0;
+    for (size_t k = 0; ok && k < g.n; k++) gmax = fmax(gmax, fabs(npy_f(&g, k)));
+    double gtol = df->atol + df->rtol * gmax, worst = 0;
+    size_t n = 0;
+    for (size_t k = 0; ok && k < a->n; k++) {
+        if (!(fabs(npy_f(a, k) - npy_f(b, k)) > r->tol)) continue;
+        ok = fabs(npy_f(&g, k)) <= gtol;
+        worst = fmax(worst, fabs(npy_f(&g, k)));
+        n++;
+    }
+    if (ok && n) {
+        printf("  hint: AdamW sign of a rounding-level gradient: at each of the %zu departing values A's ", n);
+        put_name(stdout, gname);
+        printf(" is within its tolerance of 0 (|g| <= %.3g, tolerance %.3g); AdamW's first step moves a weight by "
+               "lr * g / (|g| + eps), about lr * sign(g), so the sign of a gradient below float rounding decides it "
+               "(TRACE.md, \"Training\")\n", worst, gtol);
+    }
+    npy_free(&g);
+}
+
 /* Hints for the first departure of a float tensor (printed when certain). */
 static void diff_hints(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
     FILE *f = stdout;
@@ -598,6 +728,9 @@ static void diff_hints(const Diff *df, const char *name, const NpyArray *a, cons
                        "state BEFORE a final RMSNorm, A's is after it\n");
         }
     }
+    rmsnorm_of_a_hint(a, b, r);
+    mask_hint(df, name, a, b, r);
+    adamw_hint(df, name, a, b, r);
     memcpy(dflash_errmsg, saved, sizeof saved);
 }
 

@@ -468,6 +468,17 @@ static void test_factor_and_axes_hints(void **state) {
     assert_contains(out, "rows departing (axis 1): 1..2 (2 of 3); agreeing: 0");
     assert_contains(out, "hint: B = A times one factor per row (axis 1: 3 factors from 0.5 to 1; row 0: 1)");
     free(out);
+    /* B an RMSNorm of A over the last axis, times the weights 0.5, 1, 1.5, 2 */
+    for (int k = 0; k < 24; k++) {
+        int row = k / 4;
+        double ss = 0;
+        for (int c = 0; c < 4; c++) ss += va[row * 4 + c] * va[row * 4 + c];
+        vb[k] = va[k] / sqrt(ss / 4 + 1e-6) * (0.5 * (1 + k % 4));
+    }
+    hint_pair("prefill.layers.0.self_attn.q", 3, s, va, s, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "hint: B is an RMSNorm of A (each row of A's last axis normalised, times one weight per column)");
+    free(out);
     /* heads and tokens swapped: B is [T, H, d] */
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < 3; t++)
@@ -486,6 +497,74 @@ static void test_factor_and_axes_hints(void **state) {
 }
 
 /* ---- the three mistakes of issue 25, as patched builds ------------------- */
+
+/* train1.param.w departs at the two values where A's gradient is at
+ * rounding level (1e-12 against a largest 0.5: within 1e-6 + 1e-4 * 0.5) and
+ * the weight moved by 2 lr (the other sign): named as AdamW's sign; the
+ * same departure where the gradient is large is not. */
+static void test_adamw_sign_of_a_rounding_level_gradient(void **state) {
+    (void)state;
+    for (int large = 0; large < 2; large++) {
+        double g[4] = {0.5, 1e-12, -0.25, -1e-12}, pa[4] = {1, 2, 3, 4}, pb[4] = {1, 2 + 2e-3, 3, 4 - 2e-3};
+        if (large) pb[0] = 1 + 2e-3;
+        int64_t sh[1] = {4};
+        for (int side = 0; side < 2; side++) {
+            Hand h;
+            hand_open(&h, side ? "wb" : "wa");
+            hand_add(&h, "train1.grad.w", "train", 1, 'f', 1, sh, g);
+            hand_add(&h, "train1.param.w", "train", 1, 'f', 1, sh, side ? pb : pa);
+            hand_close(&h);
+        }
+        char A[600], B[600], *out;
+        snprintf(A, sizeof A, "%s", dir_path("wa"));
+        snprintf(B, sizeof B, "%s", dir_path("wb"));
+        assert_int_equal(diff("", A, B, &out), 1);
+        assert_contains(out, "first departure: train1.param.w");
+        if (!large)
+            assert_contains(out, "hint: AdamW sign of a rounding-level gradient: at each of the 2 departing values A's "
+                                 "train1.grad.w is within its tolerance of 0");
+        else
+            assert_not_contains(out, "AdamW sign");
+        free(out);
+    }
+}
+
+/* Eleven float tensors, each B = A (1 + e) with e = 1e-7 (NMSE -140 dB),
+ * but t5 with e = 3e-5 (NMSE -90.5 dB: still within 1e-4 relative), then t11
+ * 1e-2 off: the warning names t5, 50 dB above its neighbours; with t5 like the
+ * others, no warning. */
+static void test_an_agreeing_tensor_far_worse_than_its_neighbours(void **state) {
+    (void)state;
+    for (int odd = 0; odd < 2; odd++) {
+        Hand a, b;
+        hand_open(&a, "na");
+        hand_open(&b, "nb");
+        double va[8], vb[8];
+        int64_t sh[1] = {8};
+        for (int t = 0; t < 12; t++) {
+            double e = t == 11 ? 1e-2 : t == 5 && odd ? 3e-5 : 1e-7;
+            for (int k = 0; k < 8; k++) {
+                va[k] = 1 + k;
+                vb[k] = va[k] * (1 + e);
+            }
+            char name[32];
+            snprintf(name, sizeof name, "prefill.t%d", t);
+            hand_add(&a, name, "prefill", 0, 'f', 1, sh, va);
+            hand_add(&b, name, "prefill", 0, 'f', 1, sh, vb);
+        }
+        hand_close(&a);
+        hand_close(&b);
+        char *out;
+        assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+        assert_contains(out, "first departure: prefill.t11");
+        if (odd)
+            assert_contains(out, "warning: prefill.t5 agrees within the tolerance, but its NMSE -90.5 dB is 49.5 dB "
+                                 "above its neighbours'");
+        else
+            assert_not_contains(out, "warning:");
+        free(out);
+    }
+}
 
 /* diff of the clean program's trace and a patched one's: args, new tokens */
 static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
@@ -643,6 +722,8 @@ int main(void) {
         cmocka_unit_test(test_rounding_or_departure),
         cmocka_unit_test(test_diff_runs_the_double_build),
         cmocka_unit_test(test_near_tie),
+        cmocka_unit_test(test_adamw_sign_of_a_rounding_level_gradient),
+        cmocka_unit_test(test_an_agreeing_tensor_far_worse_than_its_neighbours),
         cmocka_unit_test(test_factor_and_axes_hints),
         cmocka_unit_test(test_attention_scale_is_a_constant_factor),
         cmocka_unit_test(test_k_norm_block_only_names_the_context_rows),
