@@ -1,22 +1,25 @@
-/* cli/diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]`:
+/* cli/diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR]`:
  * two traces compared tensor by tensor (cli/diff.h).
  *
- * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]
+ * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR]
  *
  * A is the reference, B the port. Walks A's manifest (trace.jsonl, or the
  * oracle's names.json) in A's order, which is data-flow order: the first
  * departure printed is the first tensor, in the order the computation
  * produces them, where B departs from A. B's tensor of the same name is
- * found through B's manifest (B must have one: trace.jsonl or names.json).
+ * found through B's manifest (trace.jsonl or names.json; without one, by file name).
  *
  * The rules (TRACE.md "dflash diff: how to read it"; NOTES.md "Tracing"):
  *   - rounds first: when the rounds the two ran or their acceptance lengths
  *     differ, one line before anything else names the first divergent round
  *     and its first differing id (diff_rounds);
- *   - rounding: a float tensor beyond the tolerance by rounding only (NMSE,
- *     few values, small excess, the same ids so far: DIFF_ROUND_*) is
- *     counted, not a departure; sampled ids at near ties past the accepted
- *     tokens too;
+ *   - rounding: a float tensor beyond the tolerance where B lies about as
+ *     close to the double build's values as this program's float build
+ *     (DIFF_ROUND_RATIO, below; the other build's trace from --double /
+ *     --float or run here on the flags A's manifest records) is counted,
+ *     not a departure; sampled ids at near ties past the accepted tokens too;
+ *   - B without a manifest: its .npy files by name, in A's order, with a
+ *     warning (phase and round unchecked);
  *   - the manifest's phase and round bind when B gives them (diff_fields);
  *   - strict: every name of A (matching --only, when given) must be in B.
  *     Names B lacks are a failure: "B has nothing after X: N tensors
@@ -1000,7 +1003,7 @@ static int parse_tol(const char *s, double *out) {
 static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
 
 static int diff_usage(void) {
-    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding])");
+    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR])");
     return 2;
 }
 

@@ -86,6 +86,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        error, NMSE in dB\n"
     "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
     "                        rounding (default: rounding is reported, not a departure)\n"
+    "  --double DIR          the double build's trace of A's run, to judge rounding (default: diff runs\n"
+    "                        ./dflash-double on the flags A's trace records; --float DIR when A is double)\n"
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
