@@ -85,6 +85,14 @@ extern char **environ;
  * before it agrees, in B and in the other build's run (the same tokens so
  * far). */
 #define DIFF_ROUND_RATIO 10.0
+/* Without the other build's tensor (no flags recorded, as in a training
+ * trace or an oracle's; no ./dflash-double; its run took other tokens), the
+ * thresholds of old decide, and the summary says so: NMSE at most -60 dB,
+ * at most 1 value in 100 beyond, none beyond 10 tolerances. They misjudge
+ * both ways (TRACE.md). */
+#define DIFF_FALLBACK_NMSE_DB (-60.0)
+#define DIFF_FALLBACK_FRACTION 100
+#define DIFF_FALLBACK_EXCESS 10.0
 #define DIFF_OTHER_FILTERS 30     /* --trace-filter globs diff gives the other build's run (main.c takes 32) */
 #define DIFF_NEIGHBOURS 8         /* tensors on each side an agreeing tensor's NMSE is compared with */
 #define DIFF_ODD_DB 30.0          /* an agreeing tensor this far above its neighbours' NMSE is named */
@@ -116,6 +124,7 @@ typedef struct {
     int o_div;                    /* A's index of the first id tensor the other build's run differs in */
     int judged;                   /* tensors beyond the tolerance the other build judged */
     int unjudged;                 /* tensors beyond the tolerance with no other build's tensor to judge them by */
+    int unjudged_rounding;        /* of those, rounding by the fallback thresholds */
     char no_other[800];           /* why the other build's trace is missing ("" when it is not) */
     char tmp[600];                /* the directory diff ran the other build into ("": none) */
     double *db;                   /* (A's names) NMSE of each agreeing float tensor, NAN when none */
@@ -816,14 +825,19 @@ static int near_ties(const Diff *df, const char *name, const NpyArray *a, const 
  * top). 1 rounding; 0 not (or nothing to judge by: *q_rms < 0). *q_rms and
  * *q_max: B's distance to the double build over the float build's (RMS,
  * worst value). */
-static int judge_rounding(Diff *df, const char *name, const NpyArray *a, const NpyArray *b, double *q_rms,
-                          double *q_max) {
+static int judge_rounding(Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r,
+                          double *q_rms, double *q_max) {
     *q_rms = *q_max = -1;
     int k = namemap_get(&df->ma->index, name);
     NpyArray o;
+    /* no other build's tensor: the thresholds of old, said so in the summary (they can be wrong both ways) */
+    double db = r->sum_d2 == 0 ? -INFINITY : r->sum_a2 == 0 ? INFINITY : 10 * log10(r->sum_d2 / r->sum_a2);
+    int by_thresholds = db <= DIFF_FALLBACK_NMSE_DB && r->bad * DIFF_FALLBACK_FRACTION <= a->n &&
+                        r->worst_excess <= DIFF_FALLBACK_EXCESS;
     if (k < 0 || k >= df->o_div || !load_named(df, 2, name, &o)) {
         df->unjudged++;
-        return 0;
+        df->unjudged_rounding += by_thresholds;
+        return by_thresholds;
     }
     int ok = o.kind == 'f' && same_shape(&o, a);
     double sb = 0, sf = 0, mb = 0, mf = 0;
@@ -839,7 +853,8 @@ static int judge_rounding(Diff *df, const char *name, const NpyArray *a, const N
     npy_free(&o);
     if (!ok) {
         df->unjudged++;
-        return 0;
+        df->unjudged_rounding += by_thresholds;
+        return by_thresholds;
     }
     df->judged++;
     *q_rms = sf > 0 ? sqrt(sb / sf) : INFINITY;
@@ -931,7 +946,7 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
     double db = r.sum_d2 == 0 ? -INFINITY : r.sum_a2 == 0 ? INFINITY : 10 * log10(r.sum_d2 / r.sum_a2);
     double q_rms = -1, q_max = -1;
     int rounding = r.bad && !df->no_rounding && !df->diverged && !r.any_nonfinite &&
-                   judge_rounding(df, name, a, b, &q_rms, &q_max);
+                   judge_rounding(df, name, a, b, &r, &q_rms, &q_max);
     int k_a = namemap_get(&df->ma->index, name);
     if (df->db && k_a >= 0 && !r.bad && !r.any_nonfinite) df->db[k_a] = r.sum_d2 == 0 ? -INFINITY : db;
     if (df->verbose) {
@@ -951,7 +966,8 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
     if (r.bad == 0) return 0;
     if (rounding) {
         double q = q_rms > q_max ? q_rms : q_max;
-        if (df->rounding++ == 0 || q > df->worst_rnd_db) {
+        df->rounding++;
+        if (q >= 0 && (!df->worst_rnd[0] || q > df->worst_rnd_db)) {
             df->worst_rnd_db = q;
             snprintf(df->worst_rnd, sizeof df->worst_rnd, "%s", name);
         }
@@ -1699,8 +1715,10 @@ int diff_main(int argc, char **argv) {
                    "in their rounds (above)\n");
         odd_warning(&df);
         if (df.unjudged && !df.no_rounding) {
-            printf("rounding not judged for %d tensor%s beyond the tolerance (counted as departures): %s\n",
-                   df.unjudged, df.unjudged == 1 ? "" : "s",
+            printf("rounding not judged by the double build for %d tensor%s beyond the tolerance (%d of them rounding "
+                   "by the fallback thresholds: NMSE <= %g dB, <= 1 value in %d beyond, none beyond %gx the tolerance; "
+                   "they can be wrong both ways): %s\n", df.unjudged, df.unjudged == 1 ? "" : "s", df.unjudged_rounding,
+                   DIFF_FALLBACK_NMSE_DB, DIFF_FALLBACK_FRACTION, DIFF_FALLBACK_EXCESS,
                    df.no_other[0] ? df.no_other
                                   : df.o_div < ma.names.n ? "the other build's run took other tokens from there on"
                                                           : "the other build's trace lacks them");
@@ -1711,7 +1729,7 @@ int diff_main(int argc, char **argv) {
                    "tokens so far; ids: near ties past the accepted tokens); the largest ratio %.3g, in ",
                    df.rounding, df.rounding == 1 ? " is" : "s are", "double", DIFF_ROUND_RATIO,
                    df.worst_rnd[0] ? df.worst_rnd_db : 0.0);
-            put_name(stdout, df.worst_rnd[0] ? df.worst_rnd : "(ids only)");
+            put_name(stdout, df.worst_rnd[0] ? df.worst_rnd : "(none judged by the double build)");
             printf("; --verbose marks them RND, --no-rounding counts them as departures\n");
         }
         printf("diff: %d compared, %d differ, %d missing from B, %d only in B, %d rounding\n", df.compared,

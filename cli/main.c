@@ -643,7 +643,18 @@ int main(int argc, char **argv) {
             goto fail;
         }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
-        if (!tracer || trace_set_run(tracer, argc - 1, (const char *const *)argv + 1) != 0) { free(prompt); goto fail; }
+        /* the run's flags, for `dflash diff` to rerun on the other precision's build; without the trace's
+         * own outputs (--trace, --trace-text: diff gives its own), so two traces of one run are one file */
+        const char **run_argv = tracer ? malloc(sizeof *run_argv * (size_t)argc) : NULL;
+        int n_run = 0;
+        for (int i = 1; run_argv && i < argc; i++) {
+            if ((!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace-text")) && i + 1 < argc) { i++; continue; }
+            run_argv[n_run++] = argv[i];
+        }
+        int set_rc = run_argv ? trace_set_run(tracer, n_run, run_argv) : -1;
+        if (tracer && !run_argv) dflash_set_error("out of memory");
+        free(run_argv);
+        if (!tracer || set_rc != 0) { free(prompt); goto fail; }
         trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.trace = trace_hook(tracer);
     }
