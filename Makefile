@@ -41,22 +41,26 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/gguf cli/replay
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_data formats/draftdir cli/train_cli cli/gguf cli/replay
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
+TEST_LIB           = formats/tracenames formats/json trace formats/files formats/manifest cli/diff cli/flags
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
 # what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
 TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
+# test_flags includes cli/main.c (its main renamed) and checks every subcommand's flag table
+TEST_LIB_test_flags = $(filter-out cli/main,$(DFLASH_SRC))
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures batches
 FUZZ_LIB          = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/files formats/manifest
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
-FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page
+FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page cli/flags
+# fuzz_batches #includes cli/train_data.c and drives the --batches case reader
+FUZZ_LIB_fuzz_batches = dflash formats/json formats/load formats/files train
 # fuzz_figures #includes cli/figures.c and runs figures_main whole
-FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest
+FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
           toy_weights/sliding/.stamp toy_weights/llama/.stamp
 
