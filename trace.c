@@ -440,6 +440,8 @@ struct Tracer {
     char **filters;       /* (n_filters) */
     int n_filters;
     NameMap written;      /* names already written, to catch repeats */
+    char *run_argv;       /* the run's flags as a JSON array (trace_set_run), on the first manifest line */
+    int lines;            /* manifest lines written */
     /* where the readable trace is in the walkthrough */
     int step;             /* code of the last step header (see step_of), 0 none */
     int step_layer;       /* its draft layer (-1: not a layer step) */
@@ -503,6 +505,7 @@ static void tracer_free(Tracer *t) {
     free(t->dir);
     free(t->tmp_dir);
     free(t->manifest_path);
+    free(t->run_argv);
     free(t->text_path);
     free(t);
 }
@@ -644,6 +647,35 @@ fail:
 
 void trace_set_vocab(Tracer *t, const Vocab *v) {
     if (t) t->vocab = v;
+}
+
+/* argv[0..argc) as a JSON array of strings, kept for the first manifest line.
+ * Control characters, quotes and backslashes are escaped; other bytes as given. */
+int trace_set_run(Tracer *t, int argc, const char *const *argv) {
+    if (!t) return 0;
+    size_t cap = 3;
+    for (int i = 0; i < argc; i++) cap += 6 * strlen(argv[i]) + 3;
+    char *j = malloc(cap), *o = j;
+    if (!j) {
+        dflash_set_error("trace: out of memory");
+        return -1;
+    }
+    *o++ = '[';
+    for (int i = 0; i < argc; i++) {
+        if (i) *o++ = ',';
+        *o++ = '"';
+        for (const unsigned char *c = (const unsigned char *)argv[i]; *c; c++) {
+            if (*c == '"' || *c == '\\') { *o++ = '\\'; *o++ = (char)*c; }
+            else if (*c < 0x20 || *c == 0x7f) o += sprintf(o, "\\u%04x", *c);
+            else *o++ = (char)*c;
+        }
+        *o++ = '"';
+    }
+    *o++ = ']';
+    *o = 0;
+    free(t->run_argv);
+    t->run_argv = j;
+    return 0;
 }
 
 /* Move the finished outputs into place, with the signals blocked so that
@@ -1216,7 +1248,10 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
             }
             if (s == 2) fprintf(m, "\",\"round\":%d,\"meaning\":\"", ph.round);
         }
-        fprintf(m, "\"}\n");
+        fprintf(m, "\"");
+        /* the run's flags, once: `dflash diff` reruns them on the other precision's build */
+        if (t->lines++ == 0 && t->run_argv) fprintf(m, ",\"argv\":%s", t->run_argv);
+        fprintf(m, "}\n");
         /* flushed per line so a full disk is reported at the tensor it hit */
         if (fflush(m) != 0 || ferror(m)) {
             dflash_set_error("trace: cannot write %s: %s", t->manifest_path, strerror(errno));

@@ -31,6 +31,10 @@ Tracer *trace_open(const char *dir, const char *text_path,
 const TraceHook *trace_hook(Tracer *t);
 /* Token words for the readable trace (may be NULL). */
 void trace_set_vocab(Tracer *t, const Vocab *v);
+/* The run's flags (argv without the program name), written as "argv" on the
+ * first manifest line, so `dflash diff` can rerun them on the other
+ * precision's build. -1 (out of memory). */
+int trace_set_run(Tracer *t, int argc, const char *const *argv);
 /* Finish the manifest and close every file; frees t. Returns -1 (with
  * dflash_errmsg) when anything could not be written. */
 int trace_close(Tracer *t);

@@ -103,7 +103,10 @@ static int load(const Trace *m, NpyValues *a, const char *fmt, ...) {
         free(path);
         return -1;
     }
-    int rc = npy_read_values(path, a);
+    /* the header against the manifest's dtype and shape (formats/manifest.c, as diff, explore, replay) */
+    NpyArray h;
+    int rc = npy_open(path, &h) == 0 && manifest_check_npy(&m->m, namemap_get(&m->m.index, name), path, &h) == 0 ? 0 : -1;
+    if (rc == 0) rc = npy_read_values(path, a);
     free(path);
     return rc;
 }
@@ -322,6 +325,7 @@ static int outs_finish(int ok) {
 #define C_NO "#fcbba1"
 #define C_BONUS "#fdae6b"
 #define C_UNUSED "#ffffff"
+#define C_NONFINITE "#d7301f"   /* a NaN or infinite attention weight */
 
 /* one token cell; mark: 0 none, 1 a check mark, 2 a cross (drawn, no glyphs) */
 static void cell(FILE *f, int x, int y, int w, int h, const char *fill, const char *stroke, int dashed,
@@ -551,17 +555,20 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
     int Hh = y0 + T * ch + 86 + (rej0 >= 0 ? 20 : 0);
     /* data-made facts for the caption */
     double max_sum_err = 0, later = 0;
-    int known = 1;
+    int known = 1, n_nan = 0, n_inf = 0;   /* non-finite weights: marked cells, counted in the caption */
     for (int t = 0; t < T; t++) {
         double s = 0;
         for (int j = 0; j < S; j++) {
             double v = w[(size_t)t * S + j];
+            n_nan += isnan(v) != 0;
+            n_inf += isinf(v) != 0;
             s += v;
             if (ax->qpos[t] < 0 || ax->kpos[j] < 0) known = 0;
             else if (ax->kpos[j] > ax->qpos[t] && v > later) later = v;
         }
         if (fabs(s - 1) > max_sum_err) max_sum_err = fabs(s - 1);
     }
+    if (n_nan || n_inf) Hh += 20;   /* the caption's line for them */
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
             W, Hh, W, Hh);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, Hh);
@@ -625,6 +632,15 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
                     ch - 2);
         for (int j = 0; j < S; j++) {
             double v = w[(size_t)t * S + j];
+            if (!isfinite(v)) {   /* NaN or inf: a red cell with a cross, never a colour of the scale */
+                int xa = x0 + j * cw, ya = y0 + t * ch;
+                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#ffffff\" "
+                           "stroke-width=\"1\"><title>%s</title></rect>\n", xa, ya, cw, ch, C_NONFINITE,
+                        isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf");
+                fprintf(f, "<path d=\"M%d,%d L%d,%d M%d,%d L%d,%d\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n", xa + 2,
+                        ya + 2, xa + cw - 2, ya + ch - 2, xa + cw - 2, ya + 2, xa + 2, ya + ch - 2);
+                continue;
+            }
             char col[8];
             blues(v, col);
             fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#ffffff\" "
@@ -660,6 +676,11 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
         fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#cb181d\">red, struck through: the %d "
                    "proposal%s the target rejected (block[%d..%d]; acceptance length %d)</text>\n", yc, FONT,
                 vr->B - rej0, vr->B - rej0 == 1 ? "" : "s", rej0, vr->B - 1, vr->acc);
+    }
+    if (n_nan || n_inf) {
+        yc += 20;
+        fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"%s\">not finite: %d NaN and %d infinite weight%s, "
+                   "the red crossed cells</text>\n", yc, FONT, C_NONFINITE, n_nan, n_inf, n_nan + n_inf == 1 ? "" : "s");
     }
     fprintf(f, "</svg>\n");
 }

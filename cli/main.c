@@ -101,6 +101,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        error, NMSE in dB\n"
     "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
     "                        rounding (default: rounding is reported, not a departure)\n"
+    "  --double DIR          the double build's trace of A's run, to judge rounding (default: diff runs\n"
+    "                        ./dflash-double on the flags A's trace records; --float DIR when A is double)\n"
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
@@ -666,7 +668,18 @@ int main(int argc, char **argv) {
             goto fail;
         }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
-        if (!tracer) { free(prompt); goto fail; }
+        /* the run's flags, for `dflash diff` to rerun on the other precision's build; without the trace's
+         * own outputs (--trace, --trace-text: diff gives its own), so two traces of one run are one file */
+        const char **run_argv = tracer ? malloc(sizeof *run_argv * (size_t)argc) : NULL;
+        int n_run = 0;
+        for (int i = 1; run_argv && i < argc; i++) {
+            if ((!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace-text")) && i + 1 < argc) { i++; continue; }
+            run_argv[n_run++] = argv[i];
+        }
+        int set_rc = run_argv ? trace_set_run(tracer, n_run, run_argv) : -1;
+        if (tracer && !run_argv) dflash_set_error("out of memory");
+        free(run_argv);
+        if (!tracer || set_rc != 0) { free(prompt); goto fail; }
         trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.trace = trace_hook(tracer);
     }

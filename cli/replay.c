@@ -25,7 +25,15 @@ static int read_ids(const char *dir, const Manifest *m, const char *name, NpyVal
     if (k < 0) return 1;
     char *path = path_join(dir, m->files.s[k]);
     if (!path) return -1;
-    int rc = npy_read_values(path, v);
+    /* the header against the manifest's dtype and shape (formats/manifest.c, as diff, explore, figures) */
+    NpyArray h;
+    int rc = npy_open(path, &h) == 0 && manifest_check_npy(m, k, path, &h) == 0 ? 0 : -1;
+    if (rc != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("--replay: %s", msg);
+    }
+    if (rc == 0) rc = npy_read_values(path, v);
     if (rc == 0 && !v->is_int) {
         dflash_set_error("--replay: %s: expected integer ids (the contract's int64), got %s", path, v->descr);
         npy_values_free(v);

@@ -320,6 +320,18 @@ static void test_refusals(void **state) {
         int64_t shape[3] = {5000, 1, 1};
         assert_int_equal(npy_write(f, "<f4", 3, shape, ones, 5000), 0);
         assert_int_equal(fclose(f), 0);
+        /* and the manifest says so (a header disagreeing with it is refused first) */
+        char *m = slurp(tu_path(t, "trace.jsonl")), *line = strstr(m, "\"draft1.layers.0.self_attn.attn_weights\"");
+        assert_non_null(line);
+        char *sh = strstr(line, "\"shape\":["), *end = sh ? strchr(sh, ']') : NULL;
+        assert_non_null(end);
+        size_t fl = strlen(m) + 32;
+        char *fixed = malloc(fl);
+        assert_non_null(fixed);
+        snprintf(fixed, fl, "%.*s\"shape\":[5000,1,1%s", (int)(sh - m), m, end);
+        tu_write_text(tu_path(t, "trace.jsonl"), fixed);
+        free(fixed);
+        free(m);
         snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
         assert_int_equal(run_rc(cmd, dir), 2);
         char *e = slurp(tu_path(dir, "stderr"));
@@ -450,6 +462,59 @@ static void test_trace_text_words_and_stdout_alone(void **state) {
     free(dir);
 }
 
+/* issue 34 item 12: NaN and infinite attention weights are drawn as marked
+ * cells (never a colour of the white-to-blue scale, where NaN came out
+ * white like 0) and counted in the caption; a header whose shape is not
+ * the manifest's is refused (formats/manifest.c's check, shared with diff,
+ * explore and replay). */
+static void test_nonfinite_weights_and_a_bad_header(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    char cmd[1200], t[400], p[600];
+    snprintf(t, sizeof t, "%s/t", dir);
+    snprintf(cmd, sizeof cmd, "./dflash --block-size 3 --trace %s", t);
+    run_ok(cmd);
+    snprintf(p, sizeof p, "%s/draft1.layers.0.self_attn.attn_weights.npy", t);
+    NpyValues w;
+    if (npy_read_values(p, &w) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+    assert_int_equal(w.ndim, 3);
+    float *v = malloc(w.n * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < w.n; i++) v[i] = (float)w.f[i];
+    v[0] = NAN;                        /* head 0: two NaN and one inf */
+    v[1] = NAN;
+    v[(size_t)w.shape[2]] = INFINITY;
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(npy_write(f, "<f4", 3, w.shape, v, w.n), 0);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
+    assert_int_equal(run_rc(cmd, dir), 0);
+    char *svg = slurp(tu_path(dir, "out/attn_draft_round1_layer0_head0.svg"));
+    assert_int_equal(count(svg, "<title>NaN</title>"), 2);
+    assert_int_equal(count(svg, "<title>inf</title>"), 1);
+    assert_non_null(strstr(svg, "not finite: 2 NaN and 1 infinite weights"));
+    free(svg);
+    svg = slurp(tu_path(dir, "out/attn_draft_round1_layer0_head1.svg"));   /* head 1 is finite */
+    assert_null(strstr(svg, "not finite"));
+    free(svg);
+    /* the same values under another shape than the manifest's */
+    int64_t other[3] = {w.shape[0], w.shape[2], w.shape[1]};
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(npy_write(f, "<f4", 3, other, v, w.n), 0);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out2 --phase draft --round 1 --layer 0", t, dir);
+    assert_int_equal(run_rc(cmd, dir), 2);
+    char *err = slurp(tu_path(dir, "stderr"));
+    assert_non_null(strstr(err, "the manifest says dtype|shape"));
+    free(err);
+    free(v);
+    npy_values_free(&w);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walkthrough_set),
@@ -458,6 +523,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_output_not_an_input),
         cmocka_unit_test(test_trace_text_words_and_stdout_alone),
+        cmocka_unit_test(test_nonfinite_weights_and_a_bad_header),
     };
     return cmocka_run_group_tests_name("figures: every stated number and caption checked against the trace", tests,
                                        NULL, NULL);

@@ -177,6 +177,13 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
             fail_msg("pitfall %s: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
                      name, rc, first_departure(out), want, out);
         /* the hints that are certain */
+        if (!strcmp(name, "causal-off-by-one")) {
+            /* key p + 1 is let in for query p: weight where A's causal mask gives exactly 0, one ahead */
+            assert_contains(out, "hint: B gives weight where A is exactly 0 (keys the mask hides)");
+            assert_contains(out, "the nearest extra key after its query is 1 position ahead");
+        }
+        if (!strcmp(name, "draft-causal"))   /* the block's later keys hidden, which A's bidirectional block sees */
+            assert_contains(out, "hint: B is exactly 0 where A gives weight (B's mask hides keys A's does not)");
         if (!strcmp(name, "gqa-tile")) {
             /* query head h reads KV head h / (H/Hkv); tiled, h % Hkv: the heads where they differ */
             int H = g_target.num_attention_heads, Hkv = g_target.num_key_value_heads, dep = 0;
@@ -251,6 +258,12 @@ static void test_sliding_as_full(void **state) {
     if (rc != 1 || strcmp(first_departure(out), want) != 0)
         fail_msg("sliding-as-full: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
                  rc, first_departure(out), want, out);
+    /* the trained window lets query p see keys p - (w - 1) .. p (NOTES.md): full attention's first
+     * extra key is w back, and the block keys after p are extra too */
+    snprintf(want, sizeof want, "the first extra key is %d positions back", dc.layer_window[first]);
+    assert_contains(out, "hint: B gives weight where A is exactly 0 (keys the mask hides)");
+    assert_contains(out, want);
+    assert_contains(out, "the nearest extra key after its query is 1 position ahead");
     free(out);
 }
 

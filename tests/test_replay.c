@@ -190,6 +190,22 @@ static void test_replay_refuses_what_it_cannot_follow(void **state) {
     /* an id outside the vocabulary */
     assert_int_equal(replay_load(tu_path(g_dir, "hand"), 12, &t), -1);
     assert_contains(dflash_errmsg, "expected 0..11");
+    /* the manifest validated as diff, explore and figures validate it (issue 34 item 12): a header
+     * that is not the shape the manifest gives, a round below 0 */
+    snprintf(dir, sizeof dir, "%s/badshape", g_dir);
+    hand_made(dir, 7, 12);
+    char *m = tu_read(tu_path(dir, "trace.jsonl"), NULL), *nl = strchr(m, '\n');
+    assert_non_null(nl);
+    char fixed[4096];
+    snprintf(fixed, sizeof fixed, "{\"name\":\"input_ids\",\"file\":\"input_ids.npy\",\"dtype\":\"int64\",\"shape\":[4]}%s", nl);
+    tu_write_text(tu_path(dir, "trace.jsonl"), fixed);
+    assert_int_equal(replay_load(dir, 36, &t), -1);
+    assert_contains(dflash_errmsg, "the manifest says dtype|shape \"int64|4\" but the file's header says \"int64|3\"");
+    snprintf(fixed, sizeof fixed, "{\"name\":\"input_ids\",\"file\":\"input_ids.npy\",\"round\":-5}%s", nl);
+    tu_write_text(tu_path(dir, "trace.jsonl"), fixed);
+    assert_int_equal(replay_load(dir, 36, &t), -1);
+    assert_contains(dflash_errmsg, "\"round\" must be an integer >= 0");
+    free(m);
     /* the CLI: one line, exit 2 */
     snprintf(out, sizeof out, "%s/refused.out", g_dir);
     snprintf(cmd, sizeof cmd, "./dflash --replay %s/hand --block-size 5", g_dir);
