@@ -278,9 +278,9 @@ static int first_changed_round(const char *prog, const char *ids, char *first_c,
     snprintf(a, sizeof a, "%s", dir_path("pn-clean.txt"));
     snprintf(b, sizeof b, "%s", dir_path("pn-port.txt"));
     snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", ids);
-    assert_int_equal(run(cmd, a), 0);
+    assert_int_equal(tu_run(cmd, a), 0);
     snprintf(cmd, sizeof cmd, "%s --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", prog, ids);
-    assert_int_equal(run(cmd, b), 0);
+    assert_int_equal(tu_run(cmd, b), 0);
     char *x = tu_read(a, NULL), *y = tu_read(b, NULL);
     assert_non_null(x);
     assert_non_null(y);
@@ -298,7 +298,7 @@ static int first_changed_round(const char *prog, const char *ids, char *first_c,
              "--trace-filter draft1.hidden_norm && %s --weights " RAND " --ids %s --max-new-tokens 1 --ignore-eos --trace %s "
              "--trace-filter draft1.hidden_norm && cmp -s %s/draft1.hidden_norm.npy %s/draft1.hidden_norm.npy; }",
              ids, dir_path("pn-c"), prog, ids, dir_path("pn-p"), dir_path("pn-c"), dir_path("pn-p"));
-    snprintf(first_c, size, "%s", run(cmd, NULL) == 1 ? "differs" : "same");
+    snprintf(first_c, size, "%s", tu_run(cmd, NULL) == 1 ? "differs" : "same");
     return found;
 }
 
