@@ -217,7 +217,8 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
+        learned-data
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the five toy weight sets under toy_weights/
@@ -252,6 +253,15 @@ training: ## regenerate walkthrough/training/ (page, figures) from the committed
 	sh tools/docs.sh write training
 training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
 	@sh tools/docs.sh check training
+
+# ---- the learned target (README "The learned target"; not part of make test) --
+# make learned-data: the corpus, Debian's fortunes package split by document
+# (tools/learned_data.sh, the rule at its top): build/learned/train.txt and
+# heldout.txt, the same bytes on every machine with the same package version.
+FORTUNES_DIR ?= /usr/share/games/fortunes
+learned-data: build/learned/train.txt ## the learned target's corpus (Debian fortunes): build/learned/{train,heldout}.txt
+build/learned/train.txt build/learned/heldout.txt: tools/learned_data.sh
+	sh tools/learned_data.sh $(FORTUNES_DIR) build/learned
 
 run: dflash weights ## the walkthrough run ("The cat sat", block 4)
 	./dflash
