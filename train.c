@@ -1039,3 +1039,55 @@ static int emit(const TraceHook *hook, int step, const TraceDims *dims, const ch
     TraceHand hand = {full, {"train", step}, data, dims};
     return hook->tensor(hook->ctx, &hand);
 }
+
+/* ===========================================================================
+ * 6. Next-token training of a target (train.h, "Next-token training")
+ * ======================================================================== */
+
+struct LmState {
+    Model *target;
+    ModelGrads grad;
+    int b_max, T_max;
+    long t;
+};
+
+static int lm_not_yet(void) {
+    dflash_set_error("train-target: not implemented yet (branch h-lm)");
+    return -1;
+}
+
+LmState *lm_state_new(Model *target, int b_max, int T_max) {
+    (void)target, (void)b_max, (void)T_max;
+    lm_not_yet();
+    return NULL;
+}
+void lm_state_free(LmState *st) { free(st); }
+int lm_step(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
+            const TraceHook *trace, LmStats *stats) {
+    (void)target, (void)st, (void)batch, (void)hp, (void)step, (void)trace, (void)stats;
+    return lm_not_yet();
+}
+int lm_loss_grad(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
+                 const TraceHook *trace, LmStats *stats) {
+    (void)target, (void)st, (void)batch, (void)hp, (void)step, (void)trace, (void)stats;
+    return lm_not_yet();
+}
+ModelGrads *lm_grads(LmState *st) { return &st->grad; }
+int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double *loss, long *n_counted) {
+    (void)target, (void)st, (void)batch, (void)loss, (void)n_counted;
+    return lm_not_yet();
+}
+int lm_params(const Model *target, TrainParam *out, int cap) {
+    (void)target, (void)out, (void)cap;
+    return lm_not_yet();
+}
+int lm_optimizer_tensors(LmState *st, TrainParam *m_out, TrainParam *v_out, int cap) {
+    (void)st, (void)m_out, (void)v_out, (void)cap;
+    return lm_not_yet();
+}
+long lm_optimizer_step(const LmState *st) { return st->t; }
+void lm_set_optimizer_step(LmState *st, long t) { st->t = t; }
+int lm_init_target(Model *target, const Config *cfg, uint64_t seed) {
+    (void)target, (void)cfg, (void)seed;
+    return lm_not_yet();
+}

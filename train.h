@@ -31,7 +31,15 @@ typedef struct {
     int causal_block;        /* 0: a block's queries see the whole block (DFlash, the published
                                 mask); 1: only its positions 0..k (EAGLE-style causal, an
                                 experiment: README "What training teaches") */
+    int decay_on;            /* TRAIN_DECAY_ALL (0): weight decay on every tensor (torch.optim.AdamW
+                                over model.parameters(): dflash train's default, SpecForge's way);
+                                TRAIN_DECAY_MATRICES: only the 2-D tensors, norm weights get none
+                                (nanoGPT's and llm.c's way; lm_oracle.py's "decay_2d_only") */
+    int threads;             /* <= 1: one thread; n: the trainers' matmuls split their output rows
+                                over n pthreads, bit-identical to one thread */
 } TrainHyper;
+
+enum { TRAIN_DECAY_ALL = 0, TRAIN_DECAY_MATRICES = 1 };
 
 typedef struct {
     double loss, accuracy, grad_norm;   /* grad_norm before clipping */
@@ -102,5 +110,114 @@ int train_params(const Model *draft, TrainParam *out, int cap);  /* returns coun
  * normal draws are Box-Muller pairs from the sampling PRNG seeded with
  * seed, tensors in train_params order, entries in storage order. */
 int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed);
+
+/* ===========================================================================
+ * Next-token training of a target (Qwen3ForCausalLM or LlamaForCausalLM):
+ * `dflash train-target`'s step, checked against lm_oracle.py (autograd).
+ *
+ * STATUS: this API is fixed; the functions are being implemented on branch
+ * h-lm. Until the commit "train-target step:" lands, lm_step and
+ * lm_loss_grad return -1 with dflash_errmsg "not implemented yet".
+ *
+ * The recipe (transformers' ForCausalLMLoss, then clip_grad_norm_ and
+ * torch.optim.AdamW, one step per batch):
+ *   forward   the target's causal forward over each sequence, positions 0..T-1
+ *   labels    position t (0..T-2) predicts input_ids[t+1]; it counts iff
+ *             loss_mask[t+1] is 1
+ *   loss      mean of CE(logits[t], input_ids[t+1]) over the counted positions
+ *   update    grad_norm = L2 norm of every gradient; clip coefficient
+ *             min(1, max_grad_norm / (grad_norm + 1e-6)); AdamW (train_update's
+ *             formulas), weight decay per hp->decay_on
+ * Trainable: every tensor of the target. A tied target (tie_word_embeddings)
+ * has one tensor model.embed_tokens.weight, whose gradient is the embedding's
+ * scatter-add plus the lm_head's part.
+ * ======================================================================== */
+
+typedef struct {
+    int b, T;                /* sequences, their length (T >= 2) */
+    const int *input_ids;    /* (b, T) ids in 0..V-1 */
+    const int *loss_mask;    /* (b, T) 0/1, or NULL: all 1. Label input_ids[t+1] (of position t)
+                                counts iff loss_mask[t+1] is 1; loss_mask[0] is never read */
+} LmBatch;
+
+typedef struct {
+    double loss;             /* mean CE over the counted labels */
+    double grad_norm;        /* before clipping */
+    double clip_coef;        /* what the gradients were multiplied by: min(1, max/(norm + 1e-6)); 1 unclipped */
+    double lr;               /* the step's learning rate (hp->lr) */
+    long n_counted;          /* labels that carried loss */
+} LmStats;
+
+/* The gradients (and AdamW's m and v) in the weights' layout: the same
+ * fields as Model's, each the shape of its weight. layers[l].q_norm and
+ * .k_norm are NULL for a Llama target; lm_head == embed_tokens when tied. */
+typedef struct {
+    LayerWeights *layers;    /* (L) */
+    real *embed_tokens;      /* (V, D) */
+    real *lm_head;           /* (V, D), or embed_tokens when tied */
+    real *norm;              /* (D) */
+    real *data;              /* the one buffer behind every tensor above (lm_params order) */
+    size_t n;                /* its length in reals */
+} ModelGrads;
+
+typedef struct LmState LmState;
+
+/* Makes the target's weights private writable copies in one buffer (they may
+ * point into a read-only mapping), allocates the gradients, AdamW's m and v
+ * (zero, t = 0) and every activation a step of up to b_max sequences of
+ * T_max tokens needs, once, from a size table. NULL with dflash_errmsg when
+ * memory runs out or T_max exceeds max_position_embeddings. */
+LmState *lm_state_new(Model *target, int b_max, int T_max);
+void lm_state_free(LmState *st);
+
+/* One step: forward, loss, backward, clipping, AdamW (state in st; its
+ * step count advances). step names the trace ("train{step}.<name>": the
+ * names lm_oracle.py writes, then lr, clip_coef, grad_clipped.<key>,
+ * adam_m.<key>, adam_v.<key> after the step; formats/tracenames.c's target
+ * training rows; trace NULL: none). Returns 0, or -1 with dflash_errmsg set:
+ * a bad batch (ids out of range, T < 2 or > the state's T_max, b > b_max),
+ * no counted label, or a loss, gradient or updated weight that is not
+ * finite ("step 3: gradient model.layers.1.mlp.up_proj.weight is not
+ * finite"); on a non-finite error the weights may already be changed. */
+int lm_step(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
+            const TraceHook *trace, LmStats *stats);
+
+/* The forward, the loss and the backward only (no clipping, no update, no
+ * step count): the loss's gradient is left in lm_grads(st). For the
+ * gradient checks and an evaluation (stats->loss; the gradient is then
+ * the price of it). */
+int lm_loss_grad(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
+                 const TraceHook *trace, LmStats *stats);
+ModelGrads *lm_grads(LmState *st);
+
+/* The loss alone over a batch (forward only, no gradient): held-out loss.
+ * Returns 0 with *loss, *n_counted, or -1 with dflash_errmsg. */
+int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double *loss, long *n_counted);
+
+/* The target's trainable tensors with their safetensors keys in
+ * torch's named_parameters order: model.embed_tokens.weight, per layer
+ * self_attn.{q,k,v,o}_proj, self_attn.{q,k}_norm (Qwen3 only), mlp.
+ * {gate,up,down}_proj, input_layernorm, post_attention_layernorm; then
+ * model.norm.weight, lm_head.weight (untied only). Returns the count. */
+int lm_params(const Model *target, TrainParam *out, int cap);
+
+/* AdamW's state for a checkpoint: m (exp_avg) and v (exp_avg_sq) of every
+ * tensor, lm_params order and keys, pointing into st (write the reals as
+ * they are and read them back into the same pointers: bit-exact), and the
+ * step count t (bias corrections use it). */
+int lm_optimizer_tensors(LmState *st, TrainParam *m_out, TrainParam *v_out, int cap);
+long lm_optimizer_step(const LmState *st);
+void lm_set_optimizer_step(LmState *st, long t);
+
+/* A new target from a config (Qwen3 or Llama: cfg->llama, tie_word_embeddings,
+ * rope_scaling as loaded from config.json): the rule of transformers'
+ * _init_weights with initializer_range 0.02, as train_init_draft: every
+ * Linear weight and the embedding from N(0, 0.02^2), every RMSNorm weight 1;
+ * the normal draws are Box-Muller pairs from dflash.c's PRNG seeded with
+ * seed (rng_seed), tensors in lm_params order, entries in storage order
+ * (pair j, j+1: 0.02 sqrt(-2 ln(1-u1)) cos(2 pi u2), ... sin(...)). A tied
+ * model draws its one embedding. inv_freq computed (llama3 scaling too).
+ * Returns 0, or -1 with dflash_errmsg (the Model is then empty). */
+int lm_init_target(Model *target, const Config *cfg, uint64_t seed);
 
 #endif /* TRAIN_H */
