@@ -41,7 +41,7 @@ LDLIBS  = -lm
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/gguf cli/replay
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/train_target formats/corpus formats/tokenizer_stub cli/gguf cli/replay
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
@@ -118,6 +118,8 @@ endef
 
 # ---- the programs -------------------------------------------------------------
 $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
+# the learned target's unigram and bigram baselines (README: "The learned target")
+$(call program,tools/ngram,$(R),tools/ngram formats/corpus formats/tokenizer_stub formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
 $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))

@@ -13,6 +13,7 @@
 #include "replay.h"
 #include "trace.h"
 #include "train_cli.h"
+#include "train_target.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -96,7 +97,7 @@ typedef struct {
     const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay, *draft_window;
     const char *filters[32];
     int n_filters;
-    int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes;
+    int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes, mode_given;
     int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
@@ -162,6 +163,7 @@ static int parse_args(int argc, char **argv, Args *a) {
                 return -1;
             }
             a->mode = val;
+            a->mode_given = 1;
         } else if (strcmp(f, "--max-new-tokens") == 0) {
             if (!(val = flag_value(argc, argv, &i))) return -1;
             if (parse_int(f, val, 0, 1 << 20, &v)) return -1;
@@ -480,6 +482,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "train-target") == 0) return finish(train_target_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
@@ -539,6 +542,14 @@ int main(int argc, char **argv) {
             dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
                              a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
         goto fail;
+    }
+    /* a weight set with no draft/ (toy_weights/learned: a target alone) is
+     * decoded target-only unless --mode dflash asks for the draft */
+    char draft_cfg[4200];
+    snprintf(draft_cfg, sizeof draft_cfg, "%s/config.json", ddir);
+    if (a.weights && !a.mode_given && !file_exists(draft_cfg) && errno == ENOENT) {
+        a.mode = "ar";
+        fprintf(stderr, "note: %s has no draft (%s/): target-only decoding, as with --mode ar\n", a.weights, ddir);
     }
     int dflash_mode = strcmp(a.mode, "dflash") == 0;
     if (dflash_mode && a.block_size != 1) {
