@@ -73,7 +73,8 @@ static const char *const TT_USAGE[2] = {
     "                        --seq-len tokens sharing one token (every next-token pair in one\n"
     "                        window); each epoch visits the windows in a seeded shuffle\n"
     "  --batches FILE        lm_oracle.py's case file: step s trains on batches[s-1] (input_ids,\n"
-    "                        loss_mask); its other keys are not read\n",
+    "                        loss_mask); its other keys are not read\n"
+    "                        (--steps 0 needs neither: the model is evaluated and written)\n",
     "training:\n"
     "  --steps N             optimizer steps, 0..100000000 (default 100; --batches: its batch\n"
     "                        count); 0: evaluate and write the model as it starts\n"
@@ -245,7 +246,7 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
                          a->config || a->target || a->resume ? "more" : "none");
         return -1;
     }
-    if (!!a->n_data + !!a->batches != 1) {
+    if (!!a->n_data + !!a->batches != 1 && !(a->steps == 0 && !a->n_data && !a->batches)) {
         dflash_set_error("--data FILE... or --batches FILE: expected exactly one, got %s", a->batches ? "both" : "neither");
         return -1;
     }
@@ -1041,7 +1042,7 @@ int train_target_main(int argc, char **argv) {
             if (cs.batch[i].S > T) T = cs.batch[i].S;
             if (cs.batch[i].b > b) b = cs.batch[i].b;
         }
-    } else {
+    } else if (a.n_data) {
         if (steps < 0) steps = 100;
         if (corpus_read(&train, a.data, a.n_data, &tok, r.eot, V) != 0) goto fail;
         r.order.n = corpus_windows(&train, T);

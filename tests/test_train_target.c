@@ -201,7 +201,7 @@ static void test_sigint_checkpoint_resume(void **state) {
     (void)state;
     Setup s;
     setup_run(&s);
-    const char *steps = "400";
+    const char *steps = "2000";
     char out[300], ck[300];
     snprintf(out, sizeof out, "%s/cut", s.dir);
     snprintf(ck, sizeof ck, "%s/cut.checkpoint", s.dir);
