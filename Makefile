@@ -36,7 +36,7 @@ WARN    = -std=c11 -Wall -Wextra -Werror -pedantic
 # -ffp-contract=off: no FMA contraction, so -O0 and -O2 give identical bits.
 FPFLAGS = -ffp-contract=off -fno-fast-math
 BASE    = $(WARN) $(FPFLAGS) -D_POSIX_C_SOURCE=200809L -I.
-LDLIBS  = -lm
+LDLIBS  = -lm -lpthread
 
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.

@@ -43,6 +43,7 @@
 #include "formats/load.h"
 
 #include <math.h>
+#include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -107,11 +108,13 @@ struct TrainState {
     real *grad;            /* (total) the loss's gradient (before clipping once train_step ran) */
     real *m, *v;           /* (total) AdamW's exp_avg and exp_avg_sq */
     long t;                /* AdamW steps taken */
+    ModelGrads grads;      /* grad in the weights' layout (fc, hidden_norm, layers, norm) */
 };
 
 void train_state_free(TrainState *st) {
     if (!st) return;
     free(st->params); free(st->offset); free(st->grad); free(st->m); free(st->v);
+    free(st->grads.layers);
     free(st);
 }
 
@@ -179,6 +182,19 @@ TrainState *train_state_new(Model *draft, const Model *target) {
     st->m = xcalloc(total, sizeof(real), "AdamW exp_avg");
     st->v = xcalloc(total, sizeof(real), "AdamW exp_avg_sq");
     if (!st->grad || !st->m || !st->v) { train_state_free(st); return NULL; }
+    /* the gradients in the weights' layout: a Model whose tensors point into grad */
+    Model gm;
+    memset(&gm, 0, sizeof gm);
+    gm.cfg = draft->cfg;
+    gm.layers = xcalloc(draft->cfg.num_hidden_layers, sizeof(LayerWeights), "gradient layers");
+    real ***slot = xcalloc(st->n, sizeof *slot, "gradient slots");
+    st->grads.layers = gm.layers;
+    if (!gm.layers || !slot) { free(slot); train_state_free(st); return NULL; }
+    param_list(&gm, NULL, slot, st->n);
+    for (int i = 0; i < st->n; i++) *slot[i] = st->grad + st->offset[i];
+    free(slot);
+    st->grads.fc = gm.fc, st->grads.hidden_norm = gm.hidden_norm, st->grads.norm = gm.norm;
+    st->grads.data = st->grad, st->grads.n = total;
     return st;
 }
 
@@ -293,24 +309,115 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
 
 /* Linear, forward: dflash.c's matmul, out (T, n_out) = x (T, n_in) W^T.
  * linear_backward: dx (T, n_in) += dout (T, n_out) W, and (dw not NULL)
- * dw (n_out, n_in) += dout^T x. Both as axpy loops over rows of W (o
- * outer): row o of W or of dw stays in L1 while every token uses it. */
-static void linear_backward(real *dx, real *dw, const real *dout, const real *x, const real *w,
-                            int T, int n_in, int n_out) {
-    for (int o = 0; o < n_out; o++) {
-        const real *w_o = w + (size_t)o * n_in;
-        real *dw_o = dw ? dw + (size_t)o * n_in : NULL;
-        for (int t = 0; t < T; t++) {
-            real g = dout[(size_t)t * n_out + o];
-            if (dx) {
-                real *dx_t = dx + (size_t)t * n_in;
+ * dw (n_out, n_in) += dout^T x, as two passes of axpy loops:
+ *   dx: four tokens at a time, every row o of W in turn (o ascending), so
+ *       each row of W is read once per four tokens;
+ *   dw: four rows of dw at a time, every token t in turn (t ascending), so
+ *       those rows stay in L1 while the tokens stream by.
+ * Each entry's sum runs in the same order whatever the blocking (dx_t over
+ * o = 0..n_out-1, dw_o over t = 0..T-1): rows [t0, t1) of dx and rows
+ * [o0, o1) of dw can be computed apart, by different threads, to the same
+ * bits (linear_backward_rows). */
+static void linear_backward_dx(real *dx, const real *dout, const real *w, int t0, int t1, int n_in, int n_out) {
+    for (int t = t0; t < t1; t += 4) {
+        int nt = t1 - t < 4 ? t1 - t : 4;
+        for (int o = 0; o < n_out; o++) {
+            const real *w_o = w + (size_t)o * n_in;
+            for (int r = 0; r < nt; r++) {
+                real g = dout[(size_t)(t + r) * n_out + o];
+                real *dx_t = dx + (size_t)(t + r) * n_in;
                 for (int i = 0; i < n_in; i++) dx_t[i] += g * w_o[i];
             }
-            if (dw_o) {
-                const real *x_t = x + (size_t)t * n_in;
+        }
+    }
+}
+
+static void linear_backward_dw(real *dw, const real *dout, const real *x, int T, int o0, int o1, int n_in,
+                               int n_out) {
+    for (int o = o0; o < o1; o += 4) {
+        int no = o1 - o < 4 ? o1 - o : 4;
+        for (int t = 0; t < T; t++) {
+            const real *x_t = x + (size_t)t * n_in;
+            for (int r = 0; r < no; r++) {
+                real g = dout[(size_t)t * n_out + o + r];
+                real *dw_o = dw + (size_t)(o + r) * n_in;
                 for (int i = 0; i < n_in; i++) dw_o[i] += g * x_t[i];
             }
         }
+    }
+}
+
+/* ---- threads: the trainers' matmuls split their output rows (the tokens
+ * of a forward's out and of dx, the rows of dw) into contiguous ranges, one
+ * per thread; every entry is computed by the same operations in the same
+ * order as with one thread, so the bits do not depend on the thread count
+ * (tests/test_train.c checks it). */
+typedef struct {
+    int kind;                     /* 0: forward, 1: dx, 2: dw */
+    real *out;
+    const real *x, *w, *dout;
+    int T, n_in, n_out, lo, hi;
+} RowsJob;
+
+static void rows_job_run(RowsJob *j) {
+    if (j->lo >= j->hi) return;
+    if (j->kind == 0)
+        matmul(j->out + (size_t)j->lo * j->n_out, j->x + (size_t)j->lo * j->n_in, j->w, j->hi - j->lo, j->n_in,
+               j->n_out);
+    else if (j->kind == 1)
+        linear_backward_dx(j->out, j->dout, j->w, j->lo, j->hi, j->n_in, j->n_out);
+    else
+        linear_backward_dw(j->out, j->dout, j->x, j->T, j->lo, j->hi, j->n_in, j->n_out);
+}
+
+static void *rows_job_thread(void *p) {
+    rows_job_run(p);
+    return NULL;
+}
+
+/* Rows 0..n-1 of job split into `threads` contiguous ranges (multiples of 4
+ * but the last); the calling thread does the first. A thread that cannot be
+ * started leaves its range to the caller (same bits). */
+static void rows_parallel(const RowsJob *job, int n, int threads) {
+    enum { MAX_THREADS = 64 };
+    if (threads > MAX_THREADS) threads = MAX_THREADS;
+    if (threads <= 1 || n < 8) {
+        RowsJob j = *job;
+        j.lo = 0, j.hi = n;
+        rows_job_run(&j);
+        return;
+    }
+    RowsJob jobs[MAX_THREADS];
+    pthread_t tid[MAX_THREADS];
+    int started[MAX_THREADS] = {0};
+    int chunk = ((n + threads - 1) / threads + 3) / 4 * 4;
+    for (int k = 0; k < threads; k++) {
+        jobs[k] = *job;
+        jobs[k].lo = k * chunk < n ? k * chunk : n;
+        jobs[k].hi = (k + 1) * chunk < n ? (k + 1) * chunk : n;
+        if (k > 0) started[k] = pthread_create(&tid[k], NULL, rows_job_thread, &jobs[k]) == 0;
+    }
+    rows_job_run(&jobs[0]);
+    for (int k = 1; k < threads; k++) {
+        if (started[k]) pthread_join(tid[k], NULL);
+        else rows_job_run(&jobs[k]);
+    }
+}
+
+static void matmul_threads(int threads, real *out, const real *x, const real *w, int T, int n_in, int n_out) {
+    RowsJob j = {0, out, x, w, NULL, T, n_in, n_out, 0, 0};
+    rows_parallel(&j, T, threads);
+}
+
+static void linear_backward_threads(int threads, real *dx, real *dw, const real *dout, const real *x, const real *w,
+                                    int T, int n_in, int n_out) {
+    if (dx) {
+        RowsJob j = {1, dx, x, w, dout, T, n_in, n_out, 0, 0};
+        rows_parallel(&j, T, threads);
+    }
+    if (dw) {
+        RowsJob j = {2, dw, x, w, dout, T, n_in, n_out, 0, 0};
+        rows_parallel(&j, n_out, threads);
     }
 }
 
@@ -376,10 +483,12 @@ static void block_mask(int *mask, const int *anchors, const int *keep, int S, in
 /* Attention under the block mask, forward (eager_attention_forward with an
  * additive finfo.min mask, rows that see nothing giving 0 as flex attention
  * does), one sequence:
- *   q (Q, H*d) after RoPE; k, v (P, Hkv*d), k after RoPE; mask (Q, P)
+ *   q (Q, H*d) after RoPE; k, v (P, Hkv*d), k after RoPE; mask (Q, P), or
+ *   NULL: the causal mask of a target (P == Q, query i sees keys 0..i)
  *   att (H, Q, P) = softmax over the visible keys of q.k * d^-0.5 (0 elsewhere)
  *   out (Q, H*d) = att @ v
  * Query head h reads KV head h / (H / Hkv). */
+#define SEES(vis, j) (!(vis) || (vis)[j])
 static void attention_masked(real *out, real *att, const real *q, const real *k, const real *v, const int *mask,
                              int Q, int P, int n_heads, int n_kv_heads, int head_dim) {
     real scale = (real)(1.0 / sqrt((double)head_dim));
@@ -388,25 +497,27 @@ static void attention_masked(real *out, real *att, const real *q, const real *k,
         int kvh = h / group;
         for (int i = 0; i < Q; i++) {
             const real *q_i = q + ((size_t)i * n_heads + h) * head_dim;
-            const int *vis = mask + (size_t)i * P;
+            const int *vis = mask ? mask + (size_t)i * P : NULL;
+            int jn = mask ? P : i + 1;   /* causal: keys after i are never visible */
             real *a = att + ((size_t)h * Q + i) * P;
             real *o = out + ((size_t)i * n_heads + h) * head_dim;
             real mx = 0, sum = 0;
             int any = 0;
-            for (int j = 0; j < P; j++) {
+            for (int j = jn; j < P; j++) a[j] = 0;
+            for (int j = 0; j < jn; j++) {
                 a[j] = 0;
-                if (!vis[j]) continue;
+                if (!SEES(vis, j)) continue;
                 a[j] = dot(q_i, k + (size_t)j * kvd + kvh * head_dim, head_dim) * scale;
                 if (!any || a[j] > mx) mx = a[j];
                 any = 1;
             }
-            for (int j = 0; j < P; j++)
-                if (vis[j]) { a[j] = exp_real(a[j] - mx); sum += a[j]; }
-            for (int j = 0; j < P; j++)
-                if (vis[j]) a[j] = a[j] / sum;
+            for (int j = 0; j < jn; j++)
+                if (SEES(vis, j)) { a[j] = exp_real(a[j] - mx); sum += a[j]; }
+            for (int j = 0; j < jn; j++)
+                if (SEES(vis, j)) a[j] = a[j] / sum;
             for (int e = 0; e < head_dim; e++) o[e] = 0;
-            for (int j = 0; j < P; j++) {
-                if (!vis[j]) continue;
+            for (int j = 0; j < jn; j++) {
+                if (!SEES(vis, j)) continue;
                 const real *v_j = v + (size_t)j * kvd + kvh * head_dim;
                 for (int e = 0; e < head_dim; e++) o[e] += a[j] * v_j[e];
             }
@@ -418,7 +529,7 @@ static void attention_masked(real *out, real *att, const real *q, const real *k,
  *   da_j = dout . v_j          dv_j += a_j dout
  *   ds_j = a_j (da_j - sum_m a_m da_m)     (the softmax's Jacobian)
  *   dq += d^-0.5 sum_j ds_j k_j            dk_j += d^-0.5 ds_j q
- * over the visible keys only (the others have a_j = 0). */
+ * over the visible keys only (the others have a_j = 0); mask NULL: causal. */
 static void attention_masked_backward(real *dq, real *dk, real *dv, const real *dout, const real *att, const real *q,
                                       const real *k, const real *v, const int *mask, int Q, int P, int n_heads,
                                       int n_kv_heads, int head_dim, real *da /* (P) scratch */) {
@@ -430,18 +541,19 @@ static void attention_masked_backward(real *dq, real *dk, real *dv, const real *
             const real *q_i = q + ((size_t)i * n_heads + h) * head_dim;
             const real *do_i = dout + ((size_t)i * n_heads + h) * head_dim;
             real *dq_i = dq + ((size_t)i * n_heads + h) * head_dim;
-            const int *vis = mask + (size_t)i * P;
+            const int *vis = mask ? mask + (size_t)i * P : NULL;
+            int jn = mask ? P : i + 1;
             const real *a = att + ((size_t)h * Q + i) * P;
             real sum_ad = 0;
-            for (int j = 0; j < P; j++) {
-                if (!vis[j]) continue;
+            for (int j = 0; j < jn; j++) {
+                if (!SEES(vis, j)) continue;
                 da[j] = dot(do_i, v + (size_t)j * kvd + kvh * head_dim, head_dim);
                 sum_ad += a[j] * da[j];
                 real *dv_j = dv + (size_t)j * kvd + kvh * head_dim;
                 for (int e = 0; e < head_dim; e++) dv_j[e] += a[j] * do_i[e];
             }
-            for (int j = 0; j < P; j++) {
-                if (!vis[j]) continue;
+            for (int j = 0; j < jn; j++) {
+                if (!SEES(vis, j)) continue;
                 real ds = a[j] * (da[j] - sum_ad) * scale;
                 const real *k_j = k + (size_t)j * kvd + kvh * head_dim;
                 real *dk_j = dk + (size_t)j * kvd + kvh * head_dim;
@@ -544,7 +656,12 @@ typedef struct {
     void **owned;         /* (cap_owned) every buffer above, for run_free */
     int n_owned, cap_owned;
     int failed;
+    int threads;          /* the matmuls' threads (TrainHyper.threads) */
 } TrainRun;
+
+#define train_matmul(r, out, x, w, T, n_in, n_out) matmul_threads((r)->threads, out, x, w, T, n_in, n_out)
+#define train_linear_backward(r, dx, dw, dout, x, w, T, n_in, n_out) \
+    linear_backward_threads((r)->threads, dx, dw, dout, x, w, T, n_in, n_out)
 
 static void *run_alloc(TrainRun *r, size_t n, size_t size, const char *what) {
     void *p = NULL;
@@ -721,78 +838,82 @@ static void batch_setup(TrainRun *r, const TrainBatch *bt, int mask_id, double g
     }
 }
 
-/* One draft layer forward over the batch (Qwen3DFlashDecoderLayer with
- * Qwen3DFlashAttention): Q from the block rows, K and V from [C ; X] through
- * the same k_proj / v_proj / k_norm, RoPE (queries at their block
- * positions), attention under the block mask, o_proj, residual, MLP,
- * residual. */
-static void layer_forward(const Model *dm, int l, TrainRun *r, const real *h_in) {
-    const Config *c = &dm->cfg;
-    const LayerWeights *w = &dm->layers[l];
-    TrainLayer *a = &r->layers[l];
+/* One decoder layer, forward, for both trainers, over the whole batch:
+ * decoder_layer_forward(w, acts, h_in, r) with r's geometry (b sequences of
+ * Q query rows and P = S + Q key rows), r->C the context and r->mask:
+ *   the draft  (Qwen3DFlashDecoderLayer with Qwen3DFlashAttention): S context
+ *              rows C (b*S, D) injected as keys/values, the block mask
+ *   the target (Qwen3DecoderLayer / LlamaDecoderLayer): S = 0, no context,
+ *              r->mask NULL: causal
+ * Q from the query rows, K and V from [C ; X] through the same k_proj / v_proj
+ * / k_norm (no q/k norms in a Llama target: w->q_norm NULL), RoPE (queries at
+ * the last Q of the P table rows), attention, o_proj, residual, MLP, residual:
+ * the chain of dflash.c's target_forward, in the same order of operations. */
+static void decoder_layer_forward(const Config *c, const LayerWeights *w, TrainLayer *a, const real *h_in,
+                                  TrainRun *r) {
     int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, Hd = H * d, kvd = Hkv * d, S = r->S, Q = r->Q, P = r->P;
     int rows = r->b * Q, krows = r->b * P;
     real eps = (real)c->rms_norm_eps;
     a->h_in = h_in;
     rmsnorm_rows(a->xb, h_in, w->input_layernorm, rows, D, eps);
-    matmul(a->q, a->xb, w->q_proj, rows, D, Hd);
-    rmsnorm_rows(a->qn, a->q, w->q_norm, rows * H, d, eps);
+    train_matmul(r, a->q, a->xb, w->q_proj, rows, D, Hd);
+    if (w->q_norm) rmsnorm_rows(a->qn, a->q, w->q_norm, rows * H, d, eps);
+    else memcpy(a->qn, a->q, sizeof(real) * (size_t)rows * Hd);
     for (int bi = 0; bi < r->b; bi++) {
-        memcpy(a->kv_in + (size_t)bi * P * D, r->C + (size_t)bi * S * D, sizeof(real) * S * D);
+        if (S) memcpy(a->kv_in + (size_t)bi * P * D, r->C + (size_t)bi * S * D, sizeof(real) * S * D);
         memcpy(a->kv_in + ((size_t)bi * P + S) * D, a->xb + (size_t)bi * Q * D, sizeof(real) * Q * D);
     }
-    matmul(a->k, a->kv_in, w->k_proj, krows, D, kvd);
-    matmul(a->v, a->kv_in, w->v_proj, krows, D, kvd);
-    rmsnorm_rows(a->kn, a->k, w->k_norm, krows * Hkv, d, eps);
+    train_matmul(r, a->k, a->kv_in, w->k_proj, krows, D, kvd);
+    train_matmul(r, a->v, a->kv_in, w->v_proj, krows, D, kvd);
+    if (w->k_norm) rmsnorm_rows(a->kn, a->k, w->k_norm, krows * Hkv, d, eps);
+    else memcpy(a->kn, a->k, sizeof(real) * (size_t)krows * kvd);
     for (int bi = 0; bi < r->b; bi++) {
         apply_rotary_pos_emb(a->q_rope + (size_t)bi * Q * Hd, a->k_rope + (size_t)bi * P * kvd,
                              a->qn + (size_t)bi * Q * Hd, a->kn + (size_t)bi * P * kvd, r->cos + (size_t)bi * P * d,
                              r->sin + (size_t)bi * P * d, Q, P, H, Hkv, d);
         attention_masked(a->attn + (size_t)bi * Q * Hd, a->att + (size_t)bi * H * Q * P, a->q_rope + (size_t)bi * Q * Hd,
-                         a->k_rope + (size_t)bi * P * kvd, a->v + (size_t)bi * P * kvd, r->mask + (size_t)bi * Q * P,
-                         Q, P, H, Hkv, d);
+                         a->k_rope + (size_t)bi * P * kvd, a->v + (size_t)bi * P * kvd,
+                         r->mask ? r->mask + (size_t)bi * Q * P : NULL, Q, P, H, Hkv, d);
     }
-    matmul(a->attn_output, a->attn, w->o_proj, rows, Hd, D);
+    train_matmul(r, a->attn_output, a->attn, w->o_proj, rows, Hd, D);
     for (size_t i = 0; i < (size_t)rows * D; i++) a->h_mid[i] = h_in[i] + a->attn_output[i];
     rmsnorm_rows(a->xb2, a->h_mid, w->post_attention_layernorm, rows, D, eps);
-    matmul(a->gate, a->xb2, w->gate_proj, rows, D, I);
-    matmul(a->up, a->xb2, w->up_proj, rows, D, I);
+    train_matmul(r, a->gate, a->xb2, w->gate_proj, rows, D, I);
+    train_matmul(r, a->up, a->xb2, w->up_proj, rows, D, I);
     for (size_t i = 0; i < (size_t)rows * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
-    matmul(a->mlp_out, a->act, w->down_proj, rows, I, D);
+    train_matmul(r, a->mlp_out, a->act, w->down_proj, rows, I, D);
     for (size_t i = 0; i < (size_t)rows * D; i++) a->out[i] = a->h_mid[i] + a->mlp_out[i];
 }
 
-/* layer_backward: r->dh holds d loss / d (layer l's output); on return it
- * holds d loss / d (layer l's input), and dC has the context's share added.
- * g: the layer's gradient tensors, in train_params order from input_layernorm. */
-static void layer_backward(const Model *dm, int l, TrainRun *r, real *const *g) {
-    const Config *c = &dm->cfg;
-    const LayerWeights *w = &dm->layers[l];
-    TrainLayer *a = &r->layers[l];
+/* decoder_layer_backward(w, g, acts, r): r->dh holds d loss / d (the layer's
+ * output); on return it holds d loss / d (its input), and r->dC (when S > 0)
+ * has the context's share added. g: the layer's gradients, in the weights'
+ * layout (&grads.layers[l]), added to. */
+static void decoder_layer_backward(const Config *c, const LayerWeights *w, const LayerWeights *g,
+                                   const TrainLayer *a, TrainRun *r) {
     int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, Hd = H * d, kvd = Hkv * d, S = r->S, Q = r->Q, P = r->P;
     int rows = r->b * Q, krows = r->b * P;
     size_t nD = (size_t)rows * D, nI = (size_t)rows * I;
     real eps = (real)c->rms_norm_eps;
-    real *g_in = g[0], *g_q = g[1], *g_k = g[2], *g_v = g[3], *g_qn = g[4], *g_kn = g[5], *g_o = g[6];
-    real *g_post = g[7], *g_gate = g[8], *g_up = g[9], *g_down = g[10];
 
     /* out = h_mid + down_proj(act): both get dh */
     memcpy(r->dh_mid, r->dh, sizeof(real) * nD);
     zero(r->dact, nI);
-    linear_backward(r->dact, g_down, r->dh, a->act, w->down_proj, rows, I, D);
+    train_linear_backward(r, r->dact, g->down_proj, r->dh, a->act, w->down_proj, rows, I, D);
     /* act = silu(gate) * up; gate, up = xb2 W^T */
     swiglu_backward(r->dgate, r->dup, r->dact, a->gate, a->up, nI);
     zero(r->dxb2, nD);
-    linear_backward(r->dxb2, g_gate, r->dgate, a->xb2, w->gate_proj, rows, D, I);
-    linear_backward(r->dxb2, g_up, r->dup, a->xb2, w->up_proj, rows, D, I);
+    train_linear_backward(r, r->dxb2, g->gate_proj, r->dgate, a->xb2, w->gate_proj, rows, D, I);
+    train_linear_backward(r, r->dxb2, g->up_proj, r->dup, a->xb2, w->up_proj, rows, D, I);
     /* xb2 = post_attention_layernorm(h_mid) */
-    rmsnorm_backward(r->dh_mid, g_post, r->dxb2, a->h_mid, w->post_attention_layernorm, rows, D, eps);
+    rmsnorm_backward(r->dh_mid, g->post_attention_layernorm, r->dxb2, a->h_mid, w->post_attention_layernorm, rows,
+                     D, eps);
     /* h_mid = h_in + o_proj(attn): dh (now for h_in) = dh_mid */
     memcpy(r->dh, r->dh_mid, sizeof(real) * nD);
     zero(r->dattn, (size_t)rows * Hd);
-    linear_backward(r->dattn, g_o, r->dh_mid, a->attn, w->o_proj, rows, Hd, D);
+    train_linear_backward(r, r->dattn, g->o_proj, r->dh_mid, a->attn, w->o_proj, rows, Hd, D);
     /* attention, then RoPE, per sequence */
     zero(r->dq_rope, (size_t)rows * Hd);
     zero(r->dk_rope, (size_t)krows * kvd);
@@ -803,29 +924,34 @@ static void layer_backward(const Model *dm, int l, TrainRun *r, real *const *g) 
         size_t qo = (size_t)bi * Q * Hd, ko = (size_t)bi * P * kvd;
         attention_masked_backward(r->dq_rope + qo, r->dk_rope + ko, r->dv + ko, r->dattn + qo,
                                   a->att + (size_t)bi * H * Q * P, a->q_rope + qo, a->k_rope + ko, a->v + ko,
-                                  r->mask + (size_t)bi * Q * P, Q, P, H, Hkv, d, r->da);
+                                  r->mask ? r->mask + (size_t)bi * Q * P : NULL, Q, P, H, Hkv, d, r->da);
         rope_backward(r->dqn + qo, r->dq_rope + qo, r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d, Q, S, H, d);
         rope_backward(r->dkn + ko, r->dk_rope + ko, r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d, P, 0, Hkv, d);
     }
-    /* q_norm, k_norm per head */
+    /* q_norm, k_norm per head (a Llama target has none: dq = dqn) */
     zero(r->dq, (size_t)rows * Hd);
     zero(r->dk, (size_t)krows * kvd);
-    rmsnorm_backward(r->dq, g_qn, r->dqn, a->q, w->q_norm, rows * H, d, eps);
-    rmsnorm_backward(r->dk, g_kn, r->dkn, a->k, w->k_norm, krows * Hkv, d, eps);
+    if (w->q_norm) rmsnorm_backward(r->dq, g->q_norm, r->dqn, a->q, w->q_norm, rows * H, d, eps);
+    else memcpy(r->dq, r->dqn, sizeof(real) * (size_t)rows * Hd);
+    if (w->k_norm) rmsnorm_backward(r->dk, g->k_norm, r->dkn, a->k, w->k_norm, krows * Hkv, d, eps);
+    else memcpy(r->dk, r->dkn, sizeof(real) * (size_t)krows * kvd);
     /* q = X Wq^T; k, v = [C ; X] Wk^T, Wv^T */
     zero(r->dxb, nD);
-    linear_backward(r->dxb, g_q, r->dq, a->xb, w->q_proj, rows, D, Hd);
+    train_linear_backward(r, r->dxb, g->q_proj, r->dq, a->xb, w->q_proj, rows, D, Hd);
     zero(r->dkv_in, (size_t)krows * D);
-    linear_backward(r->dkv_in, g_k, r->dk, a->kv_in, w->k_proj, krows, D, kvd);
-    linear_backward(r->dkv_in, g_v, r->dv, a->kv_in, w->v_proj, krows, D, kvd);
-    for (int bi = 0; bi < r->b; bi++) {   /* the context rows go to C, the block rows to X */
+    train_linear_backward(r, r->dkv_in, g->k_proj, r->dk, a->kv_in, w->k_proj, krows, D, kvd);
+    train_linear_backward(r, r->dkv_in, g->v_proj, r->dv, a->kv_in, w->v_proj, krows, D, kvd);
+    for (int bi = 0; bi < r->b; bi++) {   /* the context rows go to C, the query rows to X */
         const real *dctx = r->dkv_in + (size_t)bi * P * D, *dblk = r->dkv_in + ((size_t)bi * P + S) * D;
-        real *dC = r->dC + (size_t)bi * S * D, *dX = r->dxb + (size_t)bi * Q * D;
-        for (size_t i = 0; i < (size_t)S * D; i++) dC[i] += dctx[i];
+        real *dX = r->dxb + (size_t)bi * Q * D;
+        if (S) {
+            real *dC = r->dC + (size_t)bi * S * D;
+            for (size_t i = 0; i < (size_t)S * D; i++) dC[i] += dctx[i];
+        }
         for (size_t i = 0; i < (size_t)Q * D; i++) dX[i] += dblk[i];
     }
     /* X = input_layernorm(h_in) */
-    rmsnorm_backward(r->dh, g_in, r->dxb, a->h_in, w->input_layernorm, rows, D, eps);
+    rmsnorm_backward(r->dh, g->input_layernorm, r->dxb, a->h_in, w->input_layernorm, rows, D, eps);
 }
 
 void train_context_features(real *out, const TargetRun *tr, const Model *tm, const Model *dm, int S) {
@@ -846,6 +972,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     TargetRun tr = {0};
     if (check_batch(dm, tm, bt) != 0) return -1;
     if (run_init(r, dc, tc, b, S, N, B) != 0) return -1;
+    r->threads = hp->threads;
     TraceDims dims = train_dims(dm, tm, bt);
     batch_setup(r, bt, dc->mask_token_id, hp->gamma, hp->causal_block);
 
@@ -872,7 +999,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     EMIT(trace, step, &dims, "attn_mask", r->mask);
 
     /* the draft: C = hidden_norm(fc(target_hidden)); h = embed_tokens(noise_ids) */
-    matmul(r->fc_out, r->target_hidden, dm->fc, b * S, kD, D);
+    train_matmul(r, r->fc_out, r->target_hidden, dm->fc, b * S, kD, D);
     rmsnorm_rows(r->C, r->fc_out, dm->hidden_norm, b * S, D, eps);
     EMIT(trace, step, &dims, "fc", r->fc_out);
     EMIT(trace, step, &dims, "hidden_norm", r->C);
@@ -883,7 +1010,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
                      r->pos + (size_t)bi * P, P, dm->inv_freq, d);
     const real *h = r->emb;
     for (int l = 0; l < L; l++) {
-        layer_forward(dm, l, r, h);
+        decoder_layer_forward(dc, &dm->layers[l], &r->layers[l], h, r);
         h = r->layers[l].out;
         char name[32];
         snprintf(name, sizeof name, "layers.%d", l);
@@ -891,7 +1018,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     }
     rmsnorm_rows(r->norm, h, dm->norm, b * Q, D, eps);
     EMIT(trace, step, &dims, "norm", r->norm);
-    matmul(r->logits, r->norm, tm->lm_head, b * Q, D, V);
+    train_matmul(r, r->logits, r->norm, tm->lm_head, b * Q, D, V);
     EMIT(trace, step, &dims, "logits", r->logits);
 
     /* the loss: sum(w ce) / (sum(w) + 1e-6); accuracy over binary weights > 0.5 */
@@ -918,20 +1045,16 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
         cross_entropy_backward(r->dlogits + (size_t)i * V, r->logits + (size_t)i * V, V, r->labels[i],
                                (real)((double)r->weights[i] / (wsum + 1e-6)));
     zero(r->dxb, (size_t)b * Q * D);   /* d norm */
-    linear_backward(r->dxb, NULL, r->dlogits, r->norm, tm->lm_head, b * Q, D, V);
+    train_linear_backward(r, r->dxb, NULL, r->dlogits, r->norm, tm->lm_head, b * Q, D, V);
     zero(r->dh, (size_t)b * Q * D);
-    rmsnorm_backward(r->dh, train_grad(st, st->n - 1), r->dxb, h, dm->norm, b * Q, D, eps);
+    rmsnorm_backward(r->dh, st->grads.norm, r->dxb, h, dm->norm, b * Q, D, eps);
     /* the layers, last to first; their K/V context rows add into dC */
     zero(r->dC, (size_t)b * S * D);
-    for (int l = L - 1; l >= 0; l--) {
-        real *g[11];
-        for (int j = 0; j < 11; j++) g[j] = train_grad(st, 2 + 11 * l + j);
-        layer_backward(dm, l, r, g);
-    }
+    for (int l = L - 1; l >= 0; l--) decoder_layer_backward(dc, &dm->layers[l], &st->grads.layers[l], &r->layers[l], r);
     /* C = hidden_norm(fc_out); fc_out = target_hidden fc^T (target_hidden is frozen: no dx) */
     zero(r->dfc_out, (size_t)b * S * D);
-    rmsnorm_backward(r->dfc_out, train_grad(st, 1), r->dC, r->fc_out, dm->hidden_norm, b * S, D, eps);
-    linear_backward(NULL, train_grad(st, 0), r->dfc_out, r->target_hidden, dm->fc, b * S, kD, D);
+    rmsnorm_backward(r->dfc_out, st->grads.hidden_norm, r->dC, r->fc_out, dm->hidden_norm, b * S, D, eps);
+    train_linear_backward(r, NULL, st->grads.fc, r->dfc_out, r->target_hidden, dm->fc, b * S, kD, D);
 
     double ss = 0;
     for (size_t i = 0; i < st->offset[st->n]; i++) ss += (double)st->grad[i] * (double)st->grad[i];
@@ -967,7 +1090,8 @@ int train_loss_grad(const Model *draft, const Model *target, TrainState *st, con
 /* clip_grad_norm_ then torch.optim.AdamW (torch 1.13 _single_tensor_adamw),
  * entry by entry in the working precision:
  *   g *= min(1, max_norm / (norm + 1e-6))          (when max_norm > 0)
- *   p *= 1 - lr * wd                              (decoupled weight decay)
+ *   p *= 1 - lr * wd                              (decoupled weight decay; with
+ *                                                  TRAIN_DECAY_MATRICES only 2-D tensors)
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
  *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps) */
 void train_update(TrainState *st, const TrainHyper *hp, double grad_norm) {
@@ -985,9 +1109,10 @@ void train_update(TrainState *st, const TrainHyper *hp, double grad_norm) {
     for (int i = 0; i < st->n; i++) {
         real *p = st->params[i].data;
         size_t o = st->offset[i], n = param_size(&st->params[i]);
+        real decay_i = hp->decay_on == TRAIN_DECAY_MATRICES && st->params[i].ndim < 2 ? (real)1 : decay;
         for (size_t j = 0; j < n; j++) {
             real g = st->grad[o + j];
-            p[j] = p[j] * decay;
+            p[j] = p[j] * decay_i;
             st->m[o + j] = st->m[o + j] * b1 + one_b1 * g;
             st->v[o + j] = st->v[o + j] * b2 + one_b2 * (g * g);
             real denom = (real)sqrt((double)st->v[o + j]) / bc2_sqrt + eps;
@@ -1044,50 +1169,516 @@ static int emit(const TraceHook *hook, int step, const TraceDims *dims, const ch
  * 6. Next-token training of a target (train.h, "Next-token training")
  * ======================================================================== */
 
+/* The target's trainable tensors in torch's named_parameters order. slot
+ * (may be NULL): where each tensor's pointer lives in the Model. */
+static int lm_param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, V = c->vocab_size;
+    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d, n = 0;
+#define PARAM(ptr, nd, s0, s1, ...)                                                    \
+    do {                                                                               \
+        if (n < cap) {                                                                 \
+            if (out) {                                                                 \
+                snprintf(out[n].key, TRAIN_MAX_KEY, __VA_ARGS__);                      \
+                out[n].data = (ptr);                                                   \
+                out[n].ndim = (nd);                                                    \
+                out[n].shape[0] = (s0);                                                \
+                out[n].shape[1] = (s1);                                                \
+            }                                                                          \
+            if (slot) slot[n] = (real **)&(ptr);                                       \
+        }                                                                              \
+        n++;                                                                           \
+    } while (0)
+    PARAM(m->embed_tokens, 2, V, D, "model.embed_tokens.weight");
+    for (int l = 0; l < c->num_hidden_layers; l++) {
+        const LayerWeights *w = &m->layers[l];
+        PARAM(w->q_proj, 2, qd, D, "model.layers.%d.self_attn.q_proj.weight", l);
+        PARAM(w->k_proj, 2, kvd, D, "model.layers.%d.self_attn.k_proj.weight", l);
+        PARAM(w->v_proj, 2, kvd, D, "model.layers.%d.self_attn.v_proj.weight", l);
+        PARAM(w->o_proj, 2, D, qd, "model.layers.%d.self_attn.o_proj.weight", l);
+        if (!c->llama) {
+            PARAM(w->q_norm, 1, d, 0, "model.layers.%d.self_attn.q_norm.weight", l);
+            PARAM(w->k_norm, 1, d, 0, "model.layers.%d.self_attn.k_norm.weight", l);
+        }
+        PARAM(w->gate_proj, 2, I, D, "model.layers.%d.mlp.gate_proj.weight", l);
+        PARAM(w->up_proj, 2, I, D, "model.layers.%d.mlp.up_proj.weight", l);
+        PARAM(w->down_proj, 2, D, I, "model.layers.%d.mlp.down_proj.weight", l);
+        PARAM(w->input_layernorm, 1, D, 0, "model.layers.%d.input_layernorm.weight", l);
+        PARAM(w->post_attention_layernorm, 1, D, 0, "model.layers.%d.post_attention_layernorm.weight", l);
+    }
+    PARAM(m->norm, 1, D, 0, "model.norm.weight");
+    if (!m->tied) PARAM(m->lm_head, 2, V, D, "lm_head.weight");
+#undef PARAM
+    return n;
+}
+
+int lm_params(const Model *target, TrainParam *out, int cap) { return lm_param_list(target, out, NULL, cap); }
+
 struct LmState {
     Model *target;
-    ModelGrads grad;
+    int n;                 /* trainable tensors */
+    TrainParam *params;    /* (n) lm_params order; data points into target->data */
+    size_t *offset;        /* (n+1) each tensor's first entry in grad, m, v */
+    real *grad, *m, *v;    /* (total) gradients; AdamW's exp_avg, exp_avg_sq */
+    ModelGrads grads;      /* grad in the weights' layout */
+    long t;                /* AdamW steps taken */
     int b_max, T_max;
-    long t;
+    TrainRun r;            /* every activation, allocated once for b_max x T_max */
+    real *clip_trace;      /* (largest tensor) the clipped gradient, for the trace */
 };
 
-static int lm_not_yet(void) {
-    dflash_set_error("train-target: not implemented yet (branch h-lm)");
+void lm_state_free(LmState *st) {
+    if (!st) return;
+    free(st->params); free(st->offset); free(st->grad); free(st->m); free(st->v);
+    free(st->grads.layers); free(st->clip_trace);
+    run_free(&st->r);
+    free(st);
+}
+
+/* Point the model's tensors (tensors listed by list) at one private buffer
+ * holding copies of their values (copy 1) or zeros; a tied lm_head follows
+ * the embedding. */
+static int own_weights(Model *m, int copy, TrainParam **params_out, size_t **offset_out, int *n_out) {
+    int n = lm_param_list(m, NULL, NULL, 0);
+    TrainParam *params = xcalloc(n, sizeof *params, "training parameter list");
+    real ***slot = xcalloc(n, sizeof *slot, "training parameter slots");
+    size_t *offset = xcalloc(n + 1, sizeof *offset, "training parameter offsets");
+    real *buf = NULL;
+    if (!params || !slot || !offset) goto fail;
+    lm_param_list(m, params, slot, n);
+    for (int i = 0; i < n; i++) offset[i + 1] = offset[i] + param_size(&params[i]);
+    buf = xcalloc(offset[n], sizeof(real), "the target's trainable weights");
+    if (!buf) goto fail;
+    for (int i = 0; i < n; i++) {
+        if (copy) memcpy(buf + offset[i], params[i].data, sizeof(real) * param_size(&params[i]));
+        *slot[i] = buf + offset[i];
+        params[i].data = buf + offset[i];
+    }
+    if (m->tied) m->lm_head = m->embed_tokens;
+    free(m->data);   /* the widened copies (if any) are no longer pointed at */
+    m->data = buf;
+    m->n_params = offset[n];
+    free(slot);
+    *params_out = params;
+    *offset_out = offset;
+    *n_out = n;
+    return 0;
+fail:
+    free(params); free(slot); free(offset);
     return -1;
 }
 
+/* The activations of a target step: the layer's TrainLayer buffers and the
+ * backward's, with S = 0 context rows and Q = P = T (train.c's TrainRun,
+ * shared with the draft's step), for up to b x T rows. */
+static int lm_run_init(TrainRun *r, const Config *c, int b, int T) {
+    memset(r, 0, sizeof *r);
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, V = c->vocab_size;
+    int H = c->num_attention_heads, Hd = H * d, kvd = c->num_key_value_heads * d;
+    size_t bT = (size_t)b * T;
+    r->b = b, r->S = 0, r->N = 0, r->B = 0, r->Q = T, r->P = T;
+    r->pos = run_alloc(r, T, sizeof(int), "position_ids");
+    r->labels = run_alloc(r, bT, sizeof(int), "labels");
+    r->lmask = run_alloc(r, bT, sizeof(int), "loss mask");
+    r->ce = RUN_REALS(r, bT, 1, "ce");
+    r->angles = RUN_REALS(r, T, d / 2, "rope angles");
+    r->cos = RUN_REALS(r, bT, d, "cos");
+    r->sin = RUN_REALS(r, bT, d, "sin");
+    r->emb = RUN_REALS(r, bT, D, "embedding");
+    r->norm = RUN_REALS(r, bT, D, "norm");
+    r->logits = RUN_REALS(r, bT, V, "logits");
+    r->dlogits = RUN_REALS(r, bT, V, "d logits");
+    r->dh = RUN_REALS(r, bT, D, "d h");
+    r->dh_mid = RUN_REALS(r, bT, D, "d h_mid");
+    r->dxb2 = RUN_REALS(r, bT, D, "d xb2");
+    r->dxb = RUN_REALS(r, bT, D, "d xb");
+    r->dact = RUN_REALS(r, bT, I, "d act");
+    r->dgate = RUN_REALS(r, bT, I, "d gate");
+    r->dup = RUN_REALS(r, bT, I, "d up");
+    r->dattn = RUN_REALS(r, bT, Hd, "d attn");
+    r->dq_rope = RUN_REALS(r, bT, Hd, "d q_rope");
+    r->dqn = RUN_REALS(r, bT, Hd, "d qn");
+    r->dq = RUN_REALS(r, bT, Hd, "d q");
+    r->dk_rope = RUN_REALS(r, bT, kvd, "d k_rope");
+    r->dkn = RUN_REALS(r, bT, kvd, "d kn");
+    r->dk = RUN_REALS(r, bT, kvd, "d k");
+    r->dv = RUN_REALS(r, bT, kvd, "d v");
+    r->dkv_in = RUN_REALS(r, bT, D, "d kv_in");
+    r->da = RUN_REALS(r, T, 1, "attention scratch");
+    r->layers = xcalloc(c->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
+    if (!r->layers) r->failed = 1;
+    for (int l = 0; !r->failed && l < c->num_hidden_layers; l++) {
+        TrainLayer *a = &r->layers[l];
+        a->xb = RUN_REALS(r, bT, D, "xb");
+        a->kv_in = RUN_REALS(r, bT, D, "kv_in");
+        a->q = RUN_REALS(r, bT, Hd, "q");
+        a->qn = RUN_REALS(r, bT, Hd, "qn");
+        a->q_rope = RUN_REALS(r, bT, Hd, "q_rope");
+        a->k = RUN_REALS(r, bT, kvd, "k");
+        a->kn = RUN_REALS(r, bT, kvd, "kn");
+        a->k_rope = RUN_REALS(r, bT, kvd, "k_rope");
+        a->v = RUN_REALS(r, bT, kvd, "v");
+        a->att = RUN_REALS(r, (size_t)b * H * T, T, "attention weights");
+        a->attn = RUN_REALS(r, bT, Hd, "attn");
+        a->attn_output = RUN_REALS(r, bT, D, "attn_output");
+        a->h_mid = RUN_REALS(r, bT, D, "h_mid");
+        a->xb2 = RUN_REALS(r, bT, D, "xb2");
+        a->gate = RUN_REALS(r, bT, I, "gate");
+        a->up = RUN_REALS(r, bT, I, "up");
+        a->act = RUN_REALS(r, bT, I, "act");
+        a->mlp_out = RUN_REALS(r, bT, D, "mlp_out");
+        a->out = RUN_REALS(r, bT, D, "layer output");
+    }
+    return r->failed ? -1 : 0;
+}
+
 LmState *lm_state_new(Model *target, int b_max, int T_max) {
-    (void)target, (void)b_max, (void)T_max;
-    lm_not_yet();
-    return NULL;
+    const Config *c = &target->cfg;
+    if (c->is_draft) {
+        dflash_set_error("train-target: the model is a draft, not a target");
+        return NULL;
+    }
+    if (b_max < 1 || T_max < 2 || T_max > c->max_position_embeddings) {
+        dflash_set_error("train-target: batch %d x %d: need b >= 1 and 2 <= T <= max_position_embeddings %d", b_max,
+                         T_max, c->max_position_embeddings);
+        return NULL;
+    }
+    LmState *st = xcalloc(1, sizeof *st, "target training state");
+    if (!st) return NULL;
+    st->target = target;
+    st->b_max = b_max, st->T_max = T_max;
+    if (own_weights(target, 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
+    size_t total = st->offset[st->n], largest = 1;
+    for (int i = 0; i < st->n; i++) if (param_size(&st->params[i]) > largest) largest = param_size(&st->params[i]);
+    st->grad = xcalloc(total, sizeof(real), "gradients");
+    st->m = xcalloc(total, sizeof(real), "AdamW exp_avg");
+    st->v = xcalloc(total, sizeof(real), "AdamW exp_avg_sq");
+    st->clip_trace = xcalloc(largest, sizeof(real), "clipped gradient");
+    if (!st->grad || !st->m || !st->v || !st->clip_trace || lm_run_init(&st->r, c, b_max, T_max) != 0) {
+        lm_state_free(st);
+        return NULL;
+    }
+    Model gm;
+    memset(&gm, 0, sizeof gm);
+    gm.cfg = *c;
+    gm.tied = target->tied;
+    gm.layers = xcalloc(c->num_hidden_layers, sizeof(LayerWeights), "gradient layers");
+    real ***slot = xcalloc(st->n, sizeof *slot, "gradient slots");
+    st->grads.layers = gm.layers;
+    if (!gm.layers || !slot) { free(slot); lm_state_free(st); return NULL; }
+    lm_param_list(&gm, NULL, slot, st->n);
+    for (int i = 0; i < st->n; i++) *slot[i] = st->grad + st->offset[i];
+    free(slot);
+    st->grads.embed_tokens = gm.embed_tokens, st->grads.norm = gm.norm;
+    st->grads.lm_head = target->tied ? gm.embed_tokens : gm.lm_head;
+    st->grads.data = st->grad, st->grads.n = total;
+    return st;
 }
-void lm_state_free(LmState *st) { free(st); }
-int lm_step(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
-            const TraceHook *trace, LmStats *stats) {
-    (void)target, (void)st, (void)batch, (void)hp, (void)step, (void)trace, (void)stats;
-    return lm_not_yet();
+
+ModelGrads *lm_grads(LmState *st) { return &st->grads; }
+
+static int lm_check_batch(const LmState *st, const LmBatch *bt) {
+    int V = st->target->cfg.vocab_size;
+    if (bt->b < 1 || bt->b > st->b_max || bt->T < 2 || bt->T > st->T_max) {
+        dflash_set_error("train-target batch: %d sequences of %d tokens: need 1..%d sequences of 2..%d tokens "
+                         "(the training state's size)", bt->b, bt->T, st->b_max, st->T_max);
+        return -1;
+    }
+    for (int i = 0; i < bt->b * bt->T; i++) {
+        if (bt->input_ids[i] < 0 || bt->input_ids[i] >= V) {
+            dflash_set_error("train-target batch: sequence %d position %d: token id %d is outside the vocabulary 0..%d",
+                             i / bt->T, i % bt->T, bt->input_ids[i], V - 1);
+            return -1;
+        }
+        if (bt->loss_mask && bt->loss_mask[i] != 0 && bt->loss_mask[i] != 1) {
+            dflash_set_error("train-target batch: sequence %d position %d: loss mask %d is not 0 or 1", i / bt->T,
+                             i % bt->T, bt->loss_mask[i]);
+            return -1;
+        }
+    }
+    return 0;
 }
+
+static TraceDims lm_dims(const Model *m, const LmBatch *bt) {
+    const Config *c = &m->cfg;
+    TraceDims dims = {0};
+    dims.b = bt->b, dims.S = bt->T;
+    dims.V = c->vocab_size, dims.D = c->hidden_size, dims.I = c->intermediate_size;
+    dims.H = c->num_attention_heads, dims.Hkv = c->num_key_value_heads, dims.d = c->head_dim;
+    dims.L = c->num_hidden_layers;
+    return dims;
+}
+
+static int lm_emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
+    char full[160];
+    snprintf(full, sizeof full, "train%d.%s", step, name);
+    TraceHand hand = {full, {"train-target", step}, data, dims};
+    return hook->tensor(hook->ctx, &hand);
+}
+#define LM_EMIT(hook, step, dims, name, data)                                                          \
+    do {                                                                                               \
+        if ((hook) && lm_emit((hook), (step), (dims), (name), (data)) != 0) return -1;                 \
+    } while (0)
+
+/* The forward and the loss; with grad 1 the backward too (into st->grad,
+ * zeroed first). */
+static int lm_forward_backward(Model *m, LmState *st, const LmBatch *bt, int step, const TraceHook *trace,
+                               int grad, LmStats *stats) {
+    const Config *c = &m->cfg;
+    TrainRun *r = &st->r;
+    int b = bt->b, T = bt->T, D = c->hidden_size, d = c->head_dim, V = c->vocab_size, L = c->num_hidden_layers;
+    real eps = (real)c->rms_norm_eps;
+    if (lm_check_batch(st, bt) != 0) return -1;
+    TraceDims dims = lm_dims(m, bt);
+    size_t rows = (size_t)b * T;
+    r->b = b, r->S = 0, r->Q = T, r->P = T, r->mask = NULL, r->C = NULL;
+    for (size_t i = 0; i < rows; i++) r->lmask[i] = bt->loss_mask ? bt->loss_mask[i] : 1;
+    LM_EMIT(trace, step, &dims, "input_ids", bt->input_ids);
+    LM_EMIT(trace, step, &dims, "loss_mask", r->lmask);
+
+    /* positions 0..T-1 in every sequence; h = embed_tokens(input_ids) */
+    for (int t = 0; t < T; t++) r->pos[t] = t;
+    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, d);
+    for (int bi = 1; bi < b; bi++) {
+        memcpy(r->cos + (size_t)bi * T * d, r->cos, sizeof(real) * (size_t)T * d);
+        memcpy(r->sin + (size_t)bi * T * d, r->sin, sizeof(real) * (size_t)T * d);
+    }
+    for (size_t i = 0; i < rows; i++)
+        memcpy(r->emb + i * D, m->embed_tokens + (size_t)bt->input_ids[i] * D, sizeof(real) * D);
+    LM_EMIT(trace, step, &dims, "hidden_states.0", r->emb);
+    const real *h = r->emb;
+    for (int l = 0; l < L; l++) {
+        decoder_layer_forward(c, &m->layers[l], &r->layers[l], h, r);
+        h = r->layers[l].out;
+        if (l < L - 1) {
+            char name[40];
+            snprintf(name, sizeof name, "hidden_states.%d", l + 1);
+            LM_EMIT(trace, step, &dims, name, h);
+        }
+    }
+    rmsnorm_rows(r->norm, h, m->norm, (int)rows, D, eps);
+    {
+        char name[40];
+        snprintf(name, sizeof name, "hidden_states.%d", L);
+        LM_EMIT(trace, step, &dims, name, r->norm);
+    }
+    train_matmul(r, r->logits, r->norm, m->lm_head, (int)rows, D, V);
+    LM_EMIT(trace, step, &dims, "logits", r->logits);
+
+    /* labels (b, T-1): input_ids[t+1] where loss_mask[t+1] is 1, else -100;
+     * the loss: the mean CE over the counted labels */
+    long count = 0;
+    double ce_sum = 0;
+    for (int bi = 0; bi < b; bi++)
+        for (int t = 0; t < T - 1; t++) {
+            size_t i = (size_t)bi * (T - 1) + t, row = (size_t)bi * T + t;
+            int on = r->lmask[row + 1];
+            r->labels[i] = on ? bt->input_ids[row + 1] : -100;
+            r->ce[i] = on ? cross_entropy(r->logits + row * V, V, r->labels[i]) : 0;
+            ce_sum += (double)r->ce[i];
+            count += on;
+        }
+    LM_EMIT(trace, step, &dims, "labels", r->labels);
+    LM_EMIT(trace, step, &dims, "ce", r->ce);
+    if (count == 0) {
+        dflash_set_error("train-target step %d: no position carries a loss (every loss_mask[1..T-1] is 0)", step);
+        return -1;
+    }
+    real loss = (real)(ce_sum / (double)count);
+    LM_EMIT(trace, step, &dims, "loss", &loss);
+    if (!isfinite(loss)) {
+        dflash_set_error("train-target step %d: the loss is not finite (%g)", step, (double)loss);
+        return -1;
+    }
+    if (stats) {
+        memset(stats, 0, sizeof *stats);
+        stats->loss = loss, stats->n_counted = count, stats->clip_coef = 1;
+    }
+    if (!grad) return 0;
+
+    /* ---- backward: CE, lm_head, the final norm, the layers, the embedding */
+    memset(st->grad, 0, sizeof(real) * st->offset[st->n]);
+    real coef = (real)(1.0 / (double)count);
+    for (int bi = 0; bi < b; bi++)
+        for (int t = 0; t < T; t++) {
+            size_t row = (size_t)bi * T + t;
+            real *dl = r->dlogits + row * V;
+            if (t < T - 1 && r->lmask[row + 1])
+                cross_entropy_backward(dl, r->logits + row * V, V, r->labels[(size_t)bi * (T - 1) + t], coef);
+            else
+                zero(dl, (size_t)V);
+        }
+    zero(r->dxb, rows * D);   /* d norm */
+    train_linear_backward(r, r->dxb, st->grads.lm_head, r->dlogits, r->norm, m->lm_head, (int)rows, D, V);
+    zero(r->dh, rows * D);
+    rmsnorm_backward(r->dh, st->grads.norm, r->dxb, h, m->norm, (int)rows, D, eps);
+    for (int l = L - 1; l >= 0; l--)
+        decoder_layer_backward(c, &m->layers[l], &st->grads.layers[l], &r->layers[l], r);
+    /* h0 = embed_tokens[input_ids]: a scatter-add (llm.c's encoder_backward) */
+    for (size_t i = 0; i < rows; i++) {
+        real *g = st->grads.embed_tokens + (size_t)bt->input_ids[i] * D;
+        const real *dh = r->dh + i * D;
+        for (int j = 0; j < D; j++) g[j] += dh[j];
+    }
+
+    double ss = 0;
+    for (int i = 0; i < st->n; i++) {
+        const real *g = st->grad + st->offset[i];
+        size_t n = param_size(&st->params[i]);
+        double s1 = 0;
+        for (size_t j = 0; j < n; j++) s1 += (double)g[j] * (double)g[j];
+        if (!isfinite(s1)) {
+            dflash_set_error("train-target step %d: gradient %s is not finite", step, st->params[i].key);
+            return -1;
+        }
+        ss += s1;
+        char name[TRAIN_MAX_KEY + 8];
+        snprintf(name, sizeof name, "grad.%s", st->params[i].key);
+        LM_EMIT(trace, step, &dims, name, g);
+    }
+    real grad_norm = (real)sqrt(ss);
+    LM_EMIT(trace, step, &dims, "grad_norm", &grad_norm);
+    if (stats) stats->grad_norm = sqrt(ss);
+    return 0;
+}
+
 int lm_loss_grad(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
                  const TraceHook *trace, LmStats *stats) {
-    (void)target, (void)st, (void)batch, (void)hp, (void)step, (void)trace, (void)stats;
-    return lm_not_yet();
+    if (st->target != target) {
+        dflash_set_error("train-target: the state belongs to another model");
+        return -1;
+    }
+    st->r.threads = hp ? hp->threads : 1;
+    LmStats s;
+    if (lm_forward_backward(target, st, batch, step, trace, 1, &s) != 0) return -1;
+    s.lr = hp ? hp->lr : 0;
+    if (stats) *stats = s;
+    return 0;
 }
-ModelGrads *lm_grads(LmState *st) { return &st->grad; }
+
 int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double *loss, long *n_counted) {
-    (void)target, (void)st, (void)batch, (void)loss, (void)n_counted;
-    return lm_not_yet();
+    if (st->target != target) {
+        dflash_set_error("train-target: the state belongs to another model");
+        return -1;
+    }
+    LmStats s;
+    if (lm_forward_backward(st->target, st, batch, 0, NULL, 0, &s) != 0) return -1;
+    if (loss) *loss = s.loss;
+    if (n_counted) *n_counted = s.n_counted;
+    return 0;
 }
-int lm_params(const Model *target, TrainParam *out, int cap) {
-    (void)target, (void)out, (void)cap;
-    return lm_not_yet();
+
+/* Clipping and AdamW, as train_update (its formulas), tensor by tensor; decay
+ * per hp->decay_on. Traces lr, clip_coef, then per tensor the clipped
+ * gradient, m, v and the parameter after the step. */
+static int lm_update(LmState *st, const TrainHyper *hp, double grad_norm, int step, const TraceHook *trace,
+                     const TraceDims *dims, double *clip_out) {
+    double coef = 1;
+    if (hp->max_grad_norm > 0) {
+        coef = hp->max_grad_norm / (grad_norm + 1e-6);
+        if (coef > 1) coef = 1;
+    }
+    *clip_out = coef;
+    real lr_r = (real)hp->lr, coef_r = (real)coef;
+    LM_EMIT(trace, step, dims, "lr", &lr_r);
+    LM_EMIT(trace, step, dims, "clip_coef", &coef_r);
+    st->t++;
+    double bc1 = 1 - pow(hp->beta1, (double)st->t), bc2 = 1 - pow(hp->beta2, (double)st->t);
+    real decay_all = (real)(1 - hp->lr * hp->weight_decay), b1 = (real)hp->beta1, b2 = (real)hp->beta2;
+    real one_b1 = (real)(1 - hp->beta1), one_b2 = (real)(1 - hp->beta2);
+    real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2), eps = (real)hp->eps;
+    for (int i = 0; i < st->n; i++) {
+        real *p = st->params[i].data, *g = st->grad + st->offset[i];
+        real *m = st->m + st->offset[i], *v = st->v + st->offset[i];
+        size_t n = param_size(&st->params[i]);
+        real decay = hp->decay_on == TRAIN_DECAY_MATRICES && st->params[i].ndim < 2 ? (real)1 : decay_all;
+        if (coef < 1)
+            for (size_t j = 0; j < n; j++) g[j] = g[j] * coef_r;
+        int bad = 0;
+        for (size_t j = 0; j < n; j++) {
+            p[j] = p[j] * decay;
+            m[j] = m[j] * b1 + one_b1 * g[j];
+            v[j] = v[j] * b2 + one_b2 * (g[j] * g[j]);
+            real denom = (real)sqrt((double)v[j]) / bc2_sqrt + eps;
+            p[j] = p[j] + (-step_size) * (m[j] / denom);
+            bad |= !isfinite(p[j]);
+        }
+        char name[TRAIN_MAX_KEY + 16];
+        snprintf(name, sizeof name, "grad_clipped.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, g);
+        snprintf(name, sizeof name, "adam_m.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, m);
+        snprintf(name, sizeof name, "adam_v.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, v);
+        snprintf(name, sizeof name, "param.%s", st->params[i].key);
+        LM_EMIT(trace, step, dims, name, p);
+        if (bad) {
+            dflash_set_error("train-target step %d: %s is not finite after the AdamW update", step, st->params[i].key);
+            return -1;
+        }
+    }
+    return 0;
 }
+
+int lm_step(Model *target, LmState *st, const LmBatch *batch, const TrainHyper *hp, int step,
+            const TraceHook *trace, LmStats *stats) {
+    LmStats s;
+    if (lm_loss_grad(target, st, batch, hp, step, trace, &s) != 0) return -1;
+    TraceDims dims = lm_dims(target, batch);
+    if (lm_update(st, hp, s.grad_norm, step, trace, &dims, &s.clip_coef) != 0) return -1;
+    if (stats) *stats = s;
+    return 0;
+}
+
+static int lm_state_views(LmState *st, real *base, TrainParam *out, int cap) {
+    for (int i = 0; i < st->n && i < cap; i++) {
+        out[i] = st->params[i];
+        out[i].data = base + st->offset[i];
+    }
+    return st->n;
+}
+
 int lm_optimizer_tensors(LmState *st, TrainParam *m_out, TrainParam *v_out, int cap) {
-    (void)st, (void)m_out, (void)v_out, (void)cap;
-    return lm_not_yet();
+    if (m_out) lm_state_views(st, st->m, m_out, cap);
+    if (v_out) lm_state_views(st, st->v, v_out, cap);
+    return st->n;
 }
 long lm_optimizer_step(const LmState *st) { return st->t; }
 void lm_set_optimizer_step(LmState *st, long t) { st->t = t; }
-int lm_init_target(Model *target, const Config *cfg, uint64_t seed) {
-    (void)target, (void)cfg, (void)seed;
-    return lm_not_yet();
+
+int lm_init_target(Model *m, const Config *cfg, uint64_t seed) {
+    memset(m, 0, sizeof *m);
+    m->cfg = *cfg;
+    m->tied = cfg->tie_word_embeddings;
+    m->layers = xcalloc(cfg->num_hidden_layers, sizeof(LayerWeights), "target layers");
+    m->inv_freq = xcalloc(cfg->head_dim / 2, sizeof(real), "target inv_freq");
+    TrainParam *params = NULL;
+    size_t *offset = NULL;
+    int n = 0;
+    if (cfg->is_draft) dflash_set_error("train-target: the config is a draft's, not a target's");
+    if (cfg->is_draft || !m->layers || !m->inv_freq || own_weights(m, 0, &params, &offset, &n) != 0) {
+        model_free(m);
+        return -1;
+    }
+    rope_inv_freq(m->inv_freq, cfg->head_dim, cfg->rope_theta);   /* as formats/load.c does */
+    if (cfg->rope_llama3) rope_llama3(m->inv_freq, cfg->head_dim, cfg);
+    Rng g;
+    rng_seed(&g, seed);
+    for (int i = 0; i < n; i++) {
+        size_t count = param_size(&params[i]);
+        real *x = params[i].data;
+        if (params[i].ndim == 1) {   /* RMSNorm weights: 1 */
+            for (size_t j = 0; j < count; j++) x[j] = 1;
+            continue;
+        }
+        for (size_t j = 0; j < count; j += 2) {   /* N(0, 0.02^2), Box-Muller pairs */
+            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
+            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
+            x[j] = (real)(0.02 * rad * cos(ang));
+            if (j + 1 < count) x[j + 1] = (real)(0.02 * rad * sin(ang));
+        }
+    }
+    free(params);
+    free(offset);
+    return 0;
 }

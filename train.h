@@ -156,7 +156,8 @@ typedef struct {
     real *embed_tokens;      /* (V, D) */
     real *lm_head;           /* (V, D), or embed_tokens when tied */
     real *norm;              /* (D) */
-    real *data;              /* the one buffer behind every tensor above (lm_params order) */
+    real *fc, *hidden_norm;  /* a draft's (dflash train's state); NULL for a target */
+    real *data;              /* the one buffer behind every tensor above (lm_params / train_params order) */
     size_t n;                /* its length in reals */
 } ModelGrads;
 

@@ -48,6 +48,15 @@ int trace_name_matches(const char *pattern, const char *name, int L) {
     return *name == 0;
 }
 
+const TraceName *dflash_trace_name_in(const char *phase, const char *name, int num_layers) {
+    if (phase && strcmp(phase, "train-target") == 0) {
+        for (int i = 0; i < dflash_n_lm_trace_names; i++)
+            if (trace_name_matches(dflash_lm_trace_names[i].pattern, name, num_layers)) return &dflash_lm_trace_names[i];
+        return NULL;
+    }
+    return dflash_trace_name(name, num_layers);
+}
+
 const TraceName *dflash_trace_name(const char *name, int num_layers) {
     if (strncmp(name, "train", 5) == 0 && name[5] >= '0' && name[5] <= '9') {
         for (int i = 0; i < dflash_n_train_trace_names; i++)
@@ -115,7 +124,7 @@ int trace_eval_shape(const char *shape, const TraceDims *dm, int64_t out[TRACE_M
 int trace_shape_hand(const TraceHand *hand, int (*fn)(void *ctx, const TraceTensor *t), void *ctx) {
     const char *name = hand->name;
     const void *buffer = hand->buffer;
-    const TraceName *spec = dflash_trace_name(name, hand->dims->L);
+    const TraceName *spec = dflash_trace_name_in(hand->ph.phase, name, hand->dims->L);
     if (!spec) {
         dflash_set_error("trace: %s is not in the trace-name table (formats/tracenames.c)", name);
         return -1;
@@ -341,3 +350,59 @@ const TraceName dflash_train_trace_names[] = {
 #undef R
 #undef IDS
 const int dflash_n_train_trace_names = (int)(sizeof dflash_train_trace_names / sizeof dflash_train_trace_names[0]);
+
+/* ---- Training a target (train.c's lm_step, `dflash train-target --trace`):
+ * the names lm_oracle.py writes, then what a porter of the optimizer needs
+ * (lr, the clip coefficient, the clipped gradients, AdamW's m and v). s is
+ * the step (from 1), i a hidden-state index 0..L (L: after the final norm),
+ * l a layer. Shapes in b sequences of S tokens and the target's sizes. The
+ * hook's phase is "train-target" (the draft's rows share some names). */
+#define R TRACE_REAL
+#define IDS TRACE_IDS
+#define LM_PARAM(which, when)                                                                                   \
+    {"train{s}." which ".model.embed_tokens.weight", "V,D", R, "model.embed_tokens.weight " when, "lm_step"},     \
+    {"train{s}." which ".model.layers.{l}.self_attn.q_proj.weight", "H*d,D", R, "q_proj.weight " when, "lm_step"}, \
+    {"train{s}." which ".model.layers.{l}.self_attn.k_proj.weight", "Hkv*d,D", R, "k_proj.weight " when,         \
+     "lm_step"},                                                                                                 \
+    {"train{s}." which ".model.layers.{l}.self_attn.v_proj.weight", "Hkv*d,D", R, "v_proj.weight " when,         \
+     "lm_step"},                                                                                                 \
+    {"train{s}." which ".model.layers.{l}.self_attn.o_proj.weight", "D,H*d", R, "o_proj.weight " when, "lm_step"}, \
+    {"train{s}." which ".model.layers.{l}.self_attn.q_norm.weight", "d", R, "q_norm.weight (Qwen3) " when,       \
+     "lm_step"},                                                                                                 \
+    {"train{s}." which ".model.layers.{l}.self_attn.k_norm.weight", "d", R, "k_norm.weight (Qwen3) " when,       \
+     "lm_step"},                                                                                                 \
+    {"train{s}." which ".model.layers.{l}.mlp.gate_proj.weight", "I,D", R, "gate_proj.weight " when, "lm_step"},  \
+    {"train{s}." which ".model.layers.{l}.mlp.up_proj.weight", "I,D", R, "up_proj.weight " when, "lm_step"},      \
+    {"train{s}." which ".model.layers.{l}.mlp.down_proj.weight", "D,I", R, "down_proj.weight " when, "lm_step"},  \
+    {"train{s}." which ".model.layers.{l}.input_layernorm.weight", "D", R, "input_layernorm.weight " when,       \
+     "lm_step"},                                                                                                 \
+    {"train{s}." which ".model.layers.{l}.post_attention_layernorm.weight", "D", R,                              \
+     "post_attention_layernorm.weight " when, "lm_step"},                                                        \
+    {"train{s}." which ".model.norm.weight", "D", R, "model.norm.weight " when, "lm_step"},                       \
+    {"train{s}." which ".lm_head.weight", "V,D", R, "lm_head.weight (untied only) " when, "lm_step"}
+const TraceName dflash_lm_trace_names[] = {
+    {"train{s}.input_ids", "b,S", IDS, "the batch's token sequences", "lm_forward_backward"},
+    {"train{s}.loss_mask", "b,S", IDS, "1: the label at this position counts (it is predicted from position - 1)",
+     "lm_forward_backward"},
+    {"train{s}.hidden_states.{l}", "b,S,D", R,
+     "0: embed_tokens(input_ids); i: decoder layer i-1's output; L: the final norm's (output_hidden_states)",
+     "lm_forward_backward"},
+    {"train{s}.logits", "b,S,V", R, "lm_head(hidden_states.L) at every position", "lm_forward_backward"},
+    {"train{s}.labels", "b,S-1", IDS, "position t's label input_ids[t+1], -100 where loss_mask[t+1] is 0",
+     "lm_forward_backward"},
+    {"train{s}.ce", "b,S-1", R, "cross-entropy of logits[t] against labels[t], 0 where ignored", "cross_entropy"},
+    {"train{s}.loss", "", R, "the mean of ce over the counted labels", "lm_forward_backward"},
+    LM_PARAM("grad", "gradient (before clipping; tied: embedding plus lm_head)"),
+    {"train{s}.grad_norm", "", R, "global L2 norm of every gradient, before clipping", "lm_forward_backward"},
+    {"train{s}.lr", "", R, "the step's learning rate", "lm_update"},
+    {"train{s}.clip_coef", "", R, "min(1, max_grad_norm / (grad_norm + 1e-6)): what the gradients are multiplied by",
+     "lm_update"},
+    LM_PARAM("grad_clipped", "gradient after clipping"),
+    LM_PARAM("adam_m", "AdamW exp_avg after the step"),
+    LM_PARAM("adam_v", "AdamW exp_avg_sq after the step"),
+    LM_PARAM("param", "after the AdamW step"),
+};
+#undef LM_PARAM
+#undef R
+#undef IDS
+const int dflash_n_lm_trace_names = (int)(sizeof dflash_lm_trace_names / sizeof dflash_lm_trace_names[0]);

@@ -1,0 +1,132 @@
+/* tools/lm_case.c - run an lm_oracle.py case file through train.c's lm_step
+ * (next-token training of a target) and trace every step: the C side of
+ * the target training parity check (NOTES.md, "Training a target: parity").
+ * Not part of CI or of ./dflash.
+ *
+ *   tools/lm_case CASE.json TRACE_DIR [--threads N]
+ *
+ * Reads the case's "weights" (the folder or its target/ subfolder), "adamw"
+ * (lr, betas, eps, weight_decay, max_grad_norm, decay_2d_only) and every
+ * entry of "batches" (input_ids, loss_mask), relative paths first as given,
+ * then beside the case file (as lm_oracle.py does), and writes
+ * TRACE_DIR/train{s}.<name>.npy. */
+#include "../formats/files.h"
+#include "../formats/json.h"
+#include "../formats/load.h"
+#include "../trace.h"
+#include "../train.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+static const char *case_path(const char *base, const char *p, char *buf, size_t size) {
+    struct stat sb;
+    if (p[0] == '/' || stat(p, &sb) == 0) return p;
+    snprintf(buf, size, "%s/%s", base, p);
+    return buf;
+}
+
+static double num(const Json *o, const char *k, double dflt) {
+    const Json *v = o ? json_get(o, k) : NULL;
+    return v && v->type == JSON_NUMBER ? v->number : dflt;
+}
+
+/* rows x cols ints (booleans as 0/1) from a list of lists; NULL on a bad shape */
+static int *ints(const Json *v, int *rows, int *cols) {
+    if (!v || v->type != JSON_ARRAY || v->n < 1 || v->items[0].type != JSON_ARRAY) return NULL;
+    *rows = v->n;
+    *cols = v->items[0].n;
+    int *out = calloc((size_t)*rows * *cols, sizeof(int));
+    for (int r = 0; out && r < *rows; r++) {
+        if (v->items[r].type != JSON_ARRAY || v->items[r].n != *cols) { free(out); return NULL; }
+        for (int c = 0; c < *cols; c++) {
+            const Json *x = &v->items[r].items[c];
+            out[r * *cols + c] = x->type == JSON_BOOL ? x->boolean : (int)x->number;
+        }
+    }
+    return out;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 && !(argc == 5 && strcmp(argv[3], "--threads") == 0)) {
+        fprintf(stderr, "usage: lm_case CASE.json TRACE_DIR [--threads N]\n");
+        return 2;
+    }
+    char *text;
+    size_t len;
+    Json root;
+    if (file_read_all(argv[1], &text, &len) != 0 || json_parse(text, len, argv[1], &root) != 0) {
+        dflash_print_error("lm_case", "");
+        return 2;
+    }
+    char base[4096], wbuf[8200], wdir[4096], cfgp[8200];
+    snprintf(base, sizeof base, "%s", argv[1]);
+    char *slash = strrchr(base, '/');
+    if (slash) *slash = 0; else snprintf(base, sizeof base, ".");
+    const Json *w = json_get(&root, "weights"), *bl = json_get(&root, "batches");
+    if (!w || w->type != JSON_STRING || !bl || bl->type != JSON_ARRAY || bl->n < 1) {
+        fprintf(stderr, "lm_case: %s: expected \"weights\" and a non-empty \"batches\" list\n", argv[1]);
+        return 2;
+    }
+    snprintf(wdir, sizeof wdir, "%s", case_path(base, w->string, wbuf, sizeof wbuf));
+    struct stat sb;
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", wdir);
+    if (stat(cfgp, &sb) != 0) strncat(wdir, "/target", sizeof wdir - strlen(wdir) - 1);
+    Model target;
+    if (model_load(&target, wdir, 0) != 0) { dflash_print_error("lm_case", ""); return 2; }
+    const Json *aw = json_get(&root, "adamw");
+    const Json *betas = aw ? json_get(aw, "betas") : NULL, *mgn = aw ? json_get(aw, "max_grad_norm") : NULL;
+    const Json *d2 = aw ? json_get(aw, "decay_2d_only") : NULL;
+    TrainHyper hp = {0};
+    hp.lr = num(aw, "lr", 1e-3);
+    hp.beta1 = betas ? betas->items[0].number : 0.9;
+    hp.beta2 = betas ? betas->items[1].number : 0.999;
+    hp.eps = num(aw, "eps", 1e-8);
+    hp.weight_decay = num(aw, "weight_decay", 0.01);
+    hp.max_grad_norm = mgn && mgn->type == JSON_NUMBER ? mgn->number : 0;
+    hp.decay_on = d2 && d2->type == JSON_BOOL && d2->boolean ? TRAIN_DECAY_MATRICES : TRAIN_DECAY_ALL;
+    hp.threads = argc == 5 ? atoi(argv[4]) : 1;
+    int b_max = 1, T_max = 2;
+    for (int s = 0; s < bl->n; s++) {
+        int b, T;
+        int *ids = ints(json_get(&bl->items[s], "input_ids"), &b, &T);
+        if (!ids) { fprintf(stderr, "lm_case: %s: batches[%d]: bad input_ids\n", argv[1], s); return 2; }
+        if (b > b_max) b_max = b;
+        if (T > T_max) T_max = T;
+        free(ids);
+    }
+    LmState *st = lm_state_new(&target, b_max, T_max);
+    Tracer *tr = st ? trace_open(argv[2], NULL, NULL, 0) : NULL;
+    if (!tr) { dflash_print_error("lm_case", ""); return 2; }
+    double t0 = now_seconds();
+    long tokens = 0;
+    for (int s = 0; s < bl->n; s++) {
+        const Json *o = &bl->items[s];
+        int b, T, rr, cc;
+        int *ids = ints(json_get(o, "input_ids"), &b, &T), *lm = ints(json_get(o, "loss_mask"), &rr, &cc);
+        if (lm && (rr != b || cc != T)) {
+            fprintf(stderr, "lm_case: %s: batches[%d]: loss_mask is not %d x %d\n", argv[1], s, b, T);
+            trace_discard(tr);
+            return 2;
+        }
+        LmBatch bt = {b, T, ids, lm};
+        LmStats stats;
+        if (lm_step(&target, st, &bt, &hp, s + 1, trace_hook(tr), &stats) != 0) {
+            dflash_print_error("lm_case", "");
+            trace_discard(tr);
+            return 1;
+        }
+        tokens += (long)b * T;
+        printf("step %d: loss %.6f grad_norm %.6f clip %.6f\n", s + 1, stats.loss, stats.grad_norm, stats.clip_coef);
+        free(ids); free(lm);
+    }
+    fprintf(stderr, "lm_case: %ld tokens in %.3f s (with tracing)\n", tokens, now_seconds() - t0);
+    if (trace_close(tr) != 0) { dflash_print_error("lm_case", ""); return 1; }
+    lm_state_free(st);
+    model_free(&target);
+    json_free(&root);
+    free(text);
+    return 0;
+}
