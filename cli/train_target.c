@@ -468,23 +468,28 @@ static uint16_t bf16_of(float x) {  /* round to nearest even (x finite) */
     return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
 }
 
-/* A safetensors file of n tensors (prefix + key), dtype "F32", "F64" or
- * "BF16", the header space-padded to a multiple of 8 bytes. */
-static int write_safetensors(FILE *f, const TrainParam *p, int n, const char *prefix, const char *dtype) {
+/* A safetensors file: n_sets lists of n tensors each, keys prefix[j] + key,
+ * dtype "F32", "F64" or "BF16", the header space-padded to a multiple of 8
+ * bytes, the data in list order. */
+static int write_safetensors(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
+                             const char *dtype) {
     int item = strcmp(dtype, "F64") == 0 ? 8 : strcmp(dtype, "BF16") == 0 ? 2 : 4;
-    size_t cap = 256 + (size_t)n * 200, len = 0, offset = 0;
+    size_t cap = 256 + (size_t)n * (size_t)n_sets * 220, len = 0, offset = 0;
     char *h = malloc(cap);
     if (!h) { dflash_set_error("out of memory (the safetensors header)"); return -1; }
     len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
-        char shape[64];
-        if (p[i].ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p[i].shape[0], (long long)p[i].shape[1]);
-        else snprintf(shape, sizeof shape, "%lld", (long long)p[i].shape[0]);
-        len += (size_t)snprintf(h + len, cap - len, ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                                prefix, p[i].key, dtype, shape, offset, offset + (size_t)item * numel);
-        offset += (size_t)item * numel;
-    }
+    for (int j = 0; j < n_sets; j++)
+        for (int i = 0; i < n; i++) {
+            const TrainParam *p = &sets[j][i];
+            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1);
+            char shape[64];
+            if (p->ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p->shape[0], (long long)p->shape[1]);
+            else snprintf(shape, sizeof shape, "%lld", (long long)p->shape[0]);
+            len += (size_t)snprintf(h + len, cap - len,
+                                    ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                                    prefix[j], p->key, dtype, shape, offset, offset + (size_t)item * numel);
+            offset += (size_t)item * numel;
+        }
     len += (size_t)snprintf(h + len, cap - len, "}");
     while ((8 + len) % 8 != 0 && len + 1 < cap) h[len++] = ' ';
     unsigned char len8[8];
@@ -493,20 +498,22 @@ static int write_safetensors(FILE *f, const TrainParam *p, int n, const char *pr
     fwrite(h, 1, len, f);
     free(h);
     unsigned char buf[8192];
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1), k = 0;
-        while (k < numel) {
-            size_t m = 0;
-            for (; m < sizeof buf / 8 && k < numel; m++, k++) {
-                uint64_t u = 0;
-                if (item == 8) { double x = (double)p[i].data[k]; memcpy(&u, &x, 8); }
-                else if (item == 4) { float x = (float)p[i].data[k]; uint32_t w; memcpy(&w, &x, 4); u = w; }
-                else u = bf16_of((float)p[i].data[k]);
-                for (int b = 0; b < item; b++) buf[(size_t)item * m + (size_t)b] = (unsigned char)(u >> (8 * b));
+    for (int j = 0; j < n_sets; j++)
+        for (int i = 0; i < n; i++) {
+            const TrainParam *p = &sets[j][i];
+            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1), k = 0;
+            while (k < numel) {
+                size_t m = 0;
+                for (; m < sizeof buf / 8 && k < numel; m++, k++) {
+                    uint64_t u = 0;
+                    if (item == 8) { double x = (double)p->data[k]; memcpy(&u, &x, 8); }
+                    else if (item == 4) { float x = (float)p->data[k]; uint32_t w; memcpy(&w, &x, 4); u = w; }
+                    else u = bf16_of((float)p->data[k]);
+                    for (int b = 0; b < item; b++) buf[(size_t)item * m + (size_t)b] = (unsigned char)(u >> (8 * b));
+                }
+                fwrite(buf, 1, (size_t)item * m, f);
             }
-            fwrite(buf, 1, (size_t)item * m, f);
         }
-    }
     return 0;  /* a write error is the stream's: out_commit reports it */
 }
 
@@ -623,6 +630,10 @@ static int outdir_open(OutDir *o, const char *dir, const char *label) {
     if (busy) {
         dflash_set_error("%s %s: another run is writing it (it holds %s); wait for it or choose another folder",
                          label, o->dir, o->lock);
+        return -1;
+    }
+    if (err == ENOENT) {
+        dflash_set_error("%s %s: its parent folder does not exist (create it first)", label, o->dir);
         return -1;
     }
     if (err) { dflash_set_error("%s %s: cannot create the lock %s: %s", label, o->dir, o->lock, strerror(err)); return -1; }
@@ -792,7 +803,9 @@ static int write_model_files(Run *r, OutDir *o, const char *st_dtype, const char
     write_config_json(out_stream(f), &r->cfg, cfg_dtype, r->eot);
     if (outdir_file_done(o, f, p) != 0) return -1;
     if (!(f = outdir_file(o, OF_MODEL, &p))) return -1;
-    write_safetensors(out_stream(f), r->params, r->n_params, "", st_dtype);
+    const TrainParam *sets[1] = {r->params};
+    const char *none[1] = {""};
+    write_safetensors(out_stream(f), sets, none, 1, r->n_params, st_dtype);
     if (outdir_file_done(o, f, p) != 0) return -1;
     if (r->tok_json && write_text_file(o, OF_TOKENIZER, r->tok_json, r->tok_len) != 0) return -1;
     if (!(f = outdir_file(o, OF_GENCONFIG, &p))) return -1;
@@ -810,8 +823,9 @@ static int write_checkpoint(Run *r, OutDir *o) {
     char *p;
     OutFile *f = outdir_file(o, OF_OPTIMIZER, &p);
     if (!f) goto fail;
-    write_safetensors(out_stream(f), r->m, r->n_params, "exp_avg.", dt);
-    write_safetensors(out_stream(f), r->v, r->n_params, "exp_avg_sq.", dt);
+    const TrainParam *sets[2] = {r->m, r->v};
+    const char *prefix[2] = {"exp_avg.", "exp_avg_sq."};
+    write_safetensors(out_stream(f), sets, prefix, 2, r->n_params, dt);
     if (outdir_file_done(o, f, p) != 0) goto fail;
     if (!(f = outdir_file(o, OF_STATE, &p))) goto fail;
     const RunState *s = &r->rs;
@@ -976,14 +990,21 @@ int train_target_main(int argc, char **argv) {
         struct stat sb;
         if (stat(tok_default, &sb) == 0) a.tokenizer = tok_default;
     }
+    /* --resume DIR with DIR the run's own checkpoint folder (the usual case):
+     * everything in it is read into memory before the first step, and a new
+     * checkpoint replaces the folder by a rename, so it is not an input to
+     * protect from itself */
+    struct stat rs_st, ck_st;
+    int resume_own = a.resume && stat(a.resume, &rs_st) == 0 && stat(ck_dir, &ck_st) == 0 &&
+                     rs_st.st_dev == ck_st.st_dev && rs_st.st_ino == ck_st.st_ino;
     const char *inputs[2 * TT_MAX_FILES + 8];
     int n_in = 0;
     for (int i = 0; i < a.n_data; i++) inputs[n_in++] = a.data[i];
     for (int i = 0; i < a.n_heldout; i++) inputs[n_in++] = a.heldout[i];
     if (a.config) inputs[n_in++] = a.config;
     if (a.target) inputs[n_in++] = a.target;
-    if (a.resume) inputs[n_in++] = a.resume;
-    if (a.tokenizer) inputs[n_in++] = a.tokenizer;
+    if (a.resume && !resume_own) inputs[n_in++] = a.resume;
+    if (a.tokenizer && !(resume_own && a.tokenizer == tok_default)) inputs[n_in++] = a.tokenizer;
     if (a.batches) inputs[n_in++] = a.batches;
     OutPath outs[4] = {{a.out, "--out", 1}, {ck_dir, "--checkpoint", 1}, {a.log, "--log", 0}, {a.trace_dir, "--trace", 1}};
     if (out_check_paths("dflash train-target", outs, 4, inputs, n_in) != 0) goto fail;

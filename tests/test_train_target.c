@@ -305,9 +305,19 @@ static void test_bad_input(void **state) {
     snprintf(args, sizeof args, "%s --steps 1 --out %s", base, other);
     refused(&s, args, "notes.txt");
     assert_true(tu_exists(tu_path(other, "notes.txt")));
-    /* a loss that overflows: stopped at that step, naming it, no --out */
-    snprintf(args, sizeof args, "%s --steps 20 --lr 1e30 --max-grad-norm 0 --warmup 0", base);
-    refused(&s, args, "not finite");
+    /* a loss that overflows: stopped at that step, naming the tensor, exit 2,
+     * no --out (the progress lines come before the one error line) */
+    assert_int_equal(run("./dflash train-target %s --steps 20 --lr 1e30 --max-grad-norm 0 --warmup 0 2> %s/err.txt",
+                         base, s.dir), 2);
+    char *err = tu_read(tu_path(s.dir, "err.txt"), NULL);
+    assert_non_null(err);
+    char *last = strstr(err, "dflash train-target: ");
+    assert_non_null(last);
+    assert_non_null(strstr(last, "is not finite"));
+    assert_non_null(strstr(last, "step 2"));
+    assert_null(strchr(last, '\n') ? strchr(strchr(last, '\n') + 1, '\n') : NULL);
+    free(err);
+    assert_false(tu_exists(tu_path(s.dir, "o")));
     tu_rmtree(s.dir);
 }
 
@@ -316,6 +326,11 @@ static void test_output_folder_loads(void **state) {
     (void)state;
     Setup s;
     setup_run(&s);
+    char w[300];
+    snprintf(w, sizeof w, "%s/w", s.dir);
+    assert_int_equal(run("./dflash train-target --config %s --tokenizer %s --data %s --steps 3 " COMMON
+                         " --out %s/target 2>/dev/null", s.cfg, s.tok, s.data, w), 2);   /* w/ is not there */
+    mkdir(w, 0777);
     assert_int_equal(run("./dflash train-target --config %s --tokenizer %s --data %s --steps 3 " COMMON
                          " --heldout %s --dtype bf16 --out %s/w/target 2>%s/err", s.cfg, s.tok, s.data, s.data, s.dir,
                          s.dir), 0);
