@@ -41,13 +41,15 @@ LDLIBS  = -lm -lpthread
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/train_target formats/corpus formats/tokenizer_stub cli/gguf cli/replay
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/train_target formats/corpus cli/gguf cli/replay formats/tokenizer cli/tokenize
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
 # what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
 TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
+# test_json #includes formats/json.c (its key comparisons counted)
+TEST_LIB_test_json = dflash
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
@@ -119,7 +121,7 @@ endef
 # ---- the programs -------------------------------------------------------------
 $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
 # the learned target's unigram and bigram baselines (README: "The learned target")
-$(call program,tools/ngram,$(R),tools/ngram formats/corpus formats/tokenizer_stub formats/json formats/files dflash,$(LDLIBS))
+$(call program,tools/ngram,$(R),tools/ngram formats/corpus formats/tokenizer formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
 $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))

@@ -13,6 +13,7 @@
 #include "replay.h"
 #include "trace.h"
 #include "train_cli.h"
+#include "tokenize.h"
 #include "train_target.h"
 
 #include <errno.h>
@@ -484,6 +485,8 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train-target") == 0) return finish(train_target_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "tokenize") == 0) return finish(tokenize_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "train-tokenizer") == 0) return finish(train_tokenizer_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }

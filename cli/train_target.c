@@ -24,7 +24,7 @@
 #include "formats/files.h"
 #include "formats/json.h"
 #include "formats/load.h"
-#include "formats/tokenizer_stub.h"
+#include "formats/tokenizer.h"
 #include "trace.h"
 #include "train.h"
 #include "train_cli.h"
@@ -281,7 +281,26 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
 
 /* the tokenizer as formats/corpus.c calls it */
 static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
-    return tokenizer_encode_append((const Tokenizer *)ctx, text, len, ids, n, cap);
+    IntList l = {*ids, *n, *cap};
+    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
+    *ids = l.v, *n = l.n, *cap = l.cap;
+    return rc;
+}
+
+/* the id of an added (special) token, or -1 */
+/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
+ * allocated, a power of two) */
+static int token_count(const Tokenizer *t) {
+    int n = t->n_ids;
+    while (n > 0 && !t->bytes[n - 1]) n--;
+    return n;
+}
+
+static int token_id(const Tokenizer *t, const char *text) {
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
+            return t->added[i].id;
+    return -1;
 }
 
 static int corpus_read(Corpus *c, const char *const *files, int n_files, const Tokenizer *tok, int eot, int V) {
@@ -1022,17 +1041,17 @@ int train_target_main(int argc, char **argv) {
 
     /* the tokenizer */
     if (a.tokenizer) {
-        if (tokenizer_load(&tok, a.tokenizer) != 0) goto fail;
+        if (tok_load(&tok, a.tokenizer) != 0) goto fail;
         have_tok = 1;
         if (file_read_all(a.tokenizer, &r.tok_json, &r.tok_len) != 0) goto fail;
-        r.eot = tokenizer_token_id(&tok, "<|endoftext|>");
+        r.eot = token_id(&tok, "<|endoftext|>");
         if (r.eot < 0) {
             dflash_set_error("%s: no <|endoftext|> token (the separator between documents)", a.tokenizer);
             goto fail;
         }
-        if (tokenizer_vocab_size(&tok) > V) {
+        if (token_count(&tok) > V) {
             dflash_set_error("%s: %d tokens, the model's vocab_size is %d (expected at most that)", a.tokenizer,
-                             tokenizer_vocab_size(&tok), V);
+                             token_count(&tok), V);
             goto fail;
         }
     } else if (a.n_data || a.n_heldout) {
@@ -1309,7 +1328,7 @@ done:
     free(r.tok_json);
     lm_state_free(r.st);
     if (r.have_model) model_free(&r.model);
-    if (have_tok) tokenizer_free(&tok);
+    if (have_tok) tok_free(&tok);
     corpus_free(&train);
     corpus_free(&held);
     case_free(&cs);

@@ -3,8 +3,11 @@
  *
  * Rejects duplicate keys, invalid UTF-8, nesting deeper than JSON_MAX_DEPTH,
  * and anything after the value but white space. Hostile input stays cheap:
- * at most JSON_MAX_VALUES values in all (memory) and JSON_MAX_KEYS keys per
- * object (the duplicate check is quadratic). */
+ * at most JSON_MAX_VALUES values in all, the one bound (a value's node is 64
+ * bytes: at most 256 MB of nodes, plus the strings). An object may hold as
+ * many keys as that allows (a real tokenizer.json's vocab has 151,643); the
+ * duplicate-key check is a hash table of the object's keys, so an object of
+ * n keys costs O(n) expected time, not O(n^2). */
 #include "json.h"
 #include "dflash.h"
 
@@ -16,8 +19,7 @@
 #include <string.h>
 
 #define JSON_MAX_DEPTH 32
-#define JSON_MAX_VALUES (1 << 20)
-#define JSON_MAX_KEYS (1 << 14)
+#define JSON_MAX_VALUES (1 << 22)
 
 typedef struct {
     const char *s;
@@ -148,6 +150,38 @@ static int json_parse_string(JsonParser *p, char **out) {
 
 static int json_parse_value(JsonParser *p, Json *out, int depth);
 
+/* ---- the duplicate-key check: an open-addressing table of key indices
+ * (slot = index + 1, 0 = empty), at most half full, FNV-1a hashes. */
+typedef struct { int *slot; size_t size; } KeySet;
+
+static size_t key_hash(const char *k) {
+    size_t h = 1469598103u;
+    for (; *k; k++) h = (h ^ (unsigned char)*k) * 16777619u;
+    return h;
+}
+
+/* keyset_add: keys[i] into the set; 1 if an equal key is already there,
+ * -1 out of memory, 0 added. keys[0..i-1] are the set's keys. */
+static int keyset_add(KeySet *ks, char **keys, int i) {
+    if (2 * ((size_t)i + 1) > ks->size) {  /* grow (and rehash keys 0..i-1) */
+        size_t size = ks->size ? ks->size * 2 : 16;
+        int *slot = calloc(size, sizeof *slot);
+        if (!slot) return -1;
+        for (int k = 0; k < i; k++) {
+            size_t h = key_hash(keys[k]) & (size - 1);
+            while (slot[h]) h = (h + 1) & (size - 1);
+            slot[h] = k + 1;
+        }
+        free(ks->slot);
+        ks->slot = slot, ks->size = size;
+    }
+    size_t h = key_hash(keys[i]) & (ks->size - 1);
+    for (; ks->slot[h]; h = (h + 1) & (ks->size - 1))
+        if (strcmp(keys[ks->slot[h] - 1], keys[i]) == 0) return 1;
+    ks->slot[h] = i + 1;
+    return 0;
+}
+
 static int json_parse_number(JsonParser *p, Json *out) {
     size_t b = p->pos;
     int integer = 1;
@@ -185,15 +219,23 @@ static int json_parse_number(JsonParser *p, Json *out) {
     return 0;
 }
 
+static int json_parse_items(JsonParser *p, Json *out, int depth, int object, KeySet *ks);
+
 static int json_parse_container(JsonParser *p, Json *out, int depth, int object) {
+    KeySet ks = {NULL, 0};
+    int rc = json_parse_items(p, out, depth, object, &ks);
+    free(ks.slot);
+    return rc;
+}
+
+static int json_parse_items(JsonParser *p, Json *out, int depth, int object, KeySet *ks) {
     out->type = object ? JSON_OBJECT : JSON_ARRAY;
     p->pos++;
     int cap = 0;
     json_skip_ws(p);
     if (p->pos < p->len && p->s[p->pos] == (object ? '}' : ']')) { p->pos++; return 0; }
     for (;;) {
-        if (object && out->n == JSON_MAX_KEYS) return json_fail(p, "more than 16384 keys in one object");
-        if (out->n == cap) {
+        if (out->n == cap) {  /* cap stays below JSON_MAX_VALUES * 2, far from INT_MAX */
             cap = cap ? cap * 2 : 8;
             Json *ni = realloc(out->items, sizeof(Json) * (size_t)cap);
             if (!ni) return json_fail(p, "out of memory");
@@ -211,14 +253,14 @@ static int json_parse_container(JsonParser *p, Json *out, int depth, int object)
             char *key = NULL;
             if (p->pos >= p->len || p->s[p->pos] != '"') return json_fail(p, "expected a string key");
             if (json_parse_string(p, &key) != 0) return -1;
-            for (int i = 0; i < out->n; i++)
-                if (strcmp(out->keys[i], key) == 0) {
-                    char msg[160];
-                    snprintf(msg, sizeof msg, "duplicate key \"%.100s\"", key);
-                    free(key);
-                    return json_fail(p, msg);
-                }
             out->keys[out->n] = key;
+            int dup = keyset_add(ks, out->keys, out->n);
+            if (dup != 0) {
+                char msg[160];
+                snprintf(msg, sizeof msg, dup < 0 ? "out of memory" : "duplicate key \"%.100s\"", key);
+                free(key);
+                return json_fail(p, msg);
+            }
             json_skip_ws(p);
             if (p->pos >= p->len || p->s[p->pos] != ':') { out->n++; return json_fail(p, "expected ':'"); }
             p->pos++;
@@ -234,7 +276,7 @@ static int json_parse_container(JsonParser *p, Json *out, int depth, int object)
 
 static int json_parse_value(JsonParser *p, Json *out, int depth) {
     if (depth > JSON_MAX_DEPTH) return json_fail(p, "nested too deeply");
-    if (++p->values > JSON_MAX_VALUES) return json_fail(p, "more than 1048576 values");
+    if (++p->values > JSON_MAX_VALUES) return json_fail(p, "more than 4194304 values");
     json_skip_ws(p);
     if (p->pos >= p->len) return json_fail(p, "unexpected end");
     char c = p->s[p->pos];

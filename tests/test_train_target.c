@@ -10,8 +10,8 @@
  *     non-finite loss: exit 2, one line, no --out;
  *   - the written folder loads back (./dflash --mode ar runs on it).
  * The model is a 2-layer, hidden-32 Qwen3 (a step takes milliseconds); the
- * tokenizer is a byte-level tokenizer.json written out here (256 byte tokens,
- * <|endoftext|>, no merges), so each byte of text is one token. */
+ * tokenizer is `dflash train-tokenizer --vocab-size 259`'s (the 256 bytes,
+ * one merge, <|endoftext|> and <mask>). */
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "../formats/corpus.c"
@@ -90,43 +90,6 @@ static const char *TINY_CONFIG =
     " \"num_key_value_heads\": 2, \"head_dim\": 8, \"vocab_size\": 260, \"max_position_embeddings\": 128,\n"
     " \"rms_norm_eps\": 1e-6, \"rope_theta\": 10000, \"tie_word_embeddings\": true}\n";
 
-/* tokenizer.json: GPT-2's byte-level BPE with the 256 byte tokens (in
- * GPT-2's byte-to-unicode order: id = the byte's rank in that map) and no
- * merges, then <|endoftext|> = 256 */
-static void write_byte_tokenizer(const char *path) {
-    Buf x = {0};
-    const char *head = "{\"version\": \"1.0\", \"added_tokens\": [{\"id\": 256, \"content\": \"<|endoftext|>\", "
-                       "\"single_word\": false, \"lstrip\": false, \"rstrip\": false, \"normalized\": false, "
-                       "\"special\": true}], \"normalizer\": null, \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
-                       "\"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": true}, "
-                       "\"post_processor\": null, \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": true, "
-                       "\"trim_offsets\": true, \"use_regex\": true}, \"model\": {\"type\": \"BPE\", "
-                       "\"dropout\": null, \"unk_token\": null, \"continuing_subword_prefix\": null, "
-                       "\"end_of_word_suffix\": null, \"fuse_unk\": false, \"byte_fallback\": false, "
-                       "\"vocab\": {";
-    buf_add(&x, head, strlen(head));
-    /* GPT-2 bytes_to_unicode: printable bytes map to themselves, the rest to 256.. */
-    int cp[256], n = 0;
-    for (int byte = 0; byte < 256; byte++) {
-        int printable = (byte >= 33 && byte <= 126) || (byte >= 161 && byte <= 172) || (byte >= 174);
-        cp[byte] = printable ? byte : 256 + n++;
-    }
-    for (int id = 0; id < 256; id++) {
-        char tok[16];
-        int c = cp[id];
-        if (c == '"' || c == '\\') snprintf(tok, sizeof tok, "\\%c", c);
-        else if (c < 128) snprintf(tok, sizeof tok, "%c", c);
-        else if (c < 0x800) snprintf(tok, sizeof tok, "%c%c", 0xC0 | (c >> 6), 0x80 | (c & 63));
-        char item[64];
-        snprintf(item, sizeof item, "%s\"%s\": %d", id ? ", " : "", tok, id);
-        buf_add(&x, item, strlen(item));
-    }
-    const char *tail = ", \"<|endoftext|>\": 256}, \"merges\": []}}\n";
-    buf_add(&x, tail, strlen(tail));
-    assert_int_equal(tu_write(path, x.b, x.n), 0);
-    free(x.b);
-}
-
 typedef struct {
     char dir[200], cfg[300], tok[300], data[300];
 } Setup;
@@ -140,7 +103,6 @@ static void setup_run(Setup *s) {
     snprintf(s->tok, sizeof s->tok, "%s/tokenizer.json", s->dir);
     snprintf(s->data, sizeof s->data, "%s/train.txt", s->dir);
     tu_write_text(s->cfg, TINY_CONFIG);
-    write_byte_tokenizer(s->tok);
     Buf x = {0};
     for (int i = 0; i < 60; i++) {
         char doc[128];
@@ -149,6 +111,8 @@ static void setup_run(Setup *s) {
     }
     assert_int_equal(tu_write(s->data, x.b, x.n), 0);
     free(x.b);
+    /* 259 tokens: the 256 bytes, one merge and the two specials */
+    assert_int_equal(run("./dflash train-tokenizer --vocab-size 259 --out %s %s 2>/dev/null", s->tok, s->data), 0);
 }
 
 #define COMMON "--seq-len 16 --batch 3 --lr 3e-3 --warmup 2 --log-every 1000"

@@ -10,7 +10,7 @@
 #          a bit, a run resumed from a checkpoint equals an uninterrupted one),
 #          so after a retrain `git status toy_weights/learned` shows nothing.
 #          Hours on a 2-core machine: checkpoints go to
-#          build/learned/checkpoint/ every 25 steps; after an interruption
+#          build/learned/checkpoint/ every 10 steps; after an interruption
 #          `sh tools/learned.sh resume` goes on from the last one.
 #   resume the same training, from build/learned/checkpoint/.
 #   eval   (make learned-eval) what README reports, measured on the committed
@@ -24,9 +24,10 @@ B=build/learned
 OUT=toy_weights/learned
 # the recipe: every flag that changes a bit is here
 TOKENIZER_FLAGS="--vocab-size 2048"
-TRAIN_FLAGS="--steps 600 --batch 4 --seq-len 128 --lr 2e-3 --warmup 30 --schedule cosine --weight-decay 0.1 \
+TRAIN_FLAGS="--steps 360 --batch 4 --seq-len 64 --lr 1.5e-3 --warmup 20 --schedule cosine --weight-decay 0.1 \
 --decay-on matrices --max-grad-norm 1 --adam-eps 1e-8 --beta2 0.95 --seed 1337"
 THREADS=${THREADS:-2}
+DFLASH=${DFLASH:-./dflash}   # the program (a copy, so a rebuild during hours of training changes nothing)
 
 case "${1:-}" in
 check)
@@ -34,14 +35,14 @@ check)
     ;;
 train|resume)
     if [ "$1" = train ]; then
-        ./dflash train-tokenizer $TOKENIZER_FLAGS --out "$B/tokenizer.json" "$B/train.txt"
+        $DFLASH train-tokenizer $TOKENIZER_FLAGS --out "$B/tokenizer.json" "$B/train.txt"
         from="--config tools/learned/config.json --tokenizer $B/tokenizer.json"
     else
         from="--resume $B/checkpoint"
     fi
     # shellcheck disable=SC2086
-    ./dflash train-target $from --data "$B/train.txt" $TRAIN_FLAGS \
-        --threads "$THREADS" --checkpoint-every 25 --checkpoint "$B/checkpoint" --log "$B/train.log" \
+    $DFLASH train-target $from --data "$B/train.txt" $TRAIN_FLAGS \
+        --threads "$THREADS" --checkpoint-every 10 --checkpoint "$B/checkpoint" --log "$B/train.log" \
         --dtype bf16 --out "$OUT/target"
     (cd "$OUT" && sha256sum target/config.json target/generation_config.json target/model.safetensors \
         target/tokenizer.json > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS)

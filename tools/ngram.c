@@ -19,7 +19,7 @@
  * one line on bad input. */
 #include "dflash.h"
 #include "formats/corpus.h"
-#include "formats/tokenizer_stub.h"
+#include "formats/tokenizer.h"
 
 #include <math.h>
 #include <stdint.h>
@@ -28,7 +28,25 @@
 #include <string.h>
 
 static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
-    return tokenizer_encode_append((const Tokenizer *)ctx, text, len, ids, n, cap);
+    IntList l = {*ids, *n, *cap};
+    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
+    *ids = l.v, *n = l.n, *cap = l.cap;
+    return rc;
+}
+
+/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
+ * allocated, a power of two) */
+static int token_count(const Tokenizer *t) {
+    int n = t->n_ids;
+    while (n > 0 && !t->bytes[n - 1]) n--;
+    return n;
+}
+
+static int token_id(const Tokenizer *t, const char *text) {
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
+            return t->added[i].id;
+    return -1;
 }
 
 int main(int argc, char **argv) {
@@ -40,8 +58,8 @@ int main(int argc, char **argv) {
     Corpus tr, he;
     memset(&tr, 0, sizeof tr);
     memset(&he, 0, sizeof he);
-    if (tokenizer_load(&tok, argv[1]) != 0) { dflash_print_error("ngram", ""); return 2; }
-    int eot = tokenizer_token_id(&tok, "<|endoftext|>"), V = tokenizer_vocab_size(&tok);
+    if (tok_load(&tok, argv[1]) != 0) { dflash_print_error("ngram", ""); return 2; }
+    int eot = token_id(&tok, "<|endoftext|>"), V = token_count(&tok);
     if (eot < 0) { fprintf(stderr, "ngram: %s: no <|endoftext|> token\n", argv[1]); return 2; }
     if (V > 65536) { fprintf(stderr, "ngram: %s: %d tokens; at most 65536 here\n", argv[1], V); return 2; }
     if (corpus_add_file(&tr, argv[2], encode_cb, &tok, eot) != 0 || corpus_add_file(&he, argv[3], encode_cb, &tok, eot) != 0) {
@@ -79,6 +97,6 @@ int main(int argc, char **argv) {
     free(uni), free(ctx), free(succ), free(big);
     corpus_free(&tr);
     corpus_free(&he);
-    tokenizer_free(&tok);
+    tok_free(&tok);
     return 0;
 }
