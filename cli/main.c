@@ -10,6 +10,7 @@
 #include "formats/files.h"
 #include "formats/json.h"
 #include "formats/load.h"
+#include "formats/tokenizer.h"
 #include "replay.h"
 #include "trace.h"
 #include "train_cli.h"
@@ -48,7 +49,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "  --target DIR          instead of --weights: the target's folder (a Hugging Face\n"
     "                        snapshot: config.json, model.safetensors or shards + index)\n"
     "  --draft DIR           with --target: the draft's folder\n"
-    "  --prompt TEXT         words of vocab.txt, split on white space, \".\" its own token\n"
+    "  --prompt TEXT         words of vocab.txt, split on white space, \".\" its own token; with a\n"
+    "                        tokenizer.json instead, the text through it (formats/tokenizer.c)\n"
     "                        (default \"The cat sat\")\n"
     "  --ids I,J,...         the prompt as token ids instead: 0..vocab_size-1, comma-separated,\n"
     "                        at most 65536\n"
@@ -506,7 +508,8 @@ int main(int argc, char **argv) {
     Model target, draft;
     Vocab vocab;        /* vocab.txt */
     ByteVocab tok;      /* or tokenizer.json */
-    int have_draft = 0, have_vocab = 0, have_tok = 0, rc = 2;
+    int have_draft = 0, have_vocab = 0, have_tok = 0, have_enc = 0, rc = 2;
+    Tokenizer enc;     /* tokenizer.json's encoder, for --prompt */
     Tracer *tracer = NULL;
     GenResult res = {0};
     ReplayTrace replay = {0};
@@ -514,6 +517,7 @@ int main(int argc, char **argv) {
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
     memset(&tok, 0, sizeof tok);
+    memset(&enc, 0, sizeof enc);
     /* the two model folders: --weights W means W/target and W/draft */
     if (a.weights) {
         snprintf(tdir, sizeof tdir, "%s/target", a.weights);
@@ -526,8 +530,8 @@ int main(int argc, char **argv) {
 
     /* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
      * the target folder's vocab.txt, its tokenizer.json, the first found;
-     * without one, --ids works and output is ids. tokenizer.json only
-     * decodes output (no encoder here: --ids). */
+     * without one, --ids works and output is ids. A tokenizer.json decodes
+     * output and, when formats/tokenizer.c supports it, encodes --prompt. */
     const char *vdirs[2] = {a.weights, tdir};
     for (int k = 0; k < 4 && !have_vocab && !have_tok; k++) {
         if (!vdirs[k / 2]) continue;
@@ -537,12 +541,19 @@ int main(int argc, char **argv) {
         have_tok = k % 2, have_vocab = !have_tok;
     }
     if (model_load(&target, tdir, 0) != 0) goto fail;
-    if (!have_vocab && !a.ids && !a.replay) {
-        if (have_tok)
-            dflash_set_error("--prompt: %.500s decodes output only (no tokenizer is implemented here); give token ids "
-                             "with --ids (README: getting ids from the published tokenizer)", vocab_path);
-        else
-            dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
+    /* --prompt through a tokenizer.json: formats/tokenizer.c's encoder (the
+     * ids HF's tokenizers gives, add_special_tokens as its default) */
+    if (have_tok && !a.ids && !a.replay) {
+        if (tok_load(&enc, vocab_path) != 0) {
+            char msg[sizeof dflash_errmsg];
+            memcpy(msg, dflash_errmsg, sizeof msg);
+            dflash_set_error("--prompt: %.500s cannot encode text (%.600s); give token ids with --ids", vocab_path, msg);
+            goto fail;
+        }
+        have_enc = 1;
+    }
+    if (!have_vocab && !have_enc && !a.ids && !a.replay) {
+        dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
                              a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
         goto fail;
     }
@@ -627,7 +638,19 @@ int main(int argc, char **argv) {
             p.replay = &replay.r;
         }
     } else {
-        tok_rc = a.ids ? parse_ids(a.ids, prompt, cap, &n_prompt) : tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+        if (a.ids) {
+            tok_rc = parse_ids(a.ids, prompt, cap, &n_prompt);
+        } else if (have_enc) {
+            IntList il = {0};
+            tok_rc = tok_encode(&enc, a.prompt, strlen(a.prompt), 1, &il);
+            if (tok_rc == 0 && il.n > (size_t)cap) { dflash_set_error("--prompt: over %d tokens", cap); tok_rc = -1; }
+            if (tok_rc == 0 && il.n == 0) { dflash_set_error("--prompt: no tokens (an empty prompt)"); tok_rc = -1; }
+            for (size_t i = 0; tok_rc == 0 && i < il.n; i++) prompt[i] = il.v[i];
+            if (tok_rc == 0) n_prompt = (int)il.n;
+            int_list_free(&il);
+        } else {
+            tok_rc = tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+        }
     }
     int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
     for (int i = 0; tok_rc == 0 && (a.ids || a.replay) && i < n_prompt; i++)
@@ -706,5 +729,6 @@ fail:
     model_free(&target);
     vocab_free(&vocab);
     byte_vocab_free(&tok);
+    if (have_enc) tok_free(&enc);
     return finish(rc);
 }

@@ -671,7 +671,7 @@ static const CliCase CLI_CASES[] = {
     {"cli: generation_config.json eos_token_id outside the vocabulary", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_range, 2, {"target/generation_config.json", "\"eos_token_id\"", "0..5", "got 9"}},
     {"cli: generation_config.json an array", "--weights|$W|--ids|1|--max-new-tokens|2", 0, 0, 0, mk_cli_genconf_array, 2, {"target/generation_config.json", "expected a JSON object"}},
     {"cli: tokenizer.json decodes output", "--weights|$W|--ids|0,1,2|--max-new-tokens|2", 0, 0, 0, mk_tok_ok, 0, {0}},
-    {"cli: tokenizer.json and --prompt", "--weights|$W|--prompt|a", 0, 0, 0, mk_tok_ok, 2, {"w/tokenizer.json", "decodes output only", "--ids"}},
+    {"cli: tokenizer.json and --prompt", "--weights|$W|--prompt|a", 0, 0, 0, mk_tok_ok, 2, {"w/tokenizer.json", "cannot encode text", "--ids"}},
     {"cli: tokenizer.json with a Metaspace decoder", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_metaspace, 2, {"w/tokenizer.json", "field \"decoder\"", "\"ByteLevel\"", "\"Metaspace\""}},
     {"cli: tokenizer.json with a WordPiece model", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_wordpiece, 2, {"w/tokenizer.json", "field \"model\"", "BPE", "\"WordPiece\""}},
     {"cli: tokenizer.json token not byte-level", "--weights|$W|--ids|1", 0, 0, 0, mk_tok_not_bytes, 2, {"w/tokenizer.json", "token id 1", "not a byte-level string"}},
