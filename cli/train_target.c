@@ -1249,9 +1249,11 @@ int train_target_main(int argc, char **argv) {
         s->epoch = r.order.epoch, s->cursor = r.order.cursor, s->epoch_rng = r.order.epoch_rng;
         if (step == first_step) first_loss = ls.loss;
         last_loss = ls.loss;
-        if (logf)
+        if (logf) {   /* flushed each step: a long run's log can be followed in its partial file */
             fprintf(out_stream(logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f\n", step, ls.loss,
                     hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3);
+            fflush(out_stream(logf));
+        }
         if (step == first_step || step == steps || step % a.log_every == 0) {
             double el = now_seconds() - t_run, per = el / (step - first_step + 1);
             char e1[32], e2[32];
