@@ -60,7 +60,7 @@ FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trac
 # fuzz_figures #includes cli/figures.c and runs figures_main whole
 FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
-          toy_weights/sliding/.stamp toy_weights/llama/.stamp
+          toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp
 
 # ---- build modes: name -> compiler and flags ----------------------------------
 realdef = $(if $(filter double,$(1)),-DDFLASH_DOUBLE)
@@ -225,7 +225,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
         learned-data learned-target learned-eval learned-check
 
 # ---- weights -----------------------------------------------------------------
-weights: $(WEIGHTS) ## generate the five toy weight sets under toy_weights/
+weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
 toy_weights/random/.stamp: toy_weights/gen
 	./toy_weights/gen random toy_weights/random
 	touch $@
@@ -238,7 +238,8 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 	./toy_weights/gen qwen3-layout toy_weights/qwen3-layout
 	touch $@
 # the sliding-window draft set and the LlamaForCausalLM set (gen.c, sections 11-12)
-toy_weights/sliding/.stamp toy_weights/llama/.stamp: toy_weights/%/.stamp: toy_weights/gen
+# and the lm-tiny target (section 13: the committed target-training oracle trace's)
+toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: toy_weights/%/.stamp: toy_weights/gen
 	rm -rf toy_weights/$*
 	./toy_weights/gen $* toy_weights/$*
 	touch $@
@@ -415,4 +416,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama walkthrough/tools/mkwalk build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk build

@@ -13,6 +13,8 @@
 #include "../formats/load.c"
 #include "../train.c"
 #include "../formats/tracenames.h"
+#include "../formats/files.h"
+#include "../formats/json.h"
 
 #include "testutil.h"
 
@@ -130,7 +132,7 @@ static TrainBatch check_batch_(void) {
 }
 
 static TrainHyper hyper(double gamma) {
-    TrainHyper hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, gamma, 0};
+    TrainHyper hp = {1e-3, 0.9, 0.999, 1e-8, 0.01, 1.0, gamma, 0, 0, 1};
     return hp;
 }
 
@@ -392,7 +394,7 @@ static void adamw_case(double wd, double clip) {
     size_t total = st->offset[st->n];
     double *p = calloc(total, sizeof(double)), *m = calloc(total, sizeof(double)), *v = calloc(total, sizeof(double));
     for (size_t i = 0; i < total; i++) p[i] = dm.data[i];
-    TrainHyper hp = {3e-3, 0.8, 0.95, 1e-8, wd, clip, 0, 0};
+    TrainHyper hp = {3e-3, 0.8, 0.95, 1e-8, wd, clip, 0, 0, 0, 1};
     uint64_t z = 42;
     for (int t = 1; t <= 5; t++) {
         double norm = 0;
@@ -471,7 +473,7 @@ static double run_steps(int n_steps, double lr, real **params_out, size_t *n_out
     TrainState *st = train_state_new(&dm, &tm);
     assert_non_null(st);
     TrainBatch bt = check_batch_();
-    TrainHyper hp = {lr, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0, 0};
+    TrainHyper hp = {lr, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0, 0, 0, 1};
     TrainStats s = {0}, first = {0};
     for (int t = 1; t <= n_steps; t++) {
         assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, t, NULL, &s), 0);
@@ -566,6 +568,465 @@ static void test_toy_weights_step(void **state) {
     model_free(&tm);
 }
 
+/* ===========================================================================
+ * Next-token training of a target (train.c section 6, lm_step)
+ * ======================================================================== */
+
+/* ---- one finite-difference check per backward kernel (double build): each
+ * kernel's forward y = f(x, w) under the scalar L = sum(c * y) with c drawn
+ * here; the backward, given dy = c, must give dL/dx and dL/dw. */
+#ifdef DFLASH_DOUBLE
+typedef double (*KernelLoss)(void *ctx);
+/* Perturb x[j] for a handful of j and compare (L(x+h) - L(x-h)) / 2h with g[j]. */
+static void fd_check(const char *kernel, const char *what, real *x, const real *g, size_t n, KernelLoss f, void *ctx) {
+    double gmax = 0;
+    for (size_t j = 0; j < n; j++) gmax = fmax(gmax, fabs(g[j]));
+    if (!(gmax > 0)) fail_msg("%s: d%s is zero everywhere", kernel, what);
+    for (int e = 0; e < 8; e++) {
+        size_t j = e == 0 ? 0 : e == 7 ? n - 1 : (size_t)((uint64_t)(e * 2654435761u) % n);
+        double x0 = x[j], h = 1e-6 * fmax(1.0, fabs(x0));
+        x[j] = x0 + h;
+        double fp = f(ctx);
+        x[j] = x0 - h;
+        double fm = f(ctx);
+        x[j] = x0;
+        double fd = (fp - fm) / (2 * h);
+        double rel = fabs(fd - g[j]) / fmax(fmax(fabs(fd), fabs(g[j])), 1e-4 * gmax);
+        if (rel > 1e-6) fail_msg("%s: d%s[%zu]: analytic %.12g, finite differences %.12g (rel %.3g)", kernel, what, j,
+                                 g[j], fd, rel);
+    }
+}
+
+static void fill(real *x, size_t n, double lo, double hi, uint64_t *z) {
+    for (size_t i = 0; i < n; i++) x[i] = (real)(lo + (hi - lo) * urand(z));
+}
+static double dotc(const real *c, const real *y, size_t n) {
+    double s = 0;
+    for (size_t i = 0; i < n; i++) s += (double)c[i] * (double)y[i];
+    return s;
+}
+
+enum { KT = 5, KIN = 19, KOUT = 7, KH = 4, KHKV = 2, KD = 6, KV = 11 };
+typedef struct {
+    real x[KT * KIN], w[KOUT * KIN], c[KT * KIN * 4], y[KT * KIN * 4];
+    real q[KT * KH * KD], k[KT * KHKV * KD], v[KT * KHKV * KD], att[KH * KT * KT];
+    real cos_[KT * KD], sin_[KT * KD], ang[KT * KD / 2];
+    int mask[KT * KT], use_mask, label;
+} KCtx;
+
+static double loss_linear(void *p) {
+    KCtx *k = p;
+    matmul(k->y, k->x, k->w, KT, KIN, KOUT);
+    return dotc(k->c, k->y, KT * KOUT);
+}
+static void test_kernel_linear(void **state) {
+    (void)state;
+    static KCtx k;
+    uint64_t z = 1;
+    fill(k.x, KT * KIN, -1, 1, &z), fill(k.w, KOUT * KIN, -1, 1, &z), fill(k.c, KT * KOUT, -1, 1, &z);
+    real dx[KT * KIN] = {0}, dw[KOUT * KIN] = {0};
+    for (int threads = 1; threads <= 3; threads++) {   /* and bit-identical over threads */
+        real dx2[KT * KIN] = {0}, dw2[KOUT * KIN] = {0};
+        linear_backward_threads(threads, dx2, dw2, k.c, k.x, k.w, KT, KIN, KOUT);
+        if (threads == 1) memcpy(dx, dx2, sizeof dx), memcpy(dw, dw2, sizeof dw);
+        assert_memory_equal(dx, dx2, sizeof dx);
+        assert_memory_equal(dw, dw2, sizeof dw);
+    }
+    fd_check("linear_backward", "x", k.x, dx, KT * KIN, loss_linear, &k);
+    fd_check("linear_backward", "w", k.w, dw, KOUT * KIN, loss_linear, &k);
+}
+
+static double loss_rmsnorm(void *p) {
+    KCtx *k = p;
+    rmsnorm_rows(k->y, k->x, k->w, KT, KIN, (real)1e-6);
+    return dotc(k->c, k->y, KT * KIN);
+}
+static void test_kernel_rmsnorm(void **state) {
+    (void)state;
+    static KCtx k;
+    uint64_t z = 2;
+    fill(k.x, KT * KIN, -1, 1, &z), fill(k.w, KIN, 0.5, 1.5, &z), fill(k.c, KT * KIN, -1, 1, &z);
+    real dx[KT * KIN] = {0}, dw[KIN] = {0};
+    rmsnorm_backward(dx, dw, k.c, k.x, k.w, KT, KIN, (real)1e-6);
+    fd_check("rmsnorm_backward", "x", k.x, dx, KT * KIN, loss_rmsnorm, &k);
+    fd_check("rmsnorm_backward", "w", k.w, dw, KIN, loss_rmsnorm, &k);
+}
+
+static double loss_rope(void *p) {
+    KCtx *k = p;
+    real kr[KT * KHKV * KD];
+    apply_rotary_pos_emb(k->y, kr, k->q, k->k, k->cos_, k->sin_, KT, KT, KH, KHKV, KD);
+    return dotc(k->c, k->y, KT * KH * KD);
+}
+static void test_kernel_rope(void **state) {
+    (void)state;
+    static KCtx k;
+    uint64_t z = 3;
+    int pos[KT];
+    real inv[KD / 2];
+    Config c = {0};
+    c.rope_factor = 8, c.rope_low_freq_factor = 1, c.rope_high_freq_factor = 4;
+    c.rope_original_max_position_embeddings = 64;
+    rope_inv_freq(inv, KD, 500000.0);
+    rope_llama3(inv, KD, &c);   /* llama3 scaling: the same rotation, other angles */
+    for (int t = 0; t < KT; t++) pos[t] = 3 * t + 1;
+    rope_cos_sin(k.ang, k.cos_, k.sin_, pos, KT, inv, KD);
+    fill(k.q, KT * KH * KD, -1, 1, &z), fill(k.k, KT * KHKV * KD, -1, 1, &z), fill(k.c, KT * KH * KD, -1, 1, &z);
+    real dq[KT * KH * KD] = {0};
+    rope_backward(dq, k.c, k.cos_, k.sin_, KT, 0, KH, KD);
+    fd_check("rope_backward", "x", k.q, dq, KT * KH * KD, loss_rope, &k);
+}
+
+static double loss_attention(void *p) {
+    KCtx *k = p;
+    attention_masked(k->y, k->att, k->q, k->k, k->v, k->use_mask ? k->mask : NULL, KT, KT, KH, KHKV, KD);
+    return dotc(k->c, k->y, KT * KH * KD);
+}
+static void attention_case(int use_mask) {
+    static KCtx k;
+    uint64_t z = 4 + use_mask;
+    k.use_mask = use_mask;
+    for (int i = 0; i < KT; i++)
+        for (int j = 0; j < KT; j++) k.mask[i * KT + j] = (i + j) % 3 != 1 || i == j;
+    fill(k.q, KT * KH * KD, -1, 1, &z), fill(k.k, KT * KHKV * KD, -1, 1, &z), fill(k.v, KT * KHKV * KD, -1, 1, &z);
+    fill(k.c, KT * KH * KD, -1, 1, &z);
+    loss_attention(&k);
+    if (!use_mask)   /* causal: nothing after the query */
+        for (int h = 0; h < KH; h++)
+            for (int i = 0; i < KT; i++)
+                for (int j = i + 1; j < KT; j++) assert_true(k.att[(h * KT + i) * KT + j] == 0);
+    real dq[KT * KH * KD] = {0}, dk[KT * KHKV * KD] = {0}, dv[KT * KHKV * KD] = {0}, da[KT];
+    attention_masked_backward(dq, dk, dv, k.c, k.att, k.q, k.k, k.v, use_mask ? k.mask : NULL, KT, KT, KH, KHKV, KD, da);
+    const char *name = use_mask ? "attention_masked_backward (mask)" : "attention_masked_backward (causal)";
+    fd_check(name, "q", k.q, dq, KT * KH * KD, loss_attention, &k);
+    fd_check(name, "k", k.k, dk, KT * KHKV * KD, loss_attention, &k);
+    fd_check(name, "v", k.v, dv, KT * KHKV * KD, loss_attention, &k);
+}
+static void test_kernel_attention(void **state) {
+    (void)state;
+    attention_case(0);
+    attention_case(1);
+}
+
+static double loss_swiglu(void *p) {
+    KCtx *k = p;
+    for (int i = 0; i < KT * KIN; i++) k->y[i] = silu(k->x[i]) * k->w[i];
+    return dotc(k->c, k->y, KT * KIN);
+}
+static void test_kernel_swiglu(void **state) {
+    (void)state;
+    static KCtx k;
+    uint64_t z = 6;
+    fill(k.x, KT * KIN, -3, 3, &z), fill(k.w, KT * KIN, -1, 1, &z), fill(k.c, KT * KIN, -1, 1, &z);
+    real dg[KT * KIN], du[KT * KIN];
+    swiglu_backward(dg, du, k.c, k.x, k.w, KT * KIN);
+    fd_check("swiglu_backward", "gate", k.x, dg, KT * KIN, loss_swiglu, &k);
+    fd_check("swiglu_backward", "up", k.w, du, KT * KIN, loss_swiglu, &k);
+}
+
+static double loss_ce(void *p) {
+    KCtx *k = p;
+    return 0.37 * cross_entropy(k->x, KV, k->label);
+}
+static void test_kernel_cross_entropy(void **state) {
+    (void)state;
+    static KCtx k;
+    uint64_t z = 7;
+    fill(k.x, KV, -4, 4, &z);
+    k.label = 5;
+    real dx[KV];
+    cross_entropy_backward(dx, k.x, KV, k.label, (real)0.37);
+    fd_check("cross_entropy_backward", "logits", k.x, dx, KV, loss_ce, &k);
+}
+#else
+static void test_kernel_linear(void **state) { (void)state; skip(); }
+static void test_kernel_rmsnorm(void **state) { (void)state; skip(); }
+static void test_kernel_rope(void **state) { (void)state; skip(); }
+static void test_kernel_attention(void **state) { (void)state; skip(); }
+static void test_kernel_swiglu(void **state) { (void)state; skip(); }
+static void test_kernel_cross_entropy(void **state) { (void)state; skip(); }
+#endif
+
+/* ---- tiny targets: Qwen3 untied, Qwen3 tied, Llama (no q/k norms, llama3 RoPE) */
+static void tiny_lm(Model *m, int kind /* 0 untied, 1 tied, 2 llama */, uint64_t seed) {
+    tiny_target(m, seed);
+    if (kind == 1) {
+        m->lm_head = m->embed_tokens;
+        m->tied = m->cfg.tie_word_embeddings = 1;
+    }
+    if (kind == 2) {
+        m->cfg.llama = 1;
+        for (int l = 0; l < m->cfg.num_hidden_layers; l++) m->layers[l].q_norm = m->layers[l].k_norm = NULL;
+        m->cfg.rope_llama3 = 1, m->cfg.rope_factor = 8, m->cfg.rope_low_freq_factor = 1;
+        m->cfg.rope_high_freq_factor = 4, m->cfg.rope_original_max_position_embeddings = 64;
+        m->cfg.rope_theta = 500000.0;
+        rope_inv_freq(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta);
+        rope_llama3(m->inv_freq, m->cfg.head_dim, &m->cfg);
+    }
+}
+
+enum { LB = 2, LT = 7 };
+static int l_ids[LB * LT], l_lm[LB * LT];
+static LmBatch lm_batch(void) {
+    uint64_t z = 17;
+    for (int i = 0; i < LB * LT; i++) {
+        l_ids[i] = (int)(urand(&z) * 20);
+        l_lm[i] = i % LT != 4;
+    }
+    LmBatch bt = {LB, LT, l_ids, l_lm};
+    return bt;
+}
+
+/* The whole step's gradient against finite differences of lm_loss_grad's
+ * loss, on every parameter tensor (lm_params), for each kind of target. */
+static void lm_gradcheck(int kind) {
+#ifndef DFLASH_DOUBLE
+    (void)kind;
+    skip();
+#else
+    Model m;
+    tiny_lm(&m, kind, 7 + kind);
+    LmState *st = lm_state_new(&m, LB, LT);
+    assert_non_null(st);
+    LmBatch bt = lm_batch();
+    TrainHyper hp = hyper(0);
+    LmStats s;
+    assert_int_equal(lm_loss_grad(&m, st, &bt, &hp, 1, NULL, &s), 0);
+    assert_int_equal(s.n_counted, LB * (LT - 1) - LB);   /* loss_mask[4] is 0 in each sequence */
+    ModelGrads *g = lm_grads(st);
+    real *grad = malloc(sizeof(real) * g->n);
+    assert_non_null(grad);
+    memcpy(grad, g->data, sizeof(real) * g->n);
+    TrainParam ps[128];
+    int n = lm_params(&m, ps, 128);
+    assert_int_equal(n, 1 + m.cfg.num_hidden_layers * (kind == 2 ? 9 : 11) + 1 + (kind != 1));
+    size_t off = 0;
+    for (int i = 0; i < n; i++) {
+        size_t cnt = param_size(&ps[i]);
+        double gmax = 0;
+        for (size_t j = 0; j < cnt; j++) gmax = fmax(gmax, fabs(grad[off + j]));
+        if (!(gmax > 0)) fail_msg("kind %d: %s has no gradient", kind, ps[i].key);
+        for (int e = 0; e < 6; e++) {
+            size_t j = e == 0 ? 0 : e == 5 ? cnt - 1 : (size_t)((uint64_t)(e * 2654435761u + i * 97) % cnt);
+            double x0 = ps[i].data[j], h = 1e-5 * fmax(1.0, fabs(x0));
+            LmStats sp, sm;
+            ps[i].data[j] = x0 + h;
+            assert_int_equal(lm_loss_grad(&m, st, &bt, &hp, 1, NULL, &sp), 0);
+            ps[i].data[j] = x0 - h;
+            assert_int_equal(lm_loss_grad(&m, st, &bt, &hp, 1, NULL, &sm), 0);
+            ps[i].data[j] = x0;
+            double fd = (sp.loss - sm.loss) / (2 * h), an = grad[off + j];
+            double rel = fabs(fd - an) / fmax(fmax(fabs(fd), fabs(an)), 1e-4 * gmax);
+            if (rel > 1e-6)
+                fail_msg("kind %d: %s[%zu]: analytic %.12g, finite differences %.12g (rel %.3g)", kind, ps[i].key, j,
+                         an, fd, rel);
+        }
+        off += cnt;
+    }
+    free(grad);
+    lm_state_free(st);
+    model_free(&m);
+#endif
+}
+static void test_lm_gradcheck_untied(void **state) { (void)state; lm_gradcheck(0); }
+static void test_lm_gradcheck_tied(void **state) { (void)state; lm_gradcheck(1); }
+static void test_lm_gradcheck_llama(void **state) { (void)state; lm_gradcheck(2); }
+
+/* --threads: 1 and 3 threads give the same bits (weights, m, v after 2
+ * steps), for the target's step and for the draft's. */
+static void test_threads_bits(void **state) {
+    (void)state;
+    real *after[2];
+    size_t n = 0;
+    for (int k = 0; k < 2; k++) {
+        Model m;
+        tiny_lm(&m, 0, 9);
+        LmState *st = lm_state_new(&m, LB, LT);
+        assert_non_null(st);
+        LmBatch bt = lm_batch();
+        TrainHyper hp = hyper(0);
+        hp.threads = k ? 3 : 1;
+        for (int s = 1; s <= 2; s++) assert_int_equal(lm_step(&m, st, &bt, &hp, s, NULL, NULL), 0);
+        n = st->offset[st->n];
+        after[k] = malloc(sizeof(real) * 3 * n);
+        memcpy(after[k], m.data, sizeof(real) * n);
+        memcpy(after[k] + n, st->m, sizeof(real) * n);
+        memcpy(after[k] + 2 * n, st->v, sizeof(real) * n);
+        lm_state_free(st);
+        model_free(&m);
+    }
+    assert_memory_equal(after[0], after[1], sizeof(real) * 3 * n);
+    free(after[0]); free(after[1]);
+    real *dafter[2];
+    for (int k = 0; k < 2; k++) {
+        Model tm, dm;
+        tiny_target(&tm, 7);
+        tiny_draft(&dm, &tm, 11, 1);
+        TrainState *st = train_state_new(&dm, &tm);
+        assert_non_null(st);
+        TrainBatch bt = check_batch_();
+        TrainHyper hp = hyper(7);
+        hp.threads = k ? 2 : 1;
+        for (int s = 1; s <= 2; s++) assert_int_equal(train_step(&dm, &tm, st, &bt, &hp, s, NULL, NULL), 0);
+        n = st->offset[st->n];
+        dafter[k] = malloc(sizeof(real) * n);
+        memcpy(dafter[k], dm.data, sizeof(real) * n);
+        train_state_free(st);
+        model_free(&dm);
+        model_free(&tm);
+    }
+    assert_memory_equal(dafter[0], dafter[1], sizeof(real) * n);
+    free(dafter[0]); free(dafter[1]);
+}
+
+/* --decay-on matrices: a norm weight moves by AdamW's step only, a matrix
+ * by the decay too (zero gradients: the step is 0, only the decay acts). */
+static void test_decay_on(void **state) {
+    (void)state;
+    for (int mode = 0; mode < 2; mode++) {
+        Model m;
+        tiny_lm(&m, 0, 5);
+        LmState *st = lm_state_new(&m, LB, LT);
+        assert_non_null(st);
+        real norm0 = m.norm[0], q0 = m.layers[0].q_proj[0];
+        TrainHyper hp = hyper(0);
+        hp.weight_decay = 0.5, hp.lr = 0.1, hp.decay_on = mode ? TRAIN_DECAY_MATRICES : TRAIN_DECAY_ALL;
+        memset(st->grad, 0, sizeof(real) * st->offset[st->n]);
+        TraceDims dims = {0};
+        double coef;
+        assert_int_equal(lm_update(st, &hp, 0, 1, NULL, &dims, &coef), 0);
+        assert_true(m.layers[0].q_proj[0] == q0 * (real)(1 - 0.1 * 0.5));
+        assert_true(m.norm[0] == (mode ? norm0 : norm0 * (real)(1 - 0.1 * 0.5)));
+        lm_state_free(st);
+        model_free(&m);
+    }
+}
+
+/* Bad steps stop with one message: no counted label, a non-finite loss. */
+static void test_lm_errors(void **state) {
+    (void)state;
+    Model m;
+    tiny_lm(&m, 0, 5);
+    LmState *st = lm_state_new(&m, LB, LT);
+    assert_non_null(st);
+    LmBatch bt = lm_batch();
+    int none[LB * LT] = {0};
+    LmBatch empty = {LB, LT, l_ids, none};
+    TrainHyper hp = hyper(0);
+    assert_int_equal(lm_step(&m, st, &empty, &hp, 1, NULL, NULL), -1);
+    assert_non_null(strstr(dflash_errmsg, "no position carries a loss"));
+    LmBatch big = {LB + 1, LT, l_ids, NULL};
+    assert_int_equal(lm_step(&m, st, &big, &hp, 1, NULL, NULL), -1);
+    m.lm_head[3] = (real)INFINITY;
+    assert_int_equal(lm_step(&m, st, &bt, &hp, 1, NULL, NULL), -1);
+    assert_non_null(strstr(dflash_errmsg, "not finite"));
+    lm_state_free(st);
+    model_free(&m);
+}
+
+/* ---- parity with lm_oracle.py: its trace of two steps on toy_weights/lm-tiny
+ * (tests/lm_oracle/: the case and the oracle's float64 output, NOTES.md
+ * "Training a target: parity"), every committed name within 1e-4 (float) or
+ * 1e-9 (double) of the tensor's largest magnitude, as compare.py measures. */
+typedef struct {
+    int n_checked;
+    double worst;
+    char worst_name[128];
+} OracleCmp;
+
+static int oracle_compare(void *ctx, const TraceTensor *t) {
+    OracleCmp *c = ctx;
+    char path[256];
+    snprintf(path, sizeof path, "tests/lm_oracle/trace/%s.npy", t->name);
+    FILE *f = fopen(path, "rb");
+    if (!f) return 0;   /* not committed */
+    fclose(f);
+    NpyValues ref;
+    if (npy_read_values(path, &ref) != 0) fail_msg("%s", dflash_errmsg);
+    size_t n = 1;
+    for (int i = 0; i < t->ndim; i++) n *= (size_t)t->shape[i];
+    if (ref.n != n) fail_msg("%s: %zu values, the oracle has %zu", t->name, n, ref.n);
+    double scale = 0, err = 0;
+    for (size_t i = 0; i < n; i++) {
+        double r = ref.is_int ? (double)ref.i[i] : ref.f[i];
+        double x = t->is_int ? (double)((const int64_t *)t->data)[i] : (double)((const real *)t->data)[i];
+        scale = fmax(scale, fabs(r));
+        err = fmax(err, fabs(x - r));
+    }
+    double rel = err / fmax(scale, 1e-30);
+    if (rel > c->worst) { c->worst = rel; snprintf(c->worst_name, sizeof c->worst_name, "%s", t->name); }
+    if (rel > (sizeof(real) == 8 ? 1e-9 : 1e-4)) fail_msg("%s: off the oracle by %.3g of its largest value", t->name, rel);
+    c->n_checked++;
+    npy_values_free(&ref);
+    return 0;
+}
+static int oracle_hook(void *ctx, const TraceHand *hand) { return trace_shape_hand(hand, oracle_compare, ctx); }
+
+static void test_lm_oracle_parity(void **state) {
+    (void)state;
+    char *text;
+    size_t len;
+    Json root;
+    assert_int_equal(file_read_all("tests/lm_oracle/case.json", &text, &len), 0);
+    assert_int_equal(json_parse(text, len, "case.json", &root), 0);
+    Model m;
+    if (model_load(&m, "toy_weights/lm-tiny/target", 0) != 0) fail_msg("%s (make weights)", dflash_errmsg);
+    const Json *aw = json_get(&root, "adamw"), *bl = json_get(&root, "batches");
+    TrainHyper hp = {0};
+    hp.lr = json_get(aw, "lr")->number, hp.eps = json_get(aw, "eps")->number;
+    hp.beta1 = json_get(aw, "betas")->items[0].number, hp.beta2 = json_get(aw, "betas")->items[1].number;
+    hp.weight_decay = json_get(aw, "weight_decay")->number, hp.max_grad_norm = json_get(aw, "max_grad_norm")->number;
+    hp.decay_on = json_get(aw, "decay_2d_only")->boolean ? TRAIN_DECAY_MATRICES : TRAIN_DECAY_ALL;
+    LmState *st = lm_state_new(&m, 2, 6);
+    assert_non_null(st);
+    OracleCmp cmp = {0};
+    TraceHook hook = {oracle_hook, &cmp};
+    for (int s = 0; s < bl->n; s++) {
+        int ids[12], lmask[12];
+        const Json *ii = json_get(&bl->items[s], "input_ids"), *mm = json_get(&bl->items[s], "loss_mask");
+        for (int b = 0; b < 2; b++)
+            for (int t = 0; t < 6; t++) {
+                ids[b * 6 + t] = (int)ii->items[b].items[t].number;
+                lmask[b * 6 + t] = (int)mm->items[b].items[t].number;
+            }
+        LmBatch bt = {2, 6, ids, lmask};
+        if (lm_step(&m, st, &bt, &hp, s + 1, &hook, NULL) != 0) fail_msg("%s", dflash_errmsg);
+    }
+    assert_int_equal(cmp.n_checked, 46);   /* every committed name */
+    print_message("lm_oracle parity: %d names, worst %.2e (%s)\n", cmp.n_checked, cmp.worst, cmp.worst_name);
+    lm_state_free(st);
+    model_free(&m);
+    json_free(&root);
+    free(text);
+}
+
+/* lm_init_target: the documented rule (norms 1, the rest N(0, 0.02^2) from
+ * Box-Muller pairs of the seeded PRNG, lm_params order), redrawn here. */
+static void test_lm_init(void **state) {
+    (void)state;
+    Config c = tiny_config(0);
+    Model m;
+    assert_int_equal(lm_init_target(&m, &c, 1234), 0);
+    TrainParam ps[128];
+    int n = lm_params(&m, ps, 128);
+    Rng g;
+    rng_seed(&g, 1234);
+    for (int i = 0; i < n; i++) {
+        size_t cnt = param_size(&ps[i]);
+        if (ps[i].ndim == 1) {
+            for (size_t j = 0; j < cnt; j++) assert_true(ps[i].data[j] == 1);
+            continue;
+        }
+        for (size_t j = 0; j < cnt; j += 2) {
+            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
+            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
+            assert_true(ps[i].data[j] == (real)(0.02 * rad * cos(ang)));
+            if (j + 1 < cnt) assert_true(ps[i].data[j + 1] == (real)(0.02 * rad * sin(ang)));
+        }
+    }
+    model_free(&m);
+}
+
 int main(int argc, char **argv) {
     if (argc == 2 && strcmp(argv[1], "--loss") == 0) {   /* for test_float_double */
         printf("%.17g\n", fixed_loss());
@@ -582,6 +1043,20 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_overfit),
         cmocka_unit_test(test_float_double),
         cmocka_unit_test(test_toy_weights_step),
+        cmocka_unit_test(test_kernel_linear),
+        cmocka_unit_test(test_kernel_rmsnorm),
+        cmocka_unit_test(test_kernel_rope),
+        cmocka_unit_test(test_kernel_attention),
+        cmocka_unit_test(test_kernel_swiglu),
+        cmocka_unit_test(test_kernel_cross_entropy),
+        cmocka_unit_test(test_lm_gradcheck_untied),
+        cmocka_unit_test(test_lm_gradcheck_tied),
+        cmocka_unit_test(test_lm_gradcheck_llama),
+        cmocka_unit_test(test_threads_bits),
+        cmocka_unit_test(test_decay_on),
+        cmocka_unit_test(test_lm_errors),
+        cmocka_unit_test(test_lm_oracle_parity),
+        cmocka_unit_test(test_lm_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -226,7 +226,7 @@ static void test_written_draft_loads_back(void **state) {
     uint64_t rng = train_rng_seed(1);
     assert_true(train_draw_anchors(&rng, mask, S, B, N, anchors, keep) >= 1);
     TrainBatch tb = {1, S, N, B, ids, mask, anchors, keep, NULL};
-    TrainHyper hp = {1e-2, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0, 0};
+    TrainHyper hp = {1e-2, 0.9, 0.999, 1e-8, 0.0, 1.0, 7.0, 0, 0, 1};
     TrainStats ts;
     for (int s = 1; s <= 2; s++) assert_int_equal(train_step(&draft, &target, st, &tb, &hp, s, NULL, &ts), 0);
 

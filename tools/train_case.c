@@ -86,7 +86,7 @@ int main(int argc, char **argv) {
     const Json *betas = aw ? json_get(aw, "betas") : NULL, *mgn = aw ? json_get(aw, "max_grad_norm") : NULL;
     TrainHyper hp = {num(aw, "lr", 1e-3), betas ? betas->items[0].number : 0.9, betas ? betas->items[1].number : 0.999,
                      num(aw, "eps", 1e-8), num(aw, "weight_decay", 0.01),
-                     mgn && mgn->type == JSON_NUMBER ? mgn->number : 0, g && g->type == JSON_NUMBER ? g->number : 0, 0};
+                     mgn && mgn->type == JSON_NUMBER ? mgn->number : 0, g && g->type == JSON_NUMBER ? g->number : 0, 0, 0, 1};
     TrainState *st = train_state_new(&draft, &target);
     Tracer *tr = st ? trace_open(argv[2], NULL, NULL, 0) : NULL;
     if (!tr) { dflash_print_error("train_case", ""); return 2; }

@@ -11,6 +11,9 @@
  *                                         sliding-window layers (section 11)
  *   toy_weights/gen llama OUTDIR [f32]    a LlamaForCausalLM target and its
  *                                         DFlash draft (section 12)
+ *   toy_weights/gen lm-tiny OUTDIR        a tiny Qwen3ForCausalLM target only,
+ *                                         for the committed target-training
+ *                                         oracle trace of tests/ (section 13)
  *
  * Each run writes, in the Hugging Face layout the reference code loads:
  *   OUTDIR/vocab.txt                  one token per line, line number = id
@@ -1150,13 +1153,55 @@ static int q3_main(const char *outdir, int f32, const char *set) {
     return 0;
 }
 
+/* ===========================================================================
+ * 13. The lm-tiny set: a tiny Qwen3ForCausalLM target, nothing else
+ * ===========================================================================
+ * D 16, I 24, 2 layers, 2 query heads over 1 KV head (GQA), d 8, V 16,
+ * untied lm_head, F32, rope_theta 10000: small enough that lm_oracle.py's
+ * trace of two training steps on it is a few KB, committed under
+ * tests/lm_oracle/ (NOTES.md, "Training a target: parity"). Weights as the
+ * random set's (section 6), from their own streams ("lm-tiny:<name>"). */
+static int lm_tiny_main(const char *outdir) {
+    Config tc = make_config(0, 1);
+    tc.hidden_size = 16, tc.intermediate_size = 24, tc.num_hidden_layers = 2;
+    tc.num_attention_heads = 2, tc.head_dim = 8, tc.vocab_size = 16, tc.max_position_embeddings = 64;
+    tc.rope_theta = "10000.0";
+    target_tensors.set = "lm-tiny";
+    int V = tc.vocab_size, D = tc.hidden_size;
+    LayerScales s = {RND_IN, RND_OUT, RND_NORM_NOISE, RND_QK, 0};
+    add_tensor(&target_tensors, "model.embed_tokens.weight", V, D, 0.0, RND_EMBED * sqrt_newton(3.0)); /* (V, D) */
+    for (int l = 0; l < tc.num_hidden_layers; l++) add_layer(&target_tensors, &tc, "model.", l, s);
+    add_tensor(&target_tensors, "model.norm.weight", D, 0, 1.0, RND_NORM_NOISE);                  /* (D) */
+    add_tensor(&target_tensors, "lm_head.weight", V, D, 0.0, uniform_bound(RND_IN, D));           /* (V, D) */
+    char tdir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || mkdir_p(tdir)) return 1;
+    Text t = {0};
+    text_add(&t, "{\n  \"architectures\": [\"Qwen3ForCausalLM\"],\n  \"model_type\": \"qwen3\",\n"
+                 "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"num_hidden_layers\": %d,\n"
+                 "  \"num_attention_heads\": %d,\n  \"num_key_value_heads\": %d,\n  \"head_dim\": %d,\n"
+                 "  \"vocab_size\": %d,\n  \"rms_norm_eps\": %s,\n  \"rope_theta\": %s,\n"
+                 "  \"max_position_embeddings\": %d,\n  \"hidden_act\": \"silu\",\n  \"attention_bias\": false,\n"
+                 "  \"tie_word_embeddings\": false,\n  \"eos_token_id\": 0,\n  \"torch_dtype\": \"float32\"\n}\n",
+             tc.hidden_size, tc.intermediate_size, tc.num_hidden_layers, tc.num_attention_heads,
+             tc.num_key_value_heads, tc.head_dim, tc.vocab_size, tc.rms_norm_eps, tc.rope_theta,
+             tc.max_position_embeddings);
+    int rc = join(path, sizeof path, tdir, "config.json") || write_text_file(path, &t);
+    free(t.s);
+    if (rc) return 1;
+    if (join(path, sizeof path, tdir, "model.safetensors") ||
+        write_safetensors_part(path, &target_tensors, &tc, 0, target_tensors.n, 0, 0, NULL))
+        return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 3 && strcmp(argv[1], "lm-tiny") == 0) return lm_tiny_main(argv[2]);
     int layout = argc >= 3 && (strcmp(argv[1], "qwen3-layout") == 0 || strcmp(argv[1], "sliding") == 0 ||
                                strcmp(argv[1], "llama") == 0);
     if (layout && (argc == 3 || (argc == 4 && strcmp(argv[3], "f32") == 0)))
         return strcmp(argv[1], "llama") == 0 ? llama_main(argv[2], argc == 4) : q3_main(argv[2], argc == 4, argv[1]);
     if (argc != 3 || (strcmp(argv[1], "random") != 0 && strcmp(argv[1], "walkthrough") != 0)) {
-        fprintf(stderr, "usage: %s random|walkthrough OUTDIR\n       %s qwen3-layout|sliding|llama OUTDIR [f32]\n",
+        fprintf(stderr, "usage: %s random|walkthrough|lm-tiny OUTDIR\n       %s qwen3-layout|sliding|llama OUTDIR [f32]\n",
                 argv[0], argv[0]);
         return 1;
     }
