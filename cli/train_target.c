@@ -40,6 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 #include <unistd.h>
 
 /* ===========================================================================
@@ -1215,7 +1216,7 @@ int train_target_main(int argc, char **argv) {
     sigaction(SIGINT, &sa, &old_int);
     sigaction(SIGTERM, &sa, &old_term);
     handlers = 1;
-    double t_run = now_seconds();
+    double t_run = now_seconds(), cpu_run = 0;   /* cpu_run: processor seconds of this process's steps */
     long tokens_run = 0;
     double first_loss = NAN, last_loss = NAN;
     for (int step = first_step; step <= steps; step++) {
@@ -1234,6 +1235,7 @@ int train_target_main(int argc, char **argv) {
         LmStats ls;
         memset(&ls, 0, sizeof ls);
         double t0 = now_seconds();
+        clock_t c0 = clock();
         if (lm_step(&r.model, r.st, &lb, &hp, step, tracer ? trace_hook(tracer) : NULL, &ls) != 0) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);
@@ -1241,6 +1243,7 @@ int train_target_main(int argc, char **argv) {
             goto fail;
         }
         double dt = now_seconds() - t0;
+        cpu_run += (double)(clock() - c0) / CLOCKS_PER_SEC;
         s->elapsed += dt;
         s->tokens += (long)lb.b * lb.T;
         tokens_run += (long)lb.b * lb.T;
@@ -1302,9 +1305,22 @@ int train_target_main(int argc, char **argv) {
     if (logf) { int lrc = out_commit(logf); logf = NULL; if (lrc != 0) goto fail; }
     char dur[32];
     fmt_duration(dur, sizeof dur, s->elapsed);
+    /* achieved FLOP/s as llm.c counts them: 6 x the matmul weights per
+     * token (forward 2, backward 4; an untied embedding is a lookup, not a
+     * matmul; attention's scores and the elementwise ops not counted) */
+    double mm = 0;
+    for (int i = 0; i < r.n_params; i++)
+        if (r.params[i].ndim == 2 && !(strcmp(r.params[i].key, "model.embed_tokens.weight") == 0 && !r.cfg.tie_word_embeddings))
+            mm += (double)r.params[i].shape[0] * (double)r.params[i].shape[1];
     if (steps >= first_step)
-        fprintf(stderr, "trained steps %d..%d: loss %.4f -> %.4f; %ld tokens in %s of steps (%.0f tokens/s)\n",
-                first_step, steps, first_loss, last_loss, s->tokens, dur, s->elapsed > 0 ? s->tokens / s->elapsed : 0.0);
+        fprintf(stderr, "trained steps %d..%d: loss %.4f -> %.4f; %ld tokens in %s of steps (%.1f tokens/s, %.2f "
+                        "GFLOP/s at 6 x %.0f matmul weights per token)\n", first_step, steps, first_loss, last_loss,
+                s->tokens, dur, s->elapsed > 0 ? s->tokens / s->elapsed : 0.0,
+                s->elapsed > 0 ? 6 * mm * (double)s->tokens / s->elapsed / 1e9 : 0.0, mm);
+    if (steps >= first_step && cpu_run > 0)
+        fprintf(stderr, "this process's steps: %ld tokens, %.1f s, processor time %.1f s (all threads): %.2f GFLOP "
+                        "per processor second\n", tokens_run, now_seconds() - t_run, cpu_run,
+                6 * mm * (double)tokens_run / cpu_run / 1e9);
     fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, %s)%s, "
                     "generation_config.json\n", od.dir, r.n_params, n_weights, bf16 ? "BF16" : "F32",
             r.tok_json ? ", tokenizer.json" : "");
