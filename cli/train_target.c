@@ -934,11 +934,14 @@ static void tt_on_stop(int sig) { tt_stop_signal = sig; }
 /* the held-out evaluation: every next-token pair of the stream once, in
  * windows of T tokens (the last one shorter), b per batch */
 static int evaluate(Run *r, const Corpus *c, int b, int T, double *loss_per_token, double *bits_per_byte, long *n_out) {
+    lm_set_threads(r->st, (int)r->a->threads);
     double total = 0;
     long counted = 0;
     int *ids = malloc(sizeof(int) * (size_t)b * (size_t)T);
     if (!ids) { dflash_set_error("out of memory"); return -1; }
     size_t start = 0;   /* the next window's first token */
+    long batches = 0;
+    double t0 = now_seconds();
     while (start + 1 < c->n) {
         int rows = 0, len = T;
         if (c->n - start < (size_t)T) len = (int)(c->n - start);   /* the tail */
@@ -955,6 +958,8 @@ static int evaluate(Run *r, const Corpus *c, int b, int T, double *loss_per_toke
         if (!isfinite(loss)) { free(ids); dflash_set_error("--heldout: the loss is not finite"); return -1; }
         total += loss * (double)n;
         counted += n;
+        if (++batches % 50 == 0)   /* progress: a held-out pass of the learned target takes minutes */
+            fprintf(stderr, "heldout: %ld of %zu tokens scored, %.1f s\n", counted, c->n - 1, now_seconds() - t0);
         if (len < T) break;
     }
     free(ids);
