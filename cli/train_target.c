@@ -104,7 +104,7 @@ static const char *const TT_USAGE[2] = {
     "evaluation and logs:\n"
     "  --heldout FILE...     after training: loss per token and bits per byte over these text\n"
     "                        files (the --data format; every next-token pair of the stream once)\n"
-    "  --log FILE            every step's loss, lr, grad norm, clip coefficient and time\n"
+    "  --log FILE            every step's loss, lr, grad norm, clip coefficient, wall and processor ms\n"
     "  --trace DIR           every step's tensors: DIR/train{s}.<name>.npy (TRACE.md)\n"
     "  -h, --help            this text\n"
     "exit status: 0 trained and wrote --out (or the --stop-after checkpoint); 2 bad input or a\n"
@@ -1248,7 +1248,8 @@ int train_target_main(int argc, char **argv) {
             goto fail;
         }
         double dt = now_seconds() - t0;
-        cpu_run += (double)(clock() - c0) / CLOCKS_PER_SEC;
+        double dcpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+        cpu_run += dcpu;
         s->elapsed += dt;
         s->tokens += (long)lb.b * lb.T;
         tokens_run += (long)lb.b * lb.T;
@@ -1258,8 +1259,8 @@ int train_target_main(int argc, char **argv) {
         if (step == first_step) first_loss = ls.loss;
         last_loss = ls.loss;
         if (logf) {   /* flushed each step: a long run's log can be followed in its partial file */
-            fprintf(out_stream(logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f\n", step, ls.loss,
-                    hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3);
+            fprintf(out_stream(logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f cpu_ms %.1f\n", step,
+                    ls.loss, hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3, dcpu * 1e3);
             fflush(out_stream(logf));
         }
         if (step == first_step || step == steps || step % a.log_every == 0) {
