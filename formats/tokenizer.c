@@ -333,7 +333,7 @@ static void tok_index(Tokenizer *t, int id) {
 }
 
 void tok_free(Tokenizer *t) {
-    if (t->bytes) for (int i = 0; i < t->n_ids; i++) free(t->bytes[i]);
+    if (t->bytes) for (int i = 0; i < t->cap_ids; i++) free(t->bytes[i]);
     free(t->bytes); free(t->len); free(t->slot); free(t->merges); free(t->by_pair); free(t->is_added);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].text);
     free(t->added);
@@ -388,8 +388,8 @@ static int set_token(Tokenizer *t, const char *path, int id, const unsigned char
         dflash_set_error("%s: %s: id %d, expected 0..%d", path, what, id, TOK_MAX_IDS - 1);
         return -1;
     }
-    if (id >= t->n_ids) {
-        int cap = t->n_ids ? t->n_ids : 1024;
+    if (id >= t->cap_ids) {
+        int cap = t->cap_ids ? t->cap_ids : 1024;
         while (cap <= id) cap *= 2;
         unsigned char **nb = realloc(t->bytes, sizeof *nb * (size_t)cap);
         if (nb) t->bytes = nb;
@@ -398,9 +398,10 @@ static int set_token(Tokenizer *t, const char *path, int id, const unsigned char
         int *na = realloc(t->is_added, sizeof *na * (size_t)cap);
         if (na) t->is_added = na;
         if (!nb || !nl || !na) { dflash_set_error("%s: out of memory", path); return -1; }
-        for (int i = t->n_ids; i < cap; i++) t->bytes[i] = NULL, t->len[i] = 0, t->is_added[i] = 0;
-        t->n_ids = cap;
+        for (int i = t->cap_ids; i < cap; i++) t->bytes[i] = NULL, t->len[i] = 0, t->is_added[i] = 0;
+        t->cap_ids = cap;
     }
+    if (id >= t->n_ids) t->n_ids = id + 1;
     if (t->bytes[id]) {
         if (t->len[id] == n && memcmp(t->bytes[id], b, (size_t)n) == 0 && strncmp(what, "added", 5) == 0) return 0;
         dflash_set_error("%s: %s: id %d is already the id of another token", path, what, id);
@@ -487,7 +488,11 @@ static int read_post(Tokenizer *t, const char *path, const Json *pp, const char 
     return 0;
 }
 
-int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
+/* what encoding needs beyond decoding: normalizer, pre-tokenizer, the 256
+ * byte tokens, merges, post-processor */
+static int read_encoder(Tokenizer *t, const char *path, const Json *root);
+
+static int read_tokenizer(Tokenizer *t, const char *path, const char *text, size_t len, int decode_only) {
     Json root;
     char buf[96];
     memset(t, 0, sizeof *t);
@@ -497,48 +502,6 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
     const Json *model = json_get(&root, "model");
     if (root.type != JSON_OBJECT) { dflash_set_error("%s: expected a JSON object (a tokenizer.json)", path); goto done; }
     if (!is_type(model, "BPE")) { refuse_type(path, "model", model, "BPE"); goto done; }
-    if (refuse_set(path, model, "model", "dropout") || refuse_set(path, model, "model", "unk_token") ||
-        refuse_set(path, model, "model", "continuing_subword_prefix") ||
-        refuse_set(path, model, "model", "end_of_word_suffix") || refuse_set(path, model, "model", "byte_fallback") ||
-        refuse_set(path, &root, "tokenizer", "truncation") || refuse_set(path, &root, "tokenizer", "padding"))
-        goto done;
-    const Json *im = json_get(model, "ignore_merges");
-    t->ignore_merges = im && im->type == JSON_BOOL && im->boolean;
-
-    /* normalizer: null or NFC */
-    const Json *norm = json_get(&root, "normalizer");
-    if (is_type(norm, "NFC")) t->nfc = 1;
-    else if (!is_null(norm)) { refuse_type(path, "normalizer", norm, "null or NFC"); goto done; }
-
-    /* pre_tokenizer: Sequence [Split(pattern), ByteLevel] */
-    const Json *pre = json_get(&root, "pre_tokenizer"), *ps = json_get(pre, "pretokenizers");
-    if (!is_type(pre, "Sequence") || !ps || ps->type != JSON_ARRAY || ps->n != 2) {
-        refuse_type(path, "pre_tokenizer", pre, "a Sequence of Split (the Qwen2/3 or Llama-3 pattern) and ByteLevel");
-        goto done;
-    }
-    const Json *sp = &ps->items[0], *pat = json_get(sp, "pattern"), *rx = pat ? json_get(pat, "Regex") : NULL;
-    if (!is_type(sp, "Split")) { refuse_type(path, "pre_tokenizer.pretokenizers[0]", sp, "Split"); goto done; }
-    if (!rx || rx->type != JSON_STRING) {
-        dflash_set_error("%s: pre_tokenizer.pretokenizers[0].pattern: %s is not supported (expected the Regex of Qwen2/3 or "
-                         "Llama-3)", path, pat ? "a String pattern" : "nothing");
-        goto done;
-    }
-    if (!strcmp(rx->string, TOK_QWEN2_PATTERN)) t->digits = 1;
-    else if (!strcmp(rx->string, TOK_LLAMA3_PATTERN)) t->digits = 3;
-    else {
-        dflash_set_error("%s: pre_tokenizer.pretokenizers[0].pattern.Regex: \"%.80s%s\" is not supported (expected the "
-                         "pattern of Qwen2/3 or Llama-3)", path, rx->string, strlen(rx->string) > 80 ? "..." : "");
-        goto done;
-    }
-    const char *beh = jstr(sp, "behavior");
-    if (!beh || strcmp(beh, "Isolated")) {
-        dflash_set_error("%s: pre_tokenizer.pretokenizers[0].behavior: \"%.40s\" is not supported (expected \"Isolated\")",
-                         path, beh ? beh : "(none)");
-        goto done;
-    }
-    if (refuse_set(path, sp, "pre_tokenizer.pretokenizers[0]", "invert")) goto done;
-    if (!is_type(&ps->items[1], "ByteLevel")) { refuse_type(path, "pre_tokenizer.pretokenizers[1]", &ps->items[1], "ByteLevel"); goto done; }
-    if (read_bytelevel(path, "pre_tokenizer.pretokenizers[1]", &ps->items[1])) goto done;
 
     const Json *dec = json_get(&root, "decoder");
     if (!is_null(dec) && !is_type(dec, "ByteLevel")) { refuse_type(path, "decoder", dec, "null or ByteLevel"); goto done; }
@@ -581,7 +544,7 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
         }
         if (refuse_set(path, a, where, "lstrip") || refuse_set(path, a, where, "rstrip") || refuse_set(path, a, where, "single_word"))
             goto done;
-        if (t->nfc && nm && nm->type == JSON_BOOL && nm->boolean) {
+        if (is_type(json_get(&root, "normalizer"), "NFC") && nm && nm->type == JSON_BOOL && nm->boolean) {
             dflash_set_error("%s: %s.normalized: true is not supported with the NFC normalizer (expected false)", path, where);
             goto done;
         }
@@ -595,10 +558,68 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
     }
     qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
 
+    if (read_encoder(t, path, &root) != 0) {
+        if (!decode_only) goto done;
+        memcpy(t->no_encode, dflash_errmsg, sizeof t->no_encode);  /* decoding still works */
+        t->no_encode[sizeof t->no_encode - 1] = 0;
+    }
+    rc = 0;
+done:
+    free(tmp);
+    json_free(&root);
+    if (rc) tok_free(t);
+    return rc;
+}
+
+static int read_encoder(Tokenizer *t, const char *path, const Json *root) {
+    char buf[96];
+    const Json *model = json_get(root, "model");
+    if (refuse_set(path, model, "model", "dropout") || refuse_set(path, model, "model", "unk_token") ||
+        refuse_set(path, model, "model", "continuing_subword_prefix") ||
+        refuse_set(path, model, "model", "end_of_word_suffix") || refuse_set(path, model, "model", "byte_fallback") ||
+        refuse_set(path, root, "tokenizer", "truncation") || refuse_set(path, root, "tokenizer", "padding"))
+        return -1;
+    const Json *im = json_get(model, "ignore_merges");
+    t->ignore_merges = im && im->type == JSON_BOOL && im->boolean;
+    /* normalizer: null or NFC */
+    const Json *norm = json_get(root, "normalizer");
+    if (is_type(norm, "NFC")) t->nfc = 1;
+    else if (!is_null(norm)) { refuse_type(path, "normalizer", norm, "null or NFC"); return -1; }
+
+    /* pre_tokenizer: Sequence [Split(pattern), ByteLevel] */
+    const Json *pre = json_get(root, "pre_tokenizer"), *ps = json_get(pre, "pretokenizers");
+    if (!is_type(pre, "Sequence") || !ps || ps->type != JSON_ARRAY || ps->n != 2) {
+        refuse_type(path, "pre_tokenizer", pre, "a Sequence of Split (the Qwen2/3 or Llama-3 pattern) and ByteLevel");
+        return -1;
+    }
+    const Json *sp = &ps->items[0], *pat = json_get(sp, "pattern"), *rx = pat ? json_get(pat, "Regex") : NULL;
+    if (!is_type(sp, "Split")) { refuse_type(path, "pre_tokenizer.pretokenizers[0]", sp, "Split"); return -1; }
+    if (!rx || rx->type != JSON_STRING) {
+        dflash_set_error("%s: pre_tokenizer.pretokenizers[0].pattern: %s is not supported (expected the Regex of Qwen2/3 or "
+                         "Llama-3)", path, pat ? "a String pattern" : "nothing");
+        return -1;
+    }
+    if (!strcmp(rx->string, TOK_QWEN2_PATTERN)) t->digits = 1;
+    else if (!strcmp(rx->string, TOK_LLAMA3_PATTERN)) t->digits = 3;
+    else {
+        dflash_set_error("%s: pre_tokenizer.pretokenizers[0].pattern.Regex: \"%.80s%s\" is not supported (expected the "
+                         "pattern of Qwen2/3 or Llama-3)", path, rx->string, strlen(rx->string) > 80 ? "..." : "");
+        return -1;
+    }
+    const char *beh = jstr(sp, "behavior");
+    if (!beh || strcmp(beh, "Isolated")) {
+        dflash_set_error("%s: pre_tokenizer.pretokenizers[0].behavior: \"%.40s\" is not supported (expected \"Isolated\")",
+                         path, beh ? beh : "(none)");
+        return -1;
+    }
+    if (refuse_set(path, sp, "pre_tokenizer.pretokenizers[0]", "invert")) return -1;
+    if (!is_type(&ps->items[1], "ByteLevel")) { refuse_type(path, "pre_tokenizer.pretokenizers[1]", &ps->items[1], "ByteLevel"); return -1; }
+    if (read_bytelevel(path, "pre_tokenizer.pretokenizers[1]", &ps->items[1])) return -1;
+
     /* bytes -> id (the vocab's tokens; added tokens are matched separately) */
     t->n_slots = 16;
     while (t->n_slots < 2 * (size_t)t->n_ids) t->n_slots *= 2;
-    if (!(t->slot = calloc(t->n_slots, sizeof *t->slot))) { dflash_set_error("%s: out of memory", path); goto done; }
+    if (!(t->slot = calloc(t->n_slots, sizeof *t->slot))) { dflash_set_error("%s: out of memory", path); return -1; }
     for (int i = 0; i < t->n_ids; i++) if (t->bytes[i] && !t->is_added[i]) tok_index(t, i);
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
@@ -607,16 +628,16 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
             tok_byte_char(c, ch);
             dflash_set_error("%s: model.vocab: no token for the byte 0x%02X (\"%s\"): a byte-level vocabulary has all 256",
                              path, b, ch);
-            goto done;
+            return -1;
         }
     }
 
     /* model.merges: "a b" or [a, b], in rank order */
     const Json *mer = json_get(model, "merges");
-    if (!mer || mer->type != JSON_ARRAY) { dflash_set_error("%s: model.merges: expected a list", path); goto done; }
+    if (!mer || mer->type != JSON_ARRAY) { dflash_set_error("%s: model.merges: expected a list", path); return -1; }
     if (mer->n && (!(t->merges = malloc(sizeof *t->merges * (size_t)mer->n)) || !(t->by_pair = malloc(sizeof(int) * (size_t)mer->n)))) {
         dflash_set_error("%s: out of memory", path);
-        goto done;
+        return -1;
     }
     for (int i = 0; i < mer->n; i++) {
         const Json *m = &mer->items[i];
@@ -630,10 +651,10 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
         }
         if (!a || !al || !bl) {
             dflash_set_error("%s: model.merges[%d]: %s, expected \"a b\" or [\"a\", \"b\"]", path, i, json_describe(m, buf, sizeof buf));
-            goto done;
+            return -1;
         }
         unsigned char *ab = malloc(al + bl + 1);
-        if (!ab) { dflash_set_error("%s: out of memory", path); goto done; }
+        if (!ab) { dflash_set_error("%s: out of memory", path); return -1; }
         int na = bytelevel_decode(a, al, ab), nb = na > 0 ? bytelevel_decode(b, bl, ab + na) : -1;
         int ia = na > 0 ? tok_find(t, ab, na) : -1, ib = nb > 0 ? tok_find(t, ab + na, nb) : -1;
         int iab = ia >= 0 && ib >= 0 ? tok_find(t, ab, na + nb) : -1;
@@ -641,7 +662,7 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
         if (iab < 0) {
             dflash_set_error("%s: model.merges[%d]: \"%.*s\" + \"%.*s\": %s is not in model.vocab", path, i, (int)(al > 40 ? 40 : al), a,
                              (int)(bl > 40 ? 40 : bl), b, ia < 0 ? "the first token" : ib < 0 ? "the second token" : "the merged token");
-            goto done;
+            return -1;
         }
         t->merges[i] = (TokMerge){ia, ib, iab};
         t->by_pair[i] = i;
@@ -654,34 +675,37 @@ int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) {
         if (x->left == y->left && x->right == y->right) {
             int r = t->by_pair[i - 1] < t->by_pair[i] ? t->by_pair[i] : t->by_pair[i - 1];
             dflash_set_error("%s: model.merges[%d]: the same pair as an earlier merge", path, r);
-            goto done;
+            return -1;
         }
     }
-    if (read_post(t, path, json_get(&root, "post_processor"), "post_processor")) goto done;
+    if (read_post(t, path, json_get(root, "post_processor"), "post_processor")) return -1;
     for (int i = 0; i < t->n_prefix + t->n_suffix; i++) {
         int id = i < t->n_prefix ? t->prefix[i] : t->suffix[i - t->n_prefix];
         if (id >= t->n_ids || !t->bytes[id]) {
             dflash_set_error("%s: post_processor: id %d is no token", path, id);
-            goto done;
+            return -1;
         }
     }
-    rc = 0;
-done:
-    free(tmp);
-    json_free(&root);
-    if (rc) tok_free(t);
-    return rc;
+    return 0;
 }
 
-int tok_load(Tokenizer *t, const char *path) {
+int tok_parse(Tokenizer *t, const char *path, const char *text, size_t len) { return read_tokenizer(t, path, text, len, 0); }
+int tok_parse_decoder(Tokenizer *t, const char *path, const char *text, size_t len) {
+    return read_tokenizer(t, path, text, len, 1);
+}
+
+static int load(Tokenizer *t, const char *path, int decode_only) {
     char *text;
     size_t len;
     memset(t, 0, sizeof *t);
     if (file_read_max(path, 512u << 20, &text, &len) != 0) return -1;
-    int rc = tok_parse(t, path, text, len);
+    int rc = read_tokenizer(t, path, text, len, decode_only);
     free(text);
     return rc;
 }
+
+int tok_load(Tokenizer *t, const char *path) { return load(t, path, 0); }
+int tok_load_decoder(Tokenizer *t, const char *path) { return load(t, path, 1); }
 
 /* ---- BPE on one piece: start from its bytes, then always merge the
  * adjacent pair of lowest rank (the leftmost of equal ones), as HF's
@@ -780,6 +804,7 @@ static int encode_plain(const Tokenizer *t, const char *s, size_t n, IntList *ou
 }
 
 int tok_encode(const Tokenizer *t, const char *text, size_t len, int add_special, IntList *out) {
+    if (t->no_encode[0]) { dflash_set_error("this tokenizer.json decodes only: %s", t->no_encode); return -1; }
     size_t bad = tok_utf8_check(text, len);
     if (bad != len) {
         dflash_set_error("invalid UTF-8 at byte %zu (0x%02X): text must be UTF-8", bad, (unsigned char)text[bad]);

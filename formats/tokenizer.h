@@ -34,6 +34,7 @@ typedef struct { char *text; int len, id, special; } TokAdded;
 
 typedef struct Tokenizer {
     int n_ids;                 /* highest id + 1 */
+    int cap_ids;               /* allocated ids (>= n_ids) */
     unsigned char **bytes;     /* (n_ids) id -> the token's bytes, NULL: no such id */
     int *len;                  /* (n_ids) */
     int *slot;                 /* bytes -> id: open addressing, slot = id + 1 */
@@ -51,6 +52,7 @@ typedef struct Tokenizer {
     int prefix[8], n_prefix;   /* post-processor ids before and after the text */
     int suffix[8], n_suffix;
     int *is_added;             /* (n_ids) 1: an added token (not byte-level) */
+    char no_encode[1024];      /* tok_load_decoder: why it cannot encode ("": it can) */
 } Tokenizer;
 
 /* The two patterns (the Split pre-tokenizer's "Regex"), digits 1 and 3. */
@@ -60,6 +62,11 @@ int  tok_load(Tokenizer *t, const char *path);
 /* tok_parse: text (len bytes) as a tokenizer.json named path */
 int  tok_parse(Tokenizer *t, const char *path, const char *text, size_t len);
 void tok_free(Tokenizer *t);
+/* decoding only (output of a toy set whose tokenizer.json has no merges):
+ * what encoding needs may be missing or unsupported, then t->no_encode
+ * says why; the vocabulary and added tokens are read as tok_load reads them */
+int  tok_load_decoder(Tokenizer *t, const char *path);
+int  tok_parse_decoder(Tokenizer *t, const char *path, const char *text, size_t len);
 /* text (len bytes, UTF-8; invalid UTF-8 refused with its byte offset) ->
  * ids appended to out. add_special: the post-processor's tokens (HF's
  * add_special_tokens). 0, or -1 with dflash_errmsg. */

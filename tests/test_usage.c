@@ -4,11 +4,13 @@
  * Nothing here lists flags by hand, so a flag added later is held to the
  * same rules:
  * - README.md holds a fenced block that is byte for byte what
- *   `./dflash --help` prints, and another that is `./dflash train --help`
- *   (and `./dflash train-target --help`);
+ *   `./dflash --help` prints, and others that are `./dflash train --help`,
+ *   `./dflash tokenize --help`, `./dflash train-tokenizer --help` and
+ *   `./dflash train-target --help`;
  * - every flag the sources compare against (a string literal "--name" or
- *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, cli/train_cli.c) is listed in one of
- *   the help texts;
+ *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, cli/train_cli.c, cli/tokenize.c,
+ *   cli/train_target.c)
+ *   is listed in one of the help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
  *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
  *   is listed in one of the two (a document cannot advertise a flag that is not
@@ -93,22 +95,30 @@ static char *help_of(const char *cmd, const char *first) {
 static char *help_text(void) { return help_of("./dflash --help", "usage: dflash"); }
 /* `dflash train --help` (cli/train_cli.c) */
 static char *train_help_text(void) { return help_of("./dflash train --help", "usage: dflash train"); }
+/* `dflash tokenize --help` and `dflash train-tokenizer --help` (cli/tokenize.c) */
+static char *tokenize_help_text(void) { return help_of("./dflash tokenize --help", "usage: dflash tokenize"); }
+static char *train_tok_help_text(void) { return help_of("./dflash train-tokenizer --help", "usage: dflash train-tokenizer"); }
 /* `dflash train-target --help` (cli/train_target.c) */
 static char *train_target_help_text(void) {
     return help_of("./dflash train-target --help", "usage: dflash train-target");
 }
-/* all three: the flags any document may mention */
+/* all five: the flags any document may mention */
 static char *all_help_text(void) {
-    char *a = help_text(), *b = train_help_text(), *c = train_target_help_text();
-    char *both = malloc(strlen(a) + strlen(b) + strlen(c) + 1);
-    assert_non_null(both);
-    strcpy(both, a);
-    strcat(both, b);
-    strcat(both, c);
+    char *a = help_text(), *b = train_help_text(), *c = tokenize_help_text(), *d = train_tok_help_text(),
+         *e = train_target_help_text();
+    char *all = malloc(strlen(a) + strlen(b) + strlen(c) + strlen(d) + strlen(e) + 1);
+    assert_non_null(all);
+    strcpy(all, a);
+    strcat(all, b);
+    strcat(all, c);
+    strcat(all, d);
+    strcat(all, e);
     free(a);
     free(b);
     free(c);
-    return both;
+    free(d);
+    free(e);
+    return all;
 }
 
 /* README.md holds a fenced block that starts with `prefix` and is `help`
@@ -147,18 +157,22 @@ static void check_readme_block(const char *readme, const char *prefix, const cha
 
 static void test_readme_usage_block_is_the_help_text(void **state) {
     (void)state;
-    char *help = help_text(), *train = train_help_text();
+    char *help = help_text(), *train = train_help_text(), *tokenize = tokenize_help_text(), *ttok = train_tok_help_text();
     size_t len;
     char *readme = tu_read("README.md", &len);
     assert_non_null(readme);
     check_readme_block(readme, "usage: dflash [OPTIONS]", help);
-    check_readme_block(readme, "usage: dflash train", train);
+    check_readme_block(readme, "usage: dflash train ", train);
+    check_readme_block(readme, "usage: dflash tokenize", tokenize);
+    check_readme_block(readme, "usage: dflash train-tokenizer", ttok);
     char *tt = train_target_help_text();
     check_readme_block(readme, "usage: dflash train-target", tt);
     free(tt);
     free(readme);
     free(help);
     free(train);
+    free(tokenize);
+    free(ttok);
 }
 
 static void test_every_flag_the_code_accepts_is_in_help(void **state) {
@@ -166,7 +180,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c",
+    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c", "cli/tokenize.c",
                              "cli/train_target.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
