@@ -317,48 +317,64 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
  * Each entry's sum runs in the same order whatever the blocking (dx_t over
  * o = 0..n_out-1, dw_o over t = 0..T-1): rows [t0, t1) of dx and rows
  * [o0, o1) of dw can be computed apart, by different threads, to the same
- * bits (linear_backward_rows). */
-/* Function multi-versioning, as dflash.c's matmul (GCC on x86-64 glibc): one
- * clone per instruction set, the same IEEE operations in the same order
- * (each entry's axpy is elementwise, no sum is reassociated), so the same
- * bits; the widest the processor has runs (4-10x the baseline SSE2 loop on
- * the learned target's shapes). */
+ * bits (rows_parallel below). */
+/* The fast form of those loops, for the compiler to vectorise (no
+ * intrinsics): a tile of TB_R rows by TB_I columns of dx (or of dw) is held
+ * in acc (registers), loaded from memory first, then every term added in
+ * the order above (o ascending for dx, t ascending for dw), then stored:
+ * each entry's additions are the same IEEE operations in the same order as
+ * the plain loops', so the same bits; only the memory traffic changes.
+ * Columns past the last whole tile go the plain way. */
+#define TB_R 4
+#define TB_I 32
+#if defined(__GNUC__) && !defined(__clang__)
+#define TB_UNROLL _Pragma("GCC unroll 32")
+#else
+#define TB_UNROLL
+#endif
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__)
 #if __has_attribute(target_clones)
-#define TRAIN_CLONES __attribute__((target_clones("avx512f", "avx2", "default"), optimize("tree-loop-vectorize", "vect-cost-model=dynamic")))
+#define TRAIN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
 #endif
 #ifndef TRAIN_CLONES
 #define TRAIN_CLONES
 #endif
 
-TRAIN_CLONES
-static void linear_backward_dx(real *dx, const real *dout, const real *w, int t0, int t1, int n_in, int n_out) {
-    for (int t = t0; t < t1; t += 4) {
-        int nt = t1 - t < 4 ? t1 - t : 4;
-        for (int o = 0; o < n_out; o++) {
-            const real *w_o = w + (size_t)o * n_in;
-            for (int r = 0; r < nt; r++) {
-                real g = dout[(size_t)(t + r) * n_out + o];
-                real *dx_t = dx + (size_t)(t + r) * n_in;
-                for (int i = 0; i < n_in; i++) dx_t[i] += g * w_o[i];
-            }
-        }
-    }
-}
-
+/* dw rows o0..o1-1 += dout^T x: dw_o[i] over t = 0..T-1. The column block
+ * i0 outer, so its slice of x (T x TB_I) stays cached across the rows.
+ * dx is the same sum with the roles swapped: dx rows t0..t1-1 += (dout^T)^T W
+ * is linear_backward_dw(dx, dout^T, W, n_out, t0, t1, n_in, T): row t of dx
+ * over o = 0..n_out-1, the order above (linear_backward_threads transposes
+ * dout once into a scratch buffer). */
 TRAIN_CLONES
 static void linear_backward_dw(real *dw, const real *dout, const real *x, int T, int o0, int o1, int n_in,
                                int n_out) {
-    for (int o = o0; o < o1; o += 4) {
-        int no = o1 - o < 4 ? o1 - o : 4;
+    int i_full = n_in - n_in % TB_I, o_full = o0 + (o1 - o0) / TB_R * TB_R;
+    for (int i0 = 0; i0 < i_full; i0 += TB_I)
+        for (int o = o0; o < o_full; o += TB_R) {
+            real a0[TB_I], a1[TB_I], a2[TB_I], a3[TB_I];   /* TB_R = 4 rows of dw */
+            real *d0 = dw + (size_t)o * n_in + i0, *d1 = d0 + n_in, *d2 = d1 + n_in, *d3 = d2 + n_in;
+            TB_UNROLL for (int j = 0; j < TB_I; j++) a0[j] = d0[j], a1[j] = d1[j], a2[j] = d2[j], a3[j] = d3[j];
+            for (int t = 0; t < T; t++) {
+                const real *x_t = x + (size_t)t * n_in + i0, *g = dout + (size_t)t * n_out + o;
+                real g0 = g[0], g1 = g[1], g2 = g[2], g3 = g[3];
+                TB_UNROLL for (int j = 0; j < TB_I; j++) {
+                    a0[j] += g0 * x_t[j];
+                    a1[j] += g1 * x_t[j];
+                    a2[j] += g2 * x_t[j];
+                    a3[j] += g3 * x_t[j];
+                }
+            }
+            TB_UNROLL for (int j = 0; j < TB_I; j++) d0[j] = a0[j], d1[j] = a1[j], d2[j] = a2[j], d3[j] = a3[j];
+        }
+    for (int o = o0; o < o1; o++) {   /* the plain loops for what is left */
+        int i_from = o < o_full ? i_full : 0;
+        real *dw_o = dw + (size_t)o * n_in;
         for (int t = 0; t < T; t++) {
             const real *x_t = x + (size_t)t * n_in;
-            for (int r = 0; r < no; r++) {
-                real g = dout[(size_t)t * n_out + o + r];
-                real *dw_o = dw + (size_t)(o + r) * n_in;
-                for (int i = 0; i < n_in; i++) dw_o[i] += g * x_t[i];
-            }
+            real g = dout[(size_t)t * n_out + o];
+            for (int i = i_from; i < n_in; i++) dw_o[i] += g * x_t[i];
         }
     }
 }
@@ -380,8 +396,8 @@ static void rows_job_run(RowsJob *j) {
     if (j->kind == 0)
         matmul(j->out + (size_t)j->lo * j->n_out, j->x + (size_t)j->lo * j->n_in, j->w, j->hi - j->lo, j->n_in,
                j->n_out);
-    else if (j->kind == 1)
-        linear_backward_dx(j->out, j->dout, j->w, j->lo, j->hi, j->n_in, j->n_out);
+    else if (j->kind == 1)   /* j->dout: dout^T (n_out, T) */
+        linear_backward_dw(j->out, j->dout, j->w, j->n_out, j->lo, j->hi, j->n_in, j->T);
     else
         linear_backward_dw(j->out, j->dout, j->x, j->T, j->lo, j->hi, j->n_in, j->n_out);
 }
@@ -428,8 +444,20 @@ static void matmul_threads(int threads, real *out, const real *x, const real *w,
 static void linear_backward_threads(int threads, real *dx, real *dw, const real *dout, const real *x, const real *w,
                                     int T, int n_in, int n_out) {
     if (dx) {
-        RowsJob j = {1, dx, x, w, dout, T, n_in, n_out, 0, 0};
-        rows_parallel(&j, T, threads);
+        real *dout_t = malloc(sizeof(real) * (size_t)T * n_out);   /* (n_out, T) dout^T */
+        if (!dout_t) {   /* no scratch: the plain loops, the same sums in the same order */
+            for (int o = 0; o < n_out; o++)
+                for (int t = 0; t < T; t++) {
+                    real g = dout[(size_t)t * n_out + o];
+                    for (int i = 0; i < n_in; i++) dx[(size_t)t * n_in + i] += g * w[(size_t)o * n_in + i];
+                }
+        } else {
+            for (int t = 0; t < T; t++)
+                for (int o = 0; o < n_out; o++) dout_t[(size_t)o * T + t] = dout[(size_t)t * n_out + o];
+            RowsJob j = {1, dx, x, w, dout_t, T, n_in, n_out, 0, 0};
+            rows_parallel(&j, T, threads);
+            free(dout_t);
+        }
     }
     if (dw) {
         RowsJob j = {2, dw, x, w, dout, T, n_in, n_out, 0, 0};
@@ -1428,7 +1456,7 @@ static TraceDims lm_dims(const Model *m, const LmBatch *bt) {
 static int lm_emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
     char full[160];
     snprintf(full, sizeof full, "train%d.%s", step, name);
-    TraceHand hand = {full, {"train-target", step}, data, dims};
+    TraceHand hand = {full, {"train", step}, data, dims};   /* dims->N = B = 0: the target rows */
     return hook->tensor(hook->ctx, &hand);
 }
 #define LM_EMIT(hook, step, dims, name, data)                                                          \

@@ -48,8 +48,8 @@ int trace_name_matches(const char *pattern, const char *name, int L) {
     return *name == 0;
 }
 
-const TraceName *dflash_trace_name_in(const char *phase, const char *name, int num_layers) {
-    if (phase && strcmp(phase, "train-target") == 0) {
+const TraceName *dflash_trace_name_in(const TraceDims *dims, const char *name, int num_layers) {
+    if (dims && dims->N == 0 && dims->B == 0 && strncmp(name, "train", 5) == 0) {
         for (int i = 0; i < dflash_n_lm_trace_names; i++)
             if (trace_name_matches(dflash_lm_trace_names[i].pattern, name, num_layers)) return &dflash_lm_trace_names[i];
         return NULL;
@@ -124,7 +124,7 @@ int trace_eval_shape(const char *shape, const TraceDims *dm, int64_t out[TRACE_M
 int trace_shape_hand(const TraceHand *hand, int (*fn)(void *ctx, const TraceTensor *t), void *ctx) {
     const char *name = hand->name;
     const void *buffer = hand->buffer;
-    const TraceName *spec = dflash_trace_name_in(hand->ph.phase, name, hand->dims->L);
+    const TraceName *spec = dflash_trace_name_in(hand->dims, name, hand->dims->L);
     if (!spec) {
         dflash_set_error("trace: %s is not in the trace-name table (formats/tracenames.c)", name);
         return -1;
@@ -356,7 +356,9 @@ const int dflash_n_train_trace_names = (int)(sizeof dflash_train_trace_names / s
  * (lr, the clip coefficient, the clipped gradients, AdamW's m and v). s is
  * the step (from 1), i a hidden-state index 0..L (L: after the final norm),
  * l a layer. Shapes in b sequences of S tokens and the target's sizes. The
- * hook's phase is "train-target" (the draft's rows share some names). */
+ * hand's phase is "train", as the draft's; its sizes have no blocks (N = B =
+ * 0), which is how the lookup tells these rows from the draft's (some names
+ * are shared, with other shapes). */
 #define R TRACE_REAL
 #define IDS TRACE_IDS
 #define LM_PARAM(which, when)                                                                                   \

@@ -51,7 +51,7 @@ extern const int dflash_n_trace_names;
 extern const TraceName dflash_train_trace_names[];
 extern const int dflash_n_train_trace_names;
 /* The target training step's rows (train.c lm_step; TRACE.md "Training a
- * target"): names "train{s}.*" handed with phase "train-target". */
+ * target"): names "train{s}.*" handed with sizes without blocks (N = B = 0). */
 extern const TraceName dflash_lm_trace_names[];
 extern const int dflash_n_lm_trace_names;
 
@@ -62,9 +62,10 @@ int trace_name_matches(const char *pattern, const char *name, int num_layers);
 /* The table row a full trace name belongs to (NULL: none). num_layers is the
  * target's L (hidden_states.{L} is the post-norm entry). */
 const TraceName *dflash_trace_name(const char *name, int num_layers);
-/* The same for a hand's phase: "train-target" looks in the target training
- * rows, any other phase (or NULL) as dflash_trace_name. */
-const TraceName *dflash_trace_name_in(const char *phase, const char *name, int num_layers);
+/* The same for a hand's sizes: a "train{s}." name with N = B = 0 (a target's
+ * training step: no blocks) is looked up in the target training rows, any
+ * other as dflash_trace_name. */
+const TraceName *dflash_trace_name_in(const TraceDims *dims, const char *name, int num_layers);
 /* A symbolic shape ("Hkv,Lc+B,d", "B-1", "" for a 0-d tensor) with the
  * sizes dm: each axis is symbols joined by + - * / (* and / first). Returns
  * the number of axes (written to out), or -1 when the shape cannot be read. */

@@ -747,6 +747,39 @@ static void test_kernel_swiglu(void **state) { (void)state; skip(); }
 static void test_kernel_cross_entropy(void **state) { (void)state; skip(); }
 #endif
 
+/* The tiled, vectorised backward loops and the threads give the bits of
+ * the plain loops (dx_t over o ascending, dw_o over t ascending), written
+ * here; sizes with whole tiles and leftovers on every side. */
+static void test_linear_tiles_bits(void **state) {
+    (void)state;
+    enum { T = 11, NI = 75, NO = 21 };
+    static real x[T * NI], w[NO * NI], g[T * NO], dx[T * NI], dw[NO * NI], rx[T * NI], rw[NO * NI];
+    uint64_t z = 77;
+    for (int i = 0; i < T * NI; i++) x[i] = (real)(urand(&z) - 0.5), dx[i] = rx[i] = (real)(urand(&z) - 0.5);
+    for (int i = 0; i < NO * NI; i++) w[i] = (real)(urand(&z) - 0.5), dw[i] = rw[i] = (real)(urand(&z) - 0.5);
+    for (int i = 0; i < T * NO; i++) g[i] = (real)(urand(&z) - 0.5);
+    for (int o = 0; o < NO; o++)
+        for (int t = 0; t < T; t++)
+            for (int i = 0; i < NI; i++) {
+                rx[t * NI + i] += g[t * NO + o] * w[o * NI + i];
+                rw[o * NI + i] += g[t * NO + o] * x[t * NI + i];
+            }
+    for (int threads = 1; threads <= 4; threads++) {
+        static real dx2[T * NI], dw2[NO * NI];
+        memcpy(dx2, dx, sizeof dx), memcpy(dw2, dw, sizeof dw);
+        linear_backward_threads(threads, dx2, dw2, g, x, w, T, NI, NO);
+        assert_memory_equal(dx2, rx, sizeof rx);
+        assert_memory_equal(dw2, rw, sizeof rw);
+    }
+    /* the forward: matmul split by tokens over threads, the bits of one call */
+    static real y1[T * NO], y2[T * NO];
+    matmul(y1, x, w, T, NI, NO);
+    for (int threads = 2; threads <= 4; threads++) {
+        matmul_threads(threads, y2, x, w, T, NI, NO);
+        assert_memory_equal(y1, y2, sizeof y1);
+    }
+}
+
 /* ---- tiny targets: Qwen3 untied, Qwen3 tied, Llama (no q/k norms, llama3 RoPE) */
 static void tiny_lm(Model *m, int kind /* 0 untied, 1 tied, 2 llama */, uint64_t seed) {
     tiny_target(m, seed);
@@ -1044,6 +1077,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_float_double),
         cmocka_unit_test(test_toy_weights_step),
         cmocka_unit_test(test_kernel_linear),
+        cmocka_unit_test(test_linear_tiles_bits),
         cmocka_unit_test(test_kernel_rmsnorm),
         cmocka_unit_test(test_kernel_rope),
         cmocka_unit_test(test_kernel_attention),

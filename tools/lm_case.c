@@ -4,6 +4,8 @@
  * Not part of CI or of ./dflash.
  *
  *   tools/lm_case CASE.json TRACE_DIR [--threads N]
+ *   tools/lm_case CASE.json - [--threads N]      no trace: times each step
+ *                                                (tokens/s, model FLOP/s)
  *
  * Reads the case's "weights" (the folder or its target/ subfolder), "adamw"
  * (lr, betas, eps, weight_decay, max_grad_norm, decay_2d_only) and every
@@ -20,6 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <time.h>
 
 static const char *case_path(const char *base, const char *p, char *buf, size_t size) {
     struct stat sb;
@@ -98,8 +101,16 @@ int main(int argc, char **argv) {
         free(ids);
     }
     LmState *st = lm_state_new(&target, b_max, T_max);
-    Tracer *tr = st ? trace_open(argv[2], NULL, NULL, 0) : NULL;
-    if (!tr) { dflash_print_error("lm_case", ""); return 2; }
+    int timing = strcmp(argv[2], "-") == 0;
+    Tracer *tr = st && !timing ? trace_open(argv[2], NULL, NULL, 0) : NULL;
+    if (!st || (!timing && !tr)) { dflash_print_error("lm_case", ""); return 2; }
+    /* model FLOPs per token of a training step (llm.c's and PaLM's count):
+     * 6 per parameter (forward 2, backward 4) + 12 L D T for attention */
+    const Config *c = &target.cfg;
+    double n_params = 0;
+    TrainParam ps[1024];
+    int np_ = lm_params(&target, ps, 1024);
+    for (int i = 0; i < np_ && i < 1024; i++) n_params += (double)ps[i].shape[0] * (ps[i].ndim == 2 ? ps[i].shape[1] : 1);
     double t0 = now_seconds();
     long tokens = 0;
     for (int s = 0; s < bl->n; s++) {
@@ -108,22 +119,32 @@ int main(int argc, char **argv) {
         int *ids = ints(json_get(o, "input_ids"), &b, &T), *lm = ints(json_get(o, "loss_mask"), &rr, &cc);
         if (lm && (rr != b || cc != T)) {
             fprintf(stderr, "lm_case: %s: batches[%d]: loss_mask is not %d x %d\n", argv[1], s, b, T);
-            trace_discard(tr);
+            if (tr) trace_discard(tr);
             return 2;
         }
         LmBatch bt = {b, T, ids, lm};
         LmStats stats;
-        if (lm_step(&target, st, &bt, &hp, s + 1, trace_hook(tr), &stats) != 0) {
+        double ts = now_seconds();
+        clock_t cs = clock();
+        if (lm_step(&target, st, &bt, &hp, s + 1, tr ? trace_hook(tr) : NULL, &stats) != 0) {
             dflash_print_error("lm_case", "");
-            trace_discard(tr);
+            if (tr) trace_discard(tr);
             return 1;
         }
+        ts = now_seconds() - ts;
+        double cpu = (double)(clock() - cs) / CLOCKS_PER_SEC;
         tokens += (long)b * T;
-        printf("step %d: loss %.6f grad_norm %.6f clip %.6f\n", s + 1, stats.loss, stats.grad_norm, stats.clip_coef);
+        double flops = (6 * n_params + 12.0 * c->num_hidden_layers * c->hidden_size * T) * b * T;
+        printf("step %d: loss %.6f grad_norm %.6f clip %.6f", s + 1, stats.loss, stats.grad_norm, stats.clip_coef);
+        if (timing)
+            printf("  wall %.3f s  cpu %.3f s  %.1f tokens/s  %.2f GFLOP/s (cpu)", ts, cpu, b * T / cpu,
+                   flops / cpu / 1e9);
+        printf("\n");
+        fflush(stdout);
         free(ids); free(lm);
     }
-    fprintf(stderr, "lm_case: %ld tokens in %.3f s (with tracing)\n", tokens, now_seconds() - t0);
-    if (trace_close(tr) != 0) { dflash_print_error("lm_case", ""); return 1; }
+    fprintf(stderr, "lm_case: %ld tokens in %.3f s%s\n", tokens, now_seconds() - t0, tr ? " (with tracing)" : "");
+    if (tr && trace_close(tr) != 0) { dflash_print_error("lm_case", ""); return 1; }
     lm_state_free(st);
     model_free(&target);
     json_free(&root);
