@@ -141,9 +141,14 @@ static void test_resume_bit_identical(void **state) {
     assert_int_equal(run("./dflash train-target --resume %s/split.checkpoint --data %s --steps 12 " COMMON
                          " --out %s/split 2>/dev/null", s.dir, s.data, s.dir), 0);
     char a[300], b[300];
-    snprintf(a, sizeof a, "%s/full/model.safetensors", s.dir);
-    snprintf(b, sizeof b, "%s/split/model.safetensors", s.dir);
-    assert_true(same_file(a, b));
+    /* every file of the folder, not only the weights (the resumed run's
+     * config comes from the checkpoint's config.json, not from --config) */
+    const char *files[] = {"config.json", "generation_config.json", "tokenizer.json", "model.safetensors"};
+    for (int f = 0; f < 4; f++) {
+        snprintf(a, sizeof a, "%s/full/%s", s.dir, files[f]);
+        snprintf(b, sizeof b, "%s/split/%s", s.dir, files[f]);
+        if (!same_file(a, b)) fail_msg("%s differs after the resume", files[f]);
+    }
     /* --resume with another schedule is refused, naming the flag */
     assert_int_equal(run("./dflash train-target --resume %s/split.checkpoint --data %s --steps 12 " COMMON
                          " --schedule constant --out %s/x 2>%s/err", s.dir, s.data, s.dir, s.dir), 2);
