@@ -54,8 +54,10 @@ TEST_LIB_test_json = dflash
 TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson explore figures
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures
 FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff
+# fuzz_encode: the encoder alone
+FUZZ_LIB_fuzz_encode = formats/json formats/tokenizer formats/files
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest build/explorer_page
@@ -221,7 +223,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check \
+.PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-eval learned-check
@@ -316,6 +318,11 @@ test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in f
 # its dflash loader loads the three drafts (target_layers = ids + 1);
 # skipped, with the reason printed, when npm or its registry is unreachable.
 # The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
+# formats/unicode_tables.h is generated (committed): Debian's unicode-data
+# (/usr/share/unicode) -> the tokenizer's \p{L}, \p{N}, \s and NFC tables.
+unicode-tables: ## regenerate formats/unicode_tables.h from /usr/share/unicode (apt-get install unicode-data)
+	sh tools/mkunicode.sh
+
 # make tokenizer-check: npm's tokenizers (Hugging Face's Rust library) on the real
 # Qwen3 and Llama-3.1 tokenizer.json files against ours (tools/tokenizer-check.sh);
 # skips with the reason without npm. The install goes to build/tokenizer-check.

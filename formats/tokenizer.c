@@ -556,7 +556,7 @@ static int read_tokenizer(Tokenizer *t, const char *path, const char *text, size
         t->is_added[e->id] = 1;
         t->added_first[(unsigned char)content[0]] = 1;
     }
-    qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
 
     if (read_encoder(t, path, &root) != 0) {
         if (!decode_only) goto done;
@@ -669,7 +669,7 @@ static int read_encoder(Tokenizer *t, const char *path, const Json *root) {
     }
     t->n_merges = mer->n;
     sort_t = t;
-    qsort(t->by_pair, (size_t)t->n_merges, sizeof(int), cmp_pair);
+    if (t->n_merges) qsort(t->by_pair, (size_t)t->n_merges, sizeof(int), cmp_pair);
     for (int i = 1; i < t->n_merges; i++) {
         const TokMerge *x = &t->merges[t->by_pair[i - 1]], *y = &t->merges[t->by_pair[i]];
         if (x->left == y->left && x->right == y->right) {
