@@ -326,9 +326,13 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
  * the plain loops', so the same bits; only the memory traffic changes.
  * Columns past the last whole tile go the plain way. */
 #define TB_R 4
-#define TB_I 32
+#ifdef DFLASH_DOUBLE
+#define TB_I 32   /* 4 x 32 doubles: 16 AVX-512 registers */
+#else
+#define TB_I 64   /* 4 x 64 floats: 16 AVX-512 registers */
+#endif
 #if defined(__GNUC__) && !defined(__clang__)
-#define TB_UNROLL _Pragma("GCC unroll 32")
+#define TB_UNROLL _Pragma("GCC unroll 64")
 #else
 #define TB_UNROLL
 #endif
@@ -441,10 +445,11 @@ static void matmul_threads(int threads, real *out, const real *x, const real *w,
     rows_parallel(&j, T, threads);
 }
 
-static void linear_backward_threads(int threads, real *dx, real *dw, const real *dout, const real *x, const real *w,
-                                    int T, int n_in, int n_out) {
+/* scratch: NULL, or room for T x n_out reals (the run's, allocated once) */
+static void linear_backward_threads(int threads, real *scratch, real *dx, real *dw, const real *dout, const real *x,
+                                    const real *w, int T, int n_in, int n_out) {
     if (dx) {
-        real *dout_t = malloc(sizeof(real) * (size_t)T * n_out);   /* (n_out, T) dout^T */
+        real *dout_t = scratch ? scratch : malloc(sizeof(real) * (size_t)T * n_out);   /* (n_out, T) dout^T */
         if (!dout_t) {   /* no scratch: the plain loops, the same sums in the same order */
             for (int o = 0; o < n_out; o++)
                 for (int t = 0; t < T; t++) {
@@ -456,7 +461,7 @@ static void linear_backward_threads(int threads, real *dx, real *dw, const real 
                 for (int o = 0; o < n_out; o++) dout_t[(size_t)o * T + t] = dout[(size_t)t * n_out + o];
             RowsJob j = {1, dx, x, w, dout_t, T, n_in, n_out, 0, 0};
             rows_parallel(&j, T, threads);
-            free(dout_t);
+            if (dout_t != scratch) free(dout_t);
         }
     }
     if (dw) {
@@ -701,11 +706,12 @@ typedef struct {
     int n_owned, cap_owned;
     int failed;
     int threads;          /* the matmuls' threads (TrainHyper.threads) */
+    real *scratch;        /* (rows x widest Linear output) dout^T for linear_backward_threads */
 } TrainRun;
 
 #define train_matmul(r, out, x, w, T, n_in, n_out) matmul_threads((r)->threads, out, x, w, T, n_in, n_out)
 #define train_linear_backward(r, dx, dw, dout, x, w, T, n_in, n_out) \
-    linear_backward_threads((r)->threads, dx, dw, dout, x, w, T, n_in, n_out)
+    linear_backward_threads((r)->threads, (r)->scratch, dx, dw, dout, x, w, T, n_in, n_out)
 
 static void *run_alloc(TrainRun *r, size_t n, size_t size, const char *what) {
     void *p = NULL;
@@ -775,6 +781,13 @@ static int run_init(TrainRun *r, const Config *dc, const Config *tc, int b, int 
     r->dC = RUN_REALS(r, bS, D, "d C");
     r->dfc_out = RUN_REALS(r, bS, D, "d fc");
     r->da = RUN_REALS(r, P, 1, "attention scratch");
+    {   /* dout^T of the widest Linear backward: lm_head, the MLP, k/v, fc */
+        size_t widest = bQ * (size_t)(V > I ? V : I);
+        if (bP * (size_t)kvd > widest) widest = bP * (size_t)kvd;
+        if (bQ * (size_t)(D > Hd ? D : Hd) > widest) widest = bQ * (size_t)(D > Hd ? D : Hd);
+        if (bS * (size_t)D > widest) widest = bS * (size_t)D;
+        r->scratch = RUN_REALS(r, widest, 1, "transpose scratch");
+    }
     r->layers = xcalloc(dc->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
     if (!r->layers) r->failed = 1;
     for (int l = 0; !r->failed && l < dc->num_hidden_layers; l++) {
@@ -1349,6 +1362,12 @@ static int lm_run_init(TrainRun *r, const Config *c, int b, int T) {
     r->dv = RUN_REALS(r, bT, kvd, "d v");
     r->dkv_in = RUN_REALS(r, bT, D, "d kv_in");
     r->da = RUN_REALS(r, T, 1, "attention scratch");
+    {   /* dout^T of the widest Linear backward: lm_head, the MLP, o_proj */
+        int widest = V > I ? V : I;
+        if (D > widest) widest = D;
+        if (Hd > widest) widest = Hd;
+        r->scratch = RUN_REALS(r, bT, widest, "transpose scratch");
+    }
     r->layers = xcalloc(c->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
     if (!r->layers) r->failed = 1;
     for (int l = 0; !r->failed && l < c->num_hidden_layers; l++) {

@@ -627,7 +627,7 @@ static void test_kernel_linear(void **state) {
     real dx[KT * KIN] = {0}, dw[KOUT * KIN] = {0};
     for (int threads = 1; threads <= 3; threads++) {   /* and bit-identical over threads */
         real dx2[KT * KIN] = {0}, dw2[KOUT * KIN] = {0};
-        linear_backward_threads(threads, dx2, dw2, k.c, k.x, k.w, KT, KIN, KOUT);
+        linear_backward_threads(threads, NULL, dx2, dw2, k.c, k.x, k.w, KT, KIN, KOUT);
         if (threads == 1) memcpy(dx, dx2, sizeof dx), memcpy(dw, dw2, sizeof dw);
         assert_memory_equal(dx, dx2, sizeof dx);
         assert_memory_equal(dw, dw2, sizeof dw);
@@ -752,8 +752,8 @@ static void test_kernel_cross_entropy(void **state) { (void)state; skip(); }
  * here; sizes with whole tiles and leftovers on every side. */
 static void test_linear_tiles_bits(void **state) {
     (void)state;
-    enum { T = 11, NI = 75, NO = 21 };
-    static real x[T * NI], w[NO * NI], g[T * NO], dx[T * NI], dw[NO * NI], rx[T * NI], rw[NO * NI];
+    enum { T = 11, NI = 150, NO = 21 };
+    static real sx[T * NO], x[T * NI], w[NO * NI], g[T * NO], dx[T * NI], dw[NO * NI], rx[T * NI], rw[NO * NI];
     uint64_t z = 77;
     for (int i = 0; i < T * NI; i++) x[i] = (real)(urand(&z) - 0.5), dx[i] = rx[i] = (real)(urand(&z) - 0.5);
     for (int i = 0; i < NO * NI; i++) w[i] = (real)(urand(&z) - 0.5), dw[i] = rw[i] = (real)(urand(&z) - 0.5);
@@ -767,7 +767,7 @@ static void test_linear_tiles_bits(void **state) {
     for (int threads = 1; threads <= 4; threads++) {
         static real dx2[T * NI], dw2[NO * NI];
         memcpy(dx2, dx, sizeof dx), memcpy(dw2, dw, sizeof dw);
-        linear_backward_threads(threads, dx2, dw2, g, x, w, T, NI, NO);
+        linear_backward_threads(threads, threads == 2 ? sx : NULL, dx2, dw2, g, x, w, T, NI, NO);
         assert_memory_equal(dx2, rx, sizeof rx);
         assert_memory_equal(dw2, rw, sizeof rw);
     }
