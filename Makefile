@@ -226,7 +226,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 .PHONY: all help run bench debug weights test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
-        learned-data learned-target learned-eval learned-check
+        learned-data learned-target learned-target-eval learned-check
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
@@ -272,16 +272,16 @@ learned-data: build/learned/train.txt ## the learned target's corpus (Debian for
 build/learned/train.txt build/learned/heldout.txt: tools/learned_data.sh
 	sh tools/learned_data.sh $(FORTUNES_DIR) build/learned
 # make learned-target: the tokenizer, then the target, trained from scratch
-# (tools/learned.sh, the recipe at its top; hours with 2 threads):
+# (tools/learned_target.sh, the recipe at its top; hours with 2 threads):
 # toy_weights/learned/target/ in BF16 and toy_weights/learned/SHA256SUMS,
 # the same bytes as the committed ones. make learned-check: the committed
 # files against their sums (make test-long runs it).
 learned-target: dflash build/learned/train.txt ## retrain the committed learned target bit for bit (hours): toy_weights/learned/
-	sh tools/learned.sh train
-learned-eval: dflash tools/ngram build/learned/train.txt ## the learned target's held-out figures beside unigram/bigram, and samples
-	sh tools/learned.sh eval
+	sh tools/learned_target.sh train
+learned-target-eval: dflash tools/ngram build/learned/train.txt ## the learned target's held-out figures beside unigram/bigram, and samples
+	sh tools/learned_target.sh eval
 learned-check: ## the committed toy_weights/learned/ against its SHA256SUMS
-	@sh tools/learned.sh check
+	@sh tools/learned_target.sh check
 
 run: dflash weights ## the walkthrough run ("The cat sat", block 4)
 	./dflash
@@ -310,7 +310,7 @@ test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check #
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1), and learned-check
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh $(TESTS)
-	@sh tools/learned.sh check
+	@sh tools/learned_target.sh check
 
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
 # `dflash gguf`'s target.gguf greedily from token ids and must give

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/learned.sh train|check - the learned target (README: "The learned target").
+# tools/learned_target.sh train|resume|eval|check - the learned target (README: "The learned target").
 #
 #   train  (make learned-target) the whole recipe, from the corpus to the
 #          committed folder: the tokenizer trained on build/learned/train.txt,
@@ -11,9 +11,9 @@
 #          so after a retrain `git status toy_weights/learned` shows nothing.
 #          Hours on a 2-core machine: checkpoints go to
 #          build/learned/checkpoint/ every 10 steps; after an interruption
-#          `sh tools/learned.sh resume` goes on from the last one.
+#          `sh tools/learned_target.sh resume` goes on from the last one.
 #   resume the same training, from build/learned/checkpoint/.
-#   eval   (make learned-eval) what README reports, measured on the committed
+#   eval   (make learned-target-eval) what README reports, measured on the committed
 #          BF16 model: loss per token and bits per byte on heldout.txt beside
 #          the unigram and bigram baselines (tools/ngram), then greedy and
 #          T=0.8 samples from held-out prompts.
@@ -61,7 +61,7 @@ eval)
     done
     ;;
 *)
-    echo "usage: sh tools/learned.sh train|resume|eval|check" >&2
+    echo "usage: sh tools/learned_target.sh train|resume|eval|check" >&2
     exit 2
     ;;
 esac
