@@ -891,7 +891,7 @@ double rng_uniform(Rng *g) {
 
 /* sample(logits, T): argmax (first index on ties) when T < 1e-5, else
  * softmax(logits / T) in double and one inverse-CDF draw. */
-static int sample_row(const real *logits, int V, double temperature, Rng *g) {
+int sample_row(const real *logits, int V, double temperature, Rng *g) {
     if (temperature < 1e-5) return argmax(logits, V);
     double mx = -INFINITY, sum = 0;
     for (int i = 0; i < V; i++) if ((double)logits[i] / temperature > mx) mx = (double)logits[i] / temperature;
@@ -970,7 +970,7 @@ void gen_result_free(GenResult *res) {
 /* acceptance_length = (block[1:] == posterior[:-1]).cumprod().sum()
  * match and cumprod get B-1 entries each. Step 6 of the walkthrough:
  * match [1,1,0] -> cumprod [1,1,0] -> 2 draft tokens accepted. */
-static int acceptance_length(const int *block, const int *posterior, int B, int *match, int *cumprod) {
+int acceptance_length(const int *block, const int *posterior, int B, int *match, int *cumprod) {
     int acc = 0;
     for (int i = 0; i + 1 < B; i++) {
         match[i] = block[i + 1] == posterior[i];

@@ -345,5 +345,10 @@ void extract_context_feature(real *target_hidden, const TargetRun *r, const Conf
 typedef struct { uint64_t s; } Rng;
 void   rng_seed(Rng *g, uint64_t seed);
 double rng_uniform(Rng *g);   /* [0, 1), the top 53 bits */
+/* sample(logits, T): argmax when T < 1e-5, else one draw from softmax(logits / T) */
+int    sample_row(const real *logits, int V, double temperature, Rng *g);
+/* (block[1:] == posterior[:-1]).cumprod().sum(); match, cumprod get B-1 entries
+ * (the verification rule: cli/lookup.c's drafters are verified by it too) */
+int    acceptance_length(const int *block, const int *posterior, int B, int *match, int *cumprod);
 
 #endif /* DFLASH_H */

@@ -429,7 +429,6 @@ struct Tracer {
     char *tmp_dir;        /* "<dir>.partial.XXXXXX", written during the run */
     char *manifest_path;  /* tmp_dir/trace.jsonl */
     FILE *manifest;
-    char *lock_path;      /* "<dir>.lock", held (lock_fd) from open to close */
     int lock_fd;
     /* readable output (text_path given) */
     char *text_path;      /* as given, for messages */
@@ -491,7 +490,7 @@ static void tracer_free(Tracer *t) {
     sigset_t old;
     out_block_signals(&old);
     out_remove_owned(t);
-    if (t->lock_fd >= 0) close(t->lock_fd);  /* after the unlink: see lock_acquire */
+    if (t->lock_fd >= 0) close(t->lock_fd);  /* after the unlink: see out_lock_take */
     out_forget(t, 0, t->tmp_dir);
     out_restore_signals(&old);
     memcpy(dflash_errmsg, keep, sizeof keep);
@@ -504,77 +503,17 @@ static void tracer_free(Tracer *t) {
     free(t->dir);
     free(t->tmp_dir);
     free(t->manifest_path);
-    free(t->lock_path);
     free(t->text_path);
     free(t);
 }
 
 /* Take "<dir>.lock": an fcntl() write lock on that file, held until
- * trace_close, so one run at a time writes a trace directory. The lock dies
- * with its process: a lock file left by a killed run does not block the next
- * run. The owner unlinks the file before closing it, so a run that opened
- * the file just before checks, once locked, that the name still leads to
- * the file it locked, and tries again if not. */
+ * trace_close, so one run at a time writes a trace directory
+ * (formats/files.c, out_lock_take: the one lock of every folder output; the
+ * lock dies with its process, so a lock file left by a killed run does not
+ * block the next run). */
 static int lock_acquire(Tracer *t) {
-    t->lock_path = str_cat(t->dir, ".lock");
-    if (!t->lock_path) {
-        dflash_set_error("trace: out of memory");
-        return -1;
-    }
-    for (int attempt = 0; attempt < 1000; attempt++) {
-        sigset_t old;
-        out_block_signals(&old);
-        if (out_register(t, 'l', t->lock_path) != 0) {
-            out_restore_signals(&old);
-            return -1;
-        }
-        int err = 0, busy = 0, stale = 0, foreign = 0;
-        int fd = open(t->lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
-        struct flock fl;
-        memset(&fl, 0, sizeof fl);
-        fl.l_type = F_WRLCK;
-        fl.l_whence = SEEK_SET;
-        struct stat a, b;
-        if (fd < 0) err = errno;
-        else if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_size != 0) foreign = 1;  /* ours are empty */
-        else if (fcntl(fd, F_SETLK, &fl) != 0) {
-            if (errno == EACCES || errno == EAGAIN) busy = 1;
-            else err = errno;
-        } else if (fstat(fd, &a) != 0 || stat(t->lock_path, &b) != 0 || a.st_dev != b.st_dev ||
-                   a.st_ino != b.st_ino) {
-            stale = 1;
-        } else {
-            /* fcntl locks do not exclude the same process: a second tracer
-             * of this process on the same directory is refused here */
-            busy = out_registered_same(t, 'l', &a);
-        }
-        if (err || busy || stale || foreign) {
-            out_unregister_last();  /* not ours to remove */
-            if (fd >= 0) close(fd);
-            fd = -1;
-        }
-        out_restore_signals(&old);
-        if (foreign) {
-            dflash_set_error("trace: %s exists and is not a dflash lock (an empty file); refusing to use "
-                             "or remove it", t->lock_path);
-            return -1;
-        }
-        if (busy) {
-            dflash_set_error("trace: another dflash run is writing the trace directory %s (it holds the lock "
-                             "%s); wait for it to finish, or choose another directory", t->dir, t->lock_path);
-            return -1;
-        }
-        if (err) {
-            dflash_set_error("trace: cannot create the lock %s: %s", t->lock_path, strerror(err));
-            return -1;
-        }
-        if (!stale) {
-            t->lock_fd = fd;
-            return 0;
-        }
-    }
-    dflash_set_error("trace: cannot take the lock %s: it keeps being replaced", t->lock_path);
-    return -1;
+    return out_lock_take(t, t->dir, "trace", "the trace directory", &t->lock_fd);
 }
 
 /* A trace directory's files only: trace.jsonl and regular *.npy files. */

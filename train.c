@@ -1222,7 +1222,7 @@ static int emit(const TraceHook *hook, int step, const TraceDims *dims, const ch
     return hook->tensor(hook->ctx, &hand);
 }
 
-/* ===========================================================================
+/* ====================================================================
  * 6. Next-token training of a target (train.h, "Next-token training")
  * ======================================================================== */
 
@@ -1746,4 +1746,86 @@ int lm_init_target(Model *m, const Config *cfg, uint64_t seed) {
     free(params);
     free(offset);
     return 0;
+}
+
+/* ---------------------------------------------------------------------------
+ * Appended for dflash train (cli/train_cli.c): the learning-rate schedule
+ * and the held-out evaluation
+ * ======================================================================== */
+
+/* --heldout: what the draft proposes at every anchor of a held-out
+ * sequence, teacher-forced. A sequence goes through train_loss_grad alone
+ * (b 1, no update) with every position 0..n-B of loss mask 1 as an anchor
+ * (keep 1), under the training mask (--block-attention); the hook copies
+ * train0.logits. At anchor a, proposal k = 1..B-1 is argmax(logits of block
+ * row k); the block accepts L = the number of leading proposals equal to
+ * ids[a+k] (the sequence is the target's greedy continuation, so this is
+ * what greedy verification accepts at that anchor, given the target's exact
+ * context features). accepted[i] counts blocks with L >= i (i = 1..B-1);
+ * tau = 1 + mean L (accepted + the bonus token), every anchor weighted
+ * alike (decoding visits only the anchors its rounds reach). */
+typedef struct { real *logits; size_t cap; int ok; } EvalCapture;
+
+static int eval_hook(void *ctx, const TraceHand *h) {
+    EvalCapture *c = ctx;
+    const char *dot = strchr(h->name, '.');
+    if (!dot || strcmp(dot + 1, "logits") != 0) return 0;
+    size_t n = (size_t)h->dims->b * (size_t)h->dims->N * (size_t)h->dims->B * (size_t)h->dims->V;
+    if (n > c->cap) { dflash_set_error("--heldout: logits larger than expected"); return -1; }
+    memcpy(c->logits, h->buffer, sizeof(real) * n);
+    c->ok = 1;
+    return 0;
+}
+
+int train_eval_heldout(const Model *draft, const Model *target, TrainState *st, int n_seqs, const int *ids_all,
+                       const int *mask_all, const size_t *off, const int *len, int S, int B, const TrainHyper *hp,
+                       long *accepted /* (B) */, long *n_blocks, long *sum_len) {
+    int V = target->cfg.vocab_size, rc = -1;
+    int *ids = malloc(sizeof(int) * (size_t)S), *mask = malloc(sizeof(int) * (size_t)S);
+    int *anchors = malloc(sizeof(int) * (size_t)S), *keep = malloc(sizeof(int) * (size_t)S);
+    EvalCapture cap = {NULL, (size_t)S * (size_t)B * (size_t)V, 0};
+    cap.logits = malloc(sizeof(real) * cap.cap);
+    TraceHook hook = {eval_hook, &cap};
+    for (int i = 0; i < B; i++) accepted[i] = 0;
+    *n_blocks = *sum_len = 0;
+    if (!ids || !mask || !anchors || !keep || !cap.logits) { dflash_set_error("out of memory (--heldout)"); goto done; }
+    for (int q = 0; q < n_seqs; q++) {
+        int n = len[q] < S ? len[q] : S, N = 0;
+        memcpy(ids, ids_all + off[q], sizeof(int) * (size_t)n);
+        memcpy(mask, mask_all + off[q], sizeof(int) * (size_t)n);
+        for (int p = 0; p + B <= n; p++)
+            if (mask[p]) anchors[N] = p, keep[N] = 1, N++;
+        if (N == 0) continue;
+        TrainBatch tb = {1, n, N, B, ids, mask, anchors, keep, NULL};
+        TrainStats ts;
+        cap.ok = 0;
+        if (train_loss_grad(draft, target, st, &tb, hp, 0, &hook, &ts) != 0) goto done;
+        if (!cap.ok) { dflash_set_error("--heldout: the step traced no logits"); goto done; }
+        for (int k = 0; k < N; k++) {
+            int L = 0;
+            for (int j = 1; j < B; j++) {
+                int idx = anchors[k] + j;
+                if (!mask[idx] || argmax(cap.logits + ((size_t)k * B + j) * V, V) != ids[idx]) break;
+                L++;
+            }
+            for (int i = 1; i <= L; i++) accepted[i]++;
+            (*n_blocks)++;
+            *sum_len += L;
+        }
+    }
+    rc = 0;
+done:
+    free(ids);
+    free(mask);
+    free(anchors);
+    free(keep);
+    free(cap.logits);
+    return rc;
+}
+
+double train_lr_at(Schedule kind, double lr, int warmup, int steps, int s) {
+    if (s <= warmup) return lr * (double)s / (double)warmup;
+    if (kind == SCHEDULE_CONSTANT) return lr;
+    const double pi = 3.14159265358979323846;
+    return lr * (1.0 + cos(pi * (double)(s - 1 - warmup) / (double)(steps - warmup))) / 2.0;
 }

@@ -111,7 +111,7 @@ int train_params(const Model *draft, TrainParam *out, int cap);  /* returns coun
  * seed, tensors in train_params order, entries in storage order. */
 int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed);
 
-/* ===========================================================================
+/* ====================================================================
  * Next-token training of a target (Qwen3ForCausalLM or LlamaForCausalLM):
  * `dflash train-target`'s step, checked against lm_oracle.py (autograd).
  *
@@ -223,5 +223,27 @@ void lm_set_optimizer_step(LmState *st, long t);
  * model draws its one embedding. inv_freq computed (llama3 scaling too).
  * Returns 0, or -1 with dflash_errmsg (the Model is then empty). */
 int lm_init_target(Model *target, const Config *cfg, uint64_t seed);
+/* ---------------------------------------------------------------------------
+ * For dflash train (cli/train_cli.c): the schedule and the held-out evaluation.
+ */
+
+/* The learning rate of step s = 1..steps (SpecForge's CosineAnnealingWarmupLR
+ * and ConstantWarmupLR, specforge/lr_scheduler.py, as they run one scheduler
+ * step per optimizer step):
+ *   s <= warmup:   lr * s / warmup                              (linear warmup)
+ *   s >  warmup:   cosine:   lr * (1 + cos(pi * (s - 1 - warmup) / (steps - warmup))) / 2
+ *                  constant: lr */
+typedef enum { SCHEDULE_COSINE, SCHEDULE_CONSTANT } Schedule;
+double train_lr_at(Schedule kind, double lr, int warmup, int steps, int s);
+
+/* --heldout: n_seqs sequences (sequence q: len[q] ids at ids_all + off[q],
+ * its loss mask at mask_all + off[q]), each cut to S, teacher-forced: the
+ * draft proposes a block at every position 0..n-B of loss mask 1 under the
+ * training mask (train_loss_grad, no update). accepted[i] (i = 1..B-1):
+ * blocks whose first i proposals equal the sequence's ids; *n_blocks;
+ * *sum_len: the sum of the accepted lengths (tau = 1 + sum_len / n_blocks). */
+int train_eval_heldout(const Model *draft, const Model *target, TrainState *st, int n_seqs, const int *ids_all,
+                       const int *mask_all, const size_t *off, const int *len, int S, int B, const TrainHyper *hp,
+                       long *accepted /* (B) */, long *n_blocks, long *sum_len);
 
 #endif /* TRAIN_H */

@@ -33,6 +33,7 @@
  */
 #define _XOPEN_SOURCE 700   /* realpath */
 #include "explore.h"
+#include "flags.h"
 #include "dflash.h"
 #include "formats/files.h"
 #include "formats/json.h"
@@ -43,6 +44,7 @@
 #include <limits.h>
 #include <math.h>
 #include <stdio.h>
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -686,28 +688,25 @@ static int explore_usage(void) {
     return 2;
 }
 
+/* THE flags of dflash explore (cli/flags.h; tests/test_flags.c) */
+typedef struct { const char *vocab; } ExploreArgs;
+const Flag EXPLORE_FLAGS[] = {
+    {.name = "--vocab", .kind = FLAG_STRING, .field = offsetof(ExploreArgs, vocab)},
+    FLAG_TABLE_END};
+
 int explore_main(int argc, char **argv) {
-    const char *dir = NULL, *out = NULL, *vocab = NULL;
-    for (int k = 1; k < argc; k++) {
-        const char *arg = argv[k];
-        if (strcmp(arg, "--vocab") == 0) {
-            if (k + 1 >= argc) {
-                dflash_set_error("--vocab needs a file");
-                return explore_usage();
-            }
-            vocab = argv[++k];
-        } else if (arg[0] == '-' && arg[1] == '-') {
-            dflash_set_error("unknown option %s", arg);
-            return explore_usage();
-        } else if (!dir) {
-            dir = arg;
-        } else if (!out) {
-            out = arg;
-        } else {
-            dflash_set_error("too many arguments (%s)", arg);
-            return explore_usage();
-        }
+    const char *dir = NULL, *out = NULL, *vocab = NULL, *pos[2];
+    ExploreArgs ea = {NULL};
+    int n_pos = 0;
+    int prc = flags_parse(EXPLORE_FLAGS, argc, argv, &ea, "dflash explore", pos, 2, &n_pos);
+    if (prc == 1) {
+        printf("usage: dflash explore TRACE_DIR OUT.html [--vocab FILE]\n");
+        return 0;
     }
+    if (prc != 0) return explore_usage();
+    vocab = ea.vocab;
+    if (n_pos > 0) dir = pos[0];
+    if (n_pos > 1) out = pos[1];
     if (!dir || !out) {
         dflash_set_error("need a trace directory and an output file");
         return explore_usage();

@@ -45,6 +45,9 @@
 #include "formats/files.h"
 #include "formats/load.h"
 #include "formats/manifest.h"
+#include "flags.h"
+
+#include <stddef.h>
 
 #define FIG_MAX_BYTES ((size_t)256 << 20) /* one attention tensor's .npy file */
 #define FIG_MAX_CELLS 262144              /* one heatmap: queries x keys */
@@ -640,17 +643,6 @@ typedef struct {
     const char *vocab;
 } Select;
 
-static int parse_int(const char *s, const char *flag, int *out) {
-    char *end;
-    long v = strtol(s, &end, 10);
-    if (!*s || *end || v < 0 || v > 1000000) {
-        dflash_set_error("%s %s: expected a number >= 0", flag, s);
-        return -1;
-    }
-    *out = (int)v;
-    return 0;
-}
-
 static int draw_tensor(const Trace *m, const char *out_dir, Phase ph, int rn, int layer, const Select *sel,
                        int *n_drawn) {
     NpyValues A;
@@ -740,41 +732,33 @@ static int usage_error(const char *msg) {
     return 2;
 }
 
+/* THE flags of dflash figures (cli/flags.h; tests/test_flags.c checks them
+ * against the usage line) */
+typedef struct { long round, layer, head; int phase; const char *vocab; } FigArgs;
+#define FA(m) offsetof(FigArgs, m)
+const Flag FIGURES_FLAGS[] = {
+    {.name = "--round", .kind = FLAG_INT, .field = FA(round), .lo = 0, .hi = 1000000},
+    {.name = "--layer", .kind = FLAG_INT, .field = FA(layer), .lo = 0, .hi = 1000000},
+    {.name = "--head", .kind = FLAG_INT, .field = FA(head), .lo = 0, .hi = 1000000},
+    {.name = "--phase", .kind = FLAG_CHOICE, .field = FA(phase), .choices = "prefill|draft|verify"},  /* Phase's order */
+    {.name = "--vocab", .kind = FLAG_STRING, .field = FA(vocab)},
+    FLAG_TABLE_END};
+#undef FA
+
 int figures_main(int argc, char **argv) {
-    const char *dir = NULL, *out_dir = NULL;
-    Select sel = {-1, -1, -1, -1, NULL};
-    for (int i = 1; i < argc; i++) {
-        const char *a = argv[i];
-        int *slot = strcmp(a, "--round") == 0 ? &sel.round : strcmp(a, "--layer") == 0 ? &sel.layer
-                  : strcmp(a, "--head") == 0 ? &sel.head : NULL;
-        if (slot || strcmp(a, "--phase") == 0 || strcmp(a, "--vocab") == 0) {
-            if (i + 1 >= argc) {
-                char m[96];
-                snprintf(m, sizeof m, "%s needs a value", a);
-                return usage_error(m);
-            }
-            const char *v = argv[++i];
-            if (slot) {
-                if (parse_int(v, a, slot) != 0) return usage_error(dflash_errmsg);
-            } else if (strcmp(a, "--vocab") == 0) {
-                sel.vocab = v;
-            } else {
-                sel.phase = strcmp(v, "prefill") == 0 ? PH_PREFILL : strcmp(v, "draft") == 0 ? PH_DRAFT
-                          : strcmp(v, "verify") == 0 ? PH_VERIFY : -2;
-                if (sel.phase == -2) return usage_error("--phase: expected draft, prefill or verify");
-            }
-        } else if (a[0] == '-' && a[1]) {
-            char m[160];
-            snprintf(m, sizeof m, "unknown option %.100s", a);
-            return usage_error(m);
-        } else if (!dir) {
-            dir = a;
-        } else if (!out_dir) {
-            out_dir = a;
-        } else {
-            return usage_error("expected TRACE_DIR and OUT_DIR only");
-        }
+    const char *dir = NULL, *out_dir = NULL, *pos[2];
+    FigArgs fa = {-1, -1, -1, -1, NULL};
+    int n_pos = 0;
+    int prc = flags_parse(FIGURES_FLAGS, argc, argv, &fa, "dflash figures", pos, 2, &n_pos);
+    if (prc == 1) {
+        printf("usage: dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] [--head H] "
+               "[--phase draft|prefill|verify] [--vocab FILE]\n");
+        return 0;
     }
+    if (prc != 0) return usage_error(dflash_errmsg);
+    if (n_pos > 0) dir = pos[0];
+    if (n_pos > 1) out_dir = pos[1];
+    Select sel = {(int)fa.round, (int)fa.layer, (int)fa.head, fa.phase, fa.vocab};
     if (!dir || !out_dir) return usage_error("expected TRACE_DIR and OUT_DIR");
     if (sel.round == 0) return usage_error("--round: rounds are numbered from 1");
     if (sel.round > 0 && sel.phase == PH_PREFILL) return usage_error("--round: the prefill has no round");

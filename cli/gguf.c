@@ -20,6 +20,7 @@
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stddef.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -27,6 +28,7 @@
 #include "dflash.h"
 #include "formats/files.h"
 #include "gguf.h"
+#include "flags.h"
 #include "formats/json.h"
 #include "formats/load.h"
 
@@ -601,27 +603,29 @@ static uint32_t file_type_of(const Source *s) {
     return 0;
 }
 
+/* THE flags of dflash gguf (cli/flags.h; tests/test_flags.c checks them
+ * against USAGE_GGUF) */
+typedef struct { const char *weights, *target, *draft, *vocab; } GgufArgs;
+#define GA(m) offsetof(GgufArgs, m)
+const Flag GGUF_FLAGS[] = {
+    {.name = "--weights", .kind = FLAG_STRING, .field = GA(weights)},
+    {.name = "--target", .kind = FLAG_STRING, .field = GA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = GA(draft)},
+    {.name = "--vocab", .kind = FLAG_STRING, .field = GA(vocab)},
+    FLAG_TABLE_END};
+#undef GA
+
 int gguf_main(int argc, char **argv) {
-    const char *weights = NULL, *tflag = NULL, *dflag = NULL, *vflag = NULL, *out_dir = NULL;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *next = i + 1 < argc ? argv[i + 1] : NULL;
-        const char **slot = strcmp(f, "--weights") == 0 ? &weights : strcmp(f, "--target") == 0 ? &tflag
-                          : strcmp(f, "--draft") == 0 ? &dflag : strcmp(f, "--vocab") == 0 ? &vflag : NULL;
-        if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) { printf("%s\n", USAGE_GGUF); return 0; }
-        if (slot) {
-            if (!next || (strncmp(next, "--", 2) == 0 && next[2])) {
-                fprintf(stderr, "dflash gguf: %s: missing value (%s)\n", f, USAGE_GGUF);
-                return 2;
-            }
-            *slot = next, i++;
-        } else if (f[0] == '-' && f[1]) {
-            fprintf(stderr, "dflash gguf: unknown flag \"%.100s\" (%s)\n", f, USAGE_GGUF);
-            return 2;
-        } else if (out_dir) {
-            fprintf(stderr, "dflash gguf: unexpected argument \"%.100s\" (%s)\n", f, USAGE_GGUF);
-            return 2;
-        } else out_dir = f;
+    GgufArgs ga = {NULL, NULL, NULL, NULL};
+    const char *out_dir = NULL;
+    int n_pos = 0;
+    int prc = flags_parse(GGUF_FLAGS, argc, argv, &ga, "dflash gguf", &out_dir, 1, &n_pos);
+    if (prc == 1) { printf("%s\n", USAGE_GGUF); return 0; }
+    if (prc != 0) {
+        fprintf(stderr, "dflash gguf: %s (%s)\n", dflash_errmsg, USAGE_GGUF);
+        return 2;
     }
+    const char *weights = ga.weights, *tflag = ga.target, *dflag = ga.draft, *vflag = ga.vocab;
     const char *why = !out_dir ? "expected OUT_DIR" : weights && (tflag || dflag) ? "expected --weights or --target/--draft, got both"
                     : !weights && !(tflag && dflag) ? "expected --weights DIR, or --target DIR and --draft DIR" : NULL;
     if (why) { fprintf(stderr, "dflash gguf: %s (%s)\n", why, USAGE_GGUF); return 2; }
@@ -714,9 +718,9 @@ int gguf_main(int argc, char **argv) {
                file_type_of(&ts)};
     Meta md = mt;
     md.arch = "dflash", md.name = dname, md.cfg = &draft.cfg, md.file_type = file_type_of(&ds);
-    if (!(ot = out_open(tpath, "dflash gguf"))) goto fail;
+    if (!(ot = out_open(tpath, "OUT_DIR"))) goto fail;
     if (write_gguf(out_stream(ot), &ts, &mt) != 0 || out_finish(ot) != 0) goto fail;
-    if (!(od = out_open(dpath, "dflash gguf"))) goto fail;
+    if (!(od = out_open(dpath, "OUT_DIR"))) goto fail;
     if (write_gguf(out_stream(od), &ds, &md) != 0 || out_finish(od) != 0) goto fail;
     int c1 = out_commit(ot);
     ot = NULL;

@@ -4,6 +4,7 @@
 #include "dflash.h"
 #include "bench.h"
 #include "diff.h"
+#include "eval.h"
 #include "explore.h"
 #include "figures.h"
 #include "gguf.h"
@@ -16,8 +17,10 @@
 #include "train_cli.h"
 #include "tokenize.h"
 #include "train_target.h"
+#include "flags.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <fcntl.h>
 #include <math.h>
 #include <signal.h>
@@ -38,6 +41,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
     "       dflash bench                              DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
+    "       dflash eval [EVAL OPTIONS]                DFlash and the baselines on held-out prompts\n"
+    "                                                 (dflash eval --help)\n"
     "       dflash tokenize --tokenizer FILE TEXT      text -> ids through a tokenizer.json (--help)\n"
     "       dflash train-tokenizer --vocab-size N --out FILE CORPUS...   a byte-level BPE (--help)\n"
     "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
@@ -104,134 +109,65 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     NULL};
 
 typedef struct {
-    const char *weights, *target, *draft, *prompt, *ids, *mode, *trace_dir, *trace_text, *replay, *draft_window;
+    const char *weights, *target, *draft, *prompt, *ids, *trace_dir, *trace_text, *replay;
     const char *filters[32];
     int n_filters;
-    int max_new_tokens, block_size, print_ids, rounds, ignore_eos, raw_bytes, mode_given, chat;
+    int mode;          /* --mode: 0 dflash, 1 ar */
+    int draft_window;  /* --draft-window: -1 not given, 0 trained, 1 flash, 2 full */
+    long max_new_tokens, block_size;
+    int print_ids, rounds, ignore_eos, raw_bytes, chat, mode_given;
     int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
 } Args;
 
-static int parse_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    /* strtol would also take " 5" and "+5": only digits, with an optional '-' */
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno) {
-        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
-        return -1;
-    }
-    if (v < lo || v > hi) { dflash_set_error("%s: expected an integer in %ld..%ld, got %ld", flag, lo, hi, v); return -1; }
-    *out = v;
-    return 0;
-}
-
-/* The value of the flag argv[*i]: argv[*i + 1], which may not look like a
- * flag ("--weights --prompt x" is refused). Moves *i past it. NULL, with
- * dflash_errmsg set, when there is no value. */
-static const char *flag_value(int argc, char **argv, int *i) {
-    const char *f = argv[*i], *next = *i + 1 < argc ? argv[*i + 1] : NULL;
-    if (!next) {
-        dflash_set_error("%s: missing value", f);
-        return NULL;
-    }
-    if (strncmp(next, "--", 2) == 0 && next[2]) {
-        dflash_set_error("%s: missing value (the next argument, \"%.100s\", is a flag)", f, next);
-        return NULL;
-    }
-    ++*i;
-    return next;
-}
+/* THE flags of the main program (cli/flags.h; tests/test_flags.c checks
+ * them against USAGE) */
+#define MA(m) offsetof(Args, m)
+const Flag MAIN_FLAGS[] = {
+    {.name = "--weights", .kind = FLAG_STRING, .field = MA(weights)},
+    {.name = "--target", .kind = FLAG_STRING, .field = MA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = MA(draft)},
+    {.name = "--prompt", .kind = FLAG_STRING, .field = MA(prompt)},
+    {.name = "--ids", .kind = FLAG_STRING, .field = MA(ids)},
+    {.name = "--max-new-tokens", .kind = FLAG_INT, .field = MA(max_new_tokens), .lo = 0, .hi = 1 << 20},
+    {.name = "--block-size", .kind = FLAG_INT, .field = MA(block_size), .lo = 1, .hi = DFLASH_MAX_BLOCK},
+    {.name = "--temperature", .kind = FLAG_REAL, .field = MA(temperature), .lo = 0},
+    {.name = "--seed", .kind = FLAG_U64, .field = MA(seed)},
+    {.name = "--mode", .kind = FLAG_CHOICE, .field = MA(mode), .choices = "dflash|ar"},
+    {.name = "--draft-window", .kind = FLAG_CHOICE, .field = MA(draft_window), .choices = "trained|flash|full"},
+    {.name = "--print-ids", .kind = FLAG_SWITCH, .field = MA(print_ids)},
+    {.name = "--raw-bytes", .kind = FLAG_SWITCH, .field = MA(raw_bytes)},
+    {.name = "--chat", .kind = FLAG_SWITCH, .field = MA(chat)},
+    {.name = "--rounds", .kind = FLAG_SWITCH, .field = MA(rounds)},
+    {.name = "--stop-id", .kind = FLAG_INTS, .field = MA(stop_ids), .lo = 0, .hi = 0x7fffffff, .count = MA(n_stop), .max = DFLASH_MAX_STOP},
+    {.name = "--ignore-eos", .kind = FLAG_SWITCH, .field = MA(ignore_eos)},
+    {.name = "--trace", .kind = FLAG_STRING, .field = MA(trace_dir)},
+    {.name = "--trace-text", .kind = FLAG_STRING, .field = MA(trace_text)},
+    {.name = "--trace-filter", .kind = FLAG_STRINGS, .field = MA(filters), .count = MA(n_filters), .max = 32},
+    {.name = "--replay", .kind = FLAG_STRING, .field = MA(replay)},
+    FLAG_TABLE_END};
+#undef MA
 
 /* 0: run; 1: --help was asked for; -1: bad arguments (dflash_errmsg) */
 static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->max_new_tokens = 16;
     a->block_size = -1;  /* from the draft's config.json */
-    a->mode = "dflash";
+    a->draft_window = -1;
+    a->mode = -1;        /* not given: dflash, or ar for a set without draft/ (main) */
     a->rounds = argc == 1;  /* the bare walkthrough run shows its rounds */
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        long v;
-        const char *val;
-        if (strcmp(f, "--weights") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->weights = val; }
-        else if (strcmp(f, "--target") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->target = val; }
-        else if (strcmp(f, "--draft") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->draft = val; }
-        else if (strcmp(f, "--stop-id") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            if (a->n_stop == DFLASH_MAX_STOP) { dflash_set_error("--stop-id: expected at most %d, got more", DFLASH_MAX_STOP); return -1; }
-            if (parse_int(f, val, 0, 0x7fffffff, &v)) return -1;
-            a->stop_ids[a->n_stop++] = (int)v;
-        }
-        else if (strcmp(f, "--prompt") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->prompt = val; }
-        else if (strcmp(f, "--ids") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->ids = val; }
-        else if (strcmp(f, "--mode") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            if (strcmp(val, "dflash") != 0 && strcmp(val, "ar") != 0) {
-                dflash_set_error("--mode: expected dflash or ar, got \"%.100s\"", val);
-                return -1;
-            }
-            a->mode = val;
-            a->mode_given = 1;
-        } else if (strcmp(f, "--max-new-tokens") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            if (parse_int(f, val, 0, 1 << 20, &v)) return -1;
-            a->max_new_tokens = (int)v;
-        } else if (strcmp(f, "--block-size") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            if (parse_int(f, val, 1, DFLASH_MAX_BLOCK, &v)) return -1;
-            a->block_size = (int)v;
-        } else if (strcmp(f, "--seed") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(val, &end, 10);
-            /* strtoull would take " -1" (as 2^64 - 1): digits only */
-            if (!(*val >= '0' && *val <= '9') || *end || errno) {
-                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, val);
-                return -1;
-            }
-            a->seed = s;
-        } else if (strcmp(f, "--temperature") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            char *end;
-            double t = strtod(val, &end);
-            if (!*val || *end || !isfinite(t) || t < 0) {
-                dflash_set_error("--temperature: expected a finite number >= 0, got \"%.100s\"", val);
-                return -1;
-            }
-            a->temperature = t;
-        } else if (strcmp(f, "--draft-window") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            if (strcmp(val, "trained") && strcmp(val, "flash") && strcmp(val, "full")) {
-                dflash_set_error("--draft-window: expected trained, flash or full, got \"%.100s\"", val);
-                return -1;
-            }
-            a->draft_window = val;
-        } else if (strcmp(f, "--trace") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_dir = val; }
-        else if (strcmp(f, "--replay") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->replay = val; }
-        else if (strcmp(f, "--trace-text") == 0) { if (!(val = flag_value(argc, argv, &i))) return -1; a->trace_text = val; }
-        else if (strcmp(f, "--trace-filter") == 0) {
-            if (!(val = flag_value(argc, argv, &i))) return -1;
-            if (a->n_filters == 32) { dflash_set_error("--trace-filter: expected at most 32, got more"); return -1; }
-            a->filters[a->n_filters++] = val;
-        } else if (strcmp(f, "--print-ids") == 0) a->print_ids = 1;
-        else if (strcmp(f, "--raw-bytes") == 0) a->raw_bytes = 1;
-        else if (strcmp(f, "--chat") == 0) a->chat = 1;
-        else if (strcmp(f, "--rounds") == 0) a->rounds = 1;
-        else if (strcmp(f, "--ignore-eos") == 0) a->ignore_eos = 1;
-        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
-        else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see --help)", f); return -1; }
-        else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see --help)", f); return -1; }
-    }
+    int rc = flags_parse(MAIN_FLAGS, argc, argv, a, NULL, NULL, 0, NULL);
+    if (rc != 0) return rc;
+    a->mode_given = a->mode >= 0;
+    if (a->mode < 0) a->mode = 0;
     if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (a->replay && (a->prompt || a->ids)) {
         dflash_set_error("--replay and --%s: expected one of them (the replayed trace's input_ids is the prompt)",
                          a->prompt ? "prompt" : "ids");
         return -1;
     }
-    if (a->replay && strcmp(a->mode, "ar") == 0) { dflash_set_error("--replay: expected --mode dflash, got ar"); return -1; }
+    if (a->replay && a->mode == 1) { dflash_set_error("--replay: expected --mode dflash, got ar"); return -1; }
     if (a->chat && !a->prompt) { dflash_set_error("--chat: expected --prompt TEXT to wrap"); return -1; }
     if (!a->prompt && !a->ids) a->prompt = "The cat sat";
     if (a->weights && (a->target || a->draft)) {
@@ -525,10 +461,11 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "train-target") == 0) return finish(train_target_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "eval") == 0) return finish(eval_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "tokenize") == 0) return finish(tokenize_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train-tokenizer") == 0) return finish(train_tokenizer_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "train-target") == 0) return finish(train_target_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
@@ -601,10 +538,10 @@ int main(int argc, char **argv) {
     char draft_cfg[4200];
     snprintf(draft_cfg, sizeof draft_cfg, "%s/config.json", ddir);
     if (a.weights && !a.mode_given && !file_exists(draft_cfg) && errno == ENOENT) {
-        a.mode = "ar";
+        a.mode = 1;
         fprintf(stderr, "note: %s has no draft (%s/): target-only decoding, as with --mode ar\n", a.weights, ddir);
     }
-    int dflash_mode = strcmp(a.mode, "dflash") == 0;
+    int dflash_mode = a.mode == 0;
     if (dflash_mode && a.block_size != 1) {
         if (!ddir[0]) {
             dflash_set_error("--target: DFlash decoding needs the draft too (--draft DIR); for target-only decoding "
@@ -615,9 +552,9 @@ int main(int argc, char **argv) {
         have_draft = 1;
         /* --draft-window: a sliding layer's window one-sided and causal
          * (trained, formats/load.c's default), two-sided, or none (full) */
-        for (int l = 0; a.draft_window && l < draft.cfg.num_hidden_layers; l++) {
-            if (strcmp(a.draft_window, "full") == 0) draft.cfg.layer_window[l] = 0;
-            draft.cfg.layer_causal[l] = strcmp(a.draft_window, "trained") == 0 && draft.cfg.layer_window[l] > 0;
+        for (int l = 0; a.draft_window >= 0 && l < draft.cfg.num_hidden_layers; l++) {
+            if (a.draft_window == 2) draft.cfg.layer_window[l] = 0;  /* full */
+            draft.cfg.layer_causal[l] = a.draft_window == 0 && draft.cfg.layer_window[l] > 0;  /* trained */
         }
         if (check_pair(&target, &draft) != 0) {
             char msg[sizeof dflash_errmsg];

@@ -2,28 +2,29 @@
  *
  * train.c is the math (one step: the frozen target's forward, the draft's
  * block forward, the weighted cross-entropy, the hand-written backward,
- * clipping, AdamW). This file is everything around it:
- *   1. the flags and --help
- *   2. the data: --data FILE (the line format below), --generate N (the
- *      target writes its own training text), --batches FILE (train_oracle.py's
- *      case file: each step's sequences, masks, anchors and keep flags given)
- *   3. the learning-rate schedule (warmup, then cosine or constant)
- *   4. one step's batch: b sequences cut or padded to S, anchors drawn
- *   5. the output: a Hugging Face draft folder (config.json with the
- *      published DFlash fields + model.safetensors in F32), written whole
- *      into a temporary folder beside --out and renamed into place
- *   6. the loop: progress on stderr, --trace, the summary; --bench
+ * clipping, AdamW; and the learning-rate schedule and the held-out
+ * evaluation). The data (--data, --generate, --batches, the batch drawer)
+ * is cli/train_data.c; the draft folder it writes is formats/draftdir.c.
+ * This file is the command:
+ *   1. the flags (TRAIN_FLAGS, cli/flags.h) and --help
+ *   2. the run: every check, then the loop (progress on stderr, --trace,
+ *      the summary; --bench), the held-out evaluation, the folder
  *
  * Everything that can be refused (a flag, a data line, an id out of range, a
  * draft config that does not fit the target, an output that is an input) is
  * refused before the first step, with one line and exit status 2. */
 #include "dflash.h"
+#include "formats/draftdir.h"
 #include "formats/files.h"
 #include "formats/json.h"
 #include "formats/load.h"
 #include "trace.h"
 #include "train.h"
 #include "train_cli.h"
+#include "train_data.h"
+#include "flags.h"
+
+#include <stddef.h>
 
 #include <dirent.h>
 #include <errno.h>
@@ -44,7 +45,7 @@
  * Two strings (C11 promises string literals of 4095 characters only). */
 static const char *const TRAIN_USAGE[2] = {
     "usage: dflash train --target DIR (--draft DIR | --draft-config FILE) --out DIR\n"
-    "                    (--data FILE | --generate N | --batches FILE) [OPTIONS]\n"
+    "                    (--data FILE | --generate N | --batches FILE | --steps 0) [OPTIONS]\n"
     "       dflash train --bench [--target DIR --draft DIR]   time training steps, write nothing\n"
     "\n"
     "Trains a DFlash draft against a frozen target (SpecForge's OnlineDFlashModel, loss\n"
@@ -55,10 +56,13 @@ static const char *const TRAIN_USAGE[2] = {
     "  --target DIR          the frozen target's folder (--bench default: toy_weights/random/target)\n"
     "  --draft DIR           continue from this draft folder's weights\n"
     "                        (--bench default: toy_weights/random/draft)\n"
-    "  --draft-config FILE   or: a new draft from this config.json (a DFlashDraftModel config;\n"
-    "                        seeded initialisation: train.c, train_init_draft)\n"
-    "  --out DIR             the trained draft: DIR/config.json and DIR/model.safetensors (F32);\n"
-    "                        DIR must be absent, empty, or a draft folder dflash train wrote\n"
+    "  --draft-config FILE   or: a new draft from this config.json (a DFlashDraftModel config),\n"
+    "                        seeded from --seed (NOTES.md \"A new draft\": the PRNG, its stream,\n"
+    "                        the order); --steps 0 writes it as it starts. Full attention only:\n"
+    "                        a sliding_attention layer is refused (as with --draft)\n"
+    "  --out DIR             the trained draft: DIR/config.json, DIR/model.safetensors (F32) and\n"
+    "                        the marker DIR/dflash-train.txt; DIR must be absent, empty, or a\n"
+    "                        folder dflash train wrote (marked); one run at a time (DIR.lock)\n"
     "data (exactly one of):\n"
     "  --data FILE           one sequence per line: token ids separated by spaces; a \"|\" (at most\n"
     "                        one per line): the ids before it get loss mask 0 (a prompt), the ids\n"
@@ -73,8 +77,9 @@ static const char *const TRAIN_USAGE[2] = {
     "                        loss_mask, anchors, keep) instead of drawing; its other keys are not read\n"
     "training (defaults: SpecForge's DFlash example examples/configs/qwen3-4b-dflash-online.yaml\n"
     "where it has one, else its code's; toy sizes where neither applies):\n"
-    "  --steps N             optimizer steps, 1..100000000 (default 100; --batches: its batch count);\n"
-    "                        0 with --heldout: evaluate (and write) the draft as it starts\n"
+    "  --steps N             optimizer steps, 0..100000000 (default 100; --batches: its batch count);\n"
+    "                        0: no step (no data needed): write the draft as it starts (for\n"
+    "                        parity: --draft-config's seeded initialisation); --heldout evaluates it\n"
     "  --batch b             sequences per step, 1..4096 (default 4, SpecForge batch_size)\n"
     "  --seq-len S           tokens per sequence, B..max_position_embeddings - B: longer ones\n"
     "                        are cut, shorter ones padded with mask_token_id at loss mask 0\n"
@@ -116,55 +121,56 @@ static const char *const TRAIN_USAGE[2] = {
 typedef struct {
     const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir, *save_data, *log;
     long heldout;
-    int causal_block;
+    int causal_block;  /* --block-attention: 0 bidirectional, 1 causal */
     long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every;
     double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
-    Schedule schedule;
+    int schedule;      /* Schedule: 0 cosine, 1 constant (the order of --schedule's choices) */
     uint64_t seed;
     int bench;
 } TrainArgs;
 
-static int arg_long(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno || v < lo || v > hi) {
-        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-/* a finite number >= lo (strictly above lo when open) */
-static int arg_double(const char *flag, const char *s, double lo, int open, double *out) {
-    char *end;
-    double v = strtod(s, &end);
-    if (!*s || *end || !isfinite(v) || v < lo || (open && v == lo)) {
-        dflash_set_error("%s: expected a finite number %s %g, got \"%.100s\"", flag, open ? ">" : ">=", lo, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
-
-static const char *arg_value(int argc, char **argv, int *i) {
-    const char *f = argv[*i], *next = *i + 1 < argc ? argv[*i + 1] : NULL;
-    if (!next || (strncmp(next, "--", 2) == 0 && next[2])) {
-        dflash_set_error("%s: missing value%s", f, next ? " (the next argument is a flag)" : "");
-        return NULL;
-    }
-    ++*i;
-    return next;
-}
+/* THE flags of dflash train (cli/flags.h; tests/test_flags.c checks them
+ * against TRAIN_USAGE) */
+#define TA(m) offsetof(TrainArgs, m)
+const Flag TRAIN_FLAGS[] = {
+    {.name = "--target", .kind = FLAG_STRING, .field = TA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = TA(draft)},
+    {.name = "--draft-config", .kind = FLAG_STRING, .field = TA(draft_config)},
+    {.name = "--out", .kind = FLAG_STRING, .field = TA(out)},
+    {.name = "--data", .kind = FLAG_STRING, .field = TA(data)},
+    {.name = "--generate", .kind = FLAG_INT, .field = TA(generate), .lo = 1, .hi = 1 << 20},
+    {.name = "--prompt-len", .kind = FLAG_INT, .field = TA(prompt_len), .lo = 1, .hi = 1 << 20},
+    {.name = "--temperature", .kind = FLAG_REAL, .field = TA(temperature), .lo = 0},
+    {.name = "--batches", .kind = FLAG_STRING, .field = TA(batches)},
+    {.name = "--steps", .kind = FLAG_INT, .field = TA(steps), .lo = 0, .hi = 100000000},
+    {.name = "--batch", .kind = FLAG_INT, .field = TA(batch), .lo = 1, .hi = 4096},
+    {.name = "--seq-len", .kind = FLAG_INT, .field = TA(seq_len), .lo = 1, .hi = 1 << 20},
+    {.name = "--anchors", .kind = FLAG_INT, .field = TA(anchors), .lo = 1, .hi = 65536},
+    {.name = "--block-size", .kind = FLAG_INT, .field = TA(block_size), .lo = 1, .hi = DFLASH_MAX_BLOCK},
+    {.name = "--lr", .kind = FLAG_REAL, .field = TA(lr), .lo = 0, .hi = 0, .open = FLAG_OPEN},
+    {.name = "--warmup", .kind = FLAG_INT, .field = TA(warmup), .lo = 0, .hi = 100000000},
+    {.name = "--schedule", .kind = FLAG_CHOICE, .field = TA(schedule), .choices = "cosine|constant"},
+    {.name = "--gamma", .kind = FLAG_REAL, .field = TA(gamma), .lo = 0},
+    {.name = "--weight-decay", .kind = FLAG_REAL, .field = TA(weight_decay), .lo = 0},
+    {.name = "--max-grad-norm", .kind = FLAG_REAL, .field = TA(max_grad_norm), .lo = 0},
+    {.name = "--adam-eps", .kind = FLAG_REAL, .field = TA(adam_eps), .lo = 0, .hi = 0, .open = FLAG_OPEN},
+    {.name = "--seed", .kind = FLAG_U64, .field = TA(seed)},
+    {.name = "--log-every", .kind = FLAG_INT, .field = TA(log_every), .lo = 1, .hi = 100000000},
+    {.name = "--block-attention", .kind = FLAG_CHOICE, .field = TA(causal_block), .choices = "bidirectional|causal"},
+    {.name = "--heldout", .kind = FLAG_INT, .field = TA(heldout), .lo = 0, .hi = 65536},
+    {.name = "--save-data", .kind = FLAG_STRING, .field = TA(save_data)},
+    {.name = "--log", .kind = FLAG_STRING, .field = TA(log)},
+    {.name = "--trace", .kind = FLAG_STRING, .field = TA(trace_dir)},
+    {.name = "--bench", .kind = FLAG_SWITCH, .field = TA(bench)},
+    FLAG_TABLE_END};
+#undef TA
 
 /* 0 run, 1 --help, -1 bad arguments (dflash_errmsg) */
 static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     memset(a, 0, sizeof *a);
-    int batch_given = 0;
     a->generate = a->steps = a->seq_len = a->block_size = a->warmup = -1;
     a->prompt_len = 4;
-    a->batch = 4;
+    a->batch = -1;  /* 4; --bench: 2 */
     a->anchors = 512;
     a->lr = 6e-4;
     a->gamma = 7;
@@ -174,72 +180,10 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     a->seed = 42;
     a->log_every = 10;
     a->schedule = SCHEDULE_COSINE;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i], *v;
-        const char **str = NULL;
-        long *num = NULL, lo = 0, hi = 0;
-        double *real_out = NULL, rlo = 0;
-        int open = 0;
-        if (strcmp(f, "--target") == 0) str = &a->target;
-        else if (strcmp(f, "--draft") == 0) str = &a->draft;
-        else if (strcmp(f, "--draft-config") == 0) str = &a->draft_config;
-        else if (strcmp(f, "--out") == 0) str = &a->out;
-        else if (strcmp(f, "--data") == 0) str = &a->data;
-        else if (strcmp(f, "--batches") == 0) str = &a->batches;
-        else if (strcmp(f, "--trace") == 0) str = &a->trace_dir;
-        else if (strcmp(f, "--save-data") == 0) str = &a->save_data;
-        else if (strcmp(f, "--log") == 0) str = &a->log;
-        else if (strcmp(f, "--heldout") == 0) num = &a->heldout, lo = 0, hi = 65536;
-        else if (strcmp(f, "--generate") == 0) num = &a->generate, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--prompt-len") == 0) num = &a->prompt_len, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--steps") == 0) num = &a->steps, lo = 0, hi = 100000000;
-        else if (strcmp(f, "--batch") == 0) num = &a->batch, lo = 1, hi = 4096, batch_given = 1;
-        else if (strcmp(f, "--seq-len") == 0) num = &a->seq_len, lo = 1, hi = 1 << 20;
-        else if (strcmp(f, "--anchors") == 0) num = &a->anchors, lo = 1, hi = 65536;
-        else if (strcmp(f, "--block-size") == 0) num = &a->block_size, lo = 1, hi = DFLASH_MAX_BLOCK;
-        else if (strcmp(f, "--warmup") == 0) num = &a->warmup, lo = 0, hi = 100000000;
-        else if (strcmp(f, "--log-every") == 0) num = &a->log_every, lo = 1, hi = 100000000;
-        else if (strcmp(f, "--temperature") == 0) real_out = &a->temperature;
-        else if (strcmp(f, "--lr") == 0) real_out = &a->lr, open = 1;
-        else if (strcmp(f, "--gamma") == 0) real_out = &a->gamma;
-        else if (strcmp(f, "--weight-decay") == 0) real_out = &a->weight_decay;
-        else if (strcmp(f, "--max-grad-norm") == 0) real_out = &a->max_grad_norm;
-        else if (strcmp(f, "--adam-eps") == 0) real_out = &a->adam_eps, open = 1;
-        else if (strcmp(f, "--block-attention") == 0) {
-            if (!(v = arg_value(argc, argv, &i))) return -1;
-            if (strcmp(v, "bidirectional") == 0) a->causal_block = 0;
-            else if (strcmp(v, "causal") == 0) a->causal_block = 1;
-            else {
-                dflash_set_error("--block-attention: expected bidirectional or causal, got \"%.100s\"", v);
-                return -1;
-            }
-            continue;
-        } else if (strcmp(f, "--schedule") == 0) {
-            if (!(v = arg_value(argc, argv, &i))) return -1;
-            if (strcmp(v, "cosine") == 0) a->schedule = SCHEDULE_COSINE;
-            else if (strcmp(v, "constant") == 0) a->schedule = SCHEDULE_CONSTANT;
-            else { dflash_set_error("--schedule: expected cosine or constant, got \"%.100s\"", v); return -1; }
-            continue;
-        } else if (strcmp(f, "--seed") == 0) {
-            if (!(v = arg_value(argc, argv, &i))) return -1;
-            char *end;
-            errno = 0;
-            unsigned long long s = strtoull(v, &end, 10);
-            if (!(*v >= '0' && *v <= '9') || *end || errno) {
-                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, v);
-                return -1;
-            }
-            a->seed = s;
-            continue;
-        } else if (strcmp(f, "--bench") == 0) { a->bench = 1; continue; }
-        else if (strcmp(f, "--help") == 0 || strcmp(f, "-h") == 0) return 1;
-        else if (f[0] == '-') { dflash_set_error("unknown flag \"%.100s\" (see dflash train --help)", f); return -1; }
-        else { dflash_set_error("unexpected argument \"%.100s\": expected a flag (see dflash train --help)", f); return -1; }
-        if (!(v = arg_value(argc, argv, &i))) return -1;
-        if (str) *str = v;
-        else if (num && arg_long(f, v, lo, hi, num) != 0) return -1;
-        else if (real_out && arg_double(f, v, rlo, open, real_out) != 0) return -1;
-    }
+    int rc = flags_parse(TRAIN_FLAGS, argc, argv, a, "dflash train", NULL, 0, NULL);
+    if (rc != 0) return rc;
+    int batch_given = a->batch > 0;
+    if (!batch_given) a->batch = 4;
     if (a->bench) {
         if (!a->target) a->target = "toy_weights/random/target";
         if (!a->draft && !a->draft_config) a->draft = "toy_weights/random/draft";
@@ -260,16 +204,16 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     }
     if (!a->bench) {
         int n_data = !!a->data + (a->generate > 0) + !!a->batches;
-        if (n_data != 1) {
+        /* --steps 0 reads no data: it writes the draft as it starts */
+        if (n_data > 1 || (n_data == 0 && a->steps != 0)) {
             dflash_set_error("--data FILE, --generate N or --batches FILE: expected exactly one, got %s",
                              n_data ? "more" : "none");
             return -1;
         }
         if (!a->out) { dflash_set_error("--out: missing (the folder the trained draft goes to)"); return -1; }
     }
-    if (a->steps == 0 && (a->heldout <= 0 || a->batches || a->bench)) {
-        dflash_set_error("--steps 0: only with --heldout N (an evaluation of the draft as it starts), "
-                         "not with --batches or --bench");
+    if (a->steps == 0 && a->bench) {
+        dflash_set_error("--steps 0: writes the draft as it starts; --bench times steps (expected --steps >= 1)");
         return -1;
     }
     if (a->warmup >= 0 && a->steps > 0 && a->warmup >= a->steps) {
@@ -280,867 +224,52 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
 }
 
 /* ===========================================================================
- * 2. Data
+ * 2. The command
  * ======================================================================== */
 
-/* The run's PRNG for data order, --generate's prompts and --bench's ids:
- * xorshift64* seeded through one splitmix64 step, dflash.c's sampling
- * generator (dflash.c section 6). */
-static uint64_t cli_rng_seed(uint64_t seed) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (z ^ (z >> 31)) | 1;
-}
-
-static uint64_t cli_rng_next(uint64_t *s) {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
-
-/* uniform in 0..n-1 (n small: the modulo bias is below 2^-40) */
-static int cli_rng_below(uint64_t *s, int n) { return (int)((cli_rng_next(s) >> 11) % (uint64_t)n); }
-
-/* Sequences of different lengths, back to back. */
-typedef struct {
-    int n;              /* sequences */
-    int *len;           /* (n) */
-    size_t *off;        /* (n) where each starts in ids / mask */
-    int *line;          /* (n) its line in the data file; 0: generated */
-    int *ids, *mask;    /* (total) token ids, loss mask 0/1 */
-    size_t total, cap_tokens;
-    int cap;
-} Seqs;
-
-static void seqs_free(Seqs *s) {
-    free(s->len);
-    free(s->off);
-    free(s->line);
-    free(s->ids);
-    free(s->mask);
-    memset(s, 0, sizeof *s);
-}
-
-static int seqs_push(Seqs *s, const int *ids, const int *mask, int len, int line) {
-    if (s->n == s->cap) {
-        int cap = s->cap ? 2 * s->cap : 64;
-        int *l = realloc(s->len, sizeof(int) * (size_t)cap), *ln = NULL;
-        size_t *o = NULL;
-        if (l) s->len = l;
-        if (l && (o = realloc(s->off, sizeof(size_t) * (size_t)cap))) s->off = o;
-        if (o && (ln = realloc(s->line, sizeof(int) * (size_t)cap))) s->line = ln;
-        if (!ln) { dflash_set_error("out of memory (data: %d sequences)", cap); return -1; }
-        s->cap = cap;
-    }
-    if (s->total + (size_t)len > s->cap_tokens) {
-        size_t cap = s->cap_tokens ? 2 * s->cap_tokens : 4096;
-        while (cap < s->total + (size_t)len) cap *= 2;
-        int *i = realloc(s->ids, sizeof(int) * cap), *m = NULL;
-        if (i) s->ids = i;
-        if (i && (m = realloc(s->mask, sizeof(int) * cap))) s->mask = m;
-        if (!m) { dflash_set_error("out of memory (data: %zu tokens)", cap); return -1; }
-        s->cap_tokens = cap;
-    }
-    s->len[s->n] = len;
-    s->off[s->n] = s->total;
-    s->line[s->n] = line;
-    memcpy(s->ids + s->total, ids, sizeof(int) * (size_t)len);
-    memcpy(s->mask + s->total, mask, sizeof(int) * (size_t)len);
-    s->total += (size_t)len;
-    s->n++;
-    return 0;
-}
-
-/* --data FILE. Each line: token ids (decimal, 0..V-1) separated by spaces
- * or tabs, and at most one "|": the ids before it are a prompt (loss mask 0),
- * the ids after it are trained on (1); a line without "|" is trained on
- * everywhere. Blank lines and lines whose first non-blank is # are skipped. */
-static int data_parse(Seqs *s, const char *path, const char *text, size_t len, int V) {
-    int *ids = NULL, *mask = NULL, cap = 0, rc = -1;
-    int line = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t end = pos;
-        while (end < len && text[end] != '\n') end++;
-        line++;
-        int n = 0, bars = 0, mask_now = 1;
-        /* a "|" anywhere in the line: ids before it are the prompt */
-        for (size_t k = pos; k < end; k++) if (text[k] == '|') { mask_now = 0; break; }
-        size_t p = pos;
-        while (p < end && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r')) p++;
-        if (p < end && text[p] == '#') { pos = end + 1; continue; }
-        while (p < end) {
-            while (p < end && (text[p] == ' ' || text[p] == '\t' || text[p] == '\r')) p++;
-            if (p >= end) break;
-            size_t q = p;
-            while (q < end && text[q] != ' ' && text[q] != '\t' && text[q] != '\r') q++;
-            if (q - p == 1 && text[p] == '|') {
-                if (++bars > 1) { dflash_set_error("%s:%d: a second \"|\": expected at most one per line", path, line); goto done; }
-                mask_now = 1;
-                p = q;
-                continue;
-            }
-            long v = 0;
-            int ok = q - p <= 10;
-            for (size_t k = p; ok && k < q; k++) {
-                if (text[k] < '0' || text[k] > '9') ok = 0;
-                else v = 10 * v + (text[k] - '0');
-            }
-            if (!ok) {
-                dflash_set_error("%s:%d: token %d: expected a token id (digits) or \"|\", got \"%.*s\"", path, line,
-                                 n + 1, (int)(q - p > 40 ? 40 : q - p), text + p);
-                goto done;
-            }
-            if (v >= V) {
-                dflash_set_error("%s:%d: token %d: expected a token id in 0..%d (the target's vocab_size), got %ld",
-                                 path, line, n + 1, V - 1, v);
-                goto done;
-            }
-            if (n == cap) {
-                cap = cap ? 2 * cap : 256;
-                int *ni = realloc(ids, sizeof(int) * (size_t)cap), *nm = NULL;
-                if (ni) ids = ni;
-                if (ni && (nm = realloc(mask, sizeof(int) * (size_t)cap))) mask = nm;
-                if (!nm) { dflash_set_error("out of memory (%s:%d)", path, line); goto done; }
-            }
-            ids[n] = (int)v;
-            mask[n] = mask_now;
-            n++;
-            p = q;
-        }
-        if (n == 0 && bars) { dflash_set_error("%s:%d: expected token ids, got only \"|\"", path, line); goto done; }
-        if (n > 0 && seqs_push(s, ids, mask, n, line) != 0) goto done;
-        pos = end + 1;
-    }
-    if (s->n == 0) { dflash_set_error("%s: no sequences (every line is blank or a comment)", path); goto done; }
-    rc = 0;
-done:
-    free(ids);
-    free(mask);
-    return rc;
-}
-
-/* Each sequence must hold a block and, cut to S, give a batch of its own at
- * least one anchor slot (train_anchor_count, train.c: SpecForge's
- * min(num_anchors, candidates - 1), the candidates being the positions
- * 0..S-B with loss mask 1), so no batch drawn from the data can lack one. */
-static int data_check(const Seqs *s, const char *what, int S, int B, int N) {
-    for (int i = 0; i < s->n; i++) {
-        char where[4200];
-        if (s->line[i]) snprintf(where, sizeof where, "%.4000s:%d", what, s->line[i]);
-        else snprintf(where, sizeof where, "%.4000s: sequence %d", what, i + 1);
-        if (s->len[i] < B) {
-            dflash_set_error("%s: %d ids: expected at least a block (block size %d)", where, s->len[i], B);
-            return -1;
-        }
-        int n = s->len[i] < S ? s->len[i] : S;
-        if (train_anchor_count(s->mask + s->off[i], 1, n, B, N) < 1) {
-            dflash_set_error("%s: no valid anchor: expected at least 2 positions 0..%d (its first %d ids less a block) "
-                             "with loss mask 1 (SpecForge's anchor count rule; README.md \"Training\")", where, n - B, n);
-            return -1;
-        }
-    }
-    return 0;
-}
-
-/* --generate N: the target continues N random prompts of P ids (uniform
- * over the vocabulary, mask_token_id excepted) up to S tokens at the given
- * temperature, stopping at its stop ids; loss mask 0 on the prompt, 1 on
- * the rest. A sequence that gives no anchor (the target stopped at once) is
- * drawn again, at most 10 N times in all; so is one whose prompt is the
- * start of a sequence of `exclude` (NULL: none; --heldout: the training
- * data). stream: the PRNG stream ("generate", "heldout"). */
-static int prompt_excluded(const Seqs *ex, const int *prompt, int P) {
-    for (int i = 0; ex && i < ex->n; i++)
-        if (ex->len[i] >= P && memcmp(ex->ids + ex->off[i], prompt, sizeof(int) * (size_t)P) == 0) return 1;
-    return 0;
-}
-
-static int data_generate(Seqs *s, const Model *target, const char *target_dir, int N, int P, int S, int B,
-                         int n_anchors, double temperature, int mask_id, uint64_t seed, uint64_t stream,
-                         const Seqs *exclude, const char *what) {
-    GenParams p = {0};
-    char from[4200];
-    if (stop_ids_default(target_dir, target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) return -1;
-    p.max_new_tokens = S - P;
-    p.block_size = 1;
-    p.temperature = temperature;
-    int V = target->cfg.vocab_size;
-    int *prompt = malloc(sizeof(int) * (size_t)P), *mask = malloc(sizeof(int) * (size_t)S);
-    int rc = -1, tries = 0, dropped = 0;
-    uint64_t rng = cli_rng_seed(seed ^ stream);
-    double t0 = now_seconds(), last = t0;
-    if (!prompt || !mask) { dflash_set_error("out of memory"); goto done; }
-    while (s->n < N) {
-        if (++tries > 10 * N) {
-            dflash_set_error("%s: %d of %d tries gave no anchor (the target stops right after the prompt) or a "
-                             "training prompt; try a larger --prompt-len or --temperature", what, dropped, tries - 1);
-            goto done;
-        }
-        for (int i = 0; i < P; i++) {
-            do prompt[i] = cli_rng_below(&rng, V); while (prompt[i] == mask_id && V > 1);
-        }
-        p.seed = cli_rng_next(&rng);
-        if (prompt_excluded(exclude, prompt, P)) { dropped++; continue; }
-        GenResult r;
-        if (ar_generate(target, prompt, P, &p, &r) != 0) goto done;
-        int n = r.n_output;
-        for (int i = 0; i < n; i++) mask[i] = i >= P;
-        int usable = n >= B && train_anchor_count(mask, 1, n, B, n_anchors) >= 1;
-        int push = usable ? seqs_push(s, r.output_ids, mask, n, 0) : 0;
-        gen_result_free(&r);
-        if (push != 0) goto done;
-        if (!usable) dropped++;
-        double t = now_seconds();
-        if (t - last > 2 || s->n == N) {
-            fprintf(stderr, "%s: %d/%d sequences of up to %d ids (%.1f s)\n", what, s->n, N, S, t - t0);
-            last = t;
-        }
-    }
-    if (dropped) fprintf(stderr, "%s: %d sequences gave no anchor%s and were drawn again\n", what, dropped,
-                         exclude ? " or began like a training sequence" : "");
-    rc = 0;
-done:
-    free(prompt);
-    free(mask);
-    return rc;
-}
-
-/* --batches FILE: train_oracle.py's case file. Only its "batches" list is
- * read: each {"input_ids": b x S ids, "loss_mask": b x S 0/1 (optional, all
- * 1), "anchors": b x N positions 0..S-1, "keep": b x N booleans (optional,
- * all true)}. */
-typedef struct {
-    int b, S, N;
-    int *ids, *mask, *anchors, *keep;  /* (b, S), (b, S), (b, N), (b, N) */
-} CaseBatch;
-
-typedef struct {
-    int n;
-    CaseBatch *batch;  /* (n) */
-} Case;
-
-static void case_free(Case *c) {
-    for (int i = 0; i < c->n; i++) {
-        free(c->batch[i].ids);
-        free(c->batch[i].mask);
-        free(c->batch[i].anchors);
-        free(c->batch[i].keep);
-    }
-    free(c->batch);
-    memset(c, 0, sizeof *c);
-}
-
-/* kind: 'i' ids 0..hi, 'm' 0 or 1, 'a' anchors 0..hi, 'k' true/false (or 0/1).
- * rows/cols: the expected shape (-1: any, then set). */
-static int case_matrix(const Json *obj, const char *path, int bi, const char *key, char kind, int hi, int *rows,
-                       int *cols, int **out) {
-    const Json *m = json_get(obj, key);
-    char got[96];
-    if (!m) { dflash_set_error("%s: batches[%d]: no \"%s\"", path, bi, key); return -1; }
-    if (m->type != JSON_ARRAY || m->n == 0 || (*rows >= 0 && m->n != *rows)) {
-        dflash_set_error("%s: batches[%d].%s: expected a list of %s%d rows, got %s", path, bi, key,
-                         *rows >= 0 ? "" : "at least ", *rows >= 0 ? *rows : 1, json_describe(m, got, sizeof got));
+/* No run lies: a step whose loss, gradient norm (any non-finite gradient
+ * makes it non-finite) or updated weights are not finite stops the run
+ * there, naming what; nothing is written (the caller's fail path). */
+static int step_nonfinite(int s, const TrainStats *ts, const TrainParam *p, int n, const TrainHyper *hp) {
+    if (!isfinite(ts->loss)) {
+        dflash_set_error("step %d: the loss is not finite (%g); stopped, nothing written", s, ts->loss);
         return -1;
     }
-    *rows = m->n;
-    for (int r = 0; r < m->n; r++) {
-        const Json *row = &m->items[r];
-        if (row->type != JSON_ARRAY || row->n == 0 || (*cols >= 0 && row->n != *cols)) {
-            dflash_set_error("%s: batches[%d].%s[%d]: expected a list of %s%d values, got %s", path, bi, key, r,
-                             *cols >= 0 ? "" : "at least ", *cols >= 0 ? *cols : 1, json_describe(row, got, sizeof got));
-            return -1;
-        }
-        *cols = row->n;
+    if (!isfinite(ts->grad_norm)) {
+        dflash_set_error("step %d: the gradient norm is not finite (%g: a gradient overflowed); stopped, nothing "
+                         "written", s, ts->grad_norm);
+        return -1;
     }
-    int *v = malloc(sizeof(int) * (size_t)*rows * (size_t)*cols);
-    if (!v) { dflash_set_error("out of memory (%s)", path); return -1; }
-    for (int r = 0; r < *rows; r++)
-        for (int c = 0; c < *cols; c++) {
-            const Json *x = &m->items[r].items[c];
-            long long val = -1;
-            if (kind == 'k' && x->type == JSON_BOOL) val = x->boolean;
-            else if (x->type == JSON_NUMBER && x->is_integer) val = x->integer;
-            else if (x->type == JSON_NUMBER && (x->number == 0.0 || x->number == 1.0)) val = (long long)x->number;
-            int ok = kind == 'm' || kind == 'k' ? (val == 0 || val == 1) : (val >= 0 && val <= hi);
-            if (!ok) {
-                const char *want = kind == 'm' ? "0 or 1" : kind == 'k' ? "true or false" : NULL;
-                if (want) dflash_set_error("%s: batches[%d].%s[%d][%d]: expected %s, got %s", path, bi, key, r, c, want,
-                                           json_describe(x, got, sizeof got));
-                else dflash_set_error("%s: batches[%d].%s[%d][%d]: expected an integer in 0..%d%s, got %s", path, bi,
-                                      key, r, c, hi, kind == 'i' ? " (the target's vocab_size - 1)" : " (S - 1)",
-                                      json_describe(x, got, sizeof got));
-                free(v);
+    for (int i = 0; i < n; i++) {
+        size_t m = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        for (size_t k = 0; k < m; k++)
+            if (!isfinite(p[i].data[k])) {
+                dflash_set_error("step %d: weight %s[%zu] is not finite (%g) after the update (lr %g, weight decay %g); "
+                                 "stopped, nothing written", s, p[i].key, k, (double)p[i].data[k], hp->lr,
+                                 hp->weight_decay);
                 return -1;
             }
-            v[(size_t)r * (size_t)*cols + (size_t)c] = (int)val;
-        }
-    *out = v;
-    return 0;
-}
-
-static int case_load(Case *c, const char *path, int V) {
-    char *text = NULL;
-    size_t len = 0;
-    Json root;
-    memset(c, 0, sizeof *c);
-    if (file_read_all(path, &text, &len) != 0) return -1;
-    int rc = json_parse(text, len, path, &root);
-    free(text);
-    if (rc != 0) return -1;
-    rc = -1;
-    char got[96];
-    const Json *bl = json_get(&root, "batches");
-    if (!bl || bl->type != JSON_ARRAY || bl->n == 0) {
-        dflash_set_error("%s: field \"batches\": expected a non-empty list (train_oracle.py's case format), got %s",
-                         path, bl ? json_describe(bl, got, sizeof got) : "nothing");
-        goto done;
-    }
-    c->batch = calloc((size_t)bl->n, sizeof(CaseBatch));
-    if (!c->batch) { dflash_set_error("out of memory (%s)", path); goto done; }
-    c->n = bl->n;
-    for (int i = 0; i < bl->n; i++) {
-        const Json *o = &bl->items[i];
-        CaseBatch *b = &c->batch[i];
-        if (o->type != JSON_OBJECT) {
-            dflash_set_error("%s: batches[%d]: expected an object, got %s", path, i, json_describe(o, got, sizeof got));
-            goto done;
-        }
-        int rows = -1, S = -1, rows2, N = -1;
-        if (case_matrix(o, path, i, "input_ids", 'i', V - 1, &rows, &S, &b->ids) != 0) goto done;
-        rows2 = rows;
-        if (case_matrix(o, path, i, "anchors", 'a', S - 1, &rows2, &N, &b->anchors) != 0) goto done;
-        b->b = rows, b->S = S, b->N = N;
-        b->mask = malloc(sizeof(int) * (size_t)rows * (size_t)S);
-        b->keep = malloc(sizeof(int) * (size_t)rows * (size_t)N);
-        if (!b->mask || !b->keep) { dflash_set_error("out of memory (%s)", path); goto done; }
-        for (size_t k = 0; k < (size_t)rows * (size_t)S; k++) b->mask[k] = 1;
-        for (size_t k = 0; k < (size_t)rows * (size_t)N; k++) b->keep[k] = 1;
-        const Json *lm = json_get(o, "loss_mask"), *kp = json_get(o, "keep");
-        int r = rows, cS = S, cN = N;
-        if (lm && lm->type != JSON_NULL) {
-            free(b->mask), b->mask = NULL;
-            if (case_matrix(o, path, i, "loss_mask", 'm', 1, &r, &cS, &b->mask) != 0) goto done;
-        }
-        if (kp && kp->type != JSON_NULL) {
-            free(b->keep), b->keep = NULL;
-            if (case_matrix(o, path, i, "keep", 'k', 1, &r, &cN, &b->keep) != 0) goto done;
-        }
-        for (int q = 0; q < rows; q++)
-            for (int n = 1; n < N; n++)
-                if (b->anchors[q * N + n] < b->anchors[q * N + n - 1]) {
-                    dflash_set_error("%s: batches[%d].anchors[%d]: expected sorted positions, got %d after %d", path,
-                                     i, q, b->anchors[q * N + n], b->anchors[q * N + n - 1]);
-                    goto done;
-                }
-    }
-    rc = 0;
-done:
-    json_free(&root);
-    if (rc != 0) case_free(c);
-    return rc;
-}
-
-/* ===========================================================================
- * 3. The learning-rate schedule
- * ======================================================================== */
-
-double train_lr_at(Schedule kind, double lr, int warmup, int steps, int s) {
-    if (s <= warmup) return lr * (double)s / (double)warmup;
-    if (kind == SCHEDULE_CONSTANT) return lr;
-    const double pi = 3.14159265358979323846;
-    return lr * (1.0 + cos(pi * (double)(s - 1 - warmup) / (double)(steps - warmup))) / 2.0;
-}
-
-/* ===========================================================================
- * 4. One step's batch
- * ======================================================================== */
-
-/* The buffers of one drawn batch: b sequences of S tokens, N anchor slots. */
-typedef struct {
-    int b, S, N, B;
-    int *ids, *mask;        /* (b, S) */
-    int *anchors, *keep;    /* (b, Nb): Nb = train_anchor_count <= N = --anchors */
-    int *order;             /* (n_seqs) this epoch's order */
-    int *rows;              /* (b) the sequence in each row */
-    int cursor;
-    /* the target's context features of each sequence (cut/padded to S, as
-     * train_step would compute them), kept after its first batch: from the
-     * second epoch on, a step runs the draft only. NULL: not kept (more
-     * than DRAWER_CACHE_MAX bytes) */
-    real *feat;             /* (n_seqs, S, kD) */
-    char *have;             /* (n_seqs) */
-    real *batch_feat;       /* (b, S, kD) */
-    size_t kD;
-} Drawer;
-
-#define DRAWER_CACHE_MAX ((size_t)1 << 30)
-
-static void drawer_free(Drawer *d) {
-    free(d->ids);
-    free(d->mask);
-    free(d->anchors);
-    free(d->keep);
-    free(d->order);
-    free(d->rows);
-    free(d->feat);
-    free(d->have);
-    free(d->batch_feat);
-    memset(d, 0, sizeof *d);
-}
-
-static int drawer_init(Drawer *d, int b, int S, int N, int B, int n_seqs) {
-    memset(d, 0, sizeof *d);
-    d->b = b, d->S = S, d->N = N, d->B = B;
-    size_t bs = (size_t)b * (size_t)S, bn = (size_t)b * (size_t)N;
-    d->ids = malloc(sizeof(int) * bs);
-    d->mask = malloc(sizeof(int) * bs);
-    d->anchors = malloc(sizeof(int) * bn);
-    d->keep = malloc(sizeof(int) * bn);
-    d->order = malloc(sizeof(int) * (size_t)(n_seqs > 0 ? n_seqs : 1));
-    d->rows = malloc(sizeof(int) * (size_t)b);
-    d->cursor = n_seqs;  /* shuffle before the first draw */
-    if (!d->ids || !d->mask || !d->anchors || !d->keep || !d->order || !d->rows) {
-        drawer_free(d);
-        dflash_set_error("out of memory (a batch of %d x %d)", b, S);
-        return -1;
     }
     return 0;
 }
 
-/* The next b sequences of this epoch's order (a fresh Fisher-Yates shuffle
- * of all sequences at each epoch's start), cut to S or padded with pad_id at
- * loss mask 0; then the batch's anchor slot count Nb = train_anchor_count
- * (SpecForge: min(num_anchors, max candidate count - 1)) and per sequence
- * train_draw_anchors(Nb) from the one anchor PRNG, in batch order. */
-static int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *anchor_rng, int pad_id, TrainBatch *tb) {
-    int S = d->S;
-    for (int r = 0; r < d->b; r++) {
-        if (d->cursor >= s->n) {
-            for (int i = 0; i < s->n; i++) d->order[i] = i;
-            for (int i = s->n - 1; i > 0; i--) {
-                int j = cli_rng_below(data_rng, i + 1), t = d->order[i];
-                d->order[i] = d->order[j];
-                d->order[j] = t;
-            }
-            d->cursor = 0;
-        }
-        int q = d->order[d->cursor++];
-        d->rows[r] = q;
-        int n = s->len[q] < S ? s->len[q] : S;
-        int *ids = d->ids + (size_t)r * S, *mask = d->mask + (size_t)r * S;
-        memcpy(ids, s->ids + s->off[q], sizeof(int) * (size_t)n);
-        memcpy(mask, s->mask + s->off[q], sizeof(int) * (size_t)n);
-        for (int k = n; k < S; k++) ids[k] = pad_id, mask[k] = 0;
-    }
-    int Nb = train_anchor_count(d->mask, d->b, S, d->B, d->N);
-    if (Nb < 1) { dflash_set_error("train: a batch with no valid anchor (data_check should have refused it)"); return -1; }
-    for (int r = 0; r < d->b; r++)
-        if (train_draw_anchors(anchor_rng, d->mask + (size_t)r * S, S, d->B, Nb, d->anchors + (size_t)r * Nb,
-                               d->keep + (size_t)r * Nb) < 0)
-            return -1;
-    tb->b = d->b, tb->S = S, tb->N = Nb, tb->B = d->B;
-    tb->input_ids = d->ids;
-    tb->loss_mask = d->mask;
-    tb->anchors = d->anchors;
-    tb->keep = d->keep;
-    tb->target_hidden = NULL;
-    return 0;
-}
+/* The largest buffer of a step, the block attention mask (train.c,
+ * run_init): b x N·B rows x (S + N·B) keys, one int each. More than
+ * TRAIN_MAX_MASK values is refused before anything is allocated (a
+ * --batches row of 70,000 anchors asked for 314 GB). where: the case file
+ * (then batch bi) or NULL (the flags). */
+#define TRAIN_MAX_MASK ((double)(1ull << 32))
 
-/* Keep each sequence's context features (drawer_init's d->feat), when they
- * fit in DRAWER_CACHE_MAX bytes. */
-static void drawer_cache_init(Drawer *d, const Model *draft, int n_seqs) {
-    d->kD = (size_t)draft->cfg.n_target_layer_ids * (size_t)draft->cfg.hidden_size;
-    size_t per = (size_t)d->S * d->kD * sizeof(real);
-    if (n_seqs <= 0 || per == 0 || (size_t)n_seqs > DRAWER_CACHE_MAX / per) return;
-    d->feat = malloc(per * (size_t)n_seqs);
-    d->have = calloc((size_t)n_seqs, 1);
-    d->batch_feat = malloc(per * (size_t)d->b);
-    if (!d->feat || !d->have || !d->batch_feat) {  /* not kept: train_step runs the target */
-        free(d->feat), free(d->have), free(d->batch_feat);
-        d->feat = d->batch_feat = NULL, d->have = NULL;
-    }
-}
-
-/* The batch's features from the kept ones, computing those not kept yet
- * exactly as train_step would (target_forward over the row's S ids,
- * train_context_features). */
-static int drawer_features(Drawer *d, const Model *draft, const Model *target, TrainBatch *tb) {
-    if (!d->feat) return 0;
-    const Config *tc = &target->cfg;
-    int S = d->S, rc = -1;
-    size_t per = (size_t)S * d->kD;
-    KVCache cache = {0};
-    TargetRun tr = {0};
-    for (int r = 0; r < d->b; r++) {
-        int q = d->rows[r];
-        if (!d->have[q]) {
-            if (!cache.key && (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0)) goto done;
-            cache.len = 0;
-            target_forward(target, &cache, &tr, d->ids + (size_t)r * S, S, S - 1, NULL);
-            train_context_features(d->feat + (size_t)q * per, &tr, target, draft, S);
-            d->have[q] = 1;
-        }
-        memcpy(d->batch_feat + (size_t)r * per, d->feat + (size_t)q * per, sizeof(real) * per);
-    }
-    tb->target_hidden = d->batch_feat;
-    rc = 0;
-done:
-    cache_free(&cache);
-    target_run_free(&tr);
-    return rc;
-}
-
-/* ===========================================================================
- * 4b. Held-out evaluation, the log, the saved data
- * ======================================================================== */
-
-/* --heldout: what the draft proposes at every anchor of a held-out
- * sequence, teacher-forced. A sequence goes through train_loss_grad alone
- * (b 1, no update) with every position 0..n-B of loss mask 1 as an anchor
- * (keep 1), under the training mask (--block-attention); the hook copies
- * train0.logits. At anchor a, proposal k = 1..B-1 is argmax(logits of block
- * row k); the block accepts L = the number of leading proposals equal to
- * ids[a+k] (the sequence is the target's greedy continuation, so this is
- * what greedy verification accepts at that anchor, given the target's exact
- * context features). accepted[i] counts blocks with L >= i (i = 1..B-1);
- * tau = 1 + mean L (accepted + the bonus token), every anchor weighted
- * alike (decoding visits only the anchors its rounds reach). */
-typedef struct { real *logits; size_t cap; int ok; } EvalCapture;
-
-static int eval_hook(void *ctx, const TraceHand *h) {
-    EvalCapture *c = ctx;
-    const char *dot = strchr(h->name, '.');
-    if (!dot || strcmp(dot + 1, "logits") != 0) return 0;
-    size_t n = (size_t)h->dims->b * (size_t)h->dims->N * (size_t)h->dims->B * (size_t)h->dims->V;
-    if (n > c->cap) { dflash_set_error("--heldout: logits larger than expected"); return -1; }
-    memcpy(c->logits, h->buffer, sizeof(real) * n);
-    c->ok = 1;
-    return 0;
-}
-
-static int eval_heldout(const Model *draft, const Model *target, TrainState *st, const Seqs *held, int S, int B,
-                        const TrainHyper *hp, long *accepted /* (B) */, long *n_blocks, long *sum_len) {
-    int V = target->cfg.vocab_size, rc = -1;
-    int *ids = malloc(sizeof(int) * (size_t)S), *mask = malloc(sizeof(int) * (size_t)S);
-    int *anchors = malloc(sizeof(int) * (size_t)S), *keep = malloc(sizeof(int) * (size_t)S);
-    EvalCapture cap = {NULL, (size_t)S * (size_t)B * (size_t)V, 0};
-    cap.logits = malloc(sizeof(real) * cap.cap);
-    TraceHook hook = {eval_hook, &cap};
-    for (int i = 0; i < B; i++) accepted[i] = 0;
-    *n_blocks = *sum_len = 0;
-    if (!ids || !mask || !anchors || !keep || !cap.logits) { dflash_set_error("out of memory (--heldout)"); goto done; }
-    for (int q = 0; q < held->n; q++) {
-        int n = held->len[q] < S ? held->len[q] : S, N = 0;
-        memcpy(ids, held->ids + held->off[q], sizeof(int) * (size_t)n);
-        memcpy(mask, held->mask + held->off[q], sizeof(int) * (size_t)n);
-        for (int p = 0; p + B <= n; p++)
-            if (mask[p]) anchors[N] = p, keep[N] = 1, N++;
-        if (N == 0) continue;
-        TrainBatch tb = {1, n, N, B, ids, mask, anchors, keep, NULL};
-        TrainStats ts;
-        cap.ok = 0;
-        if (train_loss_grad(draft, target, st, &tb, hp, 0, &hook, &ts) != 0) goto done;
-        if (!cap.ok) { dflash_set_error("--heldout: the step traced no logits"); goto done; }
-        for (int k = 0; k < N; k++) {
-            int L = 0;
-            for (int j = 1; j < B; j++) {
-                int idx = anchors[k] + j;
-                if (!mask[idx] || argmax(cap.logits + ((size_t)k * B + j) * V, V) != ids[idx]) break;
-                L++;
-            }
-            for (int i = 1; i <= L; i++) accepted[i]++;
-            (*n_blocks)++;
-            *sum_len += L;
-        }
-    }
-    rc = 0;
-done:
-    free(ids);
-    free(mask);
-    free(anchors);
-    free(keep);
-    free(cap.logits);
-    return rc;
-}
-
-/* One sequence as a --data line: the ids of loss mask 0 before a "|"
- * (when the first id has mask 0), then the rest. */
-static void seq_write(FILE *f, const Seqs *s, int q) {
-    const int *ids = s->ids + s->off[q], *m = s->mask + s->off[q];
-    int bar = s->len[q] > 0 && !m[0];
-    for (int i = 0; i < s->len[q]; i++) {
-        if (bar && m[i]) { fputs(i ? " |" : "|", f); bar = 0; }
-        fprintf(f, "%s%d", i ? " " : "", ids[i]);
-    }
-    fputc('\n', f);
-}
-
-/* ===========================================================================
- * 5. The output: a Hugging Face draft folder
- * ======================================================================== */
-
-/* A number as JSON, the shortest "%.{15,16,17}g" that reads back exactly
- * (1e-06 stays 1e-06, 1000000 stays 1000000). */
-static void json_number(char *buf, size_t size, double v) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-}
-
-/* config.json: the keys SpecForge's and z-lab's published DFlash configs
- * carry (configs/qwen3-4b-dflash.json; toy_weights' qwen3-layout set), in
- * their (sorted) order, with this draft's values; "dtype" float32. bos_id < 0:
- * the key is left out. */
-static void write_config_json(FILE *f, const Config *c, int bos_id, int block_size) {
-    char eps[40], theta[40];
-    json_number(eps, sizeof eps, c->rms_norm_eps);
-    json_number(theta, sizeof theta, c->rope_theta);
-    fprintf(f, "{\n  \"architectures\": [\"DFlashDraftModel\"],\n");
-    fprintf(f, "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n");
-    fprintf(f, "  \"auto_map\": {\"AutoModel\": \"dflash.DFlashDraftModel\"},\n");
-    fprintf(f, "  \"block_size\": %d,\n", block_size);
-    if (bos_id >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", bos_id);
-    fprintf(f, "  \"dflash_config\": {\"mask_token_id\": %d, \"target_layer_ids\": [", c->mask_token_id);
-    for (int i = 0; i < c->n_target_layer_ids; i++) fprintf(f, "%s%d", i ? ", " : "", c->target_layer_ids[i]);
-    fprintf(f, "]},\n  \"dtype\": \"float32\",\n");
-    if (c->n_eos == 1) fprintf(f, "  \"eos_token_id\": %d,\n", c->eos_token_id[0]);
-    else if (c->n_eos > 1) {
-        fprintf(f, "  \"eos_token_id\": [");
-        for (int i = 0; i < c->n_eos; i++) fprintf(f, "%s%d", i ? ", " : "", c->eos_token_id[i]);
-        fprintf(f, "],\n");
-    }
-    fprintf(f, "  \"head_dim\": %d,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->head_dim, c->hidden_size);
-    fprintf(f, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n", c->intermediate_size);
-    fprintf(f, "  \"layer_types\": [");
-    for (int i = 0; i < c->num_hidden_layers; i++) fprintf(f, "%s\"full_attention\"", i ? ", " : "");
-    fprintf(f, "],\n  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
-    fprintf(f, "  \"max_window_layers\": %d,\n  \"model_type\": \"qwen3\",\n", c->num_hidden_layers);
-    fprintf(f, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n", c->num_attention_heads,
-            c->num_hidden_layers);
-    fprintf(f, "  \"num_key_value_heads\": %d,\n  \"num_target_layers\": %d,\n", c->num_key_value_heads,
-            c->num_target_layers);
-    fprintf(f, "  \"rms_norm_eps\": %s,\n  \"rope_scaling\": null,\n  \"rope_theta\": %s,\n", eps, theta);
-    fprintf(f, "  \"sliding_window\": null,\n  \"tie_word_embeddings\": false,\n");
-    fprintf(f, "  \"use_cache\": true,\n  \"use_sliding_window\": false,\n  \"vocab_size\": %d\n}\n", c->vocab_size);
-}
-
-/* model.safetensors, laid out as toy_weights/gen.c writes it: u64 LE header
- * length N, the JSON header {"__metadata__":{"format":"pt"},"key":{"dtype":
- * "F32","shape":[..],"data_offsets":[a,b]},...} space-padded so 8 + N is a
- * multiple of 64, then every tensor's little-endian float32 data back to
- * back in train_params order (fc, hidden_norm, layers, norm). The double
- * build rounds each value to float once here. */
-static int write_safetensors(FILE *f, const TrainParam *p, int n) {
-    size_t cap = 256 + (size_t)n * 160, len = 0, offset = 0;
-    char *h = malloc(cap);
-    if (!h) { dflash_set_error("out of memory (the safetensors header)"); return -1; }
-    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
-        char shape[64];
-        if (p[i].ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p[i].shape[0], (long long)p[i].shape[1]);
-        else snprintf(shape, sizeof shape, "%lld", (long long)p[i].shape[0]);
-        len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                                p[i].key, shape, offset, offset + 4 * numel);
-        offset += 4 * numel;
-    }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while ((8 + len) % 64 != 0 && len + 1 < cap) h[len++] = ' ';
-    unsigned char len8[8];
-    for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)len >> (8 * b));
-    fwrite(len8, 1, 8, f);
-    fwrite(h, 1, len, f);
-    free(h);
-    unsigned char buf[4096];
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1), k = 0;
-        while (k < numel) {
-            size_t m = 0;
-            for (; m < sizeof buf / 4 && k < numel; m++, k++) {
-                float x = (float)p[i].data[k];
-                uint32_t u;
-                memcpy(&u, &x, 4);
-                buf[4 * m + 0] = (unsigned char)u;
-                buf[4 * m + 1] = (unsigned char)(u >> 8);
-                buf[4 * m + 2] = (unsigned char)(u >> 16);
-                buf[4 * m + 3] = (unsigned char)(u >> 24);
-            }
-            fwrite(buf, 1, 4 * m, f);
-        }
-    }
-    return 0;  /* a write error is the stream's: out_commit reports it */
-}
-
-/* The folder is written whole into "<out>.partial.XXXXXX" beside it and
- * renamed into place at the end. Every path is in formats/files.c's partial-output
- * registry before it exists, so a failure (outdir_discard) or a signal
- * (cli/main.c's handler, out_cleanup_on_signal) removes it; the files inside are
- * OutFiles. An existing --out is replaced only when it is empty or holds
- * nothing but config.json and model.safetensors (a draft folder this
- * command wrote). */
-static const char *const OUT_FILES[2] = {"config.json", "model.safetensors"};
-
-typedef struct {
-    char *dir;       /* --out, trailing '/' removed */
-    char *tmp;       /* "<dir>.partial.XXXXXX"; NULL: not made */
-    char *file[2];   /* tmp/config.json, tmp/model.safetensors */
-    int exists;      /* dir is there now (empty or a draft folder) */
-} OutDir;
-
-static void outdir_discard(OutDir *o) {
-    if (o->tmp) {
-        sigset_t old;
-        out_block_signals(&old);
-        out_remove_owned(o);   /* the files, then the folder (newest first) */
-        out_forget(o, 0, NULL);
-        out_restore_signals(&old);
-    }
-    free(o->dir);
-    free(o->tmp);
-    free(o->file[0]);
-    free(o->file[1]);
-    memset(o, 0, sizeof *o);
-}
-
-static int outdir_prepare(OutDir *o, const char *dir) {
-    memset(o, 0, sizeof *o);
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;
-    if (n == 0 || n > 4000) { dflash_set_error("--out: expected a folder name of 1..4000 characters"); return -1; }
-    o->dir = malloc(n + 1);
-    char *tmp = malloc(n + 32);
-    if (!o->dir || !tmp) { free(tmp); dflash_set_error("out of memory"); return -1; }
-    memcpy(o->dir, dir, n);
-    o->dir[n] = 0;
-    struct stat st;
-    if (lstat(o->dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) {
-            free(tmp);
-            dflash_set_error("--out %s: exists and is not a folder; refusing to replace it (choose another path)", o->dir);
-            return -1;
-        }
-        DIR *d = opendir(o->dir);
-        if (!d) { free(tmp); dflash_set_error("--out %s: cannot read the folder: %s", o->dir, strerror(errno)); return -1; }
-        struct dirent *e;
-        char bad[256] = "";
-        while (!bad[0] && (e = readdir(d)) != NULL)
-            if (strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, OUT_FILES[0]) &&
-                strcmp(e->d_name, OUT_FILES[1]))
-                snprintf(bad, sizeof bad, "%s", e->d_name);
-        closedir(d);
-        if (bad[0]) {
-            free(tmp);
-            dflash_set_error("--out %s: holds %s, which dflash train does not write; refusing to replace the folder "
-                             "(choose another path)", o->dir, bad);
-            return -1;
-        }
-        o->exists = 1;
-    } else if (errno != ENOENT) {
-        free(tmp);
-        dflash_set_error("--out %s: %s", o->dir, strerror(errno));
-        return -1;
-    }
-    snprintf(tmp, n + 32, "%s.partial.XXXXXX", o->dir);
-    sigset_t old;
-    out_block_signals(&old);
-    int made = mkdtemp(tmp) != NULL, err = errno;
-    if (made && out_register(o, 'd', tmp) != 0) { rmdir(tmp); made = 0; err = ENOMEM; }
-    out_restore_signals(&old);
-    if (!made) {
-        dflash_set_error("--out %s: cannot create %s: %s", o->dir, tmp, strerror(err));
-        free(tmp);
-        return -1;
-    }
-    o->tmp = tmp;
-    mode_t mask = umask(0);  /* mkdtemp makes it 0700: the folder gets the usual mode */
-    umask(mask);
-    chmod(o->tmp, 0777 & ~mask);
-    for (int i = 0; i < 2; i++)
-        if (!(o->file[i] = path_join(o->tmp, OUT_FILES[i]))) return -1;
-    return 0;
-}
-
-/* which 0: config.json, 1: model.safetensors, as an OutFile inside the
- * partial folder (registered before its rename makes it a real file) */
-static int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n) {
-    OutFile *f = out_open(o->file[which], "dflash train");
-    if (!f) return -1;
-    if (which == 0) write_config_json(out_stream(f), c, bos_id, B);
-    else if (write_safetensors(out_stream(f), p, n) != 0 && !ferror(out_stream(f))) { out_abort(f); return -1; }
-    sigset_t old;
-    out_block_signals(&old);
-    int reg = out_register(o, 'f', o->file[which]);
-    out_restore_signals(&old);
-    if (reg != 0) { out_abort(f); dflash_set_error("out of memory"); return -1; }
-    return out_commit(f);
-}
-
-/* rename the partial folder onto --out, signals blocked throughout (an
- * existing --out is first moved into an empty "<out>.old.XXXXXX" and
- * removed after the switch) */
-static int outdir_commit(OutDir *o) {
-    char old[4200] = "";
-    int rc = -1;
-    sigset_t sig;
-    out_block_signals(&sig);
-    if (o->exists) {
-        snprintf(old, sizeof old, "%s.old.XXXXXX", o->dir);
-        if (!mkdtemp(old)) {
-            dflash_set_error("--out %s: cannot create %s: %s", o->dir, old, strerror(errno));
-            goto done;
-        }
-        if (rename(o->dir, old) != 0) {
-            dflash_set_error("--out %s: cannot move the earlier draft aside: %s", o->dir, strerror(errno));
-            rmdir(old);
-            goto done;
-        }
-    }
-    if (rename(o->tmp, o->dir) != 0) {
-        dflash_set_error("--out %s: cannot rename %s into place: %s", o->dir, o->tmp, strerror(errno));
-        if (old[0]) rename(old, o->dir);
-        goto done;
-    }
-    out_forget(o, 0, NULL);
-    free(o->tmp);
-    o->tmp = NULL;
-    if (old[0]) {
-        for (int i = 0; i < 2; i++) {
-            char *p = path_join(old, OUT_FILES[i]);
-            if (p) unlink(p);
-            free(p);
-        }
-        rmdir(old);
-    }
-    rc = 0;
-done:
-    out_restore_signals(&sig);
-    return rc;
-}
-
-/* ===========================================================================
- * 6. The command
- * ======================================================================== */
-
-/* bos_token_id of a config.json (-1: absent, not an integer, unreadable) */
-static int config_bos(const char *path) {
-    char *text = NULL;
-    size_t len = 0;
-    Json root;
-    int bos = -1;
-    char saved[sizeof dflash_errmsg];
-    memcpy(saved, dflash_errmsg, sizeof saved);
-    if (file_read_all(path, &text, &len) == 0 && json_parse(text, len, path, &root) == 0) {
-        const Json *b = json_get(&root, "bos_token_id");
-        if (b && b->type == JSON_NUMBER && b->is_integer && b->integer >= 0 && b->integer < 0x7fffffff) bos = (int)b->integer;
-        json_free(&root);
-    }
-    free(text);
-    memcpy(dflash_errmsg, saved, sizeof saved);
-    return bos;
+static int step_size_check(const char *where, int bi, int b, int S, int N, int B) {
+    double Q = (double)N * B, values = (double)b * Q * ((double)S + Q);
+    if (values <= TRAIN_MAX_MASK) return 0;
+    char at[4200];
+    if (where) snprintf(at, sizeof at, "%.4000s: batches[%d]", where, bi);
+    else snprintf(at, sizeof at, "--batch %d, --seq-len %d, --anchors", b, S);
+    dflash_set_error("%s: a step of %d x %d anchors x block %d over %d positions needs an attention mask of %.3g "
+                     "values (b x N·B x (S + N·B)), more than 2^32 (%.0f GiB); expected fewer anchors, rows or "
+                     "positions", at, b, N, B, S, values, values * sizeof(int) / (1024.0 * 1024 * 1024));
+    return -1;
 }
 
 static void fmt_duration(char *buf, size_t size, double s) {
@@ -1176,35 +305,23 @@ int train_main(int argc, char **argv) {
     memset(&dr, 0, sizeof dr);
     memset(&od, 0, sizeof od);
 
-    /* outputs against inputs, before anything is read or written */
-    const char *inputs[8];
+    /* outputs against inputs and each other, before anything is read or
+     * written: formats/files.c's one check (README.md, "Your files") */
+    const char *inputs[4];
     int n_inputs = 0;
     inputs[n_inputs++] = a.target;
     inputs[n_inputs++] = a.draft ? a.draft : a.draft_config;
     if (a.data) inputs[n_inputs++] = a.data;
     if (a.batches) inputs[n_inputs++] = a.batches;
-    if (a.out) {
-        if (trace_check_outputs(a.out, NULL, inputs, n_inputs) != 0) {
-            char msg[sizeof dflash_errmsg];
-            memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("--out: %s", strncmp(msg, "trace: ", 7) == 0 ? msg + 7 : msg);
+    {
+        OutPath outs[4] = {{a.out, "the draft folder (--out)", 1}, {a.trace_dir, "the trace directory (--trace)", 1},
+                           {a.log, "the log (--log)", 0}, {a.save_data, "the saved data (--save-data)", 0}};
+        if (out_check_paths("dflash train", outs, 4, inputs, n_inputs) != 0) {
+            /* dflash_print_error adds the prefix once */
+            if (strncmp(dflash_errmsg, "dflash train: ", 14) == 0)
+                memmove(dflash_errmsg, dflash_errmsg + 14, strlen(dflash_errmsg + 14) + 1);
             goto fail;
         }
-        inputs[n_inputs++] = a.out;
-    }
-    if (a.trace_dir && trace_check_outputs(a.trace_dir, NULL, inputs, n_inputs) != 0) goto fail;
-    {
-        OutPath outs[4] = {{a.log, "the log", 0}, {a.save_data, "the saved data", 0}, {a.out, "the draft folder", 1},
-                           {a.trace_dir, "the trace directory", 1}};
-        if ((a.log || a.save_data) && out_check_paths("dflash train", outs, 4, inputs, n_inputs - !!a.out) != 0)
-            goto fail;
-    }
-    /* --out and --trace apart (each is replaced whole): the text-trace
-     * check of trace_check_outputs compares two paths both ways */
-    if (a.trace_dir && a.out && trace_check_outputs(a.trace_dir, a.out, NULL, 0) != 0) {
-        dflash_set_error("--out %s and --trace %s: expected two separate folders, neither inside the other", a.out,
-                         a.trace_dir);
-        goto fail;
     }
 
     /* the models */
@@ -1245,6 +362,21 @@ int train_main(int argc, char **argv) {
     }
     int max_pos = target.cfg.max_position_embeddings < dc->max_position_embeddings ? target.cfg.max_position_embeddings
                                                                                    : dc->max_position_embeddings;
+    /* a sliding-window draft would be trained as full attention (train.c's
+     * block mask has no window): refused until training windows is
+     * implemented (NOTES.md, "Training: the command") */
+    for (int l = 0; l < dc->num_hidden_layers; l++)
+        if (dc->layer_window[l] > 0) {
+            dflash_set_error("%s: layer_types[%d] is \"sliding_attention\" (sliding_window %d): dflash train trains "
+                             "full attention only, and training windows is not implemented; refusing rather than "
+                             "train the layer as full attention", src_config, l, dc->layer_window[l]);
+            goto fail;
+        }
+    if (B < 2) {
+        dflash_set_error("--block-size %d: a block of 1 has no position to predict (the anchor's own token is given): "
+                         "the loss would be 0 and nothing trained; expected 2..%d", B, DFLASH_MAX_BLOCK);
+        goto fail;
+    }
 
     /* the data */
     int S = (int)a.seq_len, steps = (int)a.steps;
@@ -1266,6 +398,14 @@ int train_main(int argc, char **argv) {
                                  a.batches, i, cs.batch[i].S, max_pos - B);
                 goto fail;
             }
+            const CaseBatch *cb = &cs.batch[i];
+            if (batch_trained_positions(cb->b, cb->S, cb->N, B, cb->mask, cb->anchors, cb->keep) == 0) {
+                dflash_set_error("%s: batches[%d]: trains nothing: no kept anchor has a block position with loss "
+                                 "mask 1 (keep false, or loss mask 0 at positions anchor+1..anchor+%d); expected at "
+                                 "least one", a.batches, i, B - 1);
+                goto fail;
+            }
+            if (step_size_check(a.batches, i, cb->b, cb->S, cb->N, B) != 0) goto fail;
         }
     } else {
         if (steps < 0) steps = 100;
@@ -1276,11 +416,16 @@ int train_main(int argc, char **argv) {
             int prc = data_parse(&seqs, a.data, text, len, V);
             free(text);
             if (prc != 0) goto fail;
-            if (S < 0) {
-                S = 0;
-                for (int i = 0; i < seqs.n; i++) if (seqs.len[i] > S) S = seqs.len[i];
-                if (S > 4096) S = 4096;
-                if (S < B) S = B;
+            if (S < 0) {  /* the longest line, cut to what the positions allow (--help: longer ones are cut) */
+                int longest = 0;
+                for (int i = 0; i < seqs.n; i++) if (seqs.len[i] > longest) longest = seqs.len[i];
+                S = longest < B ? B : longest;
+                if (S + B > max_pos && max_pos - B >= B) {
+                    S = max_pos - B;
+                    fprintf(stderr, "train: %s: the longest line has %d ids; sequences are cut to %d "
+                                    "(max_position_embeddings - block size; --seq-len sets the length)\n",
+                            a.data, longest, S);
+                }
             }
         } else if (S < 0) {
             S = 64;
@@ -1297,6 +442,10 @@ int train_main(int argc, char **argv) {
             }
         }
         if (a.data && data_check(&seqs, a.data, S, B, (int)a.anchors) != 0) goto fail;
+        /* a drawn batch has at most min(--anchors, S - B) anchor slots
+         * (train_anchor_count: the candidates 0..S-B, less one) */
+        int n_max = (int)a.anchors < S - B ? (int)a.anchors : S - B;
+        if (step_size_check(NULL, 0, (int)a.batch, S, n_max > 0 ? n_max : 1, B) != 0) goto fail;
     }
     int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
     if (steps > 0 && warmup >= steps) {
@@ -1306,8 +455,8 @@ int train_main(int argc, char **argv) {
 
     /* every check passed: the output folder, the trace, then the work */
     if (a.out && outdir_prepare(&od, a.out) != 0) goto fail;
-    if (a.log && !(logf = out_open(a.log, "dflash train"))) goto fail;
-    if (a.save_data && !(savef = out_open(a.save_data, "dflash train"))) goto fail;
+    if (a.log && !(logf = out_open(a.log, "--log"))) goto fail;
+    if (a.save_data && !(savef = out_open(a.save_data, "--save-data"))) goto fail;
     if (a.generate > 0 && data_generate(&seqs, &target, a.target, (int)a.generate, (int)a.prompt_len, S, B,
                                         (int)a.anchors, a.temperature, dc->mask_token_id, a.seed,
                                         0x67656e6572617465ull /* "generate" */, NULL, "generate") != 0)
@@ -1348,6 +497,15 @@ int train_main(int argc, char **argv) {
     if (!a.batches && !a.bench && !a.trace_dir) drawer_cache_init(&dr, &draft, seqs.n);
     st = train_state_new(&draft, &target);
     if (!st) goto fail;
+    /* the trained tensors (checked after every step, then written) */
+    int cap = 11 * dc->num_hidden_layers + 8;
+    params = calloc((size_t)cap, sizeof(TrainParam));
+    if (!params) { dflash_set_error("out of memory"); goto fail; }
+    int n_params = train_params(&draft, params, cap);
+    if (n_params <= 0 || n_params > cap) {
+        if (n_params > cap) dflash_set_error("train: %d trained tensors, more than the %d expected", n_params, cap);
+        goto fail;
+    }
     if (a.trace_dir) {
         tracer = trace_open(a.trace_dir, NULL, NULL, 0);
         if (!tracer) goto fail;
@@ -1369,6 +527,10 @@ int train_main(int argc, char **argv) {
         fprintf(stderr, "bench: %s draft (%d layers, hidden %d) against %s, batch %ld x %d tokens, block %d, "
                         "%ld anchors at most, %s\n", a.draft ? a.draft : a.draft_config, dc->num_hidden_layers,
                 dc->hidden_size, a.target, a.batch, S, B, a.anchors, REAL_NAME);
+    else if (steps == 0)
+        fprintf(stderr, "train: --steps 0: no step; the draft as it starts (%s, seed %llu)\n",
+                a.draft ? "--draft's weights" : "--draft-config: the seeded initialisation, NOTES.md \"A new draft\"",
+                (unsigned long long)a.seed);
     else
         fprintf(stderr, "train: %d steps on %s%s, batch %d x %d, block %d, lr %g (%s, warmup %d), gamma %g, "
                         "weight decay %g, clip %g, seed %llu\n", steps,
@@ -1388,11 +550,17 @@ int train_main(int argc, char **argv) {
             goto fail;
         }
         hp.lr = train_lr_at(a.schedule, a.lr, warmup, steps, s);
+        if (!isfinite(hp.lr)) {
+            dflash_set_error("step %d: the learning rate is not finite (%g: --lr %g overflows the schedule); stopped, "
+                             "nothing written", s, hp.lr, a.lr);
+            goto fail;
+        }
         TrainStats ts;
         memset(&ts, 0, sizeof ts);
         double t0 = now_seconds();
         clock_t c0 = clock();
         if (train_step(&draft, &target, st, &tb, &hp, s, tracer ? trace_hook(tracer) : NULL, &ts) != 0) goto fail;
+        if (step_nonfinite(s, &ts, params, n_params, &hp) != 0) goto fail;
         double dt = now_seconds() - t0, dcpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
         if (!(a.bench && s == 1 && steps > 1)) {  /* bench: step 1 warms up */
             t_steps += dt;
@@ -1429,7 +597,8 @@ int train_main(int argc, char **argv) {
         accepted = calloc((size_t)B + 1, sizeof(long));
         if (!accepted) { dflash_set_error("out of memory"); goto fail; }
         double t0 = now_seconds();
-        if (eval_heldout(&draft, &target, st, &held, S, B, &hp, accepted, &n_blocks, &sum_len) != 0) goto fail;
+        if (train_eval_heldout(&draft, &target, st, held.n, held.ids, held.mask, held.off, held.len, S, B, &hp, accepted,
+                               &n_blocks, &sum_len) != 0) goto fail;
         double tau = n_blocks ? 1.0 + (double)sum_len / (double)n_blocks : 0;
         fprintf(stderr, "heldout: %d sequences, %ld blocks (%.1f s): tau %.4f, acceptance per position", held.n,
                 n_blocks, now_seconds() - t0, tau);
@@ -1448,11 +617,6 @@ int train_main(int argc, char **argv) {
     }
 
     /* the draft folder */
-    int cap = 11 * dc->num_hidden_layers + 8;
-    params = calloc((size_t)cap, sizeof(TrainParam));
-    if (!params) { dflash_set_error("out of memory"); goto fail; }
-    int n_params = train_params(&draft, params, cap);
-    if (n_params <= 0) goto fail;
     Config out_cfg = *dc;
     out_cfg.n_eos = target.cfg.n_eos;
     memcpy(out_cfg.eos_token_id, target.cfg.eos_token_id, sizeof out_cfg.eos_token_id);
@@ -1463,7 +627,8 @@ int train_main(int argc, char **argv) {
         bos = config_bos(tcfg);
     }
     if (outdir_write_file(&od, 0, &out_cfg, bos, B, params, n_params) != 0 ||
-        outdir_write_file(&od, 1, &out_cfg, bos, B, params, n_params) != 0)
+        outdir_write_file(&od, 1, &out_cfg, bos, B, params, n_params) != 0 ||
+        outdir_write_file(&od, 2, &out_cfg, bos, B, params, n_params) != 0)
         goto fail;
     if (tracer) {
         int crc = trace_close(tracer);
@@ -1487,7 +652,8 @@ int train_main(int argc, char **argv) {
     size_t n_weights = 0;
     for (int i = 0; i < n_params; i++)
         n_weights += (size_t)params[i].shape[0] * (size_t)(params[i].ndim == 2 ? params[i].shape[1] : 1);
-    fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
+    if (steps > 0)
+        fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
             steps, dur, t_steps > 0 ? tokens / t_steps : 0.0, first_loss, last_loss, first_acc, last_acc);
     fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, F32)%s%s\n", od.dir,
             n_params, n_weights, a.trace_dir ? "; trace " : "", a.trace_dir ? a.trace_dir : "");

@@ -11,13 +11,6 @@
  * behind). */
 int train_main(int argc, char **argv);
 
-/* The learning rate of step s = 1..steps (SpecForge's CosineAnnealingWarmupLR
- * and ConstantWarmupLR, specforge/lr_scheduler.py, as they run one scheduler
- * step per optimizer step):
- *   s <= warmup:   lr * s / warmup                              (linear warmup)
- *   s >  warmup:   cosine:   lr * (1 + cos(pi * (s - 1 - warmup) / (steps - warmup))) / 2
- *                  constant: lr */
-typedef enum { SCHEDULE_COSINE, SCHEDULE_CONSTANT } Schedule;
-double train_lr_at(Schedule kind, double lr, int warmup, int steps, int s);
+/* train_lr_at and Schedule: train.h */
 
 #endif /* TRAIN_CLI_H */

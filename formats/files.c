@@ -994,22 +994,6 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
             rc = check_against_input(what, outs, co, ost, n_out, inputs[i], &st);
             continue;
         }
-        /* a directory written into may not be an input directory or inside one */
-        char *cd = NULL;
-        for (int k = 0; k < n_out && rc == 0; k++) {
-            if (!co[k] || outs[k].is_dir != 2) continue;
-            if (!cd && !(cd = canon_path(inputs[i]))) {
-                rc = -1;
-                break;
-            }
-            if (path_within(co[k], cd) || (ost[k].st_nlink && ost[k].st_dev == st.st_dev && ost[k].st_ino == st.st_ino)) {
-                dflash_set_error("%s: %s %s is the input directory %s or inside it; choose a directory outside it",
-                                 what, outs[k].label, outs[k].path, inputs[i]);
-                rc = -1;
-            }
-        }
-        free(cd);
-        if (rc != 0) break;
         /* a directory stands for the regular files directly inside it */
         DIR *d = opendir(inputs[i]);
         struct dirent *e;
@@ -1024,6 +1008,27 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
             free(p);
         }
         if (d) closedir(d);
+    }
+    /* then (the more specific refusals above first): a directory output
+     * (replaced whole or written into) may not be an input directory or
+     * inside one */
+    for (int i = 0; i < n_inputs && rc == 0 && any; i++) {
+        struct stat st;
+        if (stat(inputs[i], &st) != 0 || !S_ISDIR(st.st_mode)) continue;
+        char *cd = NULL;
+        for (int k = 0; k < n_out && rc == 0; k++) {
+            if (!co[k] || outs[k].is_dir == 0) continue;
+            if (!cd && !(cd = canon_path(inputs[i]))) {
+                rc = -1;
+                break;
+            }
+            if (path_within(co[k], cd) || (ost[k].st_nlink && ost[k].st_dev == st.st_dev && ost[k].st_ino == st.st_ino)) {
+                dflash_set_error("%s: %s %s is the input directory %s or inside it; choose a directory outside it",
+                                 what, outs[k].label, outs[k].path, inputs[i]);
+                rc = -1;
+            }
+        }
+        free(cd);
     }
     for (int k = 0; co && k < n_out; k++) free(co[k]);
     free(co);
@@ -1192,4 +1197,82 @@ void out_abort(OutFile *o) {
         out_forget(o, 0, NULL);
     }
     out_free(o);
+}
+
+/* ===========================================================================
+ * A directory output's lock: "<dir>.lock", one writer at a time.
+ * ======================================================================== */
+
+int out_lock_take(const void *owner, const char *dir, const char *what, const char *label, int *fd_out) {
+    *fd_out = -1;
+    char *lock_path = str_cat(dir, ".lock");
+    if (!lock_path) {
+        dflash_set_error("%s: out of memory", what);
+        return -1;
+    }
+    int rc = -1;
+    for (int attempt = 0; attempt < 1000; attempt++) {
+        sigset_t old;
+        out_block_signals(&old);
+        if (out_register(owner, 'l', lock_path) != 0) {
+            out_restore_signals(&old);
+            dflash_set_error("%s: out of memory", what);
+            goto done;
+        }
+        int err = 0, busy = 0, stale = 0, foreign = 0;
+        int fd = open(lock_path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666);
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        struct stat a, b;
+        if (fd < 0) err = errno;
+        else if (fstat(fd, &a) != 0 || !S_ISREG(a.st_mode) || a.st_size != 0) foreign = 1;  /* ours are empty */
+        else if (fcntl(fd, F_SETLK, &fl) != 0) {
+            if (errno == EACCES || errno == EAGAIN) busy = 1;
+            else err = errno;
+        } else if (fstat(fd, &a) != 0 || stat(lock_path, &b) != 0 || a.st_dev != b.st_dev || a.st_ino != b.st_ino) {
+            stale = 1;
+        } else {
+            busy = out_registered_same(owner, 'l', &a);  /* fcntl locks do not exclude this process */
+        }
+        if (err || busy || stale || foreign) {
+            out_unregister_last();  /* not ours to remove */
+            if (fd >= 0) close(fd);
+            fd = -1;
+        }
+        out_restore_signals(&old);
+        if (foreign) {
+            dflash_set_error("%s: %s exists and is not a dflash lock (an empty file); refusing to use or remove it",
+                             what, lock_path);
+            goto done;
+        }
+        if (busy) {
+            dflash_set_error("%s: another dflash run is writing %s %s (it holds the lock %s); wait for it to "
+                             "finish, or choose another %s", what, label, dir, lock_path, strstr(label, "directory") ? "directory" : "path");
+            goto done;
+        }
+        if (err) {
+            dflash_set_error("%s: cannot create the lock %s: %s", what, lock_path, strerror(err));
+            goto done;
+        }
+        if (!stale) {
+            *fd_out = fd;
+            rc = 0;
+            goto done;
+        }
+    }
+    dflash_set_error("%s: cannot take the lock %s: it keeps being replaced", what, lock_path);
+done:
+    free(lock_path);
+    return rc;
+}
+
+void out_lock_release(const void *owner, int fd) {
+    sigset_t old;
+    out_block_signals(&old);
+    out_remove_owned(owner);
+    if (fd >= 0) close(fd);  /* after the unlink: a run that opened the name before sees it replaced */
+    out_forget(owner, 0, NULL);
+    out_restore_signals(&old);
 }

@@ -165,7 +165,8 @@ const char *out_own_name(const char *path);
  * an input (compared resolved: symbolic links, "..", and by device and
  * inode: hard links), a directory output replaced whole holding an input,
  * an output equal to or inside a directory output replaced whole, a
- * directory written into that is an input directory or inside one, two
+ * directory output (replaced whole or written into) that is an input
+ * directory or inside one, two
  * outputs that are one file, an output named like the program's own files
  * (out_own_name, also through symbolic links). */
 typedef struct {
@@ -209,5 +210,19 @@ int  out_registered_same(const void *except, char kind, const struct stat *st);
  * unlink() and rmdir() only. Async-signal-safe; the outputs must not be
  * used afterwards. */
 void out_cleanup_on_signal(void);
+
+/* ---------------------------------------------------------------------------
+ * A directory output's lock: an fcntl() write lock on the empty file
+ * "<dir>.lock", held from the start of the run to its end, so one run at a
+ * time writes dir (another is refused: "<what>: another dflash run is
+ * writing <label> <dir> (it holds the lock ...)"). The lock dies with its
+ * process, so a killed run does not block the next; the run that holds it
+ * may remove the "<dir>.partial.XXXXXX" / "<dir>.old.XXXXXX" a killed run
+ * left. The lock file is registered under owner (give it its own owner: the
+ * signal cleanup removes it, out_lock_release removes it and closes fd).
+ * trace.c takes its trace directories' locks with it.
+ */
+int  out_lock_take(const void *owner, const char *dir, const char *what, const char *label, int *fd);
+void out_lock_release(const void *owner, int fd);
 
 #endif /* DFLASH_FILES_H */

@@ -426,43 +426,7 @@ static void test_round_bookkeeping(void **state) {
  * exact target distribution P(t1) P(t2 | t1), computed here from softmax of
  * the target's logits. Tiny model (testutil.h), lm_head sharpened so the
  * distribution is far from uniform and the draft disagrees often. */
-static void exact_joint(const Model *t, const int *prompt, int n, double temp, double *P /* (V*V) */) {
-    int V = t->cfg.vocab_size, ids[8];
-    KVCache kv;
-    TargetRun tr;
-    assert_int_equal(target_run_init(&tr, &t->cfg, n + 1, 16), 0);
-    double p1[16], p2[16];
-    for (int a = -1; a < V; a++) {
-        assert_int_equal(cache_init(&kv, &t->cfg, 16), 0);
-        memcpy(ids, prompt, sizeof(int) * (size_t)n);
-        int T = n;
-        if (a >= 0) ids[T++] = a;
-        target_forward(t, &kv, &tr, ids, T, T - 1, NULL);
-        double *p = a < 0 ? p1 : p2, mx = -1e300, sum = 0;
-        for (int v = 0; v < V; v++) if (tr.logits[v] / temp > mx) mx = tr.logits[v] / temp;
-        for (int v = 0; v < V; v++) sum += p[v] = exp(tr.logits[v] / temp - mx);
-        for (int v = 0; v < V; v++) p[v] /= sum;
-        if (a >= 0)
-            for (int b = 0; b < V; b++) P[a * V + b] = p1[a] * p2[b];
-        cache_free(&kv);
-    }
-    target_run_free(&tr);
-}
-
-/* chi-square of observed counts against N * P over cells with expected >= 5 */
-static void assert_fits(const int *count, const double *P, int cells, int N, const char *what) {
-    double chi2 = 0;
-    int df = -1;
-    double rest_e = 0, rest_o = 0;
-    for (int c = 0; c < cells; c++) {
-        double e = N * P[c];
-        if (e >= 5) { chi2 += (count[c] - e) * (count[c] - e) / e; df++; }
-        else { rest_e += e; rest_o += count[c]; }
-    }
-    if (rest_e > 0) { chi2 += (rest_o - rest_e) * (rest_o - rest_e) / (rest_e > 1 ? rest_e : 1); df++; }
-    double limit = df + 6 * sqrt(2.0 * df);  /* ~6 standard deviations */
-    if (chi2 > limit) fail_msg("%s: chi-square %.1f over %d degrees of freedom (limit %.1f)", what, chi2, df, limit);
-}
+/* tu_exact_joint and tu_assert_fits: testutil.h (tests/test_lookup.c uses them too) */
 
 /* 3000 seeds per mode with DFLASH_TEST_LONG (make test-long), 600 in make
  * test. Both fail when sample_row's uniform draw is scaled by 0.9 (a
@@ -476,7 +440,7 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
         for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(4.0 * sin(1.7 * v + 0.9 * i));
     int V = TU_V, prompt[2] = {0, 1}, N = tu_long() ? 3000 : 600;   /* seeds per mode */
     double temp = 1.0, P[TU_V * TU_V];
-    exact_joint(&t, prompt, 2, temp, P);
+    tu_exact_joint(&t, prompt, 2, temp, P);
     for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
         int count[TU_V * TU_V] = {0}, accepted = 0;
         for (int s = 0; s < N; s++) {
@@ -493,7 +457,7 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
             for (int i = 0; i < r.n_rounds; i++) accepted += r.rounds[i].acceptance_length;
             gen_result_free(&r);
         }
-        assert_fits(count, P, V * V, N, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
+        tu_assert_fits(count, P, V * V, N, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
         /* the draft path was exercised: some, not all, proposals accepted */
         if (mode > 0) assert_true(accepted > 0 && accepted < N * mode);
     }

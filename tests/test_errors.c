@@ -747,7 +747,7 @@ static const CliCase CLI_CASES[] = {
     {"explore: vocabulary missing", "explore|$T/a|$T/a.html|--vocab|$T/none.txt", 0, 0, 0, mk_diff_good, 2, {"none.txt", "cannot open"}},
     {"explore: page inside the trace directory", "explore|$T/a|$T/a/page.html", 0, 0, 0, mk_diff_good, 2, {"a/page.html", "into the trace directory"}},
     {"explore: one argument", "explore|$T/a", 0, 0, 0, 0, 2, {"need a trace directory and an output file", "usage"}},
-    {"explore: unknown option", "explore|$T/a|$T/a.html|--vocabulary|x", 0, 0, 0, mk_diff_good, 2, {"unknown option --vocabulary", "usage"}},
+    {"explore: unknown option", "explore|$T/a|$T/a.html|--vocabulary|x", 0, 0, 0, mk_diff_good, 2, {"unknown flag \"--vocabulary\"", "usage"}},
 };
 
 /* Run ./dflash with args (after $W/$T substitution); stdout and stderr

@@ -549,6 +549,18 @@ static void test_refusals(void **s) {
         assert_false(tu_exists(out));
     }
     assert_false(tu_exists("toy_weights/random/target/target.gguf"));
+    /* an output that cannot be created: "dflash gguf: " once (issue 34, 10: it was doubled) */
+    char cmd[2000], err[600];
+    snprintf(err, sizeof err, "%s/err-dir", TMP);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/withdir/target.gguf && ./dflash gguf --weights toy_weights/random %s/withdir 2>%s",
+             TMP, TMP, err);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st) && WEXITSTATUS(st) == 2);
+    char *e = tu_read(err, NULL);
+    assert_non_null(e);
+    if (strncmp(e, "dflash gguf: ", 13) != 0 || strstr(e + 13, "dflash gguf: ") || !strstr(e, "target.gguf"))
+        fail_msg("stderr \"%s\"", e);
+    free(e);
 }
 
 /* tokenizer.json: Qwen2's pre-tokenizer is named "qwen2", merges given as

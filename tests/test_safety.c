@@ -34,6 +34,7 @@ static void test_outputs_that_are_inputs(void **state) {
         {"--trace-text|$T/hard", "is the input"},        /* a hard link to model.safetensors */
         {"--trace|$W/target/model.safetensors", "is the input"},
         {"--trace|$W/target", "holds the input"},
+        {"--trace|$W/target/sub", "is the input directory"},  /* inside an input folder (issue 34, 7) */
         {"--trace|$W", "holds the input"},
         {"--trace|$T/alias_dir", "holds the input"},     /* a symbolic link to w/draft */
         {"--trace|$T/tr|--trace-text|$T/tr", "may not be the trace directory"},

@@ -9,6 +9,8 @@
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "../train.c"
+#include "../cli/train_data.c"
+#include "../formats/draftdir.c"
 #include "../cli/train_cli.c"
 #include "testutil.h"
 
@@ -191,7 +193,7 @@ static void test_batches_format(void **state) {
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[3]]}]}", "batches[0].anchors[0][0]: expected an integer in 0..2"},
         {"{\"batches\": [{\"input_ids\": [[1,64,3]], \"anchors\": [[0]]}]}", "batches[0].input_ids[0][1]: expected an integer in 0..63"},
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0],[1]]}]}", "batches[0].anchors: expected a list of 1 rows"},
-        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[2,0]]}]}", "batches[0].anchors[0]: expected sorted"},
+        {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[2,0]]}]}", "batches[0].anchors[0]: expected the kept positions sorted"},
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0]], \"loss_mask\": [[1,2,1]]}]}", "loss_mask[0][1]: expected 0 or 1"},
         {"{\"batches\": [{\"input_ids\": [[1,2,3]], \"anchors\": [[0]], \"keep\": [[\"yes\"]]}]}", "keep[0][0]: expected true or false"},
         {"{\"batches\": [{\"anchors\": [[0]]}]}", "batches[0]: no \"input_ids\""},
@@ -240,10 +242,11 @@ static void test_written_draft_loads_back(void **state) {
     assert_int_equal(outdir_prepare(&od, out), 0);
     assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, 4, B, p, n), 0);
     assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, 4, B, p, n), 0);
+    assert_int_equal(outdir_write_file(&od, 2, &draft.cfg, 4, B, p, n), 0);
     assert_false(tu_exists(out));  /* nothing at --out before the commit */
     assert_int_equal(outdir_commit(&od), 0);
     outdir_discard(&od);
-    assert_int_equal(tu_count_entries(out), 2);
+    assert_int_equal(tu_count_entries(out), 3);  /* config.json, model.safetensors, the marker */
     assert_int_equal(tu_count_entries(dir), 1);  /* no partial or old folder beside it */
 
     assert_int_equal(model_load(&back, out, 1), 0);
@@ -281,10 +284,11 @@ static void test_written_draft_loads_back(void **state) {
     gen_result_free(&r1);
     gen_result_free(&r2);
 
-    /* a second commit replaces the draft folder (it holds only our two files) */
+    /* a second commit replaces the draft folder (it holds the marker and our files only) */
     assert_int_equal(outdir_prepare(&od, out), 0);
     assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, -1, B, p, n), 0);
     assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, -1, B, p, n), 0);
+    assert_int_equal(outdir_write_file(&od, 2, &draft.cfg, -1, B, p, n), 0);
     assert_int_equal(outdir_commit(&od), 0);
     outdir_discard(&od);
     assert_int_equal(tu_count_entries(dir), 1);
@@ -320,7 +324,7 @@ static void test_tiny_run_end_to_end(void **state) {
     assert_non_null(strstr(log, "ETA"));
     assert_non_null(strstr(log, "trained 3 steps"));
     free(log);
-    assert_int_equal(tu_count_entries(tu_path(dir, "out")), 2);
+    assert_int_equal(tu_count_entries(tu_path(dir, "out")), 3);  /* config.json, model.safetensors, the marker */
     assert_true(tu_exists(tu_path(dir, "trace/train3.loss.npy")));
     assert_true(no_partial_left(dir));
     /* ./dflash decodes with it */
@@ -484,10 +488,10 @@ static void test_bad_input(void **state) {
         {"--draft " Q3D " --data %s/range.txt --out %s/o", "range.txt:1: token 16: expected a token id in 0..63"},
         {"--draft " Q3D " --data %s/bad.txt --out %s/o", "bad.txt:2: token 2: expected a token id (digits)"},
         {"--draft-config %s/wide.json --data %s/ok.txt --out %s/o", "wide.json: field \"hidden_size\": expected 64"},
-        {"--draft %s/d --data %s/ok.txt --out %s/d", "--out: "},
+        {"--draft %s/d --data %s/ok.txt --out %s/d", "the draft folder (--out)"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/busy", "holds notes.txt, which dflash train does not write"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --trace %s/ok.txt", "trace"},
-        {"--draft " Q3D " --data %s/ok.txt --out %s/o --trace %s/o", "expected two separate folders"},
+        {"--draft " Q3D " --data %s/ok.txt --out %s/o --trace %s/o", "or inside it (the directory is replaced whole)"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --seq-len 8", "--seq-len: expected 16..496"},
         {"--draft " Q3D " --data %s/ok.txt --out %s/o --warmup 100", "--warmup: expected fewer steps than --steps (100)"},
         {"--draft " Q3D " --generate 2 --data %s/ok.txt --out %s/o", "expected exactly one, got more"},
@@ -708,6 +712,453 @@ static void test_trained_set_deterministic(void **state) {
     assert_string_equal(ht, TRAINED_SHA256);
 }
 
+/* ---- issue 34: no run lies (each case failed before its fix) ------------- */
+
+/* exit status, stderr (malloc'd into *err) of `./dflash train --target T ARGS` */
+static int train_run(char **err, const char *dir, const char *fmt, ...) {
+    char args[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(args, sizeof args, fmt, ap);
+    va_end(ap);
+    int rc = run("./dflash train %s > %s/stdout 2> %s/err", args, dir, dir);
+    *err = tu_read(tu_path(dir, "err"), NULL);
+    assert_non_null(*err);
+    return rc;
+}
+
+/* a refusal: exit 2, one line starting "dflash train: " (once), holding msg */
+static void assert_refused(int rc, char *err, const char *msg) {
+    if (rc != 2 || !strstr(err, msg) || count_lines(err) != 1 || strncmp(err, "dflash train: ", 14) != 0 ||
+        strstr(err + 14, "dflash train: "))
+        print_error("exit %d, stderr: %s  want: %s\n", rc, err, msg);
+    assert_int_equal(rc, 2);
+    assert_non_null(strstr(err, msg));
+    assert_int_equal(count_lines(err), 1);
+    assert_true(strncmp(err, "dflash train: ", 14) == 0);
+    assert_null(strstr(err + 14, "dflash train: "));
+    free(err);
+}
+
+/* 1. A run whose loss, gradient norm or updated weights go non-finite stops
+ * at that step, exit 2, naming what, and writes nothing (no --out, --log,
+ * --save-data, --trace). */
+static void test_nonfinite_stops_the_run(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n");
+    static const char *const flags[] = {"--lr 1e308", "--weight-decay 1e300"};
+    for (int i = 0; i < 2; i++) {
+        int rc = train_run(&err, dir, "--target " Q3T " --draft " Q3D " --data %s/ok.txt --steps 4 --out %s/o "
+                           "--log %s/l.txt --save-data %s/s.txt --trace %s/t %s", dir, dir, dir, dir, dir, flags[i]);
+        /* progress lines may come before: the last line is the refusal */
+        char *last = err + strlen(err);
+        if (last > err) last--;
+        while (last > err && last[-1] != '\n') last--;
+        if (rc != 2 || !strstr(last, "not finite") || !strstr(last, "step ")) print_error("%s: exit %d: %s", flags[i], rc, err);
+        assert_int_equal(rc, 2);
+        assert_non_null(strstr(last, "not finite"));
+        assert_non_null(strstr(last, "step "));
+        assert_null(strstr(err, "trained "));
+        free(err);
+        assert_false(tu_exists(tu_path(dir, "o")));
+        assert_false(tu_exists(tu_path(dir, "l.txt")));
+        assert_false(tu_exists(tu_path(dir, "s.txt")));
+        assert_false(tu_exists(tu_path(dir, "t")));
+        assert_true(no_partial_left(dir));
+    }
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* two configs read by the loader give the same Config (block size and eos
+ * ids aside: the command sets those) */
+static void assert_same_semantics(const Config *a, const Config *b) {
+    assert_int_equal(a->hidden_size, b->hidden_size);
+    assert_int_equal(a->intermediate_size, b->intermediate_size);
+    assert_int_equal(a->num_hidden_layers, b->num_hidden_layers);
+    assert_int_equal(a->num_attention_heads, b->num_attention_heads);
+    assert_int_equal(a->num_key_value_heads, b->num_key_value_heads);
+    assert_int_equal(a->head_dim, b->head_dim);
+    assert_int_equal(a->vocab_size, b->vocab_size);
+    assert_int_equal(a->max_position_embeddings, b->max_position_embeddings);
+    assert_true(a->rms_norm_eps == b->rms_norm_eps);
+    assert_true(a->rope_theta == b->rope_theta);
+    assert_int_equal(a->num_target_layers, b->num_target_layers);
+    assert_int_equal(a->mask_token_id, b->mask_token_id);
+    assert_int_equal(a->llama, b->llama);
+    assert_int_equal(a->tie_word_embeddings, b->tie_word_embeddings);
+    assert_int_equal(a->n_target_layer_ids, b->n_target_layer_ids);
+    for (int i = 0; i < a->n_target_layer_ids; i++) assert_int_equal(a->target_layer_ids[i], b->target_layer_ids[i]);
+    for (int i = 0; i < a->num_hidden_layers; i++) {
+        assert_int_equal(a->layer_window[i], b->layer_window[i]);
+        assert_int_equal(a->layer_causal[i], b->layer_causal[i]);
+    }
+    assert_int_equal(a->rope_llama3, b->rope_llama3);
+    assert_true(a->rope_factor == b->rope_factor);
+    assert_true(a->rope_low_freq_factor == b->rope_low_freq_factor);
+    assert_true(a->rope_high_freq_factor == b->rope_high_freq_factor);
+    assert_int_equal(a->rope_original_max_position_embeddings, b->rope_original_max_position_embeddings);
+}
+
+/* 2. The trained draft's config.json means what the input's did: the llama
+ * set's draft (rope_scaling llama3) and the qwen3-layout draft round-trip
+ * through dflash train --steps 1, and the trained llama draft decodes
+ * exactly as the same weights under the input's config (its rope angles).
+ * A sliding-window draft is refused (training windows is not implemented). */
+static void test_config_round_trip(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28\n");
+    static const char *const sets[2][2] = {{"toy_weights/llama/target", "toy_weights/llama/draft"}, {Q3T, Q3D}};
+    for (int s = 0; s < 2; s++) {
+        int rc = train_run(&err, dir, "--target %s --draft %s --data %s/ok.txt --steps 1 --out %s/o%d", sets[s][0],
+                           sets[s][1], dir, dir, s);
+        if (rc != 0) print_error("%s", err);
+        assert_int_equal(rc, 0);
+        free(err);
+        char in[512], out[1200];
+        snprintf(in, sizeof in, "%s/config.json", sets[s][1]);
+        snprintf(out, sizeof out, "%s/o%d/config.json", dir, s);
+        Config a, b;
+        assert_int_equal(config_load(&a, in, 1), 0);
+        assert_int_equal(config_load(&b, out, 1), 0);
+        assert_same_semantics(&a, &b);
+        assert_int_equal(a.block_size, b.block_size);
+    }
+    /* the sliding set's draft: refused before anything is written */
+    int rc = train_run(&err, dir, "--target toy_weights/sliding/target --draft toy_weights/sliding/draft --data "
+                       "%s/ok.txt --steps 1 --out %s/o3", dir, dir);
+    assert_refused(rc, err, "sliding_attention");
+    assert_false(tu_exists(tu_path(dir, "o3")));
+    rc = train_run(&err, dir, "--target toy_weights/sliding/target --draft-config toy_weights/sliding/draft/config.json "
+                   "--data %s/ok.txt --steps 1 --out %s/o3", dir, dir);
+    assert_refused(rc, err, "sliding_attention");
+    assert_true(no_partial_left(dir));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* 3, 7, 10. What --out may be: a folder dflash train marked as its own; not
+ * a user's model folder, not a folder inside an input, not a symbolic link
+ * (named as such), with messages that call it the draft folder. */
+static void test_out_rules(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n");
+    assert_int_equal(run("mkdir %s/model && cp " Q3T "/config.json %s/model/ && cp " Q3D "/model.safetensors %s/model/",
+                         dir, dir, dir), 0);
+    assert_int_equal(run("mkdir %s/d && cp " Q3D "/config.json " Q3D "/model.safetensors %s/d/", dir, dir), 0);
+    assert_int_equal(run("mkdir %s/real && ln -s real %s/link", dir, dir), 0);
+    const char *D = "--target " Q3T " --draft " Q3D;
+    /* 3: a user's model folder (not an input of the run) */
+    int rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/model", D, dir, dir);
+    assert_refused(rc, err, "not marked");
+    assert_int_equal(run("cmp -s %s/model/config.json " Q3T "/config.json", dir), 0);
+    assert_int_equal(tu_count_entries(tu_path(dir, "model")), 2);
+    /* 7: inside an input folder */
+    rc = train_run(&err, dir, "--target " Q3T " --draft %s/d --data %s/ok.txt --steps 1 --out %s/d/sub", dir, dir, dir);
+    assert_refused(rc, err, "inside");
+    assert_false(tu_exists(tu_path(dir, "d/sub")));
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/o --trace " Q3D "/t", D, dir, dir);
+    assert_refused(rc, err, "inside");
+    /* 10: the draft folder is called that */
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/ok.txt", D, dir, dir);
+    assert_null(strstr(err, "trace directory"));
+    assert_refused(rc, err, "the draft folder");
+    /* 10: a symbolic link is named as one */
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/link", D, dir, dir);
+    assert_refused(rc, err, "symbolic link");
+    /* 10: an output that cannot be created: the prefix once */
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/o --log %s/none/l.txt", D, dir, dir, dir);
+    assert_refused(rc, err, "none/l.txt");
+    /* a folder dflash train wrote is replaced, and holds the marker */
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/o", D, dir, dir);
+    assert_int_equal(rc, 0);
+    free(err);
+    assert_int_equal(tu_count_entries(tu_path(dir, "o")), 3);
+    assert_true(tu_exists(tu_path(dir, "o/dflash-train.txt")));
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/o", D, dir, dir);
+    assert_int_equal(rc, 0);
+    free(err);
+    /* ... but not once a user put a file of their own in it */
+    tu_write_text(tu_path(dir, "o/README.md"), "mine\n");
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "README.md");
+    assert_true(no_partial_left(dir));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* the partial folders "<out>.partial.XXXXXX" beside out */
+static int count_partials(const char *dir, const char *base) {
+    DIR *d = opendir(dir);
+    struct dirent *e;
+    int n = 0;
+    size_t lb = strlen(base);
+    while (d && (e = readdir(d)) != NULL) n += strncmp(e->d_name, base, lb) == 0 && strncmp(e->d_name + lb, ".partial.", 9) == 0;
+    if (d) closedir(d);
+    return n;
+}
+
+static pid_t start_long_training(const char *out) {
+    pid_t pid = fork();
+    assert_true(pid >= 0);
+    if (pid == 0) {
+        int fd = open("/dev/null", O_WRONLY);
+        dup2(fd, 2);
+        execl("./dflash", "./dflash", "train", "--target", Q3T, "--draft", Q3D, "--out", out, "--generate", "1000000",
+              "--seq-len", "400", "--temperature", "1", (char *)NULL);
+        _exit(127);
+    }
+    return pid;
+}
+
+static int wait_for_partial(const char *dir, const char *base) {
+    for (int i = 0; i < 2000; i++) {  /* up to 20 s */
+        if (count_partials(dir, base) > 0) return 1;
+        struct timespec ts = {0, 10000000};
+        nanosleep(&ts, NULL);
+    }
+    return 0;
+}
+
+/* 5, 6. A second run on the same --out is refused at once (the lock), and a
+ * partial folder a SIGKILLed run left is removed by the next run that takes
+ * the lock, saying so. */
+static void test_out_lock_and_stale_partial(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n");
+    char out[1100];
+    snprintf(out, sizeof out, "%s/o", dir);
+    pid_t pid = start_long_training(out);
+    assert_true(wait_for_partial(dir, "o"));
+    int rc = train_run(&err, dir, "--target " Q3T " --draft " Q3D " --data %s/ok.txt --steps 1 --out %s/o", dir, dir);
+    int refused = rc == 2 && strstr(err, "another dflash run is writing the draft folder") != NULL;
+    if (!refused) print_error("second run: exit %d: %s", rc, err);
+    free(err);
+    kill(pid, SIGKILL);
+    int st;
+    assert_int_equal(waitpid(pid, &st, 0), pid);
+    assert_true(refused);
+    assert_int_equal(count_partials(dir, "o"), 1);  /* the killed run's */
+    rc = train_run(&err, dir, "--target " Q3T " --draft " Q3D " --data %s/ok.txt --steps 1 --out %s/o", dir, dir);
+    if (rc != 0 || !strstr(err, "removed")) print_error("exit %d: %s", rc, err);
+    assert_int_equal(rc, 0);
+    assert_non_null(strstr(err, "left by an earlier run"));
+    free(err);
+    assert_int_equal(count_partials(dir, "o"), 0);
+    assert_true(no_partial_left(dir));
+    assert_false(tu_exists(tu_path(dir, "o.lock")));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* 8, 9. Training that would train nothing, or that would ask for more than
+ * the flags' limits, is refused before step 1. */
+static void test_refused_before_step_1(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n");
+    const char *ids = "[[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24]]";
+    char text[4096];
+    snprintf(text, sizeof text, "{\"batches\": [{\"input_ids\": %s, \"anchors\": [[0, 2]], \"keep\": [[false, false]]}]}", ids);
+    tu_write_text(tu_path(dir, "nokeep.json"), text);
+    snprintf(text, sizeof text, "{\"batches\": [{\"input_ids\": %s, \"anchors\": [[0, 2]], \"loss_mask\": "
+             "[[0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0,0]]}]}", ids);
+    tu_write_text(tu_path(dir, "nomask.json"), text);
+    /* 70,000 anchors on one row; 65,536 (the --anchors limit) of a block of 16 */
+    for (int k = 0; k < 2; k++) {
+        int n = k ? 65536 : 70000;
+        char *big = malloc((size_t)n * 3 + 4096);
+        assert_non_null(big);
+        size_t w = (size_t)sprintf(big, "{\"batches\": [{\"input_ids\": %s, \"anchors\": [[", ids);
+        for (int i = 0; i < n; i++) w += (size_t)sprintf(big + w, "%s0", i ? "," : "");
+        sprintf(big + w, "]]}]}");
+        tu_write_text(tu_path(dir, k ? "size.json" : "anchors.json"), big);
+        free(big);
+    }
+    const char *D = "--target " Q3T " --draft " Q3D;
+    int rc = train_run(&err, dir, "%s --data %s/ok.txt --block-size 1 --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "--block-size");
+    rc = train_run(&err, dir, "%s --batches %s/nokeep.json --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "trains nothing");
+    rc = train_run(&err, dir, "%s --batches %s/nomask.json --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "trains nothing");
+    rc = train_run(&err, dir, "%s --batches %s/anchors.json --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "at most 65536");
+    rc = train_run(&err, dir, "%s --batches %s/size.json --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "attention mask");
+    rc = train_run(&err, dir, "%s --data %s/ok.txt --batch 4096 --anchors 65536 --seq-len 496 --out %s/o", D, dir, dir);
+    assert_refused(rc, err, "attention mask");
+    assert_false(tu_exists(tu_path(dir, "o")));
+    assert_true(no_partial_left(dir));
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* 10. --data messages: a long line is cut (the help says so), whatever its
+ * length; a NUL byte is shown as one. */
+static void test_data_messages(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    for (int k = 0; k < 2; k++) {
+        int n = k ? 5000 : 600;
+        char *line = malloc((size_t)n * 3 + 2);
+        assert_non_null(line);
+        size_t w = 0;
+        for (int i = 0; i < n; i++) w += (size_t)sprintf(line + w, "%s%d", i ? " " : "", 5 + i % 50);
+        sprintf(line + w, "\n");
+        tu_write_text(tu_path(dir, "long.txt"), line);
+        free(line);
+        int rc = train_run(&err, dir, "--target " Q3T " --draft " Q3D " --data %s/long.txt --steps 1 --batch 1 "
+                           "--anchors 4 --out %s/o", dir, dir);
+        if (rc != 0 || !strstr(err, "cut to 496")) print_error("%d ids: exit %d: %s", n, rc, err);
+        assert_int_equal(rc, 0);
+        assert_non_null(strstr(err, "cut to 496"));
+        free(err);
+    }
+    FILE *f = fopen(tu_path(dir, "nul.txt"), "wb");
+    assert_non_null(f);
+    fwrite("5 6 7\0008 9\n", 1, 11, f);
+    fclose(f);
+    int rc = train_run(&err, dir, "--target " Q3T " --draft " Q3D " --data %s/nul.txt --out %s/o2", dir, dir);
+    assert_refused(rc, err, "\\x00");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* issue 36: a batch dflash train traced, fed back through --batches, is
+ * accepted (the trace writes anchor 0 for the slots keep drops, after the
+ * sorted kept ones) and trains exactly as the run that traced it: the same
+ * loss, gradient norm and written weights, byte for byte. */
+static void append_matrix(char *buf, size_t size, const char *key, const NpyValues *v) {
+    size_t w = strlen(buf);
+    w += (size_t)snprintf(buf + w, size - w, "%s\"%s\": [", w > 14 ? ", " : "", key);
+    int64_t rows = v->shape[0], cols = v->shape[1];
+    for (int64_t r = 0; r < rows; r++) {
+        w += (size_t)snprintf(buf + w, size - w, "%s[", r ? ", " : "");
+        for (int64_t c = 0; c < cols; c++)
+            w += (size_t)snprintf(buf + w, size - w, "%s%lld", c ? ", " : "", (long long)v->i[r * cols + c]);
+        w += (size_t)snprintf(buf + w, size - w, "]");
+    }
+    snprintf(buf + w, size - w, "]");
+}
+
+static void test_trace_fed_back_as_batches(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    /* two sequences with different anchor candidates: the second drops slots */
+    tu_write_text(tu_path(dir, "two.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28\n"
+                                          "5 6 7 8 9 10 | 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28\n");
+    const char *H = "--target " Q3T " --draft " Q3D " --steps 1 --lr 1e-3 --schedule constant --warmup 0";
+    int rc = train_run(&err, dir, "%s --data %s/two.txt --batch 2 --out %s/o1 --trace %s/t1", H, dir, dir, dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    static const char *const keys[4] = {"input_ids", "loss_mask", "anchors", "keep"};
+    char *json = malloc(1 << 16);
+    assert_non_null(json);
+    strcpy(json, "{\"batches\": [{");
+    int dropped = 0;
+    for (int k = 0; k < 4; k++) {
+        char name[64];
+        snprintf(name, sizeof name, "t1/train1.%s.npy", keys[k]);
+        NpyValues v;
+        assert_int_equal(npy_read_values(tu_path(dir, name), &v), 0);
+        assert_int_equal(v.ndim, 2);
+        assert_true(v.is_int);
+        if (k == 3)
+            for (size_t i = 0; i < v.n; i++) dropped += v.i[i] == 0;
+        append_matrix(json, 1 << 16, keys[k], &v);
+        npy_values_free(&v);
+    }
+    strcat(json, "}]}\n");
+    assert_true(dropped > 0);  /* the case this is about: dropped slots traced as anchor 0 */
+    tu_write_text(tu_path(dir, "case.json"), json);
+    free(json);
+    rc = train_run(&err, dir, "%s --batches %s/case.json --out %s/o2 --trace %s/t2", H, dir, dir, dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    assert_int_equal(run("cmp -s %s/t1/train1.loss.npy %s/t2/train1.loss.npy", dir, dir), 0);
+    assert_int_equal(run("cmp -s %s/t1/train1.grad_norm.npy %s/t2/train1.grad_norm.npy", dir, dir), 0);
+    assert_int_equal(run("cmp -s %s/o1/model.safetensors %s/o2/model.safetensors", dir, dir), 0);
+    /* kept anchors out of order are still refused */
+    tu_write_text(tu_path(dir, "bad.json"), "{\"batches\": [{\"input_ids\": [[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,"
+                                            "22,23,24]], \"anchors\": [[2, 1]]}]}\n");
+    rc = train_run(&err, dir, "%s --batches %s/bad.json --out %s/o3", H, dir, dir);
+    assert_refused(rc, err, "expected the kept positions sorted");
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* issue 36: the seeded initialisation NOTES.md "A new draft" documents,
+ * computed here from the text alone (not from train.c): splitmix64 of the
+ * seed, xorshift64* uniforms of 53 bits, Box-Muller pairs 0.02 r cos, sin;
+ * one stream through the tensors in train_params order, RMSNorm weights 1
+ * drawing nothing. `dflash train --draft-config C --steps 0` writes it. */
+static uint64_t doc_state(uint64_t seed) {
+    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    return (z ^ (z >> 31)) | 1;
+}
+
+static double doc_uniform(uint64_t *s) {
+    *s ^= *s >> 12;
+    *s ^= *s << 25;
+    *s ^= *s >> 27;
+    return (double)((*s * 0x2545F4914F6CDD1Dull) >> 11) / 9007199254740992.0;
+}
+
+static void test_new_draft_as_documented(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), *err;
+    assert_non_null(dir);
+    int rc = train_run(&err, dir, "--target " Q3T " --draft-config " Q3D "/config.json --steps 0 --seed 7 --out %s/o", dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    Model m;
+    assert_int_equal(model_load(&m, tu_path(dir, "o"), 1), 0);
+    TrainParam p[128];
+    int n = train_params(&m, p, 128);
+    assert_true(n > 3 && n <= 128);
+    uint64_t s = doc_state(7);
+    int checked = 0;
+    for (int i = 0; i < n; i++) {
+        size_t count = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        for (size_t j = 0; j < count; j += 2) {
+            if (p[i].ndim == 1) {  /* an RMSNorm weight: 1, no draw */
+                assert_true(p[i].data[j] == 1 && (j + 1 >= count || p[i].data[j + 1] == 1));
+                continue;
+            }
+            double u1 = doc_uniform(&s), u2 = doc_uniform(&s);
+            double r = sqrt(-2.0 * log(1.0 - u1)), th = 6.283185307179586 * u2;
+            float want0 = (float)(0.02 * r * cos(th)), want1 = (float)(0.02 * r * sin(th));
+            if ((float)p[i].data[j] != want0 || (j + 1 < count && (float)p[i].data[j + 1] != want1))
+                print_error("%s[%zu]: %.9g %.9g, documented %.9g %.9g\n", p[i].key, j, (double)p[i].data[j],
+                            j + 1 < count ? (double)p[i].data[j + 1] : 0.0, (double)want0, (double)want1);
+            assert_true((float)p[i].data[j] == want0);
+            if (j + 1 < count) assert_true((float)p[i].data[j + 1] == want1);
+            checked++;
+        }
+    }
+    assert_true(checked > 1000);
+    model_free(&m);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_schedule_against_torch_recursion),
@@ -722,6 +1173,14 @@ int main(void) {
         cmocka_unit_test(test_block_mask_causal),
         cmocka_unit_test(test_heldout_log),
         cmocka_unit_test(test_trained_set_deterministic),
+        cmocka_unit_test(test_nonfinite_stops_the_run),
+        cmocka_unit_test(test_config_round_trip),
+        cmocka_unit_test(test_out_rules),
+        cmocka_unit_test(test_out_lock_and_stale_partial),
+        cmocka_unit_test(test_refused_before_step_1),
+        cmocka_unit_test(test_data_messages),
+        cmocka_unit_test(test_trace_fed_back_as_batches),
+        cmocka_unit_test(test_new_draft_as_documented),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -95,6 +95,8 @@ static char *help_of(const char *cmd, const char *first) {
 static char *help_text(void) { return help_of("./dflash --help", "usage: dflash"); }
 /* `dflash train --help` (cli/train_cli.c) */
 static char *train_help_text(void) { return help_of("./dflash train --help", "usage: dflash train"); }
+/* `dflash eval --help` (cli/eval.c) */
+static char *eval_help_text(void) { return help_of("./dflash eval --help", "usage: dflash eval"); }
 /* `dflash tokenize --help` and `dflash train-tokenizer --help` (cli/tokenize.c) */
 static char *tokenize_help_text(void) { return help_of("./dflash tokenize --help", "usage: dflash tokenize"); }
 static char *train_tok_help_text(void) { return help_of("./dflash train-tokenizer --help", "usage: dflash train-tokenizer"); }
@@ -102,22 +104,24 @@ static char *train_tok_help_text(void) { return help_of("./dflash train-tokenize
 static char *train_target_help_text(void) {
     return help_of("./dflash train-target --help", "usage: dflash train-target");
 }
-/* all five: the flags any document may mention */
+/* all six: the flags any document may mention */
 static char *all_help_text(void) {
-    char *a = help_text(), *b = train_help_text(), *c = tokenize_help_text(), *d = train_tok_help_text(),
-         *e = train_target_help_text();
-    char *all = malloc(strlen(a) + strlen(b) + strlen(c) + strlen(d) + strlen(e) + 1);
+    char *a = help_text(), *b = train_help_text(), *c = eval_help_text(), *d = tokenize_help_text(), *e = train_tok_help_text(),
+         *f = train_target_help_text();
+    char *all = malloc(strlen(a) + strlen(b) + strlen(c) + strlen(d) + strlen(e) + strlen(f) + 1);
     assert_non_null(all);
     strcpy(all, a);
     strcat(all, b);
     strcat(all, c);
     strcat(all, d);
     strcat(all, e);
+    strcat(all, f);
     free(a);
     free(b);
     free(c);
     free(d);
     free(e);
+    free(f);
     return all;
 }
 
@@ -157,12 +161,14 @@ static void check_readme_block(const char *readme, const char *prefix, const cha
 
 static void test_readme_usage_block_is_the_help_text(void **state) {
     (void)state;
-    char *help = help_text(), *train = train_help_text(), *tokenize = tokenize_help_text(), *ttok = train_tok_help_text();
+    char *help = help_text(), *train = train_help_text(), *eval = eval_help_text(), *tokenize = tokenize_help_text(),
+         *ttok = train_tok_help_text();
     size_t len;
     char *readme = tu_read("README.md", &len);
     assert_non_null(readme);
     check_readme_block(readme, "usage: dflash [OPTIONS]", help);
     check_readme_block(readme, "usage: dflash train ", train);
+    check_readme_block(readme, "usage: dflash eval", eval);
     check_readme_block(readme, "usage: dflash tokenize", tokenize);
     check_readme_block(readme, "usage: dflash train-tokenizer", ttok);
     char *tt = train_target_help_text();
@@ -171,6 +177,7 @@ static void test_readme_usage_block_is_the_help_text(void **state) {
     free(readme);
     free(help);
     free(train);
+    free(eval);
     free(tokenize);
     free(ttok);
 }
@@ -180,8 +187,8 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c", "cli/tokenize.c",
-                             "cli/train_target.c"};
+    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c", "cli/eval.c",
+                             "cli/tokenize.c", "cli/train_target.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);

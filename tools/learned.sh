@@ -1,0 +1,148 @@
+#!/bin/sh
+# tools/learned.sh draft|run|eval - the learned pair (issue 33): a DFlash draft
+# trained for the learned English target (toy_weights/learned/target/, made on
+# its own branch), run and evaluated. Run from the repository root after
+# `make dflash`; make learned-draft, make run-learned and make eval-learned
+# call it. Until the learned target exists each step stops with one line
+# saying what is missing (exit 2).
+#
+#   draft  toy_weights/learned/draft/: the recipe below, then SHA256SUMS
+#          beside its files; the data (build/learned/data.txt) and the
+#          training log (toy_weights/learned/draft-train.log) on the way
+#   run    ./dflash on the pair, --rounds, the first held-out prompt
+#   eval   dflash eval on the held-out prompts (README.md, "Held-out
+#          evaluation"), its rows to toy_weights/learned/eval.tsv
+#
+# The files it reads (the learned target's branch is to provide them; there
+# is no text encoder in C, so prompts are token ids, one prompt a line, ids
+# separated by spaces; README.md shows the one-line Python that writes them):
+#   toy_weights/learned/target/          config.json, model.safetensors, tokenizer.json
+#   toy_weights/learned/train-prompts.ids   training-split prompts
+#   toy_weights/learned/heldout.ids         held-out prompts (cut from heldout.txt)
+#   toy_weights/learned/draft-config.json   the draft's config (DFlashDraftModel); when
+#                                           absent it is written from the target's
+#                                           config.json with MASK_ID (the mask token's id)
+#
+# The recipe (LEARNED_RECIPE, the published one: the target regenerates the
+# responses): for every training prompt the target's greedy continuation and
+# SAMPLES sampled ones at temperature 0.7 (seeds 1..SAMPLES), NEW tokens each,
+# stopping at its stop ids (one under MIN_NEW tokens dropped); then dflash train from a new draft (seeded) on
+# those sequences, the prompt at loss mask 0. Deterministic: the same files
+# give the same bytes. Keep it within 30 minutes here: time a step first with
+# `./dflash train --bench --target toy_weights/learned/target --draft ...`
+# and set STEPS.
+set -eu
+export LC_ALL=C
+DFLASH=${DFLASH:-./dflash}
+LEARNED=${LEARNED:-toy_weights/learned}
+NEW=${NEW:-96}
+SAMPLES=${SAMPLES:-1}
+MIN_NEW=${MIN_NEW:-18}
+STEPS=${STEPS:-400}
+LEARNED_RECIPE=${LEARNED_RECIPE:---batch 4 --lr 6e-4 --warmup 20 --gamma 7 --anchors 512 --seed 42 --heldout 32}
+NICE=${NICE:-nice -n 10}
+target=$LEARNED/target
+draft=$LEARNED/draft
+
+die() { echo "tools/learned.sh: $*" >&2; exit 2; }
+
+need_target() {
+    [ -f "$target/config.json" ] && { [ -f "$target/model.safetensors" ] || [ -f "$target/model.safetensors.index.json" ]; } ||
+        die "$target/config.json or model.safetensors is missing: the learned target is made on its own branch (issue 33: toy_weights/learned/target/); merge it first"
+}
+need_file() { [ -f "$1" ] || die "$1 is missing: $2"; }
+need_draft() {
+    [ -f "$draft/model.safetensors" ] || die "$draft/model.safetensors is missing: make learned-draft trains it (after the learned target is merged)"
+}
+
+# the ids line ./dflash --print-ids prints (the second-last line) of one run
+continuation() {  # $1 ids (comma-separated), $2 temperature, $3 seed
+    "$DFLASH" --target "$target" --mode ar --ids "$1" --max-new-tokens "$NEW" --temperature "$2" --seed "$3" \
+        --print-ids | tail -n 2 | head -n 1
+}
+
+# a draft config.json from the target's: the published layout at toy size
+# (2 layers, block 16, three target layers spread over the depth)
+write_config() {  # $1 out
+    [ -n "${MASK_ID:-}" ] || die "$LEARNED/draft-config.json is missing: commit one, or give MASK_ID=<the mask token's id> to write it from the target's config"
+    get() { sed -n "s/^ *\"$1\": *\\([^,}]*\\).*/\\1/p" "$target/config.json" | head -n 1; }
+    L=$(get num_hidden_layers)
+    [ -n "$L" ] || die "$target/config.json: no num_hidden_layers"
+    cat > "$1" <<EOF
+{
+  "architectures": ["DFlashDraftModel"],
+  "model_type": "qwen3",
+  "hidden_size": $(get hidden_size),
+  "intermediate_size": $(get intermediate_size),
+  "num_hidden_layers": 2,
+  "num_attention_heads": $(get num_attention_heads),
+  "num_key_value_heads": $(get num_key_value_heads),
+  "head_dim": $(get head_dim),
+  "vocab_size": $(get vocab_size),
+  "rms_norm_eps": $(get rms_norm_eps),
+  "rope_theta": $(get rope_theta),
+  "max_position_embeddings": $(get max_position_embeddings),
+  "hidden_act": "silu",
+  "attention_bias": false,
+  "tie_word_embeddings": false,
+  "num_target_layers": $L,
+  "block_size": 16,
+  "dflash_config": {"mask_token_id": $MASK_ID, "target_layer_ids": [1, $((L / 2)), $((L - 2))]},
+  "torch_dtype": "float32"
+}
+EOF
+}
+
+case ${1:-} in
+draft)
+    need_target
+    need_file "$LEARNED/train-prompts.ids" "the training-split prompts (token ids, one prompt a line)"
+    mkdir -p build/learned
+    cfg=$LEARNED/draft-config.json
+    [ -f "$cfg" ] || { cfg=build/learned/draft-config.json; write_config "$cfg"; }
+    data=build/learned/data.txt
+    : > "$data.tmp"
+    n=0 dropped=0
+    while read -r line; do
+        [ -n "$line" ] || continue
+        ids=$(echo "$line" | tr -s ' ' ',')
+        np=$(echo "$line" | wc -w)
+        for s in greedy $(seq 1 "$SAMPLES"); do
+            if [ "$s" = greedy ]; then out=$(continuation "$ids" 0 0); else out=$(continuation "$ids" 0.7 "$s"); fi
+            # the --data line: the prompt, "|", the continuation (loss mask 1)
+            # (a continuation of fewer than MIN_NEW tokens, the target stopping early, gives
+            # dflash train no anchor at block 16: dropped, and counted)
+            echo "$out" | awk -v np="$np" -v min="$MIN_NEW" 'NF - np < min { exit 1 }
+                { for (i = 1; i <= NF; i++) printf "%s%s", (i > 1 ? " " : ""), $i (i == np ? " |" : ""); print "" }' \
+                >> "$data.tmp" || dropped=$((dropped + 1))
+        done
+        n=$((n + 1))
+        [ $((n % 16)) -ne 0 ] || echo "learned.sh: $n prompts continued" >&2
+    done < "$LEARNED/train-prompts.ids"
+    mv "$data.tmp" "$data"
+    echo "learned.sh: $(wc -l < "$data") sequences in $data ($dropped continuations under $MIN_NEW tokens dropped)" >&2
+    $NICE "$DFLASH" train --target "$target" --draft-config "$cfg" --data "$data" --out "$draft" --steps "$STEPS" \
+        $LEARNED_RECIPE --log "$LEARNED/draft-train.log"
+    (cd "$draft" && sha256sum config.json model.safetensors > SHA256SUMS)
+    echo "learned.sh: $draft written; SHA256SUMS:" >&2
+    cat "$draft/SHA256SUMS" >&2
+    ;;
+run)
+    need_target
+    need_draft
+    need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
+    ids=$(grep -m 1 . "$LEARNED/heldout.ids" | tr -s ' ' ',')
+    "$DFLASH" --target "$target" --draft "$draft" --ids "$ids" --max-new-tokens "${RUN_NEW:-64}" --rounds
+    ;;
+eval)
+    need_target
+    need_draft
+    need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
+    "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
+        --prompt-len "${PROMPT_LEN:-16}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
+    ;;
+*)
+    echo "usage: tools/learned.sh draft|run|eval" >&2
+    exit 2
+    ;;
+esac
