@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/learned_target.sh train|resume|eval|check - the learned target (README: "The learned target").
+# tools/learned_target.sh train|resume|eval|prompts|check - the learned target (README: "The learned target").
 #
 #   train  (make learned-target) the whole recipe, from the corpus to the
 #          committed folder: the tokenizer trained on build/learned/train.txt,
@@ -17,6 +17,8 @@
 #          BF16 model: loss per token and bits per byte on heldout.txt beside
 #          the unigram and bigram baselines (tools/ngram), then greedy and
 #          T=0.8 samples from held-out prompts.
+#   prompts  toy_weights/learned/train-prompts.ids and heldout.ids, the
+#          prompts the learned pair's recipe (tools/learned.sh) reads.
 #   check  (make learned-check, part of make test-long) the committed files
 #          against toy_weights/learned/SHA256SUMS.
 set -eu
@@ -60,8 +62,33 @@ eval)
         ./dflash --weights "$OUT" --prompt "$p" --max-new-tokens 48 --temperature 0.8 --seed 1 2>/dev/null
     done
     ;;
+prompts)
+    # the learned pair's prompts (tools/learned.sh, issue 33): <|endoftext|>
+    # then the first 8 tokens of a document, one prompt a line, ids
+    # separated by spaces; documents 0, 50, 100, ... of train.txt (256 of
+    # them) and every held-out document (the first 128) with at least 16
+    # tokens in its first 400 bytes
+    eot=$($DFLASH tokenize --tokenizer "$OUT/target/tokenizer.json" --no-special "<|endoftext|>")
+    for split in train heldout; do
+        if [ $split = train ]; then every=50 want=256 dst="$OUT/train-prompts.ids"; else every=1 want=128 dst="$OUT/heldout.ids"; fi
+        tmp=$(mktemp -d)
+        awk -v every=$every -v dir="$tmp" 'BEGIN { RS = "\n%\n" } (NR - 1) % every == 0 {
+            f = sprintf("%s/%06d", dir, NR); printf "%s", substr($0, 1, 400) > f; close(f) }' "$B/$split.txt"
+        : > "$dst.tmp"
+        for f in "$tmp"/*; do
+            ids=$($DFLASH tokenize --tokenizer "$OUT/target/tokenizer.json" --no-special --file "$f" | tr ',' ' ')
+            set -- $ids
+            [ $# -ge 16 ] || continue
+            echo "$eot $1 $2 $3 $4 $5 $6 $7 $8" >> "$dst.tmp"
+            [ "$(wc -l < "$dst.tmp")" -lt "$want" ] || break
+        done
+        rm -rf "$tmp"
+        mv "$dst.tmp" "$dst"
+        echo "learned_target.sh: $(wc -l < "$dst") prompts in $dst" >&2
+    done
+    ;;
 *)
-    echo "usage: sh tools/learned_target.sh train|resume|eval|check" >&2
+    echo "usage: sh tools/learned_target.sh train|resume|eval|prompts|check" >&2
     exit 2
     ;;
 esac
