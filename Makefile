@@ -56,11 +56,13 @@ TEST_LIB_test_json = dflash
 TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
-FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches
+FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches gguf
 FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff
 # fuzz_encode: the encoder alone
 FUZZ_LIB_fuzz_encode = formats/json formats/tokenizer formats/files
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest
+# fuzz_gguf #includes cli/gguf.c (its tokenizer.json and safetensors readers, its writer)
+FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest cli/flags
 # fuzz_explore #includes cli/explore.c and runs explore_main whole
 FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest build/explorer_page cli/flags
 # fuzz_batches #includes cli/train_data.c and drives the --batches case reader
@@ -102,7 +104,7 @@ $(shell mkdir -p $(addprefix build/,$(MODES)); \
   $(foreach m,$(MODES),echo '$(CC_$(m)) $(FLAGS_$(m))' | cmp -s - build/$(m)/flags || \
                         echo '$(CC_$(m)) $(FLAGS_$(m))' > build/$(m)/flags;))
 
-all: dflash weights walkthrough/explorer.html examples/hook_harness ## build ./dflash, generate the toy weights and the explorer page (the default)
+all: dflash build/dflash-replay weights walkthrough/explorer.html examples/hook_harness ## build ./dflash, generate the toy weights and the explorer page (the default)
 
 help: ## list the targets
 	@sed -n 's/^#* *\([a-z][a-z-]*\):.*## \(.*\)/\1|\2/p' $(MAKEFILE_LIST) | \
@@ -151,6 +153,12 @@ $(1)/dflash-%: $(PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) 
 	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
 endef
 $(eval $(call pitfalls_in,build/pitfalls,$(R)))
+# $(call replay_in,DIR,MODE): DIR/dflash-replay from the objects of MODE
+define replay_in
+$(1)/dflash-replay: cli/replay.diff $(patsubst %,build/$(2)/%.o,$(DFLASH_SRC)) build/$(2)/flags \
+               $(if $(filter $(REAL)%,$(2)),build/real) tools/pitfall.sh
+	sh tools/pitfall.sh build $$< $$@ '$$(CC_$(2)) $$(FLAGS_$(2))' '$$(LDLIBS)' $$(filter %.o,$$^)
+endef
 $(eval $(call pitfalls_in,build/san/build/pitfalls,$(R)-san))
 # the same for tests/signatures/NAME.diff: mistakes whose signature `dflash
 # diff` names exactly (tests/test_diff_hints.c), built as build/signatures/dflash-NAME
@@ -180,6 +188,12 @@ $(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
 pitfall-programs: $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
 	@sh tools/pitfall.sh check-series $(TRAIN_PITFALL_DIR)
+# ---- replay (TRACE.md "Replay"): build/dflash-replay is ./dflash with cli/replay.diff,
+# the lines that follow another run's tokens, kept out of dflash.c and built as
+# a pitfall is; `./dflash --replay DIR` runs it (cli/replay.c, replay_exec).
+# build/dflash-replay: ## ./dflash with cli/replay.diff (what ./dflash --replay runs)
+$(eval $(call replay_in,build,$(R)))
+$(eval $(call replay_in,build/san/build,$(R)-san))
 # each precision under its own name, for the float-vs-double tests (./dflash is one of them)
 # dflash-double: ## ./dflash-double, the double-precision build beside ./dflash
 $(call program,dflash-double,double,$(DFLASH_SRC),$(LDLIBS))
@@ -227,7 +241,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables \
+.PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check
@@ -297,7 +311,13 @@ run-learned: dflash ## the learned pair on the first held-out prompt, with --rou
 eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: toy_weights/learned/eval.tsv
 	sh tools/learned.sh eval
 
-run: dflash weights ## the walkthrough run ("The cat sat", block 4)
+# make run: the build quietly (its output in build/run.log, shown when it
+# fails), then the walkthrough's run; it also leaves walkthrough/explorer.html
+# in place, where the walkthrough and the exercises send the student.
+run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
+	@echo "make run: ./dflash, the toy weights (toy_weights/, ~379 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
+	@mkdir -p build && $(MAKE) --no-print-directory dflash weights walkthrough/explorer.html > build/run.log 2>&1 || \
+	  { tail -n 20 build/run.log; echo "make run: the build failed (whole log: build/run.log)"; exit 1; }
 	./dflash
 
 # the read roofline, the 1..16-token target forwards, DFlash vs target-only
@@ -318,8 +338,8 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # test-long: the same binaries with the sweeps in full (a few minutes). The
 # suites run side by side (they share nothing but the read-only weights),
 # each into its own log, printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
-test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset, ~75 s on 2 cores)
+TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
+test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@sh tools/run-tests.sh $(TESTS)
 
 test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1), and learned-check
@@ -345,6 +365,17 @@ tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ou
 
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
 	@tools/llama-check.sh
+
+# llama.cpp's own DFlash speculative decoding (llama-speculative-simple,
+# built unpatched from node-llama-cpp's bundled llama.cpp source under
+# LLAMA_CHECK_DIR/spec/, never in the tracked files) on dflash gguf's pairs:
+# aligned rounds propose this program's draft ids and accept as many, the
+# committed ids are ours, its n_drafted / n_accept are its rounds' sums; the
+# sliding set as --draft-window flash (tools/llama-spec.sh). Skips without
+# npm or cmake. Not in CI: the llama.cpp build alone took far longer than
+# CI's 30-minute budget allows on a busy machine (NOTES.md, "GGUF").
+llama-spec-check: dflash weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
+	@tools/llama-spec.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader
@@ -418,10 +449,11 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, side by side; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools cli formats README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
-SAN_PROGRAMS = $(addprefix build/san/,dflash dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
+SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
+SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
+	@ln -sfn ../../../tests/parity build/san/tests/parity   # test_parity's reference trace
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh tools/run-tests.sh -C build/san --label 'sanitized, make test subset' $(TESTS)
 

@@ -101,6 +101,8 @@ struct TraceCtx {
     char prefix[32];        /* "prefill", "draft1", "verify1", "" (final)  */
     TraceDims dims;         /* the sizes the table's shapes refer to       */
     int failed;             /* the hook failed: the run stops              */
+    GenResult *res;         /* trace_end adds each phase's seconds to it   */
+    double t_begin;         /* when the phase began (now_seconds)          */
 };
 
 static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...) {
@@ -115,13 +117,14 @@ static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...
     if (trace->hook->tensor(trace->hook->ctx, &hand) != 0) trace->failed = 1;
 }
 
-/* trace_start: a TraceCtx for one run, or NULL when no hook was given (then
- * every TRACE line returns at once). The sizes that do not change during the
- * run are set here; trace_sizes sets the per-call ones. */
-static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids) {
-    if (!hook) return NULL;
+/* trace_start: the TraceCtx of one run; with no hook (NULL) every TRACE line
+ * returns at once and only the phases' seconds are kept. The sizes that do
+ * not change during the run are set here; trace_sizes sets the per-call ones. */
+static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids,
+                             GenResult *res) {
     memset(trace, 0, sizeof *trace);
     trace->hook = hook;
+    trace->res = res;
     trace->ph.phase = "prefill";   /* input_ids is filed under the prefill */
     trace->dims = (TraceDims){.n = n, .B = B, .k = n_ids, .V = tcfg->vocab_size, .D = tcfg->hidden_size,
                               .I = tcfg->intermediate_size, .H = tcfg->num_attention_heads,
@@ -129,14 +132,23 @@ static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Confi
     return trace;
 }
 
-/* the phase and round the next names are filed under */
+/* the phase and round the next names are filed under; its clock starts */
 static void trace_begin(TraceCtx *trace, const char *phase, int round) {
     if (!trace) return;
+    trace->t_begin = now_seconds();
     trace->ph.phase = phase;
     trace->ph.round = round;
     if (strcmp(phase, "prefill") == 0) snprintf(trace->prefix, sizeof trace->prefix, "prefill");
     else if (strcmp(phase, "final") == 0) trace->prefix[0] = 0;
     else snprintf(trace->prefix, sizeof trace->prefix, "%s%d", phase, round);
+}
+
+/* the end of a phase: its seconds go to the result's prefill, draft or verify time */
+static void trace_end(TraceCtx *trace) {
+    double dt = now_seconds() - trace->t_begin;
+    if (strcmp(trace->ph.phase, "prefill") == 0) trace->res->seconds_prefill += dt;
+    else if (strcmp(trace->ph.phase, "draft") == 0) trace->res->seconds_draft += dt;
+    else trace->res->seconds_verify += dt;
 }
 
 /* the sizes of the call being traced (shapes in the table use them) */
@@ -704,22 +716,6 @@ void extract_context_feature(real *target_hidden, const TargetRun *r, const Conf
  * 5. The draft forward: DFlashDraftModel with KV injection (Steps 2-5)
  * ======================================================================== */
 
-typedef struct {
-    int cap_ctx, B;
-    int *pos;               /* (Lc+B)       position_ids = [cache_len, start+B)    */
-    real *angles;           /* (Lc+B, d/2)                                         */
-    real *cos, *sin;        /* (Lc+B, d)                                           */
-    real *fc_out;           /* (Lc, D)      fc(target_hidden)                      */
-    real *C;                /* (Lc, D)      hidden_norm(fc(target_hidden)): "C"    */
-    real *noise_embedding;  /* (B, D)       embed_tokens(block): layer 0's input h  */
-    real *h;                /* (B, D)       the residual stream                    */
-    real *norm;             /* (B, D)       final norm                             */
-    real *logits;           /* (B-1, V)     target.lm_head(norm[1:])               */
-    real *kv_in;            /* (Lc+B, D)    [C ; X]: the rows K and V are made from   */
-    LayerActs *acts;        /* (N) one per draft layer                             */
-    SumFault fault;         /* the first non-finite sum of the last forward        */
-} DraftRun;
-
 static int draft_run_init(DraftRun *r, const Config *dc, int V, int cap_ctx, int B, int cap_S) {
     int D = dc->hidden_size, d = dc->head_dim, P = cap_ctx + B;
     memset(r, 0, sizeof *r);
@@ -926,6 +922,7 @@ int check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B,
     }
     if (p->max_new_tokens < 0) { dflash_set_error("--max-new-tokens: expected >= 0, got %d", p->max_new_tokens); return -1; }
     if (!(p->temperature >= 0)) { dflash_set_error("--temperature: expected a number >= 0, got %g", p->temperature); return -1; }
+    if (p->replay) { dflash_set_error("replay: this dflash.c follows its own tokens; build/dflash-replay (cli/replay.diff) replays"); return -1; }
     for (int i = 0; i < n_prompt; i++)
         if (input_ids[i] < 0 || input_ids[i] >= c->vocab_size) {
             dflash_set_error("prompt: token id %d at position %d is outside the vocabulary 0..%d",
@@ -980,6 +977,37 @@ int acceptance_length(const int *block, const int *posterior, int B, int *match,
     return acc;
 }
 
+static void gen_run_free(GenRun *g, const Config *dcfg) {
+    free(g->output_ids); free(g->block); free(g->posterior); free(g->rounds); free(g->target_hidden);
+    cache_free(&g->past_key_values_target); cache_free(&g->past_key_values_draft);
+    target_run_free(&g->tr);
+    if (dcfg) draft_run_free(&g->dr, dcfg);
+}
+
+/* GenRun for a prompt of n, max_new tokens and blocks of B (1: no draft);
+ * output_ids = [prompt | mask_id x (max_new + B)] */
+static int gen_run_init(GenRun *g, const Config *tcfg, const Config *dcfg, const int *input_ids, int n,
+                        int max_new, int B, int mask_id) {
+    memset(g, 0, sizeof *g);
+    int max_length = n + max_new, n_ids = dcfg ? dcfg->n_target_layer_ids : 0;
+    int cap_ctx = n > B ? n : B;                 /* most context rows handed in */
+    int cap_S = max_length + B;                  /* most positions ever cached */
+    g->output_ids = xcalloc(max_length + B, sizeof(int), "output_ids");
+    g->block = xcalloc(B, sizeof(int), "block_output_ids");
+    g->posterior = xcalloc(B, sizeof(int), "posterior");
+    g->rounds = xcalloc(max_new + 1, sizeof(RoundInfo), "round log");
+    g->target_hidden = reals(cap_ctx, (size_t)(n_ids ? n_ids : 1) * tcfg->hidden_size, "target_hidden");
+    if (!g->output_ids || !g->block || !g->posterior || !g->rounds || !g->target_hidden ||
+        cache_init(&g->past_key_values_target, tcfg, cap_S) != 0 || target_run_init(&g->tr, tcfg, cap_ctx, cap_S) != 0 ||
+        (B > 1 && (cache_init(&g->past_key_values_draft, dcfg, cap_S) != 0 ||
+                   draft_run_init(&g->dr, dcfg, tcfg->vocab_size, cap_ctx, B, cap_S) != 0))) {
+        gen_run_free(g, dcfg);
+        return -1;
+    }
+    for (int i = 0; i < max_length + B; i++) g->output_ids[i] = i < n ? input_ids[i] : mask_id;
+    return 0;
+}
+
 int dflash_generate(const Model *draft, const Model *target, const int *input_ids, int n_prompt,
                     const GenParams *p, GenResult *res) {
     memset(res, 0, sizeof *res);
@@ -987,92 +1015,68 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     if (B > 1 && !draft) { dflash_set_error("block size %d needs a draft model", B); return -1; }
     if (check_gen_args(target, n_prompt, p, B, input_ids) != 0) return -1;
     const Config *tcfg = &target->cfg, *dcfg = draft ? &draft->cfg : NULL;
-    int n = n_prompt, V = tcfg->vocab_size, D = tcfg->hidden_size;
+    int n = n_prompt, V = tcfg->vocab_size;
     int max_length = n + p->max_new_tokens;
     int mask_id = dcfg ? dcfg->mask_token_id : -1;  /* B = 1 runs without a draft */
     int n_ids = dcfg ? dcfg->n_target_layer_ids : 0;  /* k: target layers fed to the draft */
-    int cap_ctx = n > B ? n : B;                 /* most context rows handed in */
-    int cap_S = max_length + B;                  /* most positions ever cached */
-    TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids);
+    GenRun run;
+    if (gen_run_init(&run, tcfg, dcfg, input_ids, n, p->max_new_tokens, B, mask_id) != 0) return -1;
+    int *output_ids = run.output_ids, *block = run.block, *posterior = run.posterior;
+    real *target_hidden = run.target_hidden;
+    KVCache *past_key_values_target = &run.past_key_values_target, *past_key_values_draft = &run.past_key_values_draft;
+    TargetRun *tr = &run.tr;  DraftRun *dr = &run.dr;
+    TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids, res);
     Rng rng;
     rng_seed(&rng, p->seed);
-
     int rc = -1;
-    int *output_ids = NULL, *block = NULL, *posterior = NULL;
-    real *target_hidden = NULL;
-    KVCache past_key_values_target = {0}, past_key_values_draft = {0};
-    TargetRun tr = {0};
-    DraftRun dr = {0};
-    RoundInfo *rounds = NULL;
-
-    /* output_ids = [prompt | mask x (max_new + B)] */
-    output_ids = xcalloc(max_length + B, sizeof(int), "output_ids");
-    block = xcalloc(B, sizeof(int), "block_output_ids");
-    posterior = xcalloc(B, sizeof(int), "posterior");
-    rounds = xcalloc(p->max_new_tokens + 1, sizeof(RoundInfo), "round log");
-    target_hidden = reals(cap_ctx, (size_t)(n_ids ? n_ids : 1) * D, "target_hidden");
-    if (!output_ids || !block || !posterior || !rounds || !target_hidden) goto done;
-    if (cache_init(&past_key_values_target, tcfg, cap_S) != 0) goto done;
-    if (target_run_init(&tr, tcfg, cap_ctx, cap_S) != 0) goto done;
-    if (B > 1) {
-        if (cache_init(&past_key_values_draft, dcfg, cap_S) != 0) goto done;
-        if (draft_run_init(&dr, dcfg, V, cap_ctx, B, cap_S) != 0) goto done;
-    }
-    for (int i = 0; i < max_length + B; i++) output_ids[i] = i < n ? input_ids[i] : mask_id;
 
     /* ---- Step 1: prefill. The target reads the prompt at positions 0..n-1,
      * keeps the logits of the last position only, and returns its hidden
      * states; the first new token is sampled from those logits. */
-    double t0 = now_seconds();
     TRACE(trace, input_ids, "input_ids");
     trace_begin(trace, "prefill", 0);
-    target_forward(target, &past_key_values_target, &tr, input_ids, n, n - 1, trace);
-    if (check_sums(&tr.fault, "prefill", 0) != 0 || check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
-    output_ids[n] = sample_row(tr.logits, V, p->temperature, &rng);
+    target_forward(target, past_key_values_target, tr, input_ids, n, n - 1, trace);
+    if (check_sums(&tr->fault, "prefill", 0) != 0 || check_finite(tr->logits, 1, V, "prefill", 0) != 0) goto done;
+    output_ids[n] = sample_row(tr->logits, V, p->temperature, &rng);
     TRACE(trace, &output_ids[n], "sampled");
-    if (p->replay) output_ids[n] = p->replay->first;  /* replay: the other run's token */
     if (B > 1) {
-        extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, n, 0, n);
+        extract_context_feature(target_hidden, tr, tcfg, dcfg->target_layer_ids, n_ids, n, 0, n);
         TRACE(trace, target_hidden, "target_hidden");
     }
     int n_ctx = n;                /* rows of target_hidden the draft has not seen */
     res->target_forwards = 1;
-    res->seconds_prefill = now_seconds() - t0;
+    trace_end(trace);
 
     int start = n;
     while (start < max_length && !trace_failed(trace)) {
         int round = ++res->n_rounds;
-        RoundInfo *ri = &rounds[round - 1];          /* the round log (--rounds, tests) */
+        RoundInfo *ri = &run.rounds[round - 1];      /* the round log (--rounds, tests) */
         ri->start_before = start;
-        ri->draft_cache_before = past_key_values_draft.len;
+        ri->draft_cache_before = past_key_values_draft->len;
 
         /* ---- Step 3: block = output_ids[start : start+B]: anchor + B-1 masks */
         for (int i = 0; i < B; i++) block[i] = output_ids[start + i];
         memcpy(ri->block_in, block, sizeof(int) * B);
 
         /* ---- Steps 2-5: the draft proposes block[1:] in one forward */
-        double t_draft = now_seconds();
         if (B > 1) {
             trace_begin(trace, "draft", round);
-            draft_forward(draft, target, &past_key_values_draft, &dr, target_hidden, n_ctx, block, trace);
-            if (check_sums(&dr.fault, "draft", round) != 0 || check_finite(dr.logits, B - 1, V, "draft", round) != 0)
+            draft_forward(draft, target, past_key_values_draft, dr, target_hidden, n_ctx, block, trace);
+            if (check_sums(&dr->fault, "draft", round) != 0 || check_finite(dr->logits, B - 1, V, "draft", round) != 0)
                 goto done;
-            cache_crop(&past_key_values_draft, start);  /* keep context K/V only */
-            for (int i = 1; i < B; i++) block[i] = argmax(dr.logits + (size_t)(i - 1) * V, V);  /* always greedy */
+            cache_crop(past_key_values_draft, start);  /* keep context K/V only */
+            for (int i = 1; i < B; i++) block[i] = argmax(dr->logits + (size_t)(i - 1) * V, V);  /* always greedy */
             TRACE(trace, block + 1, "sampled");
             res->draft_forwards++;
+            trace_end(trace);
         }
-        const Replay *rp = p->replay && round <= p->replay->n_rounds ? p->replay : NULL;
-        if (rp) memcpy(block + 1, rp->block + (size_t)(round - 1) * B + 1, sizeof(int) * (B - 1));
-        res->seconds_draft += now_seconds() - t_draft;
 
         /* ---- Step 6: the target verifies the whole block in ONE forward */
-        double t_verify = now_seconds();
         trace_begin(trace, "verify", round);
-        target_forward(target, &past_key_values_target, &tr, block, B, 0, trace);
-        if (check_sums(&tr.fault, "verify", round) != 0 || check_finite(tr.logits, B, V, "verify", round) != 0)
+        target_forward(target, past_key_values_target, tr, block, B, 0, trace);
+        if (check_sums(&tr->fault, "verify", round) != 0 || check_finite(tr->logits, B, V, "verify", round) != 0)
             goto done;
-        for (int i = 0; i < B; i++) posterior[i] = sample_row(tr.logits + (size_t)i * V, V, p->temperature, &rng);
+        for (int i = 0; i < B; i++) posterior[i] = sample_row(tr->logits + (size_t)i * V, V, p->temperature, &rng);
         int acc = acceptance_length(block, posterior, B, ri->match, ri->cumprod);
         TRACE(trace, posterior, "sampled");
         TRACE(trace, ri->match, "match");
@@ -1080,19 +1084,18 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         TRACE(trace, &acc, "acceptance_length");
 
         /* ---- Step 7: keep block[:acc+1], then the bonus token posterior[acc] */
-        if (rp) { acc = rp->acc[round - 1]; posterior[acc] = rp->bonus[round - 1]; }  /* replay: the other run's */
         for (int i = 0; i <= acc; i++) output_ids[start + i] = block[i];
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;
-        cache_crop(&past_key_values_target, start);
+        cache_crop(past_key_values_target, start);
         if (B > 1) {  /* target_hidden = extract_context_feature(...)[:acc+1] */
-            extract_context_feature(target_hidden, &tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
+            extract_context_feature(target_hidden, tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
             TRACE(trace, target_hidden, "target_hidden");
             n_ctx = acc + 1;  /* the draft reads rows 0..acc next round */
         }
         res->target_forwards++;
-        res->seconds_verify += now_seconds() - t_verify;
-        round_log(ri, block, posterior, B, acc, start, past_key_values_draft.len, past_key_values_target.len);
+        trace_end(trace);
+        round_log(ri, block, posterior, B, acc, start, past_key_values_draft->len, past_key_values_target->len);
 
         /* stop if any stop id appears anywhere in output_ids[n:] */
         if (any_stop(p, output_ids + n, max_length + B - n)) break;
@@ -1113,15 +1116,11 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     memcpy(res->output_ids, output_ids, sizeof(int) * m);
     res->n_output = m;
     res->n_prompt = n;
-    res->rounds = rounds;
-    rounds = NULL;
+    res->rounds = run.rounds;
+    run.rounds = NULL;
     rc = 0;
 done:
-    free(output_ids); free(block); free(posterior); free(rounds); free(target_hidden);
-    cache_free(&past_key_values_target);
-    cache_free(&past_key_values_draft);
-    target_run_free(&tr);
-    if (dcfg) draft_run_free(&dr, dcfg);
+    gen_run_free(&run, dcfg);
     if (rc != 0) gen_result_free(res);
     return rc;
 }
@@ -1137,41 +1136,38 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     int n = n_prompt, V = tcfg->vocab_size;
     int max_length = n + p->max_new_tokens;
     int rc = -1;
-    KVCache cache = {0};
-    TargetRun tr = {0};
+    GenRun run;  /* B = 1: output_ids (max_length + 1), the target's cache and TargetRun */
+    if (gen_run_init(&run, tcfg, NULL, input_ids, n, p->max_new_tokens, 1, -1) != 0) return -1;
+    int *out = run.output_ids;
+    KVCache *cache = &run.past_key_values_target;
+    TargetRun *tr = &run.tr;
+    TraceCtx clock, *trace = trace_start(&clock, NULL, tcfg, n, 1, 0, res);  /* AR runs are not traced */
     Rng rng;
     rng_seed(&rng, p->seed);
-    int *out = xcalloc(max_length + 1, sizeof(int), "output_ids");
-    if (!out) goto done;
-    if (cache_init(&cache, tcfg, max_length + 1) != 0) goto done;
-    if (target_run_init(&tr, tcfg, n, max_length + 1) != 0) goto done;
-    memcpy(out, input_ids, sizeof(int) * n);
     int len = n;
-    double t0 = now_seconds();
+    trace_begin(trace, "prefill", 0);
     if (len < max_length) {
-        target_forward(target, &cache, &tr, input_ids, n, n - 1, NULL);  /* AR runs are not traced */
+        target_forward(target, cache, tr, input_ids, n, n - 1, trace);
         res->target_forwards++;
-        if (check_sums(&tr.fault, "prefill", 0) != 0 || check_finite(tr.logits, 1, V, "prefill", 0) != 0) goto done;
-        out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
+        if (check_sums(&tr->fault, "prefill", 0) != 0 || check_finite(tr->logits, 1, V, "prefill", 0) != 0) goto done;
+        out[len++] = sample_row(tr->logits, V, p->temperature, &rng);
     }
-    res->seconds_prefill = now_seconds() - t0;
-    t0 = now_seconds();
+    trace_end(trace);
+    trace_begin(trace, "verify", 0);  /* every target forward after the prefill */
     while (len < max_length && !is_stop(p, out[len - 1])) {
-        target_forward(target, &cache, &tr, &out[len - 1], 1, 0, NULL);
+        target_forward(target, cache, tr, &out[len - 1], 1, 0, trace);
         res->target_forwards++;
-        if (check_sums(&tr.fault, "ar", len - n) != 0 || check_finite(tr.logits, 1, V, "ar", len - n) != 0) goto done;
-        out[len++] = sample_row(tr.logits, V, p->temperature, &rng);
+        if (check_sums(&tr->fault, "ar", len - n) != 0 || check_finite(tr->logits, 1, V, "ar", len - n) != 0) goto done;
+        out[len++] = sample_row(tr->logits, V, p->temperature, &rng);
     }
-    res->seconds_verify = now_seconds() - t0;
+    trace_end(trace);
     res->output_ids = out;
-    out = NULL;
+    run.output_ids = NULL;
     res->n_output = len;
     res->n_prompt = n;
     rc = 0;
 done:
-    free(out);
-    cache_free(&cache);
-    target_run_free(&tr);
+    gen_run_free(&run, NULL);
     return rc;
 }
 

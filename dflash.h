@@ -314,6 +314,36 @@ typedef struct {
     SumFault fault;       /* the first non-finite sum of the last forward     */
 } TargetRun;
 
+/* Everything the draft forward writes, sized for cap_ctx context rows and a
+ * block of B (dflash.c, section 5). */
+typedef struct {
+    int cap_ctx, B;
+    int *pos;               /* (Lc+B)       position_ids = [cache_len, start+B)    */
+    real *angles;           /* (Lc+B, d/2)                                         */
+    real *cos, *sin;        /* (Lc+B, d)                                           */
+    real *fc_out;           /* (Lc, D)      fc(target_hidden)                      */
+    real *C;                /* (Lc, D)      hidden_norm(fc(target_hidden)): "C"    */
+    real *noise_embedding;  /* (B, D)       embed_tokens(block): layer 0's input h  */
+    real *h;                /* (B, D)       the residual stream                    */
+    real *norm;             /* (B, D)       final norm                             */
+    real *logits;           /* (B-1, V)     target.lm_head(norm[1:])               */
+    real *kv_in;            /* (Lc+B, D)    [C ; X]: the rows K and V are made from   */
+    LayerActs *acts;        /* (N) one per draft layer                             */
+    SumFault fault;         /* the first non-finite sum of the last forward        */
+} DraftRun;
+
+/* GenRun: the buffers of one run of dflash_generate or ar_generate, named as
+ * in the reference loop (as TargetRun is target_forward's). max_length = n +
+ * max_new; the draft's cache and DraftRun only when B > 1. */
+typedef struct {
+    int *output_ids, *block, *posterior;  /* (max_length + B) (B) (B) */
+    RoundInfo *rounds;                    /* (max_new + 1) the round log: --rounds, tests */
+    real *target_hidden;                  /* (max(n, B), k*D) the draft's context features */
+    KVCache past_key_values_target, past_key_values_draft;  /* (max_length + B) positions each */
+    TargetRun tr;
+    DraftRun dr;
+} GenRun;
+
 int  cache_init(KVCache *c, const Config *cfg, int capacity);
 void cache_free(KVCache *c);
 void cache_crop(KVCache *c, int n);   /* keep the first n positions */

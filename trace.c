@@ -440,6 +440,8 @@ struct Tracer {
     char **filters;       /* (n_filters) */
     int n_filters;
     NameMap written;      /* names already written, to catch repeats */
+    char *run_argv;       /* the run's flags as a JSON array (trace_set_run), on the first manifest line */
+    int lines;            /* manifest lines written */
     /* where the readable trace is in the walkthrough */
     int step;             /* code of the last step header (see step_of), 0 none */
     int step_layer;       /* its draft layer (-1: not a layer step) */
@@ -503,6 +505,7 @@ static void tracer_free(Tracer *t) {
     free(t->dir);
     free(t->tmp_dir);
     free(t->manifest_path);
+    free(t->run_argv);
     free(t->text_path);
     free(t);
 }
@@ -644,6 +647,35 @@ fail:
 
 void trace_set_vocab(Tracer *t, const Vocab *v) {
     if (t) t->vocab = v;
+}
+
+/* argv[0..argc) as a JSON array of strings, kept for the first manifest line.
+ * Control characters, quotes and backslashes are escaped; other bytes as given. */
+int trace_set_run(Tracer *t, int argc, const char *const *argv) {
+    if (!t) return 0;
+    size_t cap = 3;
+    for (int i = 0; i < argc; i++) cap += 6 * strlen(argv[i]) + 3;
+    char *j = malloc(cap), *o = j;
+    if (!j) {
+        dflash_set_error("trace: out of memory");
+        return -1;
+    }
+    *o++ = '[';
+    for (int i = 0; i < argc; i++) {
+        if (i) *o++ = ',';
+        *o++ = '"';
+        for (const unsigned char *c = (const unsigned char *)argv[i]; *c; c++) {
+            if (*c == '"' || *c == '\\') { *o++ = '\\'; *o++ = (char)*c; }
+            else if (*c < 0x20 || *c == 0x7f) o += sprintf(o, "\\u%04x", *c);
+            else *o++ = (char)*c;
+        }
+        *o++ = '"';
+    }
+    *o++ = ']';
+    *o = 0;
+    free(t->run_argv);
+    t->run_argv = j;
+    return 0;
 }
 
 /* Move the finished outputs into place, with the signals blocked so that
@@ -907,15 +939,34 @@ static const char *word_of(const Vocab *v, int64_t id, char *buf, size_t size) {
     return buf;
 }
 
+/* length of the valid UTF-8 sequence at c (n bytes left): 1..4, or 0 when
+ * c[0] does not start one (a lone continuation byte, a lead byte without its
+ * continuation, an overlong form, a surrogate, above U+10FFFF) */
+static size_t utf8_seq(const unsigned char *c, size_t n) {
+    size_t len = c[0] < 0x80 ? 1 : c[0] >= 0xc2 && c[0] <= 0xdf ? 2 : c[0] >= 0xe0 && c[0] <= 0xef ? 3
+               : c[0] >= 0xf0 && c[0] <= 0xf4 ? 4 : 0;
+    if (len == 0 || len > n) return 0;
+    for (size_t k = 1; k < len; k++)
+        if ((c[k] & 0xc0) != 0x80) return 0;
+    if (len == 3 && ((c[0] == 0xe0 && c[1] < 0xa0) || (c[0] == 0xed && c[1] >= 0xa0))) return 0;
+    if (len == 4 && ((c[0] == 0xf0 && c[1] < 0x90) || (c[0] == 0xf4 && c[1] >= 0x90))) return 0;
+    return len;
+}
+
 void text_put(FILE *f, const char *s, size_t n) {
     const unsigned char *c = (const unsigned char *)s;
-    for (size_t k = 0; k < n; k++) {
-        int c1 = c[k] == 0xc2 && k + 1 < n && c[k + 1] >= 0x80 && c[k + 1] <= 0x9f;  /* U+0080..U+009F */
-        if (c[k] < 0x20 || c[k] == 0x7f || c[k] == '\\' || c1) {
-            fprintf(f, "\\x%02x", c[k]);
-            if (c1) fprintf(f, "\\x%02x", c[++k]);
+    for (size_t k = 0; k < n;) {
+        size_t len = utf8_seq(c + k, n - k);
+        int c1 = len == 2 && c[k] == 0xc2 && c[k + 1] <= 0x9f;  /* U+0080..U+009F */
+        if (len == 0 || (len == 1 && (c[k] < 0x20 || c[k] == 0x7f || c[k] == '\\'))) {
+            fprintf(f, "\\x%02x", c[k]);  /* a control character, a backslash, a byte of no character */
+            k++;
+        } else if (c1) {
+            fprintf(f, "\\x%02x\\x%02x", c[k], c[k + 1]);
+            k += 2;
         } else {
-            fputc(c[k], f);
+            fwrite(c + k, 1, len, f);
+            k += len;
         }
     }
 }
@@ -1197,7 +1248,10 @@ static int record(Tracer *t, TracePhase ph, const char *name, const char *meanin
             }
             if (s == 2) fprintf(m, "\",\"round\":%d,\"meaning\":\"", ph.round);
         }
-        fprintf(m, "\"}\n");
+        fprintf(m, "\"");
+        /* the run's flags, once: `dflash diff` reruns them on the other precision's build */
+        if (t->lines++ == 0 && t->run_argv) fprintf(m, ",\"argv\":%s", t->run_argv);
+        fprintf(m, "}\n");
         /* flushed per line so a full disk is reported at the tensor it hit */
         if (fflush(m) != 0 || ferror(m)) {
             dflash_set_error("trace: cannot write %s: %s", t->manifest_path, strerror(errno));

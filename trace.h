@@ -31,6 +31,10 @@ Tracer *trace_open(const char *dir, const char *text_path,
 const TraceHook *trace_hook(Tracer *t);
 /* Token words for the readable trace (may be NULL). */
 void trace_set_vocab(Tracer *t, const Vocab *v);
+/* The run's flags (argv without the program name), written as "argv" on the
+ * first manifest line, so `dflash diff` can rerun them on the other
+ * precision's build. -1 (out of memory). */
+int trace_set_run(Tracer *t, int argc, const char *const *argv);
 /* Finish the manifest and close every file; frees t. Returns -1 (with
  * dflash_errmsg) when anything could not be written. */
 int trace_close(Tracer *t);
@@ -55,9 +59,11 @@ int trace_check_filters(const char *const *filters, int n_filters, int target_la
  * out: an edit distance where '*' and '?' match for free. "none" when n 0. */
 void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size);
 /* Decoded text (a token's bytes, a vocabulary word) as printable text:
- * control characters (C0, DEL, the C1 range U+0080..U+009F) and backslashes
- * as \xNN, so a token cannot move the cursor, retitle the terminal or forge
- * an output line. */
+ * control characters (C0, DEL, the C1 range U+0080..U+009F), backslashes
+ * and every byte that is not part of a valid UTF-8 character (a lone 0xC3:
+ * half of a character split over two tokens) as \xNN, so a token cannot move
+ * the cursor, retitle the terminal or forge an output line, and the output
+ * is valid UTF-8 (as the explorer and figures show such bytes). */
 void text_put(FILE *f, const char *s, size_t n);
 /* Record one real tensor of `ndim` axes (ndim 0 = scalar). Returns 0, or -1
  * with dflash_errmsg set (write failure: path and reason). */

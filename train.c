@@ -1222,7 +1222,7 @@ static int emit(const TraceHook *hook, int step, const TraceDims *dims, const ch
     return hook->tensor(hook->ctx, &hand);
 }
 
-/* ====================================================================
+/* ===========================================================================
  * 6. Next-token training of a target (train.h, "Next-token training")
  * ======================================================================== */
 

@@ -111,7 +111,7 @@ int train_params(const Model *draft, TrainParam *out, int cap);  /* returns coun
  * seed, tensors in train_params order, entries in storage order. */
 int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed);
 
-/* ====================================================================
+/* ===========================================================================
  * Next-token training of a target (Qwen3ForCausalLM or LlamaForCausalLM):
  * `dflash train-target`'s step, checked against lm_oracle.py (autograd).
  *
@@ -223,6 +223,7 @@ void lm_set_optimizer_step(LmState *st, long t);
  * model draws its one embedding. inv_freq computed (llama3 scaling too).
  * Returns 0, or -1 with dflash_errmsg (the Model is then empty). */
 int lm_init_target(Model *target, const Config *cfg, uint64_t seed);
+
 /* ---------------------------------------------------------------------------
  * For dflash train (cli/train_cli.c): the schedule and the held-out evaluation.
  */

@@ -104,8 +104,8 @@ static int forward_spans(const Model *m, Span *sp, int cap) {
         Span s[11] = {{w->input_layernorm, D}, {w->q_proj, qd * D}, {w->k_proj, kvd * D}, {w->v_proj, kvd * D},
                       {w->o_proj, D * qd}, {w->q_norm, d}, {w->k_norm, d}, {w->post_attention_layernorm, D},
                       {w->gate_proj, I * D}, {w->up_proj, I * D}, {w->down_proj, D * I}};
-        memcpy(sp + n, s, sizeof s);
-        n += 11;
+        for (int k = 0; k < 11; k++)
+            if (s[k].p) sp[n++] = s[k];   /* a Llama target has no q_norm / k_norm */
     }
     if (n + 2 <= cap) {
         sp[n++] = (Span){m->norm, D};

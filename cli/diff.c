@@ -1,22 +1,25 @@
-/* cli/diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]`:
+/* cli/diff.c - `dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR]`:
  * two traces compared tensor by tensor (cli/diff.h).
  *
- * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding]
+ * dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR]
  *
  * A is the reference, B the port. Walks A's manifest (trace.jsonl, or the
  * oracle's names.json) in A's order, which is data-flow order: the first
  * departure printed is the first tensor, in the order the computation
  * produces them, where B departs from A. B's tensor of the same name is
- * found through B's manifest (B must have one: trace.jsonl or names.json).
+ * found through B's manifest (trace.jsonl or names.json; without one, by file name).
  *
  * The rules (TRACE.md "dflash diff: how to read it"; NOTES.md "Tracing"):
  *   - rounds first: when the rounds the two ran or their acceptance lengths
  *     differ, one line before anything else names the first divergent round
  *     and its first differing id (diff_rounds);
- *   - rounding: a float tensor beyond the tolerance by rounding only (NMSE,
- *     few values, small excess, the same ids so far: DIFF_ROUND_*) is
- *     counted, not a departure; sampled ids at near ties past the accepted
- *     tokens too;
+ *   - rounding: a float tensor beyond the tolerance where B lies about as
+ *     close to the double build's values as this program's float build
+ *     (DIFF_ROUND_RATIO, below; the other build's trace from --double /
+ *     --float or run here on the flags A's manifest records) is counted,
+ *     not a departure; sampled ids at near ties past the accepted tokens too;
+ *   - B without a manifest: its .npy files by name, in A's order, with a
+ *     warning (phase and round unchecked);
  *   - the manifest's phase and round bind when B gives them (diff_fields);
  *   - strict: every name of A (matching --only, when given) must be in B.
  *     Names B lacks are a failure: "B has nothing after X: N tensors
@@ -59,20 +62,40 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <fcntl.h>
+#include <signal.h>
+#include <spawn.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+extern char **environ;
 
 #define DIFF_LIST_MAX 20   /* differing / missing names listed in full */
 #define DIFF_MAX_ONLY 64
 
 /* A float tensor beyond the tolerance is "rounding", not a departure, when
- * all of these hold (TRACE.md "dflash diff: how to read it" derives them):
- * its NMSE is at most DIFF_ROUND_NMSE_DB, at most 1 value in
- * DIFF_ROUND_FRACTION is beyond the tolerance, none by more than
- * DIFF_ROUND_EXCESS times it, no value is NaN or Inf, and every id tensor
- * before it agrees (the same tokens so far). */
-#define DIFF_ROUND_NMSE_DB (-60.0)
-#define DIFF_ROUND_FRACTION 100
-#define DIFF_ROUND_EXCESS 10.0
+ * the port lies about as close to the double build's values as this
+ * program's float build does (TRACE.md "dflash diff: how to read it"): with
+ * D the double build's tensor and F the float build's (one of them is A,
+ * the other a trace of the other build on the same flags: --double/--float,
+ * or run by diff itself from the flags A's manifest records),
+ * RMS(B - D) <= DIFF_ROUND_RATIO * RMS(F - D) and max|B - D| <=
+ * DIFF_ROUND_RATIO * max|F - D|; no value NaN or Inf; every id tensor
+ * before it agrees, in B and in the other build's run (the same tokens so
+ * far). */
+#define DIFF_ROUND_RATIO 10.0
+/* Without the other build's tensor (no flags recorded, as in a training
+ * trace or an oracle's; no ./dflash-double; its run took other tokens), the
+ * thresholds of old decide, and the summary says so: NMSE at most -60 dB,
+ * at most 1 value in 100 beyond, none beyond 10 tolerances. They misjudge
+ * both ways (TRACE.md). */
+#define DIFF_FALLBACK_NMSE_DB (-60.0)
+#define DIFF_FALLBACK_FRACTION 100
+#define DIFF_FALLBACK_EXCESS 10.0
+#define DIFF_OTHER_FILTERS 30     /* --trace-filter globs diff gives the other build's run (main.c takes 32) */
+#define DIFF_NEIGHBOURS 8         /* tensors on each side an agreeing tensor's NMSE is compared with */
+#define DIFF_ODD_DB 30.0          /* an agreeing tensor this far above its neighbours' NMSE is named */
 #define DIFF_MAX_TIES 64          /* positions of a sampled tensor remembered as near ties */
 
 typedef struct {
@@ -80,12 +103,12 @@ typedef struct {
     int verbose, no_rounding;
     const char *only[DIFF_MAX_ONLY];
     int n_only;
-    const char *dir[2];
+    const char *dir[3];           /* A, B, the other build's trace */
     const Manifest *ma, *mb;
     int compared, differ, rounding;
     int first_named;              /* "first departure" printed */
     int diverged;                 /* an id tensor departed: the runs' tokens differ from here on */
-    double worst_rnd_db;          /* the largest NMSE among the rounding tensors */
+    double worst_rnd_db;          /* the largest distance ratio (judge_rounding) among the rounding tensors */
     char worst_rnd[256];          /* and its name */
     /* rounds (diff_rounds): how many each ran, their acceptance lengths */
     int rounds[2], rounds_differ;
@@ -94,6 +117,18 @@ typedef struct {
      * positions (verify{r}.match may differ exactly there) */
     int tie_round, n_ties;
     size_t ties[DIFF_MAX_TIES];
+    /* the other precision's build (the rounding rule, above) */
+    int a_double;                 /* A's floats are float64: A is the double build, the other the float build */
+    int have_other;               /* mo and dir[2] hold the other build's trace */
+    Manifest mo;
+    int o_div;                    /* A's index of the first id tensor the other build's run differs in */
+    int judged;                   /* tensors beyond the tolerance the other build judged */
+    int unjudged;                 /* tensors beyond the tolerance with no other build's tensor to judge them by */
+    int unjudged_rounding;        /* of those, rounding by the fallback thresholds */
+    char no_other[800];           /* why the other build's trace is missing ("" when it is not) */
+    char tmp[600];                /* the directory diff ran the other build into ("": none) */
+    double *db;                   /* (A's names) NMSE of each agreeing float tensor, NAN when none */
+    int first_k;                  /* A's index of the first departure, -1 none */
 } Diff;
 
 /* A name as text, control characters and backslashes escaped (\xNN), so a
@@ -134,19 +169,6 @@ static int same_shape(const NpyArray *a, const NpyArray *b) {
     int same = a->ndim == b->ndim;
     for (int d = 0; same && d < a->ndim; d++) same = a->shape[d] == b->shape[d];
     return same;
-}
-
-/* The manifest's "dtype|shape" for a tensor must match its header. */
-static int check_meta(const char *path, const char *meta, const NpyArray *a) {
-    if (!meta[0]) return 0;
-    char have[64 + 24 * NPY_MAX_NDIM];
-    size_t len = (size_t)snprintf(have, sizeof have, "%s|", npy_dtype_name(a));
-    for (int d = 0; d < a->ndim; d++)
-        len += (size_t)snprintf(have + len, sizeof have - len, d ? ",%lld" : "%lld", (long long)a->shape[d]);
-    if (strcmp(have, meta) == 0) return 0;
-    dflash_set_error("%s: the manifest says dtype|shape \"%s\" but the file's header says \"%s\"", path, meta,
-                     have);
-    return -1;
 }
 
 /* One float comparison over a 2-D span: rows x cols values, element (r, c)
@@ -325,9 +347,15 @@ static void factor_hints(const Diff *df, const char *name, const NpyArray *a, co
     if (a->ndim >= 2 && cols >= 2 && a->n / cols >= 2 && factor_fits(a, b, r->tol, 1, cols, c)) {
         double lo = c[0], hi = c[0];
         for (size_t j = 1; j < cols; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
-        fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
-                   "column 0: %.6g): a wrong weight vector along the last axis, e.g. a norm with another norm's "
-                   "weight\n", cols, lo, hi, c[0]);
+        const char *dot = strrchr(name, '.');
+        if (dot && !strcmp(dot, ".rope_angles"))   /* angles = position x inv_freq: one factor per frequency */
+            fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
+                       "column 0: %.6g): one factor per frequency of inv_freq: the frequency scaling (rope_scaling) "
+                       "differs\n", cols, lo, hi, c[0]);
+        else
+            fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
+                       "column 0: %.6g): a wrong weight vector along the last axis, e.g. a norm with another norm's "
+                       "weight\n", cols, lo, hi, c[0]);
     } else if (a->ndim >= 2 && rows >= 2 && inner_r >= 2 && factor_fits(a, b, r->tol, inner_r, rows, c)) {
         double lo = c[0], hi = c[0];
         for (size_t j = 1; j < rows; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
@@ -453,6 +481,136 @@ static int perm_hint(const NpyArray *a, const NpyArray *b, double tol, const cha
         printf("\n");
         return 1;
     }
+}
+
+static int load_named(const Diff *df, int side, const char *name, NpyArray *t);
+static int name_round(const char *name, const char *kind);
+
+/* B is an RMSNorm of A: each row of the last axis of A normalised
+ * (x / sqrt(mean(x^2) + 1e-6)), times one weight per column, gives B
+ * (every value within the tolerance scaled by the weight): a norm A's model
+ * does not have (q_norm / k_norm on a target without them). */
+static void rmsnorm_of_a_hint(const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    if (a->ndim < 2 || r->any_nonfinite) return;
+    size_t D = (size_t)a->shape[a->ndim - 1], T = D ? a->n / D : 0;
+    if (D < 2 || T < 2) return;
+    double *inv = malloc(T * sizeof *inv), *g = malloc(D * sizeof *g);
+    int fits = inv && g;
+    for (size_t t = 0; fits && t < T; t++) {
+        double ss = 0;
+        for (size_t c = 0; c < D; c++) ss += npy_f(a, t * D + c) * npy_f(a, t * D + c);
+        inv[t] = 1 / sqrt(ss / (double)D + 1e-6);
+    }
+    double btol = 0;   /* B's own scale: the weight is B's, not A's */
+    for (size_t k = 0; k < b->n; k++) btol = fmax(btol, fabs(npy_f(b, k)));
+    btol = r->tol / (r->max_a > 0 ? r->max_a : 1) * btol + 1e-6;
+    for (size_t c = 0; fits && c < D; c++) {
+        double num = 0, den = 0;
+        for (size_t t = 0; t < T; t++) {
+            double x = npy_f(a, t * D + c) * inv[t];
+            num += x * npy_f(b, t * D + c);
+            den += x * x;
+        }
+        g[c] = den > 0 ? num / den : 0;
+        for (size_t t = 0; fits && t < T; t++)
+            fits = fabs(g[c] * npy_f(a, t * D + c) * inv[t] - npy_f(b, t * D + c)) <= btol;
+    }
+    int unit = 1;
+    for (size_t c = 0; fits && c < D; c++) unit &= fabs(g[c] - 1) < 1e-9;
+    if (fits && !unit)
+        printf("  hint: B is an RMSNorm of A (each row of A's last axis normalised, times one weight per column): a "
+               "norm A's model does not have, e.g. q_norm/k_norm on a target without them\n");
+    free(inv);
+    free(g);
+}
+
+/* The positions of an attention tensor's T queries and S keys: the phase's
+ * position_ids (S of them: the keys, the queries their last T; T: the
+ * queries, the keys the cache 0..S-1). 1 when found. */
+static int attn_positions(const Diff *df, const char *name, size_t T, size_t S, int64_t *qpos, int64_t *kpos) {
+    char pname[300];
+    snprintf(pname, sizeof pname, "%.*s.position_ids", (int)phase_len(name), name);
+    NpyArray p;
+    if (!load_named(df, 0, pname, &p)) return 0;
+    int ok = p.kind != 'f' && p.ndim == 1 && (p.n == S || p.n == T) && S >= T;
+    for (size_t j = 0; ok && j < S; j++) kpos[j] = p.n == S ? npy_i(&p, j) : (int64_t)j;
+    for (size_t t = 0; ok && t < T; t++) qpos[t] = p.n == S ? npy_i(&p, S - T + t) : npy_i(&p, t);
+    npy_free(&p);
+    return ok;
+}
+
+/* attn_weights [H, T, S]: B gives weight where A is exactly 0 (keys A's
+ * mask hides), and how far from its query the nearest such key is. */
+static void mask_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    const char *dot = strrchr(name, '.');
+    if (!dot || strcmp(dot, ".attn_weights") || a->ndim != 3) return;
+    size_t H = (size_t)a->shape[0], T = (size_t)a->shape[1], S = (size_t)a->shape[2], n = 0, first = 0;
+    size_t hidden = 0, hfirst = 0;   /* the other way round: B exactly 0 where A gives weight */
+    for (size_t k = 0; k < a->n; k++) {
+        if (npy_f(a, k) == 0 && fabs(npy_f(b, k)) > r->tol && n++ == 0) first = k;
+        if (npy_f(b, k) == 0 && fabs(npy_f(a, k)) > r->tol && hidden++ == 0) hfirst = k;
+    }
+    if (hidden) {
+        printf("  hint: B is exactly 0 where A gives weight (B's mask hides keys A's does not): %zu values, first at ",
+               hidden);
+        print_index(stdout, a, hfirst);
+        printf("\n");
+    }
+    if (!n) return;
+    printf("  hint: B gives weight where A is exactly 0 (keys the mask hides): %zu values, first at ", n);
+    print_index(stdout, a, first);
+    int64_t *qpos = malloc(T * sizeof *qpos), *kpos = malloc(S * sizeof *kpos);
+    if (qpos && kpos && attn_positions(df, name, T, S, qpos, kpos)) {
+        int64_t back = INT64_MAX, ahead = INT64_MAX;   /* the nearest such key behind / ahead of its query */
+        for (size_t k = 0; k < a->n; k++) {
+            if (!(npy_f(a, k) == 0 && fabs(npy_f(b, k)) > r->tol)) continue;
+            size_t t = (k / S) % T, j = k % S;
+            int64_t d = qpos[t] - kpos[j];
+            if (d >= 0 && d < back) back = d;
+            if (d < 0 && -d < ahead) ahead = -d;
+        }
+        if (back != INT64_MAX)
+            printf("; the first extra key is %lld position%s back (a window or causal mask of another width)",
+                   (long long)back, back == 1 ? "" : "s");
+        if (ahead != INT64_MAX)
+            printf("; the nearest extra key after its query is %lld position%s ahead (B lets queries see later keys)",
+                   (long long)ahead, ahead == 1 ? "" : "s");
+    }
+    (void)H;
+    printf("\n");
+    free(qpos);
+    free(kpos);
+}
+
+/* train{s}.param.KEY departs only where A's gradient train{s}.grad.KEY is
+ * within its tolerance of 0: AdamW's step lr * g / (|g| + eps) is about
+ * lr * sign(g) there, the sign of a gradient at rounding level. */
+static void adamw_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    const char *p = strstr(name, ".param.");
+    if (!p || name_round(name, "train") < 1) return;
+    char gname[600];
+    snprintf(gname, sizeof gname, "%.*s.grad.%s", (int)(p - name), name, p + 7);
+    NpyArray g;
+    if (!load_named(df, 0, gname, &g)) return;
+    int ok = g.kind == 'f' && same_shape(&g, a);
+    double gmax = 0;
+    for (size_t k = 0; ok && k < g.n; k++) gmax = fmax(gmax, fabs(npy_f(&g, k)));
+    double gtol = df->atol + df->rtol * gmax, worst = 0;
+    size_t n = 0;
+    for (size_t k = 0; ok && k < a->n; k++) {
+        if (!(fabs(npy_f(a, k) - npy_f(b, k)) > r->tol)) continue;
+        ok = fabs(npy_f(&g, k)) <= gtol;
+        worst = fmax(worst, fabs(npy_f(&g, k)));
+        n++;
+    }
+    if (ok && n) {
+        printf("  hint: AdamW sign of a rounding-level gradient: at each of the %zu departing values A's ", n);
+        put_name(stdout, gname);
+        printf(" is within its tolerance of 0 (|g| <= %.3g, tolerance %.3g); AdamW's first step moves a weight by "
+               "lr * g / (|g| + eps), about lr * sign(g), so the sign of a gradient below float rounding decides it "
+               "(TRACE.md, \"Training\")\n", worst, gtol);
+    }
+    npy_free(&g);
 }
 
 /* Hints for the first departure of a float tensor (printed when certain). */
@@ -582,6 +740,9 @@ static void diff_hints(const Diff *df, const char *name, const NpyArray *a, cons
                        "state BEFORE a final RMSNorm, A's is after it\n");
         }
     }
+    rmsnorm_of_a_hint(a, b, r);
+    mask_hint(df, name, a, b, r);
+    adamw_hint(df, name, a, b, r);
     memcpy(dflash_errmsg, saved, sizeof saved);
 }
 
@@ -602,14 +763,16 @@ static int name_round(const char *name, const char *kind) {
 static const char *lead_for(Diff *df, const char *name) {
     if (df->first_named || (df->rounds_differ && !strcmp(name, "output_ids"))) return "differs: ";
     df->first_named = 1;
+    df->first_k = namemap_get(&df->ma->index, name);
     return "first departure: ";
 }
 
-/* A's tensor `name` (side 0) or B's (side 1) loaded; 1, or 0 when absent or
+/* A's tensor `name` (side 0), B's (side 1) or the other build's (side 2) loaded; 1, or 0 when absent or
  * unreadable (best effort: the main pass reports unreadable files). */
 static int load_named(const Diff *df, int side, const char *name, NpyArray *t) {
     memset(t, 0, sizeof *t);
-    const Manifest *m = side ? df->mb : df->ma;
+    if (side == 2 && !df->have_other) return 0;
+    const Manifest *m = side == 2 ? &df->mo : side ? df->mb : df->ma;
     int k = namemap_get(&m->index, name);
     if (k < 0) return 0;
     char *p = path_join(df->dir[side], m->files.s[k]);
@@ -656,6 +819,54 @@ static int near_ties(const Diff *df, const char *name, const NpyArray *a, const 
     }
     npy_free(&L);
     return all && any;
+}
+
+/* The rounding test against the other precision's build (the rule at the
+ * top). 1 rounding; 0 not (or nothing to judge by: *q_rms < 0). *q_rms and
+ * *q_max: B's distance to the double build over the float build's (RMS,
+ * worst value). */
+static int judge_rounding(Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r,
+                          double *q_rms, double *q_max) {
+    *q_rms = *q_max = -1;
+    int k = namemap_get(&df->ma->index, name);
+    NpyArray o;
+    /* no other build's tensor: the thresholds of old, said so in the summary (they can be wrong both ways) */
+    double db = r->sum_d2 == 0 ? -INFINITY : r->sum_a2 == 0 ? INFINITY : 10 * log10(r->sum_d2 / r->sum_a2);
+    int by_thresholds = db <= DIFF_FALLBACK_NMSE_DB && r->bad * DIFF_FALLBACK_FRACTION <= a->n &&
+                        r->worst_excess <= DIFF_FALLBACK_EXCESS;
+    if (k < 0 || k >= df->o_div || !load_named(df, 2, name, &o)) {
+        df->unjudged++;
+        df->unjudged_rounding += by_thresholds;
+        return by_thresholds;
+    }
+    int ok = o.kind == 'f' && same_shape(&o, a);
+    double sb = 0, sf = 0, mb = 0, mf = 0;
+    const NpyArray *D = df->a_double ? a : &o, *F = df->a_double ? &o : a;
+    for (size_t i = 0; ok && i < a->n; i++) {
+        double d = npy_f(D, i), eb = fabs(npy_f(b, i) - d), ef = fabs(npy_f(F, i) - d);
+        if (!isfinite(d) || !isfinite(eb) || !isfinite(ef)) ok = 0;
+        sb += eb * eb;
+        sf += ef * ef;
+        mb = eb > mb ? eb : mb;
+        mf = ef > mf ? ef : mf;
+    }
+    npy_free(&o);
+    if (!ok) {
+        df->unjudged++;
+        df->unjudged_rounding += by_thresholds;
+        return by_thresholds;
+    }
+    df->judged++;
+    *q_rms = sf > 0 ? sqrt(sb / sf) : INFINITY;
+    *q_max = mf > 0 ? mb / mf : INFINITY;
+    return *q_rms <= DIFF_ROUND_RATIO && *q_max <= DIFF_ROUND_RATIO;
+}
+
+/* "B is 3.2x as far from the double build as this program's float build (RMS), 4.1x (worst value)" */
+static void print_ratio(FILE *f, double q_rms, double q_max) {
+    if (isinf(q_rms)) fprintf(f, "this program's float build equals the double build here, B does not");
+    else fprintf(f, "B is %.3gx as far from the double build as this program's float build (RMS), %.3gx (worst value)",
+                 q_rms, q_max);
 }
 
 /* Compare one pair (headers checked, data loaded). Prints a departure, or
@@ -733,22 +944,31 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
     char nmse[48];
     nmse_str(nmse, sizeof nmse, &r);
     double db = r.sum_d2 == 0 ? -INFINITY : r.sum_a2 == 0 ? INFINITY : 10 * log10(r.sum_d2 / r.sum_a2);
-    int rounding = r.bad && !df->no_rounding && !df->diverged && !r.any_nonfinite && db <= DIFF_ROUND_NMSE_DB &&
-                   r.bad * DIFF_ROUND_FRACTION <= a->n && r.worst_excess <= DIFF_ROUND_EXCESS;
+    double q_rms = -1, q_max = -1;
+    int rounding = r.bad && !df->no_rounding && !df->diverged && !r.any_nonfinite &&
+                   judge_rounding(df, name, a, b, &r, &q_rms, &q_max);
+    int k_a = namemap_get(&df->ma->index, name);
+    if (df->db && k_a >= 0 && !r.bad && !r.any_nonfinite) df->db[k_a] = r.sum_d2 == 0 ? -INFINITY : db;
     if (df->verbose) {
         fprintf(f, "%-4s ", !r.bad ? "ok" : rounding ? "RND" : "DEP");
         put_name(f, name);
         fprintf(f, "  %s %s  max|A| %.6g  worst rel err %.3g  NMSE %s", a->descr, shp, r.max_a,
                 r.max_a > 0 ? r.max_abs / r.max_a : r.max_abs, nmse);
         if (r.bad) fprintf(f, "  %zu beyond (worst %.3gx the tolerance)", r.bad, r.worst_excess);
+        if (r.bad && q_rms >= 0) {
+            fprintf(f, "; ");
+            print_ratio(f, q_rms, q_max);
+        }
         if (r.any_nonfinite)
             fprintf(f, "  NaN A/B %zu/%zu Inf A/B %zu/%zu", r.nan[0], r.nan[1], r.inf[0], r.inf[1]);
         fprintf(f, "\n");
     }
     if (r.bad == 0) return 0;
     if (rounding) {
-        if (df->rounding++ == 0 || db > df->worst_rnd_db) {
-            df->worst_rnd_db = db;
+        double q = q_rms > q_max ? q_rms : q_max;
+        df->rounding++;
+        if (q >= 0 && (!df->worst_rnd[0] || q > df->worst_rnd_db)) {
+            df->worst_rnd_db = q;
             snprintf(df->worst_rnd, sizeof df->worst_rnd, "%s", name);
         }
         return 0;
@@ -772,6 +992,11 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
             fprintf(f, ": A %.9g, B %.9g%s\n", npy_f(a, r.first_nonfinite), npy_f(b, r.first_nonfinite),
                     r.nan[0] && r.nan[1] ? " (NaN never agrees, not even with NaN)" : "");
         }
+        if (q_rms >= 0) {
+            fprintf(f, "  not rounding: ");
+            print_ratio(f, q_rms, q_max);
+            fprintf(f, " (rounding: at most %gx both)\n", DIFF_ROUND_RATIO);
+        }
         if (first) {
             print_around(f, a, b, r.worst);
             diff_hints(df, name, a, b, &r);
@@ -794,7 +1019,7 @@ static int parse_tol(const char *s, double *out) {
 static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
 
 static int diff_usage(void) {
-    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding])");
+    diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR])");
     return 2;
 }
 
@@ -863,8 +1088,8 @@ static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int k) {
     memset(&a, 0, sizeof a);
     memset(&b, 0, sizeof b);
     int ret = -1;
-    if (!pa || npy_open(pa, &a) != 0 || check_meta(pa, ma->meta.s[k], &a) != 0) goto out;
-    if (!pb || npy_open(pb, &b) != 0 || check_meta(pb, mb->meta.s[jb], &b) != 0) goto out;
+    if (!pa || npy_open(pa, &a) != 0 || manifest_check_npy(ma, k, pa, &a) != 0) goto out;
+    if (!pb || npy_open(pb, &b) != 0 || manifest_check_npy(mb, jb, pb, &b) != 0) goto out;
     df->compared++;
     ret = 0;
     if (diff_fields(df, name, k, jb)) {
@@ -1007,12 +1232,291 @@ static int diff_rounds(Diff *df) {
     return 0;
 }
 
+/* ---- the other precision's build (the rounding rule) ---------------------- */
+
+/* A's floats are float64 (this program's double build): the first float
+ * tensor's manifest dtype, else its header. */
+static int a_is_double(const Diff *df) {
+    for (int k = 0; k < df->ma->names.n; k++) {
+        const char *meta = df->ma->meta.s[k];
+        if (!strncmp(meta, "float64|", 8)) return 1;
+        if (!strncmp(meta, "float32|", 8)) return 0;
+        if (meta[0]) continue;
+        NpyArray h;
+        if (manifest_open_npy(df->ma, df->dir[0], k, &h) == 0 && h.kind == 'f') return h.item == 8;
+    }
+    return 0;
+}
+
+/* The names of A whose float tensor B holds, of A's shape, with values
+ * beyond the tolerance (all finite): what the other build must judge. */
+static int beyond_names(Diff *df, StrList *out) {
+    for (int k = 0; k < df->ma->names.n; k++) {
+        const char *name = df->ma->names.s[k], *meta = df->ma->meta.s[k];
+        if (!diff_wanted(df, name) || (meta[0] && strncmp(meta, "float", 5))) continue;
+        NpyArray a, b;
+        if (!load_named(df, 0, name, &a)) continue;
+        if (a.kind == 'f' && load_named(df, 1, name, &b)) {
+            if (b.kind == 'f' && same_shape(&a, &b)) {
+                FloatCmp r;
+                cmp_floats(df, &a, &b, whole(&a), &r);
+                if (r.bad && !r.any_nonfinite && strlist_push(out, name) != 0) {
+                    npy_free(&a);
+                    npy_free(&b);
+                    dflash_set_error("out of memory");
+                    return -1;
+                }
+            }
+            npy_free(&b);
+        }
+        npy_free(&a);
+    }
+    return 0;
+}
+
+/* A's index of the first id tensor where the other build's run differs
+ * from A's (a verification's sampled ids and match flags past its accepted
+ * tokens excepted: thrown away); A's names.n when none does. */
+static int other_divergence(const Diff *df) {
+    for (int k = 0; k < df->ma->names.n; k++) {
+        const char *name = df->ma->names.s[k], *meta = df->ma->meta.s[k];
+        if (meta[0] && strncmp(meta, "int", 3) && strncmp(meta, "bool", 4)) continue;
+        NpyArray a, o;
+        if (!load_named(df, 2, name, &o)) continue;
+        int differs = 0;
+        if (load_named(df, 0, name, &a)) {
+            const char *dot = strrchr(name, '.');
+            int vr = name_round(name, "verify");
+            int64_t acc = vr >= 1 && vr <= df->rounds[0] && df->acc[0] && dot &&
+                          (!strcmp(dot, ".sampled") || !strcmp(dot, ".match")) ? df->acc[0][vr] : -1;
+            /* floats are not ids (a manifest without dtypes does not say which are) */
+            differs = a.kind == 'f' && o.kind == 'f' ? 0 : a.kind == 'f' || o.kind == 'f' || !same_shape(&a, &o);
+            if (a.kind == 'f' && o.kind == 'f') a.n = 0;
+            for (size_t i = 0; !differs && i < a.n; i++)
+                differs = npy_i(&a, i) != npy_i(&o, i) && (acc < 0 || (int64_t)i <= acc);
+            npy_free(&a);
+        }
+        npy_free(&o);
+        if (differs) return k;
+    }
+    return df->ma->names.n;
+}
+
+/* Register (for the signal cleanup and out_remove_owned) a path diff made. */
+static int diff_register(Diff *df, char kind, const char *path) {
+    sigset_t old;
+    out_block_signals(&old);
+    int r = out_register(df, kind, path);
+    out_restore_signals(&old);
+    if (r != 0) dflash_set_error("out of memory");
+    return r;
+}
+
+/* A glob for name at a level of run_other's list (0 the name itself). */
+static void other_glob(const char *name, int level, char *g, size_t size) {
+    size_t pl = phase_len(name);
+    const char *d = name;   /* the phase's round digits: name[d0, d1) */
+    while (d < name + pl && (*d < '0' || *d > '9')) d++;
+    int has_round = d > name && d < name + pl;
+    const char *rest = name + pl, *lay = strstr(name, ".layers.");
+    if (level == 0 || (level >= 2 && !has_round)) snprintf(g, size, "%.250s", name);
+    else if (level == 1) snprintf(g, size, "%.*s.*", (int)pl, name);
+    else if (level == 2) snprintf(g, size, "%.*s*%.250s", (int)(d - name), name, rest);
+    else if (level == 3 && lay) {
+        const char *e = lay + 8;
+        while (*e >= '0' && *e <= '9') e++;
+        snprintf(g, size, "%.*s*%.*s.*", (int)(d - name), name, (int)(e - rest), rest);
+    } else snprintf(g, size, "%.*s*.*", (int)(d - name), name);
+}
+
+/* Run the other precision's build (dflash-double beside this program, or
+ * dflash-float when A is the double build) on the flags A's manifest
+ * records, tracing the names `want` (by name, by phase, or everything when
+ * there are too many), into a temporary directory. 0 with df->have_other,
+ * or 0 with df->no_other saying why not; -1 out of memory. */
+static int run_other(Diff *df, const StrList *want) {
+    const char *kind = df->a_double ? "float" : "double";
+    if (!df->ma->has_argv) {
+        snprintf(df->no_other, sizeof df->no_other, "A's manifest records no run flags (\"argv\", which this "
+                 "program's traces carry); give --%s DIR, a trace of ./dflash-%s on A's flags", kind, kind);
+        return 0;
+    }
+    char exe[4096], bin[4200];
+    ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+    if (n <= 0) snprintf(exe, sizeof exe, "./dflash");
+    else exe[n] = 0;
+    char *slash = strrchr(exe, '/');
+    snprintf(bin, sizeof bin, "%.*s/dflash-%s", slash ? (int)(slash - exe) : 1, slash ? exe : ".", kind);
+    if (access(bin, X_OK) != 0) {
+        snprintf(df->no_other, sizeof df->no_other, "no %.600s to run (make dflash-%s), or give --%s DIR", bin, kind,
+                 kind);
+        return 0;
+    }
+    const char *tmpdir = getenv("TMPDIR");
+    snprintf(df->tmp, sizeof df->tmp, "%.400s/dflash-diff.XXXXXX", tmpdir && tmpdir[0] ? tmpdir : "/tmp");
+    if (!mkdtemp(df->tmp)) {
+        snprintf(df->no_other, sizeof df->no_other, "cannot create %.400s: %s", df->tmp, strerror(errno));
+        df->tmp[0] = 0;
+        return 0;
+    }
+    char *log = path_join(df->tmp, "run.log"), *out = path_join(df->tmp, "trace");
+    const Manifest *m = df->ma;
+    /* globs, the finest of these that is at most DIFF_OTHER_FILTERS - 2 of
+     * them (else none: everything): every name, every phase ("draft51.*"),
+     * every name in every round ("draft*.layers.4.mlp.act"), every layer in
+     * every round ("draft*.layers.4.*"), every kind of phase ("draft*.*") */
+    StrList globs = {0};
+    int rc = log && out && diff_register(df, 'd', df->tmp) == 0 && diff_register(df, 'f', log) == 0 &&
+             diff_register(df, 'd', out) == 0 ? 0 : -1;
+    for (int level = 0; rc == 0 && level < 5 && (level == 0 || globs.n > DIFF_OTHER_FILTERS - 2); level++) {
+        strlist_free(&globs);
+        for (int i = 0; rc == 0 && i < want->n && globs.n <= DIFF_OTHER_FILTERS - 2; i++) {
+            char g[300];
+            other_glob(want->s[i], level, g, sizeof g);
+            int dup = 0;
+            for (int j = 0; j < globs.n && !dup; j++) dup = !strcmp(globs.s[j], g);
+            if (!dup) rc = strlist_push(&globs, g);
+        }
+    }
+    if (globs.n > DIFF_OTHER_FILTERS - 2) strlist_free(&globs);
+    /* with globs, the ids that tell whether its tokens are A's */
+    /* (only those A has: main.c refuses a filter that matches nothing the run can emit) */
+    int has_sampled = 0, has_acc = 0;
+    for (int i = 0; i < m->names.n; i++) {
+        const char *dot = strrchr(m->names.s[i], '.');
+        has_sampled |= dot && !strcmp(dot, ".sampled");
+        has_acc |= dot && !strcmp(dot, ".acceptance_length");
+    }
+    if (rc == 0 && globs.n && has_sampled) rc = strlist_push(&globs, "*.sampled");
+    if (rc == 0 && globs.n && has_acc) rc = strlist_push(&globs, "*acceptance_length");
+    size_t na = (size_t)m->argv.n + 4 + 2 * (size_t)globs.n;
+    char **args = rc == 0 ? calloc(na, sizeof *args) : NULL;
+    if (!args) {
+        strlist_free(&globs);
+        free(log);
+        free(out);
+        dflash_set_error("out of memory");
+        return -1;
+    }
+    int c = 0;
+    args[c++] = bin;
+    for (int i = 0; i < m->argv.n; i++) {
+        const char *f = m->argv.s[i];
+        if (!strcmp(f, "--trace") || !strcmp(f, "--trace-text") || !strcmp(f, "--trace-filter")) {
+            i++;   /* the run's own outputs and filters: diff gives its own */
+            continue;
+        }
+        args[c++] = m->argv.s[i];
+    }
+    args[c++] = "--trace";
+    args[c++] = out;
+    for (int i = 0; i < globs.n; i++) {
+        args[c++] = "--trace-filter";
+        args[c++] = globs.s[i];
+    }
+    args[c] = NULL;
+    fprintf(stderr, "dflash diff: %d tensor%s beyond the tolerance: running the %s build on A's flags to judge "
+            "rounding (%s", want->n, want->n == 1 ? " is" : "s are", kind, bin);
+    for (int i = 1; i < c; i++) fprintf(stderr, " %s", args[i]);
+    fprintf(stderr, ")\n");
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    pid_t pid;
+    int e = posix_spawn(&pid, bin, &fa, NULL, args, environ), status = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    if (e != 0) {
+        snprintf(df->no_other, sizeof df->no_other, "cannot run %.600s: %s", bin, strerror(e));
+    } else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+        /* its last line names the problem */
+        char *text = NULL, last[400] = "";
+        size_t len = 0;
+        if (file_read_max(log, 1 << 20, &text, &len) == 0) {
+            while (len && text[len - 1] == '\n') text[--len] = 0;
+            const char *nl = strrchr(text, '\n');
+            snprintf(last, sizeof last, "%.390s", nl ? nl + 1 : text);
+        }
+        free(text);
+        snprintf(df->no_other, sizeof df->no_other, "the %s build's run on A's flags failed (%s%s)", kind,
+                 last[0] ? "" : "no message", last);
+    } else if (manifest_load(&df->mo, out, 0) != 0) {
+        snprintf(df->no_other, sizeof df->no_other, "the %s build's trace: %.600s", kind, dflash_errmsg);
+    } else {
+        df->have_other = 1;
+        df->dir[2] = out;
+        out = NULL;   /* kept in dir[2], freed at the end */
+        char *p = path_join(df->dir[2], "trace.jsonl");
+        rc = p ? diff_register(df, 'f', p) : -1;
+        free(p);
+        for (int i = 0; rc == 0 && i < df->mo.names.n; i++) {
+            p = path_join(df->dir[2], df->mo.files.s[i]);
+            rc = p ? diff_register(df, 'f', p) : -1;
+            free(p);
+        }
+    }
+    free(args);
+    strlist_free(&globs);
+    free(log);
+    free(out);
+    return rc;
+}
+
+/* ---- an agreeing tensor far worse than those around it ------------------- */
+
+static int cmp_double(const void *x, const void *y) {
+    double a = *(const double *)x, b = *(const double *)y;
+    return a < b ? -1 : a > b;
+}
+
+/* Upstream of the first departure, the agreeing float tensor whose NMSE is
+ * the most above the median of its neighbours' (DIFF_NEIGHBOURS compared
+ * float tensors on each side; exact ones count as -200 dB), when that is
+ * DIFF_ODD_DB or more: a mistake within the tolerance there moves the
+ * first departure downstream. */
+static void odd_warning(const Diff *df) {
+    int n = df->ma->names.n, end = df->first_k >= 0 ? df->first_k : n, worst = -1, count = 0, worst_nb = 0;
+    double worst_ex = 0, worst_med = 0;
+    if (!df->db) return;
+    for (int k = 0; k < end; k++) {
+        double v = df->db[k];
+        if (isnan(v) || isinf(v)) continue;   /* not compared, departing, exact, or A is 0 */
+        double nb[2 * DIFF_NEIGHBOURS];
+        int m = 0;
+        for (int side = -1; side <= 1; side += 2) {
+            int got = 0;
+            for (int j = k + side; j >= 0 && j < n && got < DIFF_NEIGHBOURS; j += side) {
+                double w = df->db[j];
+                if (isnan(w) || w == INFINITY) continue;
+                nb[m++] = w == -INFINITY || w < -200 ? -200 : w;
+                got++;
+            }
+        }
+        if (m < 4) continue;
+        qsort(nb, (size_t)m, sizeof *nb, cmp_double);
+        double med = m % 2 ? nb[m / 2] : (nb[m / 2 - 1] + nb[m / 2]) / 2, ex = v - med;
+        if (ex >= DIFF_ODD_DB) {
+            count++;
+            if (ex > worst_ex) { worst_ex = ex; worst = k; worst_med = med; worst_nb = m; }
+        }
+    }
+    if (worst < 0) return;
+    printf("warning: ");
+    put_name(stdout, df->ma->names.s[worst]);
+    printf(" agrees within the tolerance, but its NMSE %.1f dB is %.1f dB above its neighbours' (the median of the "
+           "%d float tensors around it: %.1f dB): a mistake that stays within the tolerance there can move the first "
+           "departure downstream; look there first", df->db[worst], worst_ex, worst_nb, worst_med);
+    if (count > 1) printf(" (%d tensors %g dB or more above their neighbours)", count, DIFF_ODD_DB);
+    printf("\n");
+}
+
 int diff_main(int argc, char **argv) {
     Diff df;
     memset(&df, 0, sizeof df);
     df.rtol = 1e-4;
     df.atol = 1e-6;
-    int n_dirs = 0;
+    int n_dirs = 0, other_double = 0;
+    const char *other = NULL;   /* --double DIR / --float DIR */
     for (int k = 1; k < argc; k++) {
         const char *arg = argv[k], *val = NULL;
         char flag[32];
@@ -1020,7 +1524,8 @@ int diff_main(int argc, char **argv) {
         const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
         size_t fl = eq ? (size_t)(eq - arg) : strlen(arg);
         snprintf(flag, sizeof flag, "%.*s", (int)(fl < sizeof flag ? fl : sizeof flag - 1), arg);
-        int takes_value = !strcmp(flag, "--rtol") || !strcmp(flag, "--atol") || !strcmp(flag, "--only");
+        int takes_value = !strcmp(flag, "--rtol") || !strcmp(flag, "--atol") || !strcmp(flag, "--only") ||
+                          !strcmp(flag, "--double") || !strcmp(flag, "--float");
         if (takes_value) {
             if (eq) val = eq + 1;
             else if (k + 1 < argc) val = argv[++k];
@@ -1040,6 +1545,13 @@ int diff_main(int argc, char **argv) {
                 return diff_usage();
             }
             df.only[df.n_only++] = val;
+        } else if (!strcmp(flag, "--double") || !strcmp(flag, "--float")) {
+            if (other) {
+                dflash_set_error("%s: give one of --double and --float", flag);
+                return diff_usage();
+            }
+            other = val;
+            other_double = !strcmp(flag, "--double");
         } else if ((!strcmp(arg, "--verbose") || !strcmp(arg, "-v"))) {
             df.verbose = 1;
         } else if (!strcmp(arg, "--no-rounding")) {
@@ -1076,16 +1588,48 @@ int diff_main(int argc, char **argv) {
         return 2;
     }
     int rb = manifest_load(&mb, df.dir[1], 1);
-    if (rb != 0) {
-        if (rb == 1)
-            dflash_set_error("%s: no trace.jsonl (or names.json): B needs a manifest too, one line per tensor "
-                             "(TRACE.md, \"Writing a matching trace from a port\")", df.dir[1]);
+    /* a port that stopped before writing its manifest: its .npy files by name */
+    if (rb == 1) rb = manifest_from_npy_files(&mb, df.dir[1], &ma) == 0 ? 2 : -1;
+    if (rb < 0) {
         diff_error("");
         manifest_free(&ma);
         return 2;
     }
+    if (rb == 2) {
+        printf("warning: B has no manifest (trace.jsonl or names.json): its .npy files are taken as A's names "
+               "(<name>.npy), in A's data-flow order; the phase and round bindings are unchecked\n");
+    }
     df.ma = &ma;
     df.mb = &mb;
+    df.o_div = ma.names.n;
+    df.first_k = -1;
+    df.db = malloc(((size_t)ma.names.n + 1) * sizeof *df.db);
+    for (int k = 0; df.db && k < ma.names.n; k++) df.db[k] = NAN;
+    df.a_double = a_is_double(&df);
+    if (other && other_double == df.a_double) {
+        dflash_set_error("--%s: A is already the %s build's trace (its floats are %s); give --%s DIR instead",
+                         other_double ? "double" : "float", other_double ? "double" : "float",
+                         other_double ? "float64" : "float32", other_double ? "float" : "double");
+        diff_error("");
+        manifest_free(&ma);
+        manifest_free(&mb);
+        free(df.db);
+        return 2;
+    }
+    if (other) {
+        struct stat so;
+        int ro = stat(other, &so) == 0 && S_ISDIR(so.st_mode) ? manifest_load(&df.mo, other, 0) : 1;
+        if (ro != 0) {
+            if (ro == 1) dflash_set_error("--%s: %s: not a trace directory (no trace.jsonl)", other_double ? "double" : "float", other);
+            diff_error("");
+            manifest_free(&ma);
+            manifest_free(&mb);
+            free(df.db);
+            return 2;
+        }
+        df.have_other = 1;
+        df.dir[2] = other;
+    }
 
     int status = 0, wanted = 0, n_missing = 0, first_missing = -1, last_present = -1, missing_after = 0;
     int *missing = calloc((size_t)ma.names.n + 1, sizeof(int));
@@ -1107,6 +1651,13 @@ int diff_main(int argc, char **argv) {
     /* rounds first (not with --only: a port that traces part of a run on
      * purpose ran no fewer rounds) */
     if (status == 0 && df.n_only == 0 && diff_rounds(&df) != 0) status = 2;
+    /* the other precision's build, to judge what lies beyond the tolerance */
+    if (status == 0 && !df.no_rounding && !df.have_other) {
+        StrList want = {0};
+        if (beyond_names(&df, &want) != 0 || (want.n && run_other(&df, &want) != 0)) status = 2;
+        strlist_free(&want);
+    }
+    if (status == 0 && df.have_other) df.o_div = other_divergence(&df);
     for (int k = 0; k < ma.names.n && status == 0; k++) {
         if (!diff_wanted(&df, ma.names.s[k])) continue;
         wanted++;
@@ -1162,13 +1713,23 @@ int diff_main(int argc, char **argv) {
         if (df.rounds_differ && !df.first_named)
             printf("no tensor departs in the common rounds: every tensor both traces hold agrees; the runs differ "
                    "in their rounds (above)\n");
+        odd_warning(&df);
+        if (df.unjudged && !df.no_rounding) {
+            printf("rounding not judged by the double build for %d tensor%s beyond the tolerance (%d of them rounding "
+                   "by the fallback thresholds: NMSE <= %g dB, <= 1 value in %d beyond, none beyond %gx the tolerance; "
+                   "they can be wrong both ways): %s\n", df.unjudged, df.unjudged == 1 ? "" : "s", df.unjudged_rounding,
+                   DIFF_FALLBACK_NMSE_DB, DIFF_FALLBACK_FRACTION, DIFF_FALLBACK_EXCESS,
+                   df.no_other[0] ? df.no_other
+                                  : df.o_div < ma.names.n ? "the other build's run took other tokens from there on"
+                                                          : "the other build's trace lacks them");
+        }
         if (df.rounding) {
-            printf("rounding: %d tensor%s beyond the tolerance but within rounding (NMSE <= %g dB, <= 1 value in %d "
-                   "beyond, none beyond %gx the tolerance, the same tokens so far; ids: near ties past the accepted "
-                   "tokens); the largest NMSE %.1f dB, in ", df.rounding, df.rounding == 1 ? " is" : "s are",
-                   DIFF_ROUND_NMSE_DB, DIFF_ROUND_FRACTION, DIFF_ROUND_EXCESS,
-                   df.worst_rnd[0] ? df.worst_rnd_db : -INFINITY);
-            put_name(stdout, df.worst_rnd[0] ? df.worst_rnd : "(ids only)");
+            printf("rounding: %d tensor%s beyond the tolerance but within rounding (B as close to the %s build's "
+                   "values as this program's float build: at most %gx its distance, RMS and worst value, the same "
+                   "tokens so far; ids: near ties past the accepted tokens); the largest ratio %.3g, in ",
+                   df.rounding, df.rounding == 1 ? " is" : "s are", "double", DIFF_ROUND_RATIO,
+                   df.worst_rnd[0] ? df.worst_rnd_db : 0.0);
+            put_name(stdout, df.worst_rnd[0] ? df.worst_rnd : "(none judged by the double build)");
             printf("; --verbose marks them RND, --no-rounding counts them as departures\n");
         }
         printf("diff: %d compared, %d differ, %d missing from B, %d only in B, %d rounding\n", df.compared,
@@ -1182,6 +1743,13 @@ int diff_main(int argc, char **argv) {
         }
     }
     free(missing);
+    if (df.tmp[0]) {   /* the other build's trace diff ran: removed */
+        out_remove_owned(&df);
+        out_forget(&df, 0, NULL);
+        free((char *)df.dir[2]);
+    }
+    if (df.have_other || df.mo.path) manifest_free(&df.mo);
+    free(df.db);
     manifest_free(&ma);
     manifest_free(&mb);
     free(df.acc[0]);

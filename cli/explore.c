@@ -172,28 +172,23 @@ static void entries_free(Entries *es) {
     memset(es, 0, sizeof *es);
 }
 
-static const char *json_str(const Json *o, const char *key) {
-    const Json *v = json_get(o, key);
-    return v && v->type == JSON_STRING ? v->string : NULL;
-}
 
 /* one trace.jsonl line (trace_jsonl_each checked "name" and "file"):
  * optionally "phase", "round" and "meaning" too */
-typedef struct { Entries *es; const char *path; } JsonlCtx;
-
-static int jsonl_entry(void *ctx, const Json *o, int line) {
-    const JsonlCtx *c = ctx;
-    (void)line;
-    const Json *r = json_get(o, "round");
-    int round = r && r->type == JSON_NUMBER && r->is_integer && r->integer >= 0 && r->integer < 1000000
-                    ? (int)r->integer : -1;
-    return entries_add(c->es, c->path, json_str(o, "name"), json_str(o, "file"), json_str(o, "phase"),
-                       json_str(o, "meaning"), round);
-}
-
-static int load_jsonl(Entries *es, const char *path, const char *text, size_t len) {
-    JsonlCtx c = {es, path};
-    return trace_jsonl_each(path, text, len, jsonl_entry, &c);
+/* trace.jsonl through formats/manifest.c, THE manifest reader and validator
+ * diff, figures and replay use ("round" an integer >= 0, "phase" a string,
+ * "dtype" and "shape" together; each header checked against them in load_trace) */
+static int load_jsonl(Entries *es, Manifest *m, const char *path, const char *text, size_t len) {
+    memset(m, 0, sizeof *m);
+    m->path = strdup(path);
+    if (!m->path) { dflash_set_error("out of memory"); return -1; }
+    int rc = manifest_parse_jsonl(m, text, len);
+    for (int i = 0; rc == 0 && i < m->names.n; i++) {
+        long r = m->round.s[i][0] ? strtol(m->round.s[i], NULL, 10) : -1;
+        rc = entries_add(es, path, m->names.s[i], m->files.s[i], m->phase.s[i][0] ? m->phase.s[i] : NULL,
+                         m->meaning.s[i][0] ? m->meaning.s[i] : NULL, r < 1000000 ? (int)r : -1);
+    }
+    return rc;
 }
 
 /* names.json (the oracle's): ["name", ...], file = name + ".npy", read by
@@ -231,9 +226,18 @@ static int check_unique(const Entries *es, const char *dir) {
     return rc;
 }
 
+static int load_trace_m(Entries *es, Inputs *ins, const char *dir, Manifest *m);
 /* The manifest and every listed file's .npy header (npy_open: validated,
  * the file's size checked against its shape; no data read yet). */
 static int load_trace(Entries *es, Inputs *ins, const char *dir) {
+    Manifest m;
+    memset(&m, 0, sizeof m);
+    int rc = load_trace_m(es, ins, dir, &m);
+    manifest_free(&m);
+    return rc;
+}
+
+static int load_trace_m(Entries *es, Inputs *ins, const char *dir, Manifest *m) {
     static const char *const manifests[2] = {"trace.jsonl", "names.json"};
     struct stat sd;
     if (stat(dir, &sd) != 0 || !S_ISDIR(sd.st_mode)) {
@@ -252,7 +256,7 @@ static int load_trace(Entries *es, Inputs *ins, const char *dir) {
         int rc = input_add(ins, path);
         if (rc == 0) rc = file_read_max(path, EXPLORE_MANIFEST_MAX, &text, &len);
         if (rc == 0) {
-            rc = k == 0 ? load_jsonl(es, path, text, len) : load_names_json(es, path, text, len);
+            rc = k == 0 ? load_jsonl(es, m, path, text, len) : load_names_json(es, path, text, len);
             free(text);
         }
         free(path);
@@ -272,6 +276,8 @@ static int load_trace(Entries *es, Inputs *ins, const char *dir) {
         char *path = path_join(dir, e->file);
         if (!path) return -1;
         int rc = npy_open(path, &e->a);
+        /* the manifest's dtype and shape are the header's (trace.jsonl's entries are m's, in order) */
+        if (rc == 0 && m->names.n == es->n) rc = manifest_check_npy(m, k, path, &e->a);
         if (rc == 0) rc = input_add(ins, path);
         free(path);
         if (rc != 0) return -1;
@@ -347,9 +353,9 @@ static void plan_sizes(Entries *es) {
     }
 }
 
-/* Read e's first e->keep values (C order): a seek to the data and one
- * bounded read, then widened to double or int64. A Fortran-order file of
- * more than one axis keeps its values only when they are all kept. */
+/* Read e's first e->keep values (C order, formats/files.c's npy_load_first),
+ * then widened to double or int64. A Fortran-order file of more than one
+ * axis keeps its values only when they are all kept. */
 static int read_kept(const char *dir, Entry *e) {
     if (e->keep == 0) return 0;
     NpyArray *a = &e->a;
@@ -359,28 +365,7 @@ static int read_kept(const char *dir, Entry *e) {
     }
     char *path = path_join(dir, e->file);
     if (!path) return -1;
-    int rc = -1;
-    size_t bytes = e->keep * (size_t)a->item;
-    if (e->keep == a->n) {
-        rc = npy_load(path, a);          /* swaps and reorders what needs it */
-    } else {
-        size_t size;
-        FILE *f = file_open_regular(path, &size);
-        a->data = f ? malloc(bytes) : NULL;
-        if (f && (!a->data || size != a->file_size || a->offset > LONG_MAX ||
-                  fseek(f, (long)a->offset, SEEK_SET) != 0 || fread(a->data, 1, bytes, f) != bytes))
-            dflash_set_error("%s: cannot read the first %zu bytes of its data (the file changed or is unreadable)",
-                             path, bytes);
-        else if (f) rc = 0;
-        if (f) fclose(f);
-        if (rc == 0 && a->big_endian)    /* npy_f/npy_i read little-endian */
-            for (size_t k = 0; k < e->keep; k++)
-                for (int b = 0; b < a->item / 2; b++) {
-                    unsigned char *v = a->data + k * (size_t)a->item, t = v[b];
-                    v[b] = v[a->item - 1 - b];
-                    v[a->item - 1 - b] = t;
-                }
-    }
+    int rc = npy_load_first(path, a, e->keep);  /* swaps (and reorders, when whole) what needs it */
     if (rc == 0) {
         if (e->is_int) e->iv = malloc(e->keep * sizeof *e->iv);
         else e->f = malloc(e->keep * sizeof *e->f);
@@ -630,6 +615,9 @@ static int put_data(FILE *f, const Entries *es, const Vocab *v, const ByteVocab 
  * writes through them. 0, or -1 with dflash_errmsg. */
 static int check_output(const char *out, const char *dir, const Inputs *ins) {
     struct stat so, sa, sb;
+    /* the program's own names (x.partial.XXXXXX, x.lock, x.old.XXXXXX): THE check every output goes through */
+    OutPath op = {out, "the page", 0};
+    if (out_check_paths("page", &op, 1, NULL, 0) != 0) return -1;
     if (stat(out, &so) == 0) {
         for (int k = 0; k < ins->n; k++)
             if (ins->in[k].dev == so.st_dev && ins->in[k].ino == so.st_ino) {

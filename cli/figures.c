@@ -103,7 +103,10 @@ static int load(const Trace *m, NpyValues *a, const char *fmt, ...) {
         free(path);
         return -1;
     }
-    int rc = npy_read_values(path, a);
+    /* the header against the manifest's dtype and shape (formats/manifest.c, as diff, explore, replay) */
+    NpyArray h;
+    int rc = npy_open(path, &h) == 0 && manifest_check_npy(&m->m, namemap_get(&m->m.index, name), path, &h) == 0 ? 0 : -1;
+    if (rc == 0) rc = npy_read_values(path, a);
     free(path);
     return rc;
 }
@@ -322,6 +325,7 @@ static int outs_finish(int ok) {
 #define C_NO "#fcbba1"
 #define C_BONUS "#fdae6b"
 #define C_UNUSED "#ffffff"
+#define C_NONFINITE "#d7301f"   /* a NaN or infinite attention weight */
 
 /* one token cell; mark: 0 none, 1 a check mark, 2 a cross (drawn, no glyphs) */
 static void cell(FILE *f, int x, int y, int w, int h, const char *fill, const char *stroke, int dashed,
@@ -347,8 +351,13 @@ static void timeline(FILE *f) {
     int lw = 190, cw = 64, ch = 30, gap = 8, aw = 330, P = maxpos + 1;
     int W = lw + P * cw + aw, x0 = lw, y = 64;
     int Hh = y + (2 + 2 * R) * (ch + gap) + 18 + 2 * 26 + 10 + 24;
-    int new_tokens = RUN.n_out - RUN.n, tot = 0;
+    int new_tokens = RUN.n_out - RUN.n, tot = 0, n_cut = 0;
     for (int ri = 0; ri < R; ri++) tot += RUN.r[ri].acc + 1;
+    /* kept tokens (accepted proposals, the bonus) at positions the output
+     * does not reach: a stop id or --max-new-tokens cut them; tau counts them */
+    for (int ri = 0; ri < R; ri++)
+        for (int i = 1; i <= RUN.r[ri].acc + 1; i++) n_cut += RUN.r[ri].start + i >= RUN.n_out;
+    if (n_cut) Hh += 20;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
             W, Hh, W, Hh);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, Hh);
@@ -380,8 +389,8 @@ static void timeline(FILE *f) {
                    "round %d: draft proposes</text>\n", x0 - 10, y + ch / 2 + 5, FONT, ri + 1);
         cell(f, x0 + r->start * cw, y, cw, ch, C_ANCHOR, "#b8a000", 0, tok(r->block[0]), "#222222", 0);
         for (int i = 1; i < r->B; i++) {
-            int ok = i <= r->acc;
-            cell(f, x0 + (r->start + i) * cw, y, cw, ch, ok ? C_OK : C_NO, ok ? "#41ab5d" : "#cb181d", 0,
+            int ok = i <= r->acc, cut = ok && r->start + i >= RUN.n_out;
+            cell(f, x0 + (r->start + i) * cw, y, cw, ch, ok ? C_OK : C_NO, ok ? "#41ab5d" : "#cb181d", cut,
                  tok(r->block[i]), "#222222", ok ? 1 : 2);
         }
         if (r->block_in)
@@ -393,9 +402,10 @@ static void timeline(FILE *f) {
                    "target verifies</text>\n", x0 - 10, y + ch / 2 + 5, FONT);
         for (int i = 0; i < r->B; i++) {
             int p = r->start + i + 1;
-            if (i < r->acc) cell(f, x0 + p * cw, y, cw, ch, C_OK, "#41ab5d", 0, tok(r->posterior[i]), "#222222", 0);
+            int cut = p >= RUN.n_out;  /* kept, but not in the output */
+            if (i < r->acc) cell(f, x0 + p * cw, y, cw, ch, C_OK, "#41ab5d", cut, tok(r->posterior[i]), "#222222", 0);
             else if (i == r->acc)
-                cell(f, x0 + p * cw, y, cw, ch, C_BONUS, "#d94801", 0, tok(r->posterior[i]), "#222222", 0);
+                cell(f, x0 + p * cw, y, cw, ch, C_BONUS, "#d94801", cut, tok(r->posterior[i]), "#222222", 0);
             else cell(f, x0 + p * cw, y, cw, ch, C_UNUSED, "#bdbdbd", 1, tok(r->posterior[i]), "#969696", 0);
         }
         fprintf(f, "<text x=\"%d\" y=\"%d\" %s font-size=\"12\" fill=\"#222222\">target forward %d: "
@@ -442,6 +452,10 @@ static void timeline(FILE *f) {
     fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#555555\">The target's posterior at position p "
                "is its next token after the block's tokens up to p - 1; tau = tokens per round (accepted + bonus)."
                "</text>\n", y, FONT);
+    if (n_cut)
+        fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#555555\">Dashed green or orange: %d kept "
+                   "token%s past the output's %d (cut by a stop id or --max-new-tokens); tau counts %s.</text>\n",
+                y + 20, FONT, n_cut, n_cut == 1 ? "" : "s", RUN.n_out, n_cut == 1 ? "it" : "them");
     fprintf(f, "</svg>\n");
 }
 
@@ -528,26 +542,33 @@ static int axes_make(const Trace *m, Phase ph, int rn, int T, int S, Axes *a) {
 /* One head of a [H, T, S] attention tensor. */
 static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int layer, const Axes *ax) {
     int T = ax->T, S = ax->S;
+    /* verify: the block's proposals the target rejected (block[i], i > acc),
+     * as rows (T == B) and as the block's keys; -1: none marked */
+    const Round *vr = ph == PH_VERIFY && rn >= 1 && rn <= RUN.R && ax->block0 >= 0 ? &RUN.r[rn - 1] : NULL;
+    int rej0 = vr && vr->acc + 1 < vr->B ? vr->acc + 1 : -1;
     const double *w = A->f + (size_t)h * (size_t)T * (size_t)S;
     int cw = S <= 12 ? 76 : S <= 24 ? 48 : S <= 64 ? 22 : 10, ch = T <= 16 ? 40 : T <= 64 ? 20 : 10;
     int labels = cw >= 48, values = cw >= 48 && ch >= 20;
     int x0 = 150, y0 = 110;
     int W = x0 + S * cw + 24;
     if (W < 760) W = 760;
-    int Hh = y0 + T * ch + 86;
+    int Hh = y0 + T * ch + 86 + (rej0 >= 0 ? 20 : 0);
     /* data-made facts for the caption */
     double max_sum_err = 0, later = 0;
-    int known = 1;
+    int known = 1, n_nan = 0, n_inf = 0;   /* non-finite weights: marked cells, counted in the caption */
     for (int t = 0; t < T; t++) {
         double s = 0;
         for (int j = 0; j < S; j++) {
             double v = w[(size_t)t * S + j];
+            n_nan += isnan(v) != 0;
+            n_inf += isinf(v) != 0;
             s += v;
             if (ax->qpos[t] < 0 || ax->kpos[j] < 0) known = 0;
             else if (ax->kpos[j] > ax->qpos[t] && v > later) later = v;
         }
         if (fabs(s - 1) > max_sum_err) max_sum_err = fabs(s - 1);
     }
+    if (n_nan || n_inf) Hh += 20;   /* the caption's line for them */
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
             W, Hh, W, Hh);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, Hh);
@@ -585,9 +606,13 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
         else
             fprintf(f, "<text x=\"%d\" y=\"84\" %s font-size=\"12\" text-anchor=\"middle\" fill=\"#222222\">k%d</text>\n",
                     cx, FONT, j);
+        int rej = rej0 >= 0 && j - ax->block0 >= rej0;
         if (labels && ax->ktok[j] >= 0)
-            fprintf(f, "<text x=\"%d\" y=\"100\" %s font-size=\"11\" text-anchor=\"middle\" fill=\"#555555\">%s</text>\n",
-                    cx, FONT, tok(ax->ktok[j]));
+            fprintf(f, "<text x=\"%d\" y=\"100\" %s font-size=\"11\" text-anchor=\"middle\" fill=\"%s\"%s>%s</text>\n",
+                    cx, FONT, rej ? "#cb181d" : "#555555", rej ? " text-decoration=\"line-through\"" : "", tok(ax->ktok[j]));
+        if (rej)  /* a rejected proposal's key: a red bar above its column */
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"3\" fill=\"#cb181d\"/>\n", x0 + j * cw + 1,
+                    y0 - 5, cw - 2);
     }
     for (int t = 0; t < T; t++) {
         int cy = y0 + t * ch + ch / 2 + 5;
@@ -596,11 +621,26 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
                     FONT);
             if (ax->qpos[t] >= 0) fprintf(f, "q@%d", ax->qpos[t]);
             else fprintf(f, "q%d", t);
-            if (ax->qtok[t] >= 0) fprintf(f, " <tspan fill=\"#555555\">%s</tspan>", tok(ax->qtok[t]));
+            int rej = rej0 >= 0 && T == vr->B && t >= rej0;
+            if (ax->qtok[t] >= 0)
+                fprintf(f, " <tspan fill=\"%s\"%s>%s</tspan>", rej ? "#cb181d" : "#555555",
+                        rej ? " text-decoration=\"line-through\"" : "", tok(ax->qtok[t]));
             fprintf(f, "</text>\n");
         }
+        if (rej0 >= 0 && T == vr->B && t >= rej0)  /* a rejected proposal's row: a red bar left of it */
+            fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"3\" height=\"%d\" fill=\"#cb181d\"/>\n", x0 - 5, y0 + t * ch + 1,
+                    ch - 2);
         for (int j = 0; j < S; j++) {
             double v = w[(size_t)t * S + j];
+            if (!isfinite(v)) {   /* NaN or inf: a red cell with a cross, never a colour of the scale */
+                int xa = x0 + j * cw, ya = y0 + t * ch;
+                fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#ffffff\" "
+                           "stroke-width=\"1\"><title>%s</title></rect>\n", xa, ya, cw, ch, C_NONFINITE,
+                        isnan(v) ? "NaN" : v > 0 ? "inf" : "-inf");
+                fprintf(f, "<path d=\"M%d,%d L%d,%d M%d,%d L%d,%d\" stroke=\"#ffffff\" stroke-width=\"1.5\"/>\n", xa + 2,
+                        ya + 2, xa + cw - 2, ya + ch - 2, xa + cw - 2, ya + 2, xa + 2, ya + ch - 2);
+                continue;
+            }
             char col[8];
             blues(v, col);
             fprintf(f, "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"%s\" stroke=\"#ffffff\" "
@@ -631,6 +671,17 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
     yc += 20;
     fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#555555\">colour: weight, white 0 to dark blue 1"
                "%s</text>\n", yc, FONT, values ? "; numbers: the weight to 4 decimals" : "; hover a cell for its value");
+    if (rej0 >= 0) {
+        yc += 20;
+        fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"#cb181d\">red, struck through: the %d "
+                   "proposal%s the target rejected (block[%d..%d]; acceptance length %d)</text>\n", yc, FONT,
+                vr->B - rej0, vr->B - rej0 == 1 ? "" : "s", rej0, vr->B - 1, vr->acc);
+    }
+    if (n_nan || n_inf) {
+        yc += 20;
+        fprintf(f, "<text x=\"12\" y=\"%d\" %s font-size=\"12\" fill=\"%s\">not finite: %d NaN and %d infinite weight%s, "
+                   "the red crossed cells</text>\n", yc, FONT, C_NONFINITE, n_nan, n_inf, n_nan + n_inf == 1 ? "" : "s");
+    }
     fprintf(f, "</svg>\n");
 }
 

@@ -419,6 +419,16 @@ static void kv_i32s(Gw *w, const char *arch, const char *key, const int32_t *v, 
     for (int i = 0; i < n; i++) gw_u32(w, (uint32_t)v[i]);
 }
 
+static void kv_bools(Gw *w, const char *arch, const char *key, const int *v, int n) {
+    kv_key(w, arch, key, GV_ARRAY);
+    gw_u32(w, GV_BOOL);
+    gw_u64(w, (uint64_t)n);
+    for (int i = 0; i < n; i++) {
+        unsigned char b = v[i] ? 1 : 0;
+        gw_bytes(w, &b, 1);
+    }
+}
+
 /* What one file says besides its tensors. */
 typedef struct {
     const char *arch;       /* "qwen3" or "dflash" */
@@ -452,6 +462,20 @@ static void write_kvs(Gw *w, const Meta *m) {
         for (int i = 0; i < c->n_target_layer_ids; i++) ids[i] = c->target_layer_ids[i] + 1;  /* llama.cpp's +1 */
         kv_u32(w, a, "block_size", (uint32_t)c->block_size);
         kv_i32s(w, a, "target_layers", ids, c->n_target_layer_ids);
+        /* sliding_attention layers: llama.cpp's dflash load_arch_hparams reads
+         * attention.sliding_window (u32) and, per layer, whether it slides
+         * (attention.sliding_window_pattern, bools; the names of its LLM_KV
+         * table). Without them it runs every layer as full attention. One
+         * window for all sliding layers (config.json has one sliding_window). */
+        int window = 0, sliding[DFLASH_MAX_LAYERS];
+        for (int l = 0; l < c->num_hidden_layers; l++) {
+            sliding[l] = c->layer_window[l] > 0;
+            if (sliding[l]) window = c->layer_window[l];
+        }
+        if (window > 0) {
+            kv_u32(w, a, "attention.sliding_window", (uint32_t)window);
+            kv_bools(w, a, "attention.sliding_window_pattern", sliding, c->num_hidden_layers);
+        }
     }
     kv_string(w, "tokenizer.ggml.model", "gpt2");
     kv_string(w, "tokenizer.ggml.pre", m->voc->pre);

@@ -102,6 +102,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        error, NMSE in dB\n"
     "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
     "                        rounding (default: rounding is reported, not a departure)\n"
+    "  --double DIR          the double build's trace of A's run, to judge rounding (default: diff runs\n"
+    "                        ./dflash-double on the flags A's trace records; --float DIR when A is double)\n"
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"
@@ -220,10 +222,27 @@ static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
 static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n) {
     char buf[16];
     if (bv->n) {
-        for (int i = 0; i < n; i++) {
-            if (ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) put_text(out, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);
-            else fprintf(out, "<%d>", ids[i]);
+        /* the bytes of each run of decodable tokens back to back, escaped as
+         * one text: a character split over two tokens (0xC3, then 0xA9) is
+         * printed whole, a lone half of one as \xc3 */
+        size_t cap = 0;
+        for (int i = 0; i < n; i++)
+            if (ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) cap += (size_t)bv->lens[ids[i]];
+        char *text = malloc(cap + 1);
+        size_t len = 0;
+        for (int i = 0; i <= n; i++) {
+            int ok = i < n && ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]];
+            if (ok && text) {
+                memcpy(text + len, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);
+                len += (size_t)bv->lens[ids[i]];
+                continue;
+            }
+            if (len) put_text(out, text, len);
+            len = 0;
+            if (ok) put_text(out, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);  /* out of memory: token by token */
+            else if (i < n) fprintf(out, "<%d>", ids[i]);
         }
+        free(text);
         return;
     }
     for (int i = 0; i < n; i++) {
@@ -280,8 +299,10 @@ static int encode_prompt(const Tokenizer *tk, const char *path, const char *text
  * so that stdout holds the trace alone. */
 static FILE *RUN_OUT;
 
-/* first_new: the token sampled at prefill, -1 when none was kept (--max-new-tokens 0) */
-static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new) {
+/* first_new: the token sampled at prefill, -1 when none was kept (--max-new-tokens 0);
+ * stopped: the output ends at a stop id (else, if cut, at --max-new-tokens) */
+static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new,
+                         int stopped) {
     char buf[16];
     fprintf(RUN_OUT, "prefill: ");
     print_words(RUN_OUT, v, bv, r->output_ids, n_prompt);
@@ -316,7 +337,22 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
         const char *bonus = tok_str(v, ri->posterior[acc], buf, sizeof buf);
         fprintf(RUN_OUT, " + \"");
         put_text(RUN_OUT, bonus, strlen(bonus));
-        fprintf(RUN_OUT, "\"\n");
+        fprintf(RUN_OUT, "\"");
+        /* kept tokens past the output's end (positions from n_output on): a
+         * stop id came first, or --max-new-tokens cut them; tau counts them
+         * all the same (acc + 1), as the published code's acceptance_lengths do */
+        int first_cut = r->n_output - ri->start_before;  /* block index of the first position not output */
+        if (first_cut < 1) first_cut = 1;
+        if (first_cut <= acc + 1) {
+            fprintf(RUN_OUT, "  (%s, not in the output: ", stopped ? "after the stop id" : "past --max-new-tokens");
+            for (int j = first_cut; j <= acc + 1; j++) {
+                const char *w = tok_str(v, j <= acc ? ri->block[j] : ri->posterior[acc], buf, sizeof buf);
+                if (j > first_cut) fputc(' ', RUN_OUT);
+                put_text(RUN_OUT, w, strlen(w));
+            }
+            fprintf(RUN_OUT, "; tau counts %s)", first_cut == acc + 1 ? "it" : "them");
+        }
+        fprintf(RUN_OUT, "\n");
         fprintf(RUN_OUT, "         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
                ri->start_after, ri->target_cache_after, ri->target_cache_after - 1);
         if (B > 1)
@@ -475,6 +511,7 @@ int main(int argc, char **argv) {
     int pa = parse_args(argc, argv, &a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
     if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
+    if (a.replay && replay_exec(argv) != 0) { dflash_print_error("dflash", ""); return finish(2); }
     raw_bytes = a.raw_bytes;
     RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
     if (!a.weights && !a.target)
@@ -644,7 +681,18 @@ int main(int argc, char **argv) {
             goto fail;
         }
         tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
-        if (!tracer) { free(prompt); goto fail; }
+        /* the run's flags, for `dflash diff` to rerun on the other precision's build; without the trace's
+         * own outputs (--trace, --trace-text: diff gives its own), so two traces of one run are one file */
+        const char **run_argv = tracer ? malloc(sizeof *run_argv * (size_t)argc) : NULL;
+        int n_run = 0;
+        for (int i = 1; run_argv && i < argc; i++) {
+            if ((!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace-text")) && i + 1 < argc) { i++; continue; }
+            run_argv[n_run++] = argv[i];
+        }
+        int set_rc = run_argv ? trace_set_run(tracer, n_run, run_argv) : -1;
+        if (tracer && !run_argv) dflash_set_error("out of memory");
+        free(run_argv);
+        if (!tracer || set_rc != 0) { free(prompt); goto fail; }
         trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
         p.trace = trace_hook(tracer);
     }
@@ -653,13 +701,13 @@ int main(int argc, char **argv) {
     free(prompt);
     if (gen_rc != 0) goto fail;  /* a failed run leaves no trace behind (an earlier one stays) */
 
-    if (a.rounds && dflash_mode)
-        print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt,
-                     res.n_prompt < res.n_output ? res.output_ids[res.n_prompt] : -1);
     /* the decoded text, without the stop token */
     int shown = res.n_output;
     for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
         if (res.output_ids[shown - 1] == p.stop_ids[i]) { shown--; break; }
+    if (a.rounds && dflash_mode)
+        print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt,
+                     res.n_prompt < res.n_output ? res.output_ids[res.n_prompt] : -1, shown < res.n_output);
     print_words(RUN_OUT, &vocab, &tok, res.output_ids, shown);
     fprintf(RUN_OUT, "\n");
     if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */

@@ -1,14 +1,19 @@
 /* cli/replay.c - `dflash --replay DIR`: another run's token decisions, read from
  * its trace (cli/replay.h says what is read and checked; TRACE.md "Replay" says
- * what it is for). dflash_generate does the rest: with GenParams.replay set
- * it computes and traces every tensor as usual but goes on, round after
- * round, with the other run's first token, blocks and kept lengths.
+ * what it is for). The following is not in dflash.c: build/dflash-replay is
+ * ./dflash with cli/replay.diff, a patch of dflash.c (built as the pitfalls
+ * are, tools/pitfall.sh), whose dflash_generate, with GenParams.replay set,
+ * computes and traces every tensor as usual but goes on, round after round,
+ * with the other run's first token, blocks and kept lengths. `./dflash
+ * --replay` runs that program (replay_exec).
  */
 #include "replay.h"
 
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "formats/files.h"
 #include "formats/manifest.h"
@@ -20,7 +25,15 @@ static int read_ids(const char *dir, const Manifest *m, const char *name, NpyVal
     if (k < 0) return 1;
     char *path = path_join(dir, m->files.s[k]);
     if (!path) return -1;
-    int rc = npy_read_values(path, v);
+    /* the header against the manifest's dtype and shape (formats/manifest.c, as diff, explore, figures) */
+    NpyArray h;
+    int rc = npy_open(path, &h) == 0 && manifest_check_npy(m, k, path, &h) == 0 ? 0 : -1;
+    if (rc != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("--replay: %s", msg);
+    }
+    if (rc == 0) rc = npy_read_values(path, v);
     if (rc == 0 && !v->is_int) {
         dflash_set_error("--replay: %s: expected integer ids (the contract's int64), got %s", path, v->descr);
         npy_values_free(v);
@@ -151,4 +164,27 @@ done:
     manifest_free(&m);
     if (rc != 0) replay_free(t);
     return rc;
+}
+
+/* The program that replays: this one when its name ends in "-replay"
+ * (build/dflash-replay), else DIR/build/NAME-replay beside this program
+ * DIR/NAME (the running executable, /proc/self/exe, else argv[0]), which
+ * replaces this process. Returns 0 in the replay program, -1 (dflash_errmsg)
+ * when the other cannot be run. */
+int replay_exec(char **argv) {
+    char self[4096], prog[4200];
+    ssize_t len = readlink("/proc/self/exe", self, sizeof self - 1);
+    if (len > 0) self[len] = 0;
+    else snprintf(self, sizeof self, "%s", argv[0]);
+    const char *slash = strrchr(self, '/'), *name = slash ? slash + 1 : self;
+    size_t nl = strlen(name);
+    if (nl >= 7 && strcmp(name + nl - 7, "-replay") == 0) return 0;
+    snprintf(prog, sizeof prog, "%.*sbuild/%s-replay", slash ? (int)(slash - self + 1) : 0, self, name);
+    char *old = argv[0];
+    argv[0] = prog;
+    execv(prog, argv);
+    argv[0] = old;
+    dflash_set_error("--replay: cannot run %s (%s), the replay program (%s with cli/replay.diff; `make` builds "
+                     "build/dflash-replay for ./dflash)", prog, strerror(errno), name);
+    return -1;
 }

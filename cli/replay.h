@@ -28,5 +28,9 @@ typedef struct {
 /* Read DIR's tokens (see above) for a target of vocab_size ids. */
 int  replay_load(const char *dir, int vocab_size, ReplayTrace *t);
 void replay_free(ReplayTrace *t);
+/* `--replay` runs build/dflash-replay, ./dflash with cli/replay.diff (the
+ * replay lines, kept out of dflash.c): execs it in place of this program, or
+ * returns 0 when this is it; -1 (dflash_errmsg) when it cannot be run. */
+int  replay_exec(char **argv);
 
 #endif /* DFLASH_REPLAY_H */

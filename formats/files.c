@@ -29,6 +29,7 @@
 #include <ctype.h>
 #include <dirent.h>
 #include <errno.h>
+#include <limits.h>
 #include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
@@ -415,11 +416,12 @@ static int npy_header_done(const char *path, const char *h, size_t hstart, size_
     return 0;
 }
 
-/* After the data is in a->data: swap to little-endian, reorder to C order. */
-static int npy_fix_data(const char *path, NpyArray *a) {
+/* After the first n values are in a->data: swap to little-endian, reorder
+ * to C order (all of them only: a prefix is never Fortran order of ndim > 1). */
+static int npy_fix_data(const char *path, NpyArray *a, size_t n) {
     size_t item = (size_t)a->item;
     if (a->big_endian)
-        for (size_t k = 0; k < a->n; k++)
+        for (size_t k = 0; k < n; k++)
             for (size_t b = 0; b < item / 2; b++) {
                 unsigned char *x = a->data + k * item, t = x[b];
                 x[b] = x[item - 1 - b];
@@ -478,8 +480,15 @@ out:
 }
 
 /* Read the data of a tensor npy_open checked: n * itemsize bytes. */
-int npy_load(const char *path, NpyArray *a) {
-    size_t bytes = a->n * (size_t)a->item;
+int npy_load(const char *path, NpyArray *a) { return npy_load_first(path, a, a->n); }
+
+int npy_load_first(const char *path, NpyArray *a, size_t n) {
+    if (n > a->n || (n < a->n && a->fortran && a->ndim > 1)) {
+        dflash_set_error("%s: cannot read the first %zu of its %zu values in C order (%s)", path, n, a->n,
+                         n > a->n ? "it has fewer" : "the file is in Fortran order");
+        return -1;
+    }
+    size_t bytes = n * (size_t)a->item;
     a->data = malloc(bytes ? bytes : 1);
     if (!a->data) {
         dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
@@ -487,16 +496,19 @@ int npy_load(const char *path, NpyArray *a) {
     }
     FILE *f = fopen(path, "rb");
     struct stat st;
-    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size &&
+    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size && a->offset <= LONG_MAX &&
              fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
     if (f) fclose(f);
     if (!ok) {
-        dflash_set_error("%s: cannot read its %zu bytes of data (the file changed or is unreadable)", path,
-                         bytes);
+        if (n == a->n)
+            dflash_set_error("%s: cannot read its %zu bytes of data (the file changed or is unreadable)", path, bytes);
+        else
+            dflash_set_error("%s: cannot read the first %zu bytes of its data (the file changed or is unreadable)",
+                             path, bytes);
         npy_free(a);
         return -1;
     }
-    if (npy_fix_data(path, a) != 0) {
+    if (npy_fix_data(path, a, n) != 0) {
         npy_free(a);
         return -1;
     }
@@ -518,7 +530,7 @@ int npy_parse(const char *path, const unsigned char *buf, size_t size, NpyArray 
         return -1;
     }
     memcpy(a->data, buf + a->offset, bytes);
-    if (npy_fix_data(path, a) != 0) {
+    if (npy_fix_data(path, a, a->n) != 0) {
         npy_free(a);
         return -1;
     }

@@ -81,6 +81,11 @@ typedef struct {
 int  npy_open(const char *path, NpyArray *a);
 /* The data of a tensor npy_open checked (the file must not have changed). */
 int  npy_load(const char *path, NpyArray *a);
+/* The first n values (C order) of a tensor npy_open checked: one seek to
+ * the data and one bounded read, swapped to little-endian; a->data holds n
+ * values (a->n is unchanged). A Fortran-order file of more than one axis
+ * has no C-order prefix on disk: n < a->n is refused there (and n > a->n). */
+int  npy_load_first(const char *path, NpyArray *a, size_t n);
 /* npy_open + npy_load. */
 int  npy_read(const char *path, NpyArray *a);
 /* A whole .npy file held in memory: the same checks, the data copied; reads

@@ -121,49 +121,49 @@ static void build_target_layer_ids(int num_target_layers, int num_draft_layers, 
     }
 }
 
-static int config_parse(Config *c, const char *path, const char *text, size_t len, int draft) {
-    Json root;
-    memset(c, 0, sizeof *c);
-    if (json_parse(text, len, path, &root) != 0) return -1;
-    int rc = -1;
-    if (root.type != JSON_OBJECT) { dflash_set_error("%s: expected a JSON object", path); goto done; }
+/* config.json in sections, each 0 or -1 with dflash_errmsg; config_parse
+ * runs them in this order. */
+
+/* the sizes: architecture, layers, heads, head_dim, vocabulary, positions,
+ * eps and theta, and what must hold between them */
+static int config_sizes(Config *c, const Json *root, const char *path, int draft) {
     /* the target: a Qwen3 or (transformers' LlamaForCausalLM) a Llama decoder */
-    c->llama = !draft && cfg_architecture(&root, path, "LlamaForCausalLM", NULL) == 0;
-    if (!c->llama && cfg_architecture(&root, path, draft ? "DFlashDraftModel" : "Qwen3ForCausalLM",
+    c->llama = !draft && cfg_architecture(root, path, "LlamaForCausalLM", NULL) == 0;
+    if (!c->llama && cfg_architecture(root, path, draft ? "DFlashDraftModel" : "Qwen3ForCausalLM",
                                       draft ? NULL : "LlamaForCausalLM") != 0)
-        goto done;
-    if (cfg_int(&root, path, "hidden_size", 1, MAX_DIM, &c->hidden_size) ||
-        cfg_int(&root, path, "intermediate_size", 1, MAX_DIM, &c->intermediate_size) ||
-        cfg_int(&root, path, "num_hidden_layers", 1, MAX_LAYERS, &c->num_hidden_layers) ||
-        cfg_int(&root, path, "num_attention_heads", 1, MAX_DIM, &c->num_attention_heads) ||
-        cfg_int(&root, path, "num_key_value_heads", 1, MAX_DIM, &c->num_key_value_heads))
-        goto done;
+        return -1;
+    if (cfg_int(root, path, "hidden_size", 1, MAX_DIM, &c->hidden_size) ||
+        cfg_int(root, path, "intermediate_size", 1, MAX_DIM, &c->intermediate_size) ||
+        cfg_int(root, path, "num_hidden_layers", 1, MAX_LAYERS, &c->num_hidden_layers) ||
+        cfg_int(root, path, "num_attention_heads", 1, MAX_DIM, &c->num_attention_heads) ||
+        cfg_int(root, path, "num_key_value_heads", 1, MAX_DIM, &c->num_key_value_heads))
+        return -1;
     /* LlamaConfig's head_dim defaults to hidden_size / num_attention_heads (Llama 3.1 writes none) */
-    if (c->llama && !json_get(&root, "head_dim")) c->head_dim = c->hidden_size / c->num_attention_heads;
-    else if (cfg_int(&root, path, "head_dim", 2, MAX_DIM, &c->head_dim)) goto done;
+    if (c->llama && !json_get(root, "head_dim")) c->head_dim = c->hidden_size / c->num_attention_heads;
+    else if (cfg_int(root, path, "head_dim", 2, MAX_DIM, &c->head_dim)) return -1;
     if (c->head_dim < 2) {
         dflash_set_error("%s: no field \"head_dim\", and hidden_size / num_attention_heads = %d / %d is below 2",
                          path, c->hidden_size, c->num_attention_heads);
-        goto done;
+        return -1;
     }
     if (
-        cfg_int(&root, path, "vocab_size", 1, MAX_VOCAB, &c->vocab_size) ||
-        cfg_int(&root, path, "max_position_embeddings", 1, 1 << 20, &c->max_position_embeddings) ||
+        cfg_int(root, path, "vocab_size", 1, MAX_VOCAB, &c->vocab_size) ||
+        cfg_int(root, path, "max_position_embeddings", 1, 1 << 20, &c->max_position_embeddings) ||
         /* eps and theta become floats: (0, 1] and (1, 1e30] keep every
          * derived value (eps, theta^(2i/d), its inverse) finite in float */
-        cfg_double(&root, path, "rms_norm_eps", 0, 1, &c->rms_norm_eps) ||
-        cfg_double(&root, path, "rope_theta", 1, 1e30, &c->rope_theta))
-        goto done;
-    if (config_check_reals(c, path) != 0) goto done;
+        cfg_double(root, path, "rms_norm_eps", 0, 1, &c->rms_norm_eps) ||
+        cfg_double(root, path, "rope_theta", 1, 1e30, &c->rope_theta))
+        return -1;
+    if (config_check_reals(c, path) != 0) return -1;
     if (c->num_attention_heads % c->num_key_value_heads != 0) {
         dflash_set_error("%s: field \"num_attention_heads\": expected a multiple of num_key_value_heads (%d), "
                          "got %d", path, c->num_key_value_heads, c->num_attention_heads);
-        goto done;
+        return -1;
     }
     if (c->head_dim % 2 != 0) {
         dflash_set_error("%s: field \"head_dim\": expected an even number (RoPE rotates pairs of dims), got %d",
                          path, c->head_dim);
-        goto done;
+        return -1;
     }
     /* hidden_size need not equal heads x head_dim (Qwen3 allows it: q_proj is
      * [H*d, D], o_proj [D, H*d]); only an absurd H*d is refused. */
@@ -171,42 +171,54 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
         dflash_set_error("%s: fields \"num_attention_heads\" x \"head_dim\": expected at most %d, got %d x %d = %ld",
                          path, MAX_DIM, c->num_attention_heads, c->head_dim,
                          (long)c->num_attention_heads * c->head_dim);
-        goto done;
+        return -1;
     }
+    return 0;
+}
+
+/* keys of published Qwen3 / DFlash configs that change what is computed:
+ * the values this program computes are accepted, the others refused by
+ * name (never silently computed as something else) */
+static int config_computed_keys(Config *c, const Json *root, const char *path, int draft) {
     char got[96];
-    /* keys of published Qwen3 / DFlash configs that change what is computed:
-     * the values this program computes are accepted, the others refused by
-     * name (never silently computed as something else) */
-    const Json *tie = json_get(&root, "tie_word_embeddings");
+    const Json *tie = json_get(root, "tie_word_embeddings");
     if (tie && tie->type != JSON_BOOL) {
         dflash_set_error("%s: field \"tie_word_embeddings\": expected true or false, got %s", path,
                          json_describe(tie, got, sizeof got));
-        goto done;
+        return -1;
     }
     c->tie_word_embeddings = tie && tie->boolean && !draft;  /* the draft has no lm_head of its own */
-    const Json *bias = json_get(&root, "attention_bias");
+    const Json *bias = json_get(root, "attention_bias");
     if (bias && !(bias->type == JSON_BOOL && bias->boolean == 0)) {
         dflash_set_error("%s: field \"attention_bias\": expected false (no bias tensors), got %s", path,
                          json_describe(bias, got, sizeof got));
-        goto done;
+        return -1;
     }
-    const Json *tp = json_get(&root, "pretraining_tp");
+    const Json *tp = json_get(root, "pretraining_tp");
     if (tp && !(tp->type == JSON_NUMBER && tp->is_integer && tp->integer == 1)) {
         dflash_set_error("%s: field \"pretraining_tp\": expected 1 (the one projection layout implemented), got %s",
                          path, json_describe(tp, got, sizeof got));
-        goto done;
+        return -1;
     }
-    /* sliding windows: in a draft, layer_types (below) says which layers; a
-     * sliding target is not implemented */
-    const Json *sw = json_get(&root, "use_sliding_window");
-    if (sw && !(sw->type == JSON_BOOL && (sw->boolean == 0 || draft))) {
-        dflash_set_error("%s: field \"use_sliding_window\": expected false (%s), got %s", path,
-                         draft ? "or true" : "sliding-window targets are not implemented", json_describe(sw, got, sizeof got));
-        goto done;
+    const Json *mb = json_get(root, "mlp_bias");
+    if (mb && !(mb->type == JSON_BOOL && mb->boolean == 0)) {
+        dflash_set_error("%s: field \"mlp_bias\": expected false (no bias tensors), got %s", path,
+                         json_describe(mb, got, sizeof got));
+        return -1;
     }
-    int use_sw = sw && sw->boolean, window = 0;
-    if (use_sw && cfg_int(&root, path, "sliding_window", 1, 1 << 30, &window)) goto done;
-    const Json *rs = json_get(&root, "rope_scaling");
+    const Json *act = json_get(root, "hidden_act");
+    if (act && !(act->type == JSON_STRING && strcmp(act->string, "silu") == 0)) {
+        dflash_set_error("%s: field \"hidden_act\": expected \"silu\" (the only activation implemented), got %s", path,
+                         json_describe(act, got, sizeof got));
+        return -1;
+    }
+    return 0;
+}
+
+/* rope_scaling (none, "default" or Llama 3.1's "llama3") and transformers 5's rope_parameters */
+static int config_rope(Config *c, const Json *root, const char *path) {
+    char got[96];
+    const Json *rs = json_get(root, "rope_scaling");
     if (rs && rs->type != JSON_NULL) {
         /* {"rope_type": "default"} (or "type") is plain RoPE; "llama3" (Llama 3.1) is
          * implemented; anything else is not */
@@ -220,10 +232,10 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                 cfg_double(rs, sub, "low_freq_factor", 0, 1e6, &c->rope_low_freq_factor) ||
                 cfg_double(rs, sub, "high_freq_factor", c->rope_low_freq_factor, 1e6, &c->rope_high_freq_factor) ||
                 cfg_double(rs, sub, "original_max_position_embeddings", 0, 1 << 30, &omax))
-                goto done;
+                return -1;
             if (omax != floor(omax)) {
                 dflash_set_error("%s: field \"original_max_position_embeddings\": expected an integer, got %g", sub, omax);
-                goto done;
+                return -1;
             }
             c->rope_llama3 = 1;
             c->rope_original_max_position_embeddings = (int)omax;
@@ -234,11 +246,11 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
             else
                 dflash_set_error("%s: field \"rope_scaling\": expected null or rope_type \"llama3\" (other RoPE "
                                  "scalings are not implemented), got %s", path, json_describe(rs, got, sizeof got));
-            goto done;
+            return -1;
         }
     }
     /* transformers 5 writes RoPE as rope_parameters {rope_type, rope_theta} */
-    const Json *rp = json_get(&root, "rope_parameters");
+    const Json *rp = json_get(root, "rope_parameters");
     if (rp && rp->type != JSON_NULL) {
         const Json *rt = json_get(rp, "rope_type"), *th = json_get(rp, "rope_theta");
         int ok = rp->type == JSON_OBJECT && (!rt || (rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) &&
@@ -255,33 +267,37 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                 json_describe(rp, got, sizeof got);
             dflash_set_error("%s: field \"rope_parameters\": expected {\"rope_type\": \"default\", \"rope_theta\": %g} "
                              "(plain RoPE with the config's rope_theta), got %s", path, c->rope_theta, got);
-            goto done;
+            return -1;
         }
     }
-    const Json *mb = json_get(&root, "mlp_bias");
-    if (mb && !(mb->type == JSON_BOOL && mb->boolean == 0)) {
-        dflash_set_error("%s: field \"mlp_bias\": expected false (no bias tensors), got %s", path,
-                         json_describe(mb, got, sizeof got));
-        goto done;
+    return 0;
+}
+
+/* which layers attend within a sliding window (c->layer_window, 0: full) */
+static int config_layer_types(Config *c, const Json *root, const char *path, int draft) {
+    char got[96];
+    /* sliding windows: in a draft, layer_types (below) says which layers; a
+     * sliding target is not implemented */
+    const Json *sw = json_get(root, "use_sliding_window");
+    if (sw && !(sw->type == JSON_BOOL && (sw->boolean == 0 || draft))) {
+        dflash_set_error("%s: field \"use_sliding_window\": expected false (%s), got %s", path,
+                         draft ? "or true" : "sliding-window targets are not implemented", json_describe(sw, got, sizeof got));
+        return -1;
     }
-    const Json *act = json_get(&root, "hidden_act");
-    if (act && !(act->type == JSON_STRING && strcmp(act->string, "silu") == 0)) {
-        dflash_set_error("%s: field \"hidden_act\": expected \"silu\" (the only activation implemented), got %s", path,
-                         json_describe(act, got, sizeof got));
-        goto done;
-    }
+    int use_sw = sw && sw->boolean, window = 0;
+    if (use_sw && cfg_int(root, path, "sliding_window", 1, 1 << 30, &window)) return -1;
     /* layer_types: "full_attention", or in a draft "sliding_attention" (then
      * use_sliding_window must be true: transformers' Qwen3Config otherwise sets
      * sliding_window to null and the published code runs the layer as full
      * attention). Absent, transformers makes layer i sliding when
      * use_sliding_window and i >= max_window_layers. */
-    const Json *lt = json_get(&root, "layer_types");
+    const Json *lt = json_get(root, "layer_types");
     const char *kinds = draft ? "\"full_attention\" or \"sliding_attention\"" : "\"full_attention\"";
     if (lt && lt->type != JSON_NULL) {
         if (lt->type != JSON_ARRAY || lt->n != c->num_hidden_layers) {
             dflash_set_error("%s: field \"layer_types\": expected a list of %d %s (one per layer), got %s",
                              path, c->num_hidden_layers, kinds, json_describe(lt, got, sizeof got));
-            goto done;
+            return -1;
         }
         for (int i = 0; i < lt->n; i++) {
             const Json *v = &lt->items[i];
@@ -289,23 +305,28 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
             if (!(v->type == JSON_STRING && strcmp(v->string, "full_attention") == 0) && !(sliding && draft)) {
                 dflash_set_error("%s: field \"layer_types\"[%d]: expected %s (the attentions implemented%s), got %s",
                                  path, i, kinds, draft ? "" : "; sliding-window targets are not", json_describe(v, got, sizeof got));
-                goto done;
+                return -1;
             }
             if (sliding && !use_sw) {
                 dflash_set_error("%s: field \"layer_types\"[%d] is \"sliding_attention\" but use_sliding_window is not "
                                  "true (transformers then drops sliding_window: which window is meant?)", path, i);
-                goto done;
+                return -1;
             }
             c->layer_window[i] = sliding ? window : 0;
         }
     } else if (use_sw) {
         int mwl;
-        if (cfg_int(&root, path, "max_window_layers", 0, MAX_LAYERS, &mwl)) goto done;
+        if (cfg_int(root, path, "max_window_layers", 0, MAX_LAYERS, &mwl)) return -1;
         for (int i = mwl; i < c->num_hidden_layers; i++) c->layer_window[i] = window;
     }
     for (int i = 0; i < c->num_hidden_layers; i++) c->layer_causal[i] = c->layer_window[i] > 0;
-    /* eos_token_id: an int, a list of ints, or null (the stop-token default) */
-    const Json *eos = json_get(&root, "eos_token_id");
+    return 0;
+}
+
+/* eos_token_id: an int, a list of ints, or null (the stop-token default) */
+static int config_eos(Config *c, const Json *root, const char *path) {
+    char got[96];
+    const Json *eos = json_get(root, "eos_token_id");
     if (eos && eos->type != JSON_NULL) {
         int n = eos->type == JSON_ARRAY ? eos->n : 1;
         for (int i = 0; i < n; i++) {
@@ -315,80 +336,96 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
                 dflash_set_error("%s: field \"eos_token_id\": expected a token id in 0..%d or a list of at most %d, "
                                  "got %s", path, c->vocab_size - 1, DFLASH_MAX_STOP,
                                  json_describe(i >= DFLASH_MAX_STOP ? eos : v, got, sizeof got));
-                goto done;
+                return -1;
             }
             c->eos_token_id[c->n_eos++] = (int)v->integer;
         }
     }
-    if (draft) {
-        c->is_draft = 1;
-        if (cfg_int(&root, path, "num_target_layers", 1, MAX_LAYERS, &c->num_target_layers) ||
-            cfg_int(&root, path, "block_size", 1, DFLASH_MAX_BLOCK, &c->block_size))
-            goto done;
-        const Json *dfc = json_get(&root, "dflash_config");
-        if (!dfc || dfc->type != JSON_OBJECT) {
-            if (!dfc) dflash_set_error("%s: missing field \"dflash_config\" (expected an object)", path);
-            else dflash_set_error("%s: field \"dflash_config\": expected an object, got %s", path,
-                                  json_describe(dfc, got, sizeof got));
-            goto done;
+    return 0;
+}
+
+/* a draft's own keys: num_target_layers, block_size, dflash_config
+ * (mask_token_id, target_layer_ids or the reference's default) */
+static int config_draft(Config *c, const Json *root, const char *path) {
+    char got[96];
+    c->is_draft = 1;
+    if (cfg_int(root, path, "num_target_layers", 1, MAX_LAYERS, &c->num_target_layers) ||
+        cfg_int(root, path, "block_size", 1, DFLASH_MAX_BLOCK, &c->block_size))
+        return -1;
+    const Json *dfc = json_get(root, "dflash_config");
+    if (!dfc || dfc->type != JSON_OBJECT) {
+        if (!dfc) dflash_set_error("%s: missing field \"dflash_config\" (expected an object)", path);
+        else dflash_set_error("%s: field \"dflash_config\": expected an object, got %s", path,
+                              json_describe(dfc, got, sizeof got));
+        return -1;
+    }
+    char sub[600];
+    snprintf(sub, sizeof sub, "%.500s: dflash_config", path);
+    if (cfg_int(dfc, sub, "mask_token_id", 0, c->vocab_size - 1, &c->mask_token_id)) return -1;
+    const Json *ids = json_get(dfc, "target_layer_ids");
+    if (!ids) {
+        /* the reference's default (build_target_layer_ids) */
+        c->n_target_layer_ids = c->num_hidden_layers;
+        if (c->n_target_layer_ids > DFLASH_MAX_LAYER_IDS) {
+            dflash_set_error("%s: no target_layer_ids and too many draft layers for the default", sub);
+            return -1;
         }
-        char sub[600];
-        snprintf(sub, sizeof sub, "%.500s: dflash_config", path);
-        if (cfg_int(dfc, sub, "mask_token_id", 0, c->vocab_size - 1, &c->mask_token_id)) goto done;
-        const Json *ids = json_get(dfc, "target_layer_ids");
-        if (!ids) {
-            /* the reference's default (build_target_layer_ids) */
-            c->n_target_layer_ids = c->num_hidden_layers;
-            if (c->n_target_layer_ids > DFLASH_MAX_LAYER_IDS) {
-                dflash_set_error("%s: no target_layer_ids and too many draft layers for the default", sub);
-                goto done;
-            }
-            build_target_layer_ids(c->num_target_layers, c->num_hidden_layers, c->target_layer_ids);
-        } else {
-            if (ids->type != JSON_ARRAY || ids->n < 1 || ids->n > DFLASH_MAX_LAYER_IDS) {
-                dflash_set_error("%s: field \"target_layer_ids\": expected a list of 1..%d layer indices, got %s",
-                                 sub, DFLASH_MAX_LAYER_IDS, json_describe(ids, got, sizeof got));
-                goto done;
-            }
-            c->n_target_layer_ids = ids->n;
-            for (int i = 0; i < ids->n; i++) {
-                const Json *v = &ids->items[i];
-                if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 ||
-                    v->integer >= c->num_target_layers) {
-                    dflash_set_error("%s: field \"target_layer_ids\"[%d]: expected an integer in 0..%d "
-                                     "(num_target_layers - 1), got %s", sub, i, c->num_target_layers - 1,
-                                     json_describe(v, got, sizeof got));
-                    goto done;
-                }
-                c->target_layer_ids[i] = (int)v->integer;
-            }
+        build_target_layer_ids(c->num_target_layers, c->num_hidden_layers, c->target_layer_ids);
+    } else {
+        if (ids->type != JSON_ARRAY || ids->n < 1 || ids->n > DFLASH_MAX_LAYER_IDS) {
+            dflash_set_error("%s: field \"target_layer_ids\": expected a list of 1..%d layer indices, got %s",
+                             sub, DFLASH_MAX_LAYER_IDS, json_describe(ids, got, sizeof got));
+            return -1;
         }
-        /* every id, given or defaulted (the default goes out of range for
-         * fewer than 4 target layers), must name a distinct target layer */
-        for (int i = 0; i < c->n_target_layer_ids; i++) {
-            if (c->target_layer_ids[i] < 0 || c->target_layer_ids[i] >= c->num_target_layers) {
-                dflash_set_error("%s: no \"target_layer_ids\", and the default for %d target layers and %d draft "
-                                 "layers gives %d, outside 0..%d; give target_layer_ids", sub,
-                                 c->num_target_layers, c->num_hidden_layers, c->target_layer_ids[i],
-                                 c->num_target_layers - 1);
-                goto done;
+        c->n_target_layer_ids = ids->n;
+        for (int i = 0; i < ids->n; i++) {
+            const Json *v = &ids->items[i];
+            if (v->type != JSON_NUMBER || !v->is_integer || v->integer < 0 ||
+                v->integer >= c->num_target_layers) {
+                dflash_set_error("%s: field \"target_layer_ids\"[%d]: expected an integer in 0..%d "
+                                 "(num_target_layers - 1), got %s", sub, i, c->num_target_layers - 1,
+                                 json_describe(v, got, sizeof got));
+                return -1;
             }
-            for (int j = 0; j < i; j++)
-                if (c->target_layer_ids[j] == c->target_layer_ids[i]) {
-                    dflash_set_error("%s: field \"target_layer_ids\": expected distinct layers, got layer %d twice%s",
-                                     sub, c->target_layer_ids[i], ids ? "" : " (from the default: give target_layer_ids)");
-                    goto done;
-                }
-        }
-        if ((long)c->n_target_layer_ids * c->hidden_size > MAX_DIM * 4L) {
-            dflash_set_error("%s: field \"target_layer_ids\": %d layers x hidden_size %d = %ld fc.weight inputs, "
-                             "expected at most %ld", sub, c->n_target_layer_ids, c->hidden_size,
-                             (long)c->n_target_layer_ids * c->hidden_size, MAX_DIM * 4L);
-            goto done;
+            c->target_layer_ids[i] = (int)v->integer;
         }
     }
-    rc = 0;
-done:
+    /* every id, given or defaulted (the default goes out of range for
+     * fewer than 4 target layers), must name a distinct target layer */
+    for (int i = 0; i < c->n_target_layer_ids; i++) {
+        if (c->target_layer_ids[i] < 0 || c->target_layer_ids[i] >= c->num_target_layers) {
+            dflash_set_error("%s: no \"target_layer_ids\", and the default for %d target layers and %d draft "
+                             "layers gives %d, outside 0..%d; give target_layer_ids", sub,
+                             c->num_target_layers, c->num_hidden_layers, c->target_layer_ids[i],
+                             c->num_target_layers - 1);
+            return -1;
+        }
+        for (int j = 0; j < i; j++)
+            if (c->target_layer_ids[j] == c->target_layer_ids[i]) {
+                dflash_set_error("%s: field \"target_layer_ids\": expected distinct layers, got layer %d twice%s",
+                                 sub, c->target_layer_ids[i], ids ? "" : " (from the default: give target_layer_ids)");
+                return -1;
+            }
+    }
+    if ((long)c->n_target_layer_ids * c->hidden_size > MAX_DIM * 4L) {
+        dflash_set_error("%s: field \"target_layer_ids\": %d layers x hidden_size %d = %ld fc.weight inputs, "
+                         "expected at most %ld", sub, c->n_target_layer_ids, c->hidden_size,
+                         (long)c->n_target_layer_ids * c->hidden_size, MAX_DIM * 4L);
+        return -1;
+    }
+    return 0;
+}
+
+static int config_parse(Config *c, const char *path, const char *text, size_t len, int draft) {
+    Json root;
+    memset(c, 0, sizeof *c);
+    if (json_parse(text, len, path, &root) != 0) return -1;
+    int rc = -1;
+    if (root.type != JSON_OBJECT) dflash_set_error("%s: expected a JSON object", path);
+    else if (config_sizes(c, &root, path, draft) == 0 && config_computed_keys(c, &root, path, draft) == 0 &&
+             config_rope(c, &root, path) == 0 && config_layer_types(c, &root, path, draft) == 0 &&
+             config_eos(c, &root, path) == 0 && (!draft || config_draft(c, &root, path) == 0))
+        rc = 0;
     json_free(&root);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <dirent.h>
 
 /* ===========================================================================
  * StrList: a growable list of strings.
@@ -120,6 +121,8 @@ void manifest_free(Manifest *m) {
     strlist_free(&m->meta);
     strlist_free(&m->phase);
     strlist_free(&m->round);
+    strlist_free(&m->meaning);
+    strlist_free(&m->argv);
     namemap_free(&m->index);
     free(m->path);
     memset(m, 0, sizeof *m);
@@ -132,7 +135,7 @@ int manifest_file_ok(const char *file) {
 }
 
 static int manifest_add(Manifest *m, const char *name, const char *file, const char *meta, const char *phase,
-                        const char *round) {
+                        const char *round, const char *meaning) {
     if (!manifest_file_ok(file)) {
         dflash_set_error("%s: entry \"%s\": file \"%s\" is not a plain .npy file name",
                          m->path, name, file);
@@ -145,7 +148,7 @@ static int manifest_add(Manifest *m, const char *name, const char *file, const c
     }
     if (r < 0 || strlist_push(&m->names, name) != 0 || strlist_push(&m->files, file) != 0 ||
         strlist_push(&m->meta, meta) != 0 || strlist_push(&m->phase, phase) != 0 ||
-        strlist_push(&m->round, round) != 0) {
+        strlist_push(&m->round, round) != 0 || strlist_push(&m->meaning, meaning) != 0) {
         dflash_set_error("%s: out of memory", m->path);
         return -1;
     }
@@ -226,8 +229,28 @@ static int manifest_line(void *ctx, const Json *obj, int line) {
         return -1;
     }
     if (rd) snprintf(round, sizeof round, "%lld", (long long)rd->integer);
+    const Json *mn = json_get(obj, "meaning"), *av = json_get(obj, "argv");
+    if (mn && mn->type != JSON_STRING) {
+        dflash_set_error("%s: line %d: \"meaning\" must be a string", m->path, line);
+        return -1;
+    }
+    /* the run's flags (trace.c writes them on the first line): kept from the first line giving them */
+    if (av) {
+        int ok = av->type == JSON_ARRAY;
+        for (int i = 0; ok && i < av->n; i++) ok = av->items[i].type == JSON_STRING;
+        if (!ok) {
+            dflash_set_error("%s: line %d: \"argv\" must be an array of strings (the run's flags)", m->path, line);
+            return -1;
+        }
+        for (int i = 0; !m->has_argv && i < av->n; i++)
+            if (strlist_push(&m->argv, av->items[i].string) != 0) {
+                dflash_set_error("%s: out of memory", m->path);
+                return -1;
+            }
+        m->has_argv = 1;
+    }
     return manifest_add(m, json_get(obj, "name")->string, json_get(obj, "file")->string, meta,
-                        ph ? ph->string : "", round);
+                        ph ? ph->string : "", round, mn ? mn->string : "");
 }
 
 int manifest_parse_jsonl(Manifest *m, const char *text, size_t len) {
@@ -243,7 +266,7 @@ int manifest_parse_names_json(Manifest *m, const char *text, size_t len) {
     if (!ok) { json_free(&arr); goto bad; }
     for (int i = 0; i < arr.n; i++) {
         char *file = str_cat(arr.items[i].string, ".npy");
-        int r = file ? manifest_add(m, arr.items[i].string, file, "", "", "") : -1;
+        int r = file ? manifest_add(m, arr.items[i].string, file, "", "", "", "") : -1;
         free(file);
         if (r != 0) { json_free(&arr); return -1; }
     }
@@ -286,4 +309,76 @@ int manifest_load(Manifest *m, const char *dir, int allow_names_json) {
         return 0;
     }
     return 1;
+}
+
+/* The manifest's "dtype|shape" for tensor k must match its .npy header a
+ * (read from path): "float32|8,4,7" against the header's. 0, or -1 with
+ * dflash_errmsg naming both. Nothing to check when the manifest gives none. */
+int manifest_check_npy(const Manifest *m, int k, const char *path, const NpyArray *a) {
+    const char *meta = m->meta.s[k];
+    if (!meta[0]) return 0;
+    char have[64 + 24 * NPY_MAX_NDIM];
+    size_t len = (size_t)snprintf(have, sizeof have, "%s|", npy_dtype_name(a));
+    for (int d = 0; d < a->ndim; d++)
+        len += (size_t)snprintf(have + len, sizeof have - len, d ? ",%lld" : "%lld", (long long)a->shape[d]);
+    if (strcmp(have, meta) == 0) return 0;
+    dflash_set_error("%s: the manifest says dtype|shape \"%s\" but the file's header says \"%s\"", path, meta, have);
+    return -1;
+}
+
+/* npy_open of tensor k's file in dir, then manifest_check_npy. */
+int manifest_open_npy(const Manifest *m, const char *dir, int k, NpyArray *a) {
+    char *p = path_join(dir, m->files.s[k]);
+    int r = p && npy_open(p, a) == 0 && manifest_check_npy(m, k, p, a) == 0 ? 0 : -1;
+    free(p);
+    return r;
+}
+
+static int by_str(const void *x, const void *y) { return strcmp(*(char *const *)x, *(char *const *)y); }
+
+/* A directory without a manifest (a port that stopped before writing it):
+ * its "<name>.npy" files as a manifest, in order's order (the names order
+ * has whose file is here), then the rest by name. No dtype, shape, phase
+ * or round. 0, or -1 with dflash_errmsg (no .npy file at all is an error). */
+int manifest_from_npy_files(Manifest *m, const char *dir, const Manifest *order) {
+    memset(m, 0, sizeof *m);
+    m->path = str_cat(dir, " (no manifest: its .npy files)");  /* NULL: str_cat set the message */
+    StrList found = {0};
+    NameMap have = {0};
+    DIR *d = opendir(dir);
+    int rc = m->path && d ? 0 : -1;
+    if (!d) dflash_set_error("%s: cannot open directory: %s", dir, strerror(errno));
+    for (struct dirent *e; rc == 0 && (e = readdir(d));) {
+        size_t n = strlen(e->d_name);
+        if (!manifest_file_ok(e->d_name) || n > 4096) continue;
+        char *name = strdup(e->d_name);
+        if (name) name[n - 4] = 0;
+        rc = name && strlist_push(&found, name) == 0 && namemap_add(&have, name, 0) >= 0 ? 0 : -1;
+        if (rc) dflash_set_error("%s: out of memory", dir);
+        free(name);
+    }
+    if (d) closedir(d);
+    if (rc == 0 && found.n == 0) {
+        dflash_set_error("%s: no trace.jsonl, names.json or .npy file: not a trace directory", dir);
+        rc = -1;
+    }
+    if (found.n > 1) qsort(found.s, (size_t)found.n, sizeof *found.s, by_str);
+    for (int k = 0; rc == 0 && order && k < order->names.n; k++) {
+        const char *name = order->names.s[k];
+        char *file = str_cat(name, ".npy");
+        if (!file) rc = -1;  /* str_cat set the message */
+        else if (namemap_get(&have, name) >= 0 && namemap_get(&m->index, name) < 0)
+            rc = manifest_add(m, name, file, "", "", "", "");
+        free(file);
+    }
+    for (int k = 0; rc == 0 && k < found.n; k++) {
+        if (namemap_get(&m->index, found.s[k]) >= 0) continue;
+        char *file = str_cat(found.s[k], ".npy");
+        rc = file ? manifest_add(m, found.s[k], file, "", "", "", "") : -1;
+        free(file);
+    }
+    strlist_free(&found);
+    namemap_free(&have);
+    if (rc != 0) manifest_free(m);
+    return rc;
 }

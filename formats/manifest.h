@@ -15,6 +15,7 @@
 
 #include <stddef.h>
 
+#include "files.h"
 #include "json.h"
 
 typedef struct {
@@ -41,6 +42,9 @@ typedef struct {
     StrList meta;    /* (names.n) "dtype|d0,d1" from trace.jsonl, "" when not given */
     StrList phase;   /* (names.n) the "phase" field, "" when not given */
     StrList round;   /* (names.n) the "round" field as decimal text, "" when not given */
+    StrList meaning; /* (names.n) the "meaning" field, "" when not given */
+    StrList argv;    /* the run's flags ("argv" of the first line giving it: trace.c writes it) */
+    int has_argv;
     NameMap index;   /* name -> position */
     char *path;      /* the manifest file read */
 } Manifest;
@@ -50,6 +54,16 @@ int  manifest_load(Manifest *m, const char *dir, int allow_names_json);
 void manifest_free(Manifest *m);
 /* A manifest's file must be a plain "<something>.npy" inside the directory. */
 int  manifest_file_ok(const char *file);
+/* THE manifest validator's header check, shared by diff, explore, figures and
+ * replay: the manifest's dtype and shape for tensor k (when it gives them)
+ * must be those of its .npy header a, read from path. 0, or -1 with dflash_errmsg. */
+int  manifest_check_npy(const Manifest *m, int k, const char *path, const NpyArray *a);
+/* npy_open(dir/file of tensor k) and manifest_check_npy: 0, or -1 with dflash_errmsg. */
+int  manifest_open_npy(const Manifest *m, const char *dir, int k, NpyArray *a);
+/* A directory without a manifest: its "<name>.npy" files, in order's name
+ * order (NULL: none), then the others by name; no dtype, shape, phase,
+ * round. 0, or -1 with dflash_errmsg. */
+int  manifest_from_npy_files(Manifest *m, const char *dir, const Manifest *order);
 /* The two parsers manifest_load uses (m->path set by the caller; for the fuzzer). */
 int  manifest_parse_jsonl(Manifest *m, const char *text, size_t len);
 int  manifest_parse_names_json(Manifest *m, const char *text, size_t len);

@@ -208,6 +208,21 @@ static inline void assert_refused(int st, const char *err, const char *want) {
     assert_contains(err, want);
 }
 
+/* spec run in t must be refused (assert_refused: exit 2, one line containing
+ * want, and `also` when given) with nothing on stdout; its line goes to the
+ * log after label */
+static inline void assert_run_refused(const char *t, const char *spec, Spawn o, const char *label, const char *want,
+                                      const char *also) {
+    char *out, *err;
+    int st = run_in(t, spec, o, &out, &err);
+    print_message("     %s%s%s", label, *label ? " -> " : "", err);
+    assert_refused(st, err, want);
+    if (also) assert_contains(err, also);
+    assert_string_equal(out, "");
+    free(out);
+    free(err);
+}
+
 /* a scratch directory with the tiny weight set in t/w */
 static inline char *scratch_with_set(void) {
     char *t = tu_tmpdir();

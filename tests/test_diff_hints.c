@@ -22,19 +22,13 @@
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "testutil.h"
+#include "traceutil.h"
 
 #include <sys/wait.h>
 
-static char *g_dir;
+#define g_dir TU_SCRATCH  /* the suite's scratch directory */
 
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
-
-static int run(const char *cmd, const char *out) {
-    char full[4000];
-    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
-    int rc = system(full);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
 
 #define assert_not_contains(hay, needle)                                                 \
     do {                                                                                 \
@@ -47,7 +41,7 @@ static int diff(const char *opts, const char *a, const char *b, char **out) {
     char cmd[3000], o[600];
     snprintf(o, sizeof o, "%s", dir_path("diff.txt"));
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s %s", opts, a, b);
-    int rc = run(cmd, o);
+    int rc = tu_run(cmd, o);
     *out = tu_read(o, NULL);
     assert_non_null(*out);
     return rc;
@@ -81,65 +75,10 @@ static double safetensors_first(const char *path, const char *key) {
 
 /* ---- hand-made traces ----------------------------------------------------- */
 
-/* dir/NAME.npy: <f8 (kind 'f') or <i8 (kind 'i'), shape (ndim <= 3), n values */
-static void npy(const char *dir, const char *name, char kind, int ndim, const int64_t *shape, const double *v) {
-    char dict[160], path[600];
-    size_t n = 1, len = (size_t)snprintf(dict, sizeof dict, "{'descr': '<%c8', 'fortran_order': False, 'shape': (", kind);
-    for (int d = 0; d < ndim; d++) {
-        len += (size_t)snprintf(dict + len, sizeof dict - len, d ? ", %lld" : "%lld", (long long)shape[d]);
-        n *= (size_t)shape[d];
-    }
-    snprintf(dict + len, sizeof dict - len, "%s), }", ndim == 1 ? "," : "");
-    size_t dl = strlen(dict), hl = dl + 1;
-    while ((10 + hl) % 64) hl++;
-    unsigned char *b = calloc(1, 10 + hl + 8 * n);
-    assert_non_null(b);
-    memcpy(b, "\x93NUMPY\x01\x00", 8);
-    b[8] = (unsigned char)(hl & 0xff);
-    b[9] = (unsigned char)(hl >> 8);
-    memcpy(b + 10, dict, dl);
-    memset(b + 10 + dl, ' ', hl - dl - 1);
-    b[10 + hl - 1] = '\n';
-    for (size_t k = 0; k < n; k++) {
-        uint64_t u;
-        if (kind == 'f') memcpy(&u, &v[k], 8);
-        else u = (uint64_t)(int64_t)v[k];
-        for (int i = 0; i < 8; i++) b[10 + hl + 8 * k + i] = (unsigned char)(u >> (8 * i));
-    }
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    assert_int_equal(tu_write(path, b, 10 + hl + 8 * n), 0);
-    free(b);
-}
-
-/* A trace being written by hand: its directory and its manifest's text */
-typedef struct { char dir[512]; char text[16384]; size_t len; } Hand;
-
-static void hand_open(Hand *h, const char *leaf) {
-    snprintf(h->dir, sizeof h->dir, "%s", dir_path(leaf));
-    tu_rmtree(h->dir);
-    assert_int_equal(mkdir(h->dir, 0777), 0);
-    h->len = 0;
-    h->text[0] = 0;
-}
-
-/* one tensor and its manifest line; phase NULL: no phase or round field */
-static void hand_add(Hand *h, const char *name, const char *phase, int round, char kind, int ndim, const int64_t *shape,
-                     const double *v) {
-    npy(h->dir, name, kind, ndim, shape, v);
-    if (phase)
-        h->len += (size_t)snprintf(h->text + h->len, sizeof h->text - h->len,
-                                   "{\"name\":\"%s\",\"file\":\"%s.npy\",\"phase\":\"%s\",\"round\":%d,\"meaning\":\"%s\"}\n",
-                                   name, name, phase, round, h->dir[strlen(h->dir) - 1] == 'b' ? "B's words" : "A's");
-    else
-        h->len += (size_t)snprintf(h->text + h->len, sizeof h->text - h->len, "{\"name\":\"%s\",\"file\":\"%s.npy\"}\n",
-                                   name, name);
-}
-
-static void hand_close(Hand *h) { tu_write_text(tu_path(h->dir, "trace.jsonl"), h->text); }
-
-static void add_int(Hand *h, const char *name, const char *phase, int round, int n, const double *v) {
-    int64_t s[1] = {n};
-    hand_add(h, name, phase, round, 'i', n < 0 ? 0 : 1, s, v);
+/* the hand-made traces of this suite: g_dir/leaf; a leaf ending in 'b' is
+ * B's (its manifest's "meaning" differs from A's: meaning does not bind) */
+static void hand_leaf(Hand *h, const char *leaf) {
+    hand_open(h, dir_path(leaf), leaf[strlen(leaf) - 1] == 'b' ? "B's words" : "A's");
 }
 
 /* A run of `rounds` rounds, block 4: per round the draft's proposals (3), the
@@ -147,22 +86,22 @@ static void add_int(Hand *h, const char *name, const char *phase, int round, int
  * of m tokens. The ids are 5 everywhere but where `bad_round` puts 7 at
  * verify.sampled[2]. */
 static void hand_run(Hand *h, const char *leaf, int rounds, const int *acc, int bad_round, int m) {
-    hand_open(h, leaf);
+    hand_leaf(h, leaf);
     double ids[64];
     for (int i = 0; i < 64; i++) ids[i] = 5;
-    add_int(h, "input_ids", "prefill", 0, 3, ids);
+    hand_ids(h, "input_ids", "prefill", 0, 3, ids);
     for (int r = 1; r <= rounds; r++) {
         char name[64];
         snprintf(name, sizeof name, "draft%d.sampled", r);
-        add_int(h, name, "draft", r, 3, ids);
+        hand_ids(h, name, "draft", r, 3, ids);
         double s[4] = {5, 5, r == bad_round ? 7 : 5, 5}, a = acc[r - 1];
         snprintf(name, sizeof name, "verify%d.sampled", r);
-        add_int(h, name, "verify", r, 4, s);
+        hand_ids(h, name, "verify", r, 4, s);
         snprintf(name, sizeof name, "verify%d.acceptance_length", r);
         int64_t none[1] = {0};
         hand_add(h, name, "verify", r, 'i', 0, none, &a);
     }
-    add_int(h, "output_ids", "final", 0, m, ids);
+    hand_ids(h, "output_ids", "final", 0, m, ids);
     hand_close(h);
 }
 
@@ -236,84 +175,160 @@ static void test_manifest_fields_bind(void **state) {
     assert_contains(out, "\"round\" must be an integer >= 0");
     free(out);
     free(m);
-    /* no manifest in B */
+    /* no manifest in B (a port that stopped before writing it): its .npy files by name, in A's order,
+     * with a warning; B's phase mislabel above is then not seen */
     unlink(tu_path(b.dir, "trace.jsonl"));
+    assert_int_equal(diff("", a.dir, b.dir, &out), 0);
+    assert_contains(out, "warning: B has no manifest (trace.jsonl or names.json): its .npy files are taken as A's names");
+    assert_contains(out, "the phase and round bindings are unchecked");
+    assert_contains(out, "diff: 5 compared, 0 differ, 0 missing from B");
+    free(out);
+    /* and with one of them gone: missing, the rest compared */
+    unlink(tu_path(b.dir, "output_ids.npy"));
+    assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+    assert_contains(out, "B has nothing after verify1.acceptance_length: 1 tensor missing, first output_ids");
+    free(out);
+    /* no manifest and no .npy file: not a trace */
+    tu_rmtree(b.dir);
+    assert_int_equal(mkdir(b.dir, 0777), 0);
     assert_int_equal(diff("", a.dir, b.dir, &out), 2);
-    assert_contains(out, "no trace.jsonl (or names.json): B needs a manifest too");
+    assert_contains(out, "no trace.jsonl, names.json or .npy file: not a trace directory");
     free(out);
 }
 
-/* One float tensor t of n values, A's a_k = 1 + (k % 10) / 10 (max|A| 1.9,
- * tolerance 1e-6 + 1.9e-4), B's the same but `n_off` values (the first ones)
- * moved by `by` tolerances; behind an id tensor that agrees or not. */
-static void rounding_pair(int n, int n_off, double by, int ids_differ) {
-    Hand a, b;
-    double *va = malloc(sizeof(double) * (size_t)n), *vb = malloc(sizeof(double) * (size_t)n);
-    assert_non_null(va);
-    assert_non_null(vb);
-    double tol = 1e-6 + 1e-4 * 1.9;
+/* The double build's tensor A (a_k = 1 + (k % 10) / 10: max|A| 1.9, the
+ * tolerance 1e-6 + 1.9e-4), this program's float build's F = A + e and the
+ * port's B = A + c e, with e_k = +-5e-5 (alternating): B is beyond the
+ * tolerance at every value (|c| 5e-5 > 1.91e-4 for |c| >= 4) and c times
+ * as far from the double build as the float build is, by RMS and worst value
+ * alike. f_exact: F = A (the float build is exact there). Behind an id
+ * tensor that agrees or not. */
+static void rounding_case(double c, int f_exact, int ids_differ) {
+    enum { n = 1000 };
+    static double va[n], vf[n], vb[n];
     for (int k = 0; k < n; k++) {
+        double e = k % 2 ? 5e-5 : -5e-5;
         va[k] = 1 + (k % 10) / 10.0;
-        vb[k] = va[k] + (k < n_off ? by * tol : 0);
+        vf[k] = va[k] + (f_exact ? 0 : e);
+        vb[k] = va[k] + c * e;
     }
     int64_t s[1] = {n};
     double ids[2] = {1, 2}, ids_b[2] = {1, ids_differ ? 3 : 2};
-    hand_open(&a, "fa");
-    add_int(&a, "prefill.input_ids", "prefill", 0, 2, ids);
-    hand_add(&a, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, va);
-    hand_close(&a);
-    hand_open(&b, "fb");
-    add_int(&b, "prefill.input_ids", "prefill", 0, 2, ids_b);
-    hand_add(&b, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, vb);
-    hand_close(&b);
-    free(va);
-    free(vb);
+    const char *leaf[3] = {"fa", "ff", "fb"};
+    const double *v[3] = {va, vf, vb};
+    for (int side = 0; side < 3; side++) {
+        Hand h;
+        hand_leaf(&h, leaf[side]);
+        hand_ids(&h, "prefill.input_ids", "prefill", 0, 2, side == 2 ? ids_b : ids);
+        hand_add(&h, "prefill.hidden_states.0", "prefill", 0, 'f', 1, s, v[side]);
+        hand_close(&h);
+    }
 }
 
-/* The classification: "rounding" is NMSE <= -60 dB, at most 1 value in 100
- * beyond the tolerance, none beyond 10 tolerances, the same ids so far. */
+/* The classification: rounding is B lying about as close to the double
+ * build's values as this program's float build (at most 10x its distance,
+ * RMS and worst value), the same ids so far; here A is the double build
+ * (the hand-made .npy are float64) and --float gives the float build's trace. */
 static void test_rounding_or_departure(void **state) {
     (void)state;
-    const char *a = dir_path("fa"), *b = dir_path("fb");
-    char A[600], B[600], *out;
-    snprintf(A, sizeof A, "%s", a);
-    snprintf(B, sizeof B, "%s", b);
-    /* 2 of 1000 values 3 tolerances off: NMSE about -96 dB: rounding, exit 0 */
-    rounding_pair(1000, 2, 3, 0);
-    assert_int_equal(diff("", A, B, &out), 0);
+    char A[600], F[600], B[600], opt[700], *out;
+    snprintf(A, sizeof A, "%s", dir_path("fa"));
+    snprintf(F, sizeof F, "%s", dir_path("ff"));
+    snprintf(B, sizeof B, "%s", dir_path("fb"));
+    snprintf(opt, sizeof opt, "--float %s", F);
+    /* 5x as far: rounding, exit 0 */
+    rounding_case(5, 0, 0);
+    if (diff(opt, A, B, &out) != 0) fail_msg("expected exit 0:\n%s", out);
     assert_contains(out, "rounding: 1 tensor is beyond the tolerance but within rounding");
+    assert_contains(out, "the largest ratio 5, in prefill.hidden_states.0");
     assert_contains(out, "diff: 2 compared, 0 differ, 0 missing from B, 0 only in B, 1 rounding");
     free(out);
-    assert_int_equal(diff("--verbose", A, B, &out), 0);
+    char vopt[800];
+    snprintf(vopt, sizeof vopt, "--verbose %s", opt);
+    assert_int_equal(diff(vopt, A, B, &out), 0);
     assert_contains(out, "RND  prefill.hidden_states.0  <f8 (1000,)");
-    assert_contains(out, "2 beyond (worst 3x the tolerance)");
+    assert_contains(out, "1000 beyond (worst 1.31x the tolerance); B is 5x as far from the double build as this "
+                         "program's float build (RMS), 5x (worst value)");
     free(out);
-    assert_int_equal(diff("--no-rounding", A, B, &out), 1);
-    assert_contains(out, "first departure: prefill.hidden_states.0: 2 of 1000 values beyond");
+    snprintf(vopt, sizeof vopt, "--no-rounding %s", opt);
+    assert_int_equal(diff(vopt, A, B, &out), 1);
+    assert_contains(out, "first departure: prefill.hidden_states.0: 1000 of 1000 values beyond");
     free(out);
-    /* 11 of 1000 (more than 1 in 100) */
-    rounding_pair(1000, 11, 3, 0);
-    assert_int_equal(diff("", A, B, &out), 1);
-    assert_contains(out, "first departure: prefill.hidden_states.0: 11 of 1000 values beyond");
+    /* 15x as far: a departure, saying by how much */
+    rounding_case(15, 0, 0);
+    assert_int_equal(diff(opt, A, B, &out), 1);
+    assert_contains(out, "first departure: prefill.hidden_states.0: 1000 of 1000 values beyond");
+    assert_contains(out, "not rounding: B is 15x as far from the double build as this program's float build (RMS), "
+                         "15x (worst value) (rounding: at most 10x both)");
     free(out);
-    /* 1 value 20 tolerances off (NMSE about -84 dB, but beyond 10x) */
-    rounding_pair(1000, 1, 20, 0);
-    assert_int_equal(diff("", A, B, &out), 1);
-    free(out);
-    /* 1 of 100 values 9 tolerances off: NMSE 10 log10((9 * 1.91e-4)^2 / 215.5) = -78.6 dB: rounding; of 10
-     * values (1 in 10): a departure */
-    rounding_pair(100, 1, 9, 0);
-    assert_int_equal(diff("", A, B, &out), 0);
-    free(out);
-    rounding_pair(10, 1, 9, 0);
-    assert_int_equal(diff("", A, B, &out), 1);
+    /* the float build is exact here, B is not: a departure */
+    rounding_case(5, 1, 0);
+    assert_int_equal(diff(opt, A, B, &out), 1);
+    assert_contains(out, "not rounding: this program's float build equals the double build here, B does not");
     free(out);
     /* the ids before it differ: not the same tokens, so a departure */
-    rounding_pair(1000, 2, 3, 1);
-    assert_int_equal(diff("", A, B, &out), 1);
+    rounding_case(5, 0, 1);
+    assert_int_equal(diff(opt, A, B, &out), 1);
     assert_contains(out, "first departure: prefill.input_ids");
     assert_contains(out, "differs: prefill.hidden_states.0");
     free(out);
+    /* no other build to judge by (a hand-made A records no flags): departures, and the reason */
+    rounding_case(5, 0, 0);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "rounding not judged by the double build for 1 tensor beyond the tolerance (0 of them "
+                         "rounding by the fallback thresholds");
+    assert_contains(out, "A's manifest records no run flags");
+    free(out);
+    /* A is the double build: --double is refused */
+    snprintf(vopt, sizeof vopt, "--double %s", F);
+    assert_int_equal(diff(vopt, A, B, &out), 2);
+    assert_contains(out, "--double: A is already the double build's trace (its floats are float64); give --float DIR");
+    free(out);
+}
+
+/* diff runs the double build itself, on the flags A's manifest records, in
+ * a temporary directory it removes: a port 1e-3 off on one tensor departs,
+ * "not rounding", and nothing is left in TMPDIR. */
+static void test_diff_runs_the_double_build(void **state) {
+    (void)state;
+    char cmd[3000], a[600], b[600], tmp[600];
+    snprintf(a, sizeof a, "%s", dir_path("ra"));
+    snprintf(b, sizeof b, "%s", dir_path("rb"));
+    snprintf(tmp, sizeof tmp, "%s", dir_path("tmp"));
+    tu_rmtree(a);
+    tu_rmtree(b);
+    tu_rmtree(tmp);
+    assert_int_equal(mkdir(tmp, 0777), 0);
+    snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/random --prompt \"A dog saw\" --ignore-eos "
+             "--max-new-tokens 1 --trace %s", a);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "cp -r %s %s", a, b);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    char p[700];
+    snprintf(p, sizeof p, "%s/prefill.layers.0.mlp.down_proj.npy", b);
+    NpyValues v;
+    if (npy_read_values(p, &v) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+    float *x = malloc(v.n * sizeof *x);
+    assert_non_null(x);
+    for (size_t i = 0; i < v.n; i++) x[i] = (float)(v.f[i] * (1 + 1e-3));
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(npy_write(f, "<f4", v.ndim, v.shape, x, v.n), 0);
+    assert_int_equal(fclose(f), 0);
+    free(x);
+    npy_values_free(&v);
+    snprintf(cmd, sizeof cmd, "TMPDIR=%s ./dflash diff %s %s", tmp, a, b);
+    char o[700];
+    snprintf(o, sizeof o, "%s", dir_path("auto.txt"));
+    assert_int_equal(tu_run(cmd, o), 1);
+    char *out = tu_read(o, NULL);
+    assert_contains(out, "running the double build on A's flags to judge rounding");
+    assert_contains(out, "first departure: prefill.layers.0.mlp.down_proj");
+    assert_contains(out, "  not rounding: B is ");
+    free(out);
+    assert_int_equal(tu_count_entries(tmp), 0);
+    tu_rmtree(a);
+    tu_rmtree(b);
 }
 
 /* A verification's sampled ids that differ at a near tie of A's logits:
@@ -329,10 +344,10 @@ static void test_near_tie(void **state) {
         double sa[4] = {0, 0, 0, 0}, sb[4] = {0, 0, 1, 0}, acc = kept ? 2 : 1, ma[4] = {1, 1, 1, 0}, mb[4] = {1, 1, 0, 0};
         for (int side = 0; side < 2; side++) {
             Hand *h = side ? &b : &a;
-            hand_open(h, side ? "tb" : "ta");
+            hand_leaf(h, side ? "tb" : "ta");
             hand_add(h, "verify1.logits", "verify", 1, 'f', 2, sl, L);
-            add_int(h, "verify1.sampled", "verify", 1, 4, side ? sb : sa);
-            add_int(h, "verify1.match", "verify", 1, 4, side ? mb : ma);
+            hand_ids(h, "verify1.sampled", "verify", 1, 4, side ? sb : sa);
+            hand_ids(h, "verify1.match", "verify", 1, 4, side ? mb : ma);
             int64_t none[1] = {0};
             hand_add(h, "verify1.acceptance_length", "verify", 1, 'i', 0, none, &acc);
             hand_close(h);
@@ -357,10 +372,10 @@ static void test_near_tie(void **state) {
 static void hint_pair(const char *name, int ndim, const int64_t *sa, const double *va, const int64_t *sb,
                       const double *vb) {
     Hand a, b;
-    hand_open(&a, "ha");
+    hand_leaf(&a, "ha");
     hand_add(&a, name, NULL, 0, 'f', ndim, sa, va);
     hand_close(&a);
-    hand_open(&b, "hb");
+    hand_leaf(&b, "hb");
     hand_add(&b, name, NULL, 0, 'f', ndim, sb, vb);
     hand_close(&b);
 }
@@ -393,6 +408,17 @@ static void test_factor_and_axes_hints(void **state) {
     assert_contains(out, "rows departing (axis 1): 1..2 (2 of 3); agreeing: 0");
     assert_contains(out, "hint: B = A times one factor per row (axis 1: 3 factors from 0.5 to 1; row 0: 1)");
     free(out);
+    /* B an RMSNorm of A over the last axis, times the weights 0.5, 1, 1.5, 2 */
+    for (int k = 0; k < 24; k++) {
+        int row = k / 4;
+        double ss = 0;
+        for (int c = 0; c < 4; c++) ss += va[row * 4 + c] * va[row * 4 + c];
+        vb[k] = va[k] / sqrt(ss / 4 + 1e-6) * (0.5 * (1 + k % 4));
+    }
+    hint_pair("prefill.layers.0.self_attn.q", 3, s, va, s, vb);
+    assert_int_equal(diff("", A, B, &out), 1);
+    assert_contains(out, "hint: B is an RMSNorm of A (each row of A's last axis normalised, times one weight per column)");
+    free(out);
     /* heads and tokens swapped: B is [T, H, d] */
     for (int h = 0; h < 2; h++)
         for (int t = 0; t < 3; t++)
@@ -412,15 +438,83 @@ static void test_factor_and_axes_hints(void **state) {
 
 /* ---- the three mistakes of issue 25, as patched builds ------------------- */
 
+/* train1.param.w departs at the two values where A's gradient is at
+ * rounding level (1e-12 against a largest 0.5: within 1e-6 + 1e-4 * 0.5) and
+ * the weight moved by 2 lr (the other sign): named as AdamW's sign; the
+ * same departure where the gradient is large is not. */
+static void test_adamw_sign_of_a_rounding_level_gradient(void **state) {
+    (void)state;
+    for (int large = 0; large < 2; large++) {
+        double g[4] = {0.5, 1e-12, -0.25, -1e-12}, pa[4] = {1, 2, 3, 4}, pb[4] = {1, 2 + 2e-3, 3, 4 - 2e-3};
+        if (large) pb[0] = 1 + 2e-3;
+        int64_t sh[1] = {4};
+        for (int side = 0; side < 2; side++) {
+            Hand h;
+            hand_leaf(&h, side ? "wb" : "wa");
+            hand_add(&h, "train1.grad.w", "train", 1, 'f', 1, sh, g);
+            hand_add(&h, "train1.param.w", "train", 1, 'f', 1, sh, side ? pb : pa);
+            hand_close(&h);
+        }
+        char A[600], B[600], *out;
+        snprintf(A, sizeof A, "%s", dir_path("wa"));
+        snprintf(B, sizeof B, "%s", dir_path("wb"));
+        assert_int_equal(diff("", A, B, &out), 1);
+        assert_contains(out, "first departure: train1.param.w");
+        if (!large)
+            assert_contains(out, "hint: AdamW sign of a rounding-level gradient: at each of the 2 departing values A's "
+                                 "train1.grad.w is within its tolerance of 0");
+        else
+            assert_not_contains(out, "AdamW sign");
+        free(out);
+    }
+}
+
+/* Eleven float tensors, each B = A (1 + e) with e = 1e-7 (NMSE -140 dB),
+ * but t5 with e = 3e-5 (NMSE -90.5 dB: still within 1e-4 relative), then t11
+ * 1e-2 off: the warning names t5, 50 dB above its neighbours; with t5 like the
+ * others, no warning. */
+static void test_an_agreeing_tensor_far_worse_than_its_neighbours(void **state) {
+    (void)state;
+    for (int odd = 0; odd < 2; odd++) {
+        Hand a, b;
+        hand_leaf(&a, "na");
+        hand_leaf(&b, "nb");
+        double va[8], vb[8];
+        int64_t sh[1] = {8};
+        for (int t = 0; t < 12; t++) {
+            double e = t == 11 ? 1e-2 : t == 5 && odd ? 3e-5 : 1e-7;
+            for (int k = 0; k < 8; k++) {
+                va[k] = 1 + k;
+                vb[k] = va[k] * (1 + e);
+            }
+            char name[32];
+            snprintf(name, sizeof name, "prefill.t%d", t);
+            hand_add(&a, name, "prefill", 0, 'f', 1, sh, va);
+            hand_add(&b, name, "prefill", 0, 'f', 1, sh, vb);
+        }
+        hand_close(&a);
+        hand_close(&b);
+        char *out;
+        assert_int_equal(diff("", a.dir, b.dir, &out), 1);
+        assert_contains(out, "first departure: prefill.t11");
+        if (odd)
+            assert_contains(out, "warning: prefill.t5 agrees within the tolerance, but its NMSE -90.5 dB is 49.5 dB "
+                                 "above its neighbours'");
+        else
+            assert_not_contains(out, "warning:");
+        free(out);
+    }
+}
+
 /* diff of the clean program's trace and a patched one's: args, new tokens */
 static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
     char cmd[3000], ref[600], port[600];
     snprintf(ref, sizeof ref, "%s", dir_path("pref"));
     snprintf(port, sizeof port, "%s", dir_path("pport"));
     snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./build/signatures/dflash-%s %s --max-new-tokens %d --trace %s", patch, args, n, port);
-    if (run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
+    if (tu_run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
     char *out;
     *rc = diff("", ref, port, &out);
     return out;
@@ -495,6 +589,27 @@ static void test_final_norm_weight_is_a_per_column_factor(void **state) {
     free(out);
 }
 
+/* plain RoPE on the Llama target (rope_scaling llama3 not applied: the
+ * patch tests/signatures/rope-plain-on-llama3.diff) departs at
+ * prefill.rope_angles, NMSE about -61 dB with few values beyond: the double
+ * build tells it from rounding; the column factors run from 1 to the config's
+ * rope_scaling factor (inv_freq of the long wavelengths divided by it). */
+static void test_plain_rope_on_llama3_departs(void **state) {
+    (void)state;
+    Config c;
+    load_config(&c, "toy_weights/llama/target/config.json", 0);
+    assert_true(c.rope_llama3 && c.rope_factor > 1);
+    int rc;
+    char *out = patched_diff("rope-plain-on-llama3", "--weights toy_weights/llama --ids 5,6,7", 0, &rc), want[300];
+    assert_int_equal(rc, 1);
+    assert_string_equal(first_departure(out), "prefill.rope_angles");
+    assert_contains(out, "  not rounding: B is ");
+    snprintf(want, sizeof want, "factors from 1 to %.6g; column 0: 1): one factor per frequency of inv_freq: the "
+             "frequency scaling (rope_scaling) differs", c.rope_factor);
+    assert_contains(out, want);
+    free(out);
+}
+
 /* ---- a clean port: the float build against the double build ------------- */
 
 static void float_vs_double(const char *args, int n) {
@@ -502,9 +617,9 @@ static void float_vs_double(const char *args, int n) {
     snprintf(d, sizeof d, "%s", dir_path("dbl"));
     snprintf(f, sizeof f, "%s", dir_path("flt"));
     snprintf(cmd, sizeof cmd, "./dflash-double %s --max-new-tokens %d --ignore-eos --trace %s", args, n, d);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash-float %s --max-new-tokens %d --ignore-eos --trace %s", args, n, f);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     for (int dir = 0; dir < 2; dir++) {
         char *out;
         int rc = diff("", dir ? f : d, dir ? d : f, &out);
@@ -527,30 +642,21 @@ static void test_float_vs_double_no_departure(void **state) {
     for (int s = 0; s < 3; s++) float_vs_double(sets[s], 200);
 }
 
-static int setup(void **state) {
-    (void)state;
-    g_dir = tu_tmpdir();
-    return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-    (void)state;
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_rounds_first),
         cmocka_unit_test(test_manifest_fields_bind),
         cmocka_unit_test(test_rounding_or_departure),
+        cmocka_unit_test(test_diff_runs_the_double_build),
         cmocka_unit_test(test_near_tie),
+        cmocka_unit_test(test_adamw_sign_of_a_rounding_level_gradient),
+        cmocka_unit_test(test_an_agreeing_tensor_far_worse_than_its_neighbours),
         cmocka_unit_test(test_factor_and_axes_hints),
         cmocka_unit_test(test_attention_scale_is_a_constant_factor),
         cmocka_unit_test(test_k_norm_block_only_names_the_context_rows),
         cmocka_unit_test(test_final_norm_weight_is_a_per_column_factor),
+        cmocka_unit_test(test_plain_rope_on_llama3_departs),
         cmocka_unit_test(test_float_vs_double_no_departure),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_scratch_setup, tu_scratch_teardown);
 }

@@ -610,6 +610,7 @@ static void mk_diff_good(const char *t) { mk_npy(t, F4_2, 8); }
 static void mk_diff_b_no_manifest(const char *t) {
     mk_npy(t, F4_2, 8);
     unlink(tu_path(t, "b/trace.jsonl"));
+    unlink(tu_path(t, "b/x.npy"));   /* B's .npy files alone are read by name (tests/test_diff_hints.c) */
 }
 static void mk_npy_fifo(const char *t) { mk_npy(t, F4_2, 8); mk_fifo(tu_path(t, "a/x.npy")); }
 
@@ -725,7 +726,7 @@ static const CliCase CLI_CASES[] = {
     {"diff: directory missing", "diff|$T/a|$T/b", 0, 0, 0, 0, 2, {"/a: cannot open directory"}},
     {"diff: a regular file", "diff|$T/file|$T/b", 0, 0, 0, mk_diff_a_is_file, 2, {"/file: cannot open directory", "not a directory"}},
     {"diff: not a trace directory", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_no_manifest, 2, {"/a: no trace.jsonl", "not a trace directory"}},
-    {"diff: B without a manifest", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_b_no_manifest, 2, {"/b: no trace.jsonl", "B needs a manifest too"}},
+    {"diff: B with neither a manifest nor a .npy file", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_b_no_manifest, 2, {"/b: no trace.jsonl, names.json or .npy file", "not a trace directory"}},
     {"diff: malformed manifest line", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_bad_manifest, 2, {"a/trace.jsonl", "line 2"}},
     {"diff: manifest file outside the directory", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_escape, 2, {"a/trace.jsonl", "\"../b/x.npy\"", "not a plain .npy file name"}},
     {"diff: listed file missing", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_listed_missing, 2, {"a/x.npy", "cannot open"}},

@@ -371,6 +371,47 @@ static void test_vocab_tokenizer_json(void **state) {
     free(t);
 }
 
+/* issue 34, items 4 and 12: the program's reserved names are never a page
+ * (the next run would delete it as a leftover), and the manifest is
+ * validated as diff, figures and replay validate it: a round below 0, and a
+ * .npy header whose shape is not the manifest's, are refused */
+static void test_reserved_names_and_a_bad_manifest(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    small_trace(tu_path(t, "tr"));
+    const char *names[3] = {"page.html.partial.Ab12Cd", "x.lock", "page.html.old.Ab12Cd"};
+    char *err, out[1024];
+    for (int k = 0; k < 3; k++) {
+        snprintf(out, sizeof out, "%s", tu_path(t, names[k]));
+        int rc = explore(&err, 0, 0, tu_path(t, "tr"), out, NULL, NULL);
+        if (rc != 2) fprintf(stderr, "%s: exit %d: %s", names[k], rc, err);
+        assert_int_equal(rc, 2);
+        assert_contains(err, "which dflash removes");
+        assert_int_equal(access(out, F_OK), -1);
+        free(err);
+    }
+    snprintf(out, sizeof out, "%s", tu_path(t, "page.html"));
+    /* round -5 */
+    tu_write_text(tu_path(t, "tr/trace.jsonl"), "{\"name\": \"x\", \"file\": \"x.npy\", \"round\": -5}\n");
+    assert_int_equal(explore(&err, 0, 0, tu_path(t, "tr"), out, NULL, NULL), 2);
+    assert_contains(err, "\"round\" must be an integer >= 0");
+    free(err);
+    /* x.npy is float32 (2, 3); the manifest says [3, 2] */
+    tu_write_text(tu_path(t, "tr/trace.jsonl"),
+                  "{\"name\": \"x\", \"file\": \"x.npy\", \"dtype\": \"float32\", \"shape\": [3, 2]}\n");
+    assert_int_equal(explore(&err, 0, 0, tu_path(t, "tr"), out, NULL, NULL), 2);
+    assert_contains(err, "the manifest says dtype|shape \"float32|3,2\" but the file's header says \"float32|2,3\"");
+    free(err);
+    /* and the manifest that agrees with the header is taken */
+    tu_write_text(tu_path(t, "tr/trace.jsonl"),
+                  "{\"name\": \"x\", \"file\": \"x.npy\", \"dtype\": \"float32\", \"shape\": [2, 3], \"round\": 0}\n");
+    assert_int_equal(explore(&err, 0, 0, tu_path(t, "tr"), out, NULL, NULL), 0);
+    free(err);
+    assert_int_equal(access(out, F_OK), 0);
+    tu_rmtree(t);
+    free(t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_a_failed_write_keeps_the_old_page),
@@ -379,6 +420,7 @@ int main(void) {
         cmocka_unit_test(test_many_tensors_beyond_the_page_bound),
         cmocka_unit_test(test_a_name_twice_among_sixty_thousand),
         cmocka_unit_test(test_vocab_tokenizer_json),
+        cmocka_unit_test(test_reserved_names_and_a_bad_manifest),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -116,15 +116,15 @@ static void check_heatmap(const char *svg_path, const NpyValues *A, int h, const
 
 /* A trace of weight set `set` with block size B; then dflash figures on it,
  * every figure checked. Returns the number of heatmaps checked. */
-static int check_run(const char *set, const char *prompt_args, int B, const char *vocab) {
+static int check_run(const char *set, const char *prompt_args, int B, const char *vocab, int *n_cut) {
     char *dir = tu_tmpdir();
     char cmd[2000], tdir[400], fdir[400];
     snprintf(tdir, sizeof tdir, "%s/t", dir);
     snprintf(fdir, sizeof fdir, "%s/fig", dir);
     /* only what the figures read, so the test stays quick (a filtered trace is a trace too) */
-    snprintf(cmd, sizeof cmd, "./dflash --weights %s %s --block-size %d --max-new-tokens 10 --trace %s "
+    snprintf(cmd, sizeof cmd, "./dflash --weights %s --block-size %d --max-new-tokens 10 %s --trace %s "
              "--trace-filter '*_ids' --trace-filter '*.sampled' --trace-filter '*.acceptance_length' "
-             "--trace-filter '*.attn_weights'", set, prompt_args, B, tdir);
+             "--trace-filter '*.attn_weights'", set, B, prompt_args, tdir);
     run_ok(cmd);
     snprintf(cmd, sizeof cmd, "./dflash figures %s %s%s%s", tdir, fdir, vocab ? " --vocab " : "", vocab ? vocab : "");
     run_ok(cmd);
@@ -149,6 +149,35 @@ static int check_run(const char *set, const char *prompt_args, int B, const char
     char *tl = slurp(tu_path(fdir, "timeline.svg"));
     assert_int_equal(count(tl, "<polyline"), sum_acc);  /* check marks */
     assert_int_equal(count(tl, "<path d=\"M"), sum_rej); /* crosses */
+    /* kept tokens past the output (a stop id or --max-new-tokens cut them):
+     * proposal i of round r at start+i (i <= acc) and the bonus at
+     * start+acc+1, start = verify{r}.position_ids[0]; a cut proposal is
+     * dashed twice (the draft's row and the target's), a cut bonus once */
+    int cut_props = 0, cut_bonus = 0;
+    for (int r = 1; r <= R; r++) {
+        NpyValues vp;
+        snprintf(nm, sizeof nm, "verify%d.acceptance_length", r);
+        load_npy(tdir, nm, &acc);
+        snprintf(nm, sizeof nm, "verify%d.position_ids", r);
+        load_npy(tdir, nm, &vp);
+        int a = (int)acc.i[0], start = (int)vp.i[0];
+        for (int i = 1; i <= a; i++) cut_props += start + i >= (int)out.n;
+        cut_bonus += start + a + 1 >= (int)out.n;
+        npy_values_free(&acc);
+        npy_values_free(&vp);
+    }
+    int dashed = count(tl, "fill=\"#c7e9c0\" stroke=\"#41ab5d\" stroke-width=\"1.5\" stroke-dasharray") +
+                 count(tl, "fill=\"#fdae6b\" stroke=\"#d94801\" stroke-width=\"1.5\" stroke-dasharray");
+    assert_int_equal(dashed, 2 * cut_props + cut_bonus);
+    if (cut_props + cut_bonus) {
+        char cap[200];
+        snprintf(cap, sizeof cap, "Dashed green or orange: %d kept token%s past the output's %d", cut_props + cut_bonus,
+                 cut_props + cut_bonus == 1 ? "" : "s", (int)out.n);
+        if (!strstr(tl, cap)) fail_msg("timeline of %s B=%d: no \"%s\"", set, B, cap);
+        (*n_cut)++;
+    } else {
+        assert_null(strstr(tl, "Dashed green"));
+    }
     char want[200];
     snprintf(want, sizeof want, "block size %d, %d round%s", B, R, R == 1 ? "" : "s");
     if (!strstr(tl, want)) fail_msg("timeline of %s B=%d: no \"%s\"", set, B, want);
@@ -185,6 +214,24 @@ static int check_run(const char *set, const char *prompt_args, int B, const char
                     else snprintf(svg, sizeof svg, "attn_%s_round%d_layer%d_head%d.svg", ph == 1 ? "draft" : "verify", r,
                                   l, h);
                     check_heatmap(tu_path(fdir, svg), &A, h, &pos, tname);
+                    /* verify: the rejected proposals (block[i], i > acc) marked
+                     * by a red bar at their row and at their key column */
+                    int rejected = 0;
+                    if (ph == 2) {
+                        snprintf(nm, sizeof nm, "verify%d.acceptance_length", r);
+                        load_npy(tdir, nm, &acc);
+                        rejected = B - 1 - (int)acc.i[0];
+                        npy_values_free(&acc);
+                    }
+                    char *hs = slurp(tu_path(fdir, svg));
+                    assert_int_equal(count(hs, "fill=\"#cb181d\"/>"), 2 * rejected);
+                    if (rejected) {
+                        char cap[100];
+                        snprintf(cap, sizeof cap, "red, struck through: the %d proposal%s the target rejected", rejected,
+                                 rejected == 1 ? "" : "s");
+                        assert_non_null(strstr(hs, cap));
+                    }
+                    free(hs);
                     n_checked++;
                 }
                 npy_values_free(&A);
@@ -205,20 +252,28 @@ static int check_run(const char *set, const char *prompt_args, int B, const char
 
 static void test_walkthrough_set(void **state) {
     (void)state;
-    assert_true(check_run("toy_weights/walkthrough", "", 3, "toy_weights/walkthrough/vocab.txt") > 0);
-    assert_true(check_run("toy_weights/walkthrough", "--prompt \"A dog\"", 6, NULL) > 0);
+    int cut = 0;
+    assert_true(check_run("toy_weights/walkthrough", "", 3, "toy_weights/walkthrough/vocab.txt", &cut) > 0);
+    assert_true(check_run("toy_weights/walkthrough", "--prompt \"A dog\"", 6, NULL, &cut) > 0);
+    /* the default run at block 4 cut at 5 new tokens (a later --max-new-tokens
+     * wins): round 2 keeps "a box . <eos>" at positions 7..10, the output ends
+     * at position 7 */
+    assert_true(check_run("toy_weights/walkthrough", "--max-new-tokens 5", 4, "toy_weights/walkthrough/vocab.txt", &cut) > 0);
+    assert_true(cut >= 2);
 }
 
 static void test_random_set(void **state) {
     (void)state;
-    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 3, "toy_weights/random/vocab.txt") > 0);
-    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 6, NULL) > 0);
+    int cut = 0;
+    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 3, "toy_weights/random/vocab.txt", &cut) > 0);
+    assert_true(check_run("toy_weights/random", "--prompt \"A dog saw\" --ignore-eos", 6, NULL, &cut) > 0);
 }
 
 static void test_qwen3_layout_set(void **state) {
     (void)state;
-    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 3, "toy_weights/qwen3-layout/target/tokenizer.json") > 0);
-    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 6, NULL) > 0);
+    int cut = 0;
+    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 3, "toy_weights/qwen3-layout/target/tokenizer.json", &cut) > 0);
+    assert_true(check_run("toy_weights/qwen3-layout", "--ids 5,6,7", 6, NULL, &cut) > 0);
 }
 
 /* bad input: exit 2, one line on stderr, nothing left behind */
@@ -265,6 +320,18 @@ static void test_refusals(void **state) {
         int64_t shape[3] = {5000, 1, 1};
         assert_int_equal(npy_write(f, "<f4", 3, shape, ones, 5000), 0);
         assert_int_equal(fclose(f), 0);
+        /* and the manifest says so (a header disagreeing with it is refused first) */
+        char *m = slurp(tu_path(t, "trace.jsonl")), *line = strstr(m, "\"draft1.layers.0.self_attn.attn_weights\"");
+        assert_non_null(line);
+        char *sh = strstr(line, "\"shape\":["), *end = sh ? strchr(sh, ']') : NULL;
+        assert_non_null(end);
+        size_t fl = strlen(m) + 32;
+        char *fixed = malloc(fl);
+        assert_non_null(fixed);
+        snprintf(fixed, fl, "%.*s\"shape\":[5000,1,1%s", (int)(sh - m), m, end);
+        tu_write_text(tu_path(t, "trace.jsonl"), fixed);
+        free(fixed);
+        free(m);
         snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
         assert_int_equal(run_rc(cmd, dir), 2);
         char *e = slurp(tu_path(dir, "stderr"));
@@ -395,6 +462,59 @@ static void test_trace_text_words_and_stdout_alone(void **state) {
     free(dir);
 }
 
+/* issue 34 item 12: NaN and infinite attention weights are drawn as marked
+ * cells (never a colour of the white-to-blue scale, where NaN came out
+ * white like 0) and counted in the caption; a header whose shape is not
+ * the manifest's is refused (formats/manifest.c's check, shared with diff,
+ * explore and replay). */
+static void test_nonfinite_weights_and_a_bad_header(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir();
+    char cmd[1200], t[400], p[600];
+    snprintf(t, sizeof t, "%s/t", dir);
+    snprintf(cmd, sizeof cmd, "./dflash --block-size 3 --trace %s", t);
+    run_ok(cmd);
+    snprintf(p, sizeof p, "%s/draft1.layers.0.self_attn.attn_weights.npy", t);
+    NpyValues w;
+    if (npy_read_values(p, &w) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+    assert_int_equal(w.ndim, 3);
+    float *v = malloc(w.n * sizeof *v);
+    assert_non_null(v);
+    for (size_t i = 0; i < w.n; i++) v[i] = (float)w.f[i];
+    v[0] = NAN;                        /* head 0: two NaN and one inf */
+    v[1] = NAN;
+    v[(size_t)w.shape[2]] = INFINITY;
+    FILE *f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(npy_write(f, "<f4", 3, w.shape, v, w.n), 0);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
+    assert_int_equal(run_rc(cmd, dir), 0);
+    char *svg = slurp(tu_path(dir, "out/attn_draft_round1_layer0_head0.svg"));
+    assert_int_equal(count(svg, "<title>NaN</title>"), 2);
+    assert_int_equal(count(svg, "<title>inf</title>"), 1);
+    assert_non_null(strstr(svg, "not finite: 2 NaN and 1 infinite weights"));
+    free(svg);
+    svg = slurp(tu_path(dir, "out/attn_draft_round1_layer0_head1.svg"));   /* head 1 is finite */
+    assert_null(strstr(svg, "not finite"));
+    free(svg);
+    /* the same values under another shape than the manifest's */
+    int64_t other[3] = {w.shape[0], w.shape[2], w.shape[1]};
+    f = fopen(p, "wb");
+    assert_non_null(f);
+    assert_int_equal(npy_write(f, "<f4", 3, other, v, w.n), 0);
+    assert_int_equal(fclose(f), 0);
+    snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out2 --phase draft --round 1 --layer 0", t, dir);
+    assert_int_equal(run_rc(cmd, dir), 2);
+    char *err = slurp(tu_path(dir, "stderr"));
+    assert_non_null(strstr(err, "the manifest says dtype|shape"));
+    free(err);
+    free(v);
+    npy_values_free(&w);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_walkthrough_set),
@@ -403,6 +523,7 @@ int main(void) {
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_output_not_an_input),
         cmocka_unit_test(test_trace_text_words_and_stdout_alone),
+        cmocka_unit_test(test_nonfinite_weights_and_a_bad_header),
     };
     return cmocka_run_group_tests_name("figures: every stated number and caption checked against the trace", tests,
                                        NULL, NULL);

@@ -141,14 +141,9 @@ static void test_own_names_refused(void **state) {
     char *t = scratch_with_set();
     assert_int_equal(symlink("o1.lock", tu_path(t, "alias")), 0);
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char spec[600], *out, *err;
+        char spec[600];
         snprintf(spec, sizeof spec, "--weights|$W|--prompt|a b|--max-new-tokens|3|%s", CASES[i].args);
-        int st = run_in(t, spec, (Spawn){0}, &out, &err);
-        print_message("     %s -> %s", CASES[i].args, err);
-        assert_refused(st, err, CASES[i].want);
-        assert_string_equal(out, "");
-        free(out);
-        free(err);
+        assert_run_refused(t, spec, (Spawn){0}, CASES[i].args, CASES[i].want, NULL);
         static const char *const ONLY[] = {"w", "alias", NULL};
         assert_only(t, ONLY);
     }
@@ -342,20 +337,14 @@ static void test_filter_matching_nothing(void **state) {
     make_earlier_outputs(t);
     Buf tr = snap(tu_path(t, "tr")), tt = snap(tu_path(t, "tt.txt"));
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char spec[600], *out, *err;
+        char spec[600];
         snprintf(spec, sizeof spec, "--weights|$W|--prompt|a b|--max-new-tokens|3|--trace|$T/tr|--trace-text|$T/tt.txt|%s",
                  CASES[i].args);
-        int st = run_in(t, spec, (Spawn){0}, &out, &err);
-        print_message("     %s -> %s", CASES[i].args, err);
-        assert_refused(st, err, "matches no name this run can emit");
-        assert_contains(err, CASES[i].want);
-        assert_string_equal(out, "");
+        assert_run_refused(t, spec, (Spawn){0}, CASES[i].args, "matches no name this run can emit", CASES[i].want);
         assert_same_snap(&tr, tu_path(t, "tr"));
         assert_same_snap(&tt, tu_path(t, "tt.txt"));
         static const char *const ONLY[] = {"w", "tr", "tt.txt", NULL};
         assert_only(t, ONLY);
-        free(out);
-        free(err);
     }
     /* dflash diff --only: each glob must match a name of A, before anything
      * is compared (one matching glob used to hide a mistyped other) */

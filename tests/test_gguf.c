@@ -385,6 +385,30 @@ static void check_meta(const Gg *g, const char *dir, const char *arch) {
         assert_true(tl->arr_type == V_I32 || tl->arr_type == V_U32);
         assert_int_equal(tl->arr_n, ids->n);
         for (int i = 0; i < ids->n; i++) assert_int_equal(le32(tl->val + 4 * i), ids->items[i].integer + 1);  /* +1 */
+        /* the sliding layers, as llama.cpp's dflash load_arch_hparams reads
+         * them (LLM_KV_ATTENTION_SLIDING_WINDOW, u32, and ..._PATTERN, a bool
+         * array, one per layer): from config.json's layer_types (or, without
+         * it, transformers' rule: layer i slides when use_sliding_window and
+         * i >= max_window_layers); no sliding layer, no keys */
+        const Json *usw = json_get(&c, "use_sliding_window"), *lt = json_get(&c, "layer_types");
+        int L = (int)jint(&c, "num_hidden_layers"), n_sl = 0, want[256] = {0};
+        for (int l = 0; l < L && l < 256; l++) {
+            if (lt && lt->type == JSON_ARRAY) want[l] = strcmp(lt->items[l].string, "sliding_attention") == 0;
+            else want[l] = usw && usw->type == JSON_BOOL && usw->boolean && l >= jint(&c, "max_window_layers");
+            n_sl += want[l];
+        }
+        const Kv *pat = kv_find(g, "dflash.attention.sliding_window_pattern");
+        if (n_sl == 0) {
+            assert_null(kv_find(g, "dflash.attention.sliding_window"));
+            assert_null(pat);
+        } else {
+            assert_int_equal(kv_u32(g, "dflash.attention.sliding_window"), jint(&c, "sliding_window"));
+            assert_non_null(pat);
+            assert_int_equal(pat->type, V_ARR);
+            assert_int_equal(pat->arr_type, V_BOOL);
+            assert_int_equal(pat->arr_n, L);
+            for (int l = 0; l < L; l++) assert_int_equal(pat->val[l], want[l]);
+        }
     }
 #undef A
     /* the vocabulary llama_vocab::load reads for a gpt2 model */
@@ -472,6 +496,8 @@ static void check_set(const char *set) {
 static void test_walkthrough(void **s) { (void)s; check_set("walkthrough"); }
 static void test_random(void **s) { (void)s; check_set("random"); }
 static void test_qwen3_layout(void **s) { (void)s; check_set("qwen3-layout"); }
+/* draft layers 0..3 sliding (window 6), layer 4 full */
+static void test_sliding(void **s) { (void)s; check_set("sliding"); }
 
 /* the reader can fail: one data byte changed, one offset made misaligned */
 static void test_reader_catches_damage(void **s) {
@@ -639,6 +665,7 @@ int main(void) {
         cmocka_unit_test(test_walkthrough),
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_qwen3_layout),
+        cmocka_unit_test(test_sliding),
         cmocka_unit_test(test_reader_catches_damage),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_tokenizer_json_rules),

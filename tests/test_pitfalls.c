@@ -31,6 +31,7 @@
 #include "../formats/load.c"
 #include "../trace.h"
 #include "testutil.h"
+#include "patchutil.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -55,22 +56,6 @@ static int g_n_names;
 /* g_dir/leaf (tu_path's ring of 8 buffers: copy what must live longer) */
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
 
-/* Run a shell command with stdout to `out` (when given); its exit status. */
-static int run(const char *cmd, const char *out) {
-    char full[4000];
-    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
-    int rc = system(full);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
-
-static void load_config(Config *c, const char *path, int draft) {
-    size_t len = 0;
-    char *text = tu_read(path, &len);
-    assert_non_null(text);
-    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
-    free(text);
-}
-
 /* The acceptance length of round r in a trace (its .npy: int64 scalar,
  * the last 8 bytes of the file). */
 static int acceptance(const char *trace, int r) {
@@ -89,26 +74,19 @@ static int setup(void **state) {
     (void)state;
     g_dir = tu_tmpdir();
     if (!g_dir) return -1;
-    load_config(&g_target, RAND "/target/config.json", 0);
-    load_config(&g_draft, RAND "/draft/config.json", 1);
-    char *series = tu_read(SERIES, NULL);
-    if (!series) return -1;
-    for (char *line = strtok(series, "\n"); line; line = strtok(NULL, "\n")) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64];
-        if (sscanf(line, "%63s", name) == 1 && g_n_names < 64) snprintf(g_names[g_n_names++], 64, "%s", name);
-    }
-    free(series);
+    patch_load_config(&g_target, RAND "/target/config.json", 0);
+    patch_load_config(&g_draft, RAND "/draft/config.json", 1);
+    g_n_names = patch_series(SERIES, g_names, 64);
+    if (g_n_names < 0) return -1;
     char cmd[2000];
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(0) " --trace %s", dir_path("ref0"));
-    if (run(cmd, NULL) != 0) return -1;
+    if (tu_run(cmd, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(1) " --trace %s", dir_path("ref1"));
-    if (run(cmd, NULL) != 0) return -1;
+    if (tu_run(cmd, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(2) " --trace %s", dir_path("ref"));
-    if (run(cmd, NULL) != 0) return -1;
+    if (tu_run(cmd, NULL) != 0) return -1;
     snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(1) " --temperature 5 --trace %s", dir_path("ref_t5"));
-    return run(cmd, NULL);
+    return tu_run(cmd, NULL);
 }
 
 static int teardown(void **state) {
@@ -124,7 +102,7 @@ static void traced_run(const char *name, int max_new_tokens, double temperature,
     char cmd[3000];
     snprintf(cmd, sizeof cmd, "./build/pitfalls/dflash-%s --weights " RAND " --prompt \"A dog saw\" --max-new-tokens %d"
              " --ignore-eos --temperature %g --trace %s", name, max_new_tokens, temperature, dir);
-    if (run(cmd, NULL) != 0) fail_msg("pitfall %s: `%s` failed (make pitfall-programs?)", name, cmd);
+    if (tu_run(cmd, NULL) != 0) fail_msg("pitfall %s: `%s` failed (make pitfall-programs?)", name, cmd);
 }
 
 /* Run pitfall NAME's program, diff against the correct trace; the diff's output. */
@@ -134,7 +112,7 @@ static char *plant_and_diff(const char *name, int max_new_tokens, double tempera
     snprintf(port, sizeof port, "port-%s", name);
     traced_run(name, max_new_tokens, temperature, dir_path(port));
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, dir_path(port));
-    *rc = run(cmd, dir_path("diff.txt"));
+    *rc = tu_run(cmd, dir_path("diff.txt"));
     char *out = tu_read(dir_path("diff.txt"), NULL);
     assert_non_null(out);
     tu_rmtree(dir_path(port));
@@ -199,6 +177,13 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
             fail_msg("pitfall %s: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
                      name, rc, first_departure(out), want, out);
         /* the hints that are certain */
+        if (!strcmp(name, "causal-off-by-one")) {
+            /* key p + 1 is let in for query p: weight where A's causal mask gives exactly 0, one ahead */
+            assert_contains(out, "hint: B gives weight where A is exactly 0 (keys the mask hides)");
+            assert_contains(out, "the nearest extra key after its query is 1 position ahead");
+        }
+        if (!strcmp(name, "draft-causal"))   /* the block's later keys hidden, which A's bidirectional block sees */
+            assert_contains(out, "hint: B is exactly 0 where A gives weight (B's mask hides keys A's does not)");
         if (!strcmp(name, "gqa-tile")) {
             /* query head h reads KV head h / (H/Hkv); tiled, h % Hkv: the heads where they differ */
             int H = g_target.num_attention_heads, Hkv = g_target.num_key_value_heads, dep = 0;
@@ -253,7 +238,7 @@ static void test_draft_at_temperature(void **state) {
 static void test_sliding_as_full(void **state) {
     (void)state;
     Config dc;
-    load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
+    patch_load_config(&dc, "toy_weights/sliding/draft/config.json", 1);
     int first = -1;
     for (int l = dc.num_hidden_layers - 1; l >= 0; l--)
         if (dc.layer_window[l] > 0) first = l;
@@ -265,15 +250,87 @@ static void test_sliding_as_full(void **state) {
     assert_true(8 > dc.layer_window[first]);  /* the prompt: longer than the window */
     snprintf(cmd, sizeof cmd, "./dflash %s --trace %s && ./build/pitfalls/dflash-sliding-as-full %s --trace %s", args,
              dir_path("sl-ref"), args, dir_path("sl-port"));
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", dir_path("sl-ref"), dir_path("sl-port"));
-    int rc = run(cmd, dir_path("diff.txt"));
+    int rc = tu_run(cmd, dir_path("diff.txt"));
     char *out = tu_read(dir_path("diff.txt"), NULL);
     assert_non_null(out);
     if (rc != 1 || strcmp(first_departure(out), want) != 0)
         fail_msg("sliding-as-full: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
                  rc, first_departure(out), want, out);
+    /* the trained window lets query p see keys p - (w - 1) .. p (NOTES.md): full attention's first
+     * extra key is w back, and the block keys after p are extra too */
+    snprintf(want, sizeof want, "the first extra key is %d positions back", dc.layer_window[first]);
+    assert_contains(out, "hint: B gives weight where A is exactly 0 (keys the mask hides)");
+    assert_contains(out, want);
+    assert_contains(out, "the nearest extra key after its query is 1 position ahead");
     free(out);
+}
+
+/* TRACE.md ("The last-layer abort") says in which round the pre-norm last
+ * hidden state (last-hidden-prenorm) first changes a proposal on the random
+ * set, per prompt ("round N with `P`"), and that C differs from round 1 on:
+ * every such claim is checked here with the pitfall's program against the
+ * clean one (the first round whose draft{r}.sampled differ, 32 new tokens,
+ * --ignore-eos), as a round log compared line by line. */
+static int first_changed_round(const char *prog, const char *ids, char *first_c, size_t size) {
+    char cmd[1200], a[300], b[300];
+    snprintf(a, sizeof a, "%s", dir_path("pn-clean.txt"));
+    snprintf(b, sizeof b, "%s", dir_path("pn-port.txt"));
+    snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", ids);
+    assert_int_equal(run(cmd, a), 0);
+    snprintf(cmd, sizeof cmd, "%s --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", prog, ids);
+    assert_int_equal(run(cmd, b), 0);
+    char *x = tu_read(a, NULL), *y = tu_read(b, NULL);
+    assert_non_null(x);
+    assert_non_null(y);
+    int r = 1, found = -1;
+    for (char *p = x, *q = y; *p && *q; r++) {
+        char *pe = strchr(p, '\n'), *qe = strchr(q, '\n');
+        if (!pe || !qe) break;
+        if (pe - p != qe - q || memcmp(p, q, (size_t)(pe - p)) != 0) { found = r; break; }
+        p = pe + 1, q = qe + 1;
+    }
+    free(x);
+    free(y);
+    /* C: draft1.hidden_norm of the two, compared byte for byte */
+    snprintf(cmd, sizeof cmd, "{ ./dflash --weights " RAND " --ids %s --max-new-tokens 1 --ignore-eos --trace %s "
+             "--trace-filter draft1.hidden_norm && %s --weights " RAND " --ids %s --max-new-tokens 1 --ignore-eos --trace %s "
+             "--trace-filter draft1.hidden_norm && cmp -s %s/draft1.hidden_norm.npy %s/draft1.hidden_norm.npy; }",
+             ids, dir_path("pn-c"), prog, ids, dir_path("pn-p"), dir_path("pn-c"), dir_path("pn-p"));
+    snprintf(first_c, size, "%s", run(cmd, NULL) == 1 ? "differs" : "same");
+    return found;
+}
+
+static void test_last_hidden_prenorm_rounds_as_trace_md_says(void **state) {
+    (void)state;
+    char *t = tu_read("TRACE.md", NULL);
+    assert_non_null(t);
+    const char *sec = strstr(t, "The pre-norm residual is the pitfall `last-hidden-prenorm`");
+    assert_non_null(sec);
+    const char *end = strstr(sec, "`draft{r}.sampled`.");
+    assert_non_null(end);
+    assert_null(strstr(sec, "first in `draft2.sampled`"));  /* the old one-round claim */
+    int claims = 0;
+    for (const char *p = sec; (p = strstr(p, "round ")) != NULL && p < end; p += 6) {
+        int round, used = 0;
+        char ids[64];
+        if (sscanf(p, "round %d with `%n", &round, &used) != 1 || used == 0) continue;
+        const char *q = p + used;
+        if (strncmp(q, "--ids ", 6) == 0) q += 6;
+        size_t n = strspn(q, "0123456789,");
+        if (n == 0 || n >= sizeof ids || q[n] != '`') continue;
+        memcpy(ids, q, n);
+        ids[n] = 0;
+        char c[16];
+        int got = first_changed_round("./build/pitfalls/dflash-last-hidden-prenorm", ids, c, sizeof c);
+        if (got != round) fail_msg("TRACE.md: last-hidden-prenorm first changes a proposal in round %d with --ids %s; the runs say %d",
+                                   round, ids, got);
+        if (strcmp(c, "differs") != 0) fail_msg("TRACE.md: C differs from round 1 on; with --ids %s draft1.hidden_norm is the same", ids);
+        claims++;
+    }
+    assert_true(claims >= 2);
+    free(t);
 }
 
 /* The mechanism. Each program's source, build/pitfalls/NAME/FILE (FILE the
@@ -284,22 +341,11 @@ static void test_each_program_is_the_source_plus_its_patch(void **state) {
     (void)state;
     assert_true(g_n_names >= 19);
     for (int i = 0; i < g_n_names; i++) {
-        char cmd[2000], diff[128], prog[128], file[128], copy[256];
+        char diff[128], prog[128], copy_dir[128];
         snprintf(diff, sizeof diff, "walkthrough/pitfalls/%.60s.diff", g_names[i]);
         snprintf(prog, sizeof prog, "build/pitfalls/dflash-%.60s", g_names[i]);
-        if (access(prog, X_OK) != 0) fail_msg("%s: no program %s (make pitfall-programs)", g_names[i], prog);
-        char *text = tu_read(diff, NULL);
-        assert_non_null(text);
-        const char *plus = strstr(text, "\n+++ b/");
-        if (!plus || sscanf(plus + 7, "%127s", file) != 1) fail_msg("%s: names no file (+++ b/FILE)", diff);
-        free(text);
-        snprintf(copy, sizeof copy, "%.200s", dir_path("copy.c"));
-        snprintf(cmd, sizeof cmd, "cmp -s %s build/pitfalls/%.60s/%s", file, g_names[i], file);
-        if (run(cmd, NULL) != 1) fail_msg("%s: build/pitfalls/%s/%s is missing or the clean %s", g_names[i],
-                                          g_names[i], file, file);
-        snprintf(cmd, sizeof cmd, "cp build/pitfalls/%.60s/%s %s && patch --quiet --batch --fuzz=0 -R %s %s && cmp %s %s",
-                 g_names[i], file, copy, copy, diff, file, copy);
-        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give %s back", g_names[i], file);
+        snprintf(copy_dir, sizeof copy_dir, "build/pitfalls/%.60s", g_names[i]);
+        patch_check_program(g_names[i], diff, prog, copy_dir, dir_path("copy.c"));
     }
 }
 
@@ -307,31 +353,15 @@ static void test_each_program_is_the_source_plus_its_patch(void **state) {
  * it) fails the build with a message naming it, and leaves no program. */
 static void test_stale_patch_fails_the_build(void **state) {
     (void)state;
-    char *p = tu_read("walkthrough/pitfalls/hidden-off-by-one.diff", NULL);
-    assert_non_null(p);
-    char *ctx = strstr(p, "\n     for (int t = 0; t < rows; t++)");   /* a context line of its hunk */
-    assert_non_null(ctx);
-    ctx[6] = 'X';   /* "for" -> "Xor" */
-    char diff[256], prog[256], cmd[3000];
-    snprintf(diff, sizeof diff, "%s", dir_path("stale.diff"));
-    snprintf(prog, sizeof prog, "%s", dir_path("dflash-stale"));
-    assert_int_equal(tu_write(diff, p, strlen(p)), 0);
-    free(p);
-    snprintf(cmd, sizeof cmd, "sh tools/pitfall.sh build %s %s cc '' build/pitfalls/obj/dflash.o", diff, prog);
-    assert_int_equal(run(cmd, dir_path("stale.txt")), 1);
-    char *out = tu_read(dir_path("stale.txt"), NULL);
-    assert_contains(out, "pitfall stale: ");
-    assert_contains(out, "no longer applies to dflash.c");
-    free(out);
-    assert_false(tu_exists(prog));
-    assert_false(tu_exists(dir_path("stale")));
+    patch_check_stale("walkthrough/pitfalls/hidden-off-by-one.diff", "\n     for (int t = 0; t < rows; t++)", 6,
+                      "dflash.c", "build/pitfalls/obj/dflash.o", g_dir, "stale");   /* "for" -> "Xor" */
 }
 
 /* dflash.c and dflash.h carry no pitfall; the program has no --pitfall. */
 static void test_clean_source_and_no_pitfall_flag(void **state) {
     (void)state;
-    assert_int_equal(run("grep -i -c pitfall dflash.c dflash.h", NULL), 1);
-    assert_int_equal(run("./dflash --pitfall gelu-mlp", dir_path("refuse.txt")), 2);
+    assert_int_equal(tu_run("grep -i -c pitfall dflash.c dflash.h", NULL), 1);
+    assert_int_equal(tu_run("./dflash --pitfall gelu-mlp", dir_path("refuse.txt")), 2);
     char *err = tu_read(dir_path("refuse.txt"), NULL);
     assert_contains(err, "unknown flag \"--pitfall\"");
     free(err);
@@ -345,7 +375,7 @@ static void test_truncated_port_fails(void **state) {
     snprintf(ref, sizeof ref, "%s", dir_path("ref"));
     snprintf(cut, sizeof cut, "%s", dir_path("cut"));
     snprintf(cmd, sizeof cmd, "cp -r -l %s %s", ref, cut);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     char *m = tu_read(tu_path(ref, "trace.jsonl"), NULL);
     assert_non_null(m);
     int lines = 0, keep = 0;
@@ -364,7 +394,7 @@ static void test_truncated_port_fails(void **state) {
     free(m);
 
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, cut);
-    assert_int_equal(run(cmd, dir_path("cut.txt")), 1);
+    assert_int_equal(tu_run(cmd, dir_path("cut.txt")), 1);
     char *out = tu_read(dir_path("cut.txt"), NULL), want[600];
     snprintf(want, sizeof want, "B has nothing after %s: %d tensors missing, first %s", last, lines - keep, next);
     assert_contains(out, want);
@@ -374,7 +404,7 @@ static void test_truncated_port_fails(void **state) {
      * (its names come first in data-flow order) */
     assert_true(strncmp(next, "prefill.", 8) != 0);
     snprintf(cmd, sizeof cmd, "./dflash diff --only 'prefill.*' %s %s", ref, cut);
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
 }
 
 /* A clean port: the other precision's build, a different computation of the
@@ -390,9 +420,9 @@ static void test_clean_port_passes_with_margins(void **state) {
     char cmd[3000], ref[512];
     snprintf(ref, sizeof ref, "%s", dir_path("ref1"));
     snprintf(cmd, sizeof cmd, OTHER_PRECISION " " RUN_ARGS(1) " --trace %s", dir_path("dbl"));
-    assert_int_equal(run(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "./dflash diff --verbose --rtol=1e-4 %s %s", ref, dir_path("dbl"));
-    assert_int_equal(run(cmd, dir_path("v.txt")), 0);
+    assert_int_equal(tu_run(cmd, dir_path("v.txt")), 0);
     char *out = tu_read(dir_path("v.txt"), NULL), *m = tu_read(tu_path(ref, "trace.jsonl"), NULL);
     int lines = 0, ok = 0, margins = 0;
     for (char *c = m; *c; c++) lines += *c == '\n';
@@ -419,6 +449,7 @@ int main(void) {
         cmocka_unit_test(test_each_pitfall_departs_where_it_enters),
         cmocka_unit_test(test_draft_at_temperature),
         cmocka_unit_test(test_sliding_as_full),
+        cmocka_unit_test(test_last_hidden_prenorm_rounds_as_trace_md_says),
         cmocka_unit_test(test_truncated_port_fails),
         cmocka_unit_test(test_clean_port_passes_with_margins),
     };

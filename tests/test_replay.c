@@ -12,38 +12,21 @@
  *   - A port's trace made by hand, holding only the ids replay reads, with a
  *     first token and a bonus token the program would never pick: the replay
  *     verifies exactly its blocks, and its output is the hand-made tokens.
- *   - Inconsistent or unusable traces are refused with one line, exit 2. */
+ *   - Inconsistent or unusable traces are refused with one line, exit 2.
+ *   - dflash.c itself does not replay: ./dflash --replay runs
+ *     build/dflash-replay, dflash.c with cli/replay.diff. */
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "../cli/replay.c"
 #include "testutil.h"
+#include "traceutil.h"
 
 #include <sys/wait.h>
 
 #define RAND "toy_weights/random"
 #define RUN "./dflash --weights " RAND " --max-new-tokens 3 --ignore-eos"
 
-static char *g_dir;
-
-static int setup(void **state) {
-    (void)state;
-    g_dir = tu_tmpdir();
-    return g_dir ? 0 : -1;
-}
-static int teardown(void **state) {
-    (void)state;
-    tu_rmtree(g_dir);
-    free(g_dir);
-    return 0;
-}
-
-/* a shell command, its output to `out` (or /dev/null): its exit status */
-static int sh(const char *cmd, const char *out) {
-    char full[4096];
-    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
-    int rc = system(full);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
+#define g_dir TU_SCRATCH  /* the suite's scratch directory */
 
 /* the int64 values of DIR/NAME.npy (n of them) */
 static int64_t *ids_of(const char *dir, const char *name, size_t *n) {
@@ -91,9 +74,9 @@ static void test_replay_of_a_sampled_run_lines_up_every_round(void **state) {
     snprintf(port, sizeof port, "%s/port", g_dir);
     snprintf(replay, sizeof replay, "%s/replay", g_dir);
     snprintf(cmd, sizeof cmd, RUN " --ids 2,3,4 --trace %s", greedy);
-    assert_int_equal(sh(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, RUN " --ids 2,3,4 --temperature 1 --seed 7 --trace %s", port);
-    assert_int_equal(sh(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     /* the precondition: the "port" left the greedy path (its first token) */
     size_t n1, n2;
     int64_t *g = ids_of(greedy, "output_ids", &n1), *p = ids_of(port, "output_ids", &n2);
@@ -102,10 +85,10 @@ static void test_replay_of_a_sampled_run_lines_up_every_round(void **state) {
     free(g);
     free(p);
     snprintf(cmd, sizeof cmd, "./dflash diff %s %s", greedy, port);
-    assert_int_equal(sh(cmd, NULL), 1);
+    assert_int_equal(tu_run(cmd, NULL), 1);
 
     snprintf(cmd, sizeof cmd, RUN " --replay %s --trace %s", port, replay);
-    assert_int_equal(sh(cmd, NULL), 0);
+    assert_int_equal(tu_run(cmd, NULL), 0);
     assert_int_equal(rounds_of(replay), rounds_of(port));
     assert_same_ids(replay, port, "output_ids");
     char name[64];
@@ -133,39 +116,24 @@ static void test_replay_of_a_sampled_run_lines_up_every_round(void **state) {
     manifest_free(&m);
 }
 
-/* a minimal trace: only what replay reads, as a port might write it */
-static FILE *g_manifest;
-static void put(const char *dir, const char *name, const int64_t *v, int ndim, int64_t len) {
-    char path[1024];
-    snprintf(path, sizeof path, "%s/%s.npy", dir, name);
-    FILE *f = fopen(path, "wb");
-    assert_non_null(f);
-    int64_t shape[1] = {len};
-    assert_int_equal(npy_write(f, "<i8", ndim, shape, v, ndim ? (size_t)len : 1), 0);
-    fclose(f);
-    fprintf(g_manifest, "{\"name\":\"%s\",\"file\":\"%s.npy\"}\n", name, name);
-}
-
-/* prompt "The cat sat" (2,3,4); a first token and a round-1 bonus that are
- * not the program's (it says "on" = 5, then "the"); round 1 keeps 1 of its
- * proposals, round 2 none. */
-static void hand_made(const char *dir, int64_t first, int64_t anchor2) {
-    assert_int_equal(mkdir(dir, 0755), 0);
-    char path[1024];
-    snprintf(path, sizeof path, "%s/trace.jsonl", dir);
-    g_manifest = fopen(path, "w");
-    assert_non_null(g_manifest);
-    int64_t prompt[3] = {2, 3, 4}, b1[4] = {first, 9, 10, 11}, s1[4] = {9, 12, 13, 14}, acc1 = 1;
-    int64_t b2[4] = {anchor2, 15, 16, 17}, s2[4] = {18, 19, 20, 21}, acc2 = 0;
-    put(dir, "input_ids", prompt, 1, 3);
-    put(dir, "prefill.sampled", &first, 1, 1);
-    put(dir, "verify1.input_ids", b1, 1, 4);
-    put(dir, "verify1.sampled", s1, 1, 4);
-    put(dir, "verify1.acceptance_length", &acc1, 0, 1);
-    put(dir, "verify2.input_ids", b2, 1, 4);
-    put(dir, "verify2.sampled", s2, 1, 4);
-    put(dir, "verify2.acceptance_length", &acc2, 0, 1);
-    fclose(g_manifest);
+/* a minimal trace: only what replay reads, as a port might write it
+ * (tests/traceutil.h). Prompt "The cat sat" (2,3,4); a first token and a
+ * round-1 bonus that are not the program's (it says "on" = 5, then "the");
+ * round 1 keeps 1 of its proposals, round 2 none. */
+static void hand_made(const char *dir, double first, double anchor2) {
+    Hand h;
+    hand_open(&h, dir, NULL);
+    double prompt[3] = {2, 3, 4}, b1[4] = {first, 9, 10, 11}, s1[4] = {9, 12, 13, 14}, acc1 = 1;
+    double b2[4] = {anchor2, 15, 16, 17}, s2[4] = {18, 19, 20, 21}, acc2 = 0;
+    hand_ids(&h, "input_ids", NULL, 0, 3, prompt);
+    hand_ids(&h, "prefill.sampled", NULL, 0, 1, &first);
+    hand_ids(&h, "verify1.input_ids", NULL, 0, 4, b1);
+    hand_ids(&h, "verify1.sampled", NULL, 0, 4, s1);
+    hand_ids(&h, "verify1.acceptance_length", NULL, 0, -1, &acc1);
+    hand_ids(&h, "verify2.input_ids", NULL, 0, 4, b2);
+    hand_ids(&h, "verify2.sampled", NULL, 0, 4, s2);
+    hand_ids(&h, "verify2.acceptance_length", NULL, 0, -1, &acc2);
+    hand_close(&h);
 }
 
 static void test_replay_follows_a_hand_made_port(void **state) {
@@ -177,7 +145,7 @@ static void test_replay_follows_a_hand_made_port(void **state) {
     hand_made(port, 7, 12);  /* round 1: keep [7 9], bonus s1[1] = 12 */
     snprintf(cmd, sizeof cmd, "./dflash --max-new-tokens 5 --ignore-eos --print-ids --replay %s --trace %s "
              "--trace-filter '*input_ids' --trace-filter '*sampled' --trace-filter '*position_ids' --trace-filter output_ids", port, replay);
-    assert_int_equal(sh(cmd, out), 0);
+    assert_int_equal(tu_run(cmd, out), 0);
     size_t n;
     int64_t *b = ids_of(replay, "verify1.input_ids", &n);
     int64_t want1[4] = {7, 9, 10, 11};
@@ -222,25 +190,69 @@ static void test_replay_refuses_what_it_cannot_follow(void **state) {
     /* an id outside the vocabulary */
     assert_int_equal(replay_load(tu_path(g_dir, "hand"), 12, &t), -1);
     assert_contains(dflash_errmsg, "expected 0..11");
+    /* the manifest validated as diff, explore and figures validate it (issue 34 item 12): a header
+     * that is not the shape the manifest gives, a round below 0 */
+    snprintf(dir, sizeof dir, "%s/badshape", g_dir);
+    hand_made(dir, 7, 12);
+    char *m = tu_read(tu_path(dir, "trace.jsonl"), NULL), *nl = strchr(m, '\n');
+    assert_non_null(nl);
+    char fixed[4096];
+    snprintf(fixed, sizeof fixed, "{\"name\":\"input_ids\",\"file\":\"input_ids.npy\",\"dtype\":\"int64\",\"shape\":[4]}%s", nl);
+    tu_write_text(tu_path(dir, "trace.jsonl"), fixed);
+    assert_int_equal(replay_load(dir, 36, &t), -1);
+    assert_contains(dflash_errmsg, "the manifest says dtype|shape \"int64|4\" but the file's header says \"int64|3\"");
+    snprintf(fixed, sizeof fixed, "{\"name\":\"input_ids\",\"file\":\"input_ids.npy\",\"round\":-5}%s", nl);
+    tu_write_text(tu_path(dir, "trace.jsonl"), fixed);
+    assert_int_equal(replay_load(dir, 36, &t), -1);
+    assert_contains(dflash_errmsg, "\"round\" must be an integer >= 0");
+    free(m);
     /* the CLI: one line, exit 2 */
     snprintf(out, sizeof out, "%s/refused.out", g_dir);
     snprintf(cmd, sizeof cmd, "./dflash --replay %s/hand --block-size 5", g_dir);
-    assert_int_equal(sh(cmd, out), 2);
+    assert_int_equal(tu_run(cmd, out), 2);
     char *text = tu_read(out, NULL);
     assert_contains(text, "verified blocks of 4 tokens, this run's block size is 5 (give --block-size 4)");
     free(text);
     snprintf(cmd, sizeof cmd, "./dflash --replay %s/hand --prompt \"The cat\"", g_dir);
-    assert_int_equal(sh(cmd, out), 2);
+    assert_int_equal(tu_run(cmd, out), 2);
     text = tu_read(out, NULL);
     assert_contains(text, "--replay and --prompt");
     free(text);
 }
 
+/* the replay lines are cli/replay.diff's, not dflash.c's: the clean
+ * dflash_generate names no replay, and its argument check refuses one (a
+ * library user of dflash.c is told where replay lives, not ignored) */
+static void test_clean_dflash_c_does_not_replay(void **state) {
+    (void)state;
+    char *src = tu_read("dflash.c", NULL);
+    assert_non_null(src);
+    char *gen = strstr(src, "\nint dflash_generate(");
+    assert_non_null(gen);
+    char *end = strstr(gen, "\n}\n");
+    assert_non_null(end);
+    *end = 0;
+    assert_null(strstr(gen, "replay"));
+    free(src);
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.cfg.vocab_size = 10;
+    m.cfg.max_position_embeddings = 100;
+    int first[1] = {0}, ids[1] = {3};
+    Replay r = {.first = 1, .n_rounds = 0, .block = first, .acc = first, .bonus = first};
+    GenParams p = {.max_new_tokens = 2, .block_size = 1, .replay = &r};
+    assert_int_equal(check_gen_args(&m, 1, &p, 1, ids), -1);
+    assert_contains(dflash_errmsg, "build/dflash-replay (cli/replay.diff)");
+    p.replay = NULL;
+    assert_int_equal(check_gen_args(&m, 1, &p, 1, ids), 0);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_clean_dflash_c_does_not_replay),
         cmocka_unit_test(test_replay_of_a_sampled_run_lines_up_every_round),
         cmocka_unit_test(test_replay_follows_a_hand_made_port),
         cmocka_unit_test(test_replay_refuses_what_it_cannot_follow),
     };
-    return cmocka_run_group_tests(tests, setup, teardown);
+    return cmocka_run_group_tests(tests, tu_scratch_setup, tu_scratch_teardown);
 }

@@ -49,14 +49,9 @@ static void test_outputs_that_are_inputs(void **state) {
     mkdir(tu_path(t, "x"), 0755);
     Buf set = snap(tu_path(t, "w")), hard = snap(tu_path(t, "hard"));
     for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
-        char spec[600], *out, *err;
+        char spec[600];
         snprintf(spec, sizeof spec, "--weights|$W|--prompt|a b|--max-new-tokens|3|%s", CASES[i].args);
-        int st = run_in(t, spec, (Spawn){0}, &out, &err);
-        print_message("     %s -> %s", CASES[i].args, err);
-        assert_refused(st, err, CASES[i].want);
-        assert_string_equal(out, "");
-        free(out);
-        free(err);
+        assert_run_refused(t, spec, (Spawn){0}, CASES[i].args, CASES[i].want, NULL);
         /* the weight set is byte-for-byte as it was, and nothing was made */
         assert_same_snap(&set, tu_path(t, "w"));
         assert_same_snap(&hard, tu_path(t, "hard"));
@@ -508,18 +503,11 @@ static void test_nonfinite_logits_stop_the_run(void **state) {
         "--weights|$W|--prompt|a b|--max-new-tokens|3|--mode|ar",
     };
     for (int i = 0; i < 2; i++) {
-        char *out, *err;
-        int st = run_in(t, SPECS[i], (Spawn){0}, &out, &err);
-        print_message("     %s", err);
-        assert_refused(st, err, "non-finite logits");
-        assert_contains(err, "prefill.logits (phase prefill, round 0)");
-        assert_string_equal(out, "");
+        assert_run_refused(t, SPECS[i], (Spawn){0}, "", "non-finite logits", "prefill.logits (phase prefill, round 0)");
         assert_same_snap(&tr, tu_path(t, "tr"));
         assert_same_snap(&tt, tu_path(t, "tt.txt"));
         static const char *const ONLY[] = {"w", "tr", "tt.txt", NULL};
         assert_only(t, ONLY);
-        free(out);
-        free(err);
     }
     free(tr.b);
     free(tt.b);

@@ -32,6 +32,7 @@
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "testutil.h"
+#include "patchutil.h"
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -50,21 +51,6 @@ static int g_n_names;
 
 static const char *dir_path(const char *leaf) { return tu_path(g_dir, leaf); }
 
-static int run(const char *cmd, const char *out) {
-    char full[4000];
-    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
-    int rc = system(full);
-    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
-}
-
-static void load_config(Config *c, const char *path, int draft) {
-    size_t len = 0;
-    char *text = tu_read(path, &len);
-    assert_non_null(text);
-    if (config_parse(c, path, text, len, draft) != 0) fail_msg("%s: %s", path, dflash_errmsg);
-    free(text);
-}
-
 /* `PROG train ...` on the test's data, `steps` steps, traced into dir */
 static int train_run(const char *prog, int steps, const char *dir, const char *out_leaf) {
     char cmd[3000];
@@ -72,24 +58,17 @@ static int train_run(const char *prog, int steps, const char *dir, const char *o
              "%s train --target " RAND "/target --draft " RAND "/draft --data %s --batch 1 --anchors 512"
              " --steps %d --out %s --trace %s",
              prog, dir_path("data.txt"), steps, dir_path(out_leaf), dir);
-    return run(cmd, NULL);
+    return tu_run(cmd, NULL);
 }
 
 static int setup(void **state) {
     (void)state;
     g_dir = tu_tmpdir();
     if (!g_dir) return -1;
-    load_config(&g_target, RAND "/target/config.json", 0);
-    load_config(&g_draft, RAND "/draft/config.json", 1);
-    char *series = tu_read(SERIES, NULL);
-    if (!series) return -1;
-    for (char *line = strtok(series, "\n"); line; line = strtok(NULL, "\n")) {
-        char *hash = strchr(line, '#');
-        if (hash) *hash = 0;
-        char name[64];
-        if (sscanf(line, "%63s", name) == 1 && g_n_names < 32) snprintf(g_names[g_n_names++], 64, "%s", name);
-    }
-    free(series);
+    patch_load_config(&g_target, RAND "/target/config.json", 0);
+    patch_load_config(&g_draft, RAND "/draft/config.json", 1);
+    g_n_names = patch_series(SERIES, g_names, 32);
+    if (g_n_names < 0) return -1;
     char data[512] = "";
     for (int i = 0; i < S_LEN; i++)
         snprintf(data + strlen(data), sizeof data - strlen(data), "%s%d", i == P_LEN ? " | " : i ? " " : "", DATA[i]);
@@ -161,7 +140,7 @@ static void test_each_training_pitfall_departs_where_it_enters(void **state) {
         int steps = want[5] == '2' ? 2 : 1;   /* the shortest run that reaches the step */
         if (train_run(prog, steps, port, "port-out") != 0) fail_msg("training pitfall %s: %s failed (make pitfall-programs?)", name, prog);
         snprintf(cmd, sizeof cmd, "./dflash diff %s %s", dir_path(steps == 2 ? "ref2" : "ref1"), port);
-        int rc = run(cmd, dir_path("diff.txt"));
+        int rc = tu_run(cmd, dir_path("diff.txt"));
         char *out = tu_read(dir_path("diff.txt"), NULL);
         assert_non_null(out);
         if (rc != 1 || strcmp(first_departure(out), want) != 0)
@@ -195,20 +174,15 @@ static void test_each_program_is_train_c_plus_its_patch(void **state) {
     (void)state;
     assert_true(g_n_names >= 8);
     for (int i = 0; i < g_n_names; i++) {
-        char cmd[2000], diff[128], prog[128], copy[256];
+        char diff[128], prog[128], copy_dir[128];
         snprintf(diff, sizeof diff, "walkthrough/train-pitfalls/%.60s.diff", g_names[i]);
         snprintf(prog, sizeof prog, "build/pitfalls/dflash-train-%.60s", g_names[i]);
-        if (access(prog, X_OK) != 0) fail_msg("%s: no program %s (make pitfall-programs)", g_names[i], prog);
+        snprintf(copy_dir, sizeof copy_dir, "build/pitfalls/train-%.60s", g_names[i]);
         char *text = tu_read(diff, NULL);
         assert_non_null(text);
         assert_non_null(strstr(text, "\n+++ b/train.c"));
         free(text);
-        snprintf(cmd, sizeof cmd, "cmp -s train.c build/pitfalls/train-%.60s/train.c", g_names[i]);
-        if (run(cmd, NULL) != 1) fail_msg("%s: build/pitfalls/train-%s/train.c is missing or the clean train.c", g_names[i], g_names[i]);
-        snprintf(copy, sizeof copy, "%.200s", dir_path("copy.c"));
-        snprintf(cmd, sizeof cmd, "cp build/pitfalls/train-%.60s/train.c %s && patch --quiet --batch --fuzz=0 -R %s %s && cmp train.c %s",
-                 g_names[i], copy, copy, diff, copy);
-        if (run(cmd, NULL) != 0) fail_msg("%s: reversing its patch does not give train.c back", g_names[i]);
+        patch_check_program(g_names[i], diff, prog, copy_dir, dir_path("copy.c"));
     }
 }
 
@@ -216,25 +190,9 @@ static void test_each_program_is_train_c_plus_its_patch(void **state) {
  * naming itself, and leaves no program; train.c names no pitfall. */
 static void test_stale_training_patch_fails_and_train_c_is_clean(void **state) {
     (void)state;
-    char *p = tu_read("walkthrough/train-pitfalls/labels-shifted.diff", NULL);
-    assert_non_null(p);
-    char *ctx = strstr(p, "\n                 r->pos[");   /* a context line of its hunk */
-    assert_non_null(ctx);
-    ctx[18] = 'X';   /* "r->pos" -> "X->pos" */
-    char diff[256], prog[256], cmd[3000];
-    snprintf(diff, sizeof diff, "%s", dir_path("stale.diff"));
-    snprintf(prog, sizeof prog, "%s", dir_path("dflash-train-stale"));
-    assert_int_equal(tu_write(diff, p, strlen(p)), 0);
-    free(p);
-    snprintf(cmd, sizeof cmd, "sh tools/pitfall.sh build %s %s cc '' build/pitfalls/obj/train.o", diff, prog);
-    assert_int_equal(run(cmd, dir_path("stale.txt")), 1);
-    char *out = tu_read(dir_path("stale.txt"), NULL);
-    assert_contains(out, "pitfall stale: ");
-    assert_contains(out, "no longer applies to train.c");
-    free(out);
-    assert_false(tu_exists(prog));
-    assert_false(tu_exists(dir_path("train-stale")));
-    assert_int_equal(run("grep -i -c pitfall train.c train.h", NULL), 1);
+    patch_check_stale("walkthrough/train-pitfalls/labels-shifted.diff", "\n                 r->pos[", 18, "train.c",
+                      "build/pitfalls/obj/train.o", g_dir, "train-stale");   /* "r->pos" -> "X->pos" */
+    assert_int_equal(tu_run("grep -i -c pitfall train.c train.h", NULL), 1);
 }
 
 int main(void) {

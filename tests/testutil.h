@@ -21,11 +21,21 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
+/* A shell command with stdout and stderr to `out` (NULL: /dev/null); its
+ * exit status, -1 when it did not exit. */
+static inline int tu_run(const char *cmd, const char *out) {
+    char full[4096];
+    snprintf(full, sizeof full, "%s > %s 2>&1", cmd, out ? out : "/dev/null");
+    int rc = system(full);
+    return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
+}
+
 /* `make test` runs a representative subset of the long sweeps (every block
- * size 1..8 on two prompts per weight set, a 600-seed chi-square), so the
- * suite stays under 30 s; DFLASH_TEST_LONG=1 (`make test-long`) runs them in
+ * size 1..8 on two prompts per weight set, a 600-seed chi-square);
+ * DFLASH_TEST_LONG=1 (`make test-long`) runs them in
  * full (20 + 6 prompts, 3000 seeds). `make sanitize` runs the subset. */
 static inline int tu_long(void) {
     const char *q = getenv("DFLASH_TEST_LONG");
@@ -67,6 +77,27 @@ static inline int tu_rmtree(const char *path) {
         return rmdir(path);
     }
     return unlink(path);
+}
+
+/* A suite's scratch directory: TU_SCRATCH, made by tu_scratch_setup and
+ * removed by tu_scratch_teardown (cmocka_run_group_tests' group setup and
+ * teardown). */
+static inline char **tu_scratch_slot(void) {
+    static char *dir;
+    return &dir;
+}
+#define TU_SCRATCH (*tu_scratch_slot())
+static inline int tu_scratch_setup(void **state) {
+    (void)state;
+    TU_SCRATCH = tu_tmpdir();
+    return TU_SCRATCH ? 0 : -1;
+}
+static inline int tu_scratch_teardown(void **state) {
+    (void)state;
+    tu_rmtree(TU_SCRATCH);
+    free(TU_SCRATCH);
+    TU_SCRATCH = NULL;
+    return 0;
 }
 
 /* a/b in a static ring of buffers, so a few can be alive at once. */

@@ -53,10 +53,28 @@ train_trace() {
         --draft-config toy_weights/walkthrough/draft/config.json --data walkthrough/tools/train-step.txt \
         --batch 1 --anchors 2 --steps 1 --trace "$tmp/train" --out "$tmp/train-draft" > /dev/null 2>&1
 }
+# every tensor a page cites with its shape ("`draft1.logits` [3, 36]",
+# "(`train1.attn_mask`, [1, 8, 19])", the Chinese page's "，") has that shape in the trace it comes
+# from: the default run's (prefill, draft{r}, verify{r}) or the training
+# step's (train{s})
+check_cited_shapes() {
+    for page in "$@"; do
+        grep -o '`\(prefill\|draft[0-9]*\|verify[0-9]*\|train[0-9]*\)\.[A-Za-z0-9_.]*`\(, \|，\| \)\[[0-9, ]*\]' "$page" |
+        while IFS= read -r cite; do
+            name=$(echo "$cite" | sed 's/^`\([^`]*\)`.*/\1/')
+            said=$(echo "$cite" | sed 's/.*\[\([0-9, ]*\)\]$/\1/; s/ //g')
+            case $name in train*) dir=$tmp/train;; *) dir=$tmp/trace;; esac
+            [ -f "$dir/$name.npy" ] || { echo "docs.sh: $page cites $name, which the trace does not hold"; return 1; }
+            have=$(head -c 256 "$dir/$name.npy" | tr -c '[:print:]' ' ' | sed -n "s/.*'shape': (\([0-9, ]*\)).*/\1/p" | tr -d ' ' | sed 's/,$//')
+            [ "$said" = "$have" ] || { echo "docs.sh: $page gives $name as [$said], the trace's is [$have]"; return 1; }
+        done || return 1
+    done
+}
 gen_walk() {
     mkdir -p "$1/walkthrough" && walk_trace && train_trace &&
     ./walkthrough/tools/mkwalk "$tmp/trace" toy_weights/walkthrough/vocab.txt "$1/walkthrough" \
         --train "$tmp/train" toy_weights/walkthrough/target > /dev/null &&
+    check_cited_shapes "$1/walkthrough/README.md" "$1/walkthrough/README.zh.md" &&
     ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
         "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }

@@ -10,7 +10,7 @@ for t in "$@"; do
     echo "== fuzz $t: $secs s"
     rm -rf build/fuzz/corpus/$t && mkdir -p build/fuzz/corpus/$t
     dict=
-    case $t in safetensors|config|tokjson|explore|figures|batches) dict=-dict=tests/fuzz/json.dict;; esac
+    case $t in safetensors|config|tokjson|explore|figures|batches|gguf) dict=-dict=tests/fuzz/json.dict;; esac
     if ./build/fuzz/fuzz_$t -seed=1 -max_total_time=$secs -max_len=8192 -timeout=10 \
         -rss_limit_mb=2048 -print_final_stats=1 $dict -artifact_prefix=build/fuzz/crash-$t- \
         build/fuzz/corpus/$t tests/fuzz/$t > build/fuzz/$t.log 2>&1; then

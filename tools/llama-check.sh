@@ -18,6 +18,7 @@
 # converted files. An install of the pinned version there is reused. The
 # package's postinstall (which may download or build llama.cpp) is not run:
 # the prebuilt CPU binary is loaded as it is (getLlama build "never").
+# `tools/llama-check.sh --install` does the install alone (make llama-spec-check).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 VERSION=3.21.1
@@ -40,6 +41,8 @@ if [ "$have" != "$VERSION" ]; then
         exit 1
     fi
 fi
+# --install: only the install above (tools/llama-spec.sh builds from its bundled source)
+[ "${1:-}" = --install ] && { echo "llama-check: node-llama-cpp $VERSION in $MOD"; exit 0; }
 
 declare -A PROMPTS=(
     [walkthrough]="2,3,4 12,13 18 22,23 26,27 30,31"

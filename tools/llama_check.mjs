@@ -22,8 +22,23 @@ import path from "node:path";
 // and prints the target layers llama.cpp read ("extract_layers 4,8,12"). A
 // draft cannot run here: its context needs the target's (ctx_other), which
 // the binding does not pass.
+//
+//   node tools/llama_check.mjs NODE_MODULES_DIR --tokenize MODEL.gguf TEXT [TEXT ...]
+//
+// prints, for each TEXT, the ids llama.cpp's tokenizer gives it (special
+// tokens parsed, as llama-speculative-simple's -p does), comma-separated
+// (tools/llama-spec.sh).
 const [modulesDir, modelPath, nArg, ...prompts] = process.argv.slice(2);
 const draftOnly = modelPath === "--draft";
+if (modelPath === "--tokenize") {
+    const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
+    const llama = await lib.getLlama({gpu: false, build: "never", logLevel: lib.LlamaLogLevel.error});
+    const model = await llama.loadModel({modelPath: nArg, gpuLayers: 0, vocabOnly: true});
+    for (const text of prompts) console.log(Array.from(model.tokenize(text, true)).join(","));
+    await model.dispose();
+    await llama.dispose();
+    process.exit(0);
+}
 if (!modulesDir || !modelPath || !nArg || (!draftOnly && prompts.length === 0)) {
     console.error("usage: node tools/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]\n" +
                   "       node tools/llama_check.mjs NODE_MODULES_DIR --draft DRAFT.gguf");

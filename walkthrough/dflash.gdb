@@ -346,15 +346,15 @@ program again when round 1 is already under way."""
         return
     n = _int("n")
     V = _int("V")
-    D = _int("D")
+    D = _int("tcfg->hidden_size")
     k = _int("n_ids")
     ids = _ints(gdb.parse_and_eval("input_ids"), n)
     _where("== Step 1: the prefill is done, round 1 starts here")
     out("target_forward read the prompt, %d tokens at positions 0..%d: %s (ids %s)",
         n, n - 1, words(ids), " ".join(map(str, ids)))
-    logits = _reals(gdb.parse_and_eval("tr.logits"), V)
+    logits = _reals(gdb.parse_and_eval("tr->logits"), V)
     (v1, i1), (v2, i2) = _top(logits, 2)
-    out("tr.logits [1, %d] (last position only): argmax %s (%d) %.4f, runner-up %s %.4f",
+    out("tr->logits [1, %d] (last position only): argmax %s (%d) %.4f, runner-up %s %.4f",
         V, word(i1), i1, v1, word(i2), v2)
     first = _int("output_ids[n]")
     out("output_ids[%d] = %d (%s): the first new token, the anchor of round 1", n, first, word(first))
@@ -620,9 +620,9 @@ draft cache crop (made right after the draft forward)."""
     _where("== Step 7, round %d: the state update" % _round())
     ids = _ints(gdb.parse_and_eval("output_ids + ri->start_before"), s1 - s0 + 1)
     out("start = %d + acc %d + 1 = %d; output_ids[%d..%d] = %s", s0, acc, s1, s0, s1, words(ids))
-    out("target cache: crop(%d) keeps positions 0..%d: len %d", s1, s1 - 1, _int("past_key_values_target.len"))
+    out("target cache: crop(%d) keeps positions 0..%d: len %d", s1, s1 - 1, _int("past_key_values_target->len"))
     out("draft cache: crop(%d) right after the draft forward kept only context K/V: len %d -> %d",
-        s0, _int("ri->draft_cache_before"), _int("past_key_values_draft.len"))
+        s0, _int("ri->draft_cache_before"), _int("past_key_values_draft->len"))
     out("n_ctx = %d rows of target_hidden (positions %d..%d) go to the draft next round",
         _int("n_ctx"), s0, s0 + _int("n_ctx") - 1)
 
@@ -647,10 +647,10 @@ way or over; prints start and the cache lengths the round starts from."""
     B = _int("B")
     _where("== round %d starts" % R)
     out("start = %d: the block will be output_ids[%d..%d], anchor %s; draft cache len %d, target cache len %d",
-        s, s, s + B - 1, word(_int("output_ids[start]")), _int("past_key_values_draft.len"),
-        _int("past_key_values_target.len"))
+        s, s, s + B - 1, word(_int("output_ids[start]")), _int("past_key_values_draft->len"),
+        _int("past_key_values_target->len"))
     out("the draft gets n_ctx = %d new context rows (positions %d..%d)", _int("n_ctx"),
-        _int("past_key_values_draft.len"), _int("past_key_values_draft.len") + _int("n_ctx") - 1)
+        _int("past_key_values_draft->len"), _int("past_key_values_draft->len") + _int("n_ctx") - 1)
 
 
 @dflash_command("target-layer")

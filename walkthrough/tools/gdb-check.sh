@@ -24,7 +24,8 @@
 #      commands only;
 #   5. each "NNN<tab>source" line of the transcripts (a stop, a `next`) is
 #      line NNN of dflash.c;
-#   6. the facts the guide is about: acceptance lengths 2 and 3, the planted
+#   6. no command of the guide printed an error (a vanished name);
+#   7. the facts the guide is about: acceptance lengths 2 and 3, the planted
 #      look-ahead heads of draft layer 0 on the anchor, the draft cache crop.
 set -u
 cd "$(dirname "$0")/../.." || exit 1
@@ -188,7 +189,15 @@ if [ -n "$bad" ]; then
     fail=1
 fi
 
-# 6. the facts, in the fresh run (independent of what gdb.md says)
+# 6. no command of the guide failed (an error is printed and the guide goes
+#    on, so a renamed local would otherwise be regenerated into the page)
+checks=$((checks + 1))
+if grep -n -E 'No symbol "|^[A-Za-z0-9_-]+: (No symbol|Cannot access|There is no member)' "$tmp/fresh.md"; then
+    echo "gdb-check: a command of the guide failed (above): a name in gdb.md.in or dflash.gdb no longer exists"
+    fail=1
+fi
+
+# 7. the facts, in the fresh run (independent of what gdb.md says)
 expect() {
     checks=$((checks + 1))
     if ! grep -qxF -- "$1" "$tmp/fresh.md"; then
