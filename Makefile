@@ -41,7 +41,7 @@ LDLIBS  = -lm -lpthread
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_data formats/draftdir cli/train_cli cli/gguf cli/replay cli/lookup cli/eval formats/tokenizer cli/tokenize
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_data formats/draftdir cli/train_cli cli/gguf cli/replay cli/lookup cli/eval formats/tokenizer cli/tokenize cli/train_target formats/corpus formats/tokenizer cli/tokenize
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff cli/flags
@@ -130,6 +130,8 @@ endef
 
 # ---- the programs -------------------------------------------------------------
 $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
+# the learned target's unigram and bigram baselines (README: "The learned target")
+$(call program,tools/ngram,$(R),tools/ngram formats/corpus formats/tokenizer formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
 $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))
@@ -241,7 +243,8 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 
 .PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
-        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs
+        gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
+        learned-data learned-target learned-target-eval learned-check
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
@@ -277,6 +280,26 @@ training: ## regenerate walkthrough/training/ (page, figures) from the committed
 	sh tools/docs.sh write training
 training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
 	@sh tools/docs.sh check training
+
+# ---- the learned target (README "The learned target"; not part of make test) --
+# make learned-data: the corpus, Debian's fortunes package split by document
+# (tools/learned_data.sh, the rule at its top): build/learned/train.txt and
+# heldout.txt, the same bytes on every machine with the same package version.
+FORTUNES_DIR ?= /usr/share/games/fortunes
+learned-data: build/learned/train.txt ## the learned target's corpus (Debian fortunes): build/learned/{train,heldout}.txt
+build/learned/train.txt build/learned/heldout.txt: tools/learned_data.sh
+	sh tools/learned_data.sh $(FORTUNES_DIR) build/learned
+# make learned-target: the tokenizer, then the target, trained from scratch
+# (tools/learned_target.sh, the recipe at its top; hours with 2 threads):
+# toy_weights/learned/target/ in BF16 and toy_weights/learned/SHA256SUMS,
+# the same bytes as the committed ones. make learned-check: the committed
+# files against their sums (make test-long runs it).
+learned-target: dflash build/learned/train.txt ## retrain the committed learned target bit for bit (hours): toy_weights/learned/
+	sh tools/learned_target.sh train
+learned-target-eval: dflash tools/ngram build/learned/train.txt ## the learned target's held-out figures beside unigram/bigram, and samples
+	sh tools/learned_target.sh eval
+learned-check: ## the committed toy_weights/learned/ against its SHA256SUMS
+	@sh tools/learned_target.sh check
 
 # ---- the learned pair (issue 33; tools/learned.sh, the recipe at its top) ------
 # toy_weights/learned/target/ comes from its own branch; until it is merged
@@ -319,8 +342,9 @@ TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-doub
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@sh tools/run-tests.sh $(TESTS)
 
-test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1)
+test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1), and learned-check
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh $(TESTS)
+	@sh tools/learned_target.sh check
 
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
 # `dflash gguf`'s target.gguf greedily from token ids and must give
@@ -452,5 +476,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 clean: ## remove every build product and the generated weights
-	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed toy_weights/gen \
+	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed tools/ngram toy_weights/gen \
 	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk build

@@ -1619,6 +1619,8 @@ int lm_loss_grad(Model *target, LmState *st, const LmBatch *batch, const TrainHy
     return 0;
 }
 
+void lm_set_threads(LmState *st, int threads) { st->r.threads = threads > 1 ? threads : 1; }
+
 int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double *loss, long *n_counted) {
     if (st->target != target) {
         dflash_set_error("train-target: the state belongs to another model");

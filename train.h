@@ -194,6 +194,9 @@ ModelGrads *lm_grads(LmState *st);
 /* The loss alone over a batch (forward only, no gradient): held-out loss.
  * Returns 0 with *loss, *n_counted, or -1 with dflash_errmsg. */
 int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double *loss, long *n_counted);
+/* The matmuls' threads of lm_eval_loss (lm_step and lm_loss_grad take
+ * theirs from hp->threads); the bits do not depend on it. */
+void lm_set_threads(LmState *st, int threads);
 
 /* The target's trainable tensors with their safetensors keys in
  * torch's named_parameters order: model.embed_tokens.weight, per layer

@@ -16,6 +16,7 @@
 #include "trace.h"
 #include "train_cli.h"
 #include "tokenize.h"
+#include "train_target.h"
 #include "flags.h"
 
 #include <errno.h>
@@ -116,7 +117,7 @@ typedef struct {
     int mode;          /* --mode: 0 dflash, 1 ar */
     int draft_window;  /* --draft-window: -1 not given, 0 trained, 1 flash, 2 full */
     long max_new_tokens, block_size;
-    int print_ids, rounds, ignore_eos, raw_bytes, chat;
+    int print_ids, rounds, ignore_eos, raw_bytes, chat, mode_given;
     int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
     uint64_t seed;
@@ -156,9 +157,12 @@ static int parse_args(int argc, char **argv, Args *a) {
     a->max_new_tokens = 16;
     a->block_size = -1;  /* from the draft's config.json */
     a->draft_window = -1;
+    a->mode = -1;        /* not given: dflash, or ar for a set without draft/ (main) */
     a->rounds = argc == 1;  /* the bare walkthrough run shows its rounds */
     int rc = flags_parse(MAIN_FLAGS, argc, argv, a, NULL, NULL, 0, NULL);
     if (rc != 0) return rc;
+    a->mode_given = a->mode >= 0;
+    if (a->mode < 0) a->mode = 0;
     if (a->prompt && a->ids) { dflash_set_error("--prompt and --ids: expected one of them, got both"); return -1; }
     if (a->replay && (a->prompt || a->ids)) {
         dflash_set_error("--replay and --%s: expected one of them (the replayed trace's input_ids is the prompt)",
@@ -497,6 +501,7 @@ int main(int argc, char **argv) {
     if (argc > 1 && strcmp(argv[1], "eval") == 0) return finish(eval_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "tokenize") == 0) return finish(tokenize_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "train-tokenizer") == 0) return finish(train_tokenizer_main(argc - 1, argv + 1));
+    if (argc > 1 && strcmp(argv[1], "train-target") == 0) return finish(train_target_main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
@@ -564,6 +569,14 @@ int main(int argc, char **argv) {
             dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
                              a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
         goto fail;
+    }
+    /* a weight set with no draft/ (toy_weights/learned: a target alone) is
+     * decoded target-only unless --mode dflash asks for the draft */
+    char draft_cfg[4200];
+    snprintf(draft_cfg, sizeof draft_cfg, "%s/config.json", ddir);
+    if (a.weights && !a.mode_given && !file_exists(draft_cfg) && errno == ENOENT) {
+        a.mode = 1;
+        fprintf(stderr, "note: %s has no draft (%s/): target-only decoding, as with --mode ar\n", a.weights, ddir);
     }
     int dflash_mode = a.mode == 0;
     if (dflash_mode && a.block_size != 1) {

@@ -5,9 +5,11 @@
  * same rules:
  * - README.md holds a fenced block that is byte for byte what
  *   `./dflash --help` prints, and others that are `./dflash train --help`,
- *   `./dflash tokenize --help` and `./dflash train-tokenizer --help`;
+ *   `./dflash tokenize --help`, `./dflash train-tokenizer --help` and
+ *   `./dflash train-target --help`;
  * - every flag the sources compare against (a string literal "--name" or
- *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, cli/train_cli.c, cli/tokenize.c)
+ *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, cli/train_cli.c, cli/tokenize.c,
+ *   cli/train_target.c)
  *   is listed in one of the help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
  *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
@@ -98,21 +100,28 @@ static char *eval_help_text(void) { return help_of("./dflash eval --help", "usag
 /* `dflash tokenize --help` and `dflash train-tokenizer --help` (cli/tokenize.c) */
 static char *tokenize_help_text(void) { return help_of("./dflash tokenize --help", "usage: dflash tokenize"); }
 static char *train_tok_help_text(void) { return help_of("./dflash train-tokenizer --help", "usage: dflash train-tokenizer"); }
-/* all five: the flags any document may mention */
+/* `dflash train-target --help` (cli/train_target.c) */
+static char *train_target_help_text(void) {
+    return help_of("./dflash train-target --help", "usage: dflash train-target");
+}
+/* all six: the flags any document may mention */
 static char *all_help_text(void) {
-    char *a = help_text(), *b = train_help_text(), *c = eval_help_text(), *d = tokenize_help_text(), *e = train_tok_help_text();
-    char *all = malloc(strlen(a) + strlen(b) + strlen(c) + strlen(d) + strlen(e) + 1);
+    char *a = help_text(), *b = train_help_text(), *c = eval_help_text(), *d = tokenize_help_text(), *e = train_tok_help_text(),
+         *f = train_target_help_text();
+    char *all = malloc(strlen(a) + strlen(b) + strlen(c) + strlen(d) + strlen(e) + strlen(f) + 1);
     assert_non_null(all);
     strcpy(all, a);
     strcat(all, b);
     strcat(all, c);
     strcat(all, d);
     strcat(all, e);
+    strcat(all, f);
     free(a);
     free(b);
     free(c);
     free(d);
     free(e);
+    free(f);
     return all;
 }
 
@@ -162,6 +171,9 @@ static void test_readme_usage_block_is_the_help_text(void **state) {
     check_readme_block(readme, "usage: dflash eval", eval);
     check_readme_block(readme, "usage: dflash tokenize", tokenize);
     check_readme_block(readme, "usage: dflash train-tokenizer", ttok);
+    char *tt = train_target_help_text();
+    check_readme_block(readme, "usage: dflash train-target", tt);
+    free(tt);
     free(readme);
     free(help);
     free(train);
@@ -176,7 +188,7 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
     const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c", "cli/eval.c",
-                             "cli/tokenize.c"};
+                             "cli/tokenize.c", "cli/train_target.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);

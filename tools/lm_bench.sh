@@ -14,7 +14,7 @@ set -eu
 oracle=$1 case=$2 threads=${3:-1}
 mkdir -p build
 cc -std=c11 -O2 -ffp-contract=off -fno-fast-math -D_POSIX_C_SOURCE=200809L -I. -o build/lm_case tools/lm_case.c \
-    dflash.c formats/json.c formats/load.c trace.c formats/files.c formats/manifest.c formats/tracenames.c train.c \
+    dflash.c formats/json.c formats/load.c formats/tokenizer.c trace.c formats/files.c formats/manifest.c formats/tracenames.c train.c \
     -lm -lpthread
 c=$(mktemp) p=$(mktemp)
 trap 'rm -f "$c" "$p"' EXIT

@@ -1,0 +1,1360 @@
+/* cli/train_target.c - `dflash train-target`: next-token training of a target
+ * (Qwen3ForCausalLM or LlamaForCausalLM) around train.c's lm_step.
+ *
+ * train.c is the math (forward, cross-entropy, the hand-written backward,
+ * clipping, AdamW). This file is everything around it:
+ *   1. the flags (one table) and --help
+ *   2. the data: --data FILE... through the tokenizer (formats/corpus.c:
+ *      documents, <|endoftext|> between them, windows of --seq-len tokens in
+ *      a seeded order), or --batches FILE (lm_oracle.py's case file)
+ *   3. the output folders: a Hugging Face target folder (config.json,
+ *      model.safetensors F32 or BF16, tokenizer.json, generation_config.json)
+ *      and a checkpoint (the same, in the build's precision, plus
+ *      optimizer.safetensors and trainer_state.json), each written whole
+ *      beside its final name and renamed into place, under a lock
+ *   4. the held-out evaluation: loss per token and bits per byte
+ *   5. the loop: the schedule (cli/train_cli.c's train_lr_at), progress,
+ *      checkpoints, SIGINT/SIGTERM, --resume
+ *
+ * Everything that can be refused (a flag, a file, a config, data that trains
+ * nothing, an output that is an input) is refused before the first step, with
+ * one line and exit status 2. */
+#include "dflash.h"
+#include "formats/corpus.h"
+#include "formats/files.h"
+#include "formats/json.h"
+#include "formats/load.h"
+#include "formats/tokenizer.h"
+#include "trace.h"
+#include "train.h"
+#include "train_cli.h"
+#include "train_target.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+/* ===========================================================================
+ * 1. Flags
+ * ======================================================================== */
+
+static const char *const TT_USAGE[2] = {
+    "usage: dflash train-target (--config FILE | --target DIR | --resume DIR) --out DIR\n"
+    "                           (--data FILE... | --batches FILE) [OPTIONS]\n"
+    "\n"
+    "Next-token training of a Qwen3 or Llama target (transformers' ForCausalLMLoss,\n"
+    "clip_grad_norm_, torch.optim.AdamW; README.md \"The learned target\").\n"
+    "\n"
+    "models:\n"
+    "  --config FILE         a new target from this config.json (seeded initialisation:\n"
+    "                        train.c, lm_init_target)\n"
+    "  --target DIR          or: continue from this target folder's weights (its tokenizer.json\n"
+    "                        is the default --tokenizer)\n"
+    "  --resume DIR          or: continue a run from its checkpoint (weights, AdamW state, data\n"
+    "                        position, PRNG); the other training flags must be the run's own\n"
+    "  --tokenizer FILE      the tokenizer.json --data and --heldout are read through (a byte-level\n"
+    "                        BPE with <|endoftext|>; dflash train-tokenizer writes one)\n"
+    "  --out DIR             the trained target: config.json, model.safetensors, tokenizer.json,\n"
+    "                        generation_config.json; DIR must be absent, empty, or a folder\n"
+    "                        dflash train-target wrote\n"
+    "  --dtype f32|bf16      model.safetensors' dtype (default f32; bf16 rounds to nearest even)\n"
+    "data (exactly one of):\n"
+    "  --data FILE...        text files: documents split on lines that are exactly \"%\" (the BSD\n"
+    "                        fortune format; a file without one is one document), tokenized, each\n"
+    "                        followed by <|endoftext|>, in the order given, cut into windows of\n"
+    "                        --seq-len tokens sharing one token (every next-token pair in one\n"
+    "                        window); each epoch visits the windows in a seeded shuffle\n"
+    "  --batches FILE        lm_oracle.py's case file: step s trains on batches[s-1] (input_ids,\n"
+    "                        loss_mask); its other keys are not read\n"
+    "                        (--steps 0 needs neither: the model is evaluated and written)\n",
+    "training:\n"
+    "  --steps N             optimizer steps, 0..100000000 (default 100; --batches: its batch\n"
+    "                        count); 0: evaluate and write the model as it starts\n"
+    "  --batch b             windows per step, 1..4096 (default 8)\n"
+    "  --seq-len T           tokens per window, 2..max_position_embeddings (default 128)\n"
+    "  --lr LR               peak learning rate, > 0 (default 1e-3)\n"
+    "  --warmup W            linear warmup steps, 0..steps-1 (default int(0.04 x steps))\n"
+    "  --schedule cosine|constant   after the warmup: cosine decay to 0 (default) or constant\n"
+    "  --weight-decay WD     AdamW's decoupled weight decay, >= 0 (default 0.1)\n"
+    "  --decay-on all|matrices   decay every tensor (torch's AdamW over model.parameters()) or\n"
+    "                        the matrices only, norm weights not (default matrices: nanoGPT's and\n"
+    "                        llm.c's choice for a language model)\n"
+    "  --max-grad-norm C     clip the global gradient norm to C; 0: no clipping (default 1)\n"
+    "  --adam-eps E          AdamW's eps, > 0 (default 1e-8); betas 0.9, 0.95 (--beta2)\n"
+    "  --beta2 B2            AdamW's beta2, in (0, 1) (default 0.95, nanoGPT's)\n"
+    "  --seed S              the initialisation and the data order, 0..18446744073709551615\n"
+    "                        (default 1337)\n"
+    "  --threads N           pthreads for the matmuls, 1..64, bit-identical to 1 (default 1)\n"
+    "long runs:\n"
+    "  --log-every K         a progress line every K steps, and at the first and last (default 10)\n"
+    "  --checkpoint-every N  a checkpoint every N steps, 0..100000000 (default 0: only on SIGINT\n"
+    "                        or SIGTERM, which stop the run after the step in progress)\n"
+    "  --checkpoint DIR      the checkpoint folder (default: --out with \".checkpoint\" appended)\n"
+    "  --stop-after N        write a checkpoint after step N and stop (exit 0, --out not written):\n"
+    "                        a run split into several; --resume goes on\n"
+    "evaluation and logs:\n"
+    "  --heldout FILE...     after training: loss per token and bits per byte over these text\n"
+    "                        files (the --data format; every next-token pair of the stream once)\n"
+    "  --log FILE            every step's loss, lr, grad norm, clip coefficient, wall and processor ms\n"
+    "  --trace DIR           every step's tensors: DIR/train{s}.<name>.npy (TRACE.md)\n"
+    "  -h, --help            this text\n"
+    "exit status: 0 trained and wrote --out (or the --stop-after checkpoint); 2 bad input or a\n"
+    "non-finite loss or gradient (nothing written but a checkpoint of the steps before);\n"
+    "130/143 stopped by SIGINT/SIGTERM after writing a checkpoint\n"};
+
+#define TT_MAX_FILES 64
+
+typedef struct {
+    const char *config, *target, *resume, *tokenizer, *out, *batches, *trace_dir, *log, *checkpoint, *dtype;
+    const char *schedule_s, *decay_s;
+    const char *data[TT_MAX_FILES], *heldout[TT_MAX_FILES];
+    int n_data, n_heldout;
+    long steps, batch, seq_len, warmup, log_every, checkpoint_every, stop_after, threads;
+    double lr, weight_decay, max_grad_norm, adam_eps, beta2;
+    uint64_t seed;
+    int seed_given;
+} TtArgs;
+
+/* The flag table: name, kind, where the value goes, its range. A string
+ * list (--data, --heldout) takes every argument up to the next flag. */
+typedef enum { F_STR, F_LIST, F_LONG, F_REAL, F_SEED } FlagKind;
+typedef struct {
+    const char *name;
+    FlagKind kind;
+    size_t off, count_off;   /* offsetof the value (and for F_LIST the count) */
+    double lo, hi;           /* F_LONG: inclusive range; F_REAL: lo, hi (hi < lo: no upper bound) */
+    int open;                /* F_REAL: 1 lo excluded, 2 lo and hi excluded */
+} Flag;
+
+#define FS(n, f) {n, F_STR, offsetof(TtArgs, f), 0, 0, 0, 0}
+#define FL(n, f, lo, hi) {n, F_LONG, offsetof(TtArgs, f), 0, lo, hi, 0}
+#define FR(n, f, lo, hi, open) {n, F_REAL, offsetof(TtArgs, f), 0, lo, hi, open}
+static const Flag TT_FLAGS[] = {
+    FS("--config", config), FS("--target", target), FS("--resume", resume), FS("--tokenizer", tokenizer),
+    FS("--out", out), FS("--batches", batches), FS("--trace", trace_dir), FS("--log", log),
+    FS("--checkpoint", checkpoint), FS("--dtype", dtype), FS("--schedule", schedule_s), FS("--decay-on", decay_s),
+    {"--data", F_LIST, offsetof(TtArgs, data), offsetof(TtArgs, n_data), 0, 0, 0},
+    {"--heldout", F_LIST, offsetof(TtArgs, heldout), offsetof(TtArgs, n_heldout), 0, 0, 0},
+    FL("--steps", steps, 0, 100000000), FL("--batch", batch, 1, 4096), FL("--seq-len", seq_len, 2, 1 << 20),
+    FL("--warmup", warmup, 0, 100000000), FL("--log-every", log_every, 1, 100000000),
+    FL("--checkpoint-every", checkpoint_every, 0, 100000000), FL("--stop-after", stop_after, 1, 100000000),
+    FL("--threads", threads, 1, 64),
+    FR("--lr", lr, 0, -1, 1), FR("--weight-decay", weight_decay, 0, -1, 0),
+    FR("--max-grad-norm", max_grad_norm, 0, -1, 0), FR("--adam-eps", adam_eps, 0, -1, 1),
+    FR("--beta2", beta2, 0, 1, 2),
+    {"--seed", F_SEED, offsetof(TtArgs, seed), 0, 0, 0, 0},
+};
+
+static int parse_value(const Flag *f, const char *v, TtArgs *a) {
+    char *p = (char *)a + f->off, *end;
+    if (f->kind == F_STR) { *(const char **)p = v; return 0; }
+    if (f->kind == F_LONG) {
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (!(*v == '-' || (*v >= '0' && *v <= '9')) || *end || errno || x < (long)f->lo || x > (long)f->hi) {
+            dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", f->name, (long)f->lo,
+                             (long)f->hi, v);
+            return -1;
+        }
+        *(long *)p = x;
+        return 0;
+    }
+    if (f->kind == F_SEED) {
+        errno = 0;
+        unsigned long long x = strtoull(v, &end, 10);
+        if (!(*v >= '0' && *v <= '9') || *end || errno) {
+            dflash_set_error("%s: expected an integer in 0..%llu, got \"%.100s\"", f->name, ~0ull, v);
+            return -1;
+        }
+        *(uint64_t *)p = x;
+        a->seed_given = 1;
+        return 0;
+    }
+    double x = strtod(v, &end);
+    int ok = *v && !*end && isfinite(x) && x >= f->lo && !(f->open && x == f->lo) &&
+             !(f->hi >= f->lo && (x > f->hi || (f->open == 2 && x == f->hi)));
+    if (!ok) {
+        if (f->hi >= f->lo)
+            dflash_set_error("%s: expected a number in %s%g, %g%s, got \"%.100s\"", f->name, f->open ? "(" : "[",
+                             f->lo, f->hi, f->open == 2 ? ")" : "]", v);
+        else
+            dflash_set_error("%s: expected a finite number %s %g, got \"%.100s\"", f->name, f->open ? ">" : ">=",
+                             f->lo, v);
+        return -1;
+    }
+    *(double *)p = x;
+    return 0;
+}
+
+/* 0 run, 1 --help, -1 bad arguments (dflash_errmsg) */
+static int tt_parse_args(int argc, char **argv, TtArgs *a) {
+    memset(a, 0, sizeof *a);
+    a->steps = a->warmup = -1;
+    a->batch = 8;
+    a->seq_len = 128;
+    a->lr = 1e-3;
+    a->weight_decay = 0.1;
+    a->max_grad_norm = 1;
+    a->adam_eps = 1e-8;
+    a->beta2 = 0.95;
+    a->seed = 1337;
+    a->log_every = 10;
+    a->threads = 1;
+    for (int i = 1; i < argc; i++) {
+        const char *name = argv[i];
+        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) return 1;
+        const Flag *f = NULL;
+        for (size_t k = 0; k < sizeof TT_FLAGS / sizeof TT_FLAGS[0]; k++)
+            if (strcmp(name, TT_FLAGS[k].name) == 0) f = &TT_FLAGS[k];
+        if (!f) {
+            dflash_set_error(name[0] == '-' ? "unknown flag \"%.100s\" (see dflash train-target --help)"
+                                            : "unexpected argument \"%.100s\": expected a flag (see dflash "
+                                              "train-target --help)", name);
+            return -1;
+        }
+        int n_values = 0;
+        while (i + 1 < argc && !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2])) {
+            const char *v = argv[++i];
+            n_values++;
+            if (f->kind == F_LIST) {
+                int *n = (int *)((char *)a + f->count_off);
+                if (*n == TT_MAX_FILES) {
+                    dflash_set_error("%s: at most %d files", f->name, TT_MAX_FILES);
+                    return -1;
+                }
+                ((const char **)((char *)a + f->off))[(*n)++] = v;
+            } else {
+                if (parse_value(f, v, a) != 0) return -1;
+                break;
+            }
+        }
+        if (n_values == 0) {
+            dflash_set_error("%s: missing value%s", name, i + 1 < argc ? " (the next argument is a flag)" : "");
+            return -1;
+        }
+    }
+    if (!!a->config + !!a->target + !!a->resume != 1) {
+        dflash_set_error("--config FILE, --target DIR or --resume DIR: expected exactly one, got %s",
+                         a->config || a->target || a->resume ? "more" : "none");
+        return -1;
+    }
+    if (!!a->n_data + !!a->batches != 1 && !(a->steps == 0 && !a->n_data && !a->batches)) {
+        dflash_set_error("--data FILE... or --batches FILE: expected exactly one, got %s", a->batches ? "both" : "neither");
+        return -1;
+    }
+    if (!a->out) { dflash_set_error("--out: missing (the folder the trained target goes to)"); return -1; }
+    if (a->dtype && strcmp(a->dtype, "f32") && strcmp(a->dtype, "bf16")) {
+        dflash_set_error("--dtype: expected f32 or bf16, got \"%.100s\"", a->dtype);
+        return -1;
+    }
+    if (a->schedule_s && strcmp(a->schedule_s, "cosine") && strcmp(a->schedule_s, "constant")) {
+        dflash_set_error("--schedule: expected cosine or constant, got \"%.100s\"", a->schedule_s);
+        return -1;
+    }
+    if (a->decay_s && strcmp(a->decay_s, "all") && strcmp(a->decay_s, "matrices")) {
+        dflash_set_error("--decay-on: expected all or matrices, got \"%.100s\"", a->decay_s);
+        return -1;
+    }
+    if (a->warmup >= 0 && a->steps >= 0 && a->steps > 0 && a->warmup >= a->steps) {
+        dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
+        return -1;
+    }
+    if (a->stop_after > 0 && a->steps >= 0 && a->stop_after >= a->steps) {
+        dflash_set_error("--stop-after: expected a step before the last (--steps %ld), got %ld", a->steps,
+                         a->stop_after);
+        return -1;
+    }
+    return 0;
+}
+
+/* ===========================================================================
+ * 2. Data
+ * ======================================================================== */
+
+/* the tokenizer as formats/corpus.c calls it */
+static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
+    IntList l = {*ids, *n, *cap};
+    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
+    *ids = l.v, *n = l.n, *cap = l.cap;
+    return rc;
+}
+
+/* the id of an added (special) token, or -1 */
+/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
+ * allocated, a power of two) */
+static int token_count(const Tokenizer *t) {
+    int n = t->n_ids;
+    while (n > 0 && !t->bytes[n - 1]) n--;
+    return n;
+}
+
+static int token_id(const Tokenizer *t, const char *text) {
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
+            return t->added[i].id;
+    return -1;
+}
+
+static int corpus_read(Corpus *c, const char *const *files, int n_files, const Tokenizer *tok, int eot, int V) {
+    memset(c, 0, sizeof *c);
+    for (int i = 0; i < n_files; i++)
+        if (corpus_add_file(c, files[i], encode_cb, (void *)tok, eot) != 0) return -1;
+    for (size_t k = 0; k < c->n; k++)
+        if (c->ids[k] < 0 || c->ids[k] >= V) {
+            dflash_set_error("%s: token id %d: expected ids below the model's vocab_size %d", files[0], c->ids[k], V);
+            return -1;
+        }
+    return 0;
+}
+
+/* lm_oracle.py's case file: batches[i].input_ids (b, S) and loss_mask */
+typedef struct { int b, S; int *ids, *mask; } CaseBatch;
+typedef struct { int n; CaseBatch *batch; } Case;
+
+static void case_free(Case *c) {
+    for (int i = 0; i < c->n; i++) free(c->batch[i].ids), free(c->batch[i].mask);
+    free(c->batch);
+    memset(c, 0, sizeof *c);
+}
+
+static int case_matrix(const Json *m, const char *path, int bi, const char *key, int V, int *b, int *S, int **out) {
+    if (!m || m->type != JSON_ARRAY || m->n < 1) {
+        dflash_set_error("%s: batches[%d].%s: expected a non-empty array of rows", path, bi, key);
+        return -1;
+    }
+    if (*b < 0) *b = m->n, *S = m->items[0].type == JSON_ARRAY ? m->items[0].n : 0;
+    if (m->n != *b || *S < 2) {
+        dflash_set_error("%s: batches[%d].%s: expected %d rows of at least 2 values", path, bi, key, *b);
+        return -1;
+    }
+    *out = malloc(sizeof(int) * (size_t)*b * (size_t)*S);
+    if (!*out) { dflash_set_error("out of memory"); return -1; }
+    for (int r = 0; r < *b; r++) {
+        const Json *row = &m->items[r];
+        if (row->type != JSON_ARRAY || row->n != *S) {
+            dflash_set_error("%s: batches[%d].%s[%d]: expected %d values", path, bi, key, r, *S);
+            return -1;
+        }
+        for (int t = 0; t < *S; t++) {
+            const Json *x = &row->items[t];
+            int hi = V < 0 ? 1 : V - 1;
+            if (x->type != JSON_NUMBER || !x->is_integer || x->integer < 0 || x->integer > hi) {
+                dflash_set_error("%s: batches[%d].%s[%d][%d]: expected an integer in 0..%d", path, bi, key, r, t, hi);
+                return -1;
+            }
+            (*out)[(size_t)r * *S + t] = (int)x->integer;
+        }
+    }
+    return 0;
+}
+
+static int case_load(Case *c, const char *path, int V) {
+    char *text = NULL;
+    size_t len = 0;
+    Json root;
+    memset(c, 0, sizeof *c);
+    if (file_read_all(path, &text, &len) != 0) return -1;
+    int rc = json_parse(text, len, path, &root);
+    free(text);
+    if (rc != 0) return -1;
+    rc = -1;
+    const Json *bs = json_get(&root, "batches");
+    if (!bs || bs->type != JSON_ARRAY || bs->n < 1) {
+        dflash_set_error("%s: \"batches\": expected a non-empty array", path);
+        goto done;
+    }
+    c->batch = calloc((size_t)bs->n, sizeof(CaseBatch));
+    if (!c->batch) { dflash_set_error("out of memory"); goto done; }
+    c->n = bs->n;
+    for (int i = 0; i < bs->n; i++) {
+        CaseBatch *cb = &c->batch[i];
+        cb->b = -1;
+        if (case_matrix(json_get(&bs->items[i], "input_ids"), path, i, "input_ids", V, &cb->b, &cb->S, &cb->ids) != 0)
+            goto done;
+        const Json *lm = json_get(&bs->items[i], "loss_mask");
+        if (lm && lm->type != JSON_NULL && case_matrix(lm, path, i, "loss_mask", -1, &cb->b, &cb->S, &cb->mask) != 0)
+            goto done;
+        long counted = 0;
+        for (int r = 0; r < cb->b; r++)
+            for (int t = 1; t < cb->S; t++) counted += cb->mask ? cb->mask[(size_t)r * cb->S + t] : 1;
+        if (counted == 0) {
+            dflash_set_error("%s: batches[%d]: no label carries a loss (loss_mask is 0 at every position after "
+                             "the first); this batch cannot train", path, i);
+            goto done;
+        }
+    }
+    rc = 0;
+done:
+    json_free(&root);
+    if (rc != 0) case_free(c);
+    return rc;
+}
+
+/* The windows' order: epoch by epoch, a Fisher-Yates shuffle of 0..n-1 drawn
+ * from dflash.c's PRNG (draw i swaps i with i + floor(u * (n - i))). The
+ * position is (epoch, cursor) and epoch_rng, the PRNG as the epoch began:
+ * a checkpoint holds these three, and the order is redrawn from them. */
+typedef struct {
+    size_t n, cursor;
+    long epoch;
+    uint64_t epoch_rng;   /* Rng.s before this epoch's shuffle */
+    uint64_t rng;         /* after it */
+    size_t *order;
+} Order;
+
+static void order_shuffle(Order *o) {
+    Rng g = {o->epoch_rng};
+    for (size_t i = 0; i < o->n; i++) o->order[i] = i;
+    for (size_t i = 0; i + 1 < o->n; i++) {
+        size_t j = i + (size_t)(rng_uniform(&g) * (double)(o->n - i));
+        size_t t = o->order[i];
+        o->order[i] = o->order[j], o->order[j] = t;
+    }
+    o->rng = g.s;
+}
+
+static size_t order_next(Order *o) {
+    if (o->cursor == o->n) {
+        o->epoch++;
+        o->epoch_rng = o->rng;
+        o->cursor = 0;
+        order_shuffle(o);
+    }
+    return o->order[o->cursor++];
+}
+
+/* ===========================================================================
+ * 3. The output folders
+ * ======================================================================== */
+
+/* A number as JSON: the shortest %.{15,16,17}g that reads back exactly. */
+static void json_number(char *buf, size_t size, double v) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+}
+
+/* config.json of a Qwen3ForCausalLM / LlamaForCausalLM, transformers' keys in
+ * sorted order, with this model's values */
+static void write_config_json(FILE *f, const Config *c, const char *dtype, int eot) {
+    char eps[40], theta[40];
+    json_number(eps, sizeof eps, c->rms_norm_eps);
+    json_number(theta, sizeof theta, c->rope_theta);
+    fprintf(f, "{\n  \"architectures\": [\"%s\"],\n", c->llama ? "LlamaForCausalLM" : "Qwen3ForCausalLM");
+    fprintf(f, "  \"attention_bias\": false,\n  \"attention_dropout\": 0.0,\n");
+    if (eot >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", eot);
+    fprintf(f, "  \"dtype\": \"%s\",\n", dtype);
+    if (eot >= 0) fprintf(f, "  \"eos_token_id\": %d,\n", eot);
+    else if (c->n_eos >= 1) fprintf(f, "  \"eos_token_id\": %d,\n", c->eos_token_id[0]);
+    fprintf(f, "  \"head_dim\": %d,\n  \"hidden_act\": \"silu\",\n  \"hidden_size\": %d,\n", c->head_dim, c->hidden_size);
+    fprintf(f, "  \"initializer_range\": 0.02,\n  \"intermediate_size\": %d,\n", c->intermediate_size);
+    fprintf(f, "  \"max_position_embeddings\": %d,\n", c->max_position_embeddings);
+    if (!c->llama) fprintf(f, "  \"max_window_layers\": %d,\n", c->num_hidden_layers);
+    fprintf(f, "  \"model_type\": \"%s\",\n", c->llama ? "llama" : "qwen3");
+    fprintf(f, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n", c->num_attention_heads,
+            c->num_hidden_layers);
+    fprintf(f, "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %s,\n", c->num_key_value_heads, eps);
+    if (c->rope_llama3) {
+        char fac[40], lo[40], hi[40];
+        json_number(fac, sizeof fac, c->rope_factor);
+        json_number(lo, sizeof lo, c->rope_low_freq_factor);
+        json_number(hi, sizeof hi, c->rope_high_freq_factor);
+        fprintf(f, "  \"rope_scaling\": {\"factor\": %s, \"high_freq_factor\": %s, \"low_freq_factor\": %s, "
+                   "\"original_max_position_embeddings\": %d, \"rope_type\": \"llama3\"},\n", fac, hi, lo,
+                c->rope_original_max_position_embeddings);
+    } else {
+        fprintf(f, "  \"rope_scaling\": null,\n");
+    }
+    fprintf(f, "  \"rope_theta\": %s,\n", theta);
+    if (!c->llama) fprintf(f, "  \"sliding_window\": null,\n");
+    fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n", c->tie_word_embeddings ? "true" : "false");
+    if (!c->llama) fprintf(f, "  \"use_sliding_window\": false,\n");
+    fprintf(f, "  \"vocab_size\": %d\n}\n", c->vocab_size);
+}
+
+static uint16_t bf16_of(float x) {  /* round to nearest even (x finite) */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+/* A safetensors file: n_sets lists of n tensors each, keys prefix[j] + key,
+ * dtype "F32", "F64" or "BF16", the header space-padded to a multiple of 8
+ * bytes, the data in list order. */
+static int write_safetensors(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
+                             const char *dtype) {
+    int item = strcmp(dtype, "F64") == 0 ? 8 : strcmp(dtype, "BF16") == 0 ? 2 : 4;
+    size_t cap = 256 + (size_t)n * (size_t)n_sets * 220, len = 0, offset = 0;
+    char *h = malloc(cap);
+    if (!h) { dflash_set_error("out of memory (the safetensors header)"); return -1; }
+    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
+    for (int j = 0; j < n_sets; j++)
+        for (int i = 0; i < n; i++) {
+            const TrainParam *p = &sets[j][i];
+            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1);
+            char shape[64];
+            if (p->ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p->shape[0], (long long)p->shape[1]);
+            else snprintf(shape, sizeof shape, "%lld", (long long)p->shape[0]);
+            len += (size_t)snprintf(h + len, cap - len,
+                                    ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                                    prefix[j], p->key, dtype, shape, offset, offset + (size_t)item * numel);
+            offset += (size_t)item * numel;
+        }
+    len += (size_t)snprintf(h + len, cap - len, "}");
+    while ((8 + len) % 8 != 0 && len + 1 < cap) h[len++] = ' ';
+    unsigned char len8[8];
+    for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)len >> (8 * b));
+    fwrite(len8, 1, 8, f);
+    fwrite(h, 1, len, f);
+    free(h);
+    unsigned char buf[8192];
+    for (int j = 0; j < n_sets; j++)
+        for (int i = 0; i < n; i++) {
+            const TrainParam *p = &sets[j][i];
+            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1), k = 0;
+            while (k < numel) {
+                size_t m = 0;
+                for (; m < sizeof buf / 8 && k < numel; m++, k++) {
+                    uint64_t u = 0;
+                    if (item == 8) { double x = (double)p->data[k]; memcpy(&u, &x, 8); }
+                    else if (item == 4) { float x = (float)p->data[k]; uint32_t w; memcpy(&w, &x, 4); u = w; }
+                    else u = bf16_of((float)p->data[k]);
+                    for (int b = 0; b < item; b++) buf[(size_t)item * m + (size_t)b] = (unsigned char)(u >> (8 * b));
+                }
+                fwrite(buf, 1, (size_t)item * m, f);
+            }
+        }
+    return 0;  /* a write error is the stream's: out_commit reports it */
+}
+
+/* Read back a safetensors file this command wrote: every tensor of p (prefix
+ * + key) must be there with its shape, in the build's real dtype; copied in
+ * exactly. */
+static int read_safetensors(const char *path, TrainParam *p, int n, const char *prefix) {
+    char *bytes = NULL;
+    size_t len = 0;
+    Json h;
+    if (file_read_all(path, &bytes, &len) != 0) return -1;
+    uint64_t hl = 0;
+    for (int b = 0; b < 8 && len >= 8; b++) hl |= (uint64_t)(unsigned char)bytes[b] << (8 * b);
+    if (len < 8 || hl > len - 8 || json_parse(bytes + 8, (size_t)hl, path, &h) != 0) {
+        if (len < 8 || hl > len - 8) dflash_set_error("%s: not a safetensors file (header length)", path);
+        free(bytes);
+        return -1;
+    }
+    const char *want = sizeof(real) == 8 ? "F64" : "F32";
+    int rc = 0;
+    for (int i = 0; rc == 0 && i < n; i++) {
+        char key[TRAIN_MAX_KEY + 16];
+        snprintf(key, sizeof key, "%s%s", prefix, p[i].key);
+        const Json *t = json_get(&h, key), *dt = json_get(t, "dtype"), *sh = json_get(t, "shape"),
+                   *off = json_get(t, "data_offsets");
+        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        int ok = t && dt && dt->type == JSON_STRING && strcmp(dt->string, want) == 0 && sh && sh->type == JSON_ARRAY &&
+                 sh->n == p[i].ndim && off && off->type == JSON_ARRAY && off->n == 2;
+        for (int d = 0; ok && d < p[i].ndim; d++)
+            ok = sh->items[d].type == JSON_NUMBER && sh->items[d].number == (double)p[i].shape[d];
+        if (ok) {
+            double a = off->items[0].number, b = off->items[1].number;
+            ok = a >= 0 && b - a == (double)(numel * sizeof(real)) && 8 + (double)hl + b <= (double)len;
+            if (ok) memcpy(p[i].data, bytes + 8 + hl + (size_t)a, numel * sizeof(real));
+        }
+        if (!ok) {
+            dflash_set_error("%s: tensor %s: expected %s of the model's shape (a checkpoint of this build and "
+                             "config)", path, key, want);
+            rc = -1;
+        }
+    }
+    json_free(&h);
+    free(bytes);
+    return rc;
+}
+
+/* The files a folder of this command may hold: an existing --out or
+ * --checkpoint holding anything else is not replaced. */
+enum { OF_CONFIG, OF_MODEL, OF_TOKENIZER, OF_GENCONFIG, OF_OPTIMIZER, OF_STATE, OF_N };
+static const char *const OUT_FILES[OF_N] = {"config.json", "model.safetensors", "tokenizer.json",
+                                            "generation_config.json", "optimizer.safetensors", "trainer_state.json"};
+
+typedef struct {
+    char *dir, *tmp, *lock;
+    int lock_fd, exists;
+} OutDir;
+
+static void outdir_discard(OutDir *o) {
+    if (o->tmp) {
+        sigset_t old;
+        out_block_signals(&old);
+        out_remove_owned(o);
+        out_forget(o, 0, NULL);
+        out_restore_signals(&old);
+    }
+    free(o->tmp);
+    o->tmp = NULL;
+}
+
+static void outdir_release(OutDir *o) {
+    outdir_discard(o);
+    if (o->lock_fd >= 0 && o->lock) {
+        sigset_t old;
+        out_block_signals(&old);
+        unlink(o->lock);
+        close(o->lock_fd);
+        out_forget(o, 'l', NULL);
+        out_restore_signals(&old);
+    }
+    free(o->dir);
+    free(o->lock);
+    memset(o, 0, sizeof *o);
+    o->lock_fd = -1;
+}
+
+/* The folder's lock ("<dir>.lock", an fcntl write lock held until the end:
+ * one run at a time writes it), and the check that an existing folder holds
+ * nothing but our files. */
+static int outdir_open(OutDir *o, const char *dir, const char *label) {
+    memset(o, 0, sizeof *o);
+    o->lock_fd = -1;
+    size_t n = strlen(dir);
+    while (n > 1 && dir[n - 1] == '/') n--;
+    if (n == 0 || n > 4000) { dflash_set_error("%s: expected a folder name of 1..4000 characters", label); return -1; }
+    if (!(o->dir = malloc(n + 1))) { dflash_set_error("out of memory"); return -1; }
+    memcpy(o->dir, dir, n);
+    o->dir[n] = 0;
+    if (!(o->lock = str_cat(o->dir, ".lock"))) return -1;
+    sigset_t old;
+    out_block_signals(&old);
+    int fd = -1, err = 0, busy = 0;
+    if (out_register(o, 'l', o->lock) != 0) err = ENOMEM;
+    else if ((fd = open(o->lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666)) < 0) err = errno;
+    else {
+        struct flock fl;
+        memset(&fl, 0, sizeof fl);
+        fl.l_type = F_WRLCK;
+        fl.l_whence = SEEK_SET;
+        if (fcntl(fd, F_SETLK, &fl) != 0) busy = errno == EACCES || errno == EAGAIN, err = busy ? 0 : errno;
+    }
+    if ((err || busy) && err != ENOMEM) out_unregister_last();
+    if (err || busy) { if (fd >= 0) close(fd); fd = -1; }
+    out_restore_signals(&old);
+    if (busy) {
+        dflash_set_error("%s %s: another run is writing it (it holds %s); wait for it or choose another folder",
+                         label, o->dir, o->lock);
+        return -1;
+    }
+    if (err == ENOENT) {
+        dflash_set_error("%s %s: its parent folder does not exist (create it first)", label, o->dir);
+        return -1;
+    }
+    if (err) { dflash_set_error("%s %s: cannot create the lock %s: %s", label, o->dir, o->lock, strerror(err)); return -1; }
+    o->lock_fd = fd;
+    struct stat st;
+    if (lstat(o->dir, &st) == 0) {
+        if (!S_ISDIR(st.st_mode)) {
+            dflash_set_error("%s %s: exists and is not a folder; refusing to replace it (choose another path)", label,
+                             o->dir);
+            return -1;
+        }
+        DIR *d = opendir(o->dir);
+        if (!d) { dflash_set_error("%s %s: cannot read the folder: %s", label, o->dir, strerror(errno)); return -1; }
+        struct dirent *e;
+        char bad[256] = "";
+        while (!bad[0] && (e = readdir(d)) != NULL) {
+            int ours = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+            for (int k = 0; k < OF_N; k++) ours |= strcmp(e->d_name, OUT_FILES[k]) == 0;
+            if (!ours) snprintf(bad, sizeof bad, "%s", e->d_name);
+        }
+        closedir(d);
+        if (bad[0]) {
+            dflash_set_error("%s %s: holds %s, which dflash train-target does not write; refusing to replace the "
+                             "folder (choose another path)", label, o->dir, bad);
+            return -1;
+        }
+        o->exists = 1;
+    } else if (errno != ENOENT) {
+        dflash_set_error("%s %s: %s", label, o->dir, strerror(errno));
+        return -1;
+    }
+    return 0;
+}
+
+/* a fresh "<dir>.partial.XXXXXX" to write the folder's files into */
+static int outdir_begin(OutDir *o, const char *label) {
+    size_t n = strlen(o->dir);
+    char *tmp = malloc(n + 32);
+    if (!tmp) { dflash_set_error("out of memory"); return -1; }
+    snprintf(tmp, n + 32, "%s.partial.XXXXXX", o->dir);
+    sigset_t old;
+    out_block_signals(&old);
+    int made = mkdtemp(tmp) != NULL, err = errno;
+    if (made && out_register(o, 'd', tmp) != 0) { rmdir(tmp); made = 0; err = ENOMEM; }
+    out_restore_signals(&old);
+    if (!made) {
+        dflash_set_error("%s %s: cannot create %s: %s", label, o->dir, tmp, strerror(err));
+        free(tmp);
+        return -1;
+    }
+    mode_t mask = file_umask();
+    chmod(tmp, 0777 & ~mask);
+    o->tmp = tmp;
+    return 0;
+}
+
+/* One file of the folder as an OutFile in the partial folder; contents by
+ * the caller through out_stream (then tt_file_done). */
+static OutFile *outdir_file(OutDir *o, int which, char **path_out) {
+    char *p = path_join(o->tmp, OUT_FILES[which]);
+    if (!p) return NULL;
+    OutFile *f = out_open(p, "dflash train-target");
+    if (!f) { free(p); return NULL; }
+    *path_out = p;
+    return f;
+}
+
+static int outdir_file_done(OutDir *o, OutFile *f, char *path) {
+    sigset_t old;
+    out_block_signals(&old);
+    int reg = out_register(o, 'f', path);
+    out_restore_signals(&old);
+    free(path);
+    if (reg != 0) { out_abort(f); dflash_set_error("out of memory"); return -1; }
+    return out_commit(f);
+}
+
+/* rename the partial folder onto dir (an earlier one moved aside first and
+ * removed after), signals blocked throughout */
+static int outdir_commit(OutDir *o, const char *label) {
+    char old[4200] = "";
+    int rc = -1;
+    sigset_t sig;
+    out_block_signals(&sig);
+    struct stat st;
+    o->exists = lstat(o->dir, &st) == 0;
+    if (o->exists) {
+        snprintf(old, sizeof old, "%s.old.XXXXXX", o->dir);
+        if (!mkdtemp(old)) { dflash_set_error("%s %s: cannot create %s: %s", label, o->dir, old, strerror(errno)); goto done; }
+        if (rename(o->dir, old) != 0) {
+            dflash_set_error("%s %s: cannot move the earlier folder aside: %s", label, o->dir, strerror(errno));
+            rmdir(old);
+            goto done;
+        }
+    }
+    if (rename(o->tmp, o->dir) != 0) {
+        dflash_set_error("%s %s: cannot rename %s into place: %s", label, o->dir, o->tmp, strerror(errno));
+        if (old[0]) rename(old, o->dir);
+        goto done;
+    }
+    out_forget(o, 'f', NULL);
+    out_forget(o, 'd', NULL);
+    free(o->tmp);
+    o->tmp = NULL;
+    if (old[0]) {
+        for (int i = 0; i < OF_N; i++) {
+            char *p = path_join(old, OUT_FILES[i]);
+            if (p) unlink(p);
+            free(p);
+        }
+        rmdir(old);
+    }
+    rc = 0;
+done:
+    out_restore_signals(&sig);
+    return rc;
+}
+
+/* ===========================================================================
+ * 4. The run
+ * ======================================================================== */
+
+/* what a checkpoint must agree on with the flags of the run that resumes it */
+typedef struct {
+    long steps, batch, seq_len, warmup;
+    double lr, weight_decay, max_grad_norm, adam_eps, beta2;
+    int schedule, decay_on;
+    uint64_t seed;
+    /* the position after the checkpoint's step */
+    long step, adam_t, epoch;
+    size_t cursor;
+    uint64_t epoch_rng;
+    double elapsed;   /* training seconds so far */
+    long tokens;      /* tokens trained so far */
+} RunState;
+
+typedef struct {
+    const TtArgs *a;
+    Config cfg;
+    Model model;
+    int have_model;
+    LmState *st;
+    TrainParam *params, *m, *v;
+    int n_params;
+    const char *tok_path;    /* copied into the folders, or NULL */
+    char *tok_json;
+    size_t tok_len;
+    int eot;
+    RunState rs;
+    Order order;
+} Run;
+
+static int write_text_file(OutDir *o, int which, const char *text, size_t len) {
+    char *p;
+    OutFile *f = outdir_file(o, which, &p);
+    if (!f) return -1;
+    fwrite(text, 1, len, out_stream(f));
+    return outdir_file_done(o, f, p);
+}
+
+/* the model files of a folder: config.json, model.safetensors (dtype),
+ * tokenizer.json (a copy), generation_config.json */
+static int write_model_files(Run *r, OutDir *o, const char *st_dtype, const char *cfg_dtype) {
+    char *p;
+    OutFile *f = outdir_file(o, OF_CONFIG, &p);
+    if (!f) return -1;
+    write_config_json(out_stream(f), &r->cfg, cfg_dtype, r->eot);
+    if (outdir_file_done(o, f, p) != 0) return -1;
+    if (!(f = outdir_file(o, OF_MODEL, &p))) return -1;
+    const TrainParam *sets[1] = {r->params};
+    const char *none[1] = {""};
+    write_safetensors(out_stream(f), sets, none, 1, r->n_params, st_dtype);
+    if (outdir_file_done(o, f, p) != 0) return -1;
+    if (r->tok_json && write_text_file(o, OF_TOKENIZER, r->tok_json, r->tok_len) != 0) return -1;
+    if (!(f = outdir_file(o, OF_GENCONFIG, &p))) return -1;
+    if (r->eot >= 0)
+        fprintf(out_stream(f), "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", r->eot, r->eot);
+    else
+        fprintf(out_stream(f), "{\n}\n");
+    return outdir_file_done(o, f, p);
+}
+
+static int write_checkpoint(Run *r, OutDir *o) {
+    if (outdir_begin(o, "--checkpoint") != 0) return -1;
+    const char *dt = sizeof(real) == 8 ? "F64" : "F32";
+    if (write_model_files(r, o, dt, sizeof(real) == 8 ? "float64" : "float32") != 0) goto fail;
+    char *p;
+    OutFile *f = outdir_file(o, OF_OPTIMIZER, &p);
+    if (!f) goto fail;
+    const TrainParam *sets[2] = {r->m, r->v};
+    const char *prefix[2] = {"exp_avg.", "exp_avg_sq."};
+    write_safetensors(out_stream(f), sets, prefix, 2, r->n_params, dt);
+    if (outdir_file_done(o, f, p) != 0) goto fail;
+    if (!(f = outdir_file(o, OF_STATE, &p))) goto fail;
+    const RunState *s = &r->rs;
+    char num[6][40];
+    json_number(num[0], sizeof num[0], s->lr);
+    json_number(num[1], sizeof num[1], s->weight_decay);
+    json_number(num[2], sizeof num[2], s->max_grad_norm);
+    json_number(num[3], sizeof num[3], s->adam_eps);
+    json_number(num[4], sizeof num[4], s->beta2);
+    json_number(num[5], sizeof num[5], s->elapsed);
+    fprintf(out_stream(f),
+            "{\n  \"format\": \"dflash train-target checkpoint 1\",\n  \"real\": \"%s\",\n"
+            "  \"step\": %ld,\n  \"adam_t\": %ld,\n  \"epoch\": %ld,\n  \"cursor\": %zu,\n"
+            "  \"epoch_rng\": \"%llu\",\n  \"tokens\": %ld,\n  \"elapsed\": %s,\n"
+            "  \"steps\": %ld,\n  \"batch\": %ld,\n  \"seq_len\": %ld,\n  \"warmup\": %ld,\n"
+            "  \"lr\": %s,\n  \"weight_decay\": %s,\n  \"max_grad_norm\": %s,\n  \"adam_eps\": %s,\n"
+            "  \"beta2\": %s,\n  \"schedule\": %d,\n  \"decay_on\": %d,\n  \"seed\": \"%llu\"\n}\n",
+            REAL_NAME, s->step, s->adam_t, s->epoch, s->cursor, (unsigned long long)s->epoch_rng, s->tokens, num[5],
+            s->steps, s->batch, s->seq_len, s->warmup, num[0], num[1], num[2], num[3], num[4], s->schedule,
+            s->decay_on, (unsigned long long)s->seed);
+    if (outdir_file_done(o, f, p) != 0) goto fail;
+    if (outdir_commit(o, "--checkpoint") != 0) goto fail;
+    return 0;
+fail:
+    outdir_discard(o);
+    return -1;
+}
+
+/* trainer_state.json of a checkpoint: every field or a one-line refusal */
+static int read_state(const char *path, RunState *s) {
+    char *text = NULL;
+    size_t len = 0;
+    Json j;
+    if (file_read_all(path, &text, &len) != 0) return -1;
+    int rc = json_parse(text, len, path, &j);
+    free(text);
+    if (rc != 0) return -1;
+    rc = -1;
+    const Json *fmt = json_get(&j, "format"), *re = json_get(&j, "real");
+    if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->string, "dflash train-target checkpoint 1") != 0) {
+        dflash_set_error("%s: not a dflash train-target checkpoint (\"format\")", path);
+        goto done;
+    }
+    if (!re || re->type != JSON_STRING || strcmp(re->string, REAL_NAME) != 0) {
+        dflash_set_error("%s: a checkpoint of the %s build; this is the %s build", path,
+                         re && re->type == JSON_STRING ? re->string : "?", REAL_NAME);
+        goto done;
+    }
+    struct { const char *key; long *l; double *d; } f[] = {
+        {"step", &s->step, NULL}, {"adam_t", &s->adam_t, NULL}, {"epoch", &s->epoch, NULL},
+        {"tokens", &s->tokens, NULL}, {"steps", &s->steps, NULL}, {"batch", &s->batch, NULL},
+        {"seq_len", &s->seq_len, NULL}, {"warmup", &s->warmup, NULL}, {"elapsed", NULL, &s->elapsed},
+        {"lr", NULL, &s->lr}, {"weight_decay", NULL, &s->weight_decay}, {"max_grad_norm", NULL, &s->max_grad_norm},
+        {"adam_eps", NULL, &s->adam_eps}, {"beta2", NULL, &s->beta2}};
+    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
+        const Json *x = json_get(&j, f[k].key);
+        if (!x || x->type != JSON_NUMBER || (f[k].l && !x->is_integer)) {
+            dflash_set_error("%s: \"%s\": expected a number", path, f[k].key);
+            goto done;
+        }
+        if (f[k].l) *f[k].l = (long)x->integer;
+        else *f[k].d = x->number;
+    }
+    const Json *cu = json_get(&j, "cursor"), *sc = json_get(&j, "schedule"), *dc = json_get(&j, "decay_on"),
+               *er = json_get(&j, "epoch_rng"), *sd = json_get(&j, "seed");
+    if (!cu || !cu->is_integer || !sc || !sc->is_integer || !dc || !dc->is_integer || !er || er->type != JSON_STRING ||
+        !sd || sd->type != JSON_STRING) {
+        dflash_set_error("%s: expected cursor, schedule, decay_on, epoch_rng and seed", path);
+        goto done;
+    }
+    s->cursor = (size_t)cu->integer;
+    s->schedule = (int)sc->integer;
+    s->decay_on = (int)dc->integer;
+    s->epoch_rng = strtoull(er->string, NULL, 10);
+    s->seed = strtoull(sd->string, NULL, 10);
+    rc = 0;
+done:
+    json_free(&j);
+    return rc;
+}
+
+/* SIGINT / SIGTERM during the steps: finish the step, write a checkpoint */
+static volatile sig_atomic_t tt_stop_signal = 0;
+static void tt_on_stop(int sig) { tt_stop_signal = sig; }
+
+/* the held-out evaluation: every next-token pair of the stream once, in
+ * windows of T tokens (the last one shorter), b per batch */
+static int evaluate(Run *r, const Corpus *c, int b, int T, double *loss_per_token, double *bits_per_byte, long *n_out) {
+    lm_set_threads(r->st, (int)r->a->threads);
+    double total = 0;
+    long counted = 0;
+    int *ids = malloc(sizeof(int) * (size_t)b * (size_t)T);
+    if (!ids) { dflash_set_error("out of memory"); return -1; }
+    size_t start = 0;   /* the next window's first token */
+    long batches = 0;
+    double t0 = now_seconds();
+    while (start + 1 < c->n) {
+        int rows = 0, len = T;
+        if (c->n - start < (size_t)T) len = (int)(c->n - start);   /* the tail */
+        while (rows < b && start + 1 < c->n && (size_t)len <= c->n - start) {
+            memcpy(ids + (size_t)rows * len, c->ids + start, sizeof(int) * (size_t)len);
+            rows++;
+            start += (size_t)(len - 1);
+            if (len < T) break;
+        }
+        LmBatch lb = {rows, len, ids, NULL};
+        double loss;
+        long n;
+        if (lm_eval_loss(&r->model, r->st, &lb, &loss, &n) != 0) { free(ids); return -1; }
+        if (!isfinite(loss)) { free(ids); dflash_set_error("--heldout: the loss is not finite"); return -1; }
+        total += loss * (double)n;
+        counted += n;
+        if (++batches % 50 == 0)   /* progress: a held-out pass of the learned target takes minutes */
+            fprintf(stderr, "heldout: %ld of %zu tokens scored, %.1f s\n", counted, c->n - 1, now_seconds() - t0);
+        if (len < T) break;
+    }
+    free(ids);
+    *loss_per_token = counted ? total / (double)counted : 0;
+    *bits_per_byte = c->bytes ? total / log(2.0) / (double)c->bytes : 0;
+    *n_out = counted;
+    return 0;
+}
+
+static void fmt_duration(char *buf, size_t size, double s) {
+    if (!isfinite(s) || s < 0) s = 0;
+    long t = (long)(s + 0.5);
+    if (t >= 3600) snprintf(buf, size, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
+    else if (t >= 60) snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
+    else snprintf(buf, size, "%.1fs", s);
+}
+
+int train_target_main(int argc, char **argv) {
+    TtArgs a;
+    int pa = tt_parse_args(argc, argv, &a);
+    if (pa == 1) { fputs(TT_USAGE[0], stdout); fputs(TT_USAGE[1], stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash train-target", ""); return 2; }
+
+    Run r;
+    Corpus train, held;
+    Case cs;
+    OutDir od, ck;
+    Tokenizer tok;
+    int have_tok = 0, rc = 2;
+    Tracer *tracer = NULL;
+    OutFile *logf = NULL;
+    int *batch_ids = NULL;
+    char ck_default[4200];
+    memset(&r, 0, sizeof r);
+    memset(&train, 0, sizeof train);
+    memset(&held, 0, sizeof held);
+    memset(&cs, 0, sizeof cs);
+    memset(&od, 0, sizeof od);
+    memset(&ck, 0, sizeof ck);
+    memset(&tok, 0, sizeof tok);
+    od.lock_fd = ck.lock_fd = -1;
+    r.a = &a;
+    r.eot = -1;
+    struct sigaction old_int, old_term;
+    int handlers = 0;
+
+    /* the paths: outputs against inputs, before anything is read */
+    snprintf(ck_default, sizeof ck_default, "%.4000s.checkpoint", a.out);
+    const char *ck_dir = a.checkpoint ? a.checkpoint : ck_default;
+    char tok_default[4200] = "";
+    if (!a.tokenizer && (a.target || a.resume)) {
+        snprintf(tok_default, sizeof tok_default, "%.4000s/tokenizer.json", a.target ? a.target : a.resume);
+        struct stat sb;
+        if (stat(tok_default, &sb) == 0) a.tokenizer = tok_default;
+    }
+    /* --resume DIR with DIR the run's own checkpoint folder (the usual case):
+     * everything in it is read into memory before the first step, and a new
+     * checkpoint replaces the folder by a rename, so it is not an input to
+     * protect from itself */
+    struct stat rs_st, ck_st;
+    int resume_own = a.resume && stat(a.resume, &rs_st) == 0 && stat(ck_dir, &ck_st) == 0 &&
+                     rs_st.st_dev == ck_st.st_dev && rs_st.st_ino == ck_st.st_ino;
+    const char *inputs[2 * TT_MAX_FILES + 8];
+    int n_in = 0;
+    for (int i = 0; i < a.n_data; i++) inputs[n_in++] = a.data[i];
+    for (int i = 0; i < a.n_heldout; i++) inputs[n_in++] = a.heldout[i];
+    if (a.config) inputs[n_in++] = a.config;
+    if (a.target) inputs[n_in++] = a.target;
+    if (a.resume && !resume_own) inputs[n_in++] = a.resume;
+    if (a.tokenizer && !(resume_own && a.tokenizer == tok_default)) inputs[n_in++] = a.tokenizer;
+    if (a.batches) inputs[n_in++] = a.batches;
+    OutPath outs[4] = {{a.out, "--out", 1}, {ck_dir, "--checkpoint", 1}, {a.log, "--log", 0}, {a.trace_dir, "--trace", 1}};
+    if (out_check_paths("dflash train-target", outs, 4, inputs, n_in) != 0) goto fail;
+
+    /* the model */
+    if (a.config) {
+        if (config_load(&r.cfg, a.config, 0) != 0) goto fail;   /* initialised after every check */
+    } else {
+        const char *dir = a.target ? a.target : a.resume;
+        if (model_load(&r.model, dir, 0) != 0) goto fail;
+        r.cfg = r.model.cfg;
+        r.have_model = 1;
+    }
+    int V = r.cfg.vocab_size;
+
+    /* the tokenizer */
+    if (a.tokenizer) {
+        if (tok_load(&tok, a.tokenizer) != 0) goto fail;
+        have_tok = 1;
+        if (file_read_all(a.tokenizer, &r.tok_json, &r.tok_len) != 0) goto fail;
+        r.eot = token_id(&tok, "<|endoftext|>");
+        if (r.eot < 0) {
+            dflash_set_error("%s: no <|endoftext|> token (the separator between documents)", a.tokenizer);
+            goto fail;
+        }
+        if (token_count(&tok) > V) {
+            dflash_set_error("%s: %d tokens, the model's vocab_size is %d (expected at most that)", a.tokenizer,
+                             token_count(&tok), V);
+            goto fail;
+        }
+    } else if (a.n_data || a.n_heldout) {
+        dflash_set_error("--data and --heldout read text through a tokenizer: give --tokenizer FILE");
+        goto fail;
+    }
+
+    /* the data */
+    int T = (int)a.seq_len, b = (int)a.batch, steps = (int)a.steps;
+    if (T > r.cfg.max_position_embeddings) {
+        dflash_set_error("--seq-len: expected 2..%d (max_position_embeddings), got %d", r.cfg.max_position_embeddings, T);
+        goto fail;
+    }
+    if (a.batches) {
+        if (case_load(&cs, a.batches, V) != 0) goto fail;
+        if (steps < 0) steps = cs.n;
+        if (steps > cs.n) {
+            dflash_set_error("--steps: expected at most %d (the batches in %s), got %d", cs.n, a.batches, steps);
+            goto fail;
+        }
+        T = b = 0;
+        for (int i = 0; i < cs.n; i++) {
+            if (cs.batch[i].S > r.cfg.max_position_embeddings) {
+                dflash_set_error("%s: batches[%d]: %d ids: expected at most %d (max_position_embeddings)", a.batches,
+                                 i, cs.batch[i].S, r.cfg.max_position_embeddings);
+                goto fail;
+            }
+            if (cs.batch[i].S > T) T = cs.batch[i].S;
+            if (cs.batch[i].b > b) b = cs.batch[i].b;
+        }
+    } else if (a.n_data) {
+        if (steps < 0) steps = 100;
+        if (corpus_read(&train, a.data, a.n_data, &tok, r.eot, V) != 0) goto fail;
+        r.order.n = corpus_windows(&train, T);
+        if (r.order.n == 0 && steps > 0) {
+            dflash_set_error("--data: %zu tokens, fewer than one window of --seq-len %d: nothing to train on",
+                             train.n, T);
+            goto fail;
+        }
+    }
+    if (a.n_heldout && corpus_read(&held, a.heldout, a.n_heldout, &tok, r.eot, V) != 0) goto fail;
+    if (a.n_heldout && held.n < 2) { dflash_set_error("--heldout: fewer than 2 tokens"); goto fail; }
+    int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
+    if (steps > 0 && warmup >= steps) {
+        dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", steps, warmup);
+        goto fail;
+    }
+    if (a.stop_after > 0 && a.stop_after >= steps) {
+        dflash_set_error("--stop-after: expected a step before the last (%d), got %ld", steps, a.stop_after);
+        goto fail;
+    }
+
+    /* the settings a checkpoint records */
+    RunState *s = &r.rs;
+    s->steps = steps, s->batch = b, s->seq_len = T, s->warmup = warmup;
+    s->lr = a.lr, s->weight_decay = a.weight_decay, s->max_grad_norm = a.max_grad_norm, s->adam_eps = a.adam_eps;
+    s->beta2 = a.beta2;
+    s->schedule = a.schedule_s && strcmp(a.schedule_s, "constant") == 0 ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
+    s->decay_on = a.decay_s && strcmp(a.decay_s, "all") == 0 ? TRAIN_DECAY_ALL : TRAIN_DECAY_MATRICES;
+    s->seed = a.seed;
+
+    /* the state: weights made private, gradients, AdamW, activations */
+    if (a.config) {
+        if (lm_init_target(&r.model, &r.cfg, a.seed) != 0) goto fail;
+        r.have_model = 1;
+    }
+    if (!(r.st = lm_state_new(&r.model, b, T > 2 ? T : 2))) goto fail;
+    int cap = 16 * r.cfg.num_hidden_layers + 8;
+    r.params = calloc((size_t)cap, sizeof(TrainParam));
+    r.m = calloc((size_t)cap, sizeof(TrainParam));
+    r.v = calloc((size_t)cap, sizeof(TrainParam));
+    if (!r.params || !r.m || !r.v) { dflash_set_error("out of memory"); goto fail; }
+    r.n_params = lm_params(&r.model, r.params, cap);
+    if (r.n_params <= 0 || r.n_params > cap || lm_optimizer_tensors(r.st, r.m, r.v, cap) != r.n_params) {
+        if (!dflash_errmsg[0]) dflash_set_error("the model's tensors: unexpected count");
+        goto fail;
+    }
+    r.order.order = r.order.n ? malloc(sizeof(size_t) * r.order.n) : NULL;
+    if (r.order.n && !r.order.order) { dflash_set_error("out of memory (the windows' order)"); goto fail; }
+    {
+        Rng g;
+        rng_seed(&g, a.seed ^ 0x64617461ull);   /* "data" */
+        r.order.epoch_rng = g.s;
+        r.order.epoch = 0, r.order.cursor = 0;
+        if (r.order.n) order_shuffle(&r.order);
+    }
+    int first_step = 1;
+    if (a.resume) {   /* the checkpoint's position, after checking it is this run's */
+        RunState c;
+        memset(&c, 0, sizeof c);
+        char *p = path_join(a.resume, "trainer_state.json");
+        int src = p ? read_state(p, &c) : -1;
+        free(p);
+        if (src != 0) goto fail;
+        const char *bad = c.steps != s->steps ? "--steps" : c.batch != s->batch ? "--batch"
+                        : c.seq_len != s->seq_len ? "--seq-len" : c.warmup != s->warmup ? "--warmup"
+                        : c.lr != s->lr ? "--lr" : c.weight_decay != s->weight_decay ? "--weight-decay"
+                        : c.max_grad_norm != s->max_grad_norm ? "--max-grad-norm" : c.adam_eps != s->adam_eps ? "--adam-eps"
+                        : c.beta2 != s->beta2 ? "--beta2" : c.schedule != s->schedule ? "--schedule"
+                        : c.decay_on != s->decay_on ? "--decay-on" : c.seed != s->seed ? "--seed" : NULL;
+        if (bad) {
+            dflash_set_error("--resume %s: the checkpoint's run had another %s; give the run's own flags", a.resume, bad);
+            goto fail;
+        }
+        if (c.step >= steps || (r.order.n && c.cursor > r.order.n) || (!r.order.n && !a.batches)) {
+            dflash_set_error("--resume %s: step %ld of %d: nothing left to train, or another data set", a.resume,
+                             c.step, steps);
+            goto fail;
+        }
+        char *mp = path_join(a.resume, "model.safetensors"), *op = path_join(a.resume, "optimizer.safetensors");
+        int lrc = mp && op && read_safetensors(mp, r.params, r.n_params, "") == 0 &&
+                          read_safetensors(op, r.m, r.n_params, "exp_avg.") == 0 &&
+                          read_safetensors(op, r.v, r.n_params, "exp_avg_sq.") == 0 ? 0 : -1;
+        free(mp);
+        free(op);
+        if (lrc != 0) goto fail;
+        lm_set_optimizer_step(r.st, c.adam_t);
+        r.order.epoch = c.epoch, r.order.epoch_rng = c.epoch_rng;
+        if (r.order.n) order_shuffle(&r.order);
+        r.order.cursor = c.cursor;
+        s->tokens = c.tokens, s->elapsed = c.elapsed;
+        first_step = (int)c.step + 1;
+    }
+
+    /* every check passed: the folders' locks, the log, the trace */
+    if (outdir_open(&od, a.out, "--out") != 0 || outdir_open(&ck, ck_dir, "--checkpoint") != 0) goto fail;
+    if (a.log && !(logf = out_open(a.log, "dflash train-target"))) goto fail;
+    if (a.trace_dir && !(tracer = trace_open(a.trace_dir, NULL, NULL, 0))) goto fail;
+    if (!(batch_ids = malloc(sizeof(int) * (size_t)b * (size_t)T))) { dflash_set_error("out of memory"); goto fail; }
+
+    size_t n_weights = 0;
+    for (int i = 0; i < r.n_params; i++)
+        n_weights += (size_t)r.params[i].shape[0] * (size_t)(r.params[i].ndim == 2 ? r.params[i].shape[1] : 1);
+    if (a.batches)
+        fprintf(stderr, "train-target: %zu parameters, %d steps on the batches of %s\n", n_weights, steps, a.batches);
+    else
+        fprintf(stderr, "train-target: %zu parameters, %d steps of %d x %d tokens; data: %ld documents, %zu tokens, "
+                        "%zu windows (%zu tokens after the last are in none), %.2f epochs\n", n_weights, steps, b, T,
+                train.documents, train.n, r.order.n, train.n - (r.order.n ? (r.order.n - 1) * (size_t)(T - 1) + T : 0),
+                r.order.n ? (double)steps * b / (double)r.order.n : 0.0);
+    fprintf(stderr, "train-target: lr %g (%s, warmup %d), weight decay %g on %s, clip %g, betas 0.9 %g, eps %g, seed "
+                    "%llu, %ld thread%s%s\n", a.lr, s->schedule == SCHEDULE_COSINE ? "cosine" : "constant", warmup,
+            a.weight_decay, s->decay_on == TRAIN_DECAY_ALL ? "all tensors" : "matrices", a.max_grad_norm, a.beta2,
+            a.adam_eps, (unsigned long long)a.seed, a.threads, a.threads > 1 ? "s" : "",
+            first_step > 1 ? ", resumed" : "");
+    if (logf) {
+        fprintf(out_stream(logf), "# dflash train-target log\ncommand dflash");
+        for (int i = 0; i < argc; i++) fprintf(out_stream(logf), " %s", argv[i]);
+        fputc('\n', out_stream(logf));
+    }
+
+    TrainHyper hp;
+    memset(&hp, 0, sizeof hp);
+    hp.beta1 = 0.9, hp.beta2 = a.beta2, hp.eps = a.adam_eps, hp.weight_decay = a.weight_decay;
+    hp.max_grad_norm = a.max_grad_norm, hp.decay_on = s->decay_on, hp.threads = (int)a.threads;
+
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = tt_on_stop;
+    sigemptyset(&sa.sa_mask);
+    sigaction(SIGINT, &sa, &old_int);
+    sigaction(SIGTERM, &sa, &old_term);
+    handlers = 1;
+    double t_run = now_seconds(), cpu_run = 0;   /* cpu_run: processor seconds of this process's steps */
+    long tokens_run = 0;
+    double first_loss = NAN, last_loss = NAN;
+    for (int step = first_step; step <= steps; step++) {
+        LmBatch lb;
+        if (a.batches) {
+            const CaseBatch *cb = &cs.batch[step - 1];
+            lb.b = cb->b, lb.T = cb->S, lb.input_ids = cb->ids, lb.loss_mask = cb->mask;
+        } else {
+            for (int q = 0; q < b; q++) {
+                size_t w = order_next(&r.order);
+                memcpy(batch_ids + (size_t)q * T, train.ids + w * (size_t)(T - 1), sizeof(int) * (size_t)T);
+            }
+            lb.b = b, lb.T = T, lb.input_ids = batch_ids, lb.loss_mask = NULL;
+        }
+        hp.lr = train_lr_at((Schedule)s->schedule, a.lr, warmup, steps, step);
+        LmStats ls;
+        memset(&ls, 0, sizeof ls);
+        double t0 = now_seconds();
+        clock_t c0 = clock();
+        if (lm_step(&r.model, r.st, &lb, &hp, step, tracer ? trace_hook(tracer) : NULL, &ls) != 0) {
+            char msg[sizeof dflash_errmsg];
+            memcpy(msg, dflash_errmsg, sizeof msg);
+            dflash_set_error("%s; stopped, nothing written (the last checkpoint, if any, is in %s)", msg, ck.dir);
+            goto fail;
+        }
+        double dt = now_seconds() - t0;
+        double dcpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
+        cpu_run += dcpu;
+        s->elapsed += dt;
+        s->tokens += (long)lb.b * lb.T;
+        tokens_run += (long)lb.b * lb.T;
+        s->step = step;
+        s->adam_t = lm_optimizer_step(r.st);
+        s->epoch = r.order.epoch, s->cursor = r.order.cursor, s->epoch_rng = r.order.epoch_rng;
+        if (step == first_step) first_loss = ls.loss;
+        last_loss = ls.loss;
+        if (logf) {   /* flushed each step: a long run's log can be followed in its partial file */
+            fprintf(out_stream(logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f cpu_ms %.1f\n", step,
+                    ls.loss, hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3, dcpu * 1e3);
+            fflush(out_stream(logf));
+        }
+        if (step == first_step || step == steps || step % a.log_every == 0) {
+            double el = now_seconds() - t_run, per = el / (step - first_step + 1);
+            char e1[32], e2[32];
+            fmt_duration(e1, sizeof e1, el);
+            fmt_duration(e2, sizeof e2, per * (steps - step));
+            fprintf(stderr, "step %d/%d  loss %.4f  lr %.3e  grad norm %.3f  %.0f tok/s  elapsed %s  ETA %s\n", step,
+                    steps, ls.loss, hp.lr, ls.grad_norm, el > 0 ? (double)tokens_run / el : 0.0, e1, e2);
+        }
+        int stop_now = tt_stop_signal || (a.stop_after > 0 && step == a.stop_after);
+        if (stop_now || (a.checkpoint_every > 0 && step % a.checkpoint_every == 0 && step < steps)) {
+            if (write_checkpoint(&r, &ck) != 0) goto fail;
+            fprintf(stderr, "checkpoint: step %d written to %s%s\n", step, ck.dir,
+                    stop_now ? " (resume with --resume and the same flags)" : "");
+        }
+        if (stop_now) {
+            if (logf) { int lrc = out_commit(logf); logf = NULL; if (lrc != 0) goto fail; }
+            if (tracer) { int trc = trace_close(tracer); tracer = NULL; if (trc != 0) goto fail; }
+            rc = tt_stop_signal ? 128 + tt_stop_signal : 0;
+            if (tt_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)tt_stop_signal, step);
+            else fprintf(stderr, "stopped after step %d (--stop-after)\n", step);
+            goto done;
+        }
+    }
+
+    sigaction(SIGINT, &old_int, NULL);   /* from here a signal removes the partial output (cli/main.c) */
+    sigaction(SIGTERM, &old_term, NULL);
+    handlers = 0;
+
+    /* the held-out evaluation, then the folder */
+    if (a.n_heldout) {
+        double lpt, bpb;
+        long n;
+        double t0 = now_seconds();
+        if (evaluate(&r, &held, b > 0 ? b : 1, T > 2 ? T : 2, &lpt, &bpb, &n) != 0) goto fail;
+        fprintf(stderr, "heldout: %ld documents, %zu bytes, %ld predicted tokens: loss %.4f per token, %.4f bits per "
+                        "byte (%.1f s)\n", held.documents, held.bytes, n, lpt, bpb, now_seconds() - t0);
+        if (logf) fprintf(out_stream(logf), "heldout documents %ld bytes %zu tokens %ld loss %.6f bpb %.6f\n",
+                          held.documents, held.bytes, n, lpt, bpb);
+    }
+    int bf16 = a.dtype && strcmp(a.dtype, "bf16") == 0;
+    if (outdir_begin(&od, "--out") != 0 ||
+        write_model_files(&r, &od, bf16 ? "BF16" : "F32", bf16 ? "bfloat16" : "float32") != 0)
+        goto fail;
+    if (tracer) { int trc = trace_close(tracer); tracer = NULL; if (trc != 0) goto fail; }
+    if (outdir_commit(&od, "--out") != 0) goto fail;
+    if (logf) { int lrc = out_commit(logf); logf = NULL; if (lrc != 0) goto fail; }
+    char dur[32];
+    fmt_duration(dur, sizeof dur, s->elapsed);
+    /* achieved FLOP/s as llm.c counts them: 6 x the matmul weights per
+     * token (forward 2, backward 4; an untied embedding is a lookup, not a
+     * matmul; attention's scores and the elementwise ops not counted) */
+    double mm = 0;
+    for (int i = 0; i < r.n_params; i++)
+        if (r.params[i].ndim == 2 && !(strcmp(r.params[i].key, "model.embed_tokens.weight") == 0 && !r.cfg.tie_word_embeddings))
+            mm += (double)r.params[i].shape[0] * (double)r.params[i].shape[1];
+    if (steps >= first_step)
+        fprintf(stderr, "trained steps %d..%d: loss %.4f -> %.4f; %ld tokens in %s of steps (%.1f tokens/s, %.2f "
+                        "GFLOP/s at 6 x %.0f matmul weights per token)\n", first_step, steps, first_loss, last_loss,
+                s->tokens, dur, s->elapsed > 0 ? s->tokens / s->elapsed : 0.0,
+                s->elapsed > 0 ? 6 * mm * (double)s->tokens / s->elapsed / 1e9 : 0.0, mm);
+    if (steps >= first_step && cpu_run > 0)
+        fprintf(stderr, "this process's steps: %ld tokens, %.1f s, processor time %.1f s (all threads): %.2f GFLOP "
+                        "per processor second\n", tokens_run, now_seconds() - t_run, cpu_run,
+                6 * mm * (double)tokens_run / cpu_run / 1e9);
+    fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, %s)%s, "
+                    "generation_config.json\n", od.dir, r.n_params, n_weights, bf16 ? "BF16" : "F32",
+            r.tok_json ? ", tokenizer.json" : "");
+    rc = 0;
+    goto done;
+fail:
+    dflash_print_error("dflash train-target", "");
+    rc = 2;
+done:
+    if (handlers) {
+        sigaction(SIGINT, &old_int, NULL);
+        sigaction(SIGTERM, &old_term, NULL);
+    }
+    if (tracer) trace_discard(tracer);
+    out_abort(logf);
+    outdir_release(&od);
+    outdir_release(&ck);
+    free(batch_ids);
+    free(r.order.order);
+    free(r.params);
+    free(r.m);
+    free(r.v);
+    free(r.tok_json);
+    lm_state_free(r.st);
+    if (r.have_model) model_free(&r.model);
+    if (have_tok) tok_free(&tok);
+    corpus_free(&train);
+    corpus_free(&held);
+    case_free(&cs);
+    return rc;
+}

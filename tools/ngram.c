@@ -1,0 +1,102 @@
+/* tools/ngram.c - the learned target's baselines: a unigram and a bigram
+ * model fitted on the training text, evaluated on the held-out text, through
+ * the same tokenizer and the same token stream as `dflash train-target
+ * --heldout` (formats/corpus.c: documents, <|endoftext|> after each).
+ *
+ *   usage: tools/ngram TOKENIZER.json TRAIN.txt HELDOUT.txt
+ *
+ * Counts come from every next-token pair (x[t], x[t+1]) of the training
+ * stream; the evaluation scores every pair of the held-out stream once, as
+ * the model's evaluation does (the stream's first token is predicted by
+ * neither). V is the tokenizer's vocabulary size, N the training pairs.
+ *   unigram  p(y) = (c(y) + 1) / (N + V)                       (add-one)
+ *   bigram   p(y | x) = max(c(x,y) - d, 0) / c(x) + d n(x) / c(x) p(y)
+ *            with d = 0.75 and n(x) the distinct successors of x (interpolated
+ *            absolute discounting, Ney, Essen and Kneser 1994); p(y) the
+ *            unigram; a context never seen in training gets p(y)
+ * Printed: loss per token (nats, mean over the held-out pairs) and bits per
+ * byte (the summed loss / ln 2 / the held-out document bytes). Exit 2 with
+ * one line on bad input. */
+#include "dflash.h"
+#include "formats/corpus.h"
+#include "formats/tokenizer.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
+    IntList l = {*ids, *n, *cap};
+    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
+    *ids = l.v, *n = l.n, *cap = l.cap;
+    return rc;
+}
+
+/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
+ * allocated, a power of two) */
+static int token_count(const Tokenizer *t) {
+    int n = t->n_ids;
+    while (n > 0 && !t->bytes[n - 1]) n--;
+    return n;
+}
+
+static int token_id(const Tokenizer *t, const char *text) {
+    for (int i = 0; i < t->n_added; i++)
+        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
+            return t->added[i].id;
+    return -1;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) {
+        fprintf(stderr, "usage: tools/ngram TOKENIZER.json TRAIN.txt HELDOUT.txt\n");
+        return 2;
+    }
+    Tokenizer tok;
+    Corpus tr, he;
+    memset(&tr, 0, sizeof tr);
+    memset(&he, 0, sizeof he);
+    if (tok_load(&tok, argv[1]) != 0) { dflash_print_error("ngram", ""); return 2; }
+    int eot = token_id(&tok, "<|endoftext|>"), V = token_count(&tok);
+    if (eot < 0) { fprintf(stderr, "ngram: %s: no <|endoftext|> token\n", argv[1]); return 2; }
+    if (V > 65536) { fprintf(stderr, "ngram: %s: %d tokens; at most 65536 here\n", argv[1], V); return 2; }
+    if (corpus_add_file(&tr, argv[2], encode_cb, &tok, eot) != 0 || corpus_add_file(&he, argv[3], encode_cb, &tok, eot) != 0) {
+        dflash_print_error("ngram", "");
+        return 2;
+    }
+    if (tr.n < 2 || he.n < 2) { fprintf(stderr, "ngram: fewer than 2 tokens in a file\n"); return 2; }
+    double *uni = calloc((size_t)V, sizeof(double));        /* (V) c(y) */
+    double *ctx = calloc((size_t)V, sizeof(double));        /* (V) c(x) */
+    double *succ = calloc((size_t)V, sizeof(double));       /* (V) n(x) */
+    uint32_t *big = calloc((size_t)V * (size_t)V, sizeof(uint32_t)); /* (V, V) c(x, y) */
+    if (!uni || !ctx || !succ || !big) { fprintf(stderr, "ngram: out of memory\n"); return 2; }
+    for (size_t t = 0; t + 1 < tr.n; t++) {
+        int x = tr.ids[t], y = tr.ids[t + 1];
+        uni[y] += 1;
+        ctx[x] += 1;
+        if (big[(size_t)x * V + y]++ == 0) succ[x] += 1;
+    }
+    double N = (double)(tr.n - 1), d = 0.75, loss_uni = 0, loss_big = 0;
+    for (size_t t = 0; t + 1 < he.n; t++) {
+        int x = he.ids[t], y = he.ids[t + 1];
+        double pu = (uni[y] + 1) / (N + V), pb = pu;
+        if (ctx[x] > 0) {
+            double c = (double)big[(size_t)x * V + y];
+            pb = (c > d ? c - d : 0) / ctx[x] + d * succ[x] / ctx[x] * pu;
+        }
+        loss_uni -= log(pu);
+        loss_big -= log(pb);
+    }
+    double n = (double)(he.n - 1), bytes = (double)he.bytes;
+    printf("ngram: train %ld documents, %zu tokens; heldout %ld documents, %zu bytes, %.0f predicted tokens; vocab %d\n",
+           tr.documents, tr.n, he.documents, he.bytes, n, V);
+    printf("unigram: loss %.4f per token, %.4f bits per byte\n", loss_uni / n, loss_uni / log(2.0) / bytes);
+    printf("bigram:  loss %.4f per token, %.4f bits per byte\n", loss_big / n, loss_big / log(2.0) / bytes);
+    free(uni), free(ctx), free(succ), free(big);
+    corpus_free(&tr);
+    corpus_free(&he);
+    tok_free(&tok);
+    return 0;
+}
