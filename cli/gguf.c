@@ -267,17 +267,25 @@ static int gvocab_from_words(GVocab *g, const Vocab *v) {
     return 0;
 }
 
-/* Qwen2's (and Qwen3's) pre-tokenizer split, as its tokenizer.json writes it */
+/* Qwen2's (and Qwen3's) and Llama-3's pre-tokenizer splits, as their
+ * tokenizer.json files write them (digits one at a time, or up to three) */
 static const char QWEN2_SPLIT[] =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
+static const char LLAMA3_SPLIT[] =
+    "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}{1,3}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
 
 /* The pre-tokenizer llama.cpp must apply, named as convert_hf_to_gguf.py names
- * it; NULL (dflash_errmsg) when it is not one recognised here. */
+ * it; NULL (dflash_errmsg) when it is not one recognised here. llama.cpp
+ * ties ignore_merges to the name (on for llama-bpe, off for gpt-2 and qwen2),
+ * so a file whose model.ignore_merges says otherwise is refused too. */
 static const char *tokenizer_pre(const Json *root, const char *path) {
     const Json *p = json_get(root, "pre_tokenizer"), *ty = p ? json_get(p, "type") : NULL;
+    const Json *model = json_get(root, "model"), *im = model ? json_get(model, "ignore_merges") : NULL;
+    int ignore_merges = im && im->type == JSON_BOOL && im->boolean;
+    const char *pre = NULL;
     if (ty && ty->type == JSON_STRING && strcmp(ty->string, "ByteLevel") == 0) {
         const Json *re = json_get(p, "use_regex");
-        if (!re || (re->type == JSON_BOOL && re->boolean)) return "gpt-2";  /* ByteLevel's own regex is GPT-2's */
+        if (!re || (re->type == JSON_BOOL && re->boolean)) pre = "gpt-2";  /* ByteLevel's own regex is GPT-2's */
     }
     if (ty && ty->type == JSON_STRING && strcmp(ty->string, "Sequence") == 0) {
         const Json *ps = json_get(p, "pretokenizers");
@@ -285,11 +293,18 @@ static const char *tokenizer_pre(const Json *root, const char *path) {
             const Json *a = &ps->items[0], *b = &ps->items[1], *at = json_get(a, "type"), *bt = json_get(b, "type");
             const Json *pat = json_get(a, "pattern"), *rx = pat ? json_get(pat, "Regex") : NULL;
             if (at && at->type == JSON_STRING && strcmp(at->string, "Split") == 0 && rx && rx->type == JSON_STRING &&
-                strcmp(rx->string, QWEN2_SPLIT) == 0 && bt && bt->type == JSON_STRING && strcmp(bt->string, "ByteLevel") == 0)
-                return "qwen2";
+                bt && bt->type == JSON_STRING && strcmp(bt->string, "ByteLevel") == 0)
+                pre = strcmp(rx->string, QWEN2_SPLIT) == 0 ? "qwen2" : strcmp(rx->string, LLAMA3_SPLIT) == 0 ? "llama-bpe" : NULL;
         }
     }
-    dflash_set_error("%s: pre_tokenizer: expected GPT-2's ByteLevel or Qwen2's Split + ByteLevel; convert_hf_to_gguf.py "
+    if (pre && ignore_merges != (strcmp(pre, "llama-bpe") == 0)) {
+        dflash_set_error("%s: model.ignore_merges is %s, but llama.cpp's \"%s\" pre-tokenizer always has it %s: llama.cpp "
+                         "would tokenize some texts differently", path, ignore_merges ? "true" : "false", pre,
+                         ignore_merges ? "off" : "on");
+        return NULL;
+    }
+    if (pre) return pre;
+    dflash_set_error("%s: pre_tokenizer: expected GPT-2's ByteLevel, or Qwen2's or Llama-3's Split + ByteLevel; convert_hf_to_gguf.py "
                      "names other pre-tokenizers by a hash of the tokenizers library's output (get_vocab_base_pre), "
                      "which this program cannot compute: convert this vocabulary with it", path);
     return NULL;

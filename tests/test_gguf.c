@@ -589,9 +589,12 @@ static void test_refusals(void **s) {
     free(e);
 }
 
-/* tokenizer.json: Qwen2's pre-tokenizer is named "qwen2", merges given as
- * [a, b] are written "a b"; a pre-tokenizer llama.cpp's converter names by
- * hash only is refused (exit 2, one line, nothing written) */
+/* tokenizer.json: Qwen2's pre-tokenizer is named "qwen2", Llama-3's (digits
+ * up to three) "llama-bpe", merges given as [a, b] are written "a b"; a
+ * pre-tokenizer llama.cpp's converter names by hash only is refused (exit 2,
+ * one line, nothing written), and so is Llama-3's split without
+ * ignore_merges (llama.cpp's llama-bpe always ignores merges for a piece
+ * that is a token) */
 static void test_tokenizer_json_rules(void **s) {
     (void)s;
     size_t len;
@@ -606,34 +609,45 @@ static void test_tokenizer_json_rules(void **s) {
         "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
         "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
         "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": false}]}";
+    static const char llama3[] =
+        "\"pre_tokenizer\": {\"type\": \"Sequence\", \"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": "
+        "\"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+        "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+        "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]}";
     const char *ws = "\"pre_tokenizer\": {\"type\": \"Whitespace\"}";
-    for (int k = 0; k < 2; k++) {
+    /* k: 0 qwen2, 1 Whitespace (refused), 2 llama3 + ignore_merges, 3 llama3 without (refused) */
+    for (int k = 0; k < 4; k++) {
         char path[700], out[700], cmd[2600];
         FILE *f;
         snprintf(path, sizeof path, "%s/tok%d.json", TMP, k);
         snprintf(out, sizeof out, "%s/tokout%d", TMP, k);
         assert_non_null(f = fopen(path, "wb"));
         fwrite(src, 1, (size_t)(at - src), f);
-        fputs(k ? ws : qwen2, f);
+        fputs(k == 0 ? qwen2 : k == 1 ? ws : llama3, f);
         fwrite(at + strlen(bl), 1, (size_t)(mg - at - strlen(bl)), f);
+        if (k == 2) fputs("\"ignore_merges\": true, ", f);
         fputs("\"merges\": [[\"\u0120\", \"c\"], \"a t\"]", f);
         fputs(mg + strlen("\"merges\": []"), f);
         assert_int_equal(fclose(f), 0);
         snprintf(cmd, sizeof cmd, "./dflash gguf --weights toy_weights/qwen3-layout --vocab %s %s >/dev/null 2>%s.err", path, out, out);
         int st = system(cmd);
-        if (k == 1) {
+        if (k == 1 || k == 3) {
+            char en[64];
+            snprintf(en, sizeof en, "tokout%d.err", k);
             assert_int_equal(WEXITSTATUS(st), 2);
             assert_false(tu_exists(out));
-            char *e = tu_read(tu_path(TMP, "tokout1.err"), &len);
+            size_t elen = 0;
+            char *e = tu_read(tu_path(TMP, en), &elen);
             assert_non_null(e);
-            assert_non_null(strstr(e, "pre_tokenizer"));
+            assert_non_null(strstr(e, k == 1 ? "pre_tokenizer" : "ignore_merges"));
+            assert_true(elen > 0 && memchr(e, '\n', elen) == e + elen - 1);  /* one line */
             free(e);
             continue;
         }
         assert_int_equal(st, 0);
         Gg g;
         if (gg_load(&g, tu_path(out, "target.gguf")) != 0) fail_msg("%s", g.err);
-        kv_str_is(&g, "tokenizer.ggml.pre", "qwen2");
+        kv_str_is(&g, "tokenizer.ggml.pre", k == 0 ? "qwen2" : "llama-bpe");
         const Kv *m = kv_find(&g, "tokenizer.ggml.merges");
         assert_non_null(m);
         assert_int_equal(m->arr_n, 2);
