@@ -76,7 +76,10 @@ if (modelPath === "--tokenize") {
 }
 if (!modulesDir || !modelPath || !nArg || (!draftOnly && prompts.length === 0)) {
     console.error("usage: node tools/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]\n" +
-                  "       node tools/llama_check.mjs NODE_MODULES_DIR --draft DRAFT.gguf");
+                  "       node tools/llama_check.mjs NODE_MODULES_DIR --draft DRAFT.gguf\n" +
+                  "       node tools/llama_check.mjs NODE_MODULES_DIR --tokenize MODEL.gguf TEXT [TEXT ...]\n" +
+                  "       node tools/llama_check.mjs NODE_MODULES_DIR --tokenizer-case MODEL.gguf TOKENIZER.json TEXTS.inp DFLASH WORK [REF]\n" +
+                  "       node tools/llama_check.mjs NODE_MODULES_DIR --widen SRC_TARGET OUT_TARGET VOCAB_SIZE EOS_ID");
     process.exit(2);
 }
 const n = Number(nArg);
@@ -191,6 +194,10 @@ async function tokenizerCase(gguf, tokPath, inp, dflash, work, ref) {
     const lines = (f) => fs.readFileSync(f, "utf8").split("\n");
     const refOn = ref ? lines(`${ref}-nospecial.out`) : null, refAll = ref ? lines(`${ref}.out`) : null;
     const refDec = ref ? fs.readFileSync(`${ref}.dec`, "utf8").split(SEP) : null;
+    if (ref && (refOn.length < texts.length || refAll.length < texts.length || refDec.length !== texts.length)) {
+        console.error(`${ref}.out, -nospecial.out, .dec: not one entry per text of ${inp} (regenerate them: NOTES.md, "Tokenizer")`);
+        process.exit(1);
+    }
 
     const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
     const llama = await lib.getLlama({gpu: false, build: "never", logLevel: lib.LlamaLogLevel.error});
