@@ -16,6 +16,7 @@
  * and how each figure is computed. */
 #include "dflash.h"
 #include "eval.h"
+#include "flags.h"
 #include "lookup.h"
 #include "formats/files.h"
 #include "formats/load.h"
@@ -23,6 +24,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +37,9 @@ static const char *const EVAL_USAGE =
     "decoded held-out evaluation: DFlash and the baselines on prompts cut from FILE\n"
     "(README.md, \"Held-out evaluation: dflash eval\")\n"
     "  --weights DIR         DIR/target, DIR/draft (if present) and DIR/vocab.txt\n"
-    "  --target DIR          the target's folder; --draft DIR: the DFlash draft (without one\n"
-    "                        the dflash method is left out)\n"
+    "  --target DIR          the target's folder\n"
+    "  --draft DIR           with --target: the DFlash draft's folder (without one the dflash\n"
+    "                        method is left out)\n"
     "  --text FILE           words of vocab.txt, one stream: prompt i of N is the P tokens from\n"
     "                        floor(i (L - P) / (N - 1)) (L: the stream's tokens)\n"
     "  --ids-stream FILE     the same from token ids (white space or commas between them)\n"
@@ -62,26 +65,40 @@ static const char *const METHOD_NAMES[M_COUNT] = {"dflash", "copy", "ngram", "lo
 
 typedef struct {
     const char *weights, *target, *draft, *text, *ids_file, *ids_stream, *log;
+    const char *blocks_s, *temps_s, *methods_s;  /* the lists as given */
     long prompts, prompt_len, new_tokens, ngram_min, ngram_max;
     int n_blocks, blocks[EVAL_MAX_LIST];
     int n_temps;
     double temps[EVAL_MAX_LIST];
     int methods_given, use[M_COUNT];
-    unsigned long long seed;
+    uint64_t seed;
     int stop_at_eos;
 } EvalArgs;
 
-static int eval_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno || v < lo || v > hi) {
-        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+/* THE flags of dflash eval (cli/flags.h; tests/test_flags.c checks them
+ * against EVAL_USAGE). The lists are strings here, their items checked
+ * below with the same messages. */
+#define EA(m) offsetof(EvalArgs, m)
+const Flag EVAL_FLAGS[] = {
+    {.name = "--weights", .kind = FLAG_STRING, .field = EA(weights)},
+    {.name = "--target", .kind = FLAG_STRING, .field = EA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = EA(draft)},
+    {.name = "--text", .kind = FLAG_STRING, .field = EA(text)},
+    {.name = "--ids-file", .kind = FLAG_STRING, .field = EA(ids_file)},
+    {.name = "--ids-stream", .kind = FLAG_STRING, .field = EA(ids_stream)},
+    {.name = "--log", .kind = FLAG_STRING, .field = EA(log)},
+    {.name = "--prompts", .kind = FLAG_INT, .field = EA(prompts), .lo = 1, .hi = 65536},
+    {.name = "--prompt-len", .kind = FLAG_INT, .field = EA(prompt_len), .lo = 1, .hi = 65536},
+    {.name = "--new", .kind = FLAG_INT, .field = EA(new_tokens), .lo = 1, .hi = 65536},
+    {.name = "--blocks", .kind = FLAG_STRING, .field = EA(blocks_s)},
+    {.name = "--temperatures", .kind = FLAG_STRING, .field = EA(temps_s)},
+    {.name = "--methods", .kind = FLAG_STRING, .field = EA(methods_s)},
+    {.name = "--ngram-min", .kind = FLAG_INT, .field = EA(ngram_min), .lo = 1, .hi = 64},
+    {.name = "--ngram-max", .kind = FLAG_INT, .field = EA(ngram_max), .lo = 1, .hi = 64},
+    {.name = "--seed", .kind = FLAG_U64, .field = EA(seed)},
+    {.name = "--stop-at-eos", .kind = FLAG_SWITCH, .field = EA(stop_at_eos)},
+    FLAG_TABLE_END};
+#undef EA
 
 /* "a,b,c" -> items (each then parsed by the caller); -1 when empty or too many */
 static int split_list(const char *flag, const char *s, char items[EVAL_MAX_LIST][64], int *n) {
@@ -102,6 +119,42 @@ static int split_list(const char *flag, const char *s, char items[EVAL_MAX_LIST]
     }
 }
 
+/* --blocks, --temperatures, --methods: their items */
+static int eval_lists(EvalArgs *a) {
+    char items[EVAL_MAX_LIST][64];
+    int n;
+    if (a->blocks_s) {
+        if (split_list("--blocks", a->blocks_s, items, &n) != 0) return -1;
+        a->n_blocks = n;
+        for (int k = 0; k < n; k++) {
+            long b;
+            if (flags_int("--blocks", items[k], 2, DFLASH_MAX_BLOCK, &b) != 0) return -1;
+            a->blocks[k] = (int)b;
+        }
+    }
+    if (a->temps_s) {
+        if (split_list("--temperatures", a->temps_s, items, &n) != 0) return -1;
+        a->n_temps = n;
+        for (int k = 0; k < n; k++)
+            if (flags_real("--temperatures", items[k], 0, 0, &a->temps[k]) != 0) return -1;
+    }
+    if (a->methods_s) {
+        if (split_list("--methods", a->methods_s, items, &n) != 0) return -1;
+        a->methods_given = 1;
+        memset(a->use, 0, sizeof a->use);
+        for (int k = 0; k < n; k++) {
+            int m = 0;
+            while (m < M_COUNT && strcmp(items[k], METHOD_NAMES[m]) != 0) m++;
+            if (m == M_COUNT) {
+                dflash_set_error("--methods: expected dflash, copy, ngram or lookup, got \"%.100s\"", items[k]);
+                return -1;
+            }
+            a->use[m] = 1;
+        }
+    }
+    return 0;
+}
+
 /* 0: run; 1: --help; -1: bad arguments */
 static int eval_parse(int argc, char **argv, EvalArgs *a) {
     memset(a, 0, sizeof *a);
@@ -112,77 +165,9 @@ static int eval_parse(int argc, char **argv, EvalArgs *a) {
     memcpy(a->blocks, def_blocks, sizeof def_blocks);
     a->n_temps = 3;
     memcpy(a->temps, def_temps, sizeof def_temps);
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) return 1;
-        if (strcmp(f, "--stop-at-eos") == 0) { a->stop_at_eos = 1; continue; }
-        const char **str = NULL;
-        long *num = NULL, lo = 1, hi = 65536;
-        if (strcmp(f, "--weights") == 0) str = &a->weights;
-        else if (strcmp(f, "--target") == 0) str = &a->target;
-        else if (strcmp(f, "--draft") == 0) str = &a->draft;
-        else if (strcmp(f, "--text") == 0) str = &a->text;
-        else if (strcmp(f, "--ids-file") == 0) str = &a->ids_file;
-        else if (strcmp(f, "--ids-stream") == 0) str = &a->ids_stream;
-        else if (strcmp(f, "--log") == 0) str = &a->log;
-        else if (strcmp(f, "--prompts") == 0) num = &a->prompts;
-        else if (strcmp(f, "--prompt-len") == 0) num = &a->prompt_len;
-        else if (strcmp(f, "--new") == 0) num = &a->new_tokens;
-        else if (strcmp(f, "--ngram-min") == 0) num = &a->ngram_min, hi = 64;
-        else if (strcmp(f, "--ngram-max") == 0) num = &a->ngram_max, hi = 64;
-        else if (strcmp(f, "--blocks") && strcmp(f, "--temperatures") && strcmp(f, "--methods") && strcmp(f, "--seed")) {
-            dflash_set_error("%s \"%.100s\" (see dflash eval --help)", f[0] == '-' ? "unknown flag" : "unexpected argument", f);
-            return -1;
-        }
-        if (i + 1 >= argc) { dflash_set_error("%s: missing value", f); return -1; }
-        const char *v = argv[++i];
-        if (str) { *str = v; continue; }
-        if (num) { if (eval_int(f, v, lo, hi, num) != 0) return -1; continue; }
-        if (strcmp(f, "--seed") == 0) {
-            char *end;
-            errno = 0;
-            a->seed = strtoull(v, &end, 10);
-            if (!(*v >= '0' && *v <= '9') || *end || errno) {
-                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, v);
-                return -1;
-            }
-            continue;
-        }
-        char items[EVAL_MAX_LIST][64];
-        int n;
-        if (split_list(f, v, items, &n) != 0) return -1;
-        if (strcmp(f, "--blocks") == 0) {
-            a->n_blocks = n;
-            for (int k = 0; k < n; k++) {
-                long b;
-                if (eval_int("--blocks", items[k], 2, DFLASH_MAX_BLOCK, &b) != 0) return -1;
-                a->blocks[k] = (int)b;
-            }
-        } else if (strcmp(f, "--temperatures") == 0) {
-            a->n_temps = n;
-            for (int k = 0; k < n; k++) {
-                char *end;
-                double t = strtod(items[k], &end);
-                if (*end || !isfinite(t) || t < 0) {
-                    dflash_set_error("--temperatures: expected finite numbers >= 0, got \"%.100s\"", items[k]);
-                    return -1;
-                }
-                a->temps[k] = t;
-            }
-        } else {
-            a->methods_given = 1;
-            memset(a->use, 0, sizeof a->use);
-            for (int k = 0; k < n; k++) {
-                int m = 0;
-                while (m < M_COUNT && strcmp(items[k], METHOD_NAMES[m]) != 0) m++;
-                if (m == M_COUNT) {
-                    dflash_set_error("--methods: expected dflash, copy, ngram or lookup, got \"%.100s\"", items[k]);
-                    return -1;
-                }
-                a->use[m] = 1;
-            }
-        }
-    }
+    int rc = flags_parse(EVAL_FLAGS, argc, argv, a, "dflash eval", NULL, 0, NULL);
+    if (rc != 0) return rc;
+    if (eval_lists(a) != 0) return -1;
     if (!a->weights == !a->target) {
         dflash_set_error("expected --weights DIR or --target DIR (one of them)%s", a->weights ? ", got both" : "");
         return -1;

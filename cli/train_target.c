@@ -29,6 +29,7 @@
 #include "train.h"
 #include "train_cli.h"
 #include "train_target.h"
+#include "flags.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -114,86 +115,52 @@ static const char *const TT_USAGE[2] = {
 #define TT_MAX_FILES 64
 
 typedef struct {
-    const char *config, *target, *resume, *tokenizer, *out, *batches, *trace_dir, *log, *checkpoint, *dtype;
-    const char *schedule_s, *decay_s;
+    const char *config, *target, *resume, *tokenizer, *out, *batches, *trace_dir, *log, *checkpoint;
+    int bf16;          /* --dtype: 0 f32, 1 bf16 (the order of its choices) */
+    int schedule;      /* Schedule: 0 cosine, 1 constant */
+    int decay_on;      /* TRAIN_DECAY_ALL (0) or TRAIN_DECAY_MATRICES (1) */
     const char *data[TT_MAX_FILES], *heldout[TT_MAX_FILES];
     int n_data, n_heldout;
     long steps, batch, seq_len, warmup, log_every, checkpoint_every, stop_after, threads;
     double lr, weight_decay, max_grad_norm, adam_eps, beta2;
     uint64_t seed;
-    int seed_given;
 } TtArgs;
 
-/* The flag table: name, kind, where the value goes, its range. A string
- * list (--data, --heldout) takes every argument up to the next flag. */
-typedef enum { F_STR, F_LIST, F_LONG, F_REAL, F_SEED } FlagKind;
-typedef struct {
-    const char *name;
-    FlagKind kind;
-    size_t off, count_off;   /* offsetof the value (and for F_LIST the count) */
-    double lo, hi;           /* F_LONG: inclusive range; F_REAL: lo, hi (hi < lo: no upper bound) */
-    int open;                /* F_REAL: 1 lo excluded, 2 lo and hi excluded */
-} Flag;
-
-#define FS(n, f) {n, F_STR, offsetof(TtArgs, f), 0, 0, 0, 0}
-#define FL(n, f, lo, hi) {n, F_LONG, offsetof(TtArgs, f), 0, lo, hi, 0}
-#define FR(n, f, lo, hi, open) {n, F_REAL, offsetof(TtArgs, f), 0, lo, hi, open}
-static const Flag TT_FLAGS[] = {
-    FS("--config", config), FS("--target", target), FS("--resume", resume), FS("--tokenizer", tokenizer),
-    FS("--out", out), FS("--batches", batches), FS("--trace", trace_dir), FS("--log", log),
-    FS("--checkpoint", checkpoint), FS("--dtype", dtype), FS("--schedule", schedule_s), FS("--decay-on", decay_s),
-    {"--data", F_LIST, offsetof(TtArgs, data), offsetof(TtArgs, n_data), 0, 0, 0},
-    {"--heldout", F_LIST, offsetof(TtArgs, heldout), offsetof(TtArgs, n_heldout), 0, 0, 0},
-    FL("--steps", steps, 0, 100000000), FL("--batch", batch, 1, 4096), FL("--seq-len", seq_len, 2, 1 << 20),
-    FL("--warmup", warmup, 0, 100000000), FL("--log-every", log_every, 1, 100000000),
-    FL("--checkpoint-every", checkpoint_every, 0, 100000000), FL("--stop-after", stop_after, 1, 100000000),
-    FL("--threads", threads, 1, 64),
-    FR("--lr", lr, 0, -1, 1), FR("--weight-decay", weight_decay, 0, -1, 0),
-    FR("--max-grad-norm", max_grad_norm, 0, -1, 0), FR("--adam-eps", adam_eps, 0, -1, 1),
-    FR("--beta2", beta2, 0, 1, 2),
-    {"--seed", F_SEED, offsetof(TtArgs, seed), 0, 0, 0, 0},
-};
-
-static int parse_value(const Flag *f, const char *v, TtArgs *a) {
-    char *p = (char *)a + f->off, *end;
-    if (f->kind == F_STR) { *(const char **)p = v; return 0; }
-    if (f->kind == F_LONG) {
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (!(*v == '-' || (*v >= '0' && *v <= '9')) || *end || errno || x < (long)f->lo || x > (long)f->hi) {
-            dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", f->name, (long)f->lo,
-                             (long)f->hi, v);
-            return -1;
-        }
-        *(long *)p = x;
-        return 0;
-    }
-    if (f->kind == F_SEED) {
-        errno = 0;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (!(*v >= '0' && *v <= '9') || *end || errno) {
-            dflash_set_error("%s: expected an integer in 0..%llu, got \"%.100s\"", f->name, ~0ull, v);
-            return -1;
-        }
-        *(uint64_t *)p = x;
-        a->seed_given = 1;
-        return 0;
-    }
-    double x = strtod(v, &end);
-    int ok = *v && !*end && isfinite(x) && x >= f->lo && !(f->open && x == f->lo) &&
-             !(f->hi >= f->lo && (x > f->hi || (f->open == 2 && x == f->hi)));
-    if (!ok) {
-        if (f->hi >= f->lo)
-            dflash_set_error("%s: expected a number in %s%g, %g%s, got \"%.100s\"", f->name, f->open ? "(" : "[",
-                             f->lo, f->hi, f->open == 2 ? ")" : "]", v);
-        else
-            dflash_set_error("%s: expected a finite number %s %g, got \"%.100s\"", f->name, f->open ? ">" : ">=",
-                             f->lo, v);
-        return -1;
-    }
-    *(double *)p = x;
-    return 0;
-}
+/* THE flags of dflash train-target (cli/flags.h; tests/test_flags.c checks
+ * them against TT_USAGE). --data and --heldout take every argument up to
+ * the next flag. */
+#define TT(m) offsetof(TtArgs, m)
+const Flag TRAIN_TARGET_FLAGS[] = {
+    {.name = "--config", .kind = FLAG_STRING, .field = TT(config)},
+    {.name = "--target", .kind = FLAG_STRING, .field = TT(target)},
+    {.name = "--resume", .kind = FLAG_STRING, .field = TT(resume)},
+    {.name = "--tokenizer", .kind = FLAG_STRING, .field = TT(tokenizer)},
+    {.name = "--out", .kind = FLAG_STRING, .field = TT(out)},
+    {.name = "--dtype", .kind = FLAG_CHOICE, .field = TT(bf16), .choices = "f32|bf16"},
+    {.name = "--data", .kind = FLAG_LIST, .field = TT(data), .count = TT(n_data), .max = TT_MAX_FILES},
+    {.name = "--batches", .kind = FLAG_STRING, .field = TT(batches)},
+    {.name = "--steps", .kind = FLAG_INT, .field = TT(steps), .lo = 0, .hi = 100000000},
+    {.name = "--batch", .kind = FLAG_INT, .field = TT(batch), .lo = 1, .hi = 4096},
+    {.name = "--seq-len", .kind = FLAG_INT, .field = TT(seq_len), .lo = 2, .hi = 1 << 20},
+    {.name = "--lr", .kind = FLAG_REAL, .field = TT(lr), .lo = 0, .open = FLAG_OPEN},
+    {.name = "--warmup", .kind = FLAG_INT, .field = TT(warmup), .lo = 0, .hi = 100000000},
+    {.name = "--schedule", .kind = FLAG_CHOICE, .field = TT(schedule), .choices = "cosine|constant"},
+    {.name = "--weight-decay", .kind = FLAG_REAL, .field = TT(weight_decay), .lo = 0},
+    {.name = "--decay-on", .kind = FLAG_CHOICE, .field = TT(decay_on), .choices = "all|matrices"},
+    {.name = "--max-grad-norm", .kind = FLAG_REAL, .field = TT(max_grad_norm), .lo = 0},
+    {.name = "--adam-eps", .kind = FLAG_REAL, .field = TT(adam_eps), .lo = 0, .open = FLAG_OPEN},
+    {.name = "--beta2", .kind = FLAG_REAL, .field = TT(beta2), .lo = 0, .hi = 1, .open = FLAG_OPEN_BOTH},
+    {.name = "--seed", .kind = FLAG_U64, .field = TT(seed)},
+    {.name = "--threads", .kind = FLAG_INT, .field = TT(threads), .lo = 1, .hi = 64},
+    {.name = "--log-every", .kind = FLAG_INT, .field = TT(log_every), .lo = 1, .hi = 100000000},
+    {.name = "--checkpoint-every", .kind = FLAG_INT, .field = TT(checkpoint_every), .lo = 0, .hi = 100000000},
+    {.name = "--checkpoint", .kind = FLAG_STRING, .field = TT(checkpoint)},
+    {.name = "--stop-after", .kind = FLAG_INT, .field = TT(stop_after), .lo = 1, .hi = 100000000},
+    {.name = "--heldout", .kind = FLAG_LIST, .field = TT(heldout), .count = TT(n_heldout), .max = TT_MAX_FILES},
+    {.name = "--log", .kind = FLAG_STRING, .field = TT(log)},
+    {.name = "--trace", .kind = FLAG_STRING, .field = TT(trace_dir)},
+    FLAG_TABLE_END};
+#undef TT
 
 /* 0 run, 1 --help, -1 bad arguments (dflash_errmsg) */
 static int tt_parse_args(int argc, char **argv, TtArgs *a) {
@@ -209,39 +176,9 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
     a->seed = 1337;
     a->log_every = 10;
     a->threads = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *name = argv[i];
-        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) return 1;
-        const Flag *f = NULL;
-        for (size_t k = 0; k < sizeof TT_FLAGS / sizeof TT_FLAGS[0]; k++)
-            if (strcmp(name, TT_FLAGS[k].name) == 0) f = &TT_FLAGS[k];
-        if (!f) {
-            dflash_set_error(name[0] == '-' ? "unknown flag \"%.100s\" (see dflash train-target --help)"
-                                            : "unexpected argument \"%.100s\": expected a flag (see dflash "
-                                              "train-target --help)", name);
-            return -1;
-        }
-        int n_values = 0;
-        while (i + 1 < argc && !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2])) {
-            const char *v = argv[++i];
-            n_values++;
-            if (f->kind == F_LIST) {
-                int *n = (int *)((char *)a + f->count_off);
-                if (*n == TT_MAX_FILES) {
-                    dflash_set_error("%s: at most %d files", f->name, TT_MAX_FILES);
-                    return -1;
-                }
-                ((const char **)((char *)a + f->off))[(*n)++] = v;
-            } else {
-                if (parse_value(f, v, a) != 0) return -1;
-                break;
-            }
-        }
-        if (n_values == 0) {
-            dflash_set_error("%s: missing value%s", name, i + 1 < argc ? " (the next argument is a flag)" : "");
-            return -1;
-        }
-    }
+    a->decay_on = TRAIN_DECAY_MATRICES;
+    int rc = flags_parse(TRAIN_TARGET_FLAGS, argc, argv, a, "dflash train-target", NULL, 0, NULL);
+    if (rc != 0) return rc;
     if (!!a->config + !!a->target + !!a->resume != 1) {
         dflash_set_error("--config FILE, --target DIR or --resume DIR: expected exactly one, got %s",
                          a->config || a->target || a->resume ? "more" : "none");
@@ -252,18 +189,6 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
         return -1;
     }
     if (!a->out) { dflash_set_error("--out: missing (the folder the trained target goes to)"); return -1; }
-    if (a->dtype && strcmp(a->dtype, "f32") && strcmp(a->dtype, "bf16")) {
-        dflash_set_error("--dtype: expected f32 or bf16, got \"%.100s\"", a->dtype);
-        return -1;
-    }
-    if (a->schedule_s && strcmp(a->schedule_s, "cosine") && strcmp(a->schedule_s, "constant")) {
-        dflash_set_error("--schedule: expected cosine or constant, got \"%.100s\"", a->schedule_s);
-        return -1;
-    }
-    if (a->decay_s && strcmp(a->decay_s, "all") && strcmp(a->decay_s, "matrices")) {
-        dflash_set_error("--decay-on: expected all or matrices, got \"%.100s\"", a->decay_s);
-        return -1;
-    }
     if (a->warmup >= 0 && a->steps >= 0 && a->steps > 0 && a->warmup >= a->steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
         return -1;
@@ -1115,8 +1040,8 @@ int train_target_main(int argc, char **argv) {
     s->steps = steps, s->batch = b, s->seq_len = T, s->warmup = warmup;
     s->lr = a.lr, s->weight_decay = a.weight_decay, s->max_grad_norm = a.max_grad_norm, s->adam_eps = a.adam_eps;
     s->beta2 = a.beta2;
-    s->schedule = a.schedule_s && strcmp(a.schedule_s, "constant") == 0 ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
-    s->decay_on = a.decay_s && strcmp(a.decay_s, "all") == 0 ? TRAIN_DECAY_ALL : TRAIN_DECAY_MATRICES;
+    s->schedule = a.schedule;
+    s->decay_on = a.decay_on;
     s->seed = a.seed;
 
     /* the state: weights made private, gradients, AdamW, activations */
@@ -1302,7 +1227,7 @@ int train_target_main(int argc, char **argv) {
         if (logf) fprintf(out_stream(logf), "heldout documents %ld bytes %zu tokens %ld loss %.6f bpb %.6f\n",
                           held.documents, held.bytes, n, lpt, bpb);
     }
-    int bf16 = a.dtype && strcmp(a.dtype, "bf16") == 0;
+    int bf16 = a.bf16;
     if (outdir_begin(&od, "--out") != 0 ||
         write_model_files(&r, &od, bf16 ? "BF16" : "F32", bf16 ? "bfloat16" : "float32") != 0)
         goto fail;
