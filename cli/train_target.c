@@ -205,34 +205,10 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
  * 2. Data
  * ======================================================================== */
 
-/* the tokenizer as formats/corpus.c calls it */
-static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
-    IntList l = {*ids, *n, *cap};
-    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
-    *ids = l.v, *n = l.n, *cap = l.cap;
-    return rc;
-}
-
-/* the id of an added (special) token, or -1 */
-/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
- * allocated, a power of two) */
-static int token_count(const Tokenizer *t) {
-    int n = t->n_ids;
-    while (n > 0 && !t->bytes[n - 1]) n--;
-    return n;
-}
-
-static int token_id(const Tokenizer *t, const char *text) {
-    for (int i = 0; i < t->n_added; i++)
-        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
-            return t->added[i].id;
-    return -1;
-}
-
 static int corpus_read(Corpus *c, const char *const *files, int n_files, const Tokenizer *tok, int eot, int V) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < n_files; i++)
-        if (corpus_add_file(c, files[i], encode_cb, (void *)tok, eot) != 0) return -1;
+        if (corpus_add_file(c, files[i], tok_encode_cb, (void *)tok, eot) != 0) return -1;
     for (size_t k = 0; k < c->n; k++)
         if (c->ids[k] < 0 || c->ids[k] >= V) {
             dflash_set_error("%s: token id %d: expected ids below the model's vocab_size %d", files[0], c->ids[k], V);
@@ -975,14 +951,14 @@ int train_target_main(int argc, char **argv) {
         if (tok_load(&tok, a.tokenizer) != 0) goto fail;
         have_tok = 1;
         if (file_read_all(a.tokenizer, &r.tok_json, &r.tok_len) != 0) goto fail;
-        r.eot = token_id(&tok, "<|endoftext|>");
+        r.eot = tok_added_id(&tok, "<|endoftext|>");
         if (r.eot < 0) {
             dflash_set_error("%s: no <|endoftext|> token (the separator between documents)", a.tokenizer);
             goto fail;
         }
-        if (token_count(&tok) > V) {
+        if (tok.n_ids > V) {
             dflash_set_error("%s: %d tokens, the model's vocab_size is %d (expected at most that)", a.tokenizer,
-                             token_count(&tok), V);
+                             tok.n_ids, V);
             goto fail;
         }
     } else if (a.n_data || a.n_heldout) {
