@@ -155,6 +155,16 @@ static int eval_lists(EvalArgs *a) {
     return 0;
 }
 
+/* The table's cells, k = (temperature ti x M_COUNT + method m) x blocks +
+ * block bi, in the order they run and print: k's ti, m, bi, and whether
+ * method m runs. */
+static int cell_of(const EvalArgs *a, int k, int *ti, int *m, int *bi) {
+    *bi = k % a->n_blocks;
+    *m = k / a->n_blocks % M_COUNT;
+    *ti = k / a->n_blocks / M_COUNT;
+    return a->use[*m];
+}
+
 /* 0: run; 1: --help; -1: bad arguments */
 static int eval_parse(int argc, char **argv, EvalArgs *a) {
     memset(a, 0, sizeof *a);
@@ -429,35 +439,33 @@ int eval_main(int argc, char **argv) {
         ar_cpu[i] = cpu_seconds() - c0;
         ar_decode[i] = ar.seconds_verify;
         ar_fwd[i] = ar.target_forwards - 1;
-        for (int ti = 0; ti < a.n_temps; ti++)
-            for (int m = 0; m < M_COUNT; m++) {
-                if (!a.use[m]) continue;
-                for (int bi = 0; bi < a.n_blocks; bi++) {
-                    Cell *ce = &cells[(ti * M_COUNT + m) * a.n_blocks + bi];
-                    int B = a.blocks[bi];
-                    GenResult r = {0};
-                    p.block_size = B, p.temperature = a.temps[ti];
-                    t0 = now_seconds(), c0 = cpu_seconds();
-                    int grc = m == M_DFLASH ? dflash_generate(&draft, &target, prompt, P, &p, &r)
-                                            : lookup_generate(&drafters[m], &target, prompt, P, &p, &r);
-                    if (grc != 0) { gen_result_free(&ar); goto fail; }
-                    ce->total_s[i] = now_seconds() - t0;
-                    ce->cpu_s[i] = cpu_seconds() - c0;
-                    ce->runs++;
-                    ce->rounds[i] = r.n_rounds;
-                    ce->draft_s[i] = r.seconds_draft;
-                    ce->verify_s[i] = r.seconds_verify;
-                    acceptance_count(&r, B, ce->accepted + (size_t)i * (B - 1));
-                    for (int k = 0; k < r.n_rounds; k++) {
-                        ce->tokens[i] += r.rounds[k].acceptance_length + 1;
-                        for (int j = 1; j < B; j++) ce->proposed[i] += m == M_DFLASH || r.rounds[k].block[j] >= 0;
-                    }
-                    if (a.temps[ti] < 1e-5 && (r.n_output != ar.n_output ||
-                                               memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output)))
-                        ce->lossless_fail++;
-                    gen_result_free(&r);
-                }
+        for (int c = 0; c < n_cells; c++) {
+            int ti, m, bi;
+            if (!cell_of(&a, c, &ti, &m, &bi)) continue;
+            Cell *ce = &cells[c];
+            int B = a.blocks[bi];
+            GenResult r = {0};
+            p.block_size = B, p.temperature = a.temps[ti];
+            t0 = now_seconds(), c0 = cpu_seconds();
+            int grc = m == M_DFLASH ? dflash_generate(&draft, &target, prompt, P, &p, &r)
+                                    : lookup_generate(&drafters[m], &target, prompt, P, &p, &r);
+            if (grc != 0) { gen_result_free(&ar); goto fail; }
+            ce->total_s[i] = now_seconds() - t0;
+            ce->cpu_s[i] = cpu_seconds() - c0;
+            ce->runs++;
+            ce->rounds[i] = r.n_rounds;
+            ce->draft_s[i] = r.seconds_draft;
+            ce->verify_s[i] = r.seconds_verify;
+            acceptance_count(&r, B, ce->accepted + (size_t)i * (B - 1));
+            for (int k = 0; k < r.n_rounds; k++) {
+                ce->tokens[i] += r.rounds[k].acceptance_length + 1;
+                for (int j = 1; j < B; j++) ce->proposed[i] += m == M_DFLASH || r.rounds[k].block[j] >= 0;
             }
+            if (a.temps[ti] < 1e-5 && (r.n_output != ar.n_output ||
+                                       memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output)))
+                ce->lossless_fail++;
+            gen_result_free(&r);
+        }
         gen_result_free(&ar);
         double t = now_seconds();
         if (t - last > 2 || i + 1 == N) {
@@ -482,55 +490,53 @@ int eval_main(int argc, char **argv) {
     if (log) fprintf(out_stream(log), "T\tmethod\tB\tprompts\trounds\ttau\ttau_se\tproposed\tverify_cost\tdraft_cost\t"
                      "cost\tspeedup\twall_speedup\tcpu_speedup\tlossless_fail\tacceptance\tacceptance_se\n");
     int total_fail = 0;
-    for (int ti = 0; ti < a.n_temps; ti++)
-        for (int m = 0; m < M_COUNT; m++) {
-            if (!a.use[m]) continue;
-            for (int bi = 0; bi < a.n_blocks; bi++) {
-                Cell *ce = &cells[(ti * M_COUNT + m) * a.n_blocks + bi];
-                int B = a.blocks[bi];
-                double *y = malloc(sizeof(double) * (size_t)N * (size_t)(B > 1 ? B - 1 : 1));
-                if (!y) { dflash_set_error("out of memory"); goto fail; }
-                long R = 0;
-                double sd = 0, sv = 0, st = 0, sc = 0;
-                for (int i = 0; i < N; i++)
-                    R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
-                double se_tau, se_prop;
-                for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
-                double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
-                for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
-                double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
-                double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st, cpu = sum_ar_cpu / sc;
-                int greedy = a.temps[ti] < 1e-5;
-                total_fail += ce->lossless_fail;
-                char ll[32];
-                if (greedy) snprintf(ll, sizeof ll, ce->lossless_fail ? "NO %d/%d" : "yes %d/%d",
-                                     ce->lossless_fail ? ce->lossless_fail : N, N);
-                else snprintf(ll, sizeof ll, "-");
-                char taus[48];
-                snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
-                printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a.temps[ti],
-                       METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
-                if (log)
-                    fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
-                            a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
-                            greedy ? ce->lossless_fail : -1);
-                double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
-                for (int j = 1; j < B; j++) {
-                    for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
-                    accs[j] = ratio_se(y, ce->rounds, N, 1, &ses[j]);
-                    printf(" ");
-                    put_pm(stdout, accs[j], ses[j]);
-                }
-                printf("\n");
-                if (log) {
-                    for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", accs[j]);
-                    fputc('\t', out_stream(log));
-                    for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", ses[j]);
-                    fputc('\n', out_stream(log));
-                }
-                free(y);
-            }
+    for (int c = 0; c < n_cells; c++) {
+        int ti, m, bi;
+        if (!cell_of(&a, c, &ti, &m, &bi)) continue;
+        Cell *ce = &cells[c];
+        int B = a.blocks[bi];
+        double *y = malloc(sizeof(double) * (size_t)N * (size_t)(B > 1 ? B - 1 : 1));
+        if (!y) { dflash_set_error("out of memory"); goto fail; }
+        long R = 0;
+        double sd = 0, sv = 0, st = 0, sc = 0;
+        for (int i = 0; i < N; i++)
+            R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
+        double se_tau, se_prop;
+        for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
+        double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
+        for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
+        double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
+        double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st, cpu = sum_ar_cpu / sc;
+        int greedy = a.temps[ti] < 1e-5;
+        total_fail += ce->lossless_fail;
+        char ll[32];
+        if (greedy) snprintf(ll, sizeof ll, ce->lossless_fail ? "NO %d/%d" : "yes %d/%d",
+                             ce->lossless_fail ? ce->lossless_fail : N, N);
+        else snprintf(ll, sizeof ll, "-");
+        char taus[48];
+        snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
+        printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a.temps[ti],
+               METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
+        if (log)
+            fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
+                    a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
+                    greedy ? ce->lossless_fail : -1);
+        double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
+        for (int j = 1; j < B; j++) {
+            for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
+            accs[j] = ratio_se(y, ce->rounds, N, 1, &ses[j]);
+            printf(" ");
+            put_pm(stdout, accs[j], ses[j]);
         }
+        printf("\n");
+        if (log) {
+            for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", accs[j]);
+            fputc('\t', out_stream(log));
+            for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", ses[j]);
+            fputc('\n', out_stream(log));
+        }
+        free(y);
+    }
     printf("(T: temperature; tau: tokens per round, the bonus included, ± its standard error over prompts;\n"
            " prop: tokens proposed per round; verify, draft: a round's verify forward and drafting, in 1-token\n"
            " decode forwards of this run; cost = verify + draft; tau/cost: the decode speedup over target-only\n"

@@ -273,7 +273,7 @@ static int step_size_check(const char *where, int bi, int b, int S, int N, int B
     return -1;
 }
 
-static void fmt_duration(char *buf, size_t size, double s) {
+void fmt_duration(char *buf, size_t size, double s) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, size, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);

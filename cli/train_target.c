@@ -635,40 +635,17 @@ static int outdir_file_done(OutDir *o, OutFile *f, char *path) {
 /* rename the partial folder onto dir (an earlier one moved aside first and
  * removed after), signals blocked throughout */
 static int outdir_commit(OutDir *o, const char *label) {
-    char old[4200] = "";
-    int rc = -1;
     sigset_t sig;
     out_block_signals(&sig);
     struct stat st;
     o->exists = lstat(o->dir, &st) == 0;
-    if (o->exists) {
-        snprintf(old, sizeof old, "%s.old.XXXXXX", o->dir);
-        if (!mkdtemp(old)) { dflash_set_error("%s %s: cannot create %s: %s", label, o->dir, old, strerror(errno)); goto done; }
-        if (rename(o->dir, old) != 0) {
-            dflash_set_error("%s %s: cannot move the earlier folder aside: %s", label, o->dir, strerror(errno));
-            rmdir(old);
-            goto done;
-        }
+    int rc = dir_replace(label, o->dir, o->tmp, o->exists, "the earlier folder", OUT_FILES, OF_N);
+    if (rc == 0) {
+        out_forget(o, 'f', NULL);
+        out_forget(o, 'd', NULL);
+        free(o->tmp);
+        o->tmp = NULL;
     }
-    if (rename(o->tmp, o->dir) != 0) {
-        dflash_set_error("%s %s: cannot rename %s into place: %s", label, o->dir, o->tmp, strerror(errno));
-        if (old[0]) rename(old, o->dir);
-        goto done;
-    }
-    out_forget(o, 'f', NULL);
-    out_forget(o, 'd', NULL);
-    free(o->tmp);
-    o->tmp = NULL;
-    if (old[0]) {
-        for (int i = 0; i < OF_N; i++) {
-            char *p = path_join(old, OUT_FILES[i]);
-            if (p) unlink(p);
-            free(p);
-        }
-        rmdir(old);
-    }
-    rc = 0;
-done:
     out_restore_signals(&sig);
     return rc;
 }
@@ -868,14 +845,6 @@ static int evaluate(Run *r, const Corpus *c, int b, int T, double *loss_per_toke
     *bits_per_byte = c->bytes ? total / log(2.0) / (double)c->bytes : 0;
     *n_out = counted;
     return 0;
-}
-
-static void fmt_duration(char *buf, size_t size, double s) {
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, size, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
-    else if (t >= 60) snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, size, "%.1fs", s);
 }
 
 int train_target_main(int argc, char **argv) {
