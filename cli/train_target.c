@@ -337,14 +337,6 @@ static size_t order_next(Order *o) {
  * 3. The output folders
  * ======================================================================== */
 
-/* A number as JSON: the shortest %.{15,16,17}g that reads back exactly. */
-static void json_number(char *buf, size_t size, double v) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-}
-
 /* config.json of a Qwen3ForCausalLM / LlamaForCausalLM, transformers' keys in
  * sorted order, with this model's values */
 static void write_config_json(FILE *f, const Config *c, const char *dtype, int eot) {
@@ -365,17 +357,7 @@ static void write_config_json(FILE *f, const Config *c, const char *dtype, int e
     fprintf(f, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n", c->num_attention_heads,
             c->num_hidden_layers);
     fprintf(f, "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %s,\n", c->num_key_value_heads, eps);
-    if (c->rope_llama3) {
-        char fac[40], lo[40], hi[40];
-        json_number(fac, sizeof fac, c->rope_factor);
-        json_number(lo, sizeof lo, c->rope_low_freq_factor);
-        json_number(hi, sizeof hi, c->rope_high_freq_factor);
-        fprintf(f, "  \"rope_scaling\": {\"factor\": %s, \"high_freq_factor\": %s, \"low_freq_factor\": %s, "
-                   "\"original_max_position_embeddings\": %d, \"rope_type\": \"llama3\"},\n", fac, hi, lo,
-                c->rope_original_max_position_embeddings);
-    } else {
-        fprintf(f, "  \"rope_scaling\": null,\n");
-    }
+    config_write_rope_scaling(f, c);
     fprintf(f, "  \"rope_theta\": %s,\n", theta);
     if (!c->llama) fprintf(f, "  \"sliding_window\": null,\n");
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n", c->tie_word_embeddings ? "true" : "false");

@@ -2,6 +2,7 @@
 #include "draftdir.h"
 #include "files.h"
 #include "json.h"
+#include "load.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,15 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
-/* A number as JSON, the shortest "%.{15,16,17}g" that reads back exactly
- * (1e-06 stays 1e-06, 1000000 stays 1000000). */
-static void json_number(char *buf, size_t size, double v) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-}
 
 /* config.json: the keys SpecForge's and z-lab's published DFlash configs
  * carry (configs/qwen3-4b-dflash.json; toy_weights' qwen3-layout set), in
@@ -64,17 +56,7 @@ static void write_config_json(FILE *f, const Config *c, int bos_id, int block_si
     fprintf(f, "  \"num_key_value_heads\": %d,\n  \"num_target_layers\": %d,\n", c->num_key_value_heads,
             c->num_target_layers);
     fprintf(f, "  \"rms_norm_eps\": %s,\n", eps);
-    if (c->rope_llama3) {  /* formats/load.c's rope_scaling llama3, as the published Llama 3.1 configs write it */
-        char fa[40], lo[40], hi[40];
-        json_number(fa, sizeof fa, c->rope_factor);
-        json_number(lo, sizeof lo, c->rope_low_freq_factor);
-        json_number(hi, sizeof hi, c->rope_high_freq_factor);
-        fprintf(f, "  \"rope_scaling\": {\"factor\": %s, \"high_freq_factor\": %s, \"low_freq_factor\": %s, "
-                   "\"original_max_position_embeddings\": %d, \"rope_type\": \"llama3\"},\n", fa, hi, lo,
-                c->rope_original_max_position_embeddings);
-    } else {
-        fprintf(f, "  \"rope_scaling\": null,\n");
-    }
+    config_write_rope_scaling(f, c);
     fprintf(f, "  \"rope_theta\": %s,\n", theta);
     if (window > 0) fprintf(f, "  \"sliding_window\": %d,\n", window);
     else fprintf(f, "  \"sliding_window\": null,\n");

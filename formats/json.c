@@ -354,3 +354,10 @@ int *json_int_rows(const Json *v, int *rows, int *cols) {
     }
     return out;
 }
+
+void json_number(char *buf, size_t size, double v) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+}
