@@ -338,9 +338,9 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # test-long: the long sweeps in full (DFLASH_TEST_LONG=1: a few minutes), that
 # is the suites that read it (LONG_TESTS: tu_long/tu_quick in testutil.h),
 # and learned-check; the other suites run the same under it, so make test
-# then make test-long (CI) runs every check once. The suites run side by
-# side (they share nothing but the read-only weights), each into its own
-# log, printed in order (tools/run-tests.sh).
+# then make test-long (CI) runs every check once. The suites run a few at
+# a time (the CPUs plus one; TEST_JOBS=N to choose), each into its own log,
+# printed in order (tools/run-tests.sh).
 TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@sh tools/run-tests.sh $(TESTS)
