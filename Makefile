@@ -451,7 +451,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # make sanitize: every test binary and the programs the tests run built with
 # ASan+UBSan (clang, build/<real>-san*/) into build/san/, then the tests run
 # there (the files they read linked in) on make test's subset of the long
-# sweeps, side by side; any sanitizer report (a leak too) fails its test
+# sweeps, a few at a time; any sanitizer report (a leak too) fails its test
 # binary and the target.
 SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
