@@ -50,9 +50,12 @@
 
 /* The other precision's build: a clean port (test_clean_port_passes_with_margins),
  * and the run diff judges rounding by. diff would run it on A's flags for each
- * pitfall (~2 s a diff); setup runs it once for each reference run and hands
- * its trace over with --double (--float), which diff then reads instead: the
- * same judgement (test_diff_hints checks that diff runs it itself). */
+ * pitfall (~2 s a diff, most of it loading the weights as doubles); setup runs
+ * it once for each reference run, unfiltered, and hands its trace over with
+ * --double (--float), which diff reads instead (test_diff_hints checks that
+ * diff runs it itself). The test loses no power: a tensor judged rounding is
+ * no departure, so were the judgement to hide the mistake's tensor, the first
+ * departure would move and the test fail. */
 #ifdef DFLASH_DOUBLE   /* make REAL=double: ./dflash is double, the other build float */
 #define OTHER_PRECISION "./dflash-float"
 #define OTHER_FLAG "--float"
