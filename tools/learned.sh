@@ -26,7 +26,8 @@
 # The recipe (LEARNED_RECIPE, the published one: the target regenerates the
 # responses): for every training prompt the target's greedy continuation and
 # SAMPLES sampled ones at temperature 0.7 (seeds 1..SAMPLES), NEW tokens each,
-# stopping at its stop ids (one under MIN_NEW tokens dropped); then dflash train from a new draft (seeded) on
+# through its stop ids (--ignore-eos: the target goes on into the next
+# fortune, as dflash eval decodes; one under MIN_NEW tokens is dropped); then dflash train from a new draft (seeded) on
 # those sequences, the prompt at loss mask 0. Deterministic: the same files
 # give the same bytes. Keep it within 30 minutes here: time a step first with
 # `./dflash train --bench --target toy_weights/learned/target --draft ...`
@@ -35,7 +36,7 @@ set -eu
 export LC_ALL=C
 DFLASH=${DFLASH:-./dflash}
 LEARNED=${LEARNED:-toy_weights/learned}
-NEW=${NEW:-96}
+NEW=${NEW:-128}
 SAMPLES=${SAMPLES:-1}
 MIN_NEW=${MIN_NEW:-18}
 STEPS=${STEPS:-400}
@@ -58,7 +59,7 @@ need_draft() {
 # the ids line ./dflash --print-ids prints (the second-last line) of one run
 continuation() {  # $1 ids (comma-separated), $2 temperature, $3 seed
     "$DFLASH" --target "$target" --mode ar --ids "$1" --max-new-tokens "$NEW" --temperature "$2" --seed "$3" \
-        --print-ids | tail -n 2 | head -n 1
+        --ignore-eos --print-ids | tail -n 2 | head -n 1
 }
 
 # a draft config.json from the target's: the published layout at toy size
@@ -139,7 +140,7 @@ eval)
     need_draft
     need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
     "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
-        --prompt-len "${PROMPT_LEN:-16}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
+        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
     ;;
 *)
     echo "usage: tools/learned.sh draft|run|eval" >&2
