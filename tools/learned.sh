@@ -12,6 +12,10 @@
 #   run    ./dflash on the pair, --rounds, the first held-out prompt
 #   eval   dflash eval on the held-out prompts (README.md, "Held-out
 #          evaluation"), its rows to toy_weights/learned/eval.tsv
+#   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
+#          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
+#          4 held-out prompts, 48 new tokens, no stop (tests/test_learned.c
+#          checks the committed pair against it)
 #
 # The files it reads (the learned target's branch is to provide them; there
 # is no text encoder in C, so prompts are token ids, one prompt a line, ids
@@ -142,8 +146,22 @@ eval)
     "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
         --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
     ;;
+regress)
+    need_target
+    need_draft
+    : > "$LEARNED/draft-regression.txt.tmp"
+    for B in 4 8 16; do
+        head -n 4 "$LEARNED/heldout.ids" | while read -r line; do
+            "$DFLASH" --target "$target" --draft "$draft" --ids "$(echo "$line" | tr -s ' ' ',')" --max-new-tokens 48 \
+                --block-size $B --ignore-eos --rounds
+        done | awk -v B=$B '/^round [0-9]+:/ { r++ } / accepted [0-9]+ \+ bonus/ { for (i = 1; i < NF; i++) if ($i == "accepted") n += $(i + 1) + 1 }
+            END { printf "block %d rounds %d tokens %d\n", B, r, n }' >> "$LEARNED/draft-regression.txt.tmp"
+    done
+    mv "$LEARNED/draft-regression.txt.tmp" "$LEARNED/draft-regression.txt"
+    cat "$LEARNED/draft-regression.txt"
+    ;;
 *)
-    echo "usage: tools/learned.sh draft|run|eval" >&2
+    echo "usage: tools/learned.sh draft|run|eval|regress" >&2
     exit 2
     ;;
 esac
