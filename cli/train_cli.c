@@ -43,8 +43,8 @@
  * ======================================================================== */
 
 /* README.md's "Training" shows this text verbatim (tests/test_usage.c).
- * Two strings (C11 promises string literals of 4095 characters only). */
-static const char *const TRAIN_USAGE[2] = {
+ * Three strings (C11 promises string literals of 4095 characters only). */
+static const char *const TRAIN_USAGE[3] = {
     "usage: dflash train --target DIR (--draft DIR | --draft-config FILE) --out DIR\n"
     "                    (--data FILE | --generate N | --batches FILE | --steps 0) [OPTIONS]\n"
     "       dflash train --bench [--target DIR --draft DIR]   time training steps, write nothing\n"
@@ -101,9 +101,12 @@ static const char *const TRAIN_USAGE[2] = {
     "  --seed S              data order, anchors, prompts, a new draft's weights,\n"
     "                        0..18446744073709551615 (default 42, SpecForge seed)\n"
     "  --log-every K         a progress line every K steps, and at the first and the last (default 10)\n"
+    "  --threads N           split the draft step's matmuls' output rows over N threads, 1..64; the\n"
+    "                        bits do not depend on N (default 1)\n"
     "  --block-attention bidirectional|causal   inside a block: every position sees the whole\n"
     "                        block (default, DFlash) or only the positions before it and itself\n"
     "                        (EAGLE-style; an experiment: inference stays bidirectional)\n"
+    ,
     "evaluation and logs:\n"
     "  --heldout N           after training: N held-out sequences the target generates from\n"
     "                        prompts no training sequence starts with (0..65536, default 0);\n"
@@ -123,7 +126,7 @@ typedef struct {
     const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir, *save_data, *log;
     long heldout;
     int causal_block;  /* --block-attention: 0 bidirectional, 1 causal */
-    long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every;
+    long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every, threads;
     double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
     int schedule;      /* Schedule: 0 cosine, 1 constant (the order of --schedule's choices) */
     uint64_t seed;
@@ -157,6 +160,7 @@ const Flag TRAIN_FLAGS[] = {
     {.name = "--adam-eps", .kind = FLAG_REAL, .field = TA(adam_eps), .lo = 0, .hi = 0, .open = FLAG_OPEN},
     {.name = "--seed", .kind = FLAG_U64, .field = TA(seed)},
     {.name = "--log-every", .kind = FLAG_INT, .field = TA(log_every), .lo = 1, .hi = 100000000},
+    {.name = "--threads", .kind = FLAG_INT, .field = TA(threads), .lo = 1, .hi = 64},
     {.name = "--block-attention", .kind = FLAG_CHOICE, .field = TA(causal_block), .choices = "bidirectional|causal"},
     {.name = "--heldout", .kind = FLAG_INT, .field = TA(heldout), .lo = 0, .hi = 65536},
     {.name = "--save-data", .kind = FLAG_STRING, .field = TA(save_data)},
@@ -180,6 +184,7 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     a->adam_eps = 1e-8;
     a->seed = 42;
     a->log_every = 10;
+    a->threads = 1;
     a->schedule = SCHEDULE_COSINE;
     int rc = flags_parse(TRAIN_FLAGS, argc, argv, a, "dflash train", NULL, 0, NULL);
     if (rc != 0) return rc;
@@ -548,6 +553,7 @@ static int train_setup(TrainCmd *r) {
     hp->max_grad_norm = a->max_grad_norm;
     hp->gamma = a->gamma;
     hp->causal_block = a->causal_block;
+    hp->threads = (int)a->threads;
     return 0;
 }
 
@@ -731,7 +737,7 @@ int train_main(int argc, char **argv) {
     TrainCmd *r = &run;
     memset(r, 0, sizeof *r);
     int pa = train_parse_args(argc, argv, &r->a);
-    if (pa == 1) { fputs(TRAIN_USAGE[0], stdout); fputs(TRAIN_USAGE[1], stdout); return 0; }
+    if (pa == 1) { for (int k = 0; k < 3; k++) fputs(TRAIN_USAGE[k], stdout); return 0; }
     if (pa < 0) { dflash_print_error("dflash train", ""); return 2; }
     r->argc = argc, r->argv = argv;
     int ok = train_check_outputs(&r->a) == 0 && train_load(r) == 0 && train_data(r) == 0 && train_setup(r) == 0 &&
