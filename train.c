@@ -228,6 +228,13 @@ uint64_t train_rng_seed(uint64_t seed) {
     return g.s;
 }
 
+uint64_t train_rng_next(uint64_t *s) {
+    Rng g = {*s};
+    rng_uniform(&g);                       /* dflash.c's xorshift64* step: g.s advanced */
+    *s = g.s;
+    return g.s * 0x2545F4914F6CDD1Dull;    /* the output rng_uniform takes its top 53 bits of */
+}
+
 int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed) {
     memset(draft, 0, sizeof *draft);
     draft->cfg = *dcfg;

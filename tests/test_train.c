@@ -20,6 +20,25 @@
 
 #include <math.h>
 
+/* ---- the one PRNG (train.h): train_rng_seed, train_rng_next against
+ * splitmix64 and xorshift64* written here from their definitions (Vigna),
+ * and rng_uniform's value = the output's top 53 bits / 2^53 */
+static void test_rng(void **state) {
+    (void)state;
+    uint64_t z = 12345 + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    uint64_t x = (z ^ (z >> 31)) | 1, s = train_rng_seed(12345);
+    assert_true(s == x);
+    Rng g = {s};
+    for (int i = 0; i < 1000; i++) {
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        uint64_t want = x * 2685821657736338717ull, got = train_rng_next(&s);
+        assert_true(got == want && s == x);
+        assert_true(rng_uniform(&g) == (double)(want >> 11) / 9007199254740992.0);
+    }
+}
+
 /* ---- tiny models */
 static double urand(uint64_t *z) {   /* [0, 1), an LCG: independent of train.c's PRNG */
     *z = *z * 6364136223846793005ull + 1442695040888963407ull;
@@ -1239,6 +1258,7 @@ int main(int argc, char **argv) {
         return 0;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rng),
         cmocka_unit_test(test_gradcheck_gamma),
         cmocka_unit_test(test_gradcheck_no_gamma),
         cmocka_unit_test(test_gradcheck_sliding),
