@@ -334,16 +334,20 @@ TESTS += tests/bin/test_train_double
 $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
-# 1..8, the temperature chi-square) on a representative subset; make
-# test-long: the same binaries with the sweeps in full (a few minutes). The
-# suites run side by side (they share nothing but the read-only weights),
-# each into its own log, printed in order (tools/run-tests.sh).
+# 1..8, the temperature chi-square, ...) on a representative subset; make
+# test-long: the long sweeps in full (DFLASH_TEST_LONG=1: a few minutes), that
+# is the suites that read it (LONG_TESTS: tu_long/tu_quick in testutil.h),
+# and learned-check; the other suites run the same under it, so make test
+# then make test-long (CI) runs every check once. The suites run a few at
+# a time (the CPUs plus one; TEST_JOBS=N to choose), each into its own log,
+# printed in order (tools/run-tests.sh).
 TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@sh tools/run-tests.sh $(TESTS)
 
-test-long: $(TEST_PROGRAMS) $(TESTS) ## the same suite with the long sweeps in full (DFLASH_TEST_LONG=1), and learned-check
-	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh $(TESTS)
+LONG_TESTS = $(addprefix tests/bin/,$(patsubst tests/%.c,%,$(shell grep -l -e 'tu_long()' -e 'tu_quick()' tests/test_*.c)))
+test-long: $(TEST_PROGRAMS) $(LONG_TESTS) ## the long sweeps in full (DFLASH_TEST_LONG=1: the suites that have them; make test runs the rest), and learned-check
+	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh --label 'long sweeps in full' $(LONG_TESTS)
 	@sh tools/learned_target.sh check
 
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
@@ -447,7 +451,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # make sanitize: every test binary and the programs the tests run built with
 # ASan+UBSan (clang, build/<real>-san*/) into build/san/, then the tests run
 # there (the files they read linked in) on make test's subset of the long
-# sweeps, side by side; any sanitizer report (a leak too) fails its test
+# sweeps, a few at a time; any sanitizer report (a leak too) fails its test
 # binary and the target.
 SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))

@@ -546,29 +546,12 @@ static int holds_trace_files_only(const char *dir) {
  * else with such a name is left alone. Best effort: what cannot be removed
  * stays, and the run goes on. (A text trace's temporary file: formats/files.c,
  * out_remove_stale.) */
-static void remove_stale_dirs(const char *dir) {
-    const char *slash = strrchr(dir, '/');
-    char *parent = slash ? strndup(dir, slash == dir ? 1 : (size_t)(slash - dir)) : strdup(".");
-    const char *base = slash ? slash + 1 : dir;
-    DIR *d = parent ? opendir(parent) : NULL;
-    size_t lb = strlen(base);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        const char *f = e->d_name;
-        if (strncmp(f, base, lb) != 0 || !out_own_name(f)) continue;
-        int is_partial = strncmp(f + lb, ".partial.", 9) == 0 && strlen(f + lb) == 15;
-        int is_old = strncmp(f + lb, ".old.", 5) == 0 && strlen(f + lb) == 11;
-        if (!is_partial && !is_old) continue;
-        char *p = slash ? path_join(parent, f) : strdup(f);
-        struct stat st;
-        if (p && lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && !out_registered_same(NULL, 'd', &st) &&
-            holds_trace_files_only(p) && remove_dir_files(p) == 0)
-            fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
-        free(p);
-    }
-    if (d) closedir(d);
-    free(parent);
+static int remove_stale_one(void *ctx, const char *p) {
+    (void)ctx;
+    return holds_trace_files_only(p) ? remove_dir_files(p) : -1;
 }
+
+static void remove_stale_dirs(const char *dir) { out_stale_siblings(dir, 1, remove_stale_one, NULL); }
 
 Tracer *trace_open(const char *dir, const char *text_path,
                    const char *const *filters, int n_filters) {

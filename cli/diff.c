@@ -51,6 +51,7 @@
 
 #include "diff.h"
 #include "dflash.h"
+#include "flags.h"
 #include "formats/files.h"
 #include "formats/manifest.h"
 #include "trace.h"
@@ -1005,16 +1006,6 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
     return 1;
 }
 
-/* Parse a tolerance: a finite number >= 0. */
-static int parse_tol(const char *s, double *out) {
-    char *end;
-    errno = 0;
-    double v = strtod(s, &end);
-    if (end == s || *end != '\0' || errno != 0 || !isfinite(v) || v < 0) return -1;
-    *out = v;
-    return 0;
-}
-
 /* "dflash diff: <message><after>" on stderr, on one line */
 static void diff_error(const char *after) { dflash_print_error("dflash diff", after); }
 
@@ -1022,6 +1013,43 @@ static int diff_usage(void) {
     diff_error(" (usage: dflash diff A B [--rtol R] [--atol A] [--only GLOB]... [--verbose] [--no-rounding] [--double DIR | --float DIR])");
     return 2;
 }
+
+/* dflash diff's part of `dflash --help` (cli/main.c prints it there, and
+ * `dflash diff --help` alone); tests/test_flags.c checks it against DIFF_FLAGS */
+const char DIFF_HELP[] =
+    "diff options (TRACE.md, \"dflash diff: how to read it\"):\n"
+    "  --rtol R, --rtol=R    relative tolerance, times max|A| of each tensor, a finite number >= 0\n"
+    "                        (default 1e-4)\n"
+    "  --atol A, --atol=A    absolute tolerance, a finite number >= 0 (default 1e-6)\n"
+    "  --only GLOB           compare only names matching GLOB; repeatable, at most 64 (default:\n"
+    "                        every name)\n"
+    "  --verbose, -v         one line per compared tensor (ok, RND rounding, DEP): worst relative\n"
+    "                        error, NMSE in dB\n"
+    "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
+    "                        rounding (default: rounding is reported, not a departure)\n"
+    "  --double DIR          the double build's trace of A's run, to judge rounding (default: diff runs\n"
+    "                        ./dflash-double on the flags A's trace records)\n"
+    "  --float DIR           the same when A is the double build's trace: the float build's\n";
+
+typedef struct {
+    double rtol, atol;
+    const char *only[DIFF_MAX_ONLY];
+    int n_only, verbose, no_rounding;
+    const char *double_dir, *float_dir;  /* --double DIR / --float DIR */
+} DiffArgs;
+
+/* THE flags of dflash diff (cli/flags.h) */
+#define DA(m) offsetof(DiffArgs, m)
+const Flag DIFF_FLAGS[] = {
+    {.name = "--rtol", .kind = FLAG_REAL, .field = DA(rtol), .lo = 0},
+    {.name = "--atol", .kind = FLAG_REAL, .field = DA(atol), .lo = 0},
+    {.name = "--only", .kind = FLAG_STRINGS, .field = DA(only), .count = DA(n_only), .max = DIFF_MAX_ONLY},
+    {.name = "--verbose", .alias = "-v", .kind = FLAG_SWITCH, .field = DA(verbose)},
+    {.name = "--no-rounding", .kind = FLAG_SWITCH, .field = DA(no_rounding)},
+    {.name = "--double", .kind = FLAG_STRING, .field = DA(double_dir)},
+    {.name = "--float", .kind = FLAG_STRING, .field = DA(float_dir)},
+    FLAG_TABLE_END};
+#undef DA
 
 static int diff_wanted(const Diff *df, const char *name) {
     if (df->n_only == 0) return 1;
@@ -1513,59 +1541,27 @@ static void odd_warning(const Diff *df) {
 int diff_main(int argc, char **argv) {
     Diff df;
     memset(&df, 0, sizeof df);
-    df.rtol = 1e-4;
-    df.atol = 1e-6;
-    int n_dirs = 0, other_double = 0;
-    const char *other = NULL;   /* --double DIR / --float DIR */
-    for (int k = 1; k < argc; k++) {
-        const char *arg = argv[k], *val = NULL;
-        char flag[32];
-        /* --flag=value and --flag value alike */
-        const char *eq = strncmp(arg, "--", 2) == 0 ? strchr(arg, '=') : NULL;
-        size_t fl = eq ? (size_t)(eq - arg) : strlen(arg);
-        snprintf(flag, sizeof flag, "%.*s", (int)(fl < sizeof flag ? fl : sizeof flag - 1), arg);
-        int takes_value = !strcmp(flag, "--rtol") || !strcmp(flag, "--atol") || !strcmp(flag, "--only") ||
-                          !strcmp(flag, "--double") || !strcmp(flag, "--float");
-        if (takes_value) {
-            if (eq) val = eq + 1;
-            else if (k + 1 < argc) val = argv[++k];
-            else {
-                dflash_set_error("%s needs a value", flag);
-                return diff_usage();
-            }
-        }
-        if (!strcmp(flag, "--rtol") || !strcmp(flag, "--atol")) {
-            if (parse_tol(val, !strcmp(flag, "--rtol") ? &df.rtol : &df.atol) != 0) {
-                dflash_set_error("%s needs a number >= 0, got \"%.100s\"", flag, val);
-                return diff_usage();
-            }
-        } else if (!strcmp(flag, "--only")) {
-            if (df.n_only == DIFF_MAX_ONLY) {
-                dflash_set_error("--only: at most %d patterns", DIFF_MAX_ONLY);
-                return diff_usage();
-            }
-            df.only[df.n_only++] = val;
-        } else if (!strcmp(flag, "--double") || !strcmp(flag, "--float")) {
-            if (other) {
-                dflash_set_error("%s: give one of --double and --float", flag);
-                return diff_usage();
-            }
-            other = val;
-            other_double = !strcmp(flag, "--double");
-        } else if ((!strcmp(arg, "--verbose") || !strcmp(arg, "-v"))) {
-            df.verbose = 1;
-        } else if (!strcmp(arg, "--no-rounding")) {
-            df.no_rounding = 1;
-        } else if (arg[0] == '-' && arg[1]) {
-            dflash_set_error("unknown option %.100s", arg);
-            return diff_usage();
-        } else if (n_dirs < 2) {
-            df.dir[n_dirs++] = arg;
-        } else {
-            dflash_set_error("too many arguments (%.100s)", arg);
-            return diff_usage();
-        }
+    DiffArgs da;
+    memset(&da, 0, sizeof da);
+    da.rtol = 1e-4;
+    da.atol = 1e-6;
+    int n_dirs = 0;
+    int pa = flags_parse(DIFF_FLAGS, argc, argv, &da, "dflash diff", df.dir, 2, &n_dirs);
+    if (pa == 1) {
+        printf("usage: dflash diff DIR_A DIR_B [DIFF OPTIONS]   compare traces: A the reference, B the port\n%s",
+               DIFF_HELP);
+        return 0;
     }
+    if (pa < 0) return diff_usage();
+    if (da.double_dir && da.float_dir) {
+        dflash_set_error("--double and --float: give one of them");
+        return diff_usage();
+    }
+    df.rtol = da.rtol, df.atol = da.atol, df.verbose = da.verbose, df.no_rounding = da.no_rounding;
+    df.n_only = da.n_only;
+    memcpy(df.only, da.only, sizeof df.only);
+    int other_double = da.double_dir != NULL;
+    const char *other = other_double ? da.double_dir : da.float_dir;
     if (n_dirs != 2) {
         dflash_set_error("need two trace directories, A (the reference) and B (the port)");
         return diff_usage();

@@ -11,4 +11,7 @@
  * depart or are missing from B, 2 bad input (B without a manifest too). */
 int diff_main(int argc, char **argv);
 
+/* The "diff options" part of --help (`dflash --help` and `dflash diff --help`). */
+extern const char DIFF_HELP[];
+
 #endif /* DFLASH_DIFF_H */

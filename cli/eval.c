@@ -16,6 +16,7 @@
  * and how each figure is computed. */
 #include "dflash.h"
 #include "eval.h"
+#include "flags.h"
 #include "lookup.h"
 #include "formats/files.h"
 #include "formats/load.h"
@@ -23,6 +24,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,8 +37,9 @@ static const char *const EVAL_USAGE =
     "decoded held-out evaluation: DFlash and the baselines on prompts cut from FILE\n"
     "(README.md, \"Held-out evaluation: dflash eval\")\n"
     "  --weights DIR         DIR/target, DIR/draft (if present) and DIR/vocab.txt\n"
-    "  --target DIR          the target's folder; --draft DIR: the DFlash draft (without one\n"
-    "                        the dflash method is left out)\n"
+    "  --target DIR          the target's folder\n"
+    "  --draft DIR           with --target: the DFlash draft's folder (without one the dflash\n"
+    "                        method is left out)\n"
     "  --text FILE           words of vocab.txt, one stream: prompt i of N is the P tokens from\n"
     "                        floor(i (L - P) / (N - 1)) (L: the stream's tokens)\n"
     "  --ids-stream FILE     the same from token ids (white space or commas between them)\n"
@@ -62,26 +65,40 @@ static const char *const METHOD_NAMES[M_COUNT] = {"dflash", "copy", "ngram", "lo
 
 typedef struct {
     const char *weights, *target, *draft, *text, *ids_file, *ids_stream, *log;
+    const char *blocks_s, *temps_s, *methods_s;  /* the lists as given */
     long prompts, prompt_len, new_tokens, ngram_min, ngram_max;
     int n_blocks, blocks[EVAL_MAX_LIST];
     int n_temps;
     double temps[EVAL_MAX_LIST];
     int methods_given, use[M_COUNT];
-    unsigned long long seed;
+    uint64_t seed;
     int stop_at_eos;
 } EvalArgs;
 
-static int eval_int(const char *flag, const char *s, long lo, long hi, long *out) {
-    char *end;
-    errno = 0;
-    long v = strtol(s, &end, 10);
-    if (!(*s == '-' || (*s >= '0' && *s <= '9')) || *end || errno || v < lo || v > hi) {
-        dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", flag, lo, hi, s);
-        return -1;
-    }
-    *out = v;
-    return 0;
-}
+/* THE flags of dflash eval (cli/flags.h; tests/test_flags.c checks them
+ * against EVAL_USAGE). The lists are strings here, their items checked
+ * below with the same messages. */
+#define EA(m) offsetof(EvalArgs, m)
+const Flag EVAL_FLAGS[] = {
+    {.name = "--weights", .kind = FLAG_STRING, .field = EA(weights)},
+    {.name = "--target", .kind = FLAG_STRING, .field = EA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = EA(draft)},
+    {.name = "--text", .kind = FLAG_STRING, .field = EA(text)},
+    {.name = "--ids-file", .kind = FLAG_STRING, .field = EA(ids_file)},
+    {.name = "--ids-stream", .kind = FLAG_STRING, .field = EA(ids_stream)},
+    {.name = "--log", .kind = FLAG_STRING, .field = EA(log)},
+    {.name = "--prompts", .kind = FLAG_INT, .field = EA(prompts), .lo = 1, .hi = 65536},
+    {.name = "--prompt-len", .kind = FLAG_INT, .field = EA(prompt_len), .lo = 1, .hi = 65536},
+    {.name = "--new", .kind = FLAG_INT, .field = EA(new_tokens), .lo = 1, .hi = 65536},
+    {.name = "--blocks", .kind = FLAG_STRING, .field = EA(blocks_s)},
+    {.name = "--temperatures", .kind = FLAG_STRING, .field = EA(temps_s)},
+    {.name = "--methods", .kind = FLAG_STRING, .field = EA(methods_s)},
+    {.name = "--ngram-min", .kind = FLAG_INT, .field = EA(ngram_min), .lo = 1, .hi = 64},
+    {.name = "--ngram-max", .kind = FLAG_INT, .field = EA(ngram_max), .lo = 1, .hi = 64},
+    {.name = "--seed", .kind = FLAG_U64, .field = EA(seed)},
+    {.name = "--stop-at-eos", .kind = FLAG_SWITCH, .field = EA(stop_at_eos)},
+    FLAG_TABLE_END};
+#undef EA
 
 /* "a,b,c" -> items (each then parsed by the caller); -1 when empty or too many */
 static int split_list(const char *flag, const char *s, char items[EVAL_MAX_LIST][64], int *n) {
@@ -102,6 +119,52 @@ static int split_list(const char *flag, const char *s, char items[EVAL_MAX_LIST]
     }
 }
 
+/* --blocks, --temperatures, --methods: their items */
+static int eval_lists(EvalArgs *a) {
+    char items[EVAL_MAX_LIST][64];
+    int n;
+    if (a->blocks_s) {
+        if (split_list("--blocks", a->blocks_s, items, &n) != 0) return -1;
+        a->n_blocks = n;
+        for (int k = 0; k < n; k++) {
+            long b;
+            if (flags_int("--blocks", items[k], 2, DFLASH_MAX_BLOCK, &b) != 0) return -1;
+            a->blocks[k] = (int)b;
+        }
+    }
+    if (a->temps_s) {
+        if (split_list("--temperatures", a->temps_s, items, &n) != 0) return -1;
+        a->n_temps = n;
+        for (int k = 0; k < n; k++)
+            if (flags_real("--temperatures", items[k], 0, 0, &a->temps[k]) != 0) return -1;
+    }
+    if (a->methods_s) {
+        if (split_list("--methods", a->methods_s, items, &n) != 0) return -1;
+        a->methods_given = 1;
+        memset(a->use, 0, sizeof a->use);
+        for (int k = 0; k < n; k++) {
+            int m = 0;
+            while (m < M_COUNT && strcmp(items[k], METHOD_NAMES[m]) != 0) m++;
+            if (m == M_COUNT) {
+                dflash_set_error("--methods: expected dflash, copy, ngram or lookup, got \"%.100s\"", items[k]);
+                return -1;
+            }
+            a->use[m] = 1;
+        }
+    }
+    return 0;
+}
+
+/* The table's cells, k = (temperature ti x M_COUNT + method m) x blocks +
+ * block bi, in the order they run and print: k's ti, m, bi, and whether
+ * method m runs. */
+static int cell_of(const EvalArgs *a, int k, int *ti, int *m, int *bi) {
+    *bi = k % a->n_blocks;
+    *m = k / a->n_blocks % M_COUNT;
+    *ti = k / a->n_blocks / M_COUNT;
+    return a->use[*m];
+}
+
 /* 0: run; 1: --help; -1: bad arguments */
 static int eval_parse(int argc, char **argv, EvalArgs *a) {
     memset(a, 0, sizeof *a);
@@ -112,77 +175,9 @@ static int eval_parse(int argc, char **argv, EvalArgs *a) {
     memcpy(a->blocks, def_blocks, sizeof def_blocks);
     a->n_temps = 3;
     memcpy(a->temps, def_temps, sizeof def_temps);
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (strcmp(f, "-h") == 0 || strcmp(f, "--help") == 0) return 1;
-        if (strcmp(f, "--stop-at-eos") == 0) { a->stop_at_eos = 1; continue; }
-        const char **str = NULL;
-        long *num = NULL, lo = 1, hi = 65536;
-        if (strcmp(f, "--weights") == 0) str = &a->weights;
-        else if (strcmp(f, "--target") == 0) str = &a->target;
-        else if (strcmp(f, "--draft") == 0) str = &a->draft;
-        else if (strcmp(f, "--text") == 0) str = &a->text;
-        else if (strcmp(f, "--ids-file") == 0) str = &a->ids_file;
-        else if (strcmp(f, "--ids-stream") == 0) str = &a->ids_stream;
-        else if (strcmp(f, "--log") == 0) str = &a->log;
-        else if (strcmp(f, "--prompts") == 0) num = &a->prompts;
-        else if (strcmp(f, "--prompt-len") == 0) num = &a->prompt_len;
-        else if (strcmp(f, "--new") == 0) num = &a->new_tokens;
-        else if (strcmp(f, "--ngram-min") == 0) num = &a->ngram_min, hi = 64;
-        else if (strcmp(f, "--ngram-max") == 0) num = &a->ngram_max, hi = 64;
-        else if (strcmp(f, "--blocks") && strcmp(f, "--temperatures") && strcmp(f, "--methods") && strcmp(f, "--seed")) {
-            dflash_set_error("%s \"%.100s\" (see dflash eval --help)", f[0] == '-' ? "unknown flag" : "unexpected argument", f);
-            return -1;
-        }
-        if (i + 1 >= argc) { dflash_set_error("%s: missing value", f); return -1; }
-        const char *v = argv[++i];
-        if (str) { *str = v; continue; }
-        if (num) { if (eval_int(f, v, lo, hi, num) != 0) return -1; continue; }
-        if (strcmp(f, "--seed") == 0) {
-            char *end;
-            errno = 0;
-            a->seed = strtoull(v, &end, 10);
-            if (!(*v >= '0' && *v <= '9') || *end || errno) {
-                dflash_set_error("--seed: expected an integer in 0..%llu, got \"%.100s\"", ~0ull, v);
-                return -1;
-            }
-            continue;
-        }
-        char items[EVAL_MAX_LIST][64];
-        int n;
-        if (split_list(f, v, items, &n) != 0) return -1;
-        if (strcmp(f, "--blocks") == 0) {
-            a->n_blocks = n;
-            for (int k = 0; k < n; k++) {
-                long b;
-                if (eval_int("--blocks", items[k], 2, DFLASH_MAX_BLOCK, &b) != 0) return -1;
-                a->blocks[k] = (int)b;
-            }
-        } else if (strcmp(f, "--temperatures") == 0) {
-            a->n_temps = n;
-            for (int k = 0; k < n; k++) {
-                char *end;
-                double t = strtod(items[k], &end);
-                if (*end || !isfinite(t) || t < 0) {
-                    dflash_set_error("--temperatures: expected finite numbers >= 0, got \"%.100s\"", items[k]);
-                    return -1;
-                }
-                a->temps[k] = t;
-            }
-        } else {
-            a->methods_given = 1;
-            memset(a->use, 0, sizeof a->use);
-            for (int k = 0; k < n; k++) {
-                int m = 0;
-                while (m < M_COUNT && strcmp(items[k], METHOD_NAMES[m]) != 0) m++;
-                if (m == M_COUNT) {
-                    dflash_set_error("--methods: expected dflash, copy, ngram or lookup, got \"%.100s\"", items[k]);
-                    return -1;
-                }
-                a->use[m] = 1;
-            }
-        }
-    }
+    int rc = flags_parse(EVAL_FLAGS, argc, argv, a, "dflash eval", NULL, 0, NULL);
+    if (rc != 0) return rc;
+    if (eval_lists(a) != 0) return -1;
     if (!a->weights == !a->target) {
         dflash_set_error("expected --weights DIR or --target DIR (one of them)%s", a->weights ? ", got both" : "");
         return -1;
@@ -444,35 +439,33 @@ int eval_main(int argc, char **argv) {
         ar_cpu[i] = cpu_seconds() - c0;
         ar_decode[i] = ar.seconds_verify;
         ar_fwd[i] = ar.target_forwards - 1;
-        for (int ti = 0; ti < a.n_temps; ti++)
-            for (int m = 0; m < M_COUNT; m++) {
-                if (!a.use[m]) continue;
-                for (int bi = 0; bi < a.n_blocks; bi++) {
-                    Cell *ce = &cells[(ti * M_COUNT + m) * a.n_blocks + bi];
-                    int B = a.blocks[bi];
-                    GenResult r = {0};
-                    p.block_size = B, p.temperature = a.temps[ti];
-                    t0 = now_seconds(), c0 = cpu_seconds();
-                    int grc = m == M_DFLASH ? dflash_generate(&draft, &target, prompt, P, &p, &r)
-                                            : lookup_generate(&drafters[m], &target, prompt, P, &p, &r);
-                    if (grc != 0) { gen_result_free(&ar); goto fail; }
-                    ce->total_s[i] = now_seconds() - t0;
-                    ce->cpu_s[i] = cpu_seconds() - c0;
-                    ce->runs++;
-                    ce->rounds[i] = r.n_rounds;
-                    ce->draft_s[i] = r.seconds_draft;
-                    ce->verify_s[i] = r.seconds_verify;
-                    acceptance_count(&r, B, ce->accepted + (size_t)i * (B - 1));
-                    for (int k = 0; k < r.n_rounds; k++) {
-                        ce->tokens[i] += r.rounds[k].acceptance_length + 1;
-                        for (int j = 1; j < B; j++) ce->proposed[i] += m == M_DFLASH || r.rounds[k].block[j] >= 0;
-                    }
-                    if (a.temps[ti] < 1e-5 && (r.n_output != ar.n_output ||
-                                               memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output)))
-                        ce->lossless_fail++;
-                    gen_result_free(&r);
-                }
+        for (int c = 0; c < n_cells; c++) {
+            int ti, m, bi;
+            if (!cell_of(&a, c, &ti, &m, &bi)) continue;
+            Cell *ce = &cells[c];
+            int B = a.blocks[bi];
+            GenResult r = {0};
+            p.block_size = B, p.temperature = a.temps[ti];
+            t0 = now_seconds(), c0 = cpu_seconds();
+            int grc = m == M_DFLASH ? dflash_generate(&draft, &target, prompt, P, &p, &r)
+                                    : lookup_generate(&drafters[m], &target, prompt, P, &p, &r);
+            if (grc != 0) { gen_result_free(&ar); goto fail; }
+            ce->total_s[i] = now_seconds() - t0;
+            ce->cpu_s[i] = cpu_seconds() - c0;
+            ce->runs++;
+            ce->rounds[i] = r.n_rounds;
+            ce->draft_s[i] = r.seconds_draft;
+            ce->verify_s[i] = r.seconds_verify;
+            acceptance_count(&r, B, ce->accepted + (size_t)i * (B - 1));
+            for (int k = 0; k < r.n_rounds; k++) {
+                ce->tokens[i] += r.rounds[k].acceptance_length + 1;
+                for (int j = 1; j < B; j++) ce->proposed[i] += m == M_DFLASH || r.rounds[k].block[j] >= 0;
             }
+            if (a.temps[ti] < 1e-5 && (r.n_output != ar.n_output ||
+                                       memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output)))
+                ce->lossless_fail++;
+            gen_result_free(&r);
+        }
         gen_result_free(&ar);
         double t = now_seconds();
         if (t - last > 2 || i + 1 == N) {
@@ -497,55 +490,53 @@ int eval_main(int argc, char **argv) {
     if (log) fprintf(out_stream(log), "T\tmethod\tB\tprompts\trounds\ttau\ttau_se\tproposed\tverify_cost\tdraft_cost\t"
                      "cost\tspeedup\twall_speedup\tcpu_speedup\tlossless_fail\tacceptance\tacceptance_se\n");
     int total_fail = 0;
-    for (int ti = 0; ti < a.n_temps; ti++)
-        for (int m = 0; m < M_COUNT; m++) {
-            if (!a.use[m]) continue;
-            for (int bi = 0; bi < a.n_blocks; bi++) {
-                Cell *ce = &cells[(ti * M_COUNT + m) * a.n_blocks + bi];
-                int B = a.blocks[bi];
-                double *y = malloc(sizeof(double) * (size_t)N * (size_t)(B > 1 ? B - 1 : 1));
-                if (!y) { dflash_set_error("out of memory"); goto fail; }
-                long R = 0;
-                double sd = 0, sv = 0, st = 0, sc = 0;
-                for (int i = 0; i < N; i++)
-                    R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
-                double se_tau, se_prop;
-                for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
-                double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
-                for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
-                double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
-                double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st, cpu = sum_ar_cpu / sc;
-                int greedy = a.temps[ti] < 1e-5;
-                total_fail += ce->lossless_fail;
-                char ll[32];
-                if (greedy) snprintf(ll, sizeof ll, ce->lossless_fail ? "NO %d/%d" : "yes %d/%d",
-                                     ce->lossless_fail ? ce->lossless_fail : N, N);
-                else snprintf(ll, sizeof ll, "-");
-                char taus[48];
-                snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
-                printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a.temps[ti],
-                       METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
-                if (log)
-                    fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
-                            a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
-                            greedy ? ce->lossless_fail : -1);
-                double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
-                for (int j = 1; j < B; j++) {
-                    for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
-                    accs[j] = ratio_se(y, ce->rounds, N, 1, &ses[j]);
-                    printf(" ");
-                    put_pm(stdout, accs[j], ses[j]);
-                }
-                printf("\n");
-                if (log) {
-                    for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", accs[j]);
-                    fputc('\t', out_stream(log));
-                    for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", ses[j]);
-                    fputc('\n', out_stream(log));
-                }
-                free(y);
-            }
+    for (int c = 0; c < n_cells; c++) {
+        int ti, m, bi;
+        if (!cell_of(&a, c, &ti, &m, &bi)) continue;
+        Cell *ce = &cells[c];
+        int B = a.blocks[bi];
+        double *y = malloc(sizeof(double) * (size_t)N * (size_t)(B > 1 ? B - 1 : 1));
+        if (!y) { dflash_set_error("out of memory"); goto fail; }
+        long R = 0;
+        double sd = 0, sv = 0, st = 0, sc = 0;
+        for (int i = 0; i < N; i++)
+            R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
+        double se_tau, se_prop;
+        for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
+        double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
+        for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
+        double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
+        double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st, cpu = sum_ar_cpu / sc;
+        int greedy = a.temps[ti] < 1e-5;
+        total_fail += ce->lossless_fail;
+        char ll[32];
+        if (greedy) snprintf(ll, sizeof ll, ce->lossless_fail ? "NO %d/%d" : "yes %d/%d",
+                             ce->lossless_fail ? ce->lossless_fail : N, N);
+        else snprintf(ll, sizeof ll, "-");
+        char taus[48];
+        snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
+        printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a.temps[ti],
+               METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
+        if (log)
+            fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
+                    a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
+                    greedy ? ce->lossless_fail : -1);
+        double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
+        for (int j = 1; j < B; j++) {
+            for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
+            accs[j] = ratio_se(y, ce->rounds, N, 1, &ses[j]);
+            printf(" ");
+            put_pm(stdout, accs[j], ses[j]);
         }
+        printf("\n");
+        if (log) {
+            for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", accs[j]);
+            fputc('\t', out_stream(log));
+            for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", ses[j]);
+            fputc('\n', out_stream(log));
+        }
+        free(y);
+    }
     printf("(T: temperature; tau: tokens per round, the bonus included, ± its standard error over prompts;\n"
            " prop: tokens proposed per round; verify, draft: a round's verify forward and drafting, in 1-token\n"
            " decode forwards of this run; cost = verify + draft; tau/cost: the decode speedup over target-only\n"

@@ -37,6 +37,17 @@ int flags_real(const char *flag, const char *s, double lo, int open, double *out
     return 0;
 }
 
+int flags_real_in(const char *flag, const char *s, double lo, double hi, double *out) {
+    char *end;
+    double v = strtod(s, &end);
+    if (!*s || *end || !isfinite(v) || !(v > lo && v < hi)) {
+        dflash_set_error("%s: expected a number in (%g, %g), got \"%.100s\"", flag, lo, hi, s);
+        return -1;
+    }
+    *out = v;
+    return 0;
+}
+
 int flags_u64(const char *flag, const char *s, uint64_t *out) {
     char *end;
     errno = 0;
@@ -52,7 +63,7 @@ int flags_u64(const char *flag, const char *s, uint64_t *out) {
 
 const Flag *flags_find(const Flag *table, const char *name) {
     for (const Flag *f = table; f->kind != FLAG_END; f++)
-        if (strcmp(f->name, name) == 0) return f;
+        if (strcmp(f->name, name) == 0 || (f->alias && strcmp(f->alias, name) == 0)) return f;
     return NULL;
 }
 
@@ -88,7 +99,8 @@ static int set_value(const Flag *f, const char *v, void *args) {
     case FLAG_STRING:
         *(const char **)(base + f->field) = v;
         return 0;
-    case FLAG_STRINGS: {
+    case FLAG_STRINGS:
+    case FLAG_LIST: {
         int *count = (int *)(base + f->count);
         if (*count >= f->max) {
             dflash_set_error("%s: expected at most %d, got more", f->name, f->max);
@@ -112,6 +124,7 @@ static int set_value(const Flag *f, const char *v, void *args) {
         return 0;
     }
     case FLAG_REAL:
+        if (f->open == FLAG_OPEN_BOTH) return flags_real_in(f->name, v, f->lo, f->hi, (double *)(base + f->field));
         return flags_real(f->name, v, f->lo, f->open, (double *)(base + f->field));
     case FLAG_U64:
         return flags_u64(f->name, v, (uint64_t *)(base + f->field));
@@ -184,6 +197,9 @@ int flags_parse(const Flag *table, int argc, char **argv, void *args, const char
             v = argv[++i];
         }
         if (set_value(f, v, args) != 0) return -1;
+        /* FLAG_LIST: the arguments after the first, up to the next flag */
+        while (f->kind == FLAG_LIST && !eq && i + 1 < argc && !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2]))
+            if (set_value(f, argv[++i], args) != 0) return -1;
     }
     return 0;
 }

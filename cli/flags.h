@@ -23,6 +23,7 @@
  * (dflash_errmsg) are the ones every subcommand gives:
  *   --steps: expected an integer in 1..100000000, got "x"
  *   --lr: expected a finite number > 0, got "0"
+ *   --beta2: expected a number in (0, 1), got "1"
  *   --schedule: expected cosine or constant, got "linear"
  *   --out: missing value (the next argument, "--data", is a flag)
  *   unknown flag "--bogus" (see dflash train --help)
@@ -37,25 +38,30 @@ typedef enum {
     FLAG_END = 0,  /* the table's last entry */
     FLAG_STRING,   /* const char *: the value as given */
     FLAG_STRINGS,  /* const char *[max], int count: repeatable */
+    FLAG_LIST,     /* const char *[max], int count: every argument up to the
+                      next flag ("--data a.txt b.txt"); repeatable */
     FLAG_INT,      /* long: an integer in lo..hi (digits, an optional '-') */
     FLAG_INTS,     /* int[max], int count: repeatable integers in lo..hi */
-    FLAG_REAL,     /* double: a finite number >= lo (> lo with FLAG_OPEN) */
+    FLAG_REAL,     /* double: a finite number >= lo (> lo with FLAG_OPEN;
+                      lo < x < hi with FLAG_OPEN_BOTH) */
     FLAG_U64,      /* uint64_t: an integer in 0..2^64-1 (digits only) */
     FLAG_SWITCH,   /* int: set to 1, no value */
     FLAG_CHOICE    /* int: the index of the value in choices "a|b|c" */
 } FlagKind;
 
-#define FLAG_OPEN 1  /* FLAG_REAL: strictly above lo */
+#define FLAG_OPEN 1       /* FLAG_REAL: strictly above lo */
+#define FLAG_OPEN_BOTH 2  /* FLAG_REAL: strictly between lo and hi */
 
 typedef struct {
     const char *name;     /* "--steps" */
+    const char *alias;    /* another name for it ("-v"), or NULL */
     FlagKind kind;
     size_t field;         /* offsetof(Args, member) */
-    double lo, hi;        /* FLAG_INT(S): the range; FLAG_REAL: lo */
-    int open;             /* FLAG_REAL: FLAG_OPEN */
+    double lo, hi;        /* FLAG_INT(S): the range; FLAG_REAL: lo (and hi) */
+    int open;             /* FLAG_REAL: FLAG_OPEN, FLAG_OPEN_BOTH */
     const char *choices;  /* FLAG_CHOICE: "cosine|constant" */
-    size_t count;         /* FLAG_STRINGS, FLAG_INTS: offsetof the int count */
-    int max;              /* FLAG_STRINGS, FLAG_INTS: at most this many */
+    size_t count;         /* FLAG_STRINGS, FLAG_LIST, FLAG_INTS: offsetof the int count */
+    int max;              /* FLAG_STRINGS, FLAG_LIST, FLAG_INTS: at most this many */
 } Flag;
 
 #define FLAG_TABLE_END {.name = NULL, .kind = FLAG_END}
@@ -70,16 +76,19 @@ int flags_parse(const Flag *table, int argc, char **argv, void *args, const char
                 int max_positional, int *n_positional);
 
 /* One value checked as the table checks it (for values that come from
- * elsewhere); the same messages. */
+ * elsewhere, or the items of a list); the same messages. */
 int flags_int(const char *flag, const char *s, long lo, long hi, long *out);
 int flags_real(const char *flag, const char *s, double lo, int open, double *out);
+int flags_real_in(const char *flag, const char *s, double lo, double hi, double *out); /* lo < x < hi */
 int flags_u64(const char *flag, const char *s, uint64_t *out);
 
-/* The entry of the table named name ("--steps"), or NULL. */
+/* The entry of the table named name ("--steps", or its alias), or NULL. */
 const Flag *flags_find(const Flag *table, const char *name);
 
-/* The tables: MAIN_FLAGS (cli/main.c), TRAIN_FLAGS (cli/train_cli.c),
- * FIGURES_FLAGS, EXPLORE_FLAGS, GGUF_FLAGS; a new subcommand adds its own
- * and a line to tests/test_flags.c. (dflash diff still parses its own:
- * its --rtol/--atol/--only/--verbose/--no-rounding.) */
+/* The tables, one per subcommand: MAIN_FLAGS (cli/main.c), DIFF_FLAGS
+ * (cli/diff.c), TRAIN_FLAGS (cli/train_cli.c), TRAIN_TARGET_FLAGS
+ * (cli/train_target.c), EVAL_FLAGS (cli/eval.c), TOKENIZE_FLAGS and
+ * TRAIN_TOKENIZER_FLAGS (cli/tokenize.c), FIGURES_FLAGS, EXPLORE_FLAGS,
+ * GGUF_FLAGS; a new subcommand adds its own and a line to
+ * tests/test_flags.c. */
 #endif /* DFLASH_FLAGS_H */

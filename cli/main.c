@@ -94,16 +94,7 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        token, verified blocks and kept lengths (TRACE.md, \"Replay\")\n"
     "  -h, --help            this text\n"
     "\n",
-    "diff options (TRACE.md, \"dflash diff: how to read it\"):\n"
-    "  --rtol R, --rtol=R    relative tolerance, times max|A| of each tensor (default 1e-4)\n"
-    "  --atol A, --atol=A    absolute tolerance (default 1e-6)\n"
-    "  --only GLOB           compare only names matching GLOB; repeatable (default: every name)\n"
-    "  --verbose             one line per compared tensor (ok, RND rounding, DEP): worst relative\n"
-    "                        error, NMSE in dB\n"
-    "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
-    "                        rounding (default: rounding is reported, not a departure)\n"
-    "  --double DIR          the double build's trace of A's run, to judge rounding (default: diff runs\n"
-    "                        ./dflash-double on the flags A's trace records; --float DIR when A is double)\n"
+    DIFF_HELP,
     "explore options:\n"
     "  --vocab FILE          words for the token ids (default: none; ids are shown)\n"
     "exit status: 0 success (diff: the traces agree); 1 diff: they differ or B lacks names;\n"

@@ -5,10 +5,12 @@
  * what they do; NOTES.md, "Tokenizer", why. */
 #include "tokenize.h"
 #include "dflash.h"
+#include "flags.h"
 #include "formats/files.h"
 #include "formats/tokenizer.h"
 
 #include <errno.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -70,26 +72,39 @@ bad:
 
 static int is_file(const char *p) { struct stat st; return stat(p, &st) == 0 && S_ISREG(st.st_mode); }
 
+typedef struct {
+    const char *tokpath, *weights, *target, *file, *decode;
+    int no_special;
+} TokenizeArgs;
+
+/* THE flags of dflash tokenize (cli/flags.h; tests/test_flags.c checks them
+ * against USAGE_TOKENIZE) */
+#define KA(m) offsetof(TokenizeArgs, m)
+const Flag TOKENIZE_FLAGS[] = {
+    {.name = "--tokenizer", .kind = FLAG_STRING, .field = KA(tokpath)},
+    {.name = "--weights", .kind = FLAG_STRING, .field = KA(weights)},
+    {.name = "--target", .kind = FLAG_STRING, .field = KA(target)},
+    {.name = "--file", .kind = FLAG_STRING, .field = KA(file)},
+    {.name = "--decode", .kind = FLAG_STRING, .field = KA(decode)},
+    {.name = "--no-special", .kind = FLAG_SWITCH, .field = KA(no_special)},
+    FLAG_TABLE_END};
+#undef KA
+
 int tokenize_main(int argc, char **argv) {
-    const char *tokpath = NULL, *weights = NULL, *target = NULL, *file = NULL, *text = NULL, *decode = NULL;
-    int no_special = 0, rc = 2;
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        const char **slot = !strcmp(f, "--tokenizer") ? &tokpath : !strcmp(f, "--weights") ? &weights
-                          : !strcmp(f, "--target") ? &target : !strcmp(f, "--file") ? &file
-                          : !strcmp(f, "--decode") ? &decode : NULL;
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) { fputs(USAGE_TOKENIZE, stdout); return 0; }
-        if (!strcmp(f, "--no-special")) { no_special = 1; continue; }
-        if (slot) {
-            if (i + 1 >= argc) { fprintf(stderr, "dflash tokenize: %s needs a value\n", f); return 2; }
-            if (*slot) { fprintf(stderr, "dflash tokenize: %s given twice\n", f); return 2; }
-            *slot = argv[++i];
-            continue;
-        }
-        if (f[0] == '-' && f[1]) { fprintf(stderr, "dflash tokenize: unknown option %s (dflash tokenize --help)\n", f); return 2; }
-        if (text) { fprintf(stderr, "dflash tokenize: one TEXT (quote it), got \"%.40s\" and \"%.40s\"\n", text, f); return 2; }
-        text = f;
+    TokenizeArgs ka;
+    memset(&ka, 0, sizeof ka);
+    const char *texts[2];
+    int n_text = 0, rc = 2;
+    int pa = flags_parse(TOKENIZE_FLAGS, argc, argv, &ka, "dflash tokenize", texts, 2, &n_text);
+    if (pa == 1) { fputs(USAGE_TOKENIZE, stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash tokenize", ""); return 2; }
+    if (n_text == 2) {
+        fprintf(stderr, "dflash tokenize: one TEXT (quote it), got \"%.40s\" and \"%.40s\"\n", texts[0], texts[1]);
+        return 2;
     }
+    const char *tokpath = ka.tokpath, *weights = ka.weights, *target = ka.target, *file = ka.file;
+    const char *decode = ka.decode, *text = n_text ? texts[0] : NULL;
+    int no_special = ka.no_special;
     if (!!tokpath + !!weights + !!target != 1) {
         fprintf(stderr, "dflash tokenize: give one of --tokenizer FILE, --weights DIR, --target DIR (dflash tokenize --help)\n");
         return 2;
@@ -369,51 +384,56 @@ static int find_token(unsigned char **tok, const int *tlen, int n_tok, const int
     return -1;
 }
 
+typedef struct {
+    const char *out;
+    long vocab;
+    const char *special[64];
+    int n_special;
+} TrainTokArgs;
+
+/* THE flags of dflash train-tokenizer (cli/flags.h; tests/test_flags.c
+ * checks them against USAGE_TRAIN_TOK) */
+#define TK(m) offsetof(TrainTokArgs, m)
+const Flag TRAIN_TOKENIZER_FLAGS[] = {
+    {.name = "--vocab-size", .kind = FLAG_INT, .field = TK(vocab), .lo = 258, .hi = 1 << 20},
+    {.name = "--out", .kind = FLAG_STRING, .field = TK(out)},
+    {.name = "--special", .kind = FLAG_STRINGS, .field = TK(special), .count = TK(n_special), .max = 64},
+    FLAG_TABLE_END};
+#undef TK
+
 int train_tokenizer_main(int argc, char **argv) {
-    const char *out = NULL;
-    long long vocab = -1;
-    char *special[64];
-    int n_special = 0, n_corpus = 0;
+    TrainTokArgs ta;
+    memset(&ta, 0, sizeof ta);
+    ta.vocab = -1;
+    int n_corpus = 0;
     const char **corpus = calloc((size_t)argc, sizeof *corpus);
     if (!corpus) { fprintf(stderr, "dflash train-tokenizer: out of memory\n"); return 2; }
-    for (int i = 1; i < argc; i++) {
-        const char *f = argv[i];
-        if (!strcmp(f, "--help") || !strcmp(f, "-h")) { fputs(USAGE_TRAIN_TOK, stdout); free(corpus); return 0; }
-        if (!strcmp(f, "--vocab-size") || !strcmp(f, "--out") || !strcmp(f, "--special")) {
-            if (i + 1 >= argc) { fprintf(stderr, "dflash train-tokenizer: %s needs a value\n", f); free(corpus); return 2; }
-            const char *v = argv[++i];
-            if (!strcmp(f, "--out")) {
-                if (out) { fprintf(stderr, "dflash train-tokenizer: --out given twice\n"); free(corpus); return 2; }
-                out = v;
-            } else if (!strcmp(f, "--special")) {
-                if (n_special == 64) { fprintf(stderr, "dflash train-tokenizer: --special: at most 64\n"); free(corpus); return 2; }
-                size_t l = strlen(v);
-                if (l == 0 || l > 256 || tok_utf8_check(v, l) != l) {
-                    fprintf(stderr, "dflash train-tokenizer: --special: expected 1..256 bytes of UTF-8, got \"%.60s\"\n", v);
-                    free(corpus);
-                    return 2;
-                }
-                for (int k = 0; k < n_special; k++)
-                    if (!strcmp(special[k], v)) { fprintf(stderr, "dflash train-tokenizer: --special %s given twice\n", v); free(corpus); return 2; }
-                special[n_special++] = (char *)v;
-            } else {
-                char *end;
-                errno = 0;
-                vocab = strtoll(v, &end, 10);
-                if (errno || *end || end == v || vocab < 258 || vocab > (1 << 20)) {
-                    fprintf(stderr, "dflash train-tokenizer: --vocab-size: expected an integer 258..1048576, got \"%.40s\"\n", v);
-                    free(corpus);
-                    return 2;
-                }
-            }
-            continue;
-        }
-        if (f[0] == '-' && f[1]) {
-            fprintf(stderr, "dflash train-tokenizer: unknown option %s (dflash train-tokenizer --help)\n", f);
+    int pa = flags_parse(TRAIN_TOKENIZER_FLAGS, argc, argv, &ta, "dflash train-tokenizer", corpus, argc, &n_corpus);
+    if (pa != 0) {
+        if (pa == 1) fputs(USAGE_TRAIN_TOK, stdout);
+        else dflash_print_error("dflash train-tokenizer", "");
+        free(corpus);
+        return pa == 1 ? 0 : 2;
+    }
+    const char *out = ta.out;
+    long long vocab = ta.vocab;
+    char *special[64];
+    int n_special = ta.n_special;
+    for (int i = 0; i < n_special; i++) {
+        const char *v = ta.special[i];
+        size_t l = strlen(v);
+        if (l == 0 || l > 256 || tok_utf8_check(v, l) != l) {
+            fprintf(stderr, "dflash train-tokenizer: --special: expected 1..256 bytes of UTF-8, got \"%.60s\"\n", v);
             free(corpus);
             return 2;
         }
-        corpus[n_corpus++] = f;
+        for (int k = 0; k < i; k++)
+            if (!strcmp(special[k], v)) {
+                fprintf(stderr, "dflash train-tokenizer: --special %s given twice\n", v);
+                free(corpus);
+                return 2;
+            }
+        special[i] = (char *)v;
     }
     if (vocab < 0 || !out || n_corpus == 0) {
         fprintf(stderr, "dflash train-tokenizer: expected --vocab-size N --out FILE and at least one CORPUS file "

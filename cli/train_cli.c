@@ -7,8 +7,9 @@
  * is cli/train_data.c; the draft folder it writes is formats/draftdir.c.
  * This file is the command:
  *   1. the flags (TRAIN_FLAGS, cli/flags.h) and --help
- *   2. the run: every check, then the loop (progress on stderr, --trace,
- *      the summary; --bench), the held-out evaluation, the folder
+ *   2. the run, in phases (TrainCmd): the outputs checked, the models, the
+ *      data, the setup, the loop (progress on stderr, --trace, --bench), the
+ *      held-out evaluation, the folder and the summary
  *
  * Everything that can be refused (a flag, a data line, an id out of range, a
  * draft config that does not fit the target, an output that is an input) is
@@ -42,8 +43,8 @@
  * ======================================================================== */
 
 /* README.md's "Training" shows this text verbatim (tests/test_usage.c).
- * Two strings (C11 promises string literals of 4095 characters only). */
-static const char *const TRAIN_USAGE[2] = {
+ * Three strings (C11 promises string literals of 4095 characters only). */
+static const char *const TRAIN_USAGE[3] = {
     "usage: dflash train --target DIR (--draft DIR | --draft-config FILE) --out DIR\n"
     "                    (--data FILE | --generate N | --batches FILE | --steps 0) [OPTIONS]\n"
     "       dflash train --bench [--target DIR --draft DIR]   time training steps, write nothing\n"
@@ -100,9 +101,12 @@ static const char *const TRAIN_USAGE[2] = {
     "  --seed S              data order, anchors, prompts, a new draft's weights,\n"
     "                        0..18446744073709551615 (default 42, SpecForge seed)\n"
     "  --log-every K         a progress line every K steps, and at the first and the last (default 10)\n"
+    "  --threads N           split the draft step's matmuls' output rows over N threads, 1..64; the\n"
+    "                        bits do not depend on N (default 1)\n"
     "  --block-attention bidirectional|causal   inside a block: every position sees the whole\n"
     "                        block (default, DFlash) or only the positions before it and itself\n"
     "                        (EAGLE-style; an experiment: inference stays bidirectional)\n"
+    ,
     "evaluation and logs:\n"
     "  --heldout N           after training: N held-out sequences the target generates from\n"
     "                        prompts no training sequence starts with (0..65536, default 0);\n"
@@ -122,7 +126,7 @@ typedef struct {
     const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir, *save_data, *log;
     long heldout;
     int causal_block;  /* --block-attention: 0 bidirectional, 1 causal */
-    long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every;
+    long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every, threads;
     double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
     int schedule;      /* Schedule: 0 cosine, 1 constant (the order of --schedule's choices) */
     uint64_t seed;
@@ -156,6 +160,7 @@ const Flag TRAIN_FLAGS[] = {
     {.name = "--adam-eps", .kind = FLAG_REAL, .field = TA(adam_eps), .lo = 0, .hi = 0, .open = FLAG_OPEN},
     {.name = "--seed", .kind = FLAG_U64, .field = TA(seed)},
     {.name = "--log-every", .kind = FLAG_INT, .field = TA(log_every), .lo = 1, .hi = 100000000},
+    {.name = "--threads", .kind = FLAG_INT, .field = TA(threads), .lo = 1, .hi = 64},
     {.name = "--block-attention", .kind = FLAG_CHOICE, .field = TA(causal_block), .choices = "bidirectional|causal"},
     {.name = "--heldout", .kind = FLAG_INT, .field = TA(heldout), .lo = 0, .hi = 65536},
     {.name = "--save-data", .kind = FLAG_STRING, .field = TA(save_data)},
@@ -179,6 +184,7 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     a->adam_eps = 1e-8;
     a->seed = 42;
     a->log_every = 10;
+    a->threads = 1;
     a->schedule = SCHEDULE_COSINE;
     int rc = flags_parse(TRAIN_FLAGS, argc, argv, a, "dflash train", NULL, 0, NULL);
     if (rc != 0) return rc;
@@ -272,7 +278,7 @@ static int step_size_check(const char *where, int bi, int b, int S, int N, int B
     return -1;
 }
 
-static void fmt_duration(char *buf, size_t size, double s) {
+void fmt_duration(char *buf, size_t size, double s) {
     if (!isfinite(s) || s < 0) s = 0;
     long t = (long)(s + 0.5);
     if (t >= 3600) snprintf(buf, size, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
@@ -280,388 +286,453 @@ static void fmt_duration(char *buf, size_t size, double s) {
     else snprintf(buf, size, "%.1fs", s);
 }
 
-int train_main(int argc, char **argv) {
+/* One run of dflash train: what its phases share. train_main runs the
+ * phases in order (train_check_outputs, train_load, train_data, train_setup,
+ * train_loop, train_heldout, train_write), each 0 or -1 with dflash_errmsg;
+ * train_run_free releases what any of them made. */
+typedef struct {
     TrainArgs a;
-    int pa = train_parse_args(argc, argv, &a);
-    if (pa == 1) { fputs(TRAIN_USAGE[0], stdout); fputs(TRAIN_USAGE[1], stdout); return 0; }
-    if (pa < 0) { dflash_print_error("dflash train", ""); return 2; }
-
+    int argc;
+    char **argv;
     Model target, draft;
+    int have_draft;
+    char src_config[4200];   /* the draft's config.json (--draft's or --draft-config) */
+    const Config *dc;        /* draft.cfg */
+    int V, B, S, steps, warmup, max_pos;
     Seqs seqs, held;
-    OutFile *logf = NULL, *savef = NULL;
-    long *accepted = NULL;
     Case cs;
     Drawer dr;
     OutDir od;
-    TrainState *st = NULL;
-    Tracer *tracer = NULL;
-    TrainParam *params = NULL;
-    int have_draft = 0, rc = 2;
-    memset(&target, 0, sizeof target);
-    memset(&draft, 0, sizeof draft);
-    memset(&seqs, 0, sizeof seqs);
-    memset(&held, 0, sizeof held);
-    memset(&cs, 0, sizeof cs);
-    memset(&dr, 0, sizeof dr);
-    memset(&od, 0, sizeof od);
+    OutFile *logf, *savef;
+    TrainState *st;
+    Tracer *tracer;
+    TrainParam *params;
+    int n_params;
+    TrainHyper hp;
+    /* the loop's figures */
+    double t_start, t_steps, cpu_steps, first_loss, last_loss, first_acc, last_acc;
+    long tokens;
+} TrainCmd;
 
-    /* outputs against inputs and each other, before anything is read or
-     * written: formats/files.c's one check (README.md, "Your files") */
+/* outputs against inputs and each other, before anything is read or
+ * written: formats/files.c's one check (README.md, "Your files") */
+static int train_check_outputs(const TrainArgs *a) {
     const char *inputs[4];
     int n_inputs = 0;
-    inputs[n_inputs++] = a.target;
-    inputs[n_inputs++] = a.draft ? a.draft : a.draft_config;
-    if (a.data) inputs[n_inputs++] = a.data;
-    if (a.batches) inputs[n_inputs++] = a.batches;
-    {
-        OutPath outs[4] = {{a.out, "the draft folder (--out)", 1}, {a.trace_dir, "the trace directory (--trace)", 1},
-                           {a.log, "the log (--log)", 0}, {a.save_data, "the saved data (--save-data)", 0}};
-        if (out_check_paths("dflash train", outs, 4, inputs, n_inputs) != 0) {
-            /* dflash_print_error adds the prefix once */
-            if (strncmp(dflash_errmsg, "dflash train: ", 14) == 0)
-                memmove(dflash_errmsg, dflash_errmsg + 14, strlen(dflash_errmsg + 14) + 1);
-            goto fail;
-        }
+    inputs[n_inputs++] = a->target;
+    inputs[n_inputs++] = a->draft ? a->draft : a->draft_config;
+    if (a->data) inputs[n_inputs++] = a->data;
+    if (a->batches) inputs[n_inputs++] = a->batches;
+    OutPath outs[4] = {{a->out, "the draft folder (--out)", 1}, {a->trace_dir, "the trace directory (--trace)", 1},
+                       {a->log, "the log (--log)", 0}, {a->save_data, "the saved data (--save-data)", 0}};
+    if (out_check_paths("dflash train", outs, 4, inputs, n_inputs) != 0) {
+        /* dflash_print_error adds the prefix once */
+        if (strncmp(dflash_errmsg, "dflash train: ", 14) == 0)
+            memmove(dflash_errmsg, dflash_errmsg + 14, strlen(dflash_errmsg + 14) + 1);
+        return -1;
     }
+    return 0;
+}
 
-    /* the models */
-    if (model_load(&target, a.target, 0) != 0) goto fail;
-    char src_config[4200];
-    if (a.draft) {
-        if (model_load(&draft, a.draft, 1) != 0) goto fail;
-        snprintf(src_config, sizeof src_config, "%s/config.json", a.draft);
+/* the models: the target, the draft (loaded or seeded), and every check of
+ * the pair; r->B, r->max_pos */
+static int train_load(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    if (model_load(&r->target, a->target, 0) != 0) return -1;
+    if (a->draft) {
+        if (model_load(&r->draft, a->draft, 1) != 0) return -1;
+        snprintf(r->src_config, sizeof r->src_config, "%s/config.json", a->draft);
     } else {
         Config dcfg;
-        if (config_load(&dcfg, a.draft_config, 1) != 0) goto fail;
+        if (config_load(&dcfg, a->draft_config, 1) != 0) return -1;
         Model probe;
         memset(&probe, 0, sizeof probe);
         probe.cfg = dcfg;
-        if (check_pair(&target, &probe) != 0) {
+        if (check_pair(&r->target, &probe) != 0) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("%.500s: %s", a.draft_config, strncmp(msg, "draft config.json: ", 19) == 0 ? msg + 19 : msg);
-            goto fail;
+            dflash_set_error("%.500s: %s", a->draft_config, strncmp(msg, "draft config.json: ", 19) == 0 ? msg + 19 : msg);
+            return -1;
         }
-        if (train_init_draft(&draft, &dcfg, &target, a.seed) != 0) goto fail;
-        snprintf(src_config, sizeof src_config, "%s", a.draft_config);
+        if (train_init_draft(&r->draft, &dcfg, &r->target, a->seed) != 0) return -1;
+        snprintf(r->src_config, sizeof r->src_config, "%s", a->draft_config);
     }
-    have_draft = 1;
-    if (check_pair(&target, &draft) != 0) {
+    r->have_draft = 1;
+    if (check_pair(&r->target, &r->draft) != 0) {
         char msg[sizeof dflash_errmsg];
         memcpy(msg, dflash_errmsg, sizeof msg);
-        dflash_set_error("%.500s: %s", a.draft ? a.draft : a.draft_config, msg);
-        goto fail;
+        dflash_set_error("%.500s: %s", a->draft ? a->draft : a->draft_config, msg);
+        return -1;
     }
-    const Config *dc = &draft.cfg;
-    int V = target.cfg.vocab_size;
-    int B = a.block_size > 0 ? (int)a.block_size : dc->block_size;
-    if (dc->mask_token_id < 0 || dc->mask_token_id >= V) {
-        dflash_set_error("%s: mask_token_id %d: expected a token id in 0..%d (the target's vocab_size - 1)", src_config,
-                         dc->mask_token_id, V - 1);
-        goto fail;
+    const Config *dc = r->dc = &r->draft.cfg;
+    r->V = r->target.cfg.vocab_size;
+    r->B = a->block_size > 0 ? (int)a->block_size : dc->block_size;
+    if (dc->mask_token_id < 0 || dc->mask_token_id >= r->V) {
+        dflash_set_error("%s: mask_token_id %d: expected a token id in 0..%d (the target's vocab_size - 1)",
+                         r->src_config, dc->mask_token_id, r->V - 1);
+        return -1;
     }
-    int max_pos = target.cfg.max_position_embeddings < dc->max_position_embeddings ? target.cfg.max_position_embeddings
-                                                                                   : dc->max_position_embeddings;
-    if (B < 2) {
+    r->max_pos = r->target.cfg.max_position_embeddings < dc->max_position_embeddings
+                     ? r->target.cfg.max_position_embeddings : dc->max_position_embeddings;
+    if (r->B < 2) {
         dflash_set_error("--block-size %d: a block of 1 has no position to predict (the anchor's own token is given): "
-                         "the loss would be 0 and nothing trained; expected 2..%d", B, DFLASH_MAX_BLOCK);
-        goto fail;
+                         "the loss would be 0 and nothing trained; expected 2..%d", r->B, DFLASH_MAX_BLOCK);
+        return -1;
     }
+    return 0;
+}
 
-    /* the data */
-    int S = (int)a.seq_len, steps = (int)a.steps;
-    if (a.batches) {
-        if (case_load(&cs, a.batches, V) != 0) goto fail;
-        if (steps < 0) steps = cs.n;
-        if (steps > cs.n) {
-            dflash_set_error("--steps: expected at most %d (the batches in %s), got %d", cs.n, a.batches, steps);
-            goto fail;
+/* --batches: every batch of the case file checked; r->steps */
+static int train_data_batches(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    int B = r->B;
+    if (case_load(&r->cs, a->batches, r->V) != 0) return -1;
+    if (r->steps < 0) r->steps = r->cs.n;
+    if (r->steps > r->cs.n) {
+        dflash_set_error("--steps: expected at most %d (the batches in %s), got %d", r->cs.n, a->batches, r->steps);
+        return -1;
+    }
+    for (int i = 0; i < r->cs.n; i++) {
+        const CaseBatch *cb = &r->cs.batch[i];
+        if (cb->S < B) {
+            dflash_set_error("%s: batches[%d]: sequences of %d ids: expected at least a block (block size %d)",
+                             a->batches, i, cb->S, B);
+            return -1;
         }
-        for (int i = 0; i < cs.n; i++) {
-            if (cs.batch[i].S < B) {
-                dflash_set_error("%s: batches[%d]: sequences of %d ids: expected at least a block (block size %d)",
-                                 a.batches, i, cs.batch[i].S, B);
-                goto fail;
-            }
-            if (cs.batch[i].S + B > max_pos) {
-                dflash_set_error("%s: batches[%d]: %d ids: expected at most %d (max_position_embeddings - block size)",
-                                 a.batches, i, cs.batch[i].S, max_pos - B);
-                goto fail;
-            }
-            const CaseBatch *cb = &cs.batch[i];
-            if (batch_trained_positions(cb->b, cb->S, cb->N, B, cb->mask, cb->anchors, cb->keep) == 0) {
-                dflash_set_error("%s: batches[%d]: trains nothing: no kept anchor has a block position with loss "
-                                 "mask 1 (keep false, or loss mask 0 at positions anchor+1..anchor+%d); expected at "
-                                 "least one", a.batches, i, B - 1);
-                goto fail;
-            }
-            if (step_size_check(a.batches, i, cb->b, cb->S, cb->N, B) != 0) goto fail;
+        if (cb->S + B > r->max_pos) {
+            dflash_set_error("%s: batches[%d]: %d ids: expected at most %d (max_position_embeddings - block size)",
+                             a->batches, i, cb->S, r->max_pos - B);
+            return -1;
         }
+        if (batch_trained_positions(cb->b, cb->S, cb->N, B, cb->mask, cb->anchors, cb->keep) == 0) {
+            dflash_set_error("%s: batches[%d]: trains nothing: no kept anchor has a block position with loss "
+                             "mask 1 (keep false, or loss mask 0 at positions anchor+1..anchor+%d); expected at "
+                             "least one", a->batches, i, B - 1);
+            return -1;
+        }
+        if (step_size_check(a->batches, i, cb->b, cb->S, cb->N, B) != 0) return -1;
+    }
+    return 0;
+}
+
+/* the data, read and checked (--generate's sequences come in train_setup,
+ * once every check passed): r->S, r->steps, r->warmup */
+static int train_data(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    int B = r->B, max_pos = r->max_pos;
+    r->S = (int)a->seq_len, r->steps = (int)a->steps;
+    if (a->batches) {
+        if (train_data_batches(r) != 0) return -1;
     } else {
-        if (steps < 0) steps = 100;
-        if (a.data) {
+        if (r->steps < 0) r->steps = 100;
+        if (a->data) {
             char *text = NULL;
             size_t len = 0;
-            if (file_read_all(a.data, &text, &len) != 0) goto fail;
-            int prc = data_parse(&seqs, a.data, text, len, V);
+            if (file_read_all(a->data, &text, &len) != 0) return -1;
+            int prc = data_parse(&r->seqs, a->data, text, len, r->V);
             free(text);
-            if (prc != 0) goto fail;
-            if (S < 0) {  /* the longest line, cut to what the positions allow (--help: longer ones are cut) */
+            if (prc != 0) return -1;
+            if (r->S < 0) {  /* the longest line, cut to what the positions allow (--help: longer ones are cut) */
                 int longest = 0;
-                for (int i = 0; i < seqs.n; i++) if (seqs.len[i] > longest) longest = seqs.len[i];
-                S = longest < B ? B : longest;
-                if (S + B > max_pos && max_pos - B >= B) {
-                    S = max_pos - B;
+                for (int i = 0; i < r->seqs.n; i++) if (r->seqs.len[i] > longest) longest = r->seqs.len[i];
+                r->S = longest < B ? B : longest;
+                if (r->S + B > max_pos && max_pos - B >= B) {
+                    r->S = max_pos - B;
                     fprintf(stderr, "train: %s: the longest line has %d ids; sequences are cut to %d "
                                     "(max_position_embeddings - block size; --seq-len sets the length)\n",
-                            a.data, longest, S);
+                            a->data, longest, r->S);
                 }
             }
-        } else if (S < 0) {
-            S = 64;
+        } else if (r->S < 0) {
+            r->S = 64;
         }
+        int S = r->S;
         if (S < B || S + B > max_pos) {
             dflash_set_error("--seq-len: expected %d..%d (the block size .. max_position_embeddings - block size), got %d",
                              B, max_pos - B, S);
-            goto fail;
+            return -1;
         }
-        if (a.generate > 0) {
-            if (a.prompt_len > S - 2) {
-                dflash_set_error("--prompt-len: expected 1..%d (--seq-len - 2), got %ld", S - 2, a.prompt_len);
-                goto fail;
-            }
+        if (a->generate > 0 && a->prompt_len > S - 2) {
+            dflash_set_error("--prompt-len: expected 1..%d (--seq-len - 2), got %ld", S - 2, a->prompt_len);
+            return -1;
         }
-        if (a.data && data_check(&seqs, a.data, S, B, (int)a.anchors) != 0) goto fail;
+        if (a->data && data_check(&r->seqs, a->data, S, B, (int)a->anchors) != 0) return -1;
         /* a drawn batch has at most min(--anchors, S - B) anchor slots
          * (train_anchor_count: the candidates 0..S-B, less one) */
-        int n_max = (int)a.anchors < S - B ? (int)a.anchors : S - B;
-        if (step_size_check(NULL, 0, (int)a.batch, S, n_max > 0 ? n_max : 1, B) != 0) goto fail;
+        int n_max = (int)a->anchors < S - B ? (int)a->anchors : S - B;
+        if (step_size_check(NULL, 0, (int)a->batch, S, n_max > 0 ? n_max : 1, B) != 0) return -1;
     }
-    int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
-    if (steps > 0 && warmup >= steps) {
-        dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", steps, warmup);
-        goto fail;
+    r->warmup = a->warmup >= 0 ? (int)a->warmup : (int)(0.04 * r->steps);
+    if (r->steps > 0 && r->warmup >= r->steps) {
+        dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", r->steps, r->warmup);
+        return -1;
     }
+    return 0;
+}
 
-    /* every check passed: the output folder, the trace, then the work */
-    if (a.out && outdir_prepare(&od, a.out) != 0) goto fail;
-    if (a.log && !(logf = out_open(a.log, "--log"))) goto fail;
-    if (a.save_data && !(savef = out_open(a.save_data, "--save-data"))) goto fail;
-    if (a.generate > 0 && data_generate(&seqs, &target, a.target, (int)a.generate, (int)a.prompt_len, S, B,
-                                        (int)a.anchors, a.temperature, dc->mask_token_id, a.seed,
-                                        0x67656e6572617465ull /* "generate" */, NULL, "generate") != 0)
-        goto fail;
-    if (a.bench) {  /* random ids, every position trained */
-        uint64_t r = cli_rng_seed(a.seed ^ 0x62656e6368ull);  /* "bench" */
+/* the log's header: the command and the setup */
+static void train_log_header(const TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    const Config *dc = r->dc;
+    FILE *f = out_stream(r->logf);
+    fprintf(f, "# dflash train log (README.md \"What training teaches\")\ncommand dflash");
+    for (int i = 1; i < r->argc; i++) fprintf(f, " %s", r->argv[i]);
+    fprintf(f, "\nsetup steps %d batch %d seq_len %d block %d anchors %ld lr %g warmup %d schedule %s gamma %g "
+               "block_attention %s layers %d target_layers", r->steps, a->batches ? r->cs.batch[0].b : (int)a->batch,
+            r->S, r->B, a->anchors, a->lr, r->warmup, a->schedule == SCHEDULE_COSINE ? "cosine" : "constant", a->gamma,
+            a->causal_block ? "causal" : "bidirectional", dc->num_hidden_layers);
+    for (int i = 0; i < dc->n_target_layer_ids; i++) fprintf(f, "%s%d", i ? "," : " ", dc->target_layer_ids[i]);
+    fprintf(f, " sequences %d seed %llu\n", r->seqs.n, (unsigned long long)a->seed);
+}
+
+/* every check passed: the output folder, the files, the generated
+ * sequences, the drawer, the training state, the trace */
+static int train_setup(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    const Config *dc = r->dc;
+    int S = r->S, B = r->B;
+    if (a->out && outdir_prepare(&r->od, a->out) != 0) return -1;
+    if (a->log && !(r->logf = out_open(a->log, "--log"))) return -1;
+    if (a->save_data && !(r->savef = out_open(a->save_data, "--save-data"))) return -1;
+    if (a->generate > 0 && data_generate(&r->seqs, &r->target, a->target, (int)a->generate, (int)a->prompt_len, S, B,
+                                         (int)a->anchors, a->temperature, dc->mask_token_id, a->seed,
+                                         0x67656e6572617465ull /* "generate" */, NULL, "generate") != 0)
+        return -1;
+    if (a->bench) {  /* random ids, every position trained */
+        uint64_t g = cli_rng_seed(a->seed ^ 0x62656e6368ull);  /* "bench" */
         int *ids = malloc(sizeof(int) * (size_t)S), *mask = malloc(sizeof(int) * (size_t)S);
         int prc = ids && mask ? 0 : -1;
-        for (int q = 0; prc == 0 && q < (int)a.batch; q++) {
-            for (int k = 0; k < S; k++) ids[k] = cli_rng_below(&r, V), mask[k] = 1;
-            prc = seqs_push(&seqs, ids, mask, S, 0);
+        for (int q = 0; prc == 0 && q < (int)a->batch; q++) {
+            for (int k = 0; k < S; k++) ids[k] = cli_rng_below(&g, r->V), mask[k] = 1;
+            prc = seqs_push(&r->seqs, ids, mask, S, 0);
         }
         free(ids);
         free(mask);
-        if (prc != 0) { dflash_set_error("out of memory"); goto fail; }
+        if (prc != 0) { dflash_set_error("out of memory"); return -1; }
     }
-    if (a.heldout > 0 && !a.batches &&
-        data_generate(&held, &target, a.target, (int)a.heldout, (int)a.prompt_len, S, B, (int)a.anchors, a.temperature,
-                      dc->mask_token_id, a.seed, 0x68656c646f7574ull /* "heldout" */, &seqs, "heldout") != 0)
-        goto fail;
-    if (savef) {
-        fprintf(out_stream(savef), "# dflash train: the %d sequences trained on (--data format: prompt | "
-                                   "continuation)\n", seqs.n);
-        for (int q = 0; q < seqs.n; q++) seq_write(out_stream(savef), &seqs, q);
+    if (a->heldout > 0 && !a->batches &&
+        data_generate(&r->held, &r->target, a->target, (int)a->heldout, (int)a->prompt_len, S, B, (int)a->anchors,
+                      a->temperature, dc->mask_token_id, a->seed, 0x68656c646f7574ull /* "heldout" */, &r->seqs,
+                      "heldout") != 0)
+        return -1;
+    if (r->savef) {
+        fprintf(out_stream(r->savef), "# dflash train: the %d sequences trained on (--data format: prompt | "
+                                      "continuation)\n", r->seqs.n);
+        for (int q = 0; q < r->seqs.n; q++) seq_write(out_stream(r->savef), &r->seqs, q);
     }
-    if (logf) {
-        FILE *f = out_stream(logf);
-        fprintf(f, "# dflash train log (README.md \"What training teaches\")\ncommand dflash");
-        for (int i = 1; i < argc; i++) fprintf(f, " %s", argv[i]);
-        fprintf(f, "\nsetup steps %d batch %d seq_len %d block %d anchors %ld lr %g warmup %d schedule %s gamma %g "
-                   "block_attention %s layers %d target_layers", steps, a.batches ? cs.batch[0].b : (int)a.batch, S, B,
-                a.anchors, a.lr, warmup, a.schedule == SCHEDULE_COSINE ? "cosine" : "constant", a.gamma,
-                a.causal_block ? "causal" : "bidirectional", dc->num_hidden_layers);
-        for (int i = 0; i < dc->n_target_layer_ids; i++) fprintf(f, "%s%d", i ? "," : " ", dc->target_layer_ids[i]);
-        fprintf(f, " sequences %d seed %llu\n", seqs.n, (unsigned long long)a.seed);
-    }
-    if (!a.batches && drawer_init(&dr, (int)a.batch, S, (int)a.anchors, B, seqs.n) != 0) goto fail;
-    if (!a.batches && !a.bench && !a.trace_dir) drawer_cache_init(&dr, &draft, seqs.n);
-    st = train_state_new(&draft, &target);
-    if (!st) goto fail;
+    if (r->logf) train_log_header(r);
+    if (!a->batches && drawer_init(&r->dr, (int)a->batch, S, (int)a->anchors, B, r->seqs.n) != 0) return -1;
+    if (!a->batches && !a->bench && !a->trace_dir) drawer_cache_init(&r->dr, &r->draft, r->seqs.n);
+    r->st = train_state_new(&r->draft, &r->target);
+    if (!r->st) return -1;
     /* the trained tensors (checked after every step, then written) */
     int cap = 11 * dc->num_hidden_layers + 8;
-    params = calloc((size_t)cap, sizeof(TrainParam));
-    if (!params) { dflash_set_error("out of memory"); goto fail; }
-    int n_params = train_params(&draft, params, cap);
-    if (n_params <= 0 || n_params > cap) {
-        if (n_params > cap) dflash_set_error("train: %d trained tensors, more than the %d expected", n_params, cap);
-        goto fail;
+    r->params = calloc((size_t)cap, sizeof(TrainParam));
+    if (!r->params) { dflash_set_error("out of memory"); return -1; }
+    r->n_params = train_params(&r->draft, r->params, cap);
+    if (r->n_params <= 0 || r->n_params > cap) {
+        if (r->n_params > cap) dflash_set_error("train: %d trained tensors, more than the %d expected", r->n_params, cap);
+        return -1;
     }
-    if (a.trace_dir) {
-        tracer = trace_open(a.trace_dir, NULL, NULL, 0);
-        if (!tracer) goto fail;
-    }
+    if (a->trace_dir && !(r->tracer = trace_open(a->trace_dir, NULL, NULL, 0))) return -1;
+    TrainHyper *hp = &r->hp;
+    memset(hp, 0, sizeof *hp);
+    hp->beta1 = 0.9, hp->beta2 = 0.999;  /* torch.optim.AdamW's defaults (SpecForge passes none) */
+    hp->eps = a->adam_eps;
+    hp->weight_decay = a->weight_decay;
+    hp->max_grad_norm = a->max_grad_norm;
+    hp->gamma = a->gamma;
+    hp->causal_block = a->causal_block;
+    hp->threads = (int)a->threads;
+    return 0;
+}
 
-    TrainHyper hp = {0};
-    hp.beta1 = 0.9, hp.beta2 = 0.999;  /* torch.optim.AdamW's defaults (SpecForge passes none) */
-    hp.eps = a.adam_eps;
-    hp.weight_decay = a.weight_decay;
-    hp.max_grad_norm = a.max_grad_norm;
-    hp.gamma = a.gamma;
-    hp.causal_block = a.causal_block;
-    uint64_t data_rng = cli_rng_seed(a.seed ^ 0x64617461ull);      /* "data" */
-    uint64_t anchor_rng = train_rng_seed(a.seed ^ 0x616e63686f72ull); /* "anchor" */
-    double cpu_steps = 0;  /* --bench: processor time too (the wall clock of a shared machine says little) */
-    double t_start = now_seconds(), t_steps = 0, first_loss = 0, last_loss = 0, last_acc = 0, first_acc = 0;
-    long tokens = 0;
-    if (a.bench)
+/* the line before the first step */
+static void train_announce(const TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    const Config *dc = r->dc;
+    if (a->bench)
         fprintf(stderr, "bench: %s draft (%d layers, hidden %d) against %s, batch %ld x %d tokens, block %d, "
-                        "%ld anchors at most, %s\n", a.draft ? a.draft : a.draft_config, dc->num_hidden_layers,
-                dc->hidden_size, a.target, a.batch, S, B, a.anchors, REAL_NAME);
-    else if (steps == 0)
+                        "%ld anchors at most, %s\n", a->draft ? a->draft : a->draft_config, dc->num_hidden_layers,
+                dc->hidden_size, a->target, a->batch, r->S, r->B, a->anchors, REAL_NAME);
+    else if (r->steps == 0)
         fprintf(stderr, "train: --steps 0: no step; the draft as it starts (%s, seed %llu)\n",
-                a.draft ? "--draft's weights" : "--draft-config: the seeded initialisation, NOTES.md \"A new draft\"",
-                (unsigned long long)a.seed);
+                a->draft ? "--draft's weights" : "--draft-config: the seeded initialisation, NOTES.md \"A new draft\"",
+                (unsigned long long)a->seed);
     else
         fprintf(stderr, "train: %d steps on %s%s, batch %d x %d, block %d, lr %g (%s, warmup %d), gamma %g, "
-                        "weight decay %g, clip %g, seed %llu\n", steps,
-                a.batches ? "the batches of " : a.data ? "the sequences of " : "generated sequences",
-                a.batches ? a.batches : a.data ? a.data : "", a.batches ? cs.batch[0].b : (int)a.batch,
-                a.batches ? cs.batch[0].S : S, B, a.lr, a.schedule == SCHEDULE_COSINE ? "cosine" : "constant", warmup,
-                a.gamma, a.weight_decay, a.max_grad_norm, (unsigned long long)a.seed);
+                        "weight decay %g, clip %g, seed %llu\n", r->steps,
+                a->batches ? "the batches of " : a->data ? "the sequences of " : "generated sequences",
+                a->batches ? a->batches : a->data ? a->data : "", a->batches ? r->cs.batch[0].b : (int)a->batch,
+                a->batches ? r->cs.batch[0].S : r->S, r->B, a->lr, a->schedule == SCHEDULE_COSINE ? "cosine" : "constant",
+                r->warmup, a->gamma, a->weight_decay, a->max_grad_norm, (unsigned long long)a->seed);
+}
+
+/* the steps: progress on stderr, the log; --bench: the timing line */
+static int train_loop(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    int steps = r->steps;
+    TrainHyper *hp = &r->hp;
+    uint64_t data_rng = cli_rng_seed(a->seed ^ 0x64617461ull);        /* "data" */
+    uint64_t anchor_rng = train_rng_seed(a->seed ^ 0x616e63686f72ull); /* "anchor" */
+    /* --bench: processor time too (the wall clock of a shared machine says little) */
+    r->t_start = now_seconds();
+    train_announce(r);
     for (int s = 1; s <= steps; s++) {
         TrainBatch tb;
-        if (a.batches) {
-            const CaseBatch *cb = &cs.batch[s - 1];
-            tb.b = cb->b, tb.S = cb->S, tb.N = cb->N, tb.B = B;
+        if (a->batches) {
+            const CaseBatch *cb = &r->cs.batch[s - 1];
+            tb.b = cb->b, tb.S = cb->S, tb.N = cb->N, tb.B = r->B;
             tb.input_ids = cb->ids, tb.loss_mask = cb->mask, tb.anchors = cb->anchors, tb.keep = cb->keep;
             tb.target_hidden = NULL;
-        } else if (drawer_next(&dr, &seqs, &data_rng, &anchor_rng, dc->mask_token_id, &tb) != 0 ||
-                   drawer_features(&dr, &draft, &target, &tb) != 0) {
-            goto fail;
+        } else if (drawer_next(&r->dr, &r->seqs, &data_rng, &anchor_rng, r->dc->mask_token_id, &tb) != 0 ||
+                   drawer_features(&r->dr, &r->draft, &r->target, &tb) != 0) {
+            return -1;
         }
-        hp.lr = train_lr_at(a.schedule, a.lr, warmup, steps, s);
-        if (!isfinite(hp.lr)) {
+        hp->lr = train_lr_at(a->schedule, a->lr, r->warmup, steps, s);
+        if (!isfinite(hp->lr)) {
             dflash_set_error("step %d: the learning rate is not finite (%g: --lr %g overflows the schedule); stopped, "
-                             "nothing written", s, hp.lr, a.lr);
-            goto fail;
+                             "nothing written", s, hp->lr, a->lr);
+            return -1;
         }
         TrainStats ts;
         memset(&ts, 0, sizeof ts);
         double t0 = now_seconds();
         clock_t c0 = clock();
-        if (train_step(&draft, &target, st, &tb, &hp, s, tracer ? trace_hook(tracer) : NULL, &ts) != 0) goto fail;
-        if (step_nonfinite(s, &ts, params, n_params, &hp) != 0) goto fail;
+        if (train_step(&r->draft, &r->target, r->st, &tb, hp, s, r->tracer ? trace_hook(r->tracer) : NULL, &ts) != 0)
+            return -1;
+        if (step_nonfinite(s, &ts, r->params, r->n_params, hp) != 0) return -1;
         double dt = now_seconds() - t0, dcpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
-        if (!(a.bench && s == 1 && steps > 1)) {  /* bench: step 1 warms up */
-            t_steps += dt;
-            cpu_steps += dcpu;
-            tokens += (long)tb.b * tb.S;
+        if (!(a->bench && s == 1 && steps > 1)) {  /* bench: step 1 warms up */
+            r->t_steps += dt;
+            r->cpu_steps += dcpu;
+            r->tokens += (long)tb.b * tb.S;
         }
-        if (logf)
-            fprintf(out_stream(logf), "step %d loss %.6f acc %.6f lr %.6e grad_norm %.6f\n", s, ts.loss, ts.accuracy,
-                    hp.lr, ts.grad_norm);
-        if (s == 1) first_loss = ts.loss, first_acc = ts.accuracy;
-        last_loss = ts.loss, last_acc = ts.accuracy;
-        if (s == 1 || s == steps || s % a.log_every == 0) {
+        if (r->logf)
+            fprintf(out_stream(r->logf), "step %d loss %.6f acc %.6f lr %.6e grad_norm %.6f\n", s, ts.loss,
+                    ts.accuracy, hp->lr, ts.grad_norm);
+        if (s == 1) r->first_loss = ts.loss, r->first_acc = ts.accuracy;
+        r->last_loss = ts.loss, r->last_acc = ts.accuracy;
+        if (s == 1 || s == steps || s % a->log_every == 0) {
             char eta[32];
-            double per = (now_seconds() - t_start) / s;
+            double per = (now_seconds() - r->t_start) / s;
             fmt_duration(eta, sizeof eta, per * (steps - s));
             fprintf(stderr, "step %d/%d  loss %.4f  acc %.4f  lr %.3e  grad norm %.4f  %.0f tok/s  %.0f ms/step  "
-                            "ETA %s\n", s, steps, ts.loss, ts.accuracy, hp.lr, ts.grad_norm,
+                            "ETA %s\n", s, steps, ts.loss, ts.accuracy, hp->lr, ts.grad_norm,
                     dt > 0 ? (double)tb.b * tb.S / dt : 0.0, dt * 1e3, eta);
         }
     }
-    if (a.bench) {
+    if (a->bench) {
         int timed = steps > 1 ? steps - 1 : 1;
         printf("train step (%s, batch %ld x %d tokens, block %d): %.1f ms per step, %.1f training tokens/s; "
                "processor time %.1f ms per step, %.1f tokens/s (mean of %d step%s after a warm-up step)\n", REAL_NAME,
-               a.batch, S, B, 1e3 * t_steps / timed, t_steps > 0 ? tokens / t_steps : 0.0, 1e3 * cpu_steps / timed,
-               cpu_steps > 0 ? tokens / cpu_steps : 0.0, timed, timed > 1 ? "s" : "");
-        rc = 0;
-        goto fail;
+               a->batch, r->S, r->B, 1e3 * r->t_steps / timed, r->t_steps > 0 ? r->tokens / r->t_steps : 0.0,
+               1e3 * r->cpu_steps / timed, r->cpu_steps > 0 ? r->tokens / r->cpu_steps : 0.0, timed,
+               timed > 1 ? "s" : "");
     }
+    return 0;
+}
 
-    /* the held-out evaluation */
-    if (held.n > 0) {
-        long n_blocks, sum_len;
-        accepted = calloc((size_t)B + 1, sizeof(long));
-        if (!accepted) { dflash_set_error("out of memory"); goto fail; }
-        double t0 = now_seconds();
-        if (train_eval_heldout(&draft, &target, st, held.n, held.ids, held.mask, held.off, held.len, S, B, &hp, accepted,
-                               &n_blocks, &sum_len) != 0) goto fail;
-        double tau = n_blocks ? 1.0 + (double)sum_len / (double)n_blocks : 0;
-        fprintf(stderr, "heldout: %d sequences, %ld blocks (%.1f s): tau %.4f, acceptance per position", held.n,
-                n_blocks, now_seconds() - t0, tau);
-        for (int i = 1; i < B; i++) fprintf(stderr, " %.4f", n_blocks ? (double)accepted[i] / (double)n_blocks : 0);
-        fputc('\n', stderr);
-        if (logf) {
-            FILE *f = out_stream(logf);
-            fprintf(f, "heldout_eval sequences %d blocks %ld tau %.6f acceptance_per_position", held.n, n_blocks, tau);
-            for (int i = 1; i < B; i++) fprintf(f, " %.6f", n_blocks ? (double)accepted[i] / (double)n_blocks : 0);
-            fputc('\n', f);
-            for (int q = 0; q < held.n; q++) {
-                fputs("heldout ", f);
-                seq_write(f, &held, q);
-            }
+/* the held-out evaluation (--heldout N): acceptance per position and tau */
+static int train_heldout(TrainCmd *r) {
+    const Seqs *held = &r->held;
+    int B = r->B;
+    if (held->n == 0) return 0;
+    long n_blocks, sum_len;
+    long *accepted = calloc((size_t)B + 1, sizeof(long));
+    if (!accepted) { dflash_set_error("out of memory"); return -1; }
+    double t0 = now_seconds();
+    if (train_eval_heldout(&r->draft, &r->target, r->st, held->n, held->ids, held->mask, held->off, held->len, r->S, B,
+                           &r->hp, accepted, &n_blocks, &sum_len) != 0) {
+        free(accepted);
+        return -1;
+    }
+    double tau = n_blocks ? 1.0 + (double)sum_len / (double)n_blocks : 0;
+    fprintf(stderr, "heldout: %d sequences, %ld blocks (%.1f s): tau %.4f, acceptance per position", held->n, n_blocks,
+            now_seconds() - t0, tau);
+    for (int i = 1; i < B; i++) fprintf(stderr, " %.4f", n_blocks ? (double)accepted[i] / (double)n_blocks : 0);
+    fputc('\n', stderr);
+    if (r->logf) {
+        FILE *f = out_stream(r->logf);
+        fprintf(f, "heldout_eval sequences %d blocks %ld tau %.6f acceptance_per_position", held->n, n_blocks, tau);
+        for (int i = 1; i < B; i++) fprintf(f, " %.6f", n_blocks ? (double)accepted[i] / (double)n_blocks : 0);
+        fputc('\n', f);
+        for (int q = 0; q < held->n; q++) {
+            fputs("heldout ", f);
+            seq_write(f, held, q);
         }
     }
+    free(accepted);
+    return 0;
+}
 
-    /* the draft folder */
-    Config out_cfg = *dc;
-    out_cfg.n_eos = target.cfg.n_eos;
-    memcpy(out_cfg.eos_token_id, target.cfg.eos_token_id, sizeof out_cfg.eos_token_id);
-    int bos = config_bos(src_config);
+/* the draft folder, the trace, the saved data and the log, then the summary */
+static int train_write(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    Config out_cfg = *r->dc;
+    out_cfg.n_eos = r->target.cfg.n_eos;
+    memcpy(out_cfg.eos_token_id, r->target.cfg.eos_token_id, sizeof out_cfg.eos_token_id);
+    int bos = config_bos(r->src_config);
     if (bos < 0) {
         char tcfg[4200];
-        snprintf(tcfg, sizeof tcfg, "%s/config.json", a.target);
+        snprintf(tcfg, sizeof tcfg, "%s/config.json", a->target);
         bos = config_bos(tcfg);
     }
-    if (outdir_write_file(&od, 0, &out_cfg, bos, B, params, n_params) != 0 ||
-        outdir_write_file(&od, 1, &out_cfg, bos, B, params, n_params) != 0 ||
-        outdir_write_file(&od, 2, &out_cfg, bos, B, params, n_params) != 0)
-        goto fail;
-    if (tracer) {
-        int crc = trace_close(tracer);
-        tracer = NULL;
-        if (crc != 0) goto fail;
+    for (int k = 0; k < 3; k++)
+        if (outdir_write_file(&r->od, k, &out_cfg, bos, r->B, r->params, r->n_params) != 0) return -1;
+    if (r->tracer) {
+        int crc = trace_close(r->tracer);
+        r->tracer = NULL;
+        if (crc != 0) return -1;
     }
-    if (outdir_commit(&od) != 0) goto fail;
-    if (savef) {
-        int src = out_commit(savef);
-        savef = NULL;
-        if (src != 0) goto fail;
-    }
-    if (logf) {
-        int lrc = out_commit(logf);
-        logf = NULL;
-        if (lrc != 0) goto fail;
-    }
-    double total = now_seconds() - t_start;
+    if (outdir_commit(&r->od) != 0) return -1;
+    OutFile **files[2] = {&r->savef, &r->logf};
+    for (int k = 0; k < 2; k++)
+        if (*files[k]) {
+            int frc = out_commit(*files[k]);
+            *files[k] = NULL;
+            if (frc != 0) return -1;
+        }
     char dur[32];
-    fmt_duration(dur, sizeof dur, total);
+    fmt_duration(dur, sizeof dur, now_seconds() - r->t_start);
     size_t n_weights = 0;
-    for (int i = 0; i < n_params; i++)
-        n_weights += (size_t)params[i].shape[0] * (size_t)(params[i].ndim == 2 ? params[i].shape[1] : 1);
-    if (steps > 0)
+    for (int i = 0; i < r->n_params; i++)
+        n_weights += (size_t)r->params[i].shape[0] * (size_t)(r->params[i].ndim == 2 ? r->params[i].shape[1] : 1);
+    if (r->steps > 0)
         fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
-            steps, dur, t_steps > 0 ? tokens / t_steps : 0.0, first_loss, last_loss, first_acc, last_acc);
-    fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, F32)%s%s\n", od.dir,
-            n_params, n_weights, a.trace_dir ? "; trace " : "", a.trace_dir ? a.trace_dir : "");
-    rc = 0;
-fail:
-    if (rc != 0) dflash_print_error("dflash train", "");
-    if (tracer) trace_discard(tracer);
-    out_abort(logf);
-    out_abort(savef);
-    free(accepted);
-    seqs_free(&held);
-    outdir_discard(&od);
-    free(params);
-    train_state_free(st);
-    drawer_free(&dr);
-    case_free(&cs);
-    seqs_free(&seqs);
-    if (have_draft) model_free(&draft);
-    model_free(&target);
-    return rc;
+                r->steps, dur, r->t_steps > 0 ? r->tokens / r->t_steps : 0.0, r->first_loss, r->last_loss,
+                r->first_acc, r->last_acc);
+    fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, F32)%s%s\n", r->od.dir,
+            r->n_params, n_weights, a->trace_dir ? "; trace " : "", a->trace_dir ? a->trace_dir : "");
+    return 0;
+}
+
+static void train_run_free(TrainCmd *r) {
+    if (r->tracer) trace_discard(r->tracer);
+    out_abort(r->logf);
+    out_abort(r->savef);
+    seqs_free(&r->held);
+    outdir_discard(&r->od);
+    free(r->params);
+    train_state_free(r->st);
+    drawer_free(&r->dr);
+    case_free(&r->cs);
+    seqs_free(&r->seqs);
+    if (r->have_draft) model_free(&r->draft);
+    model_free(&r->target);
+}
+
+int train_main(int argc, char **argv) {
+    TrainCmd run;
+    TrainCmd *r = &run;
+    memset(r, 0, sizeof *r);
+    int pa = train_parse_args(argc, argv, &r->a);
+    if (pa == 1) { for (int k = 0; k < 3; k++) fputs(TRAIN_USAGE[k], stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash train", ""); return 2; }
+    r->argc = argc, r->argv = argv;
+    int ok = train_check_outputs(&r->a) == 0 && train_load(r) == 0 && train_data(r) == 0 && train_setup(r) == 0 &&
+             train_loop(r) == 0 && (r->a.bench || (train_heldout(r) == 0 && train_write(r) == 0));
+    if (!ok) dflash_print_error("dflash train", "");
+    train_run_free(r);
+    return ok ? 0 : 2;
 }

@@ -29,6 +29,7 @@
 #include "train.h"
 #include "train_cli.h"
 #include "train_target.h"
+#include "flags.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -114,86 +115,52 @@ static const char *const TT_USAGE[2] = {
 #define TT_MAX_FILES 64
 
 typedef struct {
-    const char *config, *target, *resume, *tokenizer, *out, *batches, *trace_dir, *log, *checkpoint, *dtype;
-    const char *schedule_s, *decay_s;
+    const char *config, *target, *resume, *tokenizer, *out, *batches, *trace_dir, *log, *checkpoint;
+    int bf16;          /* --dtype: 0 f32, 1 bf16 (the order of its choices) */
+    int schedule;      /* Schedule: 0 cosine, 1 constant */
+    int decay_on;      /* TRAIN_DECAY_ALL (0) or TRAIN_DECAY_MATRICES (1) */
     const char *data[TT_MAX_FILES], *heldout[TT_MAX_FILES];
     int n_data, n_heldout;
     long steps, batch, seq_len, warmup, log_every, checkpoint_every, stop_after, threads;
     double lr, weight_decay, max_grad_norm, adam_eps, beta2;
     uint64_t seed;
-    int seed_given;
 } TtArgs;
 
-/* The flag table: name, kind, where the value goes, its range. A string
- * list (--data, --heldout) takes every argument up to the next flag. */
-typedef enum { F_STR, F_LIST, F_LONG, F_REAL, F_SEED } FlagKind;
-typedef struct {
-    const char *name;
-    FlagKind kind;
-    size_t off, count_off;   /* offsetof the value (and for F_LIST the count) */
-    double lo, hi;           /* F_LONG: inclusive range; F_REAL: lo, hi (hi < lo: no upper bound) */
-    int open;                /* F_REAL: 1 lo excluded, 2 lo and hi excluded */
-} Flag;
-
-#define FS(n, f) {n, F_STR, offsetof(TtArgs, f), 0, 0, 0, 0}
-#define FL(n, f, lo, hi) {n, F_LONG, offsetof(TtArgs, f), 0, lo, hi, 0}
-#define FR(n, f, lo, hi, open) {n, F_REAL, offsetof(TtArgs, f), 0, lo, hi, open}
-static const Flag TT_FLAGS[] = {
-    FS("--config", config), FS("--target", target), FS("--resume", resume), FS("--tokenizer", tokenizer),
-    FS("--out", out), FS("--batches", batches), FS("--trace", trace_dir), FS("--log", log),
-    FS("--checkpoint", checkpoint), FS("--dtype", dtype), FS("--schedule", schedule_s), FS("--decay-on", decay_s),
-    {"--data", F_LIST, offsetof(TtArgs, data), offsetof(TtArgs, n_data), 0, 0, 0},
-    {"--heldout", F_LIST, offsetof(TtArgs, heldout), offsetof(TtArgs, n_heldout), 0, 0, 0},
-    FL("--steps", steps, 0, 100000000), FL("--batch", batch, 1, 4096), FL("--seq-len", seq_len, 2, 1 << 20),
-    FL("--warmup", warmup, 0, 100000000), FL("--log-every", log_every, 1, 100000000),
-    FL("--checkpoint-every", checkpoint_every, 0, 100000000), FL("--stop-after", stop_after, 1, 100000000),
-    FL("--threads", threads, 1, 64),
-    FR("--lr", lr, 0, -1, 1), FR("--weight-decay", weight_decay, 0, -1, 0),
-    FR("--max-grad-norm", max_grad_norm, 0, -1, 0), FR("--adam-eps", adam_eps, 0, -1, 1),
-    FR("--beta2", beta2, 0, 1, 2),
-    {"--seed", F_SEED, offsetof(TtArgs, seed), 0, 0, 0, 0},
-};
-
-static int parse_value(const Flag *f, const char *v, TtArgs *a) {
-    char *p = (char *)a + f->off, *end;
-    if (f->kind == F_STR) { *(const char **)p = v; return 0; }
-    if (f->kind == F_LONG) {
-        errno = 0;
-        long x = strtol(v, &end, 10);
-        if (!(*v == '-' || (*v >= '0' && *v <= '9')) || *end || errno || x < (long)f->lo || x > (long)f->hi) {
-            dflash_set_error("%s: expected an integer in %ld..%ld, got \"%.100s\"", f->name, (long)f->lo,
-                             (long)f->hi, v);
-            return -1;
-        }
-        *(long *)p = x;
-        return 0;
-    }
-    if (f->kind == F_SEED) {
-        errno = 0;
-        unsigned long long x = strtoull(v, &end, 10);
-        if (!(*v >= '0' && *v <= '9') || *end || errno) {
-            dflash_set_error("%s: expected an integer in 0..%llu, got \"%.100s\"", f->name, ~0ull, v);
-            return -1;
-        }
-        *(uint64_t *)p = x;
-        a->seed_given = 1;
-        return 0;
-    }
-    double x = strtod(v, &end);
-    int ok = *v && !*end && isfinite(x) && x >= f->lo && !(f->open && x == f->lo) &&
-             !(f->hi >= f->lo && (x > f->hi || (f->open == 2 && x == f->hi)));
-    if (!ok) {
-        if (f->hi >= f->lo)
-            dflash_set_error("%s: expected a number in %s%g, %g%s, got \"%.100s\"", f->name, f->open ? "(" : "[",
-                             f->lo, f->hi, f->open == 2 ? ")" : "]", v);
-        else
-            dflash_set_error("%s: expected a finite number %s %g, got \"%.100s\"", f->name, f->open ? ">" : ">=",
-                             f->lo, v);
-        return -1;
-    }
-    *(double *)p = x;
-    return 0;
-}
+/* THE flags of dflash train-target (cli/flags.h; tests/test_flags.c checks
+ * them against TT_USAGE). --data and --heldout take every argument up to
+ * the next flag. */
+#define TT(m) offsetof(TtArgs, m)
+const Flag TRAIN_TARGET_FLAGS[] = {
+    {.name = "--config", .kind = FLAG_STRING, .field = TT(config)},
+    {.name = "--target", .kind = FLAG_STRING, .field = TT(target)},
+    {.name = "--resume", .kind = FLAG_STRING, .field = TT(resume)},
+    {.name = "--tokenizer", .kind = FLAG_STRING, .field = TT(tokenizer)},
+    {.name = "--out", .kind = FLAG_STRING, .field = TT(out)},
+    {.name = "--dtype", .kind = FLAG_CHOICE, .field = TT(bf16), .choices = "f32|bf16"},
+    {.name = "--data", .kind = FLAG_LIST, .field = TT(data), .count = TT(n_data), .max = TT_MAX_FILES},
+    {.name = "--batches", .kind = FLAG_STRING, .field = TT(batches)},
+    {.name = "--steps", .kind = FLAG_INT, .field = TT(steps), .lo = 0, .hi = 100000000},
+    {.name = "--batch", .kind = FLAG_INT, .field = TT(batch), .lo = 1, .hi = 4096},
+    {.name = "--seq-len", .kind = FLAG_INT, .field = TT(seq_len), .lo = 2, .hi = 1 << 20},
+    {.name = "--lr", .kind = FLAG_REAL, .field = TT(lr), .lo = 0, .open = FLAG_OPEN},
+    {.name = "--warmup", .kind = FLAG_INT, .field = TT(warmup), .lo = 0, .hi = 100000000},
+    {.name = "--schedule", .kind = FLAG_CHOICE, .field = TT(schedule), .choices = "cosine|constant"},
+    {.name = "--weight-decay", .kind = FLAG_REAL, .field = TT(weight_decay), .lo = 0},
+    {.name = "--decay-on", .kind = FLAG_CHOICE, .field = TT(decay_on), .choices = "all|matrices"},
+    {.name = "--max-grad-norm", .kind = FLAG_REAL, .field = TT(max_grad_norm), .lo = 0},
+    {.name = "--adam-eps", .kind = FLAG_REAL, .field = TT(adam_eps), .lo = 0, .open = FLAG_OPEN},
+    {.name = "--beta2", .kind = FLAG_REAL, .field = TT(beta2), .lo = 0, .hi = 1, .open = FLAG_OPEN_BOTH},
+    {.name = "--seed", .kind = FLAG_U64, .field = TT(seed)},
+    {.name = "--threads", .kind = FLAG_INT, .field = TT(threads), .lo = 1, .hi = 64},
+    {.name = "--log-every", .kind = FLAG_INT, .field = TT(log_every), .lo = 1, .hi = 100000000},
+    {.name = "--checkpoint-every", .kind = FLAG_INT, .field = TT(checkpoint_every), .lo = 0, .hi = 100000000},
+    {.name = "--checkpoint", .kind = FLAG_STRING, .field = TT(checkpoint)},
+    {.name = "--stop-after", .kind = FLAG_INT, .field = TT(stop_after), .lo = 1, .hi = 100000000},
+    {.name = "--heldout", .kind = FLAG_LIST, .field = TT(heldout), .count = TT(n_heldout), .max = TT_MAX_FILES},
+    {.name = "--log", .kind = FLAG_STRING, .field = TT(log)},
+    {.name = "--trace", .kind = FLAG_STRING, .field = TT(trace_dir)},
+    FLAG_TABLE_END};
+#undef TT
 
 /* 0 run, 1 --help, -1 bad arguments (dflash_errmsg) */
 static int tt_parse_args(int argc, char **argv, TtArgs *a) {
@@ -209,39 +176,9 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
     a->seed = 1337;
     a->log_every = 10;
     a->threads = 1;
-    for (int i = 1; i < argc; i++) {
-        const char *name = argv[i];
-        if (strcmp(name, "--help") == 0 || strcmp(name, "-h") == 0) return 1;
-        const Flag *f = NULL;
-        for (size_t k = 0; k < sizeof TT_FLAGS / sizeof TT_FLAGS[0]; k++)
-            if (strcmp(name, TT_FLAGS[k].name) == 0) f = &TT_FLAGS[k];
-        if (!f) {
-            dflash_set_error(name[0] == '-' ? "unknown flag \"%.100s\" (see dflash train-target --help)"
-                                            : "unexpected argument \"%.100s\": expected a flag (see dflash "
-                                              "train-target --help)", name);
-            return -1;
-        }
-        int n_values = 0;
-        while (i + 1 < argc && !(strncmp(argv[i + 1], "--", 2) == 0 && argv[i + 1][2])) {
-            const char *v = argv[++i];
-            n_values++;
-            if (f->kind == F_LIST) {
-                int *n = (int *)((char *)a + f->count_off);
-                if (*n == TT_MAX_FILES) {
-                    dflash_set_error("%s: at most %d files", f->name, TT_MAX_FILES);
-                    return -1;
-                }
-                ((const char **)((char *)a + f->off))[(*n)++] = v;
-            } else {
-                if (parse_value(f, v, a) != 0) return -1;
-                break;
-            }
-        }
-        if (n_values == 0) {
-            dflash_set_error("%s: missing value%s", name, i + 1 < argc ? " (the next argument is a flag)" : "");
-            return -1;
-        }
-    }
+    a->decay_on = TRAIN_DECAY_MATRICES;
+    int rc = flags_parse(TRAIN_TARGET_FLAGS, argc, argv, a, "dflash train-target", NULL, 0, NULL);
+    if (rc != 0) return rc;
     if (!!a->config + !!a->target + !!a->resume != 1) {
         dflash_set_error("--config FILE, --target DIR or --resume DIR: expected exactly one, got %s",
                          a->config || a->target || a->resume ? "more" : "none");
@@ -252,18 +189,6 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
         return -1;
     }
     if (!a->out) { dflash_set_error("--out: missing (the folder the trained target goes to)"); return -1; }
-    if (a->dtype && strcmp(a->dtype, "f32") && strcmp(a->dtype, "bf16")) {
-        dflash_set_error("--dtype: expected f32 or bf16, got \"%.100s\"", a->dtype);
-        return -1;
-    }
-    if (a->schedule_s && strcmp(a->schedule_s, "cosine") && strcmp(a->schedule_s, "constant")) {
-        dflash_set_error("--schedule: expected cosine or constant, got \"%.100s\"", a->schedule_s);
-        return -1;
-    }
-    if (a->decay_s && strcmp(a->decay_s, "all") && strcmp(a->decay_s, "matrices")) {
-        dflash_set_error("--decay-on: expected all or matrices, got \"%.100s\"", a->decay_s);
-        return -1;
-    }
     if (a->warmup >= 0 && a->steps >= 0 && a->steps > 0 && a->warmup >= a->steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
         return -1;
@@ -280,34 +205,10 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
  * 2. Data
  * ======================================================================== */
 
-/* the tokenizer as formats/corpus.c calls it */
-static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
-    IntList l = {*ids, *n, *cap};
-    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
-    *ids = l.v, *n = l.n, *cap = l.cap;
-    return rc;
-}
-
-/* the id of an added (special) token, or -1 */
-/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
- * allocated, a power of two) */
-static int token_count(const Tokenizer *t) {
-    int n = t->n_ids;
-    while (n > 0 && !t->bytes[n - 1]) n--;
-    return n;
-}
-
-static int token_id(const Tokenizer *t, const char *text) {
-    for (int i = 0; i < t->n_added; i++)
-        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
-            return t->added[i].id;
-    return -1;
-}
-
 static int corpus_read(Corpus *c, const char *const *files, int n_files, const Tokenizer *tok, int eot, int V) {
     memset(c, 0, sizeof *c);
     for (int i = 0; i < n_files; i++)
-        if (corpus_add_file(c, files[i], encode_cb, (void *)tok, eot) != 0) return -1;
+        if (corpus_add_file(c, files[i], tok_encode_cb, (void *)tok, eot) != 0) return -1;
     for (size_t k = 0; k < c->n; k++)
         if (c->ids[k] < 0 || c->ids[k] >= V) {
             dflash_set_error("%s: token id %d: expected ids below the model's vocab_size %d", files[0], c->ids[k], V);
@@ -436,14 +337,6 @@ static size_t order_next(Order *o) {
  * 3. The output folders
  * ======================================================================== */
 
-/* A number as JSON: the shortest %.{15,16,17}g that reads back exactly. */
-static void json_number(char *buf, size_t size, double v) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-}
-
 /* config.json of a Qwen3ForCausalLM / LlamaForCausalLM, transformers' keys in
  * sorted order, with this model's values */
 static void write_config_json(FILE *f, const Config *c, const char *dtype, int eot) {
@@ -464,17 +357,7 @@ static void write_config_json(FILE *f, const Config *c, const char *dtype, int e
     fprintf(f, "  \"num_attention_heads\": %d,\n  \"num_hidden_layers\": %d,\n", c->num_attention_heads,
             c->num_hidden_layers);
     fprintf(f, "  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %s,\n", c->num_key_value_heads, eps);
-    if (c->rope_llama3) {
-        char fac[40], lo[40], hi[40];
-        json_number(fac, sizeof fac, c->rope_factor);
-        json_number(lo, sizeof lo, c->rope_low_freq_factor);
-        json_number(hi, sizeof hi, c->rope_high_freq_factor);
-        fprintf(f, "  \"rope_scaling\": {\"factor\": %s, \"high_freq_factor\": %s, \"low_freq_factor\": %s, "
-                   "\"original_max_position_embeddings\": %d, \"rope_type\": \"llama3\"},\n", fac, hi, lo,
-                c->rope_original_max_position_embeddings);
-    } else {
-        fprintf(f, "  \"rope_scaling\": null,\n");
-    }
+    config_write_rope_scaling(f, c);
     fprintf(f, "  \"rope_theta\": %s,\n", theta);
     if (!c->llama) fprintf(f, "  \"sliding_window\": null,\n");
     fprintf(f, "  \"tie_word_embeddings\": %s,\n  \"use_cache\": true,\n", c->tie_word_embeddings ? "true" : "false");
@@ -734,40 +617,17 @@ static int outdir_file_done(OutDir *o, OutFile *f, char *path) {
 /* rename the partial folder onto dir (an earlier one moved aside first and
  * removed after), signals blocked throughout */
 static int outdir_commit(OutDir *o, const char *label) {
-    char old[4200] = "";
-    int rc = -1;
     sigset_t sig;
     out_block_signals(&sig);
     struct stat st;
     o->exists = lstat(o->dir, &st) == 0;
-    if (o->exists) {
-        snprintf(old, sizeof old, "%s.old.XXXXXX", o->dir);
-        if (!mkdtemp(old)) { dflash_set_error("%s %s: cannot create %s: %s", label, o->dir, old, strerror(errno)); goto done; }
-        if (rename(o->dir, old) != 0) {
-            dflash_set_error("%s %s: cannot move the earlier folder aside: %s", label, o->dir, strerror(errno));
-            rmdir(old);
-            goto done;
-        }
+    int rc = dir_replace(label, o->dir, o->tmp, o->exists, "the earlier folder", OUT_FILES, OF_N);
+    if (rc == 0) {
+        out_forget(o, 'f', NULL);
+        out_forget(o, 'd', NULL);
+        free(o->tmp);
+        o->tmp = NULL;
     }
-    if (rename(o->tmp, o->dir) != 0) {
-        dflash_set_error("%s %s: cannot rename %s into place: %s", label, o->dir, o->tmp, strerror(errno));
-        if (old[0]) rename(old, o->dir);
-        goto done;
-    }
-    out_forget(o, 'f', NULL);
-    out_forget(o, 'd', NULL);
-    free(o->tmp);
-    o->tmp = NULL;
-    if (old[0]) {
-        for (int i = 0; i < OF_N; i++) {
-            char *p = path_join(old, OUT_FILES[i]);
-            if (p) unlink(p);
-            free(p);
-        }
-        rmdir(old);
-    }
-    rc = 0;
-done:
     out_restore_signals(&sig);
     return rc;
 }
@@ -969,189 +829,214 @@ static int evaluate(Run *r, const Corpus *c, int b, int T, double *loss_per_toke
     return 0;
 }
 
-static void fmt_duration(char *buf, size_t size, double s) {
-    if (!isfinite(s) || s < 0) s = 0;
-    long t = (long)(s + 0.5);
-    if (t >= 3600) snprintf(buf, size, "%ldh%02ldm%02lds", t / 3600, t / 60 % 60, t % 60);
-    else if (t >= 60) snprintf(buf, size, "%ldm%02lds", t / 60, t % 60);
-    else snprintf(buf, size, "%.1fs", s);
-}
-
-int train_target_main(int argc, char **argv) {
+/* One run of dflash train-target: what its phases share. train_target_main
+ * runs them in order (tt_paths, tt_load, tt_data, tt_state, tt_resume,
+ * tt_open, tt_loop, tt_finish), each 0 or -1 with dflash_errmsg; tt_free
+ * releases what any of them made. */
+typedef struct {
     TtArgs a;
-    int pa = tt_parse_args(argc, argv, &a);
-    if (pa == 1) { fputs(TT_USAGE[0], stdout); fputs(TT_USAGE[1], stdout); return 0; }
-    if (pa < 0) { dflash_print_error("dflash train-target", ""); return 2; }
-
+    int argc;
+    char **argv;
     Run r;
     Corpus train, held;
     Case cs;
     OutDir od, ck;
     Tokenizer tok;
-    int have_tok = 0, rc = 2;
-    Tracer *tracer = NULL;
-    OutFile *logf = NULL;
-    int *batch_ids = NULL;
-    char ck_default[4200];
-    memset(&r, 0, sizeof r);
-    memset(&train, 0, sizeof train);
-    memset(&held, 0, sizeof held);
-    memset(&cs, 0, sizeof cs);
-    memset(&od, 0, sizeof od);
-    memset(&ck, 0, sizeof ck);
-    memset(&tok, 0, sizeof tok);
-    od.lock_fd = ck.lock_fd = -1;
-    r.a = &a;
-    r.eot = -1;
+    int have_tok;
+    Tracer *tracer;
+    OutFile *logf;
+    int *batch_ids;
+    char ck_default[4200], tok_default[4200];
+    const char *ck_dir;
+    int V, T, b, steps, warmup, first_step;
+    size_t n_weights;
+    TrainHyper hp;
     struct sigaction old_int, old_term;
-    int handlers = 0;
+    int handlers;
+    double t_run, cpu_run, first_loss, last_loss;  /* cpu_run: processor seconds of this process's steps */
+    long tokens_run;
+    int rc;   /* tt_loop stopped early: the exit status */
+} TtCmd;
 
-    /* the paths: outputs against inputs, before anything is read */
-    snprintf(ck_default, sizeof ck_default, "%.4000s.checkpoint", a.out);
-    const char *ck_dir = a.checkpoint ? a.checkpoint : ck_default;
-    char tok_default[4200] = "";
-    if (!a.tokenizer && (a.target || a.resume)) {
-        snprintf(tok_default, sizeof tok_default, "%.4000s/tokenizer.json", a.target ? a.target : a.resume);
+/* the paths: the outputs against the inputs, before anything is read */
+static int tt_paths(TtCmd *tc) {
+    TtArgs *a = &tc->a;
+    snprintf(tc->ck_default, sizeof tc->ck_default, "%.4000s.checkpoint", a->out);
+    const char *ck_dir = tc->ck_dir = a->checkpoint ? a->checkpoint : tc->ck_default;
+    if (!a->tokenizer && (a->target || a->resume)) {
+        snprintf(tc->tok_default, sizeof tc->tok_default, "%.4000s/tokenizer.json", a->target ? a->target : a->resume);
         struct stat sb;
-        if (stat(tok_default, &sb) == 0) a.tokenizer = tok_default;
+        if (stat(tc->tok_default, &sb) == 0) a->tokenizer = tc->tok_default;
     }
     /* --resume DIR with DIR the run's own checkpoint folder (the usual case):
      * everything in it is read into memory before the first step, and a new
      * checkpoint replaces the folder by a rename, so it is not an input to
      * protect from itself */
     struct stat rs_st, ck_st;
-    int resume_own = a.resume && stat(a.resume, &rs_st) == 0 && stat(ck_dir, &ck_st) == 0 &&
+    int resume_own = a->resume && stat(a->resume, &rs_st) == 0 && stat(ck_dir, &ck_st) == 0 &&
                      rs_st.st_dev == ck_st.st_dev && rs_st.st_ino == ck_st.st_ino;
     const char *inputs[2 * TT_MAX_FILES + 8];
     int n_in = 0;
-    for (int i = 0; i < a.n_data; i++) inputs[n_in++] = a.data[i];
-    for (int i = 0; i < a.n_heldout; i++) inputs[n_in++] = a.heldout[i];
-    if (a.config) inputs[n_in++] = a.config;
-    if (a.target) inputs[n_in++] = a.target;
-    if (a.resume && !resume_own) inputs[n_in++] = a.resume;
-    if (a.tokenizer && !(resume_own && a.tokenizer == tok_default)) inputs[n_in++] = a.tokenizer;
-    if (a.batches) inputs[n_in++] = a.batches;
-    OutPath outs[4] = {{a.out, "--out", 1}, {ck_dir, "--checkpoint", 1}, {a.log, "--log", 0}, {a.trace_dir, "--trace", 1}};
-    if (out_check_paths("dflash train-target", outs, 4, inputs, n_in) != 0) goto fail;
+    for (int i = 0; i < a->n_data; i++) inputs[n_in++] = a->data[i];
+    for (int i = 0; i < a->n_heldout; i++) inputs[n_in++] = a->heldout[i];
+    if (a->config) inputs[n_in++] = a->config;
+    if (a->target) inputs[n_in++] = a->target;
+    if (a->resume && !resume_own) inputs[n_in++] = a->resume;
+    if (a->tokenizer && !(resume_own && a->tokenizer == tc->tok_default)) inputs[n_in++] = a->tokenizer;
+    if (a->batches) inputs[n_in++] = a->batches;
+    OutPath outs[4] = {{a->out, "--out", 1}, {ck_dir, "--checkpoint", 1}, {a->log, "--log", 0}, {a->trace_dir, "--trace", 1}};
+    if (out_check_paths("dflash train-target", outs, 4, inputs, n_in) != 0) return -1;
+    return 0;
+}
 
-    /* the model */
-    if (a.config) {
-        if (config_load(&r.cfg, a.config, 0) != 0) goto fail;   /* initialised after every check */
+/* the model (a config's, initialised later, or a folder's) and the tokenizer */
+static int tt_load(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    Tokenizer *tok = &tc->tok;
+    if (a->config) {
+        if (config_load(&r->cfg, a->config, 0) != 0) return -1;   /* initialised after every check */
     } else {
-        const char *dir = a.target ? a.target : a.resume;
-        if (model_load(&r.model, dir, 0) != 0) goto fail;
-        r.cfg = r.model.cfg;
-        r.have_model = 1;
+        const char *dir = a->target ? a->target : a->resume;
+        if (model_load(&r->model, dir, 0) != 0) return -1;
+        r->cfg = r->model.cfg;
+        r->have_model = 1;
     }
-    int V = r.cfg.vocab_size;
+    int V = tc->V = r->cfg.vocab_size;
 
     /* the tokenizer */
-    if (a.tokenizer) {
-        if (tok_load(&tok, a.tokenizer) != 0) goto fail;
-        have_tok = 1;
-        if (file_read_all(a.tokenizer, &r.tok_json, &r.tok_len) != 0) goto fail;
-        r.eot = token_id(&tok, "<|endoftext|>");
-        if (r.eot < 0) {
-            dflash_set_error("%s: no <|endoftext|> token (the separator between documents)", a.tokenizer);
-            goto fail;
+    if (a->tokenizer) {
+        if (tok_load(tok, a->tokenizer) != 0) return -1;
+        tc->have_tok = 1;
+        if (file_read_all(a->tokenizer, &r->tok_json, &r->tok_len) != 0) return -1;
+        r->eot = tok_added_id(tok, "<|endoftext|>");
+        if (r->eot < 0) {
+            dflash_set_error("%s: no <|endoftext|> token (the separator between documents)", a->tokenizer);
+            return -1;
         }
-        if (token_count(&tok) > V) {
-            dflash_set_error("%s: %d tokens, the model's vocab_size is %d (expected at most that)", a.tokenizer,
-                             token_count(&tok), V);
-            goto fail;
+        if (tok->n_ids > V) {
+            dflash_set_error("%s: %d tokens, the model's vocab_size is %d (expected at most that)", a->tokenizer,
+                             tok->n_ids, V);
+            return -1;
         }
-    } else if (a.n_data || a.n_heldout) {
+    } else if (a->n_data || a->n_heldout) {
         dflash_set_error("--data and --heldout read text through a tokenizer: give --tokenizer FILE");
-        goto fail;
+        return -1;
     }
+    return 0;
+}
 
-    /* the data */
-    int T = (int)a.seq_len, b = (int)a.batch, steps = (int)a.steps;
-    if (T > r.cfg.max_position_embeddings) {
-        dflash_set_error("--seq-len: expected 2..%d (max_position_embeddings), got %d", r.cfg.max_position_embeddings, T);
-        goto fail;
+/* the data (--batches, --data, --heldout) and the steps it gives */
+static int tt_data(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    Case *cs = &tc->cs;
+    Corpus *train = &tc->train, *held = &tc->held;
+    const Tokenizer *tok = &tc->tok;
+    int V = tc->V;
+    int T = (int)a->seq_len, b = (int)a->batch, steps = (int)a->steps;
+    if (T > r->cfg.max_position_embeddings) {
+        dflash_set_error("--seq-len: expected 2..%d (max_position_embeddings), got %d", r->cfg.max_position_embeddings, T);
+        return -1;
     }
-    if (a.batches) {
-        if (case_load(&cs, a.batches, V) != 0) goto fail;
-        if (steps < 0) steps = cs.n;
-        if (steps > cs.n) {
-            dflash_set_error("--steps: expected at most %d (the batches in %s), got %d", cs.n, a.batches, steps);
-            goto fail;
+    if (a->batches) {
+        if (case_load(cs, a->batches, V) != 0) return -1;
+        if (steps < 0) steps = cs->n;
+        if (steps > cs->n) {
+            dflash_set_error("--steps: expected at most %d (the batches in %s), got %d", cs->n, a->batches, steps);
+            return -1;
         }
         T = b = 0;
-        for (int i = 0; i < cs.n; i++) {
-            if (cs.batch[i].S > r.cfg.max_position_embeddings) {
-                dflash_set_error("%s: batches[%d]: %d ids: expected at most %d (max_position_embeddings)", a.batches,
-                                 i, cs.batch[i].S, r.cfg.max_position_embeddings);
-                goto fail;
+        for (int i = 0; i < cs->n; i++) {
+            if (cs->batch[i].S > r->cfg.max_position_embeddings) {
+                dflash_set_error("%s: batches[%d]: %d ids: expected at most %d (max_position_embeddings)", a->batches,
+                                 i, cs->batch[i].S, r->cfg.max_position_embeddings);
+                return -1;
             }
-            if (cs.batch[i].S > T) T = cs.batch[i].S;
-            if (cs.batch[i].b > b) b = cs.batch[i].b;
+            if (cs->batch[i].S > T) T = cs->batch[i].S;
+            if (cs->batch[i].b > b) b = cs->batch[i].b;
         }
-    } else if (a.n_data) {
+    } else if (a->n_data) {
         if (steps < 0) steps = 100;
-        if (corpus_read(&train, a.data, a.n_data, &tok, r.eot, V) != 0) goto fail;
-        r.order.n = corpus_windows(&train, T);
-        if (r.order.n == 0 && steps > 0) {
+        if (corpus_read(train, a->data, a->n_data, tok, r->eot, V) != 0) return -1;
+        r->order.n = corpus_windows(train, T);
+        if (r->order.n == 0 && steps > 0) {
             dflash_set_error("--data: %zu tokens, fewer than one window of --seq-len %d: nothing to train on",
-                             train.n, T);
-            goto fail;
+                             train->n, T);
+            return -1;
         }
     }
-    if (a.n_heldout && corpus_read(&held, a.heldout, a.n_heldout, &tok, r.eot, V) != 0) goto fail;
-    if (a.n_heldout && held.n < 2) { dflash_set_error("--heldout: fewer than 2 tokens"); goto fail; }
-    int warmup = a.warmup >= 0 ? (int)a.warmup : (int)(0.04 * steps);
+    if (a->n_heldout && corpus_read(held, a->heldout, a->n_heldout, tok, r->eot, V) != 0) return -1;
+    if (a->n_heldout && held->n < 2) { dflash_set_error("--heldout: fewer than 2 tokens"); return -1; }
+    int warmup = a->warmup >= 0 ? (int)a->warmup : (int)(0.04 * steps);
     if (steps > 0 && warmup >= steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", steps, warmup);
-        goto fail;
+        return -1;
     }
-    if (a.stop_after > 0 && a.stop_after >= steps) {
-        dflash_set_error("--stop-after: expected a step before the last (%d), got %ld", steps, a.stop_after);
-        goto fail;
+    if (a->stop_after > 0 && a->stop_after >= steps) {
+        dflash_set_error("--stop-after: expected a step before the last (%d), got %ld", steps, a->stop_after);
+        return -1;
     }
+    tc->T = T, tc->b = b, tc->steps = steps, tc->warmup = warmup;
+    return 0;
+}
 
-    /* the settings a checkpoint records */
-    RunState *s = &r.rs;
+/* the settings a checkpoint records; the state: weights made private,
+ * gradients, AdamW, activations; the windows' order */
+static int tt_state(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    int T = tc->T, b = tc->b, steps = tc->steps, warmup = tc->warmup;
+    RunState *s = &r->rs;
     s->steps = steps, s->batch = b, s->seq_len = T, s->warmup = warmup;
-    s->lr = a.lr, s->weight_decay = a.weight_decay, s->max_grad_norm = a.max_grad_norm, s->adam_eps = a.adam_eps;
-    s->beta2 = a.beta2;
-    s->schedule = a.schedule_s && strcmp(a.schedule_s, "constant") == 0 ? SCHEDULE_CONSTANT : SCHEDULE_COSINE;
-    s->decay_on = a.decay_s && strcmp(a.decay_s, "all") == 0 ? TRAIN_DECAY_ALL : TRAIN_DECAY_MATRICES;
-    s->seed = a.seed;
+    s->lr = a->lr, s->weight_decay = a->weight_decay, s->max_grad_norm = a->max_grad_norm, s->adam_eps = a->adam_eps;
+    s->beta2 = a->beta2;
+    s->schedule = a->schedule;
+    s->decay_on = a->decay_on;
+    s->seed = a->seed;
 
     /* the state: weights made private, gradients, AdamW, activations */
-    if (a.config) {
-        if (lm_init_target(&r.model, &r.cfg, a.seed) != 0) goto fail;
-        r.have_model = 1;
+    if (a->config) {
+        if (lm_init_target(&r->model, &r->cfg, a->seed) != 0) return -1;
+        r->have_model = 1;
     }
-    if (!(r.st = lm_state_new(&r.model, b, T > 2 ? T : 2))) goto fail;
-    int cap = 16 * r.cfg.num_hidden_layers + 8;
-    r.params = calloc((size_t)cap, sizeof(TrainParam));
-    r.m = calloc((size_t)cap, sizeof(TrainParam));
-    r.v = calloc((size_t)cap, sizeof(TrainParam));
-    if (!r.params || !r.m || !r.v) { dflash_set_error("out of memory"); goto fail; }
-    r.n_params = lm_params(&r.model, r.params, cap);
-    if (r.n_params <= 0 || r.n_params > cap || lm_optimizer_tensors(r.st, r.m, r.v, cap) != r.n_params) {
+    if (!(r->st = lm_state_new(&r->model, b, T > 2 ? T : 2))) return -1;
+    int cap = 16 * r->cfg.num_hidden_layers + 8;
+    r->params = calloc((size_t)cap, sizeof(TrainParam));
+    r->m = calloc((size_t)cap, sizeof(TrainParam));
+    r->v = calloc((size_t)cap, sizeof(TrainParam));
+    if (!r->params || !r->m || !r->v) { dflash_set_error("out of memory"); return -1; }
+    r->n_params = lm_params(&r->model, r->params, cap);
+    if (r->n_params <= 0 || r->n_params > cap || lm_optimizer_tensors(r->st, r->m, r->v, cap) != r->n_params) {
         if (!dflash_errmsg[0]) dflash_set_error("the model's tensors: unexpected count");
-        goto fail;
+        return -1;
     }
-    r.order.order = r.order.n ? malloc(sizeof(size_t) * r.order.n) : NULL;
-    if (r.order.n && !r.order.order) { dflash_set_error("out of memory (the windows' order)"); goto fail; }
+    r->order.order = r->order.n ? malloc(sizeof(size_t) * r->order.n) : NULL;
+    if (r->order.n && !r->order.order) { dflash_set_error("out of memory (the windows' order)"); return -1; }
     {
         Rng g;
-        rng_seed(&g, a.seed ^ 0x64617461ull);   /* "data" */
-        r.order.epoch_rng = g.s;
-        r.order.epoch = 0, r.order.cursor = 0;
-        if (r.order.n) order_shuffle(&r.order);
+        rng_seed(&g, a->seed ^ 0x64617461ull);   /* "data" */
+        r->order.epoch_rng = g.s;
+        r->order.epoch = 0, r->order.cursor = 0;
+        if (r->order.n) order_shuffle(&r->order);
     }
-    int first_step = 1;
-    if (a.resume) {   /* the checkpoint's position, after checking it is this run's */
+    return 0;
+}
+
+/* --resume: the checkpoint's position, after checking it is this run's */
+static int tt_resume(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    RunState *s = &r->rs;
+    int steps = tc->steps;
+    tc->first_step = 1;
+    if (a->resume) {   /* the checkpoint's position, after checking it is this run's */
         RunState c;
         memset(&c, 0, sizeof c);
-        char *p = path_join(a.resume, "trainer_state.json");
+        char *p = path_join(a->resume, "trainer_state.json");
         int src = p ? read_state(p, &c) : -1;
         free(p);
-        if (src != 0) goto fail;
+        if (src != 0) return -1;
         const char *bad = c.steps != s->steps ? "--steps" : c.batch != s->batch ? "--batch"
                         : c.seq_len != s->seq_len ? "--seq-len" : c.warmup != s->warmup ? "--warmup"
                         : c.lr != s->lr ? "--lr" : c.weight_decay != s->weight_decay ? "--weight-decay"
@@ -1159,202 +1044,253 @@ int train_target_main(int argc, char **argv) {
                         : c.beta2 != s->beta2 ? "--beta2" : c.schedule != s->schedule ? "--schedule"
                         : c.decay_on != s->decay_on ? "--decay-on" : c.seed != s->seed ? "--seed" : NULL;
         if (bad) {
-            dflash_set_error("--resume %s: the checkpoint's run had another %s; give the run's own flags", a.resume, bad);
-            goto fail;
+            dflash_set_error("--resume %s: the checkpoint's run had another %s; give the run's own flags", a->resume, bad);
+            return -1;
         }
-        if (c.step >= steps || (r.order.n && c.cursor > r.order.n) || (!r.order.n && !a.batches)) {
-            dflash_set_error("--resume %s: step %ld of %d: nothing left to train, or another data set", a.resume,
+        if (c.step >= steps || (r->order.n && c.cursor > r->order.n) || (!r->order.n && !a->batches)) {
+            dflash_set_error("--resume %s: step %ld of %d: nothing left to train, or another data set", a->resume,
                              c.step, steps);
-            goto fail;
+            return -1;
         }
-        char *mp = path_join(a.resume, "model.safetensors"), *op = path_join(a.resume, "optimizer.safetensors");
-        int lrc = mp && op && read_safetensors(mp, r.params, r.n_params, "") == 0 &&
-                          read_safetensors(op, r.m, r.n_params, "exp_avg.") == 0 &&
-                          read_safetensors(op, r.v, r.n_params, "exp_avg_sq.") == 0 ? 0 : -1;
+        char *mp = path_join(a->resume, "model.safetensors"), *op = path_join(a->resume, "optimizer.safetensors");
+        int lrc = mp && op && read_safetensors(mp, r->params, r->n_params, "") == 0 &&
+                          read_safetensors(op, r->m, r->n_params, "exp_avg.") == 0 &&
+                          read_safetensors(op, r->v, r->n_params, "exp_avg_sq.") == 0 ? 0 : -1;
         free(mp);
         free(op);
-        if (lrc != 0) goto fail;
-        lm_set_optimizer_step(r.st, c.adam_t);
-        r.order.epoch = c.epoch, r.order.epoch_rng = c.epoch_rng;
-        if (r.order.n) order_shuffle(&r.order);
-        r.order.cursor = c.cursor;
+        if (lrc != 0) return -1;
+        lm_set_optimizer_step(r->st, c.adam_t);
+        r->order.epoch = c.epoch, r->order.epoch_rng = c.epoch_rng;
+        if (r->order.n) order_shuffle(&r->order);
+        r->order.cursor = c.cursor;
         s->tokens = c.tokens, s->elapsed = c.elapsed;
-        first_step = (int)c.step + 1;
+        tc->first_step = (int)c.step + 1;
     }
+    return 0;
+}
 
-    /* every check passed: the folders' locks, the log, the trace */
-    if (outdir_open(&od, a.out, "--out") != 0 || outdir_open(&ck, ck_dir, "--checkpoint") != 0) goto fail;
-    if (a.log && !(logf = out_open(a.log, "dflash train-target"))) goto fail;
-    if (a.trace_dir && !(tracer = trace_open(a.trace_dir, NULL, NULL, 0))) goto fail;
-    if (!(batch_ids = malloc(sizeof(int) * (size_t)b * (size_t)T))) { dflash_set_error("out of memory"); goto fail; }
+/* every check passed: the folders' locks, the log, the trace, the lines
+ * before the first step */
+static int tt_open(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    const RunState *s = &r->rs;
+    OutDir *od = &tc->od, *ck = &tc->ck;
+    const Corpus *train = &tc->train;
+    const char *ck_dir = tc->ck_dir;
+    int T = tc->T, b = tc->b, steps = tc->steps, warmup = tc->warmup, first_step = tc->first_step;
+    if (outdir_open(od, a->out, "--out") != 0 || outdir_open(ck, ck_dir, "--checkpoint") != 0) return -1;
+    if (a->log && !(tc->logf = out_open(a->log, "dflash train-target"))) return -1;
+    if (a->trace_dir && !(tc->tracer = trace_open(a->trace_dir, NULL, NULL, 0))) return -1;
+    if (!(tc->batch_ids = malloc(sizeof(int) * (size_t)b * (size_t)T))) { dflash_set_error("out of memory"); return -1; }
 
     size_t n_weights = 0;
-    for (int i = 0; i < r.n_params; i++)
-        n_weights += (size_t)r.params[i].shape[0] * (size_t)(r.params[i].ndim == 2 ? r.params[i].shape[1] : 1);
-    if (a.batches)
-        fprintf(stderr, "train-target: %zu parameters, %d steps on the batches of %s\n", n_weights, steps, a.batches);
+    for (int i = 0; i < r->n_params; i++)
+        n_weights += (size_t)r->params[i].shape[0] * (size_t)(r->params[i].ndim == 2 ? r->params[i].shape[1] : 1);
+    if (a->batches)
+        fprintf(stderr, "train-target: %zu parameters, %d steps on the batches of %s\n", n_weights, steps, a->batches);
     else
         fprintf(stderr, "train-target: %zu parameters, %d steps of %d x %d tokens; data: %ld documents, %zu tokens, "
                         "%zu windows (%zu tokens after the last are in none), %.2f epochs\n", n_weights, steps, b, T,
-                train.documents, train.n, r.order.n, train.n - (r.order.n ? (r.order.n - 1) * (size_t)(T - 1) + T : 0),
-                r.order.n ? (double)steps * b / (double)r.order.n : 0.0);
+                train->documents, train->n, r->order.n, train->n - (r->order.n ? (r->order.n - 1) * (size_t)(T - 1) + T : 0),
+                r->order.n ? (double)steps * b / (double)r->order.n : 0.0);
     fprintf(stderr, "train-target: lr %g (%s, warmup %d), weight decay %g on %s, clip %g, betas 0.9 %g, eps %g, seed "
-                    "%llu, %ld thread%s%s\n", a.lr, s->schedule == SCHEDULE_COSINE ? "cosine" : "constant", warmup,
-            a.weight_decay, s->decay_on == TRAIN_DECAY_ALL ? "all tensors" : "matrices", a.max_grad_norm, a.beta2,
-            a.adam_eps, (unsigned long long)a.seed, a.threads, a.threads > 1 ? "s" : "",
+                    "%llu, %ld thread%s%s\n", a->lr, s->schedule == SCHEDULE_COSINE ? "cosine" : "constant", warmup,
+            a->weight_decay, s->decay_on == TRAIN_DECAY_ALL ? "all tensors" : "matrices", a->max_grad_norm, a->beta2,
+            a->adam_eps, (unsigned long long)a->seed, a->threads, a->threads > 1 ? "s" : "",
             first_step > 1 ? ", resumed" : "");
-    if (logf) {
-        fprintf(out_stream(logf), "# dflash train-target log\ncommand dflash");
-        for (int i = 0; i < argc; i++) fprintf(out_stream(logf), " %s", argv[i]);
-        fputc('\n', out_stream(logf));
+    if (tc->logf) {
+        fprintf(out_stream(tc->logf), "# dflash train-target log\ncommand dflash");
+        for (int i = 0; i < tc->argc; i++) fprintf(out_stream(tc->logf), " %s", tc->argv[i]);
+        fputc('\n', out_stream(tc->logf));
     }
+    tc->n_weights = n_weights;
+    return 0;
+}
 
+/* the steps: progress, the log, checkpoints, SIGINT/SIGTERM and
+ * --stop-after (1: stopped there, tc->rc the exit status) */
+static int tt_loop(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    RunState *s = &r->rs;
+    OutDir *ck = &tc->ck;
+    const Corpus *train = &tc->train;
+    int T = tc->T, b = tc->b, steps = tc->steps, warmup = tc->warmup, first_step = tc->first_step;
     TrainHyper hp;
     memset(&hp, 0, sizeof hp);
-    hp.beta1 = 0.9, hp.beta2 = a.beta2, hp.eps = a.adam_eps, hp.weight_decay = a.weight_decay;
-    hp.max_grad_norm = a.max_grad_norm, hp.decay_on = s->decay_on, hp.threads = (int)a.threads;
+    hp.beta1 = 0.9, hp.beta2 = a->beta2, hp.eps = a->adam_eps, hp.weight_decay = a->weight_decay;
+    hp.max_grad_norm = a->max_grad_norm, hp.decay_on = s->decay_on, hp.threads = (int)a->threads;
 
     struct sigaction sa;
     memset(&sa, 0, sizeof sa);
     sa.sa_handler = tt_on_stop;
     sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &old_int);
-    sigaction(SIGTERM, &sa, &old_term);
-    handlers = 1;
-    double t_run = now_seconds(), cpu_run = 0;   /* cpu_run: processor seconds of this process's steps */
-    long tokens_run = 0;
-    double first_loss = NAN, last_loss = NAN;
+    sigaction(SIGINT, &sa, &tc->old_int);
+    sigaction(SIGTERM, &sa, &tc->old_term);
+    tc->handlers = 1;
+    tc->t_run = now_seconds(), tc->cpu_run = 0;   /* tc->cpu_run: processor seconds of this process's steps */
+    tc->tokens_run = 0;
+    tc->first_loss = NAN, tc->last_loss = NAN;
     for (int step = first_step; step <= steps; step++) {
         LmBatch lb;
-        if (a.batches) {
-            const CaseBatch *cb = &cs.batch[step - 1];
+        if (a->batches) {
+            const CaseBatch *cb = &tc->cs.batch[step - 1];
             lb.b = cb->b, lb.T = cb->S, lb.input_ids = cb->ids, lb.loss_mask = cb->mask;
         } else {
             for (int q = 0; q < b; q++) {
-                size_t w = order_next(&r.order);
-                memcpy(batch_ids + (size_t)q * T, train.ids + w * (size_t)(T - 1), sizeof(int) * (size_t)T);
+                size_t w = order_next(&r->order);
+                memcpy(tc->batch_ids + (size_t)q * T, train->ids + w * (size_t)(T - 1), sizeof(int) * (size_t)T);
             }
-            lb.b = b, lb.T = T, lb.input_ids = batch_ids, lb.loss_mask = NULL;
+            lb.b = b, lb.T = T, lb.input_ids = tc->batch_ids, lb.loss_mask = NULL;
         }
-        hp.lr = train_lr_at((Schedule)s->schedule, a.lr, warmup, steps, step);
+        hp.lr = train_lr_at((Schedule)s->schedule, a->lr, warmup, steps, step);
         LmStats ls;
         memset(&ls, 0, sizeof ls);
         double t0 = now_seconds();
         clock_t c0 = clock();
-        if (lm_step(&r.model, r.st, &lb, &hp, step, tracer ? trace_hook(tracer) : NULL, &ls) != 0) {
+        if (lm_step(&r->model, r->st, &lb, &hp, step, tc->tracer ? trace_hook(tc->tracer) : NULL, &ls) != 0) {
             char msg[sizeof dflash_errmsg];
             memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("%s; stopped, nothing written (the last checkpoint, if any, is in %s)", msg, ck.dir);
-            goto fail;
+            dflash_set_error("%s; stopped, nothing written (the last checkpoint, if any, is in %s)", msg, ck->dir);
+            return -1;
         }
         double dt = now_seconds() - t0;
         double dcpu = (double)(clock() - c0) / CLOCKS_PER_SEC;
-        cpu_run += dcpu;
+        tc->cpu_run += dcpu;
         s->elapsed += dt;
         s->tokens += (long)lb.b * lb.T;
-        tokens_run += (long)lb.b * lb.T;
+        tc->tokens_run += (long)lb.b * lb.T;
         s->step = step;
-        s->adam_t = lm_optimizer_step(r.st);
-        s->epoch = r.order.epoch, s->cursor = r.order.cursor, s->epoch_rng = r.order.epoch_rng;
-        if (step == first_step) first_loss = ls.loss;
-        last_loss = ls.loss;
-        if (logf) {   /* flushed each step: a long run's log can be followed in its partial file */
-            fprintf(out_stream(logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f cpu_ms %.1f\n", step,
+        s->adam_t = lm_optimizer_step(r->st);
+        s->epoch = r->order.epoch, s->cursor = r->order.cursor, s->epoch_rng = r->order.epoch_rng;
+        if (step == first_step) tc->first_loss = ls.loss;
+        tc->last_loss = ls.loss;
+        if (tc->logf) {   /* flushed each step: a long run's log can be followed in its partial file */
+            fprintf(out_stream(tc->logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f cpu_ms %.1f\n", step,
                     ls.loss, hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3, dcpu * 1e3);
-            fflush(out_stream(logf));
+            fflush(out_stream(tc->logf));
         }
-        if (step == first_step || step == steps || step % a.log_every == 0) {
-            double el = now_seconds() - t_run, per = el / (step - first_step + 1);
+        if (step == first_step || step == steps || step % a->log_every == 0) {
+            double el = now_seconds() - tc->t_run, per = el / (step - first_step + 1);
             char e1[32], e2[32];
             fmt_duration(e1, sizeof e1, el);
             fmt_duration(e2, sizeof e2, per * (steps - step));
             fprintf(stderr, "step %d/%d  loss %.4f  lr %.3e  grad norm %.3f  %.0f tok/s  elapsed %s  ETA %s\n", step,
-                    steps, ls.loss, hp.lr, ls.grad_norm, el > 0 ? (double)tokens_run / el : 0.0, e1, e2);
+                    steps, ls.loss, hp.lr, ls.grad_norm, el > 0 ? (double)tc->tokens_run / el : 0.0, e1, e2);
         }
-        int stop_now = tt_stop_signal || (a.stop_after > 0 && step == a.stop_after);
-        if (stop_now || (a.checkpoint_every > 0 && step % a.checkpoint_every == 0 && step < steps)) {
-            if (write_checkpoint(&r, &ck) != 0) goto fail;
-            fprintf(stderr, "checkpoint: step %d written to %s%s\n", step, ck.dir,
+        int stop_now = tt_stop_signal || (a->stop_after > 0 && step == a->stop_after);
+        if (stop_now || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0 && step < steps)) {
+            if (write_checkpoint(r, ck) != 0) return -1;
+            fprintf(stderr, "checkpoint: step %d written to %s%s\n", step, ck->dir,
                     stop_now ? " (resume with --resume and the same flags)" : "");
         }
         if (stop_now) {
-            if (logf) { int lrc = out_commit(logf); logf = NULL; if (lrc != 0) goto fail; }
-            if (tracer) { int trc = trace_close(tracer); tracer = NULL; if (trc != 0) goto fail; }
-            rc = tt_stop_signal ? 128 + tt_stop_signal : 0;
+            if (tc->logf) { int lrc = out_commit(tc->logf); tc->logf = NULL; if (lrc != 0) return -1; }
+            if (tc->tracer) { int trc = trace_close(tc->tracer); tc->tracer = NULL; if (trc != 0) return -1; }
+            tc->rc = tt_stop_signal ? 128 + tt_stop_signal : 0;
             if (tt_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)tt_stop_signal, step);
             else fprintf(stderr, "stopped after step %d (--stop-after)\n", step);
-            goto done;
+            return 1;
         }
     }
+    return 0;
+}
 
-    sigaction(SIGINT, &old_int, NULL);   /* from here a signal removes the partial output (cli/main.c) */
-    sigaction(SIGTERM, &old_term, NULL);
-    handlers = 0;
+/* the held-out evaluation, the folder, the summary */
+static int tt_finish(TtCmd *tc) {
+    const TtArgs *a = &tc->a;
+    Run *r = &tc->r;
+    const RunState *s = &r->rs;
+    OutDir *od = &tc->od;
+    const Corpus *held = &tc->held;
+    int T = tc->T, b = tc->b, steps = tc->steps, first_step = tc->first_step;
+    sigaction(SIGINT, &tc->old_int, NULL);   /* from here a signal removes the partial output (cli/main.c) */
+    sigaction(SIGTERM, &tc->old_term, NULL);
+    tc->handlers = 0;
 
     /* the held-out evaluation, then the folder */
-    if (a.n_heldout) {
+    if (a->n_heldout) {
         double lpt, bpb;
         long n;
         double t0 = now_seconds();
-        if (evaluate(&r, &held, b > 0 ? b : 1, T > 2 ? T : 2, &lpt, &bpb, &n) != 0) goto fail;
+        if (evaluate(r, held, b > 0 ? b : 1, T > 2 ? T : 2, &lpt, &bpb, &n) != 0) return -1;
         fprintf(stderr, "heldout: %ld documents, %zu bytes, %ld predicted tokens: loss %.4f per token, %.4f bits per "
-                        "byte (%.1f s)\n", held.documents, held.bytes, n, lpt, bpb, now_seconds() - t0);
-        if (logf) fprintf(out_stream(logf), "heldout documents %ld bytes %zu tokens %ld loss %.6f bpb %.6f\n",
-                          held.documents, held.bytes, n, lpt, bpb);
+                        "byte (%.1f s)\n", held->documents, held->bytes, n, lpt, bpb, now_seconds() - t0);
+        if (tc->logf) fprintf(out_stream(tc->logf), "heldout documents %ld bytes %zu tokens %ld loss %.6f bpb %.6f\n",
+                          held->documents, held->bytes, n, lpt, bpb);
     }
-    int bf16 = a.dtype && strcmp(a.dtype, "bf16") == 0;
-    if (outdir_begin(&od, "--out") != 0 ||
-        write_model_files(&r, &od, bf16 ? "BF16" : "F32", bf16 ? "bfloat16" : "float32") != 0)
-        goto fail;
-    if (tracer) { int trc = trace_close(tracer); tracer = NULL; if (trc != 0) goto fail; }
-    if (outdir_commit(&od, "--out") != 0) goto fail;
-    if (logf) { int lrc = out_commit(logf); logf = NULL; if (lrc != 0) goto fail; }
+    int bf16 = a->bf16;
+    if (outdir_begin(od, "--out") != 0 ||
+        write_model_files(r, od, bf16 ? "BF16" : "F32", bf16 ? "bfloat16" : "float32") != 0)
+        return -1;
+    if (tc->tracer) { int trc = trace_close(tc->tracer); tc->tracer = NULL; if (trc != 0) return -1; }
+    if (outdir_commit(od, "--out") != 0) return -1;
+    if (tc->logf) { int lrc = out_commit(tc->logf); tc->logf = NULL; if (lrc != 0) return -1; }
     char dur[32];
     fmt_duration(dur, sizeof dur, s->elapsed);
     /* achieved FLOP/s as llm.c counts them: 6 x the matmul weights per
      * token (forward 2, backward 4; an untied embedding is a lookup, not a
      * matmul; attention's scores and the elementwise ops not counted) */
     double mm = 0;
-    for (int i = 0; i < r.n_params; i++)
-        if (r.params[i].ndim == 2 && !(strcmp(r.params[i].key, "model.embed_tokens.weight") == 0 && !r.cfg.tie_word_embeddings))
-            mm += (double)r.params[i].shape[0] * (double)r.params[i].shape[1];
+    for (int i = 0; i < r->n_params; i++)
+        if (r->params[i].ndim == 2 && !(strcmp(r->params[i].key, "model.embed_tokens.weight") == 0 && !r->cfg.tie_word_embeddings))
+            mm += (double)r->params[i].shape[0] * (double)r->params[i].shape[1];
     if (steps >= first_step)
         fprintf(stderr, "trained steps %d..%d: loss %.4f -> %.4f; %ld tokens in %s of steps (%.1f tokens/s, %.2f "
-                        "GFLOP/s at 6 x %.0f matmul weights per token)\n", first_step, steps, first_loss, last_loss,
+                        "GFLOP/s at 6 x %.0f matmul weights per token)\n", first_step, steps, tc->first_loss, tc->last_loss,
                 s->tokens, dur, s->elapsed > 0 ? s->tokens / s->elapsed : 0.0,
                 s->elapsed > 0 ? 6 * mm * (double)s->tokens / s->elapsed / 1e9 : 0.0, mm);
-    if (steps >= first_step && cpu_run > 0)
+    if (steps >= first_step && tc->cpu_run > 0)
         fprintf(stderr, "this process's steps: %ld tokens, %.1f s, processor time %.1f s (all threads): %.2f GFLOP "
-                        "per processor second\n", tokens_run, now_seconds() - t_run, cpu_run,
-                6 * mm * (double)tokens_run / cpu_run / 1e9);
+                        "per processor second\n", tc->tokens_run, now_seconds() - tc->t_run, tc->cpu_run,
+                6 * mm * (double)tc->tokens_run / tc->cpu_run / 1e9);
     fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, %s)%s, "
-                    "generation_config.json\n", od.dir, r.n_params, n_weights, bf16 ? "BF16" : "F32",
-            r.tok_json ? ", tokenizer.json" : "");
-    rc = 0;
-    goto done;
-fail:
-    dflash_print_error("dflash train-target", "");
-    rc = 2;
-done:
-    if (handlers) {
-        sigaction(SIGINT, &old_int, NULL);
-        sigaction(SIGTERM, &old_term, NULL);
+                    "generation_config.json\n", od->dir, r->n_params, tc->n_weights, bf16 ? "BF16" : "F32",
+            r->tok_json ? ", tokenizer.json" : "");
+    return 0;
+}
+
+static void tt_free(TtCmd *tc) {
+    Run *r = &tc->r;
+    if (tc->handlers) {
+        sigaction(SIGINT, &tc->old_int, NULL);
+        sigaction(SIGTERM, &tc->old_term, NULL);
     }
-    if (tracer) trace_discard(tracer);
-    out_abort(logf);
-    outdir_release(&od);
-    outdir_release(&ck);
-    free(batch_ids);
-    free(r.order.order);
-    free(r.params);
-    free(r.m);
-    free(r.v);
-    free(r.tok_json);
-    lm_state_free(r.st);
-    if (r.have_model) model_free(&r.model);
-    if (have_tok) tok_free(&tok);
-    corpus_free(&train);
-    corpus_free(&held);
-    case_free(&cs);
+    if (tc->tracer) trace_discard(tc->tracer);
+    out_abort(tc->logf);
+    outdir_release(&tc->od);
+    outdir_release(&tc->ck);
+    free(tc->batch_ids);
+    free(r->order.order);
+    free(r->params);
+    free(r->m);
+    free(r->v);
+    free(r->tok_json);
+    lm_state_free(r->st);
+    if (r->have_model) model_free(&r->model);
+    if (tc->have_tok) tok_free(&tc->tok);
+    corpus_free(&tc->train);
+    corpus_free(&tc->held);
+    case_free(&tc->cs);
+}
+
+int train_target_main(int argc, char **argv) {
+    TtCmd cmd;
+    TtCmd *tc = &cmd;
+    memset(tc, 0, sizeof *tc);
+    int pa = tt_parse_args(argc, argv, &tc->a);
+    if (pa == 1) { fputs(TT_USAGE[0], stdout); fputs(TT_USAGE[1], stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash train-target", ""); return 2; }
+    tc->argc = argc, tc->argv = argv;
+    tc->od.lock_fd = tc->ck.lock_fd = -1;
+    tc->r.a = &tc->a;
+    tc->r.eot = -1;
+    int ok = tt_paths(tc) == 0 && tt_load(tc) == 0 && tt_data(tc) == 0 && tt_state(tc) == 0 && tt_resume(tc) == 0 &&
+             tt_open(tc) == 0;
+    int lrc = ok ? tt_loop(tc) : -1;
+    int rc = lrc == 1 ? tc->rc : lrc == 0 && tt_finish(tc) == 0 ? 0 : 2;
+    if (rc == 2) dflash_print_error("dflash train-target", "");
+    tt_free(tc);
     return rc;
 }

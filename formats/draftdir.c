@@ -2,6 +2,7 @@
 #include "draftdir.h"
 #include "files.h"
 #include "json.h"
+#include "load.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -12,15 +13,6 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-
-/* A number as JSON, the shortest "%.{15,16,17}g" that reads back exactly
- * (1e-06 stays 1e-06, 1000000 stays 1000000). */
-static void json_number(char *buf, size_t size, double v) {
-    for (int prec = 15; prec <= 17; prec++) {
-        snprintf(buf, size, "%.*g", prec, v);
-        if (strtod(buf, NULL) == v) break;
-    }
-}
 
 /* config.json: the keys SpecForge's and z-lab's published DFlash configs
  * carry (configs/qwen3-4b-dflash.json; toy_weights' qwen3-layout set), in
@@ -64,17 +56,7 @@ static void write_config_json(FILE *f, const Config *c, int bos_id, int block_si
     fprintf(f, "  \"num_key_value_heads\": %d,\n  \"num_target_layers\": %d,\n", c->num_key_value_heads,
             c->num_target_layers);
     fprintf(f, "  \"rms_norm_eps\": %s,\n", eps);
-    if (c->rope_llama3) {  /* formats/load.c's rope_scaling llama3, as the published Llama 3.1 configs write it */
-        char fa[40], lo[40], hi[40];
-        json_number(fa, sizeof fa, c->rope_factor);
-        json_number(lo, sizeof lo, c->rope_low_freq_factor);
-        json_number(hi, sizeof hi, c->rope_high_freq_factor);
-        fprintf(f, "  \"rope_scaling\": {\"factor\": %s, \"high_freq_factor\": %s, \"low_freq_factor\": %s, "
-                   "\"original_max_position_embeddings\": %d, \"rope_type\": \"llama3\"},\n", fa, hi, lo,
-                c->rope_original_max_position_embeddings);
-    } else {
-        fprintf(f, "  \"rope_scaling\": null,\n");
-    }
+    config_write_rope_scaling(f, c);
     fprintf(f, "  \"rope_theta\": %s,\n", theta);
     if (window > 0) fprintf(f, "  \"sliding_window\": %d,\n", window);
     else fprintf(f, "  \"sliding_window\": null,\n");
@@ -215,29 +197,12 @@ static int remove_draft_dir(const char *dir) {
 /* With the lock held: the "<dir>.partial.XXXXXX" and "<dir>.old.XXXXXX"
  * folders a killed run left (only the lock's holder makes them, so their
  * writer is gone), when they hold draft files only; one line each. */
-static void remove_stale(const char *dir) {
-    const char *slash = strrchr(dir, '/');
-    char *parent = slash ? strndup(dir, slash == dir ? 1 : (size_t)(slash - dir)) : strdup(".");
-    const char *base = slash ? slash + 1 : dir;
-    DIR *d = parent ? opendir(parent) : NULL;
-    size_t lb = strlen(base);
-    struct dirent *e;
-    while (d && (e = readdir(d)) != NULL) {
-        const char *f = e->d_name;
-        if (strncmp(f, base, lb) != 0 || !out_own_name(f)) continue;
-        int is_partial = strncmp(f + lb, ".partial.", 9) == 0 && strlen(f + lb) == 15;
-        int is_old = strncmp(f + lb, ".old.", 5) == 0 && strlen(f + lb) == 11;
-        if (!is_partial && !is_old) continue;
-        char *p = slash ? path_join(parent, f) : strdup(f);
-        struct stat st;
-        if (p && lstat(p, &st) == 0 && S_ISDIR(st.st_mode) && !out_registered_same(NULL, 'd', &st) &&
-            remove_draft_dir(p) == 0)
-            fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
-        free(p);
-    }
-    if (d) closedir(d);
-    free(parent);
+static int remove_stale_one(void *ctx, const char *p) {
+    (void)ctx;
+    return remove_draft_dir(p);
 }
+
+static void remove_stale(const char *dir) { out_stale_siblings(dir, 1, remove_stale_one, NULL); }
 
 void outdir_discard(OutDir *o) {
     if (o->tmp) {
@@ -350,40 +315,14 @@ int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, 
  * existing --out is first moved into an empty "<out>.old.XXXXXX" and
  * removed after the switch) */
 int outdir_commit(OutDir *o) {
-    char old[4200] = "";
-    int rc = -1;
     sigset_t sig;
     out_block_signals(&sig);
-    if (o->exists) {
-        snprintf(old, sizeof old, "%s.old.XXXXXX", o->dir);
-        if (!mkdtemp(old)) {
-            dflash_set_error("--out %s: cannot create %s: %s", o->dir, old, strerror(errno));
-            goto done;
-        }
-        if (rename(o->dir, old) != 0) {
-            dflash_set_error("--out %s: cannot move the earlier draft aside: %s", o->dir, strerror(errno));
-            rmdir(old);
-            goto done;
-        }
+    int rc = dir_replace("--out", o->dir, o->tmp, o->exists, "the earlier draft", OUT_FILES, DRAFTDIR_FILES);
+    if (rc == 0) {
+        out_forget(o, 0, NULL);
+        free(o->tmp);
+        o->tmp = NULL;
     }
-    if (rename(o->tmp, o->dir) != 0) {
-        dflash_set_error("--out %s: cannot rename %s into place: %s", o->dir, o->tmp, strerror(errno));
-        if (old[0]) rename(old, o->dir);
-        goto done;
-    }
-    out_forget(o, 0, NULL);
-    free(o->tmp);
-    o->tmp = NULL;
-    if (old[0]) {
-        for (int i = 0; i < DRAFTDIR_FILES; i++) {
-            char *p = path_join(old, OUT_FILES[i]);
-            if (p) unlink(p);
-            free(p);
-        }
-        rmdir(old);
-    }
-    rc = 0;
-done:
     out_restore_signals(&sig);
     return rc;
 }

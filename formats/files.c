@@ -817,7 +817,7 @@ static int lock_whole(int fd) {
     return fcntl(fd, F_SETLK, &fl);
 }
 
-void out_remove_stale(const char *final) {
+void out_stale_siblings(const char *final, int dirs, OutSiblingFn fn, void *ctx) {
     const char *slash = strrchr(final, '/');
     char *parent = slash ? strndup(final, slash == final ? 1 : (size_t)(slash - final)) : strdup(".");
     const char *base = slash ? slash + 1 : final;
@@ -826,22 +826,63 @@ void out_remove_stale(const char *final) {
     struct dirent *e;
     while (d && (e = readdir(d)) != NULL) {
         const char *f = e->d_name;
-        if (strncmp(f, base, lb) != 0 || strncmp(f + lb, ".partial.", 9) != 0 || strlen(f + lb) != 15 ||
-            !out_own_name(f))
-            continue;
+        if (strncmp(f, base, lb) != 0 || !out_own_name(f)) continue;
+        int is_partial = strncmp(f + lb, ".partial.", 9) == 0 && strlen(f + lb) == 15;
+        int is_old = dirs && strncmp(f + lb, ".old.", 5) == 0 && strlen(f + lb) == 11;
+        if (!is_partial && !is_old) continue;
         char *p = slash ? path_join(parent, f) : strdup(f);
         struct stat st;
-        /* not ours (closing a descriptor of our own locked file would drop its lock) */
-        if (p && lstat(p, &st) == 0 && S_ISREG(st.st_mode) && !out_registered_same(NULL, 'f', &st)) {
-            int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-            if (fd >= 0 && lock_whole(fd) == 0 && unlink(p) == 0)
-                fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
-            if (fd >= 0) close(fd);
-        }
+        /* not ours: a registered one is this run's own */
+        if (p && lstat(p, &st) == 0 && (dirs ? S_ISDIR(st.st_mode) : S_ISREG(st.st_mode)) &&
+            !out_registered_same(NULL, dirs ? 'd' : 'f', &st) && fn(ctx, p) == 0)
+            fprintf(stderr, "dflash: removed %s, left by an earlier run that was killed before it finished\n", p);
         free(p);
     }
     if (d) closedir(d);
     free(parent);
+}
+
+/* a temporary file, if no one holds its lock (closing a descriptor of our
+ * own locked file would drop its lock: out_stale_siblings skips ours) */
+static int remove_unlocked(void *ctx, const char *p) {
+    (void)ctx;
+    int fd = open(p, O_RDWR | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+    int rc = fd >= 0 && lock_whole(fd) == 0 ? unlink(p) : -1;
+    if (fd >= 0) close(fd);
+    return rc;
+}
+
+void out_remove_stale(const char *final) { out_stale_siblings(final, 0, remove_unlocked, NULL); }
+
+int dir_replace(const char *label, const char *dir, const char *tmp, int exists, const char *what,
+                const char *const *names, int n_names) {
+    char old[4200] = "";
+    if (exists) {
+        snprintf(old, sizeof old, "%s.old.XXXXXX", dir);
+        if (!mkdtemp(old)) {
+            dflash_set_error("%s %s: cannot create %s: %s", label, dir, old, strerror(errno));
+            return -1;
+        }
+        if (rename(dir, old) != 0) {
+            dflash_set_error("%s %s: cannot move %s aside: %s", label, dir, what, strerror(errno));
+            rmdir(old);
+            return -1;
+        }
+    }
+    if (rename(tmp, dir) != 0) {
+        dflash_set_error("%s %s: cannot rename %s into place: %s", label, dir, tmp, strerror(errno));
+        if (old[0]) rename(old, dir);
+        return -1;
+    }
+    if (old[0]) {
+        for (int i = 0; i < n_names; i++) {
+            char *p = path_join(old, names[i]);
+            if (p) unlink(p);
+            free(p);
+        }
+        rmdir(old);
+    }
+    return 0;
 }
 
 /* ===========================================================================

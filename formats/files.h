@@ -186,6 +186,23 @@ int out_check_paths(const char *what, const OutPath *outs, int n_out, const char
  * line each. out_open calls it; best effort. */
 void out_remove_stale(const char *final);
 
+/* The entries beside final (in its folder) named final's last part +
+ * ".partial.XXXXXX" (and, dirs, + ".old.XXXXXX") that this program makes
+ * (out_own_name) and this run has not registered: regular files (dirs 0) or
+ * folders (dirs 1); fn(ctx, path) removes one (0: removed, said on stderr,
+ * one line each). Best effort: what cannot be removed stays. */
+typedef int (*OutSiblingFn)(void *ctx, const char *path);
+void out_stale_siblings(const char *final, int dirs, OutSiblingFn fn, void *ctx);
+
+/* A finished folder tmp onto dir, with the caller's signals blocked: an
+ * existing dir (exists) is first moved into an empty "<dir>.old.XXXXXX"
+ * (what: "the earlier draft" in the message if it cannot be), tmp renamed
+ * onto dir (on failure the old one moved back), then the old folder's files
+ * names[0..n_names-1] and the folder removed. label starts the messages
+ * ("--out"). 0, or -1 with dflash_errmsg. */
+int dir_replace(const char *label, const char *dir, const char *tmp, int exists, const char *what,
+                const char *const *names, int n_names);
+
 /* ---------------------------------------------------------------------------
  * The partial-output registry. Every partial output is registered here
  * BEFORE it is created, so that out_cleanup_on_signal can remove all of it

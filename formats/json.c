@@ -334,3 +334,30 @@ const char *json_describe(const Json *v, char *buf, size_t size) {
     return buf;
 }
 
+
+double json_number_or(const Json *obj, const char *key, double dflt) {
+    const Json *v = obj ? json_get(obj, key) : NULL;
+    return v && v->type == JSON_NUMBER ? v->number : dflt;
+}
+
+int *json_int_rows(const Json *v, int *rows, int *cols) {
+    if (!v || v->type != JSON_ARRAY || v->n < 1 || v->items[0].type != JSON_ARRAY || v->items[0].n < 1) return NULL;
+    *rows = v->n;
+    *cols = v->items[0].n;
+    int *out = calloc((size_t)*rows * (size_t)*cols, sizeof(int));
+    for (int r = 0; out && r < *rows; r++) {
+        if (v->items[r].type != JSON_ARRAY || v->items[r].n != *cols) { free(out); return NULL; }
+        for (int c = 0; c < *cols; c++) {
+            const Json *x = &v->items[r].items[c];
+            out[(size_t)r * *cols + c] = x->type == JSON_BOOL ? x->boolean : (int)x->number;
+        }
+    }
+    return out;
+}
+
+void json_number(char *buf, size_t size, double v) {
+    for (int prec = 15; prec <= 17; prec++) {
+        snprintf(buf, size, "%.*g", prec, v);
+        if (strtod(buf, NULL) == v) break;
+    }
+}

@@ -27,6 +27,15 @@ typedef struct Json {
 int json_parse(const char *text, size_t len, const char *what, Json *out);
 const Json *json_get(const Json *obj, const char *key);  /* NULL: absent or not an object */
 void json_free(Json *j);
+/* v as a JSON number: the shortest "%.{15,16,17}g" that reads back exactly
+ * (1e-06 stays 1e-06, 1000000 stays 1000000) */
+void json_number(char *buf, size_t size, double v);
+/* obj's number at key, or dflt (obj NULL, the key absent or not a number) */
+double json_number_or(const Json *obj, const char *key, double dflt);
+/* a non-empty list of equal-length lists as rows x cols ints, row-major,
+ * malloc'd (true/false as 1/0, a number truncated); NULL for another
+ * shape or out of memory (the case files of tools/lm_case, tools/train_case) */
+int *json_int_rows(const Json *v, int *rows, int *cols);
 /* "the number 3", "a string", ...: what a value is, for error messages */
 const char *json_describe(const Json *v, char *buf, size_t size);
 /* the UTF-8 sequence length at s (1..4), or 0 when it is not valid UTF-8 */

@@ -1373,3 +1373,17 @@ int tokenizer_json_load(ByteVocab *v, const char *path) {
     tok_free(&t);
     return rc;
 }
+
+void config_write_rope_scaling(FILE *f, const Config *c) {
+    if (!c->rope_llama3) {
+        fprintf(f, "  \"rope_scaling\": null,\n");
+        return;
+    }
+    char fa[40], lo[40], hi[40];
+    json_number(fa, sizeof fa, c->rope_factor);
+    json_number(lo, sizeof lo, c->rope_low_freq_factor);
+    json_number(hi, sizeof hi, c->rope_high_freq_factor);
+    fprintf(f, "  \"rope_scaling\": {\"factor\": %s, \"high_freq_factor\": %s, \"low_freq_factor\": %s, "
+               "\"original_max_position_embeddings\": %d, \"rope_type\": \"llama3\"},\n", fa, hi, lo,
+            c->rope_original_max_position_embeddings);
+}

@@ -13,6 +13,8 @@
 
 #include "dflash.h"
 
+#include <stdio.h>
+
 /* Word-level vocabulary: line number in vocab.txt = token id. */
 typedef struct {
     int n;
@@ -56,5 +58,9 @@ void vocab_free(Vocab *v);
 int  vocab_find(const Vocab *v, const char *word);
 /* Split on whitespace; "." is its own token. ids gets at most cap ids. */
 int  tokenize(const Vocab *v, const char *text, int *ids, int cap, int *n_ids);
+
+/* config.json's "rope_scaling" line as the trainers write it: null, or
+ * Llama 3.1's llama3 object (the fields formats/load.c reads) */
+void config_write_rope_scaling(FILE *f, const Config *c);
 
 #endif /* DFLASH_LOAD_H */

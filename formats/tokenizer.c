@@ -828,6 +828,20 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int add_special
     return 0;
 }
 
+int tok_added_id(const Tokenizer *t, const char *text) {
+    size_t n = strlen(text);
+    for (int i = 0; i < t->n_added; i++)
+        if ((size_t)t->added[i].len == n && memcmp(t->added[i].text, text, n) == 0) return t->added[i].id;
+    return -1;
+}
+
+int tok_encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
+    IntList l = {*ids, *n, *cap};
+    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
+    *ids = l.v, *n = l.n, *cap = l.cap;
+    return rc;
+}
+
 int tok_decode(const Tokenizer *t, const int *ids, size_t n_ids, char **out, size_t *n) {
     size_t total = 0;
     for (size_t i = 0; i < n_ids; i++) {

@@ -33,10 +33,12 @@ typedef struct { int left, right, id; } TokMerge;          /* rank = index */
 typedef struct { char *text; int len, id, special; } TokAdded;
 
 typedef struct Tokenizer {
-    int n_ids;                 /* highest id + 1 */
-    int cap_ids;               /* allocated ids (>= n_ids) */
-    unsigned char **bytes;     /* (n_ids) id -> the token's bytes, NULL: no such id */
-    int *len;                  /* (n_ids) */
+    int n_ids;                 /* the tokenizer's size: its highest id + 1 (every id
+                                  below may still be a hole: bytes NULL) */
+    int cap_ids;               /* the room allocated (>= n_ids, a power of two); ids
+                                  n_ids..cap_ids-1 are NULL */
+    unsigned char **bytes;     /* (cap_ids) id -> the token's bytes, NULL: no such id */
+    int *len;                  /* (cap_ids) */
     int *slot;                 /* bytes -> id: open addressing, slot = id + 1 */
     size_t n_slots;
     int byte_id[256];          /* the one-byte tokens */
@@ -51,7 +53,7 @@ typedef struct Tokenizer {
     int ignore_merges;         /* a piece that is a token is that token */
     int prefix[8], n_prefix;   /* post-processor ids before and after the text */
     int suffix[8], n_suffix;
-    int *is_added;             /* (n_ids) 1: an added token (not byte-level) */
+    int *is_added;             /* (cap_ids) 1: an added token (not byte-level) */
     char no_encode[1024];      /* tok_load_decoder: why it cannot encode ("": it can) */
 } Tokenizer;
 
@@ -75,6 +77,13 @@ int  tok_encode(const Tokenizer *t, const char *text, size_t len, int add_specia
  * its lossy UTF-8 conversion (malloc'd, *n bytes + a NUL). An id without a
  * token is refused naming it. */
 int  tok_decode(const Tokenizer *t, const int *ids, size_t n_ids, char **out, size_t *n);
+
+/* The id of the added (special) token text ("<|endoftext|>"), or -1. */
+int  tok_added_id(const Tokenizer *t, const char *text);
+
+/* tok_encode(ctx, text, len, no post-processor tokens) in the form
+ * formats/corpus.h's corpus_add_file calls it (ctx: the Tokenizer). */
+int  tok_encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap);
 
 /* ---- the pieces, for the trainer (cli/tokenize.c) */
 /* the first invalid UTF-8 byte's offset in s, or n when it is all valid */

@@ -733,7 +733,7 @@ static const CliCase CLI_CASES[] = {
     {"diff: duplicate key in a manifest line (the JSON reader's message)", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_dup_key, 2, {"a/trace.jsonl line 1", "duplicate key"}},
     {"diff: name listed twice", "diff|$T/a|$T/b", 0, 0, 0, mk_diff_dup_name, 2, {"a/trace.jsonl", "\"x\" is listed twice"}},
     {"diff: one directory", "diff|$T/a", 0, 0, 0, 0, 2, {"need two trace directories", "usage"}},
-    {"diff: bad tolerance", "diff|$T/a|$T/b|--rtol|-1", 0, 0, 0, mk_diff_good, 2, {"--rtol needs a number >= 0"}},
+    {"diff: bad tolerance", "diff|$T/a|$T/b|--rtol|-1", 0, 0, 0, mk_diff_good, 2, {"--rtol: expected a finite number >= 0"}},
     /* dflash explore: the same readers, its own arguments */
     {"explore: a good trace", "explore|$T/a|$T/a.html", 0, 0, 0, mk_diff_good, 0, {0}},
     {"explore: directory missing", "explore|$T/a|$T/a.html", 0, 0, 0, 0, 2, {"dflash explore:", "/a: cannot open directory"}},

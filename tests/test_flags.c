@@ -15,7 +15,8 @@
 
 #include <ctype.h>
 
-extern const Flag TRAIN_FLAGS[], FIGURES_FLAGS[], EXPLORE_FLAGS[], GGUF_FLAGS[];
+extern const Flag TRAIN_FLAGS[], FIGURES_FLAGS[], EXPLORE_FLAGS[], GGUF_FLAGS[], DIFF_FLAGS[], EVAL_FLAGS[],
+    TOKENIZE_FLAGS[], TRAIN_TOKENIZER_FLAGS[], TRAIN_TARGET_FLAGS[];
 
 static char *capture(const char *cmd) {
     FILE *p = popen(cmd, "r");
@@ -225,6 +226,29 @@ static void test_train_flags(void **state) {
     free(help);
 }
 
+/* the subcommands whose --help is an option list: from the line starting
+ * with from (NULL: the start) to the one starting with upto (NULL: the end) */
+static void test_list_flags(void **state) {
+    (void)state;
+    static const struct { const char *cmd, *from, *upto; const Flag *table; int at_least; } C[] = {
+        {"./dflash --help", "diff options", "explore options", DIFF_FLAGS, 7},
+        {"./dflash diff --help", "diff options", NULL, DIFF_FLAGS, 7},
+        {"./dflash eval --help", NULL, NULL, EVAL_FLAGS, 17},
+        {"./dflash tokenize --help", NULL, NULL, TOKENIZE_FLAGS, 6},
+        {"./dflash train-tokenizer --help", NULL, NULL, TRAIN_TOKENIZER_FLAGS, 3},
+        {"./dflash train-target --help", "models:", NULL, TRAIN_TARGET_FLAGS, 28},
+    };
+    for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
+        char *help = capture(C[i].cmd);
+        HelpFlags h = {0};
+        help_list(help, C[i].from, C[i].upto, &h);
+        if (h.n < C[i].at_least) print_error("%s: %d flags listed, expected at least %d\n", C[i].cmd, h.n, C[i].at_least);
+        assert_true(h.n >= C[i].at_least);
+        assert_int_equal(check_table(C[i].cmd, C[i].table, &h, 1), 0);
+        free(help);
+    }
+}
+
 static void test_usage_line_flags(void **state) {
     (void)state;
     static const struct { const char *cmd; const Flag *table; } C[] = {
@@ -328,6 +352,35 @@ static void test_parser(void **state) {
     memset(&a, 0, sizeof a);
     assert_int_equal(flags_parse(t, 7, many, &a, "p", NULL, 0, NULL), -1);
     assert_non_null(strstr(dflash_errmsg, "--x: expected at most 2, got more"));
+    /* a list (every argument up to the next flag), a real in (0, 1), an alias */
+    typedef struct { const char *l[3]; int nl; double b; int v; } L;
+    const Flag tl[] = {{.name = "--l", .kind = FLAG_LIST, .field = offsetof(L, l), .count = offsetof(L, nl), .max = 3},
+                       {.name = "--b", .kind = FLAG_REAL, .field = offsetof(L, b), .lo = 0, .hi = 1,
+                        .open = FLAG_OPEN_BOTH},
+                       {.name = "--verbose", .alias = "-v", .kind = FLAG_SWITCH, .field = offsetof(L, v)},
+                       FLAG_TABLE_END};
+    L l;
+    memset(&l, 0, sizeof l);
+    char *lok[] = {"p", "--l", "x", "-", "--b", "0.5", "-v", "--l=y"};
+    assert_int_equal(flags_parse(tl, 8, lok, &l, "p", NULL, 0, NULL), 0);
+    assert_int_equal(l.nl, 3);
+    assert_string_equal(l.l[1], "-");
+    assert_string_equal(l.l[2], "y");
+    assert_true(l.b == 0.5);
+    assert_int_equal(l.v, 1);
+    char *lmany[] = {"p", "--l", "a", "b", "c", "d"};
+    memset(&l, 0, sizeof l);
+    assert_int_equal(flags_parse(tl, 6, lmany, &l, "p", NULL, 0, NULL), -1);
+    assert_non_null(strstr(dflash_errmsg, "--l: expected at most 3, got more"));
+    static const char *const bb[] = {"0", "1", "-0.1", "nan"};
+    for (int i = 0; i < 4; i++) {
+        char *bv[] = {"p", "--b", (char *)bb[i]};
+        assert_int_equal(flags_parse(tl, 3, bv, &l, "p", NULL, 0, NULL), -1);
+        assert_non_null(strstr(dflash_errmsg, "--b: expected a number in (0, 1), got"));
+    }
+    char *lnone[] = {"p", "--l", "--b", "0.5"};
+    assert_int_equal(flags_parse(tl, 4, lnone, &l, "p", NULL, 0, NULL), -1);
+    assert_non_null(strstr(dflash_errmsg, "--l: missing value (the next argument, \"--b\", is a flag)"));
     char *help[] = {"p", "--n", "3", "-h", "--bogus"};
     assert_int_equal(flags_parse(t, 5, help, &a, "p", NULL, 0, NULL), 1);
     const char *pos[2];
@@ -345,6 +398,7 @@ int main(void) {
         cmocka_unit_test(test_main_flags),
         cmocka_unit_test(test_train_flags),
         cmocka_unit_test(test_usage_line_flags),
+        cmocka_unit_test(test_list_flags),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

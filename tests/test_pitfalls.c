@@ -48,6 +48,22 @@
 
 #define SERIES "walkthrough/pitfalls/series"
 
+/* The other precision's build: a clean port (test_clean_port_passes_with_margins),
+ * and the run diff judges rounding by. diff would run it on A's flags for each
+ * pitfall (~2 s a diff, most of it loading the weights as doubles); setup runs
+ * it once for each reference run, unfiltered, and hands its trace over with
+ * --double (--float), which diff reads instead (test_diff_hints checks that
+ * diff runs it itself). The test loses no power: a tensor judged rounding is
+ * no departure, so were the judgement to hide the mistake's tensor, the first
+ * departure would move and the test fail. */
+#ifdef DFLASH_DOUBLE   /* make REAL=double: ./dflash is double, the other build float */
+#define OTHER_PRECISION "./dflash-float"
+#define OTHER_FLAG "--float"
+#else
+#define OTHER_PRECISION "./dflash-double"
+#define OTHER_FLAG "--double"
+#endif
+
 static char *g_dir;           /* the suite's scratch directory */
 static Config g_target, g_draft;
 static char g_names[64][64];  /* the pitfalls of SERIES, in order */
@@ -78,15 +94,17 @@ static int setup(void **state) {
     patch_load_config(&g_draft, RAND "/draft/config.json", 1);
     g_n_names = patch_series(SERIES, g_names, 64);
     if (g_n_names < 0) return -1;
-    char cmd[2000];
-    snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(0) " --trace %s", dir_path("ref0"));
-    if (tu_run(cmd, NULL) != 0) return -1;
-    snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(1) " --trace %s", dir_path("ref1"));
-    if (tu_run(cmd, NULL) != 0) return -1;
-    snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(2) " --trace %s", dir_path("ref"));
-    if (tu_run(cmd, NULL) != 0) return -1;
-    snprintf(cmd, sizeof cmd, "./dflash " RUN_ARGS(1) " --temperature 5 --trace %s", dir_path("ref_t5"));
-    return tu_run(cmd, NULL);
+    /* each reference run, by ./dflash (LEAF) and by the other precision (LEAF-other) */
+    static const struct { const char *leaf, *args; } REFS[] = {
+        {"ref0", RUN_ARGS(0)}, {"ref1", RUN_ARGS(1)}, {"ref", RUN_ARGS(2)}, {"ref_t5", RUN_ARGS(1) " --temperature 5"},
+    };
+    for (size_t i = 0; i < sizeof REFS / sizeof REFS[0]; i++) {
+        char cmd[2000];
+        snprintf(cmd, sizeof cmd, "./dflash %s --trace %s && " OTHER_PRECISION " %s --trace %s-other", REFS[i].args,
+                 dir_path(REFS[i].leaf), REFS[i].args, dir_path(REFS[i].leaf));
+        if (tu_run(cmd, NULL) != 0) return -1;
+    }
+    return 0;
 }
 
 static int teardown(void **state) {
@@ -111,7 +129,7 @@ static char *plant_and_diff(const char *name, int max_new_tokens, double tempera
     snprintf(ref, sizeof ref, "%s", dir_path(ref_leaf));
     snprintf(port, sizeof port, "port-%s", name);
     traced_run(name, max_new_tokens, temperature, dir_path(port));
-    snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, dir_path(port));
+    snprintf(cmd, sizeof cmd, "./dflash diff %s %s " OTHER_FLAG " %s-other", ref, dir_path(port), ref);
     *rc = tu_run(cmd, dir_path("diff.txt"));
     char *out = tu_read(dir_path("diff.txt"), NULL);
     assert_non_null(out);
@@ -271,15 +289,17 @@ static void test_sliding_as_full(void **state) {
  * hidden state (last-hidden-prenorm) first changes a proposal on the random
  * set, per prompt ("round N with `P`"), and that C differs from round 1 on:
  * every such claim is checked here with the pitfall's program against the
- * clean one (the first round whose draft{r}.sampled differ, 32 new tokens,
- * --ignore-eos), as a round log compared line by line. */
-static int first_changed_round(const char *prog, const char *ids, char *first_c, size_t size) {
+ * clean one (the first round whose draft{r}.sampled differ, --ignore-eos),
+ * as a round log compared line by line. A claim of round R runs R * B new
+ * tokens: a round commits at most B, so both runs reach round R, and a first
+ * change in another round is seen (before R) or not (after R) either way. */
+static int first_changed_round(const char *prog, const char *ids, int max_new, char *first_c, size_t size) {
     char cmd[1200], a[300], b[300];
     snprintf(a, sizeof a, "%s", dir_path("pn-clean.txt"));
     snprintf(b, sizeof b, "%s", dir_path("pn-port.txt"));
-    snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", ids);
+    snprintf(cmd, sizeof cmd, "./dflash --weights " RAND " --ids %s --max-new-tokens %d --ignore-eos --rounds | grep '  draft  '", ids, max_new);
     assert_int_equal(tu_run(cmd, a), 0);
-    snprintf(cmd, sizeof cmd, "%s --weights " RAND " --ids %s --max-new-tokens 32 --ignore-eos --rounds | grep '  draft  '", prog, ids);
+    snprintf(cmd, sizeof cmd, "%s --weights " RAND " --ids %s --max-new-tokens %d --ignore-eos --rounds | grep '  draft  '", prog, ids, max_new);
     assert_int_equal(tu_run(cmd, b), 0);
     char *x = tu_read(a, NULL), *y = tu_read(b, NULL);
     assert_non_null(x);
@@ -323,7 +343,8 @@ static void test_last_hidden_prenorm_rounds_as_trace_md_says(void **state) {
         memcpy(ids, q, n);
         ids[n] = 0;
         char c[16];
-        int got = first_changed_round("./build/pitfalls/dflash-last-hidden-prenorm", ids, c, sizeof c);
+        int got = first_changed_round("./build/pitfalls/dflash-last-hidden-prenorm", ids, round * g_draft.block_size, c,
+                                      sizeof c);
         if (got != round) fail_msg("TRACE.md: last-hidden-prenorm first changes a proposal in round %d with --ids %s; the runs say %d",
                                    round, ids, got);
         if (strcmp(c, "differs") != 0) fail_msg("TRACE.md: C differs from round 1 on; with --ids %s draft1.hidden_norm is the same", ids);
@@ -410,18 +431,11 @@ static void test_truncated_port_fails(void **state) {
 /* A clean port: the other precision's build, a different computation of the
  * same algorithm. It passes, and --verbose shows one line per tensor with
  * its margin (some not exact: float and double differ). */
-#ifdef DFLASH_DOUBLE   /* make REAL=double: ./dflash is double, the other build float */
-#define OTHER_PRECISION "./dflash-float"
-#else
-#define OTHER_PRECISION "./dflash-double"
-#endif
 static void test_clean_port_passes_with_margins(void **state) {
     (void)state;
     char cmd[3000], ref[512];
     snprintf(ref, sizeof ref, "%s", dir_path("ref1"));
-    snprintf(cmd, sizeof cmd, OTHER_PRECISION " " RUN_ARGS(1) " --trace %s", dir_path("dbl"));
-    assert_int_equal(tu_run(cmd, NULL), 0);
-    snprintf(cmd, sizeof cmd, "./dflash diff --verbose --rtol=1e-4 %s %s", ref, dir_path("dbl"));
+    snprintf(cmd, sizeof cmd, "./dflash diff --verbose --rtol=1e-4 %s %s", ref, dir_path("ref1-other"));   /* setup's */
     assert_int_equal(tu_run(cmd, dir_path("v.txt")), 0);
     char *out = tu_read(dir_path("v.txt"), NULL), *m = tu_read(tu_path(ref, "trace.jsonl"), NULL);
     int lines = 0, ok = 0, margins = 0;

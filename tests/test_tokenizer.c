@@ -249,6 +249,28 @@ static void test_invalid_utf8(void **state) {
     tok_free(&t);
 }
 
+/* n_ids is the size (highest id + 1), not the room allocated: the trained
+ * tokenizer.json's last id is "<mask>" (tools: dflash train-tokenizer puts
+ * the special tokens last), and cap_ids is a power of two above it */
+static void test_size_and_added_id(void **state) {
+    (void)state;
+    Tokenizer t;
+    if (tok_load(&t, "tests/tokenizer/trained.json") != 0) fail_msg("%s", dflash_errmsg);
+    int mask = tok_added_id(&t, "<mask>"), eot = tok_added_id(&t, "<|endoftext|>");
+    assert_true(eot >= 256 && mask == eot + 1);
+    assert_int_equal(t.n_ids, mask + 1);
+    assert_true(t.cap_ids >= t.n_ids && (t.cap_ids & (t.cap_ids - 1)) == 0);
+    assert_non_null(t.bytes[t.n_ids - 1]);
+    for (int i = t.n_ids; i < t.cap_ids; i++) assert_null(t.bytes[i]);
+    assert_int_equal(tok_added_id(&t, "<mask"), -1);
+    char *d;
+    size_t n;
+    assert_int_equal(tok_decode(&t, &mask, 1, &d, &n), 0);
+    assert_true(n == 6 && memcmp(d, "<mask>", 6) == 0);
+    free(d);
+    tok_free(&t);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_pairs_trained),
@@ -258,6 +280,7 @@ int main(void) {
         cmocka_unit_test(test_nfc),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_invalid_utf8),
+        cmocka_unit_test(test_size_and_added_id),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -12,6 +12,10 @@
 #   run    ./dflash on the pair, --rounds, the first held-out prompt
 #   eval   dflash eval on the held-out prompts (README.md, "Held-out
 #          evaluation"), its rows to toy_weights/learned/eval.tsv
+#   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
+#          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
+#          4 held-out prompts, 48 new tokens, no stop (tests/test_learned.c
+#          checks the committed pair against it)
 #
 # The files it reads (the learned target's branch is to provide them; there
 # is no text encoder in C, so prompts are token ids, one prompt a line, ids
@@ -26,7 +30,8 @@
 # The recipe (LEARNED_RECIPE, the published one: the target regenerates the
 # responses): for every training prompt the target's greedy continuation and
 # SAMPLES sampled ones at temperature 0.7 (seeds 1..SAMPLES), NEW tokens each,
-# stopping at its stop ids (one under MIN_NEW tokens dropped); then dflash train from a new draft (seeded) on
+# through its stop ids (--ignore-eos: the target goes on into the next
+# fortune, as dflash eval decodes; one under MIN_NEW tokens is dropped); then dflash train from a new draft (seeded) on
 # those sequences, the prompt at loss mask 0. Deterministic: the same files
 # give the same bytes. Keep it within 30 minutes here: time a step first with
 # `./dflash train --bench --target toy_weights/learned/target --draft ...`
@@ -35,7 +40,7 @@ set -eu
 export LC_ALL=C
 DFLASH=${DFLASH:-./dflash}
 LEARNED=${LEARNED:-toy_weights/learned}
-NEW=${NEW:-96}
+NEW=${NEW:-128}
 SAMPLES=${SAMPLES:-1}
 MIN_NEW=${MIN_NEW:-18}
 STEPS=${STEPS:-400}
@@ -58,7 +63,7 @@ need_draft() {
 # the ids line ./dflash --print-ids prints (the second-last line) of one run
 continuation() {  # $1 ids (comma-separated), $2 temperature, $3 seed
     "$DFLASH" --target "$target" --mode ar --ids "$1" --max-new-tokens "$NEW" --temperature "$2" --seed "$3" \
-        --print-ids | tail -n 2 | head -n 1
+        --ignore-eos --print-ids | tail -n 2 | head -n 1
 }
 
 # a draft config.json from the target's: the published layout at toy size
@@ -139,10 +144,24 @@ eval)
     need_draft
     need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
     "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
-        --prompt-len "${PROMPT_LEN:-16}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
+        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
+    ;;
+regress)
+    need_target
+    need_draft
+    : > "$LEARNED/draft-regression.txt.tmp"
+    for B in 4 8 16; do
+        head -n 4 "$LEARNED/heldout.ids" | while read -r line; do
+            "$DFLASH" --target "$target" --draft "$draft" --ids "$(echo "$line" | tr -s ' ' ',')" --max-new-tokens 48 \
+                --block-size $B --ignore-eos --rounds
+        done | awk -v B=$B '/^round [0-9]+:/ { r++ } / accepted [0-9]+ \+ bonus/ { for (i = 1; i < NF; i++) if ($i == "accepted") n += $(i + 1) + 1 }
+            END { printf "block %d rounds %d tokens %d\n", B, r, n }' >> "$LEARNED/draft-regression.txt.tmp"
+    done
+    mv "$LEARNED/draft-regression.txt.tmp" "$LEARNED/draft-regression.txt"
+    cat "$LEARNED/draft-regression.txt"
     ;;
 *)
-    echo "usage: tools/learned.sh draft|run|eval" >&2
+    echo "usage: tools/learned.sh draft|run|eval|regress" >&2
     exit 2
     ;;
 esac

@@ -31,27 +31,6 @@ static const char *case_path(const char *base, const char *p, char *buf, size_t 
     return buf;
 }
 
-static double num(const Json *o, const char *k, double dflt) {
-    const Json *v = o ? json_get(o, k) : NULL;
-    return v && v->type == JSON_NUMBER ? v->number : dflt;
-}
-
-/* rows x cols ints (booleans as 0/1) from a list of lists; NULL on a bad shape */
-static int *ints(const Json *v, int *rows, int *cols) {
-    if (!v || v->type != JSON_ARRAY || v->n < 1 || v->items[0].type != JSON_ARRAY) return NULL;
-    *rows = v->n;
-    *cols = v->items[0].n;
-    int *out = calloc((size_t)*rows * *cols, sizeof(int));
-    for (int r = 0; out && r < *rows; r++) {
-        if (v->items[r].type != JSON_ARRAY || v->items[r].n != *cols) { free(out); return NULL; }
-        for (int c = 0; c < *cols; c++) {
-            const Json *x = &v->items[r].items[c];
-            out[r * *cols + c] = x->type == JSON_BOOL ? x->boolean : (int)x->number;
-        }
-    }
-    return out;
-}
-
 int main(int argc, char **argv) {
     if (argc != 3 && !(argc == 5 && strcmp(argv[3], "--threads") == 0)) {
         fprintf(stderr, "usage: lm_case CASE.json TRACE_DIR [--threads N]\n");
@@ -83,18 +62,23 @@ int main(int argc, char **argv) {
     const Json *betas = aw ? json_get(aw, "betas") : NULL, *mgn = aw ? json_get(aw, "max_grad_norm") : NULL;
     const Json *d2 = aw ? json_get(aw, "decay_2d_only") : NULL;
     TrainHyper hp = {0};
-    hp.lr = num(aw, "lr", 1e-3);
-    hp.beta1 = betas ? betas->items[0].number : 0.9;
-    hp.beta2 = betas ? betas->items[1].number : 0.999;
-    hp.eps = num(aw, "eps", 1e-8);
-    hp.weight_decay = num(aw, "weight_decay", 0.01);
+    hp.lr = json_number_or(aw, "lr", 1e-3);
+    int two = betas && betas->type == JSON_ARRAY && betas->n == 2;
+    hp.beta1 = two ? betas->items[0].number : 0.9;
+    hp.beta2 = two ? betas->items[1].number : 0.999;
+    hp.eps = json_number_or(aw, "eps", 1e-8);
+    hp.weight_decay = json_number_or(aw, "weight_decay", 0.01);
     hp.max_grad_norm = mgn && mgn->type == JSON_NUMBER ? mgn->number : 0;
     hp.decay_on = d2 && d2->type == JSON_BOOL && d2->boolean ? TRAIN_DECAY_MATRICES : TRAIN_DECAY_ALL;
     hp.threads = argc == 5 ? atoi(argv[4]) : 1;
+    if (hp.threads < 1 || hp.threads > 64) {
+        fprintf(stderr, "lm_case: --threads: expected an integer in 1..64, got \"%s\"\n", argv[4]);
+        return 2;
+    }
     int b_max = 1, T_max = 2;
     for (int s = 0; s < bl->n; s++) {
         int b, T;
-        int *ids = ints(json_get(&bl->items[s], "input_ids"), &b, &T);
+        int *ids = json_int_rows(json_get(&bl->items[s], "input_ids"), &b, &T);
         if (!ids) { fprintf(stderr, "lm_case: %s: batches[%d]: bad input_ids\n", argv[1], s); return 2; }
         if (b > b_max) b_max = b;
         if (T > T_max) T_max = T;
@@ -116,7 +100,7 @@ int main(int argc, char **argv) {
     for (int s = 0; s < bl->n; s++) {
         const Json *o = &bl->items[s];
         int b, T, rr, cc;
-        int *ids = ints(json_get(o, "input_ids"), &b, &T), *lm = ints(json_get(o, "loss_mask"), &rr, &cc);
+        int *ids = json_int_rows(json_get(o, "input_ids"), &b, &T), *lm = json_int_rows(json_get(o, "loss_mask"), &rr, &cc);
         if (lm && (rr != b || cc != T)) {
             fprintf(stderr, "lm_case: %s: batches[%d]: loss_mask is not %d x %d\n", argv[1], s, b, T);
             if (tr) trace_discard(tr);

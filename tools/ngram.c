@@ -27,27 +27,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-static int encode_cb(void *ctx, const char *text, size_t len, int **ids, size_t *n, size_t *cap) {
-    IntList l = {*ids, *n, *cap};
-    int rc = tok_encode((const Tokenizer *)ctx, text, len, 0, &l);
-    *ids = l.v, *n = l.n, *cap = l.cap;
-    return rc;
-}
-
-/* the tokenizer's size: its highest id + 1 (Tokenizer.n_ids is the room
- * allocated, a power of two) */
-static int token_count(const Tokenizer *t) {
-    int n = t->n_ids;
-    while (n > 0 && !t->bytes[n - 1]) n--;
-    return n;
-}
-
-static int token_id(const Tokenizer *t, const char *text) {
-    for (int i = 0; i < t->n_added; i++)
-        if (t->added[i].len == (int)strlen(text) && memcmp(t->added[i].text, text, strlen(text)) == 0)
-            return t->added[i].id;
-    return -1;
-}
 
 int main(int argc, char **argv) {
     if (argc != 4) {
@@ -59,10 +38,10 @@ int main(int argc, char **argv) {
     memset(&tr, 0, sizeof tr);
     memset(&he, 0, sizeof he);
     if (tok_load(&tok, argv[1]) != 0) { dflash_print_error("ngram", ""); return 2; }
-    int eot = token_id(&tok, "<|endoftext|>"), V = token_count(&tok);
+    int eot = tok_added_id(&tok, "<|endoftext|>"), V = tok.n_ids;
     if (eot < 0) { fprintf(stderr, "ngram: %s: no <|endoftext|> token\n", argv[1]); return 2; }
     if (V > 65536) { fprintf(stderr, "ngram: %s: %d tokens; at most 65536 here\n", argv[1], V); return 2; }
-    if (corpus_add_file(&tr, argv[2], encode_cb, &tok, eot) != 0 || corpus_add_file(&he, argv[3], encode_cb, &tok, eot) != 0) {
+    if (corpus_add_file(&tr, argv[2], tok_encode_cb, &tok, eot) != 0 || corpus_add_file(&he, argv[3], tok_encode_cb, &tok, eot) != 0) {
         dflash_print_error("ngram", "");
         return 2;
     }

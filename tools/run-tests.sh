@@ -1,44 +1,57 @@
 #!/bin/sh
-# tools/run-tests.sh [-C DIR] [--label TEXT] TEST... - runs the cmocka test
-# binaries side by side (they share nothing but the read-only weights), each
+# tools/run-tests.sh [-C DIR] [--label TEXT] [-j N] TEST... - runs the
+# cmocka test binaries N at a time (they share nothing but the read-only
+# weights; N: -j, else TEST_JOBS, else the number of CPUs plus one), each
 # into its own log (TEST.log), then prints the logs in the order given with
 # each binary's exit status, seconds and CPU seconds (user + system, the
 # binary and what it ran: the shell's `times`), and the total CPU seconds:
-# with the suites side by side on 2 cores, the wall time is about half the
-# total when the machine is quiet. Exits 1 if any binary failed.
+# the wall time is about the total over the number of CPUs when the machine
+# is quiet. A few at a time, not all at once: thirty suites side by side on
+# two cores took three times the CPU seconds of the same suites one after
+# another (each one's working set evicting the others' from the caches).
+# Exits 1 if any binary failed.
 # make test, make test-long (DFLASH_TEST_LONG=1 in the environment) and make
 # sanitize (-C build/san, the sanitizer options in the environment) run it.
 set -u
-dir=. label=
+dir=. label= jobs=${TEST_JOBS:-}
 while [ $# -gt 0 ]; do
     case $1 in
     -C) dir=$2; shift 2;;
     --label) label=" ($2)"; shift 2;;
+    -j) jobs=$2; shift 2;;
     -*) echo "run-tests.sh: unknown option $1" >&2; exit 2;;
     *) break;;
     esac
 done
+# one binary: TEST.log, and TEST.rc holding "exit-status seconds cpu-seconds"
+one() {
+    s=$(date +%s); ./"$1" > "$1.log" 2>&1; rc=$?
+    # times: the shell's own user/system line, then its children's
+    times > "$1.cpu"
+    cpu=$(awk 'NR == 2 { u = $1; s = $2; gsub(/s/, "", u); gsub(/s/, "", s);
+        split(u, a, "m"); split(s, b, "m"); printf "%.1f", a[1] * 60 + a[2] + b[1] * 60 + b[2] }' "$1.cpu")
+    rm -f "$1.cpu"
+    echo "$rc $(( $(date +%s) - s )) $cpu" > "$1.rc"
+}
+# (xargs below calls this script back with RUN_TESTS_ONE=1 for each binary)
+if [ "${RUN_TESTS_ONE:-}" = 1 ]; then one "$1"; exit 0; fi
+case $jobs in
+'') jobs=$(( $(getconf _NPROCESSORS_ONLN 2> /dev/null || echo 1) + 1 ));;
+*[!0-9]*|0) echo "run-tests.sh: -j needs a number >= 1, got \"$jobs\"" >&2; exit 2;;
+esac
+self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")   # before the cd: $0 may be relative
 cd "$dir" || exit 2
 show() { [ "$dir" = . ] && echo "$1" || echo "$dir/$1"; }
 for t in "$@"; do rm -f "$t.log" "$t.rc"; done
-for t in "$@"; do
-    ( s=$(date +%s); ./"$t" > "$t.log" 2>&1; rc=$?
-      # times: the shell's own user/system line, then its children's
-      times > "$t.cpu"
-      cpu=$(awk 'NR == 2 { u = $1; s = $2; gsub(/s/, "", u); gsub(/s/, "", s);
-          split(u, a, "m"); split(s, b, "m"); printf "%.1f", a[1] * 60 + a[2] + b[1] * 60 + b[2] }' "$t.cpu")
-      rm -f "$t.cpu"
-      echo "$rc $(( $(date +%s) - s )) $cpu" > "$t.rc" ) &
-done
-wait
+printf '%s\n' "$@" | RUN_TESTS_ONE=1 xargs -P "$jobs" -n 1 sh "$self"
 fail=0 total=0
 for t in "$@"; do
-    read rc secs cpu < "$t.rc"
+    if ! read rc secs cpu < "$t.rc"; then rc=? secs=? cpu=0; fi
     echo "== $(show "$t")$label: exit $rc, $secs s, $cpu s CPU"
     cat "$t.log"
     [ "$rc" = 0 ] || { fail=1; echo "== $(show "$t"): FAILED"; }
     total=$(awk -v a="$total" -v b="$cpu" 'BEGIN { printf "%.1f", a + b }')
     rm -f "$t.log" "$t.rc"
 done
-echo "== $# test binaries$label: $total s CPU in all"
+echo "== $# test binaries$label, $jobs at a time: $total s CPU in all"
 exit $fail

@@ -25,27 +25,6 @@ static const char *case_path(const char *base, const char *p, char *buf, size_t 
     return buf;
 }
 
-static double num(const Json *o, const char *k, double dflt) {
-    const Json *v = json_get(o, k);
-    return v && v->type == JSON_NUMBER ? v->number : dflt;
-}
-
-/* rows x cols ints (booleans as 0/1) from a list of lists; -1 on a bad shape */
-static int *ints(const Json *v, int *rows, int *cols) {
-    if (!v || v->type != JSON_ARRAY || v->n < 1 || v->items[0].type != JSON_ARRAY) return NULL;
-    *rows = v->n;
-    *cols = v->items[0].n;
-    int *out = calloc((size_t)*rows * *cols, sizeof(int));
-    for (int r = 0; out && r < *rows; r++) {
-        if (v->items[r].type != JSON_ARRAY || v->items[r].n != *cols) { free(out); return NULL; }
-        for (int c = 0; c < *cols; c++) {
-            const Json *x = &v->items[r].items[c];
-            out[r * *cols + c] = x->type == JSON_BOOL ? x->boolean : (int)x->number;
-        }
-    }
-    return out;
-}
-
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: train_case CASE.json TRACE_DIR\n"); return 2; }
     char *text;
@@ -84,8 +63,8 @@ int main(int argc, char **argv) {
     }
     const Json *g = json_get(&root, "gamma"), *aw = json_get(&root, "adamw");
     const Json *betas = aw ? json_get(aw, "betas") : NULL, *mgn = aw ? json_get(aw, "max_grad_norm") : NULL;
-    TrainHyper hp = {num(aw, "lr", 1e-3), betas ? betas->items[0].number : 0.9, betas ? betas->items[1].number : 0.999,
-                     num(aw, "eps", 1e-8), num(aw, "weight_decay", 0.01),
+    TrainHyper hp = {json_number_or(aw, "lr", 1e-3), betas ? betas->items[0].number : 0.9, betas ? betas->items[1].number : 0.999,
+                     json_number_or(aw, "eps", 1e-8), json_number_or(aw, "weight_decay", 0.01),
                      mgn && mgn->type == JSON_NUMBER ? mgn->number : 0, g && g->type == JSON_NUMBER ? g->number : 0, 0, 0, 1};
     TrainState *st = train_state_new(&draft, &target);
     Tracer *tr = st ? trace_open(argv[2], NULL, NULL, 0) : NULL;
@@ -93,8 +72,8 @@ int main(int argc, char **argv) {
     for (int s = 0; s < bl->n; s++) {
         const Json *o = &bl->items[s];
         int b, S, b2, N, rr, cc;
-        int *ids = ints(json_get(o, "input_ids"), &b, &S), *anchors = ints(json_get(o, "anchors"), &b2, &N);
-        int *lm = ints(json_get(o, "loss_mask"), &rr, &cc), *keep = ints(json_get(o, "keep"), &rr, &cc);
+        int *ids = json_int_rows(json_get(o, "input_ids"), &b, &S), *anchors = json_int_rows(json_get(o, "anchors"), &b2, &N);
+        int *lm = json_int_rows(json_get(o, "loss_mask"), &rr, &cc), *keep = json_int_rows(json_get(o, "keep"), &rr, &cc);
         if (!ids || !anchors || b2 != b) {
             fprintf(stderr, "train_case: %s: batches[%d]: bad input_ids or anchors\n", argv[1], s);
             trace_discard(tr);
