@@ -461,7 +461,7 @@ SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.m
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
-	@for d in parity tokenizer lm_oracle; do ln -sfn ../../../tests/$$d build/san/tests/$$d; done   # the committed reference files (test_parity, test_tokenizer, test_train)
+	@for d in parity tokenizer lm_oracle train_oracle_sliding; do ln -sfn ../../../tests/$$d build/san/tests/$$d; done   # the committed reference files (test_parity, test_tokenizer, test_train)
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh tools/run-tests.sh -C build/san --label 'sanitized, make test subset' $(TESTS)
 

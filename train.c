@@ -53,6 +53,9 @@
  * 1. Parameters, state, a new draft
  * ======================================================================== */
 
+typedef struct TrainRun TrainRun;   /* a step's activations (section 4) */
+static void run_free(TrainRun *r);
+
 /* The draft's trainable tensors in data-flow order. slot (may be NULL): where
  * each tensor's pointer lives in the Model (to point it elsewhere). Returns
  * the count; fills at most cap entries. */
@@ -109,12 +112,15 @@ struct TrainState {
     real *m, *v;           /* (total) AdamW's exp_avg and exp_avg_sq */
     long t;                /* AdamW steps taken */
     ModelGrads grads;      /* grad in the weights' layout (fc, hidden_norm, layers, norm) */
+    TrainRun *run;         /* the activations, kept from step to step (run_fit), or NULL */
 };
 
 void train_state_free(TrainState *st) {
     if (!st) return;
     free(st->params); free(st->offset); free(st->grad); free(st->m); free(st->v);
     free(st->grads.layers);
+    if (st->run) run_free(st->run);
+    free(st->run);
     free(st);
 }
 
@@ -149,6 +155,16 @@ fail:
     return -1;
 }
 
+/* The draft's sliding_window: 0 when no layer is a sliding_attention layer
+ * (formats/load.c gives every sliding layer the config's one sliding_window;
+ * check_fit refuses a draft whose layers differ). */
+static int draft_window(const Config *dc) {
+    int w = 0;
+    for (int l = 0; l < dc->num_hidden_layers; l++)
+        if (dc->layer_window[l] > w) w = dc->layer_window[l];
+    return w;
+}
+
 /* The draft must read the target's hidden states and speak its vocabulary. */
 static int check_fit(const Model *draft, const Model *target) {
     const Config *dc = &draft->cfg, *tc = &target->cfg;
@@ -161,6 +177,12 @@ static int check_fit(const Model *draft, const Model *target) {
         if (dc->target_layer_ids[j] < 0 || dc->target_layer_ids[j] >= tc->num_hidden_layers) {
             dflash_set_error("training: draft target_layer_ids[%d] = %d is not a target layer (0..%d)", j,
                              dc->target_layer_ids[j], tc->num_hidden_layers - 1);
+            return -1;
+        }
+    for (int l = 0; l < dc->num_hidden_layers; l++)   /* one window: the run holds one sliding mask */
+        if (dc->layer_window[l] > 0 && dc->layer_window[l] != draft_window(dc)) {
+            dflash_set_error("training: draft layer %d has sliding_window %d, another layer %d: the trainer takes "
+                             "one window for every sliding_attention layer", l, dc->layer_window[l], draft_window(dc));
             return -1;
         }
     if (dc->mask_token_id < 0 || dc->mask_token_id >= tc->vocab_size) {
@@ -204,6 +226,13 @@ uint64_t train_rng_seed(uint64_t seed) {
     Rng g;
     rng_seed(&g, seed);
     return g.s;
+}
+
+uint64_t train_rng_next(uint64_t *s) {
+    Rng g = {*s};
+    rng_uniform(&g);                       /* dflash.c's xorshift64* step: g.s advanced */
+    *s = g.s;
+    return g.s * 0x2545F4914F6CDD1Dull;    /* the output rng_uniform takes its top 53 bits of */
 }
 
 int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint64_t seed) {
@@ -514,16 +543,25 @@ static void rope_backward(real *dx, const real *dy, const real *cos_, const real
 }
 
 /* The block mask (SpecForge create_dflash_sdpa_mask), one sequence:
- * mask (Q, P)[i][j] = 1 iff query i of block n = i / B may see key j:
- * a context key j < S with j < anchor_n, or a key of block n itself (causal:
- * only its positions <= i's); none at all when keep[n] is 0. */
-static void block_mask(int *mask, const int *anchors, const int *keep, int S, int N, int B, int causal) {
+ * mask (Q, P)[i][j] = 1 iff query i of block n = i / B, at block offset
+ * q = i % B, may see key j: a context key j < S with j < anchor_n, or a key
+ * of block n itself (causal: only its offsets <= q); none at all when
+ * keep[n] is 0.
+ * window w > 0: the mask of a sliding_attention layer (create_dflash_sdpa_mask
+ * with sliding_window = w): a context key also needs
+ *   j >= anchor_n + q - (w - 1)     ("the current draft token occupies one
+ *                                    slot in the window": w positions, the
+ *                                    query's own included)
+ * and a block key is causal (offset <= q) whatever `causal` says. Block keys
+ * are not windowed: for B > w a query sees its block from the anchor on
+ * (inference windows them too: NOTES.md, "Sliding-window draft layers"). */
+static void block_mask(int *mask, const int *anchors, const int *keep, int S, int N, int B, int causal, int window) {
     int Q = N * B, P = S + Q;
     for (int i = 0; i < Q; i++) {
-        int n = i / B;
+        int n = i / B, q = i % B;
         for (int j = 0; j < P; j++) {
-            int ctx = j < S && j < anchors[n];
-            int own = j >= S && (j - S) / B == n && (!causal || (j - S) % B <= i % B);
+            int ctx = j < S && j < anchors[n] && (window <= 0 || j >= anchors[n] + q - (window - 1));
+            int own = j >= S && (j - S) / B == n && (!(causal || window > 0) || (j - S) % B <= q);
             mask[(size_t)i * P + j] = keep[n] && (ctx || own);
         }
     }
@@ -672,11 +710,14 @@ typedef struct {
     real *out;          /* (b*Q, D)     h_mid + mlp_out: the layer's output  */
 } TrainLayer;
 
-typedef struct {
-    int b, S, N, B, Q, P;
+struct TrainRun {
+    int b, S, N, B, Q, P;  /* this step's batch: strides of every buffer below  */
+    int cap_b, cap_S, cap_N, cap_B;  /* the largest batch the buffers hold (run_fit) */
     int *noise_ids;       /* (b, Q)       block n: [input_ids[anchor_n], mask...] */
     int *pos;             /* (b, P)       position_ids: 0..S-1, anchor_n + k     */
     int *mask;            /* (b, Q, P)    1: visible                            */
+    int *mask_sliding;    /* (b, Q, P)    the sliding_attention layers' mask, or NULL */
+    int window;           /*              their sliding_window (0: no such layer)   */
     int *labels;          /* (b, Q)       input_ids[min(anchor_n + k, S-1)]     */
     int *keep;            /* (b, N)       the batch's keep flags (default 1)    */
     int *lmask;           /* (b, S)       the batch's loss mask (default 1)     */
@@ -707,7 +748,7 @@ typedef struct {
     int failed;
     int threads;          /* the matmuls' threads (TrainHyper.threads) */
     real *scratch;        /* (rows x widest Linear output) dout^T for linear_backward_threads */
-} TrainRun;
+};
 
 #define train_matmul(r, out, x, w, T, n_in, n_out) matmul_threads((r)->threads, out, x, w, T, n_in, n_out)
 #define train_linear_backward(r, dx, dw, dout, x, w, T, n_in, n_out) \
@@ -735,6 +776,45 @@ static void run_free(TrainRun *r) {
     memset(r, 0, sizeof *r);
 }
 
+/* The mask layer l of the draft attends under (b, Q, P): a sliding_attention
+ * layer's, or the block mask (SpecForge picks attention_mask[layer_type]). */
+static const int *layer_mask(const Config *dc, const TrainRun *r, int l) {
+    return dc->layer_window[l] > 0 ? r->mask_sliding : r->mask;
+}
+
+/* Every layer's TrainLayer buffers, for both trainers: rows query rows
+ * (the draft: b*Q block rows; the target: b*T tokens), krows key rows (b*P:
+ * per sequence the S context rows then the Q block rows; the target: b*T),
+ * attention weights att_rows x P (b*H*Q rows of P keys; the target: b*H*T x T). */
+static void layers_alloc(TrainRun *r, const Config *c, size_t rows, size_t krows, size_t att_rows, int P) {
+    int D = c->hidden_size, I = c->intermediate_size, Hd = c->num_attention_heads * c->head_dim;
+    int kvd = c->num_key_value_heads * c->head_dim;
+    r->layers = xcalloc(c->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
+    if (!r->layers) r->failed = 1;
+    for (int l = 0; !r->failed && l < c->num_hidden_layers; l++) {
+        TrainLayer *a = &r->layers[l];
+        a->xb = RUN_REALS(r, rows, D, "xb");
+        a->kv_in = RUN_REALS(r, krows, D, "kv_in");
+        a->q = RUN_REALS(r, rows, Hd, "q");
+        a->qn = RUN_REALS(r, rows, Hd, "qn");
+        a->q_rope = RUN_REALS(r, rows, Hd, "q_rope");
+        a->k = RUN_REALS(r, krows, kvd, "k");
+        a->kn = RUN_REALS(r, krows, kvd, "kn");
+        a->k_rope = RUN_REALS(r, krows, kvd, "k_rope");
+        a->v = RUN_REALS(r, krows, kvd, "v");
+        a->att = RUN_REALS(r, att_rows, P, "attention weights");
+        a->attn = RUN_REALS(r, rows, Hd, "attn");
+        a->attn_output = RUN_REALS(r, rows, D, "attn_output");
+        a->h_mid = RUN_REALS(r, rows, D, "h_mid");
+        a->xb2 = RUN_REALS(r, rows, D, "xb2");
+        a->gate = RUN_REALS(r, rows, I, "gate");
+        a->up = RUN_REALS(r, rows, I, "up");
+        a->act = RUN_REALS(r, rows, I, "act");
+        a->mlp_out = RUN_REALS(r, rows, D, "mlp_out");
+        a->out = RUN_REALS(r, rows, D, "layer output");
+    }
+}
+
 static int run_init(TrainRun *r, const Config *dc, const Config *tc, int b, int S, int N, int B) {
     memset(r, 0, sizeof *r);
     int D = dc->hidden_size, I = dc->intermediate_size, d = dc->head_dim, V = tc->vocab_size;
@@ -745,6 +825,8 @@ static int run_init(TrainRun *r, const Config *dc, const Config *tc, int b, int 
     r->noise_ids = run_alloc(r, bQ, sizeof(int), "noise_ids");
     r->pos = run_alloc(r, bP, sizeof(int), "position_ids");
     r->mask = run_alloc(r, bQ * P, sizeof(int), "attention mask");
+    r->window = draft_window(dc);
+    if (r->window > 0) r->mask_sliding = run_alloc(r, bQ * P, sizeof(int), "sliding-window attention mask");
     r->labels = run_alloc(r, bQ, sizeof(int), "labels");
     r->keep = run_alloc(r, (size_t)b * N, sizeof(int), "keep");
     r->lmask = run_alloc(r, bS, sizeof(int), "loss mask");
@@ -788,31 +870,30 @@ static int run_init(TrainRun *r, const Config *dc, const Config *tc, int b, int 
         if (bS * (size_t)D > widest) widest = bS * (size_t)D;
         r->scratch = RUN_REALS(r, widest, 1, "transpose scratch");
     }
-    r->layers = xcalloc(dc->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
-    if (!r->layers) r->failed = 1;
-    for (int l = 0; !r->failed && l < dc->num_hidden_layers; l++) {
-        TrainLayer *a = &r->layers[l];
-        a->xb = RUN_REALS(r, bQ, D, "xb");
-        a->kv_in = RUN_REALS(r, bP, D, "kv_in");
-        a->q = RUN_REALS(r, bQ, Hd, "q");
-        a->qn = RUN_REALS(r, bQ, Hd, "qn");
-        a->q_rope = RUN_REALS(r, bQ, Hd, "q_rope");
-        a->k = RUN_REALS(r, bP, kvd, "k");
-        a->kn = RUN_REALS(r, bP, kvd, "kn");
-        a->k_rope = RUN_REALS(r, bP, kvd, "k_rope");
-        a->v = RUN_REALS(r, bP, kvd, "v");
-        a->att = RUN_REALS(r, (size_t)b * H * Q, P, "attention weights");
-        a->attn = RUN_REALS(r, bQ, Hd, "attn");
-        a->attn_output = RUN_REALS(r, bQ, D, "attn_output");
-        a->h_mid = RUN_REALS(r, bQ, D, "h_mid");
-        a->xb2 = RUN_REALS(r, bQ, D, "xb2");
-        a->gate = RUN_REALS(r, bQ, I, "gate");
-        a->up = RUN_REALS(r, bQ, I, "up");
-        a->act = RUN_REALS(r, bQ, I, "act");
-        a->mlp_out = RUN_REALS(r, bQ, D, "mlp_out");
-        a->out = RUN_REALS(r, bQ, D, "layer output");
-    }
+    layers_alloc(r, dc, bQ, bP, (size_t)b * H * Q, P);
     return r->failed ? -1 : 0;
+}
+
+/* Make r hold a batch of b sequences of S tokens, N blocks of B: the
+ * buffers, allocated (run_init) for the largest batch seen so far in each
+ * of b, S, N, B, are kept from step to step and only reallocated when a
+ * batch is larger in one of them (then at the larger of each). Every buffer
+ * is indexed with this batch's strides (r->Q, r->P), and every entry a step
+ * reads it has written first, so a kept buffer gives the bits a fresh one
+ * would. */
+static int run_fit(TrainRun *r, const Config *dc, const Config *tc, int b, int S, int N, int B) {
+    if (!r->layers || b > r->cap_b || S > r->cap_S || N > r->cap_N || B > r->cap_B) {
+        int cb = b > r->cap_b ? b : r->cap_b, cS = S > r->cap_S ? S : r->cap_S;
+        int cN = N > r->cap_N ? N : r->cap_N, cB = B > r->cap_B ? B : r->cap_B;
+        run_free(r);
+        if (run_init(r, dc, tc, cb, cS, cN, cB) != 0) {
+            run_free(r);
+            return -1;
+        }
+        r->cap_b = cb, r->cap_S = cS, r->cap_N = cN, r->cap_B = cB;
+    }
+    r->b = b, r->S = S, r->N = N, r->B = B, r->Q = N * B, r->P = S + N * B;
+    return 0;
 }
 
 static void zero(real *x, size_t n) { memset(x, 0, sizeof(real) * n); }
@@ -891,23 +972,26 @@ static void batch_setup(TrainRun *r, const TrainBatch *bt, int mask_id, double g
                 if (gamma > 0) w = w * (real)exp(-(double)(k - 1 > 0 ? k - 1 : 0) / gamma);
                 r->weights[row] = w;
             }
-        block_mask(r->mask + (size_t)bi * Q * P, anc, keep, S, N, B, causal);
+        block_mask(r->mask + (size_t)bi * Q * P, anc, keep, S, N, B, causal, 0);
+        if (r->window > 0) block_mask(r->mask_sliding + (size_t)bi * Q * P, anc, keep, S, N, B, causal, r->window);
     }
 }
 
 /* One decoder layer, forward, for both trainers, over the whole batch:
- * decoder_layer_forward(w, acts, h_in, r) with r's geometry (b sequences of
- * Q query rows and P = S + Q key rows), r->C the context and r->mask:
+ * decoder_layer_forward(w, acts, h_in, mask, r) with r's geometry (b
+ * sequences of Q query rows and P = S + Q key rows), r->C the context and
+ * mask (b, Q, P) the layer's:
  *   the draft  (Qwen3DFlashDecoderLayer with Qwen3DFlashAttention): S context
- *              rows C (b*S, D) injected as keys/values, the block mask
+ *              rows C (b*S, D) injected as keys/values, the block mask (a
+ *              sliding_attention layer: its window's, layer_mask)
  *   the target (Qwen3DecoderLayer / LlamaDecoderLayer): S = 0, no context,
- *              r->mask NULL: causal
+ *              mask NULL: causal
  * Q from the query rows, K and V from [C ; X] through the same k_proj / v_proj
  * / k_norm (no q/k norms in a Llama target: w->q_norm NULL), RoPE (queries at
  * the last Q of the P table rows), attention, o_proj, residual, MLP, residual:
  * the chain of dflash.c's target_forward, in the same order of operations. */
 static void decoder_layer_forward(const Config *c, const LayerWeights *w, TrainLayer *a, const real *h_in,
-                                  TrainRun *r) {
+                                  const int *mask, TrainRun *r) {
     int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, Hd = H * d, kvd = Hkv * d, S = r->S, Q = r->Q, P = r->P;
     int rows = r->b * Q, krows = r->b * P;
@@ -931,7 +1015,7 @@ static void decoder_layer_forward(const Config *c, const LayerWeights *w, TrainL
                              r->sin + (size_t)bi * P * d, Q, P, H, Hkv, d);
         attention_masked(a->attn + (size_t)bi * Q * Hd, a->att + (size_t)bi * H * Q * P, a->q_rope + (size_t)bi * Q * Hd,
                          a->k_rope + (size_t)bi * P * kvd, a->v + (size_t)bi * P * kvd,
-                         r->mask ? r->mask + (size_t)bi * Q * P : NULL, Q, P, H, Hkv, d);
+                         mask ? mask + (size_t)bi * Q * P : NULL, Q, P, H, Hkv, d);
     }
     train_matmul(r, a->attn_output, a->attn, w->o_proj, rows, Hd, D);
     for (size_t i = 0; i < (size_t)rows * D; i++) a->h_mid[i] = h_in[i] + a->attn_output[i];
@@ -943,12 +1027,12 @@ static void decoder_layer_forward(const Config *c, const LayerWeights *w, TrainL
     for (size_t i = 0; i < (size_t)rows * D; i++) a->out[i] = a->h_mid[i] + a->mlp_out[i];
 }
 
-/* decoder_layer_backward(w, g, acts, r): r->dh holds d loss / d (the layer's
- * output); on return it holds d loss / d (its input), and r->dC (when S > 0)
+/* decoder_layer_backward(w, g, acts, mask, r), mask the forward's: r->dh
+ * holds d loss / d (the layer's output); on return it holds d loss / d (its input), and r->dC (when S > 0)
  * has the context's share added. g: the layer's gradients, in the weights'
  * layout (&grads.layers[l]), added to. */
 static void decoder_layer_backward(const Config *c, const LayerWeights *w, const LayerWeights *g,
-                                   const TrainLayer *a, TrainRun *r) {
+                                   const TrainLayer *a, const int *mask, TrainRun *r) {
     int D = c->hidden_size, I = c->intermediate_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, Hd = H * d, kvd = Hkv * d, S = r->S, Q = r->Q, P = r->P;
     int rows = r->b * Q, krows = r->b * P;
@@ -981,7 +1065,7 @@ static void decoder_layer_backward(const Config *c, const LayerWeights *w, const
         size_t qo = (size_t)bi * Q * Hd, ko = (size_t)bi * P * kvd;
         attention_masked_backward(r->dq_rope + qo, r->dk_rope + ko, r->dv + ko, r->dattn + qo,
                                   a->att + (size_t)bi * H * Q * P, a->q_rope + qo, a->k_rope + ko, a->v + ko,
-                                  r->mask ? r->mask + (size_t)bi * Q * P : NULL, Q, P, H, Hkv, d, r->da);
+                                  mask ? mask + (size_t)bi * Q * P : NULL, Q, P, H, Hkv, d, r->da);
         rope_backward(r->dqn + qo, r->dq_rope + qo, r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d, Q, S, H, d);
         rope_backward(r->dkn + ko, r->dk_rope + ko, r->cos + (size_t)bi * P * d, r->sin + (size_t)bi * P * d, P, 0, Hkv, d);
     }
@@ -1028,7 +1112,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     KVCache cache = {0};
     TargetRun tr = {0};
     if (check_batch(dm, tm, bt) != 0) return -1;
-    if (run_init(r, dc, tc, b, S, N, B) != 0) return -1;
+    if (run_fit(r, dc, tc, b, S, N, B) != 0) return -1;
     r->threads = hp->threads;
     TraceDims dims = train_dims(dm, tm, bt);
     batch_setup(r, bt, dc->mask_token_id, hp->gamma, hp->causal_block);
@@ -1054,6 +1138,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     EMIT(trace, step, &dims, "noise_ids", r->noise_ids);
     EMIT(trace, step, &dims, "position_ids", r->pos);
     EMIT(trace, step, &dims, "attn_mask", r->mask);
+    if (r->window > 0) EMIT(trace, step, &dims, "attn_mask_sliding", r->mask_sliding);
 
     /* the draft: C = hidden_norm(fc(target_hidden)); h = embed_tokens(noise_ids) */
     train_matmul(r, r->fc_out, r->target_hidden, dm->fc, b * S, kD, D);
@@ -1067,7 +1152,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
                      r->pos + (size_t)bi * P, P, dm->inv_freq, d);
     const real *h = r->emb;
     for (int l = 0; l < L; l++) {
-        decoder_layer_forward(dc, &dm->layers[l], &r->layers[l], h, r);
+        decoder_layer_forward(dc, &dm->layers[l], &r->layers[l], h, layer_mask(dc, r, l), r);
         h = r->layers[l].out;
         char name[32];
         snprintf(name, sizeof name, "layers.%d", l);
@@ -1107,7 +1192,8 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
     rmsnorm_backward(r->dh, st->grads.norm, r->dxb, h, dm->norm, b * Q, D, eps);
     /* the layers, last to first; their K/V context rows add into dC */
     zero(r->dC, (size_t)b * S * D);
-    for (int l = L - 1; l >= 0; l--) decoder_layer_backward(dc, &dm->layers[l], &st->grads.layers[l], &r->layers[l], r);
+    for (int l = L - 1; l >= 0; l--)
+        decoder_layer_backward(dc, &dm->layers[l], &st->grads.layers[l], &r->layers[l], layer_mask(dc, r, l), r);
     /* C = hidden_norm(fc_out); fc_out = target_hidden fc^T (target_hidden is frozen: no dx) */
     zero(r->dfc_out, (size_t)b * S * D);
     rmsnorm_backward(r->dfc_out, st->grads.hidden_norm, r->dC, r->fc_out, dm->hidden_norm, b * S, D, eps);
@@ -1137,11 +1223,9 @@ done:
 
 int train_loss_grad(const Model *draft, const Model *target, TrainState *st, const TrainBatch *batch,
                     const TrainHyper *hp, int step, const TraceHook *trace, TrainStats *stats) {
-    TrainRun r;
-    memset(&r, 0, sizeof r);
-    int rc = forward_backward(draft, target, st, batch, hp, step, trace, stats, &r);
-    run_free(&r);
-    return rc;
+    if (!st->run) st->run = xcalloc(1, sizeof *st->run, "training activations");
+    if (!st->run) return -1;
+    return forward_backward(draft, target, st, batch, hp, step, trace, stats, st->run);
 }
 
 /* clip_grad_norm_ then torch.optim.AdamW (torch 1.13 _single_tensor_adamw),
@@ -1368,30 +1452,7 @@ static int lm_run_init(TrainRun *r, const Config *c, int b, int T) {
         if (Hd > widest) widest = Hd;
         r->scratch = RUN_REALS(r, bT, widest, "transpose scratch");
     }
-    r->layers = xcalloc(c->num_hidden_layers, sizeof(TrainLayer), "training layer activations");
-    if (!r->layers) r->failed = 1;
-    for (int l = 0; !r->failed && l < c->num_hidden_layers; l++) {
-        TrainLayer *a = &r->layers[l];
-        a->xb = RUN_REALS(r, bT, D, "xb");
-        a->kv_in = RUN_REALS(r, bT, D, "kv_in");
-        a->q = RUN_REALS(r, bT, Hd, "q");
-        a->qn = RUN_REALS(r, bT, Hd, "qn");
-        a->q_rope = RUN_REALS(r, bT, Hd, "q_rope");
-        a->k = RUN_REALS(r, bT, kvd, "k");
-        a->kn = RUN_REALS(r, bT, kvd, "kn");
-        a->k_rope = RUN_REALS(r, bT, kvd, "k_rope");
-        a->v = RUN_REALS(r, bT, kvd, "v");
-        a->att = RUN_REALS(r, (size_t)b * H * T, T, "attention weights");
-        a->attn = RUN_REALS(r, bT, Hd, "attn");
-        a->attn_output = RUN_REALS(r, bT, D, "attn_output");
-        a->h_mid = RUN_REALS(r, bT, D, "h_mid");
-        a->xb2 = RUN_REALS(r, bT, D, "xb2");
-        a->gate = RUN_REALS(r, bT, I, "gate");
-        a->up = RUN_REALS(r, bT, I, "up");
-        a->act = RUN_REALS(r, bT, I, "act");
-        a->mlp_out = RUN_REALS(r, bT, D, "mlp_out");
-        a->out = RUN_REALS(r, bT, D, "layer output");
-    }
+    layers_alloc(r, c, bT, bT, (size_t)b * H * T, T);
     return r->failed ? -1 : 0;
 }
 
@@ -1511,7 +1572,7 @@ static int lm_forward_backward(Model *m, LmState *st, const LmBatch *bt, int ste
     LM_EMIT(trace, step, &dims, "hidden_states.0", r->emb);
     const real *h = r->emb;
     for (int l = 0; l < L; l++) {
-        decoder_layer_forward(c, &m->layers[l], &r->layers[l], h, r);
+        decoder_layer_forward(c, &m->layers[l], &r->layers[l], h, NULL, r);
         h = r->layers[l].out;
         if (l < L - 1) {
             char name[40];
@@ -1576,7 +1637,7 @@ static int lm_forward_backward(Model *m, LmState *st, const LmBatch *bt, int ste
     zero(r->dh, rows * D);
     rmsnorm_backward(r->dh, st->grads.norm, r->dxb, h, m->norm, (int)rows, D, eps);
     for (int l = L - 1; l >= 0; l--)
-        decoder_layer_backward(c, &m->layers[l], &st->grads.layers[l], &r->layers[l], r);
+        decoder_layer_backward(c, &m->layers[l], &st->grads.layers[l], &r->layers[l], NULL, r);
     /* h0 = embed_tokens[input_ids]: a scatter-add (llm.c's encoder_backward) */
     for (size_t i = 0; i < rows; i++) {
         real *g = st->grads.embed_tokens + (size_t)bt->input_ids[i] * D;

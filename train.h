@@ -67,6 +67,13 @@ void train_state_free(TrainState *st);
  * remaining candidates (a partial Fisher-Yates shuffle). Returns the number
  * kept, -1 on error. */
 uint64_t train_rng_seed(uint64_t seed);
+/* The training side's one PRNG, for every caller (the anchors above, the
+ * CLI's data order, --generate's prompts, --bench's ids): dflash.c's
+ * sampling generator, xorshift64* seeded through one splitmix64 step
+ * (train_rng_seed). train_rng_next advances the state *s one step and
+ * returns the step's 64-bit output (the state times 0x2545F4914F6CDD1D);
+ * rng_uniform's value from the same state is its top 53 bits / 2^53. */
+uint64_t train_rng_next(uint64_t *s);
 int train_anchor_count(const int *loss_mask, int b, int S, int B, int num_anchors);
 int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
                        int *anchors, int *keep);

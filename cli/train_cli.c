@@ -59,8 +59,8 @@ static const char *const TRAIN_USAGE[3] = {
     "                        (--bench default: toy_weights/random/draft)\n"
     "  --draft-config FILE   or: a new draft from this config.json (a DFlashDraftModel config),\n"
     "                        seeded from --seed (NOTES.md \"A new draft\": the PRNG, its stream,\n"
-    "                        the order); --steps 0 writes it as it starts. Full attention only:\n"
-    "                        a sliding_attention layer is refused (as with --draft)\n"
+    "                        the order); --steps 0 writes it as it starts. A sliding_attention\n"
+    "                        layer trains under SpecForge's window mask (as with --draft)\n"
     "  --out DIR             the trained draft: DIR/config.json, DIR/model.safetensors (F32) and\n"
     "                        the marker DIR/dflash-train.txt; DIR must be absent, empty, or a\n"
     "                        folder dflash train wrote (marked); one run at a time (DIR.lock)\n"
@@ -374,16 +374,6 @@ static int train_load(TrainCmd *r) {
     }
     r->max_pos = r->target.cfg.max_position_embeddings < dc->max_position_embeddings
                      ? r->target.cfg.max_position_embeddings : dc->max_position_embeddings;
-    /* a sliding-window draft would be trained as full attention (train.c's
-     * block mask has no window): refused until training windows is
-     * implemented (NOTES.md, "Training: the command") */
-    for (int l = 0; l < dc->num_hidden_layers; l++)
-        if (dc->layer_window[l] > 0) {
-            dflash_set_error("%s: layer_types[%d] is \"sliding_attention\" (sliding_window %d): dflash train trains "
-                             "full attention only, and training windows is not implemented; refusing rather than "
-                             "train the layer as full attention", r->src_config, l, dc->layer_window[l]);
-            return -1;
-        }
     if (r->B < 2) {
         dflash_set_error("--block-size %d: a block of 1 has no position to predict (the anchor's own token is given): "
                          "the loss would be 0 and nothing trained; expected 2..%d", r->B, DFLASH_MAX_BLOCK);

@@ -324,6 +324,10 @@ const TraceName dflash_train_trace_names[] = {
     {"train{s}.attn_mask", "b,N*B,S+N*B", IDS,
      "1: a query of block n sees the key: context j < anchors[n] and its own block; nothing when keep is 0",
      "block_mask"},
+    {"train{s}.attn_mask_sliding", "b,N*B,S+N*B", IDS,
+     "the sliding_attention layers' mask (a draft with such layers): attn_mask's context keys j >= anchors[n] + k "
+     "- (sliding_window - 1) only (k: the query's block offset), its own block's offsets <= k only",
+     "block_mask"},
     /* the draft */
     {"train{s}.fc", "b,S,D", R, "fc(target_hidden)", "forward_backward"},
     {"train{s}.hidden_norm", "b,S,D", R, "C = hidden_norm(fc(target_hidden)): the context every layer injects",

@@ -20,11 +20,34 @@
 
 #include <math.h>
 
+/* ---- the one PRNG (train.h): train_rng_seed, train_rng_next against
+ * splitmix64 and xorshift64* written here from their definitions (Vigna),
+ * and rng_uniform's value = the output's top 53 bits / 2^53 */
+static void test_rng(void **state) {
+    (void)state;
+    uint64_t z = 12345 + 0x9E3779B97F4A7C15ull;
+    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+    uint64_t x = (z ^ (z >> 31)) | 1, s = train_rng_seed(12345);
+    assert_true(s == x);
+    Rng g = {s};
+    for (int i = 0; i < 1000; i++) {
+        x ^= x >> 12, x ^= x << 25, x ^= x >> 27;
+        uint64_t want = x * 2685821657736338717ull, got = train_rng_next(&s);
+        assert_true(got == want && s == x);
+        assert_true(rng_uniform(&g) == (double)(want >> 11) / 9007199254740992.0);
+    }
+}
+
 /* ---- tiny models */
 static double urand(uint64_t *z) {   /* [0, 1), an LCG: independent of train.c's PRNG */
     *z = *z * 6364136223846793005ull + 1442695040888963407ull;
     return (double)(*z >> 11) / 9007199254740992.0;
 }
+
+/* > 0: tiny drafts get sliding_attention layers 0 and 1 with this window
+ * (layer 2 stays full_attention); the sliding tests set it and reset it */
+static int g_tiny_window = 0;
 
 static Config tiny_config(int draft) {
     Config c;
@@ -47,6 +70,8 @@ static Config tiny_config(int draft) {
         c.n_target_layer_ids = 2;
         c.target_layer_ids[0] = 1;
         c.target_layer_ids[1] = 3;
+        c.layer_window[0] = c.layer_window[1] = g_tiny_window;
+        c.layer_causal[0] = c.layer_causal[1] = g_tiny_window > 0;
     }
     return c;
 }
@@ -202,6 +227,14 @@ static void gradcheck(double gamma) {
 
 static void test_gradcheck_gamma(void **state) { (void)state; gradcheck(7.0); }
 static void test_gradcheck_no_gamma(void **state) { (void)state; gradcheck(0); }
+/* layers 0 and 1 sliding_attention, window 3 < the block size 4: the
+ * context window and the causal block of block_mask's window branch */
+static void test_gradcheck_sliding(void **state) {
+    (void)state;
+    g_tiny_window = 3;
+    gradcheck(7.0);
+    g_tiny_window = 0;
+}
 
 /* ---- a hook that keeps copies of the traced tensors */
 typedef struct {
@@ -310,6 +343,101 @@ static void test_mask(void **state) {
     model_free(&tm);
 }
 
+/* ---- the sliding_attention layers' mask (window 3, block 4): every
+ * attention weight of layers 0 and 1 is > 0 exactly where SpecForge's
+ * create_dflash_sdpa_mask with sliding_window = 3 allows (written here from
+ * its lines: a context key j < anchor with j >= anchor + q - (3 - 1), q the
+ * query's block offset; a block key of its own block at offset <= q; a block
+ * not kept: none), layer 2's where the block mask allows; the traced
+ * attn_mask_sliding is that mask. */
+static void test_mask_sliding(void **state) {
+    (void)state;
+    g_tiny_window = 3;
+    Model tm, dm;
+    tiny_target(&tm, 7);
+    tiny_draft(&dm, &tm, 11, 1);
+    g_tiny_window = 0;
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    TrainBatch bt = check_batch_();
+    TrainHyper hp = hyper(7);
+    int S = GS, Q = GN * GBLK, P = S + Q, H = dm.cfg.num_attention_heads, w = 3, n_ctx_seen = 0, n_cut = 0;
+    TrainRun r;
+    memset(&r, 0, sizeof r);
+    Capture cap = {0};
+    TraceHook hook = {capture_tensor, &cap};
+    assert_int_equal(forward_backward(&dm, &tm, st, &bt, &hp, 1, &hook, NULL, &r), 0);
+    const int64_t *traced = captured(&cap, "train1.attn_mask_sliding"), *full = captured(&cap, "train1.attn_mask");
+    for (int bi = 0; bi < GB; bi++)
+        for (int i = 0; i < Q; i++) {
+            int n = i / GBLK, q = i % GBLK, anchor = g_anchors[bi * GN + n], kept = g_keep[bi * GN + n];
+            for (int j = 0; j < P; j++) {
+                int ctx = j < S && j < anchor, own = j >= S && (j - S) / GBLK == n;
+                int slide = kept && ((ctx && j >= anchor + q - (w - 1)) || (own && (j - S) % GBLK <= q));
+                int block = kept && (ctx || own);
+                n_ctx_seen += slide && j < S;
+                n_cut += block && !slide;
+                assert_int_equal(traced[((size_t)bi * Q + i) * P + j], slide);
+                assert_int_equal(full[((size_t)bi * Q + i) * P + j], block);
+                for (int l = 0; l < dm.cfg.num_hidden_layers; l++)
+                    for (int h = 0; h < H; h++) {
+                        const real *a = r.layers[l].att + (((size_t)bi * H + h) * Q + i) * P;
+                        int want = l < 2 ? slide : block;
+                        if ((a[j] > 0) != want)
+                            fail_msg("seq %d query %d (anchor %d, offset %d) layer %d head %d key %d: weight %g",
+                                     bi, i, anchor, q, l, h, j, (double)a[j]);
+                    }
+            }
+        }
+    assert_true(n_ctx_seen > 0 && n_cut > 0);   /* the window both lets context in and cuts some out */
+    run_free(&r);
+    capture_free(&cap);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
+}
+
+/* ---- a window wider than every sequence (S + B) cuts no context key, so
+ * the sliding layers' mask is the causal block mask: the run must give the
+ * bits of the same draft with full_attention layers and --block-attention
+ * causal (a second computation, through the other mask). All three layers
+ * slide here (tiny drafts keep layer 2 full: set by hand). */
+static void test_sliding_wide_window(void **state) {
+    (void)state;
+    Model tm, dm_s, dm_c;
+    tiny_target(&tm, 7);
+    g_tiny_window = GS + GBLK;
+    tiny_draft(&dm_s, &tm, 11, 1);
+    g_tiny_window = 0;
+    dm_s.cfg.layer_window[2] = GS + GBLK, dm_s.cfg.layer_causal[2] = 1;
+    tiny_draft(&dm_c, &tm, 11, 1);
+    TrainState *st_s = train_state_new(&dm_s, &tm), *st_c = train_state_new(&dm_c, &tm);
+    assert_non_null(st_s);
+    assert_non_null(st_c);
+    TrainBatch bt = check_batch_();
+    TrainHyper hp_s = hyper(7), hp_c = hyper(7);
+    hp_c.causal_block = 1;
+    for (int step = 1; step <= 2; step++) {
+        TrainStats a, b;
+        assert_int_equal(train_step(&dm_s, &tm, st_s, &bt, &hp_s, step, NULL, &a), 0);
+        assert_int_equal(train_step(&dm_c, &tm, st_c, &bt, &hp_c, step, NULL, &b), 0);
+        assert_true(a.loss == b.loss && a.grad_norm == b.grad_norm);
+        assert_memory_equal(st_s->grad, st_c->grad, sizeof(real) * st_s->offset[st_s->n]);
+        assert_memory_equal(dm_s.data, dm_c.data, sizeof(real) * dm_s.n_params);
+    }
+    /* and the bidirectional block (the default) differs: the test can tell */
+    TrainStats a, b;
+    hp_c.causal_block = 0;
+    assert_int_equal(train_loss_grad(&dm_s, &tm, st_s, &bt, &hp_s, 3, NULL, &a), 0);
+    assert_int_equal(train_loss_grad(&dm_c, &tm, st_c, &bt, &hp_c, 3, NULL, &b), 0);
+    assert_true(a.loss != b.loss);
+    train_state_free(st_s);
+    train_state_free(st_c);
+    model_free(&dm_s);
+    model_free(&dm_c);
+    model_free(&tm);
+}
+
 /* ---- a case worked by hand: S 6, B 3, anchors 1 and 4, loss mask
  * 1 1 0 1 1 1, gamma 2:
  *   block 0 (anchor 1): k 0 the anchor (w 0); k 1 -> position 2, mask 0
@@ -372,6 +500,10 @@ static void test_hand_case(void **state) {
         int used = 0;
         for (int i = 0; i < cap.n; i++)
             used += trace_name_matches(dflash_train_trace_names[j].pattern, cap.names[i], tm.cfg.num_hidden_layers);
+        if (strcmp(dflash_train_trace_names[j].pattern, "train{s}.attn_mask_sliding") == 0) {
+            assert_int_equal(used, 0);   /* a draft without sliding layers (test_sliding_oracle_parity: with) */
+            continue;
+        }
         if (!used) fail_msg("row %s: no traced name", dflash_train_trace_names[j].pattern);
     }
     assert_int_equal(cap.n, 20 + 36 + 1 + 36);   /* the forward (3 layers), 36 grads, grad_norm, 36 params */
@@ -965,12 +1097,13 @@ typedef struct {
     int n_checked;
     double worst;
     char worst_name[128];
+    const char *dir;   /* the committed trace: tests/lm_oracle/trace, tests/train_oracle_sliding/trace */
 } OracleCmp;
 
 static int oracle_compare(void *ctx, const TraceTensor *t) {
     OracleCmp *c = ctx;
     char path[256];
-    snprintf(path, sizeof path, "tests/lm_oracle/trace/%s.npy", t->name);
+    snprintf(path, sizeof path, "%s/%s.npy", c->dir, t->name);
     FILE *f = fopen(path, "rb");
     if (!f) return 0;   /* not committed */
     fclose(f);
@@ -1013,6 +1146,7 @@ static void test_lm_oracle_parity(void **state) {
     LmState *st = lm_state_new(&m, 2, 6);
     assert_non_null(st);
     OracleCmp cmp = {0};
+    cmp.dir = "tests/lm_oracle/trace";
     TraceHook hook = {oracle_hook, &cmp};
     for (int s = 0; s < bl->n; s++) {
         int ids[12], lmask[12];
@@ -1029,6 +1163,64 @@ static void test_lm_oracle_parity(void **state) {
     print_message("lm_oracle parity: %d names, worst %.2e (%s)\n", cmp.n_checked, cmp.worst, cmp.worst_name);
     lm_state_free(st);
     model_free(&m);
+    json_free(&root);
+    free(text);
+}
+
+/* ---- parity with train_oracle.py on a sliding-window draft: two steps on
+ * toy_weights/sliding (draft layers 0..3 sliding_attention, window 6, block
+ * 6), the oracle run with SpecForge's per-layer masks (the sliding layers
+ * under create_dflash_sdpa_mask with sliding_window, the full layer under the
+ * block mask; NOTES.md "Training sliding-window layers"), in float64:
+ * tests/train_oracle_sliding/ holds the case and a choice of the names. */
+static void test_sliding_oracle_parity(void **state) {
+    (void)state;
+    char *text;
+    size_t len;
+    Json root;
+    assert_int_equal(file_read_all("tests/train_oracle_sliding/case.json", &text, &len), 0);
+    assert_int_equal(json_parse(text, len, "case.json", &root), 0);
+    Model tm, dm;
+    if (model_load(&tm, "toy_weights/sliding/target", 0) != 0) fail_msg("%s (make weights)", dflash_errmsg);
+    assert_int_equal(model_load(&dm, "toy_weights/sliding/draft", 1), 0);
+    assert_int_equal(draft_window(&dm.cfg), 6);
+    const Json *aw = json_get(&root, "adamw"), *bl = json_get(&root, "batches");
+    TrainHyper hp = {0};
+    hp.lr = json_get(aw, "lr")->number, hp.eps = json_get(aw, "eps")->number;
+    hp.beta1 = json_get(aw, "betas")->items[0].number, hp.beta2 = json_get(aw, "betas")->items[1].number;
+    hp.weight_decay = json_get(aw, "weight_decay")->number, hp.max_grad_norm = json_get(aw, "max_grad_norm")->number;
+    hp.gamma = json_get(&root, "gamma")->number, hp.threads = 1;
+    TrainState *st = train_state_new(&dm, &tm);
+    assert_non_null(st);
+    OracleCmp cmp = {0};
+    cmp.dir = "tests/train_oracle_sliding/trace";
+    TraceHook hook = {oracle_hook, &cmp};
+    for (int s = 0; s < bl->n; s++) {
+        enum { B_ = 2, S_ = 14, N_ = 2 };
+        int ids[B_ * S_], lmask[B_ * S_], anchors[B_ * N_], keep[B_ * N_];
+        const Json *bj = &bl->items[s], *ii = json_get(bj, "input_ids"), *mm = json_get(bj, "loss_mask");
+        const Json *aa = json_get(bj, "anchors"), *kk = json_get(bj, "keep");
+        assert_int_equal(ii->n, B_);
+        for (int b = 0; b < B_; b++) {
+            assert_int_equal(ii->items[b].n, S_);
+            for (int t = 0; t < S_; t++) {
+                ids[b * S_ + t] = (int)ii->items[b].items[t].number;
+                lmask[b * S_ + t] = mm ? (int)mm->items[b].items[t].number : 1;
+            }
+            for (int n = 0; n < N_; n++) {
+                anchors[b * N_ + n] = (int)aa->items[b].items[n].number;
+                keep[b * N_ + n] = kk ? kk->items[b].items[n].boolean : 1;
+            }
+        }
+        TrainBatch bt = {B_, S_, N_, dm.cfg.block_size, ids, lmask, anchors, keep, NULL};
+        if (train_step(&dm, &tm, st, &bt, &hp, s + 1, &hook, NULL) != 0) fail_msg("%s", dflash_errmsg);
+    }
+    assert_int_equal(cmp.n_checked, 142);   /* every committed name */
+    print_message("sliding train_oracle parity: %d names, worst %.2e (%s)\n", cmp.n_checked, cmp.worst,
+                  cmp.worst_name);
+    train_state_free(st);
+    model_free(&dm);
+    model_free(&tm);
     json_free(&root);
     free(text);
 }
@@ -1066,8 +1258,12 @@ int main(int argc, char **argv) {
         return 0;
     }
     const struct CMUnitTest tests[] = {
+        cmocka_unit_test(test_rng),
         cmocka_unit_test(test_gradcheck_gamma),
         cmocka_unit_test(test_gradcheck_no_gamma),
+        cmocka_unit_test(test_gradcheck_sliding),
+        cmocka_unit_test(test_mask_sliding),
+        cmocka_unit_test(test_sliding_wide_window),
         cmocka_unit_test(test_mask),
         cmocka_unit_test(test_hand_case),
         cmocka_unit_test(test_adamw),
@@ -1090,6 +1286,7 @@ int main(int argc, char **argv) {
         cmocka_unit_test(test_decay_on),
         cmocka_unit_test(test_lm_errors),
         cmocka_unit_test(test_lm_oracle_parity),
+        cmocka_unit_test(test_sliding_oracle_parity),
         cmocka_unit_test(test_lm_init),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

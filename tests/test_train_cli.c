@@ -592,12 +592,29 @@ static void test_block_mask_causal(void **state) {
         {1, 1, 1, 0, 0, 0, 0, 0, 1, 1, 1},
     };
     int anchors[2] = {1, 3}, keep[2] = {1, 1}, m[6 * 11];
-    block_mask(m, anchors, keep, 5, 2, 3, 1);
+    /* a sliding_attention layer's, window 3 (create_dflash_sdpa_mask with
+     * sliding_window 3, by hand): context keys j < anchor with j >= anchor +
+     * q - 2 (q the query's offset), block keys at offsets <= q, causal or not */
+    static const int window3[6][11] = {
+        {1, 0, 0, 0, 0, 1, 0, 0, 0, 0, 0},   /* anchor 1, q 0: j >= -1 */
+        {1, 0, 0, 0, 0, 1, 1, 0, 0, 0, 0},   /*           q 1: j >= 0  */
+        {0, 0, 0, 0, 0, 1, 1, 1, 0, 0, 0},   /*           q 2: j >= 1: none */
+        {0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 0},   /* anchor 3, q 0: j >= 1  */
+        {0, 0, 1, 0, 0, 0, 0, 0, 1, 1, 0},   /*           q 1: j >= 2  */
+        {0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1},   /*           q 2: none    */
+    };
+    block_mask(m, anchors, keep, 5, 2, 3, 1, 0);
     assert_memory_equal(m, causal, sizeof m);
-    block_mask(m, anchors, keep, 5, 2, 3, 0);
+    block_mask(m, anchors, keep, 5, 2, 3, 0, 0);
     assert_memory_equal(m, bidir, sizeof m);
+    block_mask(m, anchors, keep, 5, 2, 3, 0, 3);
+    assert_memory_equal(m, window3, sizeof m);
+    block_mask(m, anchors, keep, 5, 2, 3, 1, 3);
+    assert_memory_equal(m, window3, sizeof m);
+    block_mask(m, anchors, keep, 5, 2, 3, 0, 8);   /* a window past every key: the causal mask */
+    assert_memory_equal(m, causal, sizeof m);
     keep[1] = 0;  /* a block not kept sees nothing, causal or not */
-    block_mask(m, anchors, keep, 5, 2, 3, 1);
+    block_mask(m, anchors, keep, 5, 2, 3, 1, 0);
     for (int j = 0; j < 3 * 11; j++) assert_int_equal(m[3 * 11 + j], 0);
 }
 
@@ -807,14 +824,16 @@ static void assert_same_semantics(const Config *a, const Config *b) {
  * set's draft (rope_scaling llama3) and the qwen3-layout draft round-trip
  * through dflash train --steps 1, and the trained llama draft decodes
  * exactly as the same weights under the input's config (its rope angles).
- * A sliding-window draft is refused (training windows is not implemented). */
+ * The sliding set's draft (sliding_attention layers) trains too, from its
+ * folder and from its config, and keeps its layer_types and window. */
 static void test_config_round_trip(void **state) {
     (void)state;
     char *dir = tu_tmpdir(), *err;
     assert_non_null(dir);
     tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24 25 26 27 28\n");
-    static const char *const sets[2][2] = {{"toy_weights/llama/target", "toy_weights/llama/draft"}, {Q3T, Q3D}};
-    for (int s = 0; s < 2; s++) {
+    static const char *const sets[3][2] = {{"toy_weights/llama/target", "toy_weights/llama/draft"}, {Q3T, Q3D},
+                                           {"toy_weights/sliding/target", "toy_weights/sliding/draft"}};
+    for (int s = 0; s < 3; s++) {
         int rc = train_run(&err, dir, "--target %s --draft %s --data %s/ok.txt --steps 1 --out %s/o%d", sets[s][0],
                            sets[s][1], dir, dir, s);
         if (rc != 0) print_error("%s", err);
@@ -828,16 +847,16 @@ static void test_config_round_trip(void **state) {
         assert_int_equal(config_load(&b, out, 1), 0);
         assert_same_semantics(&a, &b);
         assert_int_equal(a.block_size, b.block_size);
+        for (int l = 0; l < a.num_hidden_layers; l++) assert_int_equal(a.layer_window[l], b.layer_window[l]);
+        if (s == 2) assert_int_equal(b.layer_window[0], 6);
     }
-    /* the sliding set's draft: refused before anything is written */
-    int rc = train_run(&err, dir, "--target toy_weights/sliding/target --draft toy_weights/sliding/draft --data "
-                       "%s/ok.txt --steps 1 --out %s/o3", dir, dir);
-    assert_refused(rc, err, "sliding_attention");
-    assert_false(tu_exists(tu_path(dir, "o3")));
-    rc = train_run(&err, dir, "--target toy_weights/sliding/target --draft-config toy_weights/sliding/draft/config.json "
-                   "--data %s/ok.txt --steps 1 --out %s/o3", dir, dir);
-    assert_refused(rc, err, "sliding_attention");
-    assert_true(no_partial_left(dir));
+    /* a new sliding draft from its config */
+    int rc = train_run(&err, dir, "--target toy_weights/sliding/target --draft-config toy_weights/sliding/draft/config.json "
+                       "--data %s/ok.txt --steps 1 --out %s/o3", dir, dir);
+    if (rc != 0) print_error("%s", err);
+    assert_int_equal(rc, 0);
+    free(err);
+    assert_true(tu_exists(tu_path(dir, "o3/model.safetensors")));
     tu_rmtree(dir);
     free(dir);
 }
