@@ -437,9 +437,9 @@ exercises-check: dflash weights ## check every answer in walkthrough/exercises.m
 # the training runs behind walkthrough/train-pitfalls.md's table (minutes each; their results are committed)
 train-pitfall-runs: dflash pitfall-programs weights ## train the clean draft and each training pitfall's (short recipe), into walkthrough/train-pitfalls/runs/
 	sh walkthrough/train-pitfalls-runs.sh
-pitfalls: dflash pitfall-programs weights ## regenerate walkthrough/pitfalls.md and train-pitfalls.md from the patches and real runs
+pitfalls: dflash dflash-double pitfall-programs weights ## regenerate walkthrough/pitfalls.md and train-pitfalls.md from the patches and real runs
 	sh tools/docs.sh write pitfalls
-pitfalls-check: dflash pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
+pitfalls-check: dflash dflash-double pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are

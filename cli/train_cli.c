@@ -499,7 +499,7 @@ static int train_setup(TrainCmd *r) {
                                          0x67656e6572617465ull /* "generate" */, NULL, "generate") != 0)
         return -1;
     if (a->bench) {  /* random ids, every position trained */
-        uint64_t g = cli_rng_seed(a->seed ^ 0x62656e6368ull);  /* "bench" */
+        uint64_t g = train_rng_seed(a->seed ^ 0x62656e6368ull);  /* "bench" */
         int *ids = malloc(sizeof(int) * (size_t)S), *mask = malloc(sizeof(int) * (size_t)S);
         int prc = ids && mask ? 0 : -1;
         for (int q = 0; prc == 0 && q < (int)a->batch; q++) {
@@ -573,7 +573,7 @@ static int train_loop(TrainCmd *r) {
     const TrainArgs *a = &r->a;
     int steps = r->steps;
     TrainHyper *hp = &r->hp;
-    uint64_t data_rng = cli_rng_seed(a->seed ^ 0x64617461ull);        /* "data" */
+    uint64_t data_rng = train_rng_seed(a->seed ^ 0x64617461ull);        /* "data" */
     uint64_t anchor_rng = train_rng_seed(a->seed ^ 0x616e63686f72ull); /* "anchor" */
     /* --bench: processor time too (the wall clock of a shared machine says little) */
     r->t_start = now_seconds();

@@ -21,26 +21,10 @@
  * 2. Data
  * ======================================================================== */
 
-/* The run's PRNG for data order, --generate's prompts and --bench's ids:
- * xorshift64* seeded through one splitmix64 step, dflash.c's sampling
- * generator (dflash.c section 6). */
-uint64_t cli_rng_seed(uint64_t seed) {
-    uint64_t z = seed + 0x9E3779B97F4A7C15ull;
-    z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
-    z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
-    return (z ^ (z >> 31)) | 1;
-}
-
-uint64_t cli_rng_next(uint64_t *s) {
-    *s ^= *s >> 12;
-    *s ^= *s << 25;
-    *s ^= *s >> 27;
-    return *s * 0x2545F4914F6CDD1Dull;
-}
-
-/* uniform in 0..n-1 (n small: the modulo bias is below 2^-40) */
-int cli_rng_below(uint64_t *s, int n) { return (int)((cli_rng_next(s) >> 11) % (uint64_t)n); }
-
+/* A draw below n for the data order, --generate's prompts and --bench's
+ * ids, from train.h's one PRNG (train_rng_seed / train_rng_next: dflash.c's
+ * sampling generator): the output's top 53 bits modulo n. */
+int cli_rng_below(uint64_t *s, int n) { return (int)((train_rng_next(s) >> 11) % (uint64_t)n); }
 
 void seqs_free(Seqs *s) {
     free(s->len);
@@ -211,7 +195,7 @@ int data_generate(Seqs *s, const Model *target, const char *target_dir, int N, i
     int V = target->cfg.vocab_size;
     int *prompt = malloc(sizeof(int) * (size_t)P), *mask = malloc(sizeof(int) * (size_t)S);
     int rc = -1, tries = 0, dropped = 0;
-    uint64_t rng = cli_rng_seed(seed ^ stream);
+    uint64_t rng = train_rng_seed(seed ^ stream);
     double t0 = now_seconds(), last = t0;
     if (!prompt || !mask) { dflash_set_error("out of memory"); goto done; }
     while (s->n < N) {
@@ -223,7 +207,7 @@ int data_generate(Seqs *s, const Model *target, const char *target_dir, int N, i
         for (int i = 0; i < P; i++) {
             do prompt[i] = cli_rng_below(&rng, V); while (prompt[i] == mask_id && V > 1);
         }
-        p.seed = cli_rng_next(&rng);
+        p.seed = train_rng_next(&rng);
         if (prompt_excluded(exclude, prompt, P)) { dropped++; continue; }
         GenResult r;
         if (ar_generate(target, prompt, P, &p, &r) != 0) goto done;

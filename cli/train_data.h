@@ -52,8 +52,6 @@ typedef struct {
 
 #define DRAWER_CACHE_MAX ((size_t)1 << 30)
 
-uint64_t cli_rng_seed(uint64_t seed);
-uint64_t cli_rng_next(uint64_t *s);
 int cli_rng_below(uint64_t *s, int n);
 void seqs_free(Seqs *s);
 int seqs_push(Seqs *s, const int *ids, const int *mask, int len, int line);
