@@ -57,7 +57,7 @@ TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
 TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches gguf
-FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff
+FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff cli/flags
 # fuzz_encode: the encoder alone
 FUZZ_LIB_fuzz_encode = formats/json formats/tokenizer formats/files
 FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest
@@ -404,11 +404,17 @@ DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkt
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough pitfalls training
 	sh walkthrough/tools/gdb-check.sh --write
+# two lanes side by side (each is one process at a time; they share no
+# output): the mistakes pages' 60 real runs and diffs, and the rest; each
+# lane's output is printed when both are done
 docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
-	@rc=0; sh tools/docs.sh check trace-md walkthrough pitfalls training || rc=1; \
-	sh walkthrough/tools/gdb-check.sh || rc=1; \
-	sh walkthrough/explorer-check.sh || rc=1; \
-	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || rc=1; \
+	@rc=0; d=$$(mktemp -d); \
+	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
+	{ { sh tools/docs.sh check trace-md walkthrough training || echo 1 > $$d/b.rc; \
+	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
+	    sh walkthrough/explorer-check.sh || echo 1 > $$d/b.rc; \
+	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; } > $$d/b.log 2>&1; } & \
+	wait; cat $$d/b.log $$d/a.log; [ -f $$d/a.rc ] || [ -f $$d/b.rc ] && rc=1; rm -rf $$d; \
 	[ $$rc = 0 ] && echo "docs-check: every generated file is current and every check passed" || \
 	  { echo "docs-check: FAILED (make docs regenerates; read the diff, then commit)"; exit 1; }
 
