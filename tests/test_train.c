@@ -1128,13 +1128,19 @@ static int oracle_compare(void *ctx, const TraceTensor *t) {
 }
 static int oracle_hook(void *ctx, const TraceHand *hand) { return trace_shape_hand(hand, oracle_compare, ctx); }
 
-static void test_lm_oracle_parity(void **state) {
-    (void)state;
+/* a committed oracle case: its text (freed by the caller after json_free) parsed into *root */
+static char *read_case(const char *path, Json *root) {
     char *text;
     size_t len;
+    assert_int_equal(file_read_all(path, &text, &len), 0);
+    assert_int_equal(json_parse(text, len, "case.json", root), 0);
+    return text;
+}
+
+static void test_lm_oracle_parity(void **state) {
+    (void)state;
     Json root;
-    assert_int_equal(file_read_all("tests/lm_oracle/case.json", &text, &len), 0);
-    assert_int_equal(json_parse(text, len, "case.json", &root), 0);
+    char *text = read_case("tests/lm_oracle/case.json", &root);
     Model m;
     if (model_load(&m, "toy_weights/lm-tiny/target", 0) != 0) fail_msg("%s (make weights)", dflash_errmsg);
     const Json *aw = json_get(&root, "adamw"), *bl = json_get(&root, "batches");
@@ -1175,11 +1181,8 @@ static void test_lm_oracle_parity(void **state) {
  * tests/train_oracle_sliding/ holds the case and a choice of the names. */
 static void test_sliding_oracle_parity(void **state) {
     (void)state;
-    char *text;
-    size_t len;
     Json root;
-    assert_int_equal(file_read_all("tests/train_oracle_sliding/case.json", &text, &len), 0);
-    assert_int_equal(json_parse(text, len, "case.json", &root), 0);
+    char *text = read_case("tests/train_oracle_sliding/case.json", &root);
     Model tm, dm;
     if (model_load(&tm, "toy_weights/sliding/target", 0) != 0) fail_msg("%s (make weights)", dflash_errmsg);
     assert_int_equal(model_load(&dm, "toy_weights/sliding/draft", 1), 0);
