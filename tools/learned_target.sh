@@ -26,7 +26,7 @@ B=build/learned
 OUT=toy_weights/learned
 # the recipe: every flag that changes a bit is here
 TOKENIZER_FLAGS="--vocab-size 2048"
-TRAIN_FLAGS="--steps 720 --batch 4 --seq-len 64 --lr 2e-3 --warmup 25 --schedule cosine --weight-decay 0.1 \
+TRAIN_FLAGS="--steps 2400 --batch 8 --seq-len 64 --lr 1e-3 --warmup 100 --schedule cosine --weight-decay 0.1 \
 --decay-on matrices --max-grad-norm 1 --adam-eps 1e-8 --beta2 0.95 --seed 1337"
 THREADS=${THREADS:-2}
 DFLASH=${DFLASH:-./dflash}   # the program (a copy, so a rebuild during hours of training changes nothing)
