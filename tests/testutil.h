@@ -34,7 +34,7 @@ static inline int tu_run(const char *cmd, const char *out) {
 }
 
 /* `make test` runs a representative subset of the long sweeps (every block
- * size 1..8 on two prompts per weight set, a 600-seed chi-square);
+ * size 1..8 over two prompts per weight set, a 600-seed chi-square);
  * DFLASH_TEST_LONG=1 (`make test-long`) runs them in
  * full (20 + 6 prompts, 3000 seeds). `make sanitize` runs the subset. */
 static inline int tu_long(void) {
