@@ -24,6 +24,7 @@
 #include "testutil.h"
 #include "traceutil.h"
 
+#include <dirent.h>
 #include <sys/wait.h>
 
 #define g_dir TU_SCRATCH  /* the suite's scratch directory */
@@ -304,25 +305,49 @@ static void test_diff_runs_the_double_build(void **state) {
     assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "cp -r %s %s", a, b);
     assert_int_equal(tu_run(cmd, NULL), 0);
-    char p[700];
-    snprintf(p, sizeof p, "%s/prefill.layers.0.mlp.down_proj.npy", b);
-    NpyValues v;
-    if (npy_read_values(p, &v) != 0) fail_msg("%s: %s", p, dflash_errmsg);
-    float *x = malloc(v.n * sizeof *x);
-    assert_non_null(x);
-    for (size_t i = 0; i < v.n; i++) x[i] = (float)(v.f[i] * (1 + 1e-3));
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    assert_int_equal(npy_write(f, "<f4", v.ndim, v.shape, x, v.n), 0);
-    assert_int_equal(fclose(f), 0);
-    free(x);
-    npy_values_free(&v);
+    /* B: the prefill's layer-0 down_proj, every float tensor of round 1 and
+     * acceptance_per_position changed (by 1e-3 relative): more names than diff gives
+     * the double build one by one, so it asks by phase ("draft1.*"), and a
+     * name without a phase must stay itself (not "acceptance_per_position.*",
+     * which the double build refuses: then nothing would be judged by it) */
+    char p[1000];
+    DIR *dd = opendir(b);
+    assert_non_null(dd);
+    struct dirent *de;
+    int scaled = 0;
+    while ((de = readdir(dd)) != NULL) {
+        const char *fn = de->d_name;
+        if (strcmp(fn, "prefill.layers.0.mlp.down_proj.npy") && strcmp(fn, "acceptance_per_position.npy") &&
+            strncmp(fn, "draft1.", 7) && strncmp(fn, "verify1.", 8))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", b, fn);
+        NpyValues v;
+        if (npy_read_values(p, &v) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+        if (v.is_int) { npy_values_free(&v); continue; }
+        float *x = malloc((v.n ? v.n : 1) * sizeof *x);
+        assert_non_null(x);
+        /* (+ 0.01 too: one round's acceptance fractions may all be 0) */
+        for (size_t i = 0; i < v.n; i++) x[i] = (float)(v.f[i] * (1 + 1e-3) + (fn[0] == 'a' ? 0.01 : 0));
+        FILE *f = fopen(p, "wb");
+        assert_non_null(f);
+        assert_int_equal(npy_write(f, "<f4", v.ndim, v.shape, x, v.n), 0);
+        assert_int_equal(fclose(f), 0);
+        free(x);
+        npy_values_free(&v);
+        scaled++;
+    }
+    closedir(dd);
+    assert_true(scaled > 40);
     snprintf(cmd, sizeof cmd, "TMPDIR=%s ./dflash diff %s %s", tmp, a, b);
     char o[700];
     snprintf(o, sizeof o, "%s", dir_path("auto.txt"));
     assert_int_equal(tu_run(cmd, o), 1);
     char *out = tu_read(o, NULL);
     assert_contains(out, "running the double build on A's flags to judge rounding");
+    assert_contains(out, "--trace-filter draft1.* ");                      /* by phase */
+    assert_contains(out, "--trace-filter acceptance_per_position ");       /* itself */
+    assert_not_contains(out, "run on A's flags failed");
+    assert_not_contains(out, "rounding not judged");
     assert_contains(out, "first departure: prefill.layers.0.mlp.down_proj");
     assert_contains(out, "  not rounding: B is ");
     free(out);
