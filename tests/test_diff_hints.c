@@ -293,16 +293,14 @@ static void test_rounding_or_departure(void **state) {
 static void test_diff_runs_the_double_build(void **state) {
     (void)state;
     char cmd[3000], a[600], b[600], tmp[600];
-    snprintf(a, sizeof a, "%s", dir_path("ra"));
+    /* A: `./dflash --weights toy_weights/random --prompt "A dog saw" --max-new-tokens 1 --ignore-eos
+     * --trace`, tools/test-fixtures.sh's (read only); B a copy of it, changed */
+    snprintf(a, sizeof a, "%s", tu_fixture("random1-" TU_SELF));
     snprintf(b, sizeof b, "%s", dir_path("rb"));
     snprintf(tmp, sizeof tmp, "%s", dir_path("tmp"));
-    tu_rmtree(a);
     tu_rmtree(b);
     tu_rmtree(tmp);
     assert_int_equal(mkdir(tmp, 0777), 0);
-    snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/random --prompt \"A dog saw\" --ignore-eos "
-             "--max-new-tokens 1 --trace %s", a);
-    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "cp -r %s %s", a, b);
     assert_int_equal(tu_run(cmd, NULL), 0);
     /* B: the prefill's layer-0 down_proj, every float tensor of round 1 and
@@ -352,7 +350,6 @@ static void test_diff_runs_the_double_build(void **state) {
     assert_contains(out, "  not rounding: B is ");
     free(out);
     assert_int_equal(tu_count_entries(tmp), 0);
-    tu_rmtree(a);
     tu_rmtree(b);
 }
 
@@ -531,22 +528,30 @@ static void test_an_agreeing_tensor_far_worse_than_its_neighbours(void **state) 
     }
 }
 
-/* diff of the clean program's trace and a patched one's: args, new tokens */
+#define QWEN "--weights toy_weights/qwen3-layout --ids 5,6,7"
+#define RAND "--weights toy_weights/random --prompt \"A dog saw\" --ignore-eos"
+
+/* diff of the clean program's trace and a patched one's: args, new tokens.
+ * The clean run of RAND with 1 token is tools/test-fixtures.sh's random1,
+ * and diff reads its other-precision trace (random1-TU_OTHER) instead of
+ * running that build itself (test_diff_runs_the_double_build checks that). */
 static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
-    char cmd[3000], ref[600], port[600];
+    char cmd[3000], ref[600], port[600], opts[700] = "";
     snprintf(ref, sizeof ref, "%s", dir_path("pref"));
     snprintf(port, sizeof port, "%s", dir_path("pport"));
-    snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
-    assert_int_equal(tu_run(cmd, NULL), 0);
+    if (!strcmp(args, RAND) && n == 1) {
+        snprintf(ref, sizeof ref, "%s", tu_fixture("random1-" TU_SELF));
+        snprintf(opts, sizeof opts, "--" TU_OTHER " %s", tu_fixture("random1-" TU_OTHER));
+    } else {
+        snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
+        assert_int_equal(tu_run(cmd, NULL), 0);
+    }
     snprintf(cmd, sizeof cmd, "./build/signatures/dflash-%s %s --max-new-tokens %d --trace %s", patch, args, n, port);
     if (tu_run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
     char *out;
-    *rc = diff("", ref, port, &out);
+    *rc = diff(opts, ref, port, &out);
     return out;
 }
-
-#define QWEN "--weights toy_weights/qwen3-layout --ids 5,6,7"
-#define RAND "--weights toy_weights/random --prompt \"A dog saw\" --ignore-eos"
 
 /* (D/H)^-0.5 for head_dim^-0.5: on qwen3-layout every score of the
  * prefill's layer 0 is sqrt(head_dim / (D/H)) too large; on the random set

@@ -111,6 +111,28 @@ static inline const char *tu_path(const char *a, const char *b) {
     return p;
 }
 
+/* This build's precision and the other one's, as in the fixtures' names
+ * (./dflash is the REAL build: the same objects as ./dflash-TU_SELF). */
+#ifdef DFLASH_DOUBLE
+#define TU_SELF "double"
+#define TU_OTHER "float"
+#else
+#define TU_SELF "float"
+#define TU_OTHER "double"
+#endif
+
+/* build/fixtures/NAME: a trace tools/test-fixtures.sh makes before the
+ * suites run (make test, make test-long, make sanitize; by hand: `sh
+ * tools/test-fixtures.sh`), read where a suite would run the same command
+ * itself; NAME-PRECISION, e.g. "random1-" TU_SELF. Fails the test when it is
+ * missing. (tu_path's ring: copy what must live longer.) */
+static inline const char *tu_fixture(const char *name) {
+    char m[700];
+    snprintf(m, sizeof m, "build/fixtures/%.600s/trace.jsonl", name);
+    if (access(m, R_OK) != 0) fail_msg("%s: missing (sh tools/test-fixtures.sh; make test runs it)", m);
+    return tu_path("build/fixtures", name);
+}
+
 static inline int tu_exists(const char *path) {
     struct stat st;
     return lstat(path, &st) == 0;
