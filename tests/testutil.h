@@ -48,7 +48,11 @@ static inline int tu_quick(void) { return !tu_long(); }
 
 /* A fresh, empty directory under /tmp (malloc'd path; NULL on failure). */
 static inline char *tu_tmpdir(void) {
-    char *p = strdup("/tmp/dflash-test.XXXXXX");
+    /* under $TMPDIR when set (tools/run-tests.sh points it at a tmpfs when there is one), else /tmp */
+    const char *base = getenv("TMPDIR");
+    char t[600];
+    snprintf(t, sizeof t, "%.500s/dflash-test.XXXXXX", base && base[0] ? base : "/tmp");
+    char *p = strdup(t);
     if (p && !mkdtemp(p)) {
         free(p);
         return NULL;
