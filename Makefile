@@ -342,11 +342,16 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # a time (the CPUs plus one; TEST_JOBS=N to choose), each into its own log,
 # printed in order (tools/run-tests.sh).
 TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
+# Before the suites: tools/test-fixtures.sh, the traces several of them read
+# (the default run and a random-set run, float and double: each made once,
+# not by each suite that needs it).
 test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
+	@sh tools/test-fixtures.sh
 	@sh tools/run-tests.sh $(TESTS)
 
 LONG_TESTS = $(addprefix tests/bin/,$(patsubst tests/%.c,%,$(shell grep -l -e 'tu_long()' -e 'tu_quick()' tests/test_*.c)))
 test-long: $(TEST_PROGRAMS) $(LONG_TESTS) ## the long sweeps in full (DFLASH_TEST_LONG=1: the suites that have them; make test runs the rest), and learned-check
+	@sh tools/test-fixtures.sh
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh --label 'long sweeps in full' $(LONG_TESTS)
 	@sh tools/learned_target.sh check
 
@@ -468,6 +473,8 @@ SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug df
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
 	@for d in parity tokenizer lm_oracle train_oracle_sliding; do ln -sfn ../../../tests/$$d build/san/tests/$$d; done   # the committed reference files (test_parity, test_tokenizer, test_train)
+	@cd build/san && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
+	  sh ../../tools/test-fixtures.sh   # by the sanitized programs
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh tools/run-tests.sh -C build/san --label 'sanitized, make test subset' $(TESTS)
 

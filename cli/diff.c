@@ -1340,14 +1340,18 @@ static int diff_register(Diff *df, char kind, const char *path) {
     return r;
 }
 
-/* A glob for name at a level of run_other's list (0 the name itself). */
+/* A glob for name at a level of run_other's list (0 the name itself). A
+ * name without a phase (no '.': acceptance_per_position, output_ids) is
+ * itself at every level: "acceptance_per_position.*" would match nothing,
+ * and main.c refuses such a filter (the other build's run then failed and
+ * no tensor was judged by it). */
 static void other_glob(const char *name, int level, char *g, size_t size) {
     size_t pl = phase_len(name);
     const char *d = name;   /* the phase's round digits: name[d0, d1) */
     while (d < name + pl && (*d < '0' || *d > '9')) d++;
     int has_round = d > name && d < name + pl;
     const char *rest = name + pl, *lay = strstr(name, ".layers.");
-    if (level == 0 || (level >= 2 && !has_round)) snprintf(g, size, "%.250s", name);
+    if (level == 0 || !name[pl] || (level >= 2 && !has_round)) snprintf(g, size, "%.250s", name);
     else if (level == 1) snprintf(g, size, "%.*s.*", (int)pl, name);
     else if (level == 2) snprintf(g, size, "%.*s*%.250s", (int)(d - name), name, rest);
     else if (level == 3 && lay) {

@@ -24,6 +24,7 @@
 #include "testutil.h"
 #include "traceutil.h"
 
+#include <dirent.h>
 #include <sys/wait.h>
 
 #define g_dir TU_SCRATCH  /* the suite's scratch directory */
@@ -292,42 +293,63 @@ static void test_rounding_or_departure(void **state) {
 static void test_diff_runs_the_double_build(void **state) {
     (void)state;
     char cmd[3000], a[600], b[600], tmp[600];
-    snprintf(a, sizeof a, "%s", dir_path("ra"));
+    /* A: `./dflash --weights toy_weights/random --prompt "A dog saw" --max-new-tokens 1 --ignore-eos
+     * --trace`, tools/test-fixtures.sh's (read only); B a copy of it, changed */
+    snprintf(a, sizeof a, "%s", tu_fixture("random1-" TU_SELF));
     snprintf(b, sizeof b, "%s", dir_path("rb"));
     snprintf(tmp, sizeof tmp, "%s", dir_path("tmp"));
-    tu_rmtree(a);
     tu_rmtree(b);
     tu_rmtree(tmp);
     assert_int_equal(mkdir(tmp, 0777), 0);
-    snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/random --prompt \"A dog saw\" --ignore-eos "
-             "--max-new-tokens 1 --trace %s", a);
-    assert_int_equal(tu_run(cmd, NULL), 0);
     snprintf(cmd, sizeof cmd, "cp -r %s %s", a, b);
     assert_int_equal(tu_run(cmd, NULL), 0);
-    char p[700];
-    snprintf(p, sizeof p, "%s/prefill.layers.0.mlp.down_proj.npy", b);
-    NpyValues v;
-    if (npy_read_values(p, &v) != 0) fail_msg("%s: %s", p, dflash_errmsg);
-    float *x = malloc(v.n * sizeof *x);
-    assert_non_null(x);
-    for (size_t i = 0; i < v.n; i++) x[i] = (float)(v.f[i] * (1 + 1e-3));
-    FILE *f = fopen(p, "wb");
-    assert_non_null(f);
-    assert_int_equal(npy_write(f, "<f4", v.ndim, v.shape, x, v.n), 0);
-    assert_int_equal(fclose(f), 0);
-    free(x);
-    npy_values_free(&v);
+    /* B: the prefill's layer-0 down_proj, every float tensor of round 1 and
+     * acceptance_per_position changed (by 1e-3 relative): more names than diff gives
+     * the double build one by one, so it asks by phase ("draft1.*"), and a
+     * name without a phase must stay itself (not "acceptance_per_position.*",
+     * which the double build refuses: then nothing would be judged by it) */
+    char p[1000];
+    DIR *dd = opendir(b);
+    assert_non_null(dd);
+    struct dirent *de;
+    int scaled = 0;
+    while ((de = readdir(dd)) != NULL) {
+        const char *fn = de->d_name;
+        if (strcmp(fn, "prefill.layers.0.mlp.down_proj.npy") && strcmp(fn, "acceptance_per_position.npy") &&
+            strncmp(fn, "draft1.", 7) && strncmp(fn, "verify1.", 8))
+            continue;
+        snprintf(p, sizeof p, "%s/%s", b, fn);
+        NpyValues v;
+        if (npy_read_values(p, &v) != 0) fail_msg("%s: %s", p, dflash_errmsg);
+        if (v.is_int) { npy_values_free(&v); continue; }
+        float *x = malloc((v.n ? v.n : 1) * sizeof *x);
+        assert_non_null(x);
+        /* (+ 0.01 too: one round's acceptance fractions may all be 0) */
+        for (size_t i = 0; i < v.n; i++) x[i] = (float)(v.f[i] * (1 + 1e-3) + (fn[0] == 'a' ? 0.01 : 0));
+        FILE *f = fopen(p, "wb");
+        assert_non_null(f);
+        assert_int_equal(npy_write(f, "<f4", v.ndim, v.shape, x, v.n), 0);
+        assert_int_equal(fclose(f), 0);
+        free(x);
+        npy_values_free(&v);
+        scaled++;
+    }
+    closedir(dd);
+    assert_true(scaled > 40);
     snprintf(cmd, sizeof cmd, "TMPDIR=%s ./dflash diff %s %s", tmp, a, b);
     char o[700];
     snprintf(o, sizeof o, "%s", dir_path("auto.txt"));
     assert_int_equal(tu_run(cmd, o), 1);
     char *out = tu_read(o, NULL);
     assert_contains(out, "running the double build on A's flags to judge rounding");
+    assert_contains(out, "--trace-filter draft1.* ");                      /* by phase */
+    assert_contains(out, "--trace-filter acceptance_per_position ");       /* itself */
+    assert_not_contains(out, "run on A's flags failed");
+    assert_not_contains(out, "rounding not judged");
     assert_contains(out, "first departure: prefill.layers.0.mlp.down_proj");
     assert_contains(out, "  not rounding: B is ");
     free(out);
     assert_int_equal(tu_count_entries(tmp), 0);
-    tu_rmtree(a);
     tu_rmtree(b);
 }
 
@@ -506,22 +528,30 @@ static void test_an_agreeing_tensor_far_worse_than_its_neighbours(void **state) 
     }
 }
 
-/* diff of the clean program's trace and a patched one's: args, new tokens */
+#define QWEN "--weights toy_weights/qwen3-layout --ids 5,6,7"
+#define RAND "--weights toy_weights/random --prompt \"A dog saw\" --ignore-eos"
+
+/* diff of the clean program's trace and a patched one's: args, new tokens.
+ * The clean run of RAND with 1 token is tools/test-fixtures.sh's random1,
+ * and diff reads its other-precision trace (random1-TU_OTHER) instead of
+ * running that build itself (test_diff_runs_the_double_build checks that). */
 static char *patched_diff(const char *patch, const char *args, int n, int *rc) {
-    char cmd[3000], ref[600], port[600];
+    char cmd[3000], ref[600], port[600], opts[700] = "";
     snprintf(ref, sizeof ref, "%s", dir_path("pref"));
     snprintf(port, sizeof port, "%s", dir_path("pport"));
-    snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
-    assert_int_equal(tu_run(cmd, NULL), 0);
+    if (!strcmp(args, RAND) && n == 1) {
+        snprintf(ref, sizeof ref, "%s", tu_fixture("random1-" TU_SELF));
+        snprintf(opts, sizeof opts, "--" TU_OTHER " %s", tu_fixture("random1-" TU_OTHER));
+    } else {
+        snprintf(cmd, sizeof cmd, "./dflash %s --max-new-tokens %d --trace %s", args, n, ref);
+        assert_int_equal(tu_run(cmd, NULL), 0);
+    }
     snprintf(cmd, sizeof cmd, "./build/signatures/dflash-%s %s --max-new-tokens %d --trace %s", patch, args, n, port);
     if (tu_run(cmd, NULL) != 0) fail_msg("`%s` failed (make build/signatures/dflash-%s?)", cmd, patch);
     char *out;
-    *rc = diff("", ref, port, &out);
+    *rc = diff(opts, ref, port, &out);
     return out;
 }
-
-#define QWEN "--weights toy_weights/qwen3-layout --ids 5,6,7"
-#define RAND "--weights toy_weights/random --prompt \"A dog saw\" --ignore-eos"
 
 /* (D/H)^-0.5 for head_dim^-0.5: on qwen3-layout every score of the
  * prefill's layer 0 is sqrt(head_dim / (D/H)) too large; on the random set

@@ -12,7 +12,8 @@
  * find this program's trace of the same run equal to it within the
  * contract's tolerance (ids exactly), in both precisions, and must not find
  * a porting pitfall's trace equal to it (the committed tensors can tell a
- * wrong draft from a right one). */
+ * wrong draft from a right one). This program's traces of the default run
+ * are tools/test-fixtures.sh's (make test runs it first). */
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "testutil.h"
@@ -32,19 +33,25 @@ static int reference_names(void) {
     return n / 2;
 }
 
-/* PROGRAM's trace of the default run, diffed against the reference; the
- * diff's exit status, its output in *text */
-static int diff_with_reference(const char *program, const char *name, char **text) {
-    char cmd[2048], trace[700], out[700];
-    snprintf(trace, sizeof trace, "%s/%s", g_dir, name);
+/* A trace of the default run diffed against the reference; the diff's
+ * exit status, its output in *text */
+static int diff_trace(const char *trace, const char *name, char **text) {
+    char cmd[2048], out[700];
     snprintf(out, sizeof out, "%s/%s.out", g_dir, name);
-    snprintf(cmd, sizeof cmd, "%s --trace '%s'", program, trace);
-    assert_int_equal(tu_run(cmd, out), 0);
     snprintf(cmd, sizeof cmd, "./dflash diff " REF " '%s'", trace);
     int rc = tu_run(cmd, out);
     *text = tu_read(out, NULL);
     assert_non_null(*text);
     return rc;
+}
+
+/* PROGRAM's trace of the default run, diffed against the reference */
+static int diff_with_reference(const char *program, const char *name, char **text) {
+    char cmd[2048], trace[700];
+    snprintf(trace, sizeof trace, "%s/%s", g_dir, name);
+    snprintf(cmd, sizeof cmd, "%s --trace '%s'", program, trace);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    return diff_trace(trace, name, text);
 }
 
 static void test_the_reference_trace_is_complete(void **state) {
@@ -70,11 +77,13 @@ static void test_this_program_agrees_with_the_published_code(void **state) {
     (void)state;
     char want[160], *text;
     snprintf(want, sizeof want, "diff: %d compared, 0 differ, 0 missing from B", reference_names());
-    assert_int_equal(diff_with_reference("./dflash", "float", &text), 0);
+    /* the default run's traces tools/test-fixtures.sh made: ./dflash's (./dflash-float's objects, or
+     * -double's with make REAL=double), then the double build's (`./dflash-double --trace`) */
+    assert_int_equal(diff_trace(tu_fixture("walkthrough-" TU_SELF), "self", &text), 0);
     assert_contains(text, want);
     free(text);
     /* the other precision: the same within the tolerance */
-    assert_int_equal(diff_with_reference("./dflash-double", "double", &text), 0);
+    assert_int_equal(diff_trace(tu_fixture("walkthrough-double"), "double", &text), 0);
     assert_contains(text, want);
     free(text);
 }

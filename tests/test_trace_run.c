@@ -13,7 +13,8 @@
  *
  * The programs are run with system(): ./dflash, ./dflash-debug,
  * ./dflash-float and ./dflash-double (the Makefile builds them before the
- * tests; ./dflash is one of the last two, by REAL).
+ * tests; ./dflash is one of the last two, by REAL); the walkthrough run's
+ * traces by the last two are tools/test-fixtures.sh's (make test runs it).
  * .npy files are read by a small reader written here, not trace.c's. */
 #include "../dflash.c"
 #include "../formats/load.c"
@@ -373,20 +374,15 @@ static void run_ok(const char *cmd) {
 /* The walkthrough run ("The cat sat", block 4): two rounds, acceptance 2 then 3. */
 static void test_contract_walkthrough(void **state) {
     (void)state;
-    char *dir = tu_tmpdir();
-    char cmd[800];
-    snprintf(cmd, sizeof cmd, "./dflash --weights " WALK " --trace %s/t", dir);
-    run_ok(cmd);
+    /* `./dflash --weights WALK --trace`: tools/test-fixtures.sh's */
     Dims g = {3, 4, 12, 512, 8, 8, 64, vocab_lines(WALK), 3, 2, 16, 0 /* <eos> */, 1536};
     char t[600];
-    snprintf(t, sizeof t, "%s/t", dir);
+    snprintf(t, sizeof t, "%s", tu_fixture("walkthrough-" TU_SELF));
     check_contract(t, &g, 2);   /* the walkthrough story has two rounds */
     /* the walkthrough's numbers: acceptance 2 in round 1, cumprod [1,1,0] */
     assert_int_equal((int)npy_scalar(t, "verify1.acceptance_length"), 2);
     /* round 2 accepts all 3 ("a box ."): proposals 1 and 2 accepted in both rounds, 3 in one */
     assert_int_equal((int)npy_scalar(t, "verify2.acceptance_length"), 3);
-    tu_rmtree(dir);
-    free(dir);
 }
 
 static void test_contract_random_block6(void **state) {
@@ -424,17 +420,27 @@ static void test_traces_are_reproducible_across_runs_and_builds(void **state) {
     free(dir);
 }
 
-/* float vs double: every tensor to 1e-4 relative to its largest magnitude */
-static void compare_float_double(const char *args) {
+/* float vs double: every tensor to 1e-4 relative to its largest magnitude;
+ * the runs of args, or with fixture (args NULL) tools/test-fixtures.sh's
+ * fixture-float and fixture-double */
+static void compare_float_double(const char *args, const char *fixture) {
     char *dir = tu_tmpdir();
     char cmd[1200];
-    snprintf(cmd, sizeof cmd, "./dflash-float %s --trace %s/f", args, dir);
-    run_ok(cmd);
-    snprintf(cmd, sizeof cmd, "./dflash-double %s --trace %s/d", args, dir);
-    run_ok(cmd);
     char fd[600], dd[600];
-    snprintf(fd, sizeof fd, "%s/f", dir);
-    snprintf(dd, sizeof dd, "%s/d", dir);
+    if (fixture) {
+        snprintf(fd, sizeof fd, "%s-float", fixture);
+        snprintf(dd, sizeof dd, "%s-double", fixture);
+        snprintf(fd, sizeof fd, "%s", tu_fixture(fd));
+        snprintf(dd, sizeof dd, "%s", tu_fixture(dd));
+        args = fixture;
+    } else {
+        snprintf(cmd, sizeof cmd, "./dflash-float %s --trace %s/f", args, dir);
+        run_ok(cmd);
+        snprintf(cmd, sizeof cmd, "./dflash-double %s --trace %s/d", args, dir);
+        run_ok(cmd);
+        snprintf(fd, sizeof fd, "%s/f", dir);
+        snprintf(dd, sizeof dd, "%s/d", dir);
+    }
     Manifest_ mf, md;
     manifest_read(fd, &mf);
     manifest_read(dd, &md);
@@ -472,8 +478,8 @@ static void compare_float_double(const char *args) {
 
 static void test_float_and_double_builds_agree(void **state) {
     (void)state;
-    compare_float_double("--weights " WALK);
-    compare_float_double("--weights " RAND " --prompt 'A dog saw' --block-size 5 --max-new-tokens 8 --ignore-eos");
+    compare_float_double(NULL, "walkthrough");   /* --weights WALK, the default run */
+    compare_float_double("--weights " RAND " --prompt 'A dog saw' --block-size 5 --max-new-tokens 8 --ignore-eos", NULL);
 }
 
 int main(void) {

@@ -34,7 +34,7 @@ static inline int tu_run(const char *cmd, const char *out) {
 }
 
 /* `make test` runs a representative subset of the long sweeps (every block
- * size 1..8 on two prompts per weight set, a 600-seed chi-square);
+ * size 1..8 over two prompts per weight set, a 600-seed chi-square);
  * DFLASH_TEST_LONG=1 (`make test-long`) runs them in
  * full (20 + 6 prompts, 3000 seeds). `make sanitize` runs the subset. */
 static inline int tu_long(void) {
@@ -48,7 +48,11 @@ static inline int tu_quick(void) { return !tu_long(); }
 
 /* A fresh, empty directory under /tmp (malloc'd path; NULL on failure). */
 static inline char *tu_tmpdir(void) {
-    char *p = strdup("/tmp/dflash-test.XXXXXX");
+    /* under $TMPDIR when set (tools/run-tests.sh points it at a tmpfs when there is one), else /tmp */
+    const char *base = getenv("TMPDIR");
+    char t[600];
+    snprintf(t, sizeof t, "%.500s/dflash-test.XXXXXX", base && base[0] ? base : "/tmp");
+    char *p = strdup(t);
     if (p && !mkdtemp(p)) {
         free(p);
         return NULL;
@@ -109,6 +113,28 @@ static inline const char *tu_path(const char *a, const char *b) {
     char *p = ring[next++ % 8];
     memcpy(p, tmp, sizeof tmp);
     return p;
+}
+
+/* This build's precision and the other one's, as in the fixtures' names
+ * (./dflash is the REAL build: the same objects as ./dflash-TU_SELF). */
+#ifdef DFLASH_DOUBLE
+#define TU_SELF "double"
+#define TU_OTHER "float"
+#else
+#define TU_SELF "float"
+#define TU_OTHER "double"
+#endif
+
+/* build/fixtures/NAME: a trace tools/test-fixtures.sh makes before the
+ * suites run (make test, make test-long, make sanitize; by hand: `sh
+ * tools/test-fixtures.sh`), read where a suite would run the same command
+ * itself; NAME-PRECISION, e.g. "random1-" TU_SELF. Fails the test when it is
+ * missing. (tu_path's ring: copy what must live longer.) */
+static inline const char *tu_fixture(const char *name) {
+    char m[700];
+    snprintf(m, sizeof m, "build/fixtures/%.600s/trace.jsonl", name);
+    if (access(m, R_OK) != 0) fail_msg("%s: missing (sh tools/test-fixtures.sh; make test runs it)", m);
+    return tu_path("build/fixtures", name);
 }
 
 static inline int tu_exists(const char *path) {

@@ -9,6 +9,11 @@
 # is quiet. A few at a time, not all at once: thirty suites side by side on
 # two cores took three times the CPU seconds of the same suites one after
 # another (each one's working set evicting the others' from the caches).
+# Their scratch files (tu_tmpdir, and dflash diff's) go under TMPDIR; when it
+# is unset and /dev/shm is a tmpfs with 4 GB free, under a directory made
+# there and removed at the end: the suites write traces, thousands of files,
+# and on this machine's ext4 /tmp a traced random-set run (8 tokens) spent
+# 0.75 s of system time, on the tmpfs 0.06 s.
 # Exits 1 if any binary failed.
 # make test, make test-long (DFLASH_TEST_LONG=1 in the environment) and make
 # sanitize (-C build/san, the sanitizer options in the environment) run it.
@@ -41,6 +46,16 @@ case $jobs in
 esac
 self=$(cd "$(dirname "$0")" && pwd)/$(basename "$0")   # before the cd: $0 may be relative
 cd "$dir" || exit 2
+scratch=
+if [ -z "${TMPDIR:-}" ] && [ -d /dev/shm ] && [ -w /dev/shm ] &&
+   [ "$(stat -f -c %T /dev/shm 2> /dev/null)" = tmpfs ] &&
+   [ "$(df -Pk /dev/shm 2> /dev/null | awk 'NR == 2 { print ($4 >= 4194304) }')" = 1 ] &&
+   scratch=$(mktemp -d /dev/shm/dflash-tests.XXXXXX); then
+    export TMPDIR="$scratch"
+    trap 'rm -rf "$scratch"' EXIT
+    trap 'exit 130' INT
+    trap 'exit 143' TERM
+fi
 show() { [ "$dir" = . ] && echo "$1" || echo "$dir/$1"; }
 for t in "$@"; do rm -f "$t.log" "$t.rc"; done
 printf '%s\n' "$@" | RUN_TESTS_ONE=1 xargs -P "$jobs" -n 1 sh "$self"

@@ -49,7 +49,7 @@ text() { echo "\`$(head -n 1 "$1")\`"; }
 # trace $1 among those --only selects; empty when they all agree
 departs() {
     ref=$1; shift
-    ./dflash diff "$ref" "$tmp/p" "$@" 2> /dev/null | sed -n 's/^first departure: \([^: ]*\).*/`\1`/p' | head -n 1
+    ./dflash diff "$ref" "$tmp/p" --double "$ref-other" "$@" 2> /dev/null | sed -n 's/^first departure: \([^: ]*\).*/`\1`/p' | head -n 1
 }
 
 {
@@ -102,9 +102,13 @@ echo 'The mistakes of *training* a draft (ten patches of `train.c`, each located
 echo 'training-step trace, with what it does to the loss and to the acceptance) are on their own page,'
 echo '[train-pitfalls.md](train-pitfalls.md).'
 echo
-for set in walkthrough random sliding; do   # the correct runs, once
+# the correct runs, once, and the double build's trace of each (C-other):
+# every diff judges rounding by it (--double) instead of running the double
+# build itself on the same flags (the same output; ~2 s CPU a diff less)
+for set in walkthrough random sliding; do
     eval "a=\$args_$set"
     eval "./dflash $a --trace $tmp/c_$set" > "$tmp/c_$set.txt"
+    eval "./dflash-double $a --trace $tmp/c_$set-other" > /dev/null
 done
 n=0
 while read -r name; do
@@ -131,12 +135,13 @@ while read -r name; do
         c=$tmp/c_$set
         if [ -n "$extra" ]; then   # a correct run with the same flags
             c=$tmp/c_extra
-            rm -rf "$c"
+            rm -rf "$c" "$c-other"
             eval "./dflash $a $extra --trace $c" > "$c.txt"
+            eval "./dflash-double $a $extra --trace $c-other" > /dev/null
         fi
         eval "./build/pitfalls/dflash-$name $a $extra --trace $tmp/p" > "$tmp/p.txt"
         rc=0
-        ./dflash diff "$c" "$tmp/p" > "$tmp/d_$set.txt" || rc=$?
+        ./dflash diff "$c" "$tmp/p" --double "$c-other" > "$tmp/d_$set.txt" || rc=$?
         if [ $rc -eq 0 ]; then
             dep='none: every tensor agrees (exit 0)'
         else
