@@ -224,9 +224,11 @@ static double bench_default_run(void) {
 }
 
 typedef struct {
-    const char *prompt;
+    const char *prompt;  /* words of the set's vocab.txt; with ids: the row's label */
     int max_new;
     int ignore_eos;   /* 1: a long run past <eos> (the "long runs" total) */
+    const int *ids;   /* or the prompt's token ids (a set without vocab.txt) */
+    int n_ids;
 } BenchCase;
 
 typedef struct {
@@ -234,9 +236,11 @@ typedef struct {
     size_t bytes;                      /* weights + the largest KV caches */
 } BenchSummary;
 
-/* ---- 4. DFlash against target-only decoding on one weight set; with fc,
- * first the forward costs (1.-3.) of its target ------------------------- */
-static int bench_set(const char *set, const BenchCase *cases, int n_cases, BenchSummary *sum, ForwardCosts *fc) {
+/* ---- 4. DFlash against target-only decoding on one weight set at block
+ * size block (0: the draft's); with fc, first the forward costs (1.-3.) of
+ * its target ---------------------------------------------------------------- */
+static int bench_set(const char *set, const BenchCase *cases, int n_cases, int block, BenchSummary *sum,
+                     ForwardCosts *fc) {
     char path[1024];
     Model target, draft;
     Vocab vocab;
@@ -245,14 +249,14 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
     memset(&draft, 0, sizeof draft);
     memset(&vocab, 0, sizeof vocab);
     snprintf(path, sizeof path, "%s/vocab.txt", set);
-    if (vocab_load(&vocab, path) != 0) goto done;
+    if (!cases[0].ids && vocab_load(&vocab, path) != 0) goto done;
     snprintf(path, sizeof path, "%s/target", set);
     if (model_load(&target, path, 0) != 0) goto done;
     snprintf(path, sizeof path, "%s/draft", set);
     if (model_load(&draft, path, 1) != 0) goto done;
     if (check_pair(&target, &draft) != 0) goto done;
     if (fc && bench_forward(&target, 16, fc) != 0) goto done;
-    int B = draft.cfg.block_size, eos = vocab_find(&vocab, "<eos>");
+    int B = block ? block : draft.cfg.block_size, eos = cases[0].ids ? -1 : vocab_find(&vocab, "<eos>");
     size_t kv_bytes = 0;
     double sum_ar = 0, sum_df = 0;   /* total time of each side over every case */
     double long_ar = 0, long_df = 0; /* ... over the long runs */
@@ -261,8 +265,9 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, Bench
     printf("%-22s %5s %6s %6s %5s  %-16s %8s %8s %8s %9s %9s %8s\n", "prompt", "new", "fwd AR", "fwd DF", "tau",
            "tau histogram", "prefill", "draft", "verify", "tok/s AR", "tok/s DF", "speedup");
     for (int ci = 0; ci < n_cases; ci++) {
-        int ids[256], n;
-        if (tokenize(&vocab, cases[ci].prompt, ids, 256, &n) != 0) goto done;
+        int ids[256], n = cases[ci].n_ids;  /* n <= LEARNED_PROMPT_LEN with ids */
+        if (cases[ci].ids) memcpy(ids, cases[ci].ids, sizeof(int) * (size_t)n);
+        else if (tokenize(&vocab, cases[ci].prompt, ids, 256, &n) != 0) goto done;
         GenParams p = {0};
         p.max_new_tokens = cases[ci].max_new;
         p.block_size = B;
@@ -335,23 +340,48 @@ done:
     return rc;
 }
 
+/* The learned pair (README: "The learned pair"): the first LEARNED_PROMPTS
+ * held-out prompts of toy_weights/learned/heldout.ids, their first
+ * LEARNED_PROMPT_LEN ids (as tools/learned.sh eval cuts them), 128 new
+ * tokens past the stop ids (as dflash eval decodes). 0 when the file or a
+ * prompt is missing. */
+#define LEARNED_PROMPTS 4
+#define LEARNED_PROMPT_LEN 9
+static int learned_cases(BenchCase *cases, int ids[][LEARNED_PROMPT_LEN]) {
+    FILE *f = fopen("toy_weights/learned/heldout.ids", "r");
+    if (!f) return 0;
+    static const char *label[LEARNED_PROMPTS] = {"held-out prompt 1", "held-out prompt 2", "held-out prompt 3",
+                                                 "held-out prompt 4"};
+    int n = 0;
+    char line[4096];
+    while (n < LEARNED_PROMPTS && fgets(line, sizeof line, f)) {
+        int k = 0;
+        for (char *t = strtok(line, " \t\n"); t && k < LEARNED_PROMPT_LEN; t = strtok(NULL, " \t\n")) ids[n][k++] = atoi(t);
+        if (k < LEARNED_PROMPT_LEN) continue;
+        cases[n] = (BenchCase){label[n], 128, 1, ids[n], k};
+        n++;
+    }
+    fclose(f);
+    return n == LEARNED_PROMPTS ? n : 0;
+}
+
 int bench_main(void) {
     /* The walkthrough set: the two stories (short: the prefill, paid by both
      * sides, weighs on the ratio) and long runs past <eos> (the successor
      * table loops), where the ratio approaches tau x (1-token cost) /
      * (B-token verify + draft cost). */
     static const BenchCase walk[] = {
-        {"The cat sat", 16, 0}, {"A dog", 16, 0}, {"The cat sat", 64, 1}, {"She reads", 64, 1},
+        {"The cat sat", 16, 0, NULL, 0}, {"A dog", 16, 0, NULL, 0}, {"The cat sat", 64, 1, NULL, 0}, {"She reads", 64, 1, NULL, 0},
     };
     static const BenchCase rnd[] = {
-        {"The cat sat", 32, 1}, {"A dog saw one red bird", 32, 1},
+        {"The cat sat", 32, 1, NULL, 0}, {"A dog saw one red bird", 32, 1, NULL, 0},
     };
     /* The trained set (make train: the random target, a draft trained on
      * its greedy continuations of 4-id prompts up to 32 tokens): prompts of
      * 3 and 5 words (no training prompt has that length), up to the trained
      * length, stopping at <eos> as the training data did. */
     static const BenchCase trn[] = {
-        {"The cat sat", 29, 0}, {"A dog saw one red", 27, 0}, {"She reads every", 29, 0}, {"We like green tea It", 27, 0},
+        {"The cat sat", 29, 0, NULL, 0}, {"A dog saw one red", 27, 0, NULL, 0}, {"She reads every", 29, 0, NULL, 0}, {"We like green tea It", 27, 0, NULL, 0},
     };
     BenchSummary w = {0}, r = {0}, t = {0};
     ForwardCosts fc;
@@ -359,10 +389,10 @@ int bench_main(void) {
     printf("dflash bench: the kernel against the memory roofline, and DFlash vs target-only decoding,\n"
            "greedy, %s build, one thread, all in this one run (load average at the start: %.2f)\n", REAL_NAME,
            load_average());
-    if (bench_set("toy_weights/walkthrough", walk, 4, &w, &fc) != 0) return -1;
-    if (bench_set("toy_weights/random", rnd, 2, &r, NULL) != 0) return -1;
+    if (bench_set("toy_weights/walkthrough", walk, 4, 0, &w, &fc) != 0) return -1;
+    if (bench_set("toy_weights/random", rnd, 2, 0, &r, NULL) != 0) return -1;
     int trained = access("toy_weights/trained/draft/model.safetensors", R_OK) == 0;
-    if (trained && bench_set("toy_weights/trained", trn, 4, &t, NULL) != 0) return -1;
+    if (trained && bench_set("toy_weights/trained", trn, 4, 0, &t, NULL) != 0) return -1;
     if (!trained) printf("\n(toy_weights/trained absent: `make train` makes it, then this bench decodes it too)\n");
     /* the learned target (README: "The learned target"): > 100 MB of F32
      * weights, far beyond the L2, the regime speculative decoding is for */
@@ -377,6 +407,14 @@ int bench_main(void) {
         model_free(&lt);
         if (brc != 0) return -1;
     }
+    /* the learned pair: the target above with its trained draft */
+    static const int pair_blocks[] = {4, 8, 16};
+    BenchSummary lp[3] = {{0}};
+    BenchCase lcases[LEARNED_PROMPTS];
+    int lids[LEARNED_PROMPTS][LEARNED_PROMPT_LEN];
+    int pair = learned && access("toy_weights/learned/draft/model.safetensors", R_OK) == 0 && learned_cases(lcases, lids);
+    for (int i = 0; pair && i < 3; i++)
+        if (bench_set("toy_weights/learned", lcases, LEARNED_PROMPTS, pair_blocks[i], &lp[i], NULL) != 0) return -1;
     long rss = peak_rss_kb();
     double want = (double)(w.bytes > r.bytes ? w.bytes : r.bytes) / 1024;
     double excess = (rss - want) / want;
@@ -405,6 +443,10 @@ int bench_main(void) {
     if (learned)
         printf("  learned target (%.0f MB of weights): 4-token forward %.2fx, 8-token %.2fx the 1-token forward "
                "(%.2f ms)\n", fl.bytes / 1e6, fl.fwd_s[4] / fl.fwd_s[1], fl.fwd_s[8] / fl.fwd_s[1], 1e3 * fl.fwd_s[1]);
+    for (int i = 0; pair && i < 3; i++)
+        printf("  learned pair, block %d: DFlash %.2fx target-only decoding (4 held-out prompts, 128 tokens; "
+               "target >= 2.0x at block 8): %s\n", pair_blocks[i], lp[i].speedup_all,
+               pair_blocks[i] != 8 ? "-" : lp[i].speedup_all >= 2.0 ? "met" : "NOT met");
     printf("(bench took %.1f s; load average at the end: %.2f)\n", now_seconds() - t0, load_average());
     return 0;
 }

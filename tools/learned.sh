@@ -1,50 +1,52 @@
 #!/bin/sh
-# tools/learned.sh draft|run|eval - the learned pair (issue 33): a DFlash draft
-# trained for the learned English target (toy_weights/learned/target/, made on
-# its own branch), run and evaluated. Run from the repository root after
-# `make dflash`; make learned-draft, make run-learned and make eval-learned
-# call it. Until the learned target exists each step stops with one line
-# saying what is missing (exit 2).
+# tools/learned.sh draft|run|eval|regress - the learned pair (README: "The
+# learned pair"): the DFlash draft of the learned English target
+# (toy_weights/learned/target/, tools/learned_target.sh), trained, run and
+# evaluated. Run from the repository root after `make dflash`; make
+# learned-draft, make run-learned and make eval-learned call it.
 #
 #   draft  toy_weights/learned/draft/: the recipe below, then SHA256SUMS
 #          beside its files; the data (build/learned/data.txt) and the
 #          training log (toy_weights/learned/draft-train.log) on the way
 #   run    ./dflash on the pair, --rounds, the first held-out prompt
-#   eval   dflash eval on the held-out prompts (README.md, "Held-out
-#          evaluation"), its rows to toy_weights/learned/eval.tsv
+#   eval   dflash eval on the held-out prompts (README.md, "The learned
+#          pair"): DFlash's rows to toy_weights/learned/eval.tsv, the
+#          baselines' (greedy) to toy_weights/learned/eval-baselines.tsv
 #   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
 #          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
 #          4 held-out prompts, 48 new tokens, no stop (tests/test_learned.c
 #          checks the committed pair against it)
 #
-# The files it reads (the learned target's branch is to provide them; there
-# is no text encoder in C, so prompts are token ids, one prompt a line, ids
-# separated by spaces; README.md shows the one-line Python that writes them):
+# The files it reads (tools/learned_target.sh writes them; prompts are token
+# ids, one prompt a line, ids separated by spaces):
 #   toy_weights/learned/target/          config.json, model.safetensors, tokenizer.json
 #   toy_weights/learned/train-prompts.ids   training-split prompts
 #   toy_weights/learned/heldout.ids         held-out prompts (cut from heldout.txt)
 #   toy_weights/learned/draft-config.json   the draft's config (DFlashDraftModel); when
 #                                           absent it is written from the target's
-#                                           config.json with MASK_ID (the mask token's id)
+#                                           config.json, the mask token <mask>
 #
 # The recipe (LEARNED_RECIPE, the published one: the target regenerates the
 # responses): for every training prompt the target's greedy continuation and
 # SAMPLES sampled ones at temperature 0.7 (seeds 1..SAMPLES), NEW tokens each,
 # through its stop ids (--ignore-eos: the target goes on into the next
-# fortune, as dflash eval decodes; one under MIN_NEW tokens is dropped); then dflash train from a new draft (seeded) on
-# those sequences, the prompt at loss mask 0. Deterministic: the same files
-# give the same bytes. Keep it within 30 minutes here: time a step first with
-# `./dflash train --bench --target toy_weights/learned/target --draft ...`
-# and set STEPS.
+# fortune, as dflash eval decodes; one under MIN_NEW tokens is dropped),
+# two prompts at a time (JOBS; the order of the lines does not depend on it);
+# then dflash train from a new draft (seeded) on those sequences, the prompt
+# at loss mask 0. Deterministic: the same files give the same bytes. It keeps
+# within 30 minutes here: a step was timed first with `./dflash train --bench
+# --target toy_weights/learned/target --draft ...` to set STEPS.
 set -eu
 export LC_ALL=C
 DFLASH=${DFLASH:-./dflash}
 LEARNED=${LEARNED:-toy_weights/learned}
 NEW=${NEW:-128}
 SAMPLES=${SAMPLES:-1}
+JOBS=${JOBS:-2}
 MIN_NEW=${MIN_NEW:-18}
-STEPS=${STEPS:-400}
-LEARNED_RECIPE=${LEARNED_RECIPE:---batch 4 --lr 6e-4 --warmup 20 --gamma 7 --anchors 512 --seed 42 --heldout 32}
+STEPS=${STEPS:-500}
+LEARNED_RECIPE=${LEARNED_RECIPE:---batch 4 --lr 1e-3 --warmup 25 --gamma 7 --anchors 32 --seed 42 --heldout 32}
+THREADS=${THREADS:-2}   # dflash train --threads: the bits do not depend on it
 NICE=${NICE:-nice -n 10}
 target=$LEARNED/target
 draft=$LEARNED/draft
@@ -53,11 +55,11 @@ die() { echo "tools/learned.sh: $*" >&2; exit 2; }
 
 need_target() {
     [ -f "$target/config.json" ] && { [ -f "$target/model.safetensors" ] || [ -f "$target/model.safetensors.index.json" ]; } ||
-        die "$target/config.json or model.safetensors is missing: the learned target is made on its own branch (issue 33: toy_weights/learned/target/); merge it first"
+        die "$target/config.json or model.safetensors is missing: make learned-target trains it (tools/learned_target.sh)"
 }
 need_file() { [ -f "$1" ] || die "$1 is missing: $2"; }
 need_draft() {
-    [ -f "$draft/model.safetensors" ] || die "$draft/model.safetensors is missing: make learned-draft trains it (after the learned target is merged)"
+    [ -f "$draft/model.safetensors" ] || die "$draft/model.safetensors is missing: make learned-draft trains it"
 }
 
 # the ids line ./dflash --print-ids prints (the second-last line) of one run
@@ -66,10 +68,36 @@ continuation() {  # $1 ids (comma-separated), $2 temperature, $3 seed
         --ignore-eos --print-ids | tail -n 2 | head -n 1
 }
 
+# job $1 of JOBS: the continuations of prompts $1, $1 + JOBS, ... as lines
+# "prompt-number<TAB>variant<TAB>data line" (variant 0 greedy, s sample s),
+# "dropped" for a continuation under MIN_NEW tokens
+continue_prompts() {
+    n=0 m=0
+    while read -r line; do
+        [ -n "$line" ] || continue
+        n=$((n + 1))
+        [ $(((n - 1) % JOBS)) -eq "$1" ] || continue
+        ids=$(echo "$line" | tr -s ' ' ',')
+        np=$(echo "$line" | wc -w)
+        for s in 0 $(seq 1 "$SAMPLES"); do
+            if [ "$s" = 0 ]; then out=$(continuation "$ids" 0 0); else out=$(continuation "$ids" 0.7 "$s"); fi
+            # the --data line: the prompt, "|", the continuation (loss mask 1)
+            # (a continuation of fewer than MIN_NEW tokens, the target stopping early, gives
+            # dflash train no anchor at block 16: dropped, and counted)
+            echo "$out" | awk -v n="$n" -v s="$s" -v np="$np" -v min="$MIN_NEW" 'NF - np < min { printf "%d\t%d\tdropped\n", n, s; next }
+                { printf "%d\t%d\t", n, s; for (i = 1; i <= NF; i++) printf "%s%s", (i > 1 ? " " : ""), $i (i == np ? " |" : ""); print "" }'
+        done
+        m=$((m + 1))
+        [ $((m % 16)) -ne 0 ] || echo "learned.sh: job $1 of $JOBS: $m prompts continued ($total in all)" >&2
+    done < "$LEARNED/train-prompts.ids"
+}
+
 # a draft config.json from the target's: the published layout at toy size
 # (2 layers, block 16, three target layers spread over the depth)
 write_config() {  # $1 out
-    [ -n "${MASK_ID:-}" ] || die "$LEARNED/draft-config.json is missing: commit one, or give MASK_ID=<the mask token's id> to write it from the target's config"
+    # the mask token: <mask> in the target's tokenizer.json (train-tokenizer adds it), or MASK_ID
+    [ -n "${MASK_ID:-}" ] || MASK_ID=$("$DFLASH" tokenize --tokenizer "$target/tokenizer.json" --no-special "<mask>" 2>/dev/null | grep -E '^[0-9]+$') ||
+        die "$target/tokenizer.json has no <mask> token: give MASK_ID=<the mask token's id>"
     get() { sed -n "s/^ *\"$1\": *\\([^,}]*\\).*/\\1/p" "$target/config.json" | head -n 1; }
     L=$(get num_hidden_layers)
     [ -n "$L" ] || die "$target/config.json: no num_hidden_layers"
@@ -106,28 +134,22 @@ draft)
     cfg=$LEARNED/draft-config.json
     [ -f "$cfg" ] || { cfg=build/learned/draft-config.json; write_config "$cfg"; }
     data=build/learned/data.txt
-    : > "$data.tmp"
-    n=0 dropped=0
-    while read -r line; do
-        [ -n "$line" ] || continue
-        ids=$(echo "$line" | tr -s ' ' ',')
-        np=$(echo "$line" | wc -w)
-        for s in greedy $(seq 1 "$SAMPLES"); do
-            if [ "$s" = greedy ]; then out=$(continuation "$ids" 0 0); else out=$(continuation "$ids" 0.7 "$s"); fi
-            # the --data line: the prompt, "|", the continuation (loss mask 1)
-            # (a continuation of fewer than MIN_NEW tokens, the target stopping early, gives
-            # dflash train no anchor at block 16: dropped, and counted)
-            echo "$out" | awk -v np="$np" -v min="$MIN_NEW" 'NF - np < min { exit 1 }
-                { for (i = 1; i <= NF; i++) printf "%s%s", (i > 1 ? " " : ""), $i (i == np ? " |" : ""); print "" }' \
-                >> "$data.tmp" || dropped=$((dropped + 1))
-        done
-        n=$((n + 1))
-        [ $((n % 16)) -ne 0 ] || echo "learned.sh: $n prompts continued" >&2
-    done < "$LEARNED/train-prompts.ids"
+    total=$(grep -c . "$LEARNED/train-prompts.ids")
+    j=0
+    while [ $j -lt "$JOBS" ]; do
+        continue_prompts $j > "$data.part$j" &
+        j=$((j + 1))
+    done
+    wait
+    # back into the prompts' order: prompt, then greedy before the samples
+    sort -s -n -k1,1 -k2,2 "$data".part* | awk -F '\t' '$3 == "dropped" { d++; next } { print $3 }
+        END { printf "%d\n", d > "/dev/stderr" }' > "$data.tmp" 2> "$data.dropped"
+    dropped=$(cat "$data.dropped")
+    rm -f "$data".part* "$data.dropped"
     mv "$data.tmp" "$data"
     echo "learned.sh: $(wc -l < "$data") sequences in $data ($dropped continuations under $MIN_NEW tokens dropped)" >&2
     $NICE "$DFLASH" train --target "$target" --draft-config "$cfg" --data "$data" --out "$draft" --steps "$STEPS" \
-        $LEARNED_RECIPE --log "$LEARNED/draft-train.log"
+        $LEARNED_RECIPE --threads "$THREADS" --log "$LEARNED/draft-train.log"
     (cd "$draft" && sha256sum config.json model.safetensors > SHA256SUMS)
     echo "learned.sh: $draft written; SHA256SUMS:" >&2
     cat "$draft/SHA256SUMS" >&2
@@ -143,8 +165,14 @@ eval)
     need_target
     need_draft
     need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
+    # DFlash at every block size and temperature, then the baselines greedy
+    # (two runs: each row's wall and cpu ratios are against target-only
+    # decoding measured in its own run)
     "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
-        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --log "$LEARNED/eval.tsv"
+        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --methods dflash --log "$LEARNED/eval.tsv"
+    "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
+        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --methods copy,ngram,lookup --temperatures 0 \
+        --log "$LEARNED/eval-baselines.tsv"
     ;;
 regress)
     need_target

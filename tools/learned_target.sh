@@ -20,7 +20,8 @@
 #   prompts  toy_weights/learned/train-prompts.ids and heldout.ids, the
 #          prompts the learned pair's recipe (tools/learned.sh) reads.
 #   check  (make learned-check, part of make test-long) the committed files
-#          against toy_weights/learned/SHA256SUMS.
+#          against toy_weights/learned/SHA256SUMS and the draft's against
+#          toy_weights/learned/draft/SHA256SUMS.
 set -eu
 B=build/learned
 OUT=toy_weights/learned
@@ -34,6 +35,9 @@ DFLASH=${DFLASH:-./dflash}   # the program (a copy, so a rebuild during hours of
 case "${1:-}" in
 check)
     (cd "$OUT" && sha256sum -c --quiet SHA256SUMS) && echo "learned-check: $OUT matches SHA256SUMS"
+    if [ -f "$OUT/draft/SHA256SUMS" ]; then
+        (cd "$OUT/draft" && sha256sum -c --quiet SHA256SUMS) && echo "learned-check: $OUT/draft matches its SHA256SUMS"
+    fi
     ;;
 train|resume)
     if [ "$1" = train ]; then
