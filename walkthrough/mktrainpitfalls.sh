@@ -106,9 +106,10 @@ echo "- the recipe: the random target, a new draft (the random set's draft confi
 echo "  $(grep -vc "^#" "$runs/data.txt") sequences of up to 24 ids the target wrote itself (greedy, from random 4-id prompts;"
 echo "  \`runs/data.txt\`, the same ids in the same order for every run), $L AdamW steps of batch 2 with 4"
 echo '  anchors per sequence and block size 4, SpecForge'"'"'s other defaults (lr 6e-4 with a cosine'
-echo '  schedule, gamma 7, clipping at 1). This is a short recipe, sized for a shared 2-core machine; the'
-echo '  trained toy set of the README is trained far longer, so the absolute numbers here are small;'
-echo '  what matters is each column against the clean run'"'"'s;'
+echo '  schedule, gamma 7, clipping at 1). This is a short recipe on a random target, sized for a shared'
+echo '  2-core machine (the README'"'"'s trained toy set has 150 steps, the learned pair'"'"'s draft 500 steps of'
+echo '  batch 4 on English text; these pitfalls are not yet re-measured on it), so the absolute numbers'
+echo '  here are small; what matters is each column against the clean run'"'"'s;'
 echo '- **loss**: the training loss, the mean over steps 1-10 and over the last 10 steps (each step sees'
 echo '  other sequences, so single steps are noisy); the loss each program computes with its own'
 echo '  (possibly wrong) labels, weights and mask;'
