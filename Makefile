@@ -184,6 +184,15 @@ $(1)/dflash-train-%: $(TRAIN_PITFALL_DIR)/%.diff $(patsubst %,build/$(2)/%.o,$(D
 endef
 $(eval $(call train_pitfalls_in,build/pitfalls,$(R)))
 $(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
+# The learned pair's experiment variants (walkthrough/training/variants/NAME.diff,
+# each a patch of one file, built as a pitfall is): build/variants/dflash-NAME.
+# They are no pitfalls: the experiments of tools/learned.sh train and run them.
+VARIANT_DIR = walkthrough/training/variants
+VARIANTS = $(patsubst $(VARIANT_DIR)/%.diff,%,$(wildcard $(VARIANT_DIR)/*.diff))
+VARIANT_PROGRAMS = $(patsubst %,build/variants/dflash-%,$(VARIANTS))
+build/variants/dflash-%: $(VARIANT_DIR)/%.diff $(patsubst %,build/$(R)/%.o,$(DFLASH_SRC)) build/$(R)/flags tools/pitfall.sh
+	sh tools/pitfall.sh build $< $@ '$(CC_$(R)) $(FLAGS_$(R))' '$(LDLIBS)' $(filter %.o,$^)
+variant-programs: $(VARIANT_PROGRAMS) ## build/variants/dflash-NAME: the learned pair's experiment variants
 # pitfall-programs: ## build/pitfalls/dflash-NAME and dflash-train-NAME: ./dflash with one porting or training mistake
 pitfall-programs: $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS)
 	@sh tools/pitfall.sh check-series $(PITFALL_DIR)
@@ -310,6 +319,8 @@ run-learned: dflash ## the learned pair on the first held-out prompt, with --rou
 	sh tools/learned.sh run
 eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: toy_weights/learned/eval.tsv
 	sh tools/learned.sh eval
+learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~1.5 h): walkthrough/training/learned-logs/
+	sh tools/learned.sh experiments
 
 # make run: the build quietly (its output in build/run.log, shown when it
 # fails), then the walkthrough's run; it also leaves walkthrough/explorer.html
@@ -341,7 +352,7 @@ $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train
 # then make test-long (CI) runs every check once. The suites run a few at
 # a time (the CPUs plus one; TEST_JOBS=N to choose), each into its own log,
 # printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
+TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs variant-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
 # Before the suites: tools/test-fixtures.sh, the traces several of them read
 # (the default run and a random-set run, float and double: each made once,
 # not by each suite that needs it).

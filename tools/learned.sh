@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/learned.sh draft|run|eval|regress - the learned pair (README: "The
+# tools/learned.sh data|draft|experiments|run|eval|regress - the learned pair (README: "The
 # learned pair"): the DFlash draft of the learned English target
 # (toy_weights/learned/target/, tools/learned_target.sh), trained, run and
 # evaluated. Run from the repository root after `make dflash`; make
@@ -12,6 +12,13 @@
 #   eval   dflash eval on the held-out prompts (README.md, "The learned
 #          pair"): DFlash's rows to toy_weights/learned/eval.tsv, the
 #          baselines' (greedy) to toy_weights/learned/eval-baselines.tsv
+#   data   build/learned/data.txt only (the first half of draft)
+#   experiments  walkthrough/training/learned-logs/: the experiments of
+#          walkthrough/training/learned.md, each a draft trained by the
+#          shorter recipe XRECIPE below on build/learned/data.txt (made
+#          first when absent) and decoded by dflash eval on the first
+#          XPROMPTS held-out prompts; an experiment whose two logs are there
+#          is not run again (stop it any time: the next run goes on)
 #   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
 #          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
 #          4 held-out prompts, 48 new tokens, no stop (tests/test_learned.c
@@ -47,6 +54,16 @@ MIN_NEW=${MIN_NEW:-18}
 STEPS=${STEPS:-500}
 LEARNED_RECIPE=${LEARNED_RECIPE:---batch 4 --lr 1e-3 --warmup 25 --gamma 7 --anchors 32 --seed 42 --heldout 32}
 THREADS=${THREADS:-2}   # dflash train --threads: the bits do not depend on it
+# the experiments: a shorter recipe than the committed draft's (its 500 steps
+# take 23 minutes; ten experiments of them would take hours), the same for
+# every row, the base row included; two experiments at a time (XJOBS), each
+# trained with one thread (the bits do not depend on it)
+XSTEPS=${XSTEPS:-120}
+XRECIPE=${XRECIPE:---batch 4 --lr 1e-3 --warmup 8 --anchors 32 --seed 42 --heldout 32}
+XPROMPTS=${XPROMPTS:-32}
+XJOBS=${XJOBS:-2}
+XLOGS=${XLOGS:-walkthrough/training/learned-logs}
+XWINDOW=${XWINDOW:-16}   # the sliding experiment's sliding_window
 NICE=${NICE:-nice -n 10}
 target=$LEARNED/target
 draft=$LEARNED/draft
@@ -126,13 +143,11 @@ write_config() {  # $1 out
 EOF
 }
 
-case ${1:-} in
-draft)
+# build/learned/data.txt: the training sequences (the recipe above)
+make_data() {
     need_target
     need_file "$LEARNED/train-prompts.ids" "the training-split prompts (token ids, one prompt a line)"
     mkdir -p build/learned
-    cfg=$LEARNED/draft-config.json
-    [ -f "$cfg" ] || { cfg=build/learned/draft-config.json; write_config "$cfg"; }
     data=build/learned/data.txt
     total=$(grep -c . "$LEARNED/train-prompts.ids")
     j=0
@@ -148,6 +163,118 @@ draft)
     rm -f "$data".part* "$data.dropped"
     mv "$data.tmp" "$data"
     echo "learned.sh: $(wc -l < "$data") sequences in $data ($dropped continuations under $MIN_NEW tokens dropped)" >&2
+}
+
+# the draft's config: the committed one, or one written from the target's
+draft_config() {
+    cfg=$LEARNED/draft-config.json
+    [ -f "$cfg" ] || { mkdir -p build/learned; cfg=build/learned/draft-config.json; write_config "$cfg"; }
+}
+
+# the experiments, one a line: name, trainer, decoder, config (base, layers1,
+# sliding), the block sizes dflash eval decodes at, then dflash train's flags
+# ("imposed" as trainer: no training, base's draft under the sliding config:
+# the window imposed only at inference)
+experiment_list() {   # (two lanes take alternate lines: the most telling first)
+    cat <<EOF
+base ./dflash ./dflash base 2,4,8,16 --gamma 7
+sliding-imposed imposed ./dflash sliding 8,16 --gamma 7
+no-injection build/variants/dflash-no-injection-train build/variants/dflash-no-injection-run base 8,16 --gamma 7
+train8 ./dflash ./dflash base 2,4,8,16 --gamma 7 --block-size 8
+causal ./dflash build/pitfalls/dflash-draft-causal base 8,16 --gamma 7 --block-attention causal
+sliding ./dflash ./dflash sliding 8,16 --gamma 7
+layers1 ./dflash ./dflash layers1 8,16 --gamma 7
+gamma0 ./dflash ./dflash base 8,16 --gamma 0
+train4 ./dflash ./dflash base 2,4,8,16 --gamma 7 --block-size 4
+gamma4 ./dflash ./dflash base 8,16 --gamma 4
+EOF
+}
+
+# the experiments' configs from the draft's: layers1 takes the one target
+# layer the published build_target_layer_ids gives one layer (L / 2);
+# sliding makes both draft layers sliding_attention with XWINDOW
+experiment_configs() {  # $1 dir
+    draft_config
+    cp "$cfg" "$1/base.json"
+    L=$(sed -n 's/^ *"num_target_layers": *\([0-9]*\).*/\1/p' "$cfg")
+    sed "s/\"target_layer_ids\": *\[[^]]*\]/\"target_layer_ids\": [$((L / 2))]/" "$cfg" > "$1/layers1.json"
+    sed -e 's/^\( *\)"num_hidden_layers": *2,/\1"num_hidden_layers": 2,\
+\1"layer_types": ["sliding_attention", "sliding_attention"],\
+\1"use_sliding_window": true,\
+\1"sliding_window": '"$XWINDOW"',/' "$cfg" > "$1/sliding.json"
+    grep -q '"target_layer_ids": \['"$((L / 2))"'\]' "$1/layers1.json" && grep -q sliding_attention "$1/sliding.json" ||
+        die "$cfg: could not derive the layers1 and sliding configs from it"
+}
+
+# one experiment, in two halves (train, decode), each skipped when done:
+# its draft in build/learned/x/NAME, its two logs in XLOGS only when whole
+experiment_train() {  # $1 threads, then the fields of one experiment_list line
+    threads=$1 name=$2 trainer=$3 conf=$5
+    shift 6
+    x=build/learned/x
+    [ -f "$x/$name.log" ] && [ -f "$x/$name/model.safetensors" ] && return 0
+    [ -f "$XLOGS/$name.log" ] && [ -f "$XLOGS/$name.eval.tsv" ] && return 0
+    rm -rf "$x/$name" "$x/$name.lock" "$x/$name.in"
+    echo "learned.sh: $name: training ($(date -u +%H:%M:%S))" >&2
+    if [ "$trainer" = imposed ]; then
+        # base's weights under the sliding config: --steps 0 evaluates them as they are
+        [ -f "$x/base/model.safetensors" ] || die "$name: the base experiment's draft is missing (run base first)"
+        mkdir -p "$x/$name.in" && cp "$x/base/model.safetensors" "$x/$name.in/" && cp "$x/$conf.json" "$x/$name.in/config.json"
+        $NICE "$DFLASH" train --target "$target" --draft "$x/$name.in" --data build/learned/data.txt --out "$x/$name" \
+            --steps 0 $XRECIPE "$@" --log "$x/$name.log.tmp" > "$x/$name.out" 2>&1 ||
+            { tail -n 5 "$x/$name.out" >&2; die "$name: dflash train failed"; }
+    else
+        $NICE "$trainer" train --target "$target" --draft-config "$x/$conf.json" --data build/learned/data.txt --out "$x/$name" \
+            --steps "$XSTEPS" $XRECIPE "$@" --threads "$threads" --log-every 20 --log "$x/$name.log.tmp" > "$x/$name.out" 2>&1 ||
+            { tail -n 5 "$x/$name.out" >&2; die "$name: dflash train failed"; }
+    fi
+    mv "$x/$name.log.tmp" "$x/$name.log"
+}
+experiment_decode() {  # the fields of one experiment_list line
+    name=$1 decoder=$3 blocks=$5
+    x=build/learned/x
+    [ -f "$XLOGS/$name.log" ] && [ -f "$XLOGS/$name.eval.tsv" ] && { echo "learned.sh: $name: done before" >&2; return 0; }
+    echo "learned.sh: $name: decoding at blocks $blocks ($(date -u +%H:%M:%S))" >&2
+    $NICE "$decoder" eval --target "$target" --draft "$x/$name" --ids-file "$LEARNED/heldout.ids" --prompts "$XPROMPTS" \
+        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks "$blocks" --log "$x/$name.eval.tmp" \
+        > "$x/$name.eval.out" 2>&1 || { tail -n 5 "$x/$name.eval.out" >&2; die "$name: dflash eval failed"; }
+    mkdir -p "$XLOGS"
+    mv "$x/$name.eval.tmp" "$XLOGS/$name.eval.tsv"
+    cp "$x/$name.log" "$XLOGS/$name.log"
+    echo "learned.sh: $name: $XLOGS/$name.log and $name.eval.tsv written ($(date -u +%H:%M:%S))" >&2
+}
+
+case ${1:-} in
+experiments)
+    need_target
+    need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
+    for p in build/variants/dflash-no-injection-train build/variants/dflash-no-injection-run build/pitfalls/dflash-draft-causal; do
+        [ -x "$p" ] || die "$p is missing: make variant-programs $p"
+    done
+    [ -f build/learned/data.txt ] || make_data
+    mkdir -p build/learned/x
+    experiment_configs build/learned/x
+    # base's training first, on THREADS threads (sliding-imposed reads its
+    # draft), then XJOBS lanes, one thread each: base's decoding and the rest
+    experiment_train "$THREADS" $(experiment_list | head -n 1)
+    j=0
+    while [ $j -lt "$XJOBS" ]; do
+        experiment_list | awk -v j=$j -v n="$XJOBS" '(NR - 1) % n == j' | while read -r line; do
+            experiment_train 1 $line && experiment_decode $line
+        done &
+        j=$((j + 1))
+    done
+    wait
+    n=$(ls "$XLOGS"/*.eval.tsv 2>/dev/null | wc -l)
+    [ "$n" -eq "$(experiment_list | wc -l)" ] || die "only $n of $(experiment_list | wc -l) experiments have their logs: run it again"
+    echo "learned.sh: the experiments' logs are in $XLOGS; make training makes the page" >&2
+    ;;
+data)
+    make_data
+    ;;
+draft)
+    make_data
+    draft_config
     $NICE "$DFLASH" train --target "$target" --draft-config "$cfg" --data "$data" --out "$draft" --steps "$STEPS" \
         $LEARNED_RECIPE --threads "$THREADS" --log "$LEARNED/draft-train.log"
     (cd "$draft" && sha256sum config.json model.safetensors > SHA256SUMS)
@@ -189,7 +316,7 @@ regress)
     cat "$LEARNED/draft-regression.txt"
     ;;
 *)
-    echo "usage: tools/learned.sh draft|run|eval|regress" >&2
+    echo "usage: tools/learned.sh data|draft|experiments|run|eval|regress" >&2
     exit 2
     ;;
 esac
