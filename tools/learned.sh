@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/learned.sh data|draft|experiments|run|eval|regress - the learned pair (README: "The
+# tools/learned.sh data|draft|experiments|experiment-full NAME|run|eval|regress - the learned pair (README: "The
 # learned pair"): the DFlash draft of the learned English target
 # (toy_weights/learned/target/, tools/learned_target.sh), trained, run and
 # evaluated. Run from the repository root after `make dflash`; make
@@ -19,6 +19,8 @@
 #          first when absent) and decoded by dflash eval on the first
 #          XPROMPTS held-out prompts; an experiment whose two logs are there
 #          is not run again (stop it any time: the next run goes on)
+#   experiment-full NAME  one experiment at the committed draft's recipe
+#          (its 500 steps, 64 prompts): XLOGS/NAME-full.log, .eval.tsv
 #   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
 #          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
 #          4 held-out prompts, 48 new tokens, no stop (tests/test_learned.c
@@ -245,6 +247,39 @@ experiment_decode() {  # the fields of one experiment_list line
 }
 
 case ${1:-} in
+experiment-full)
+    # one experiment at the committed draft's recipe (LEARNED_RECIPE, STEPS,
+    # THREADS) and its 64 prompts: XLOGS/NAME-full.log and .eval.tsv, beside
+    # the committed pair's figures (the page shows the row when it is there)
+    need_target
+    line=$(experiment_list | awk -v n="${2:-}" '$1 == n') && [ -n "$line" ] && [ "${2:-}" != base ] ||
+        die "experiment-full NAME: NAME is one of the experiments but base (the committed pair is base at this recipe)"
+    set -- $line
+    name=$1-full trainer=$2 decoder=$3 conf=$4
+    shift 5
+    [ "$trainer" != imposed ] || die "$name: nothing to train"
+    [ -x "$trainer" ] && [ -x "$decoder" ] || die "$trainer or $decoder is missing: make variant-programs pitfall-programs"
+    [ -f build/learned/data.txt ] || make_data
+    x=build/learned/x
+    mkdir -p "$x" "$XLOGS"
+    experiment_configs "$x"
+    if ! [ -f "$x/$name.log" ] || ! [ -f "$x/$name/model.safetensors" ]; then
+        rm -rf "$x/$name" "$x/$name.lock"
+        echo "learned.sh: $name: training ($(date -u +%H:%M:%S))" >&2
+        # the committed recipe, then the experiment's own flags (the last of a flag wins)
+        $NICE "$trainer" train --target "$target" --draft-config "$x/$conf.json" --data build/learned/data.txt --out "$x/$name" \
+            --steps "$STEPS" $LEARNED_RECIPE "$@" --threads "$THREADS" --log-every 25 --log "$x/$name.log.tmp" ||
+            die "$name: dflash train failed"
+        mv "$x/$name.log.tmp" "$x/$name.log"
+    fi
+    echo "learned.sh: $name: decoding ($(date -u +%H:%M:%S))" >&2
+    $NICE "$decoder" eval --target "$target" --draft "$x/$name" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
+        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks 8,16 --log "$x/$name.eval.tmp" > "$x/$name.eval.out" 2>&1 ||
+        { tail -n 5 "$x/$name.eval.out" >&2; die "$name: dflash eval failed"; }
+    mv "$x/$name.eval.tmp" "$XLOGS/$name.eval.tsv"
+    cp "$x/$name.log" "$XLOGS/$name.log"
+    echo "learned.sh: $name: $XLOGS/$name.log and $name.eval.tsv written ($(date -u +%H:%M:%S))" >&2
+    ;;
 experiments)
     need_target
     need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
@@ -316,7 +351,7 @@ regress)
     cat "$LEARNED/draft-regression.txt"
     ;;
 *)
-    echo "usage: tools/learned.sh data|draft|experiments|run|eval|regress" >&2
+    echo "usage: tools/learned.sh data|draft|experiments|experiment-full NAME|run|eval|regress" >&2
     exit 2
     ;;
 esac

@@ -22,7 +22,7 @@ logs=${1:?usage: tools/mklearned.sh LOGDIR OUTDIR}
 out=${2:?usage: tools/mklearned.sh LOGDIR OUTDIR}
 tmpl=walkthrough/training/learned.md.in
 pair=toy_weights/learned/eval.tsv
-NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed"
+NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed no-injection-full"
 [ -f "$logs/base.log" ] && [ -f "$logs/base.eval.tsv" ] ||
     { echo "mklearned.sh: $logs/base.log or base.eval.tsv missing (make learned-experiments)" >&2; exit 2; }
 [ -f "$pair" ] || { echo "mklearned.sh: $pair missing (make eval-learned)" >&2; exit 2; }
@@ -76,8 +76,9 @@ function tau(name, B,    d) {
     split(d, f, " ")
     return sprintf("%.2f &plusmn; %.2f", f[5], f[6])
 }
-function verdict(name, B,    d, b, x, y, D, se) {   # against base at block B
-    d = dec[name, 0, B]; b = dec["base", 0, B]
+function ref(name) { return name ~ /-full$/ ? "pair" : "base" }   # a -full row against the committed pair
+function verdict(name, B,    d, b, x, y, D, se) {   # against its reference at block B
+    d = dec[name, 0, B]; b = dec[ref(name), 0, B]
     if (d == "" || b == "" || name == "base" || name == "pair") return "-"
     split(d, x, " "); split(b, y, " ")
     D = x[5] - y[5]; se = sqrt(x[6] * x[6] + y[6] * y[6])
@@ -90,8 +91,8 @@ function acc1(name, B,    d, f) {   # acceptance at position 1 +- its se
     split(d, f, " ")
     return sprintf("%.3f &plusmn; %.3f", first(f[8]), first(f[9]))
 }
-function verdict1(name, B,    d, b, x, y, D, se) {   # position 1 against base at block B
-    d = dec[name, 0, B]; b = dec["base", 0, B]
+function verdict1(name, B,    d, b, x, y, D, se) {   # position 1 against its reference at block B
+    d = dec[name, 0, B]; b = dec[ref(name), 0, B]
     if (d == "" || b == "" || name == "base" || name == "pair") return "-"
     split(d, x, " "); split(b, y, " ")
     D = first(x[8]) - first(y[8]); se = sqrt(first(x[9]) ^ 2 + first(y[9]) ^ 2)
@@ -116,7 +117,7 @@ FILENAME == tmpl {
                field(r, "seq_len"), field(r, "block"), field(r, "lr"), field(r, "warmup"), field(r, "schedule"),
                field(r, "anchors"), field(r, "gamma"), field(r, "sequences"), field(r, "seed")
     } else if ($0 == "@TABLE@") {
-        print "| run | what differs from the base recipe | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | tau at 16 minus base | block 16: acceptance at position 1 | position 1 minus base | block 16: acceptance at positions 1-4 |"
+        print "| run | what differs from the base recipe | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | tau at 16 minus base (a -full row: minus pair) | block 16: acceptance at position 1 | position 1 minus base (-full: pair) | block 16: acceptance at positions 1-4 |"
         print "|---|---|---:|---:|---:|---:|---|---:|---|---|"
         print row("base", "nothing: block-bidirectional, trained at block 16, gamma 7, target layers 1, 4, 6")
         print row("pair", "the committed draft: the base row trained for " field(run["pair"], "steps") " steps (64 prompts)")
@@ -129,6 +130,7 @@ FILENAME == tmpl {
         print row("gamma4", "`--gamma 4`")
         print row("sliding", "both draft layers `sliding_attention`, window 16, trained with SpecForge'\''s window mask")
         print row("sliding-imposed", "base'\''s weights run under the sliding config: the window imposed only at inference")
+        print row("no-injection-full", "no-injection at the committed draft'\''s recipe (" field(run["no-injection-full"], "steps") " steps, 64 prompts): against the committed pair")
     } else if ($0 == "@BLOCKS@") {
         print "| trained at | decoded at block 2 | block 4 | block 8 | block 16 |"
         print "|---:|---:|---:|---:|---:|"
@@ -150,12 +152,13 @@ FILENAME == tmpl {
     } else if ($0 == "@FINDINGS@") {
         beyond = ""; within = ""
         n = split("no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed", X, " ")
+        X[++n] = "no-injection-full"
         for (i = 1; i <= n; i++) {
             v = verdict(X[i], 16); if (v == "-") continue
             item = sprintf("%s (%s)", X[i], substr(v, 1, index(v, " ") - 1))
             if (v ~ /beyond/) beyond = beyond (beyond == "" ? "" : ", ") item; else within = within (within == "" ? "" : ", ") item
         }
-        printf "**Against the base row at block 16**, decoded tau beyond twice the standard error of the difference: %s. Within it: %s.\n", beyond == "" ? "none" : beyond, within == "" ? "none" : within
+        printf "**Against the base row at block 16** (a -full row: against the committed pair), decoded tau beyond twice the standard error of the difference: %s. Within it: %s.\n", beyond == "" ? "none" : beyond, within == "" ? "none" : within
         beyond = ""; within = ""
         for (i = 1; i <= n; i++) {
             v = verdict1(X[i], 16); if (v == "-") continue
