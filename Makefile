@@ -239,6 +239,9 @@ build/explorer_page.c: tools/embed $(WEB)
 # mkwalk reads the trace with formats/manifest.c and formats/files.c (dflash.c for dflash_set_error), and the
 # training chapter's target (its lm_head) with formats/load.c
 $(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/manifest formats/json formats/files formats/load formats/tokenizer dflash,$(LDLIBS))
+# mklearned (the chapter "One round on English text", walkthrough/learned/) reads the learned
+# pair's trace with formats/files.c and its tokenizer.json with formats/tokenizer.c
+$(call program,walkthrough/tools/mklearned,host,walkthrough/tools/mklearned formats/json formats/files formats/tokenizer dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -251,7 +254,7 @@ $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
 .PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
-        docs docs-check trace-md trace-md-check walkthrough walkthrough-check explorer explorer-check \
+        docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check
 
@@ -413,12 +416,13 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # ---- generated docs: tools/docs.sh writes them or checks them --------------
 # TRACE.md (tools/mktrace from TRACE.md.in + the name table), the walkthrough
 # pages (walkthrough/tools/mkwalk), their SVGs (dflash figures) and explorer.html (dflash explore) of
-# the default run, walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
+# the default run, the chapter walkthrough/learned/ (walkthrough/tools/mklearned: one round of the
+# learned pair, its exercises checked too), walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
 # (gdb). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
-DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk
+DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough pitfalls training
+	sh tools/docs.sh write trace-md walkthrough learned pitfalls training
 	sh walkthrough/tools/gdb-check.sh --write
 # two lanes side by side (each is one process at a time; they share no
 # output): the mistakes pages' 60 real runs and diffs, and the rest; each
@@ -426,10 +430,12 @@ docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read 
 docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; d=$$(mktemp -d); \
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
-	{ { sh tools/docs.sh check trace-md walkthrough training || echo 1 > $$d/b.rc; \
+	{ { sh tools/docs.sh check trace-md walkthrough learned training || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/explorer-check.sh || echo 1 > $$d/b.rc; \
-	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; } > $$d/b.log 2>&1; } & \
+	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
+	    for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do \
+	      sh walkthrough/tools/exercises-check.sh $$p 2 || echo 1 > $$d/b.rc; done; } > $$d/b.log 2>&1; } & \
 	wait; cat $$d/b.log $$d/a.log; [ -f $$d/a.rc ] || [ -f $$d/b.rc ] && rc=1; rm -rf $$d; \
 	[ $$rc = 0 ] && echo "docs-check: every generated file is current and every check passed" || \
 	  { echo "docs-check: FAILED (make docs regenerates; read the diff, then commit)"; exit 1; }
@@ -442,6 +448,11 @@ walkthrough: dflash weights walkthrough/tools/mkwalk ## regenerate walkthrough/R
 	sh tools/docs.sh write walkthrough
 walkthrough-check: dflash weights walkthrough/tools/mkwalk ## fail if the committed walkthrough/ differs from a regeneration
 	@sh tools/docs.sh check walkthrough
+learned-walk: dflash walkthrough/tools/mklearned ## regenerate walkthrough/learned/ (one round of the learned pair: pages, figure)
+	sh tools/docs.sh write learned
+learned-walk-check: dflash walkthrough/tools/mklearned ## fail if walkthrough/learned/ differs from a regeneration, or its exercises' answers fail
+	@sh tools/docs.sh check learned
+	@for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do sh walkthrough/tools/exercises-check.sh $$p 2 || exit 1; done
 # walkthrough/explorer.html (8 MB, every value of the default run) is made,
 # not committed: `make` writes it whenever ./dflash or the weights change.
 walkthrough/explorer.html: dflash $(WEIGHTS)
@@ -513,4 +524,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed tools/ngram toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk walkthrough/tools/mklearned build

@@ -12,7 +12,8 @@
  *   cli/train_target.c)
  *   is listed in one of the help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
- *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md)
+ *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md,
+ *   walkthrough/learned/README.md)
  *   is listed in one of the two (a document cannot advertise a flag that is not
  *   there, as toy_weights/README.md once did with `--stop`).
  * ./dflash is built by the Makefile before the tests run. */
@@ -216,7 +217,7 @@ static void test_every_flag_the_docs_mention_is_in_help(void **state) {
     FlagSet in_help = {0};
     flags_in_text(help, &in_help);
     const char *docs[] = {"README.md", "NOTES.md", "TRACE.md", "toy_weights/README.md",
-                          "walkthrough/README.md", "walkthrough/gdb.md"};
+                          "walkthrough/README.md", "walkthrough/gdb.md", "walkthrough/learned/README.md"};
     int missing = 0, seen = 0;
     for (size_t i = 0; i < sizeof docs / sizeof docs[0]; i++) {
         size_t len;

@@ -17,6 +17,13 @@
 #                from a trace of the default run; the chapter "How the draft
 #                learned this" and figures/train_attn_mask.svg from a trace of
 #                one training step (train_trace below)
+#   learned      the chapter "One round on English text" (walkthrough/tools/mklearned,
+#                from the templates walkthrough/tools/learned.md.in and
+#                learned.zh.md.in): walkthrough/learned/README.md, README.zh.md and
+#                the figure of the draft head the pages show, from a trace of the
+#                learned pair's run of `make run-learned` (learned_trace below),
+#                toy_weights/learned/eval.tsv and the exercises' runs of the same
+#                prompt (block size 4, temperature 0.7)
 #   explorer     walkthrough/explorer.html (dflash explore of the same run):
 #                written by `make`, not committed, so only `write` makes sense
 #   pitfalls     walkthrough/pitfalls.md (walkthrough/mkpitfalls.sh: real runs)
@@ -78,6 +85,29 @@ gen_walk() {
     ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
         "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }
+# the learned pair's run: `make run-learned` (tools/learned.sh run), traced
+LEARNED_PAIR="--target toy_weights/learned/target --draft toy_weights/learned/draft --max-new-tokens 64"
+learned_ids() { sed -n 1p toy_weights/learned/heldout.ids | tr -s ' ' ','; }
+learned_trace() {
+    [ -d "$tmp/learned" ] || ./dflash $LEARNED_PAIR --ids "$(learned_ids)" --trace "$tmp/learned" > /dev/null
+}
+# the exercises' runs, each "@@ NAME" and its --rounds output (mklearned reads the answers there)
+learned_runs() {
+    for run in "greedy:" "b4:--block-size 4" "t07:--temperature 0.7 --seed 1"; do
+        echo "@@ ${run%%:*}" && ./dflash $LEARNED_PAIR --ids "$(learned_ids)" ${run#*:} --rounds || return 1
+    done
+}
+gen_learned() {
+    mkdir -p "$1/walkthrough/learned/figures" && learned_trace && learned_runs > "$tmp/learned-runs.txt" &&
+    ./walkthrough/tools/mklearned "$tmp/learned" toy_weights/learned/target/tokenizer.json toy_weights/learned/heldout.ids \
+        toy_weights/learned/eval.tsv "$tmp/learned-runs.txt" "$1/walkthrough/learned" > /dev/null &&
+    ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/learned/target/tokenizer.json \
+        "$tmp/learned" "$tmp/learned-figures" > /dev/null || return 1
+    # the figures the pages show (the head mklearned picked), and only those
+    for f in $(grep -ho 'figures/attn_draft_[a-z0-9_]*\.svg' "$1/walkthrough/learned/README.md" "$1/walkthrough/learned/README.zh.md" | sort -u); do
+        cp "$tmp/learned-figures/${f#figures/}" "$1/walkthrough/learned/$f" || return 1
+    done
+}
 gen_explorer() {
     mkdir -p "$1/walkthrough" && walk_trace &&
     ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
@@ -94,6 +124,7 @@ gen_pitfalls() {
 # listed by what the generator writes)
 figures_walk() { find walkthrough/figures -name '*.svg' | sort; }
 figures_training() { find walkthrough/training -name '*.svg' | sort; }
+figures_learned() { find walkthrough/learned -name '*.svg' | sort; }
 
 # trace-md's second half: the three runs (the default run, a random-set run
 # with block size 6, a block-size-1 run with no draft: match/cumprod are empty)
@@ -115,14 +146,31 @@ check_training_readme() {
     done < "$tmp/trained-rows"
 }
 
+# learned's second half: mklearned refuses a claim the runs do not support
+# (here block 4's tau made lower than block 16's: exercise 1 says higher), and
+# writes nothing
+check_learned_refuses() {
+    awk '/^@@ / { run = $2 } run == "b4" && /tokens per round \(tau\)/ { sub(/\(tau\): [0-9.]*/, "(tau): 1.00") } { print }' \
+        "$tmp/learned-runs.txt" > "$tmp/learned-runs-bad.txt"
+    cmp -s "$tmp/learned-runs.txt" "$tmp/learned-runs-bad.txt" && { echo "learned-check: the runs have no block-4 tau to alter"; return 1; }
+    mkdir -p "$tmp/learned-bad"
+    if ./walkthrough/tools/mklearned "$tmp/learned" toy_weights/learned/target/tokenizer.json toy_weights/learned/heldout.ids \
+        toy_weights/learned/eval.tsv "$tmp/learned-runs-bad.txt" "$tmp/learned-bad" > /dev/null 2> "$tmp/learned-bad.err"; then
+        echo "learned-check: mklearned wrote the pages from runs that contradict them"; return 1
+    fi
+    grep -q 'block 4 gives a higher tau' "$tmp/learned-bad.err" && [ ! -e "$tmp/learned-bad/README.md" ] ||
+        { echo "learned-check: mklearned did not refuse the altered runs as expected:"; cat "$tmp/learned-bad.err"; return 1; }
+}
+
 sets() {
     case $1 in
     trace-md) echo trace_md;;
     walkthrough) echo walk;;
+    learned) echo learned;;
     explorer) echo explorer;;
     pitfalls) echo pitfalls;;
     training) echo training;;
-    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, explorer, pitfalls, training)" >&2; return 1;;
+    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, learned, explorer, pitfalls, training)" >&2; return 1;;
     esac
 }
 
@@ -160,6 +208,7 @@ for set in "$@"; do
         done
         if [ $set = trace-md ] && [ $bad = 0 ]; then check_trace_names || bad=1; fi
         if [ $set = training ] && [ $bad = 0 ]; then check_training_readme "$out" || bad=1; fi
+        if [ $set = learned ] && [ $bad = 0 ]; then check_learned_refuses || bad=1; fi
         if [ $bad = 0 ]; then echo "$set-check: $(echo $files): each equals a fresh regeneration"
         else echo "$set-check: FAILED (make $set regenerates; read the diff, then commit)"; fail=1; fi
     fi

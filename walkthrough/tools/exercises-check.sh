@@ -1,8 +1,10 @@
 #!/bin/sh
 # exercises-check.sh - check every answer stated in walkthrough/exercises.md
-# by running the program.
+# (or another page of exercises: walkthrough/learned/README.md, .zh.md) by
+# running the program.
 #
 #   sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md   (`make exercises-check`)
+#   sh walkthrough/tools/exercises-check.sh PAGE MIN   (a page of at least MIN exercises, default 12)
 #
 # Every line of the form
 #     <!-- check: COMMAND => EXPECTED -->
@@ -15,11 +17,12 @@
 # way and must exit 0. A command that uses a variable the setup does not
 # define fails (sh -u: exercise 16's $TMP once wrote /a9 at the root).
 # The exercises write under build/exercises/, removed before and after.
-# Fails when any answer no longer holds, when the file holds fewer than 12
-# exercises, or when an exercise has no checked answer.
+# Fails when any answer no longer holds, when the file holds fewer than MIN
+# (12) exercises, or when an exercise has no checked answer.
 set -eu
 export LC_ALL=C
 md=${1:-walkthrough/exercises.md}
+min=${2:-12}
 [ -f "$md" ] || { echo "exercises-check: $md not found"; exit 1; }
 [ -x ./dflash ] || { echo "exercises-check: ./dflash not built (make dflash weights)"; exit 1; }
 tmp=$(mktemp -d)
@@ -66,9 +69,9 @@ if [ -f "$tmp/blocks" ]; then
         fi
     done < "$tmp/blocks"
 fi
-# every exercise ("## N. ...") states at least one checked answer, and there are at least 12
+# every exercise ("## N. ...") states at least one checked answer, and there are at least MIN
 n_ex=$(grep -c '^## [0-9][0-9]*\. ' "$md")
-if [ "$n_ex" -lt 12 ]; then echo "exercises-check: only $n_ex exercises in $md (at least 12)"; fail=1; fi
+if [ "$n_ex" -lt "$min" ]; then echo "exercises-check: only $n_ex exercises in $md (at least $min)"; fail=1; fi
 awk '/^## [0-9]+\. / { if (t != "" && !c) print t; t = $0; c = 0 } /^<!-- check: / { c = 1 }
      END { if (t != "" && !c) print t }' "$md" > "$tmp/unchecked"
 if [ -s "$tmp/unchecked" ]; then

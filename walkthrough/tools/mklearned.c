@@ -1,0 +1,765 @@
+/* mklearned.c - regenerate walkthrough/learned/README.md and README.zh.md
+ * (the chapter "One round on English text") from their templates, a trace
+ * of the learned pair's run, its tokenizer, the held-out prompts and the
+ * committed held-out evaluation.
+ *
+ *   usage: mklearned TRACE_DIR TOKENIZER_JSON HELDOUT_IDS EVAL_TSV RUNS_TXT OUT_DIR [TEMPLATE_DIR]
+ *
+ * TRACE_DIR: `./dflash --target toy_weights/learned/target --draft
+ * toy_weights/learned/draft --ids <a held-out prompt> --max-new-tokens 64
+ * --trace DIR` (what `make run-learned` runs, traced); the chapter tells
+ * its round 1 (ROUND below). HELDOUT_IDS: toy_weights/learned/heldout.ids
+ * (the page names the line the prompt is). EVAL_TSV:
+ * toy_weights/learned/eval.tsv (dflash eval's rows). RUNS_TXT: the
+ * exercises' runs of the same prompt, each as a line "@@ NAME" followed by
+ * that run's `--rounds` output (tools/docs.sh, gen_learned, writes it): the
+ * answers the exercises state are read from there.
+ *
+ * The templates (TEMPLATE_DIR, default walkthrough/tools: learned.md.in,
+ * learned.zh.md.in) follow mkwalk's rules (mkwalk.c, section 6): a line that
+ * is exactly @NAME@ is replaced by the block writer NAME (the same tables
+ * for both editions; T(en, zh) picks a header's words), @name@ anywhere by
+ * a value. An unknown name, a missing tensor, or a claim the prose makes
+ * that the data no longer support (the checks in story()) writes nothing
+ * and exits 1.
+ *
+ * Determinism: the numbers are printed with fixed formats from values read
+ * out of the trace (bit-reproducible), the TSV and the runs' text, or from
+ * + - / of them (strtod and printf's correctly rounded conversions); no
+ * libm call. The pages are byte-identical wherever the
+ * trace is.
+ */
+#include "../../dflash.h"
+#include "../../formats/files.h"
+#include "../../formats/tokenizer.h"
+
+#include <ctype.h>
+#include <stdarg.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#define ROUND 1          /* the round the chapter tells */
+#define LAYER 0          /* the draft layer whose head is shown */
+#define MAXB 64
+
+/* ---- errors: the first failure is kept, nothing is written ---------------- */
+static int bad;
+static char badmsg[1024];
+static void flag_bad(const char *fmt, ...) {
+    if (bad++) return;
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(badmsg, sizeof badmsg, fmt, ap);
+    va_end(ap);
+}
+static void check(int ok, const char *fmt, ...) {
+    if (ok) return;
+    char m[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    flag_bad("the chapter's claim no longer holds: %s", m);
+}
+
+/* ---- tensors: TRACE_DIR/<name>.npy ------------------------------------- */
+static const char *TDIR;
+typedef struct { char name[96]; NpyValues v; } Tensor;
+static Tensor TS[192];   /* the tensors read so far (a round adds one: its acceptance_length) */
+static int NTS;
+
+static const NpyValues *get(const char *fmt, ...) {
+    static NpyValues empty;
+    char name[96];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(name, sizeof name, fmt, ap);
+    va_end(ap);
+    for (int k = 0; k < NTS; k++)
+        if (strcmp(TS[k].name, name) == 0) return &TS[k].v;
+    if (NTS == (int)(sizeof TS / sizeof TS[0])) { flag_bad("too many tensors"); return &empty; }
+    char file[128];
+    snprintf(file, sizeof file, "%s.npy", name);
+    char *path = path_join(TDIR, file);
+    Tensor *t = &TS[NTS];
+    if (!path || npy_read_values(path, &t->v) != 0) {
+        free(path);
+        flag_bad("the trace has no tensor %s (%s)", name, dflash_errmsg);
+        return &empty;
+    }
+    free(path);
+    snprintf(t->name, sizeof t->name, "%s", name);
+    NTS++;
+    return &t->v;
+}
+static int has(const char *name) {
+    char file[128];
+    snprintf(file, sizeof file, "%s.npy", name);
+    char *path = path_join(TDIR, file);
+    struct stat st;
+    int ok = path && stat(path, &st) == 0;
+    free(path);
+    return ok;
+}
+static double val(const NpyValues *t, size_t k) {
+    if (k >= t->n) { flag_bad("index %zu out of range (%zu values)", k, t->n); return 0; }
+    return t->is_int ? (double)t->i[k] : t->f[k];
+}
+static long ival(const NpyValues *t, size_t k) { return (long)val(t, k); }
+
+/* ---- token pieces: the tokenizer's bytes, escaped for a code span ------- */
+static Tokenizer TOK;
+#define RBUF 4096
+static char *rbuf(void) {
+    static char bufs[32][RBUF];
+    static int k;
+    return bufs[k++ % 32];
+}
+/* the bytes of ids[0..n), printable: \n \t \xNN, "`" as \x60, and in a table "|" as "\|" */
+static int IN_TABLE;
+static const char *esc_ids(const long *ids, int n) {
+    int iv[MAXB * 8];
+    if (n > MAXB * 8) { flag_bad("%d tokens to print, at most %d", n, MAXB * 8); n = MAXB * 8; }
+    for (int i = 0; i < n; i++) iv[i] = (int)ids[i];
+    char *bytes = NULL;
+    size_t len = 0;
+    char *o = rbuf();
+    o[0] = 0;
+    if (tok_decode(&TOK, iv, (size_t)n, &bytes, &len) != 0) { flag_bad("%s", dflash_errmsg); return o; }
+    size_t w = 0;
+    if (len * 4 + 1 > RBUF) flag_bad("a text of %zu bytes to print", len);
+    for (size_t i = 0; i < len && w + 8 < RBUF; i++) {
+        unsigned char c = (unsigned char)bytes[i];
+        if (c == '\n') w += (size_t)snprintf(o + w, RBUF - w, "\\n");
+        else if (c == '\t') w += (size_t)snprintf(o + w, RBUF - w, "\\t");
+        else if (c == '|' && IN_TABLE) w += (size_t)snprintf(o + w, RBUF - w, "\\|");
+        else if (c < 0x20 || c >= 0x7f || c == '`') w += (size_t)snprintf(o + w, RBUF - w, "\\x%02x", c);
+        else o[w++] = (char)c, o[w] = 0;
+    }
+    free(bytes);
+    return o;
+}
+/* one token as a code span with its spaces visible: `" man"` */
+static const char *piece(long id) {
+    char *b = rbuf();
+    snprintf(b, RBUF, "`\"%s\"`", esc_ids(&id, 1));
+    return b;
+}
+
+/* ---- the run ----------------------------------------------------------- */
+static struct {
+    int n;                    /* prompt length */
+    long prompt[MAXB * 4];
+    int prompt_line;          /* its line in HELDOUT_IDS (1-based) */
+    int B, V, H, S, Lc, start, acc, R, n_out, new_tokens;
+    long block[MAXB], posterior[MAXB], match[MAXB], cumprod[MAXB];
+    double tau;
+    double run_acc[MAXB];     /* acceptance_per_position */
+    int head;                 /* the head shown */
+    double head_ctx;          /* its mean weight on the context, over the mask rows */
+} RUN;
+
+static const NpyValues *attn(void) { return get("draft%d.layers.%d.self_attn.attn_weights", ROUND, LAYER); }
+static double A(int h, int q, int k) { return val(attn(), ((size_t)h * RUN.B + q) * RUN.S + k); }
+
+static int has_round(int r) {
+    char n[64];
+    snprintf(n, sizeof n, "verify%d.acceptance_length", r);
+    return has(n);
+}
+
+static void read_run(const char *heldout) {
+    const NpyValues *in = get("input_ids");
+    RUN.n = (int)in->n;
+    check(RUN.n > 0 && RUN.n <= MAXB * 4, "a prompt of 1..%d tokens", MAXB * 4);
+    for (int i = 0; i < RUN.n && i < MAXB * 4; i++) RUN.prompt[i] = ival(in, i);
+    /* which held-out line the prompt is */
+    char *text;
+    size_t len;
+    if (file_read_all(heldout, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
+    int line = 0;
+    for (char *p = text; *p && !RUN.prompt_line;) {
+        line++;
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        int k = 0, same = 1;
+        for (char *s = p; *s;) {
+            char *end;
+            long x = strtol(s, &end, 10);
+            if (end == s) break;
+            if (k >= RUN.n || x != RUN.prompt[k]) same = 0;
+            k++;
+            s = end;
+        }
+        if (same && k == RUN.n) RUN.prompt_line = line;
+        p = e ? e + 1 : p + strlen(p);
+    }
+    free(text);
+    check(RUN.prompt_line > 0, "the traced prompt is a line of %s", heldout);
+
+    RUN.B = (int)get("verify%d.input_ids", ROUND)->n;
+    check(RUN.B >= 4 && RUN.B <= MAXB, "block size %d in 4..%d", RUN.B, MAXB);
+    const NpyValues *lg = get("verify%d.logits", ROUND);
+    RUN.V = RUN.B ? (int)(lg->n / (size_t)RUN.B) : 0;
+    const NpyValues *a = attn();
+    RUN.H = a->ndim == 3 ? (int)a->shape[0] : 0;
+    RUN.S = a->ndim == 3 ? (int)a->shape[2] : 0;
+    RUN.Lc = (int)get("draft%d.target_hidden_raw", ROUND)->shape[0];
+    RUN.start = (int)ival(get("verify%d.position_ids", ROUND), 0);
+    RUN.acc = (int)ival(get("verify%d.acceptance_length", ROUND), 0);
+    check(ROUND != 1 || (RUN.start == RUN.n && RUN.Lc == RUN.n && RUN.S == RUN.n + RUN.B),
+          "round 1: the context is the prompt (start %d, Lc %d, S %d)", RUN.start, RUN.Lc, RUN.S);
+    for (int i = 0; i < RUN.B; i++) {
+        RUN.block[i] = ival(get("verify%d.input_ids", ROUND), i);
+        RUN.posterior[i] = ival(get("verify%d.sampled", ROUND), i);
+        /* greedy: the posterior is the argmax of the target's logits (first index on ties) */
+        int best = 0;
+        for (int v = 1; v < RUN.V; v++)
+            if (val(lg, (size_t)i * RUN.V + v) > val(lg, (size_t)i * RUN.V + best)) best = v;
+        check(best == RUN.posterior[i], "verify%d.sampled[%d] is the argmax of verify%d.logits[%d]", ROUND, i, ROUND, i);
+    }
+    check(RUN.block[0] == ival(get("draft%d.block_output_ids", ROUND), 0), "the anchor is the block's first id");
+    for (int i = 0; i + 1 < RUN.B; i++) {
+        RUN.match[i] = ival(get("verify%d.match", ROUND), i);
+        RUN.cumprod[i] = ival(get("verify%d.cumprod", ROUND), i);
+        check(RUN.block[i + 1] == ival(get("draft%d.sampled", ROUND), i), "verify input %d is the draft's proposal", i + 1);
+        check(RUN.match[i] == (RUN.block[i + 1] == RUN.posterior[i]), "match[%d] = (proposal %d == posterior[%d])", i, i + 1, i);
+        check(RUN.cumprod[i] == (RUN.match[i] && (i == 0 || RUN.cumprod[i - 1])), "cumprod[%d]", i);
+    }
+    int acc = 0;
+    while (acc + 1 < RUN.B && RUN.cumprod[acc]) acc++;
+    check(acc == RUN.acc, "acceptance_length %d = the cumprod's ones %d", RUN.acc, acc);
+    while (RUN.R < 100000 && has_round(RUN.R + 1)) RUN.R++;
+    long tot = 0;
+    for (int r = 1; r <= RUN.R; r++) tot += ival(get("verify%d.acceptance_length", r), 0) + 1;
+    RUN.tau = RUN.R ? (double)tot / RUN.R : 0;
+    const NpyValues *ap = get("acceptance_per_position");
+    for (int i = 0; i + 1 < RUN.B; i++) RUN.run_acc[i] = val(ap, i);
+    RUN.n_out = (int)get("output_ids")->n;
+    RUN.new_tokens = RUN.n_out - RUN.n;
+    /* the head shown: of layer LAYER, the one whose mask rows put the most
+     * weight on the context (mean over the rows 1..B-1): the head that reads
+     * the target's features most */
+    RUN.head_ctx = -1;
+    for (int h = 0; h < RUN.H; h++) {
+        double s = 0;
+        for (int q = 1; q < RUN.B; q++)
+            for (int k = 0; k < RUN.Lc; k++) s += A(h, q, k);
+        s /= (RUN.B - 1);
+        if (s > RUN.head_ctx) RUN.head_ctx = s, RUN.head = h;
+    }
+}
+
+/* ---- the committed held-out evaluation: eval.tsv's rows ----------------- */
+typedef struct {
+    char T[16];
+    int B, prompts, rounds;
+    double tau, tau_se, speedup;
+    double acc[MAXB], acc_se[MAXB];
+    int n_acc;
+} EvalRow;
+static EvalRow EV[64];
+static int NEV;
+
+/* the fields of a TSV line (modified in place) */
+static int split(char *line, char sep, char **f, int max) {
+    int n = 0;
+    f[n++] = line;
+    for (char *p = line; *p && n < max; p++)
+        if (*p == sep) *p = 0, f[n++] = p + 1;
+    return n;
+}
+static void read_eval(const char *path) {
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
+    char *col[32];
+    int ncol = 0, first = 1;
+    int iT = -1, iB = -1, ip = -1, ir = -1, it = -1, ise = -1, isp = -1, ia = -1, iase = -1;
+    for (char *p = text; *p;) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        char *f[32];
+        int n = split(p, '\t', f, 32);
+        if (first) {
+            ncol = n;
+            for (int k = 0; k < n; k++) {
+                col[k] = f[k];
+                if (!strcmp(f[k], "T")) iT = k;
+                if (!strcmp(f[k], "B")) iB = k;
+                if (!strcmp(f[k], "prompts")) ip = k;
+                if (!strcmp(f[k], "rounds")) ir = k;
+                if (!strcmp(f[k], "tau")) it = k;
+                if (!strcmp(f[k], "tau_se")) ise = k;
+                if (!strcmp(f[k], "speedup")) isp = k;
+                if (!strcmp(f[k], "acceptance")) ia = k;
+                if (!strcmp(f[k], "acceptance_se")) iase = k;
+            }
+            (void)col;
+            if (iT < 0 || iB < 0 || ip < 0 || ir < 0 || it < 0 || ise < 0 || isp < 0 || ia < 0 || iase < 0) {
+                flag_bad("%s: a column is missing (T B prompts rounds tau tau_se speedup acceptance acceptance_se)", path);
+                break;
+            }
+            first = 0;
+        } else if (n == ncol && NEV < 64) {
+            EvalRow *r = &EV[NEV++];
+            snprintf(r->T, sizeof r->T, "%s", f[iT]);
+            r->B = atoi(f[iB]), r->prompts = atoi(f[ip]), r->rounds = atoi(f[ir]);
+            r->tau = strtod(f[it], NULL), r->tau_se = strtod(f[ise], NULL), r->speedup = strtod(f[isp], NULL);
+            char *a[MAXB], *s[MAXB];
+            int na = split(f[ia], ',', a, MAXB), ns = split(f[iase], ',', s, MAXB);
+            r->n_acc = na == ns ? na : 0;
+            for (int k = 0; k < r->n_acc; k++) {
+                r->acc[k] = strtod(a[k], NULL);
+                r->acc_se[k] = strtod(s[k], NULL);
+            }
+        }
+        p = e ? e + 1 : p + strlen(p);
+    }
+    free(text);
+}
+static const EvalRow *eval_row(const char *T, int B) {
+    for (int k = 0; k < NEV; k++)
+        if (!strcmp(EV[k].T, T) && EV[k].B == B) return &EV[k];
+    flag_bad("eval.tsv has no row T %s B %d", T, B);
+    return NULL;
+}
+
+/* ---- the exercises' runs: "@@ NAME" then its --rounds output ------------ */
+typedef struct {
+    char name[32];
+    char tau[16];             /* "tokens per round (tau): X" */
+    int forwards, acc1;       /* target forward passes; round 1's accepted */
+    char keep1[256];          /* round 1's "accepted K + bonus: keep [...] + "ID"" */
+} ExRun;
+static ExRun EX[8];
+static int NEX;
+static void read_runs(const char *path) {
+    char *text;
+    size_t len;
+    if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
+    ExRun *r = NULL;
+    for (char *p = text; *p;) {
+        char *e = strchr(p, '\n');
+        if (e) *e = 0;
+        char *q;
+        if (!strncmp(p, "@@ ", 3) && NEX < 8) {
+            r = &EX[NEX++];
+            memset(r, 0, sizeof *r);
+            r->acc1 = -1;
+            snprintf(r->name, sizeof r->name, "%s", p + 3);
+        } else if (r && (q = strstr(p, "accepted ")) && r->acc1 < 0) {
+            r->acc1 = atoi(q + 9);
+            char *end = strchr(q, '"');
+            end = end ? strchr(end + 1, '"') : NULL;
+            if (end) snprintf(r->keep1, sizeof r->keep1, "%.*s", (int)(end + 1 - q), q);
+        } else if (r && (q = strstr(p, "target forward passes: "))) {
+            r->forwards = atoi(q + 23);
+            char *t = strstr(p, "(tau): ");
+            if (t) {
+                int k = 0;
+                for (t += 7; (isdigit((unsigned char)*t) || *t == '.') && k < 15; t++) r->tau[k++] = *t;
+                r->tau[k] = 0;
+            }
+        }
+        p = e ? e + 1 : p + strlen(p);
+    }
+    free(text);
+}
+static const ExRun *ex(const char *name) {
+    for (int k = 0; k < NEX; k++)
+        if (!strcmp(EX[k].name, name)) {
+            if (!EX[k].tau[0] || EX[k].acc1 < 0) flag_bad("run %s: no round or no summary line", name);
+            return &EX[k];
+        }
+    flag_bad("%s: no run %s", "RUNS_TXT", name);
+    static ExRun none;
+    return &none;
+}
+
+/* ---- values: @name@ ------------------------------------------------------ */
+typedef struct { char name[32]; char *val; } Var;
+static Var VARS[256];
+static int NVARS;
+static void def(const char *name, const char *fmt, ...) {
+    if (NVARS == (int)(sizeof VARS / sizeof VARS[0])) { flag_bad("too many values (%s)", name); return; }
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    char *v = malloc((size_t)n + 1);
+    if (!v) { flag_bad("out of memory"); return; }
+    va_start(ap, fmt);
+    vsnprintf(v, (size_t)n + 1, fmt, ap);
+    va_end(ap);
+    snprintf(VARS[NVARS].name, sizeof VARS[NVARS].name, "%s", name);
+    VARS[NVARS++].val = v;
+}
+static const char *var(const char *name, size_t len) {
+    for (int i = NVARS - 1; i >= 0; i--)
+        if (strlen(VARS[i].name) == len && strncmp(VARS[i].name, name, len) == 0) return VARS[i].val;
+    return NULL;
+}
+static void vars_free(void) {
+    for (int i = 0; i < NVARS; i++) free(VARS[i].val);
+    NVARS = 0;
+}
+/* integers joined by sep */
+static const char *ints(const long *v, int n, const char *sep) {
+    static char b[8][2048];
+    static int k;
+    char *o = b[k++ % 8];
+    size_t len = 0;
+    o[0] = 0;
+    for (int i = 0; i < n && len < 2000; i++) len += (size_t)snprintf(o + len, 2048 - len, "%s%ld", i ? sep : "", v[i]);
+    return o;
+}
+static const char *f2(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.2f", x < 0.005 && x > -0.005 ? 0.0 : x); return b; }
+static const char *f3(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.3f", x); return b; }
+
+static int ZH;
+#define T(en, zh) (ZH ? (zh) : (en))
+
+static double logit(int row, long v) { return val(get("verify%d.logits", ROUND), (size_t)row * RUN.V + (size_t)v); }
+
+/* the checks the prose relies on, and the values it prints */
+static void values(void) {
+    int B = RUN.B, acc = RUN.acc;
+    long bonus = RUN.posterior[acc];
+    def("round", "%d", ROUND);
+    def("layer", "%d", LAYER);
+    def("prompt_line", "%d", RUN.prompt_line);
+    def("n", "%d", RUN.n);
+    def("n_1", "%d", RUN.n - 1);
+    def("prompt_ids", "%s", ints(RUN.prompt, RUN.n, " "));
+    def("prompt_text", "%s", esc_ids(RUN.prompt, RUN.n));
+    {
+        const NpyValues *o = get("output_ids");
+        long ids[MAXB * 4];
+        int n = RUN.n_out < MAXB * 4 ? RUN.n_out : MAXB * 4;
+        for (int i = 0; i < n; i++) ids[i] = ival(o, i);
+        def("output_text", "%s", esc_ids(ids + RUN.n, n - RUN.n));
+    }
+    def("B", "%d", B);
+    def("B_1", "%d", B - 1);
+    def("V", "%d", RUN.V);
+    def("H", "%d", RUN.H);
+    def("S", "%d", RUN.S);
+    def("rounds", "%d", RUN.R);
+    def("forwards", "%d", RUN.R + 1);
+    def("tau", "%s", f2(RUN.tau));
+    def("new_tokens", "%d", RUN.new_tokens);
+    def("start", "%d", RUN.start);
+    def("block_last", "%d", RUN.start + B - 1);
+    def("anchor", "%s", piece(RUN.block[0]));
+    def("anchor_id", "%ld", RUN.block[0]);
+    def("acc", "%d", acc);
+    def("acc1", "%d", acc + 1);
+    def("acc2", "%d", acc + 2);
+    def("bonus", "%s", piece(bonus));
+    def("bonus_id", "%ld", bonus);
+    def("bonus_pos", "%d", RUN.start + acc + 1);
+    def("next_start", "%d", RUN.start + acc + 1);
+    def("kept_ids", "%s", ints(RUN.block, acc + 1, " "));
+    {
+        long k[MAXB + 1];
+        for (int i = 0; i <= acc; i++) k[i] = RUN.block[i];
+        k[acc + 1] = bonus;
+        def("kept_text", "%s", esc_ids(k, acc + 2));
+        def("accepted_text", "%s", esc_ids(RUN.block + 1, acc));
+    }
+    /* the round is instructive: some accepted, then a mismatch, whose target token is the bonus */
+    check(acc >= 1 && acc < B - 1, "round %d accepts some proposals and rejects one (acc %d of %d)", ROUND, acc, B - 1);
+    long wrong = acc + 1 < B ? RUN.block[acc + 1] : -1;
+    def("wrong", "%s", piece(wrong));
+    def("wrong_id", "%ld", wrong);
+    def("wrong_logit", "%.4f", logit(acc, wrong));
+    def("bonus_logit", "%.4f", logit(acc, bonus));
+    {
+        int rank = 1;   /* the draft's token among the target's: 1 + the number with a larger logit */
+        for (int v = 0; v < RUN.V; v++) rank += logit(acc, v) > logit(acc, wrong);
+        def("wrong_rank", "%d", rank);
+        check(rank >= 2, "the rejected proposal is not the target's first choice");
+    }
+    /* proposals after the mismatch that match the target's token, and are thrown away */
+    long later[MAXB];
+    int nl = 0;
+    for (int i = acc + 2; i < B; i++)
+        if (RUN.match[i - 1]) later[nl++] = RUN.start + i;
+    check(nl >= 1, "round %d has a matching proposal after its first mismatch", ROUND);
+    def("later_pos", "%s", ints(later, nl, T(", ", "、")));
+    def("n_later", "%d", nl);
+    long nm = 0;
+    for (int i = 0; i + 1 < B; i++) nm += RUN.match[i];
+    def("n_match", "%ld", nm);
+    /* the head */
+    def("head", "%d", RUN.head);
+    def("head_ctx", "%s", f2(RUN.head_ctx));
+    {
+        double anc = 0, blk = 0;
+        for (int q = 1; q < B; q++) {
+            anc += A(RUN.head, q, RUN.Lc);
+            for (int k = RUN.Lc + 1; k < RUN.S; k++) blk += A(RUN.head, q, k);
+        }
+        def("head_anchor", "%s", f2(anc / (B - 1)));
+        def("head_block", "%s", f2(blk / (B - 1)));
+        check(blk / (B - 1) < anc / (B - 1) + RUN.head_ctx, "the head shown reads context and anchor more than masks");
+    }
+    def("Lc", "%d", RUN.Lc);
+    def("start1", "%d", RUN.start + 1);
+    def("start3", "%d", RUN.start + 3);
+    def("B_4", "%d", B - 4);
+    {
+        long k[MAXB + 1];
+        for (int i = 0; i <= acc; i++) k[i] = RUN.block[i];
+        k[acc + 1] = bonus;
+        long all[MAXB * 6];
+        int n = 0;
+        for (int i = 1; i < RUN.n; i++) all[n++] = RUN.prompt[i];   /* the text after <|endoftext|> */
+        for (int i = 0; i <= acc + 1; i++) all[n++] = k[i];
+        def("with_bonus", "%s", esc_ids(all, n));
+        all[n - 1] = wrong;
+        def("with_wrong", "%s", esc_ids(all, n));
+    }
+    /* the head's rows: q@start+1 looks most at the anchor; from q@start+3 on more than half of each row
+     * is on the context; of the context keys, position 0 has the largest mean weight over the masks */
+    {
+        int h = RUN.head, top = 0;
+        for (int k = 1; k < RUN.S; k++) if (A(h, 1, k) > A(h, 1, top)) top = k;
+        check(top == RUN.Lc, "head %d: q@%d's largest weight is on the anchor", h, RUN.start + 1);
+        for (int q = 3; q < B; q++) {
+            double c = 0;
+            for (int k = 0; k < RUN.Lc; k++) c += A(h, q, k);
+            check(c > 0.5, "head %d: q@%d puts more than half on the context", h, RUN.start + q);
+        }
+        int best = 0;
+        double bw = -1;
+        for (int k = 0; k < RUN.Lc; k++) {
+            double w = 0;
+            for (int q = 1; q < B; q++) w += A(h, q, k);
+            if (w > bw) bw = w, best = k;
+        }
+        check(best == 0, "head %d: context key 0 has the largest weight", h);
+    }
+    /* the rounds after this one accept less; no round of the run accepts a 4th proposal */
+    for (int r = ROUND + 1; r <= RUN.R; r++)
+        check(ival(get("verify%d.acceptance_length", r), 0) < acc, "round %d accepts fewer than round %d", r, ROUND);
+    check(B > 4 && RUN.run_acc[3] == 0, "no round of the run accepts proposal 4");
+    /* the eval */
+    const EvalRow *e2 = eval_row("0", 2), *e4 = eval_row("0", 4), *e8 = eval_row("0", 8), *e16 = eval_row("0", 16);
+    const EvalRow *t16 = eval_row("0.7", 16), *t4 = eval_row("0.7", 4);
+    if (e2 && e4 && e8 && e16 && t16 && t4) {
+        def("eval_prompts", "%d", e16->prompts);
+        def("eval_tau2", "%s", f2(e2->tau));
+        def("eval_tau4", "%s", f2(e4->tau));
+        def("eval_tau8", "%s", f2(e8->tau));
+        def("eval_tau16", "%s", f2(e16->tau));
+        def("eval_speed4", "%s", f2(e4->speedup));
+        def("eval_speed16", "%s", f2(e16->speedup));
+        def("eval_acc1", "%s", f2(e16->acc[0]));
+        def("eval_acc2", "%s", f2(e16->acc[1]));
+        def("eval_acc3", "%s", f2(e16->acc[2]));
+        def("eval_t07_tau16", "%s", f2(t16->tau));
+        def("eval_t07_tau4", "%s", f2(t4->tau));
+        def("eval_t07_acc1", "%s", f2(t16->acc[0]));
+        check(e2->tau < e4->tau && e4->tau < e8->tau && e8->tau < e16->tau, "eval: greedy tau grows with the block");
+        int best = 1;
+        const EvalRow *all[4] = {e2, e4, e8, e16};
+        for (int k = 0; k < 4; k++) best &= all[k]->speedup <= e4->speedup;
+        check(best, "eval: block 4 has the best greedy speed-up");
+        check(t16->tau < e16->tau && t16->acc[0] < e16->acc[0], "eval: T 0.7 accepts less than greedy");
+        check(e16->n_acc == B - 1, "eval's block-16 row has %d positions", B - 1);
+        check(e16->acc[0] > 0.4 && e16->acc[0] < 0.6, "eval: the first proposal is accepted about half the time");
+        check(acc + 1 > e16->tau, "round %d is better than the mean round", ROUND);
+        check(RUN.tau < e16->tau, "the run's tau is below the held-out mean");
+        check(t16->acc[1] < 0.05, "eval: at T 0.7 almost nothing past position 1 is accepted");
+    }
+    /* the exercises' runs */
+    const ExRun *g = ex("greedy"), *b4 = ex("b4"), *t7 = ex("t07");
+    char tau[16];
+    snprintf(tau, sizeof tau, "%s", f2(RUN.tau));
+    check(!strcmp(g->tau, tau) && g->forwards == RUN.R + 1, "the runs' greedy run is the traced one (tau %s, %s)", g->tau, tau);
+    def("b4_tau", "%s", b4->tau);
+    def("b4_forwards", "%d", b4->forwards);
+    def("b4_keep1", "%s", b4->keep1);
+    def("t07_tau", "%s", t7->tau);
+    def("t07_forwards", "%d", t7->forwards);
+    def("t07_keep1", "%s", t7->keep1);
+    {
+        char want[256];
+        snprintf(want, sizeof want, "accepted %d + bonus: keep [%s] + \"%ld\"", acc, ints(RUN.block, acc + 1, " "), bonus);
+        check(acc <= 3 && !strcmp(b4->keep1, want), "block 4's round 1 keeps what block 16's kept (%s / %s)", b4->keep1, want);
+    }
+    check(strtod(b4->tau, NULL) > RUN.tau, "block 4 gives a higher tau than block 16 on this prompt");
+    check(strtod(t7->tau, NULL) < RUN.tau, "temperature 0.7 gives a lower tau than greedy on this prompt");
+    check(t7->acc1 == 0, "at temperature 0.7 round 1 accepts nothing");
+}
+
+/* ---- the tables ------------------------------------------------------------ */
+static FILE *md;
+#define P(...) fprintf(md, __VA_ARGS__)
+
+static void w_prompt_table(void) {
+    P("| %s | id | %s |\n|---:|---:|---|\n", T("position", "位置"), T("piece (its bytes)", "片段（它的字节）"));
+    for (int i = 0; i < RUN.n; i++) P("| %d | %ld | %s |\n", i, RUN.prompt[i], piece(RUN.prompt[i]));
+}
+
+static void w_verify_table(void) {
+    P("| i | %s | %s | %s | %s | match | cumprod | %s |\n|---:|---:|---|---|---|:-:|:-:|---|\n", T("position", "位置"),
+      T("block in", "输入 block"), T("draft proposes", "draft 提议"),
+      T("target: argmax of row i − 1", "target：第 i − 1 行的 argmax"), T("what happens", "结果"));
+    P("| 0 | %d | %s | | | | | %s |\n", RUN.start, piece(RUN.block[0]), T("the anchor (already the target's)", "锚点（本来就是 target 的 token）"));
+    for (int i = 1; i < RUN.B; i++) {
+        const char *what = i <= RUN.acc ? T("**accepted**", "**接受**")
+                         : i == RUN.acc + 1 ? T("**rejected**: the target's token is the bonus", "**拒绝**：target 的 token 成为 bonus")
+                         : RUN.match[i - 1] ? T("discarded, though it matches", "丢弃（虽然相同）")
+                         : T("discarded", "丢弃");
+        P("| %d | %d | `<mask>` | %ld %s | %ld %s | %ld | %ld | %s |\n", i, RUN.start + i, RUN.block[i], piece(RUN.block[i]),
+          RUN.posterior[i - 1], piece(RUN.posterior[i - 1]), RUN.match[i - 1], RUN.cumprod[i - 1], what);
+    }
+    P("| %d | %d | | | %ld %s | | | %s |\n", RUN.B, RUN.start + RUN.B, RUN.posterior[RUN.B - 1], piece(RUN.posterior[RUN.B - 1]),
+      T("the bonus had every proposal been accepted: unused", "若全部接受，这才是 bonus：本轮未用"));
+}
+
+static void w_attn_table(void) {
+    int h = RUN.head, Lc = RUN.Lc;
+    P("| %s |", T("query (position: block in)", "query（位置：输入）"));
+    for (int k = 0; k < Lc; k++) P(" k@%d |", k);
+    P(" k@%d%s | %s | %s |\n|---|", RUN.start, T(" (anchor)", "（锚点）"), T("the masks' keys", "各 mask 的 key 之和"),
+      T("context, sum", "上下文之和"));
+    for (int k = 0; k < Lc + 3; k++) P("---:|");
+    P("\n| %s |", T("*key's token*", "*key 的 token*"));
+    for (int k = 0; k < Lc; k++) P(" %s |", piece(RUN.prompt[k]));
+    P(" %s | `<mask>` ×%d | |\n", piece(RUN.block[0]), RUN.B - 1);
+    for (int q = 0; q < RUN.B; q++) {
+        P("| q@%d: %s |", RUN.start + q, q ? "`<mask>`" : piece(RUN.block[0]));
+        double ctx = 0, blk = 0;
+        for (int k = 0; k < Lc; k++) { P(" %s |", f2(A(h, q, k))); ctx += A(h, q, k); }
+        for (int k = Lc + 1; k < RUN.S; k++) blk += A(h, q, k);
+        P(" %s | %s | %s |\n", f2(A(h, q, Lc)), f2(blk), f2(ctx));
+    }
+}
+
+static void w_acc_table(void) {
+    const EvalRow *e = eval_row("0", RUN.B), *t = eval_row("0.7", RUN.B);
+    if (!e || !t) return;
+    P("| i | %s | %s | %s | %s |\n|---:|:-:|---:|---:|---:|\n", T("this round (cumprod)", "本轮（cumprod）"),
+      T("this run, all rounds", "本次运行的所有轮"),
+      T("held-out eval, greedy (± s.e.)", "held-out 评测，贪心（± 标准误）"),
+      T("held-out eval, T = 0.7", "held-out 评测，T = 0.7"));
+    for (int i = 0; i + 1 < RUN.B; i++)
+        P("| %d | %ld | %s | %s ± %s | %s |\n", i + 1, RUN.cumprod[i], f2(RUN.run_acc[i]), f3(e->acc[i]), f3(e->acc_se[i]),
+          f3(t->acc[i]));
+}
+
+static void w_eval_table(void) {
+    P("| T | B | %s | tau ± s.e. | %s |\n|---:|---:|---:|---:|---:|\n", T("rounds", "轮数"),
+      T("tau / cost (speed-up, cost model)", "tau / cost（加速比，代价模型）"));
+    for (int k = 0; k < NEV; k++)
+        if (!strcmp(EV[k].T, "0") || !strcmp(EV[k].T, "0.7"))
+            P("| %s | %d | %d | %s ± %s | %s |\n", EV[k].T, EV[k].B, EV[k].rounds, f3(EV[k].tau), f3(EV[k].tau_se), f2(EV[k].speedup));
+}
+
+static const struct { const char *name; void (*write)(void); } BLOCKS[] = {  /* tables: IN_TABLE set */
+    {"PROMPT_TABLE", w_prompt_table}, {"VERIFY_TABLE", w_verify_table}, {"ATTN_TABLE", w_attn_table},
+    {"ACC_TABLE", w_acc_table},       {"EVAL_TABLE", w_eval_table},
+};
+
+/* ---- the template: mkwalk's rules (a line @NAME@ a block, @name@ a value) */
+static int is_block_line(const char *l, size_t n) {
+    if (n < 3 || l[0] != '@' || l[n - 1] != '@') return 0;
+    for (size_t i = 1; i + 1 < n; i++)
+        if (!((l[i] >= 'A' && l[i] <= 'Z') || (l[i] >= '0' && l[i] <= '9') || l[i] == '_')) return 0;
+    return 1;
+}
+static void expand(const char *path) {
+    size_t len;
+    char *text;
+    if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
+    int lineno = 0;
+    for (size_t pos = 0; pos < len;) {
+        size_t e = pos;
+        while (e < len && text[e] != '\n') e++;
+        const char *l = text + pos;
+        size_t n = e - pos;
+        pos = e + 1;
+        lineno++;
+        if (is_block_line(l, n)) {
+            size_t k = 0, nb = sizeof BLOCKS / sizeof BLOCKS[0];
+            while (k < nb && !(strlen(BLOCKS[k].name) == n - 2 && strncmp(BLOCKS[k].name, l + 1, n - 2) == 0)) k++;
+            if (k == nb) flag_bad("%s:%d: no block writer %.*s", path, lineno, (int)n, l);
+            else IN_TABLE = 1, BLOCKS[k].write(), IN_TABLE = 0;
+            continue;
+        }
+        for (size_t i = 0; i < n; i++) {
+            if (l[i] == '@' && i + 1 < n && isalpha((unsigned char)l[i + 1])) {
+                size_t j = i + 1;
+                while (j < n && (isalnum((unsigned char)l[j]) || l[j] == '_')) j++;
+                if (j < n && l[j] == '@') {
+                    const char *v = var(l + i + 1, j - i - 1);
+                    if (!v) flag_bad("%s:%d: no value @%.*s@", path, lineno, (int)(j - i - 1), l + i + 1);
+                    else P("%s", v);
+                    i = j;
+                    continue;
+                }
+            }
+            fputc(l[i], md);
+        }
+        fputc('\n', md);
+    }
+    free(text);
+}
+
+static int write_file(const char *dir, const char *name, const char *data, size_t len) {
+    char *path = path_join(dir, name);
+    OutFile *f = path ? out_open(path, "mklearned") : NULL;
+    free(path);
+    if (!f) return -1;
+    fwrite(data, 1, len, out_stream(f));
+    return out_commit(f);
+}
+
+int main(int argc, char **argv) {
+    if (argc < 7 || argc > 8) {
+        fprintf(stderr, "usage: mklearned TRACE_DIR TOKENIZER_JSON HELDOUT_IDS EVAL_TSV RUNS_TXT OUT_DIR "
+                        "[TEMPLATE_DIR (default walkthrough/tools)]\n");
+        return 2;
+    }
+    TDIR = argv[1];
+    const char *tdir = argc == 8 ? argv[7] : "walkthrough/tools";
+    if (tok_load_decoder(&TOK, argv[2]) != 0) { fprintf(stderr, "mklearned: %s\n", dflash_errmsg); return 1; }
+    read_run(argv[3]);
+    read_eval(argv[4]);
+    read_runs(argv[5]);
+    static const char *tpl[2] = {"learned.md.in", "learned.zh.md.in"}, *name[2] = {"README.md", "README.zh.md"};
+    char *data[2] = {NULL, NULL};
+    size_t len[2] = {0, 0};
+    for (ZH = 0; ZH < 2 && !bad; ZH++) {
+        md = open_memstream(&data[ZH], &len[ZH]);
+        if (!md) { fprintf(stderr, "mklearned: out of memory\n"); return 1; }
+        char path[4096];
+        snprintf(path, sizeof path, "%s/%s", tdir, tpl[ZH]);
+        vars_free();
+        values();
+        expand(path);
+        fclose(md);
+    }
+    vars_free();
+    int rc = 0;
+    if (bad) {
+        fprintf(stderr, "mklearned: %s%s; nothing written\n", badmsg, bad > 1 ? " (and more)" : "");
+        rc = 1;
+    } else {
+        for (int i = 0; i < 2 && rc == 0; i++)
+            if (write_file(argv[6], name[i], data[i], len[i]) != 0) { fprintf(stderr, "mklearned: %s\n", dflash_errmsg); rc = 1; }
+        if (rc == 0) printf("mklearned: wrote README.md and README.zh.md to %s\n", argv[6]);
+    }
+    free(data[0]);
+    free(data[1]);
+    for (int k = 0; k < NTS; k++) npy_values_free(&TS[k].v);
+    tok_free(&TOK);
+    return rc;
+}
