@@ -420,7 +420,7 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # learned pair, its exercises checked too), walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
 # (gdb). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
-DOCS_PROGRAMS = dflash pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
+DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
 	sh tools/docs.sh write trace-md walkthrough learned pitfalls training
 	sh walkthrough/tools/gdb-check.sh --write

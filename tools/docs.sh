@@ -34,7 +34,9 @@
 #                (tools/mktraining.sh) from the committed run logs of
 #                `make train-experiments` (walkthrough/training/logs/): the
 #                training runs take too long for CI, the page is checked
-#                against the logs they wrote
+#                against the logs they wrote; and walkthrough/training/learned.md
+#                with figures/learned_*.svg (tools/mkexperiments.sh) from the logs
+#                of `make learned-experiments` (walkthrough/training/learned-logs/)
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
 # root after building what they use (make docs / make docs-check do).
@@ -113,7 +115,8 @@ gen_explorer() {
     ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
 }
 gen_training() {
-    mkdir -p "$1/walkthrough/training" && sh tools/mktraining.sh walkthrough/training/logs "$1/walkthrough/training"
+    mkdir -p "$1/walkthrough/training" && sh tools/mktraining.sh walkthrough/training/logs "$1/walkthrough/training" &&
+    sh tools/mkexperiments.sh walkthrough/training/learned-logs "$1/walkthrough/training"
 }
 gen_pitfalls() {
     mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null &&

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/mklearned.sh LOGDIR OUTDIR - the learned pair's experiments page and
+# tools/mkexperiments.sh LOGDIR OUTDIR - the learned pair's experiments page and
 # its figures from the committed logs of `make learned-experiments`
 # (tools/learned.sh experiments) and the committed pair's evaluation:
 #   OUTDIR/learned.md                    walkthrough/training/learned.md.in with
@@ -18,14 +18,14 @@
 # when a committed file differs.
 set -eu
 export LC_ALL=C
-logs=${1:?usage: tools/mklearned.sh LOGDIR OUTDIR}
-out=${2:?usage: tools/mklearned.sh LOGDIR OUTDIR}
+logs=${1:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
+out=${2:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
 tmpl=walkthrough/training/learned.md.in
 pair=toy_weights/learned/eval.tsv
 NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed no-injection-full"
 [ -f "$logs/base.log" ] && [ -f "$logs/base.eval.tsv" ] ||
-    { echo "mklearned.sh: $logs/base.log or base.eval.tsv missing (make learned-experiments)" >&2; exit 2; }
-[ -f "$pair" ] || { echo "mklearned.sh: $pair missing (make eval-learned)" >&2; exit 2; }
+    { echo "mkexperiments.sh: $logs/base.log or base.eval.tsv missing (make learned-experiments)" >&2; exit 2; }
+[ -f "$pair" ] || { echo "mkexperiments.sh: $pair missing (make eval-learned)" >&2; exit 2; }
 mkdir -p "$out/figures"
 
 # one summary: per run "run NAME setup... final_loss L first_loss F eval ..."
