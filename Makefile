@@ -256,7 +256,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 .PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
-        learned-data learned-target learned-target-eval learned-check
+        learned-data learned-target learned-target-eval learned-check learned-sampling
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
@@ -322,8 +322,14 @@ run-learned: dflash ## the learned pair on the first held-out prompt, with --rou
 	sh tools/learned.sh run
 eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: toy_weights/learned/eval.tsv
 	sh tools/learned.sh eval
-learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~1.5 h): walkthrough/training/learned-logs/
+learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~70 min here): walkthrough/training/learned-logs/
 	sh tools/learned.sh experiments
+# make learned-sampling: tests/test_learned.c's T > 0 check (~7 CPU minutes:
+# not in make test-long, which CI runs within its 30 minutes) writing its table, one line per prompt, T, method, block and
+# tokens (the format: the comment above test_sampling_fits_the_target_distribution)
+learned-sampling: tests/bin/test_learned ## T > 0 on the learned pair against the exact target distribution (~7 CPU min): walkthrough/training/learned-logs/sampling.txt
+	@mkdir -p walkthrough/training/learned-logs
+	DFLASH_TEST_SAMPLING=1 DFLASH_SAMPLING_LOG=walkthrough/training/learned-logs/sampling.txt tests/bin/test_learned
 
 # make run: the build quietly (its output in build/run.log, shown when it
 # fails), then the walkthrough's run; it also leaves walkthrough/explorer.html

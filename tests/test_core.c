@@ -4,6 +4,7 @@
 #include "../dflash.c"
 #include "../formats/load.c"
 #include "testutil.h"
+#include "sampleutil.h"
 
 #define RANDOM_SET "toy_weights/random"
 
@@ -431,7 +432,8 @@ static void test_round_bookkeeping(void **state) {
  * exact target distribution P(t1) P(t2 | t1), computed here from softmax of
  * the target's logits. Tiny model (testutil.h), lm_head sharpened so the
  * distribution is far from uniform and the draft disagrees often. */
-/* tu_exact_joint and tu_assert_fits: testutil.h (tests/test_lookup.c uses them too) */
+/* the exact distribution and the chi-square: tests/sampleutil.h (test_lookup.c
+ * and test_learned.c use them too) */
 
 /* 3000 seeds per mode with DFLASH_TEST_LONG (make test-long), 600 in make
  * test. Both fail when sample_row's uniform draw is scaled by 0.9 (a
@@ -443,11 +445,14 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
     /* sharpen: logits = 40 * lm_head . h, with a different row pattern per token */
     for (int v = 0; v < TU_V; v++)
         for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(4.0 * sin(1.7 * v + 0.9 * i));
-    int V = TU_V, prompt[2] = {0, 1}, N = tu_long() ? 3000 : 600;   /* seeds per mode */
-    double temp = 1.0, P[TU_V * TU_V];
-    tu_exact_joint(&t, prompt, 2, temp, P);
+    int prompt[2] = {0, 1}, N = tu_long() ? 3000 : 600;   /* seeds per mode */
+    double temp = 1.0;
+    TuExact P;
+    tu_exact_build(&P, &t, prompt, 2, temp, 2, N);
+    int *obs = malloc(sizeof(int) * 2 * (size_t)N);
+    assert_non_null(obs);
     for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
-        int count[TU_V * TU_V] = {0}, accepted = 0;
+        int accepted = 0;
         for (int s = 0; s < N; s++) {
             GenParams gp = {0};
             gp.max_new_tokens = 2;
@@ -458,14 +463,16 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
             if (mode == 0) assert_int_equal(ar_generate(&t, prompt, 2, &gp, &r), 0);
             else assert_int_equal(dflash_generate(&d, &t, prompt, 2, &gp, &r), 0);
             assert_int_equal(r.n_output, 4);
-            count[r.output_ids[2] * V + r.output_ids[3]]++;
+            obs[2 * s] = r.output_ids[2], obs[2 * s + 1] = r.output_ids[3];
             for (int i = 0; i < r.n_rounds; i++) accepted += r.rounds[i].acceptance_length;
             gen_result_free(&r);
         }
-        tu_assert_fits(count, P, V * V, N, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
+        tu_assert_fits(&P, 2, obs, 2, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
         /* the draft path was exercised: some, not all, proposals accepted */
         if (mode > 0) assert_true(accepted > 0 && accepted < N * mode);
     }
+    free(obs);
+    tu_exact_free(&P);
     model_free(&t);
     model_free(&d);
     tu_rmtree(dir);

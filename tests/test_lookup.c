@@ -9,6 +9,7 @@
 #include "../cli/lookup.c"
 #include "../cli/eval.c"
 #include "testutil.h"
+#include "sampleutil.h"
 
 #define RANDOM_SET "toy_weights/random"
 
@@ -210,7 +211,7 @@ static void test_baselines_accept_on_a_repeating_target(void **state) {
 
 /* T > 0: lossless in distribution. Over many seeds the first two new
  * tokens of each drafter (block 3) follow the exact target distribution
- * P(t1) P(t2 | t1) (tu_exact_joint: softmax of the target's logits), as in
+ * P(t1) P(t2 | t1) (tests/sampleutil.h: softmax of the target's logits), as in
  * tests/test_core.c for DFlash; the tiny set's lm_head sharpened the same
  * way, sharper (x 12). 4000 seeds a drafter (DFLASH_TEST_LONG: 20000): the
  * verification sampling at 1.3 T instead of T fails it (chi-square 202 against
@@ -224,13 +225,16 @@ static void test_sampling_lossless_in_distribution(void **state) {
     char *dir = tu_load_tiny_pair(&t, &d);
     for (int v = 0; v < TU_V; v++)
         for (int i = 0; i < TU_D; i++) t.lm_head[v * TU_D + i] = (real)(SHARPEN * sin(1.7 * v + 0.9 * i));
-    int V = TU_V, prompt[2] = {0, 1}, N = tu_long() ? 20000 : 4000;
-    double temp = 1.0, P[TU_V * TU_V];
-    tu_exact_joint(&t, prompt, 2, temp, P);
+    int prompt[2] = {0, 1}, N = tu_long() ? 20000 : 4000;
+    double temp = 1.0;
+    TuExact P;
+    tu_exact_build(&P, &t, prompt, 2, temp, 2, N);
+    int *obs = malloc(sizeof(int) * 2 * (size_t)N);
+    assert_non_null(obs);
     static const DrafterKind kinds[] = {DRAFT_COPY, DRAFT_NGRAM, DRAFT_LOOKUP};
     for (int ki = 0; ki < 3; ki++) {
         Drafter dr = {kinds[ki], 1, 4};
-        int count[TU_V * TU_V] = {0}, accepted = 0, proposed = 0;
+        int accepted = 0, proposed = 0;
         for (int s = 0; s < N; s++) {
             GenParams gp = {0};
             gp.max_new_tokens = 2;
@@ -240,17 +244,19 @@ static void test_sampling_lossless_in_distribution(void **state) {
             GenResult r;
             assert_int_equal(lookup_generate(&dr, &t, prompt, 2, &gp, &r), 0);
             assert_int_equal(r.n_output, 4);
-            count[r.output_ids[2] * V + r.output_ids[3]]++;
+            obs[2 * s] = r.output_ids[2], obs[2 * s + 1] = r.output_ids[3];
             for (int i = 0; i < r.n_rounds; i++) {
                 accepted += r.rounds[i].acceptance_length;
                 for (int j = 1; j < 3; j++) proposed += r.rounds[i].block[j] >= 0;
             }
             gen_result_free(&r);
         }
-        tu_assert_fits(count, P, V * V, N, drafter_name(kinds[ki]));
+        tu_assert_fits(&P, 2, obs, 2, drafter_name(kinds[ki]));
         /* copy and ngram exercise the verification: some, not all, proposals accepted */
         if (kinds[ki] != DRAFT_LOOKUP) assert_true(accepted > 0 && accepted < proposed);
     }
+    free(obs);
+    tu_exact_free(&P);
     model_free(&t);
     model_free(&d);
     tu_rmtree(dir);

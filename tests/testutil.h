@@ -460,49 +460,6 @@ static inline int tu_set_teardown(void **state) {
         if (!h_ || !strstr(h_, n_)) fail_msg("expected \"%s\" in:\n%s", n_, h_ ? h_ : "(null)"); \
     } while (0)
 
-/* The exact distribution of the first two new tokens after prompt (n ids) at
- * temperature temp: P[a * V + b] = P(a) P(b | a), from softmax of the target's
- * logits (V <= 16); and the chi-square check of observed counts against it
- * (tests/test_core.c, tests/test_lookup.c: sampling is lossless in distribution). */
-static inline void tu_exact_joint(const Model *t, const int *prompt, int n, double temp, double *P /* (V*V) */) {
-    int V = t->cfg.vocab_size, ids[8];
-    KVCache kv;
-    TargetRun tr;
-    assert_int_equal(target_run_init(&tr, &t->cfg, n + 1, 16), 0);
-    double p1[16], p2[16];
-    for (int a = -1; a < V; a++) {
-        assert_int_equal(cache_init(&kv, &t->cfg, 16), 0);
-        memcpy(ids, prompt, sizeof(int) * (size_t)n);
-        int T = n;
-        if (a >= 0) ids[T++] = a;
-        target_forward(t, &kv, &tr, ids, T, T - 1, NULL);
-        double *p = a < 0 ? p1 : p2, mx = -1e300, sum = 0;
-        for (int v = 0; v < V; v++) if (tr.logits[v] / temp > mx) mx = tr.logits[v] / temp;
-        for (int v = 0; v < V; v++) sum += p[v] = exp(tr.logits[v] / temp - mx);
-        for (int v = 0; v < V; v++) p[v] /= sum;
-        if (a >= 0)
-            for (int b = 0; b < V; b++) P[a * V + b] = p1[a] * p2[b];
-        cache_free(&kv);
-    }
-    target_run_free(&tr);
-}
-
-/* chi-square of observed counts against N * P over cells with expected >= 5 */
-static inline void tu_assert_fits(const int *count, const double *P, int cells, int N, const char *what) {
-    double chi2 = 0;
-    int df = -1;
-    double rest_e = 0, rest_o = 0;
-    for (int c = 0; c < cells; c++) {
-        double e = N * P[c];
-        if (e >= 5) { chi2 += (count[c] - e) * (count[c] - e) / e; df++; }
-        else { rest_e += e; rest_o += count[c]; }
-    }
-    if (rest_e > 0) { chi2 += (rest_o - rest_e) * (rest_o - rest_e) / (rest_e > 1 ? rest_e : 1); df++; }
-    double limit = df + 6 * sqrt(2.0 * df);  /* ~6 standard deviations */
-    if (chi2 > limit) fail_msg("%s: chi-square %.1f over %d degrees of freedom (limit %.1f)", what, chi2, df, limit);
-}
-
-
 /* `dflash diff`'s "first departure: NAME: ..." -> NAME (a static buffer; "" when absent) */
 static inline const char *first_departure(const char *out) {
     static char name[256];
