@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ===========================================================================
@@ -149,9 +150,15 @@ char *path_join(const char *dir, const char *name) { return concat(dir, "/", nam
  * Everything else is an error naming the file.
  * ======================================================================== */
 
+/* npy_load maps a tensor of at least this many bytes rather than reading it */
+#define NPY_MAP_MIN ((size_t)256 * 1024)
+
 void npy_free(NpyArray *a) {
-    free(a->data);
+    if (a->map) munmap(a->map, a->map_len);
+    else free(a->data);
     a->data = NULL;
+    a->map = NULL;
+    a->map_len = 0;
 }
 
 static int host_is_big_endian(void) {
@@ -444,7 +451,7 @@ static int npy_fix_data(const char *path, NpyArray *a, size_t n) {
             memcpy(c + k * item, a->data + f * item, item);
             for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
         }
-        free(a->data);
+        npy_free(a);
         a->data = c;
     }
     a->fortran = 0;
@@ -489,15 +496,33 @@ int npy_load_first(const char *path, NpyArray *a, size_t n) {
         return -1;
     }
     size_t bytes = n * (size_t)a->item;
-    a->data = malloc(bytes ? bytes : 1);
-    if (!a->data) {
-        dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
-        return -1;
-    }
     FILE *f = fopen(path, "rb");
     struct stat st;
-    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size && a->offset <= LONG_MAX &&
-             fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
+    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size && a->offset <= LONG_MAX;
+    if (ok && bytes >= NPY_MAP_MIN) {
+        /* mapped, not read: reading copies the data into fresh pages, a
+         * page fault for every 4 KB of them (dflash diff reads two whole
+         * traces, `dflash train --trace`'s are 50 MB a step); the mapping
+         * shares the file's cached pages. Private and writable: the swap
+         * and the reorder below write to the copy only. */
+        long page = sysconf(_SC_PAGESIZE);
+        size_t start = page > 0 ? a->offset / (size_t)page * (size_t)page : 0;
+        void *m = mmap(NULL, a->offset - start + bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fileno(f), (off_t)start);
+        if (m != MAP_FAILED) {
+            a->map = m;
+            a->map_len = a->offset - start + bytes;
+            a->data = (unsigned char *)m + (a->offset - start);
+        }
+    }
+    if (ok && !a->map) {
+        a->data = malloc(bytes ? bytes : 1);
+        if (!a->data) {
+            fclose(f);
+            dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
+            return -1;
+        }
+        ok = fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
+    }
     if (f) fclose(f);
     if (!ok) {
         if (n == a->n)

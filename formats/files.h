@@ -75,6 +75,8 @@ typedef struct {
     size_t offset;       /* where the data starts in the file */
     size_t file_size;    /* the size npy_open checked */
     unsigned char *data; /* (n * item) after npy_load: little-endian, C order */
+    void *map;           /* npy_load of a large tensor: the mapping data points into (NULL: malloc'd) */
+    size_t map_len;
 } NpyArray;
 
 /* The header only (validated, the file's size checked); a->data stays NULL. */
