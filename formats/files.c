@@ -142,6 +142,58 @@ char *str_cat(const char *a, const char *b) { return concat(a, "", b); }
 char *path_join(const char *dir, const char *name) { return concat(dir, "/", name); }
 
 /* ===========================================================================
+ * Token ids as text (formats/files.h: ids_parse_text, ids_file_prompts).
+ * ======================================================================== */
+
+int ids_parse_text(const char *path, const char *s, const char *end, int line, int V, int **ids, int *n, int *cap) {
+    const char *p = s;
+    while (p < end) {
+        if (*p == ' ' || *p == '\t' || *p == ',' || *p == '|' || *p == '\r' || *p == '\n') { p++; continue; }
+        long v = 0;
+        const char *q = p;
+        while (q < end && *q >= '0' && *q <= '9' && v <= 0x7fffffff) v = v * 10 + (*q++ - '0');
+        if (q == p || (q < end && !strchr(" \t,|\r\n", *q)) || v >= V) {
+            int len = 0;
+            while (p + len < end && len < 20 && !strchr(" \t,|\r\n", p[len])) len++;
+            dflash_set_error("%s: line %d: expected token ids 0..%d, got \"%.*s\"", path, line, V - 1, len, p);
+            return -1;
+        }
+        if (*n == *cap) {
+            int nc = *cap ? 2 * *cap : 1024;
+            int *g = realloc(*ids, sizeof(int) * (size_t)nc);
+            if (!g) { dflash_set_error("%s: out of memory", path); return -1; }
+            *ids = g, *cap = nc;
+        }
+        (*ids)[(*n)++] = (int)v;
+        p = q;
+    }
+    return 0;
+}
+
+int ids_file_prompts(const char *path, int N, int min_len, int max_len, int V, int *prompts, int *lens) {
+    char *bytes = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &bytes, &len) != 0) return -1;
+    int *ids = NULL, n = 0, cap = 0, got = 0, line = 0;
+    for (const char *s = bytes; s < bytes + len && got < N;) {
+        const char *e = memchr(s, '\n', (size_t)(bytes + len - s));
+        if (!e) e = bytes + len;
+        n = 0;
+        if (ids_parse_text(path, s, e, ++line, V, &ids, &n, &cap) != 0) { got = -1; break; }
+        if (n >= min_len) {
+            int k = n < max_len ? n : max_len;
+            memcpy(prompts + (size_t)got * (size_t)max_len, ids, sizeof(int) * (size_t)k);
+            if (lens) lens[got] = k;
+            got++;
+        }
+        s = e + 1;
+    }
+    free(ids);
+    free(bytes);
+    return got;
+}
+
+/* ===========================================================================
  * .npy reader. Nothing is read before it is checked: npy_open reads the
  * preamble and the header only, validates them and checks the file's size
  * against shape and descr; npy_load then reads the data of that one tensor,
