@@ -55,7 +55,6 @@ TEST_LIB_test_json = dflash
 # test_tokenizer #includes formats/tokenizer.c
 TEST_LIB_test_tokenizer = dflash formats/json formats/files
 TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
-TESTS      = $(addprefix tests/bin/,$(TEST_NAMES))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches gguf
 FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff cli/flags
 # fuzz_encode: the encoder alone
@@ -253,7 +252,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned test test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
+.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling
@@ -350,7 +349,16 @@ debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 # ---- tests (cmocka) --------------------------------------------------------
 # test_train again in double: the finite-difference gradient checks run there
 $(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
-TESTS += tests/bin/test_train_double
+# The suites in the order they start (and are printed): the longest first,
+# so that the last to start on two cores are short ones and the longest is
+# not left running alone at the end (CPU seconds of each, measured alone on
+# 2026-12-02 under load: test_train_pitfalls ~12, test_pitfalls ~10,
+# test_learned ~6.5, test_trace_run ~6, then 3-5 each for the next nine,
+# all others below 3); a suite not listed starts after these, in name order.
+TEST_FIRST = test_train_pitfalls test_pitfalls test_learned test_trace_run test_layouts test_figures test_train_cli \
+             test_safety test_core test_diff_hints test_train_double test_replay test_train_target
+TEST_ALL   = $(TEST_NAMES) test_train_double
+TESTS      = $(addprefix tests/bin/,$(filter $(TEST_ALL),$(TEST_FIRST)) $(filter-out $(TEST_FIRST),$(TEST_ALL)))
 $(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
@@ -365,9 +373,15 @@ TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-doub
 # Before the suites: tools/test-fixtures.sh, the traces several of them read
 # (the default run and a random-set run, float and double: each made once,
 # not by each suite that needs it).
-test: $(TEST_PROGRAMS) $(TESTS) standalone-check trace-md-check examples-check ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
-	@sh tools/test-fixtures.sh
+# The checks that are not suites (standalone-check, trace-md-check,
+# examples-check: ~10 s CPU) and the fixtures run two at a time (test-pre, a
+# make of its own with -j2 unless this one has a -j), then the suites.
+test: $(TEST_PROGRAMS) $(TESTS) ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
+	@$(MAKE) --no-print-directory --output-sync=target $(if $(filter -j%,$(MAKEFLAGS)),,-j2) test-pre
 	@sh tools/run-tests.sh $(TESTS)
+test-pre: standalone-check trace-md-check examples-check test-fixtures
+test-fixtures: $(TEST_PROGRAMS)
+	@sh tools/test-fixtures.sh
 
 LONG_TESTS = $(addprefix tests/bin/,$(patsubst tests/%.c,%,$(shell grep -l -e 'tu_long()' -e 'tu_quick()' tests/test_*.c)))
 test-long: $(TEST_PROGRAMS) $(LONG_TESTS) ## the long sweeps in full (DFLASH_TEST_LONG=1: the suites that have them; make test runs the rest), and learned-check

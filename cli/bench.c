@@ -14,6 +14,7 @@
  * Times are medians of repetitions; the targets are ratios. */
 #include "dflash.h"
 #include "bench.h"
+#include "formats/files.h"
 #include "formats/load.h"
 #include "trace.h"
 
@@ -343,25 +344,19 @@ done:
 /* The learned pair (README: "The learned pair"): the first LEARNED_PROMPTS
  * held-out prompts of toy_weights/learned/heldout.ids, their first
  * LEARNED_PROMPT_LEN ids (as tools/learned.sh eval cuts them), 128 new
- * tokens past the stop ids (as dflash eval decodes). 0 when the file or a
- * prompt is missing. */
+ * tokens past the stop ids (as dflash eval decodes); ids 0..V-1. 0 when the
+ * file or a prompt is missing, -1 (dflash_errmsg: the file and line) when
+ * an id is not one. */
 #define LEARNED_PROMPTS 4
 #define LEARNED_PROMPT_LEN 9
-static int learned_cases(BenchCase *cases, int ids[][LEARNED_PROMPT_LEN]) {
-    FILE *f = fopen("toy_weights/learned/heldout.ids", "r");
-    if (!f) return 0;
+static int learned_cases(BenchCase *cases, int ids[][LEARNED_PROMPT_LEN], int V) {
+    const char *path = "toy_weights/learned/heldout.ids";
+    if (access(path, R_OK) != 0) return 0;
     static const char *label[LEARNED_PROMPTS] = {"held-out prompt 1", "held-out prompt 2", "held-out prompt 3",
                                                  "held-out prompt 4"};
-    int n = 0;
-    char line[4096];
-    while (n < LEARNED_PROMPTS && fgets(line, sizeof line, f)) {
-        int k = 0;
-        for (char *t = strtok(line, " \t\n"); t && k < LEARNED_PROMPT_LEN; t = strtok(NULL, " \t\n")) ids[n][k++] = atoi(t);
-        if (k < LEARNED_PROMPT_LEN) continue;
-        cases[n] = (BenchCase){label[n], 128, 1, ids[n], k};
-        n++;
-    }
-    fclose(f);
+    int n = ids_file_prompts(path, LEARNED_PROMPTS, LEARNED_PROMPT_LEN, LEARNED_PROMPT_LEN, V, &ids[0][0], NULL);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) cases[i] = (BenchCase){label[i], 128, 1, ids[i], LEARNED_PROMPT_LEN};
     return n == LEARNED_PROMPTS ? n : 0;
 }
 
@@ -397,13 +392,14 @@ int bench_main(void) {
     /* the learned target (README: "The learned target"): > 100 MB of F32
      * weights, far beyond the L2, the regime speculative decoding is for */
     ForwardCosts fl;
-    int learned = access("toy_weights/learned/target/model.safetensors", R_OK) == 0;
+    int learned = access("toy_weights/learned/target/model.safetensors", R_OK) == 0, learned_V = 0;
     if (learned) {
         Model lt;
         memset(&lt, 0, sizeof lt);
         printf("\n== toy_weights/learned (the learned target: %s)\n", "8 layers, hidden 512, BF16 widened to " REAL_NAME);
         if (model_load(&lt, "toy_weights/learned/target", 0) != 0) return -1;
         int brc = bench_forward(&lt, 64, &fl);
+        learned_V = lt.cfg.vocab_size;
         model_free(&lt);
         if (brc != 0) return -1;
     }
@@ -412,7 +408,9 @@ int bench_main(void) {
     BenchSummary lp[3] = {{0}};
     BenchCase lcases[LEARNED_PROMPTS];
     int lids[LEARNED_PROMPTS][LEARNED_PROMPT_LEN];
-    int pair = learned && access("toy_weights/learned/draft/model.safetensors", R_OK) == 0 && learned_cases(lcases, lids);
+    int pair = learned && access("toy_weights/learned/draft/model.safetensors", R_OK) == 0 ?
+               learned_cases(lcases, lids, learned_V) : 0;
+    if (pair < 0) return -1;
     for (int i = 0; pair && i < 3; i++)
         if (bench_set("toy_weights/learned", lcases, LEARNED_PROMPTS, pair_blocks[i], &lp[i], NULL) != 0) return -1;
     long rss = peak_rss_kb();
@@ -443,10 +441,10 @@ int bench_main(void) {
     if (learned)
         printf("  learned target (%.0f MB of weights): 4-token forward %.2fx, 8-token %.2fx the 1-token forward "
                "(%.2f ms)\n", fl.bytes / 1e6, fl.fwd_s[4] / fl.fwd_s[1], fl.fwd_s[8] / fl.fwd_s[1], 1e3 * fl.fwd_s[1]);
+    if (pair) printf("  learned pair (4 held-out prompts, 128 tokens; target >= 2.0x at block 8):\n");
     for (int i = 0; pair && i < 3; i++)
-        printf("  learned pair, block %d: DFlash %.2fx target-only decoding (4 held-out prompts, 128 tokens; "
-               "target >= 2.0x at block 8): %s\n", pair_blocks[i], lp[i].speedup_all,
-               pair_blocks[i] != 8 ? "-" : lp[i].speedup_all >= 2.0 ? "met" : "NOT met");
+        printf("    block %d: DFlash %.2fx target-only decoding%s\n", pair_blocks[i], lp[i].speedup_all,
+               pair_blocks[i] != 8 ? "" : lp[i].speedup_all >= 2.0 ? ": met" : ": NOT met");
     printf("(bench took %.1f s; load average at the end: %.2f)\n", now_seconds() - t0, load_average());
     return 0;
 }

@@ -194,34 +194,7 @@ static int eval_parse(int argc, char **argv, EvalArgs *a) {
     return 0;
 }
 
-/* ---- the prompts -----------------------------------------------------------
- * ids of one line (or the whole file): white space or commas between ids,
- * "|" skipped. -1 with dflash_errmsg naming the file, the line and the id. */
-static int parse_id_text(const char *path, const char *s, const char *end, int line, int V, int **ids, int *n,
-                         int *cap) {
-    const char *p = s;
-    while (p < end) {
-        if (*p == ' ' || *p == '\t' || *p == ',' || *p == '|' || *p == '\r' || *p == '\n') { p++; continue; }
-        long v = 0;
-        const char *q = p;
-        while (q < end && *q >= '0' && *q <= '9' && v <= 0x7fffffff) v = v * 10 + (*q++ - '0');
-        if (q == p || (q < end && !strchr(" \t,|\r\n", *q)) || v >= V) {
-            int len = 0;
-            while (p + len < end && len < 20 && !strchr(" \t,|\r\n", p[len])) len++;
-            dflash_set_error("%s: line %d: expected token ids 0..%d, got \"%.*s\"", path, line, V - 1, len, p);
-            return -1;
-        }
-        if (*n == *cap) {
-            int nc = *cap ? 2 * *cap : 1024;
-            int *g = realloc(*ids, sizeof(int) * (size_t)nc);
-            if (!g) { dflash_set_error("%s: out of memory", path); return -1; }
-            *ids = g, *cap = nc;
-        }
-        (*ids)[(*n)++] = (int)v;
-        p = q;
-    }
-    return 0;
-}
+/* ---- the prompts ----------------------------------------------------------- */
 
 /* prompts (N, P) row-major into *out */
 static int cut_prompts(const EvalArgs *a, const Vocab *vocab, const char *vocab_path, int V, int **out) {
@@ -235,15 +208,8 @@ static int cut_prompts(const EvalArgs *a, const Vocab *vocab, const char *vocab_
     int *prompts = malloc(sizeof(int) * (size_t)N * (size_t)P);
     if (!prompts) { dflash_set_error("out of memory"); goto done; }
     if (a->ids_file) {  /* one sequence a line: the first P ids of each line of at least P */
-        int got = 0, line = 0;
-        for (const char *s = bytes; s < bytes + len && got < N;) {
-            const char *e = memchr(s, '\n', (size_t)(bytes + len - s));
-            if (!e) e = bytes + len;
-            n = 0;
-            if (parse_id_text(path, s, e, ++line, V, &ids, &n, &cap) != 0) goto done;
-            if (n >= P) memcpy(prompts + (size_t)got++ * P, ids, sizeof(int) * (size_t)P);
-            s = e + 1;
-        }
+        int got = ids_file_prompts(path, N, P, P, V, prompts, NULL);
+        if (got < 0) goto done;
         if (got < N) {
             dflash_set_error("%s: %d lines of at least %d ids, expected %d (--prompts)", path, got, P, N);
             goto done;
@@ -263,7 +229,7 @@ static int cut_prompts(const EvalArgs *a, const Vocab *vocab, const char *vocab_
                 dflash_set_error("%s: %s", path, m);
                 goto done;
             }
-        } else if (parse_id_text(path, bytes, bytes + len, 1, V, &ids, &n, &cap) != 0) {
+        } else if (ids_parse_text(path, bytes, bytes + len, 1, V, &ids, &n, &cap) != 0) {
             goto done;
         }
         if (n < P || (long)(n - P) < (long)N - 1) {

@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/types.h>
+#include <sys/mman.h>
 #include <unistd.h>
 
 /* ===========================================================================
@@ -141,6 +142,58 @@ char *str_cat(const char *a, const char *b) { return concat(a, "", b); }
 char *path_join(const char *dir, const char *name) { return concat(dir, "/", name); }
 
 /* ===========================================================================
+ * Token ids as text (formats/files.h: ids_parse_text, ids_file_prompts).
+ * ======================================================================== */
+
+int ids_parse_text(const char *path, const char *s, const char *end, int line, int V, int **ids, int *n, int *cap) {
+    const char *p = s;
+    while (p < end) {
+        if (*p == ' ' || *p == '\t' || *p == ',' || *p == '|' || *p == '\r' || *p == '\n') { p++; continue; }
+        long v = 0;
+        const char *q = p;
+        while (q < end && *q >= '0' && *q <= '9' && v <= 0x7fffffff) v = v * 10 + (*q++ - '0');
+        if (q == p || (q < end && !strchr(" \t,|\r\n", *q)) || v >= V) {
+            int len = 0;
+            while (p + len < end && len < 20 && !strchr(" \t,|\r\n", p[len])) len++;
+            dflash_set_error("%s: line %d: expected token ids 0..%d, got \"%.*s\"", path, line, V - 1, len, p);
+            return -1;
+        }
+        if (*n == *cap) {
+            int nc = *cap ? 2 * *cap : 1024;
+            int *g = realloc(*ids, sizeof(int) * (size_t)nc);
+            if (!g) { dflash_set_error("%s: out of memory", path); return -1; }
+            *ids = g, *cap = nc;
+        }
+        (*ids)[(*n)++] = (int)v;
+        p = q;
+    }
+    return 0;
+}
+
+int ids_file_prompts(const char *path, int N, int min_len, int max_len, int V, int *prompts, int *lens) {
+    char *bytes = NULL;
+    size_t len = 0;
+    if (file_read_all(path, &bytes, &len) != 0) return -1;
+    int *ids = NULL, n = 0, cap = 0, got = 0, line = 0;
+    for (const char *s = bytes; s < bytes + len && got < N;) {
+        const char *e = memchr(s, '\n', (size_t)(bytes + len - s));
+        if (!e) e = bytes + len;
+        n = 0;
+        if (ids_parse_text(path, s, e, ++line, V, &ids, &n, &cap) != 0) { got = -1; break; }
+        if (n >= min_len) {
+            int k = n < max_len ? n : max_len;
+            memcpy(prompts + (size_t)got * (size_t)max_len, ids, sizeof(int) * (size_t)k);
+            if (lens) lens[got] = k;
+            got++;
+        }
+        s = e + 1;
+    }
+    free(ids);
+    free(bytes);
+    return got;
+}
+
+/* ===========================================================================
  * .npy reader. Nothing is read before it is checked: npy_open reads the
  * preamble and the header only, validates them and checks the file's size
  * against shape and descr; npy_load then reads the data of that one tensor,
@@ -149,9 +202,15 @@ char *path_join(const char *dir, const char *name) { return concat(dir, "/", nam
  * Everything else is an error naming the file.
  * ======================================================================== */
 
+/* npy_load maps a tensor of at least this many bytes rather than reading it */
+#define NPY_MAP_MIN ((size_t)256 * 1024)
+
 void npy_free(NpyArray *a) {
-    free(a->data);
+    if (a->map) munmap(a->map, a->map_len);
+    else free(a->data);
     a->data = NULL;
+    a->map = NULL;
+    a->map_len = 0;
 }
 
 static int host_is_big_endian(void) {
@@ -444,7 +503,7 @@ static int npy_fix_data(const char *path, NpyArray *a, size_t n) {
             memcpy(c + k * item, a->data + f * item, item);
             for (int d = a->ndim - 1; d >= 0 && ++idx[d] == a->shape[d]; d--) idx[d] = 0;
         }
-        free(a->data);
+        npy_free(a);
         a->data = c;
     }
     a->fortran = 0;
@@ -489,15 +548,33 @@ int npy_load_first(const char *path, NpyArray *a, size_t n) {
         return -1;
     }
     size_t bytes = n * (size_t)a->item;
-    a->data = malloc(bytes ? bytes : 1);
-    if (!a->data) {
-        dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
-        return -1;
-    }
     FILE *f = fopen(path, "rb");
     struct stat st;
-    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size && a->offset <= LONG_MAX &&
-             fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
+    int ok = f && fstat(fileno(f), &st) == 0 && (size_t)st.st_size == a->file_size && a->offset <= LONG_MAX;
+    if (ok && bytes >= NPY_MAP_MIN) {
+        /* mapped, not read: reading copies the data into fresh pages, a
+         * page fault for every 4 KB of them (dflash diff reads two whole
+         * traces, `dflash train --trace`'s are 50 MB a step); the mapping
+         * shares the file's cached pages. Private and writable: the swap
+         * and the reorder below write to the copy only. */
+        long page = sysconf(_SC_PAGESIZE);
+        size_t start = page > 0 ? a->offset / (size_t)page * (size_t)page : 0;
+        void *m = mmap(NULL, a->offset - start + bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE, fileno(f), (off_t)start);
+        if (m != MAP_FAILED) {
+            a->map = m;
+            a->map_len = a->offset - start + bytes;
+            a->data = (unsigned char *)m + (a->offset - start);
+        }
+    }
+    if (ok && !a->map) {
+        a->data = malloc(bytes ? bytes : 1);
+        if (!a->data) {
+            fclose(f);
+            dflash_set_error("%s: out of memory for %zu bytes of data", path, bytes);
+            return -1;
+        }
+        ok = fseek(f, (long)a->offset, SEEK_SET) == 0 && fread(a->data, 1, bytes, f) == bytes;
+    }
     if (f) fclose(f);
     if (!ok) {
         if (n == a->n)

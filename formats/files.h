@@ -43,6 +43,19 @@ int file_open_fd(const char *path, size_t *size);
 int file_read_all(const char *path, char **bytes, size_t *len);
 /* The same, refusing a file of more than max bytes ("larger than max bytes"). */
 int file_read_max(const char *path, size_t max, char **bytes, size_t *len);
+/* Token ids as text (an ids file: dflash eval --ids-file, make bench's
+ * learned pair, tests/test_learned.c read toy_weights/learned/heldout.ids):
+ * s..end (one line, or a whole file) is ids 0..V-1 separated by white space
+ * or commas, a "|" skipped (dflash train --data's prompt mark); appended to
+ * *ids (realloc'd; *n of *cap). -1 with dflash_errmsg naming path and line:
+ * "PATH: line L: expected token ids 0..V-1, got "X"". */
+int ids_parse_text(const char *path, const char *s, const char *end, int line, int V, int **ids, int *n, int *cap);
+/* One sequence a line: the first at most max_len ids of each of the first
+ * N lines of path holding at least min_len (1 <= min_len <= max_len) into
+ * prompts[i * max_len ..], their count into lens[i] (NULL: not wanted).
+ * Returns how many lines were taken (< N when the file has fewer), -1 with
+ * dflash_errmsg (unreadable; an id that is not one, file and line named). */
+int ids_file_prompts(const char *path, int N, int min_len, int max_len, int V, int *prompts, int *lens);
 /* dir + "/" + name, malloc'd; NULL (with dflash_errmsg) when out of memory. */
 char *path_join(const char *dir, const char *name);
 /* The process's umask (read without changing it). */
@@ -75,6 +88,8 @@ typedef struct {
     size_t offset;       /* where the data starts in the file */
     size_t file_size;    /* the size npy_open checked */
     unsigned char *data; /* (n * item) after npy_load: little-endian, C order */
+    void *map;           /* npy_load of a large tensor: the mapping data points into (NULL: malloc'd) */
+    size_t map_len;
 } NpyArray;
 
 /* The header only (validated, the file's size checked); a->data stays NULL. */

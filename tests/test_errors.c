@@ -874,14 +874,56 @@ static void test_trace_discard_leaves_nothing(void **state) {
     free(t);
 }
 
+/* The ids-file reader (formats/files.c: dflash eval --ids-file, make
+ * bench's learned pair, test_learned): lines shorter than min_len skipped,
+ * longer ones cut at max_len, "|" and commas between ids; an id that is not
+ * one of 0..V-1 (a word, a sign, one too many) is refused naming the file,
+ * its line and the text, and nothing past the last line taken is read. */
+static void test_ids_file_names_the_bad_line(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    assert_non_null(t);
+    const char *f = tu_path(t, "p.ids");
+    const char *good = "1 2 3 4\n5\n6,7 | 8 9 10\n";
+    assert_int_equal(tu_write(f, good, strlen(good)), 0);
+    int prompts[3 * 3], lens[3];
+    assert_int_equal(ids_file_prompts(f, 3, 2, 3, 11, prompts, lens), 2);   /* line 2 has 1 id */
+    static const int want[2][3] = {{1, 2, 3}, {6, 7, 8}};
+    for (int i = 0; i < 2; i++) {
+        assert_int_equal(lens[i], 3);
+        for (int k = 0; k < 3; k++) assert_int_equal(prompts[i * 3 + k], want[i][k]);
+    }
+    static const struct { const char *text, *msg; } BAD[] = {
+        {"1 2\n3 4\n5 x7 6\n", "p.ids: line 3: expected token ids 0..10, got \"x7\""},
+        {"1 2\n-3 4\n", "p.ids: line 2: expected token ids 0..10, got \"-3\""},
+        {"11 2\n", "p.ids: line 1: expected token ids 0..10, got \"11\""},
+        {"1 2 3q\n", "p.ids: line 1: expected token ids 0..10, got \"3q\""},
+    };
+    for (size_t i = 0; i < sizeof BAD / sizeof BAD[0]; i++) {
+        assert_int_equal(tu_write(f, BAD[i].text, strlen(BAD[i].text)), 0);
+        dflash_errmsg[0] = 0;
+        if (ids_file_prompts(f, 3, 1, 3, 11, prompts, NULL) != -1) fail_msg("%s: accepted", BAD[i].text);
+        assert_non_null(strstr(dflash_errmsg, BAD[i].msg));
+        assert_null(strchr(dflash_errmsg, '\n'));
+    }
+    /* the lines after the last one taken are not read */
+    const char *tail = "1 2\nbad\n";
+    assert_int_equal(tu_write(f, tail, strlen(tail)), 0);
+    assert_int_equal(ids_file_prompts(f, 1, 1, 3, 11, prompts, lens), 1);
+    assert_int_equal(ids_file_prompts(tu_path(t, "none.ids"), 1, 1, 3, 11, prompts, lens), -1);
+    tu_rmtree(t);
+    free(t);
+}
+
 int main(void) {
     enum { NL = sizeof LOAD_CASES / sizeof LOAD_CASES[0], NC = sizeof CLI_CASES / sizeof CLI_CASES[0] };
     static struct CMUnitTest load[NL], cli[NC];
     for (int i = 0; i < NL; i++) load[i] = (struct CMUnitTest){LOAD_CASES[i].name, run_load_case, NULL, NULL, (void *)&LOAD_CASES[i]};
     for (int i = 0; i < NC; i++) cli[i] = (struct CMUnitTest){CLI_CASES[i].name, run_cli_case, NULL, NULL, (void *)&CLI_CASES[i]};
-    const struct CMUnitTest other[] = {cmocka_unit_test(test_trace_discard_leaves_nothing)};
+    const struct CMUnitTest other[] = {cmocka_unit_test(test_trace_discard_leaves_nothing),
+                                       cmocka_unit_test(test_ids_file_names_the_bad_line)};
     int failed = _cmocka_run_group_tests("errors: loader, config, vocab, prompt", load, NL, NULL, NULL);
-    failed += cmocka_run_group_tests_name("errors: a failed run's trace", other, NULL, NULL);
+    failed += cmocka_run_group_tests_name("errors: a failed run's trace, the ids-file reader", other, NULL, NULL);
     failed += _cmocka_run_group_tests("errors: ./dflash and dflash diff (exit status 2, one line)", cli, NC, NULL, NULL);
     return failed ? 1 : 0;
 }

@@ -89,7 +89,7 @@ static void skip_value(Cur *c, uint32_t t) {
 }
 
 static void gg_free(Gg *g) {
-    free(g->buf);
+    tu_unmap(g->buf, g->len);
     free(g->kv);
     free(g->ti);
     memset(g, 0, sizeof *g);
@@ -172,7 +172,7 @@ static int gg_parse(Gg *g) {
 
 static int gg_load(Gg *g, const char *path) {
     memset(g, 0, sizeof *g);
-    g->buf = (unsigned char *)tu_read(path, &g->len);
+    g->buf = tu_map(path, &g->len);
     if (!g->buf) { snprintf(g->err, sizeof g->err, "%s: cannot read", path); return -1; }
     return gg_parse(g);
 }
@@ -308,8 +308,8 @@ static int check_tensors(Gg *g, const char *dir, int draft) {
     } else snprintf(files[n_files++], 600, "%s/model.safetensors", dir);
     uint64_t n_src = 0;
     for (int f = 0; f < n_files; f++) {
-        size_t len;
-        unsigned char *b = (unsigned char *)tu_read(files[f], &len);
+        size_t len = 0;
+        unsigned char *b = tu_map(files[f], &len);
         assert_non_null(b);
         uint64_t hn = 0;
         for (int i = 7; i >= 0; i--) hn = hn << 8 | b[i];
@@ -324,7 +324,7 @@ static int check_tensors(Gg *g, const char *dir, int draft) {
             char name[160];
             expected_name(h.keys[k], name, sizeof name);
             const Ti *t = ti_find(g, name);
-            if (!t) { snprintf(g->err, sizeof g->err, "%.200s: no tensor %.60s", files[f], name); json_free(&h); free(b); return -1; }
+            if (!t) { snprintf(g->err, sizeof g->err, "%.200s: no tensor %.60s", files[f], name); json_free(&h); tu_unmap(b, len); return -1; }
             int ok = t->ndim == (uint32_t)sh->n;
             uint64_t numel = 1;
             for (int d = 0; ok && d < sh->n; d++) {
@@ -344,12 +344,12 @@ static int check_tensors(Gg *g, const char *dir, int draft) {
             if (!ok) {
                 snprintf(g->err, sizeof g->err, "%.200s: %.60s (from %.60s): dims, type or bytes differ", dir, name, h.keys[k]);
                 json_free(&h);
-                free(b);
+                tu_unmap(b, len);
                 return -1;
             }
         }
         json_free(&h);
-        free(b);
+        tu_unmap(b, len);
     }
     if (n_src != g->n_t) { snprintf(g->err, sizeof g->err, "%.200s: %llu tensors, the source has %llu", dir, (unsigned long long)g->n_t, (unsigned long long)n_src); return -1; }
     if (draft && (ti_find(g, "token_embd.weight") || ti_find(g, "output.weight"))) { snprintf(g->err, sizeof g->err, "the draft has an embedding or output of its own"); return -1; }

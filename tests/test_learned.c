@@ -37,17 +37,16 @@ typedef struct {
     long rounds[17], tokens[17];  /* greedy DFlash at block B over the prompts (setup) */
 } Pair;
 
+/* the first PROMPTS lines of heldout.ids, each whole (at most MAX_IDS ids;
+ * ids below the target's vocabulary): formats/files.c's ids-file reader, as
+ * dflash eval --ids-file and make bench read the file */
 static int read_prompts(Pair *p) {
-    FILE *f = fopen(LEARNED "/heldout.ids", "r");
-    if (!f) return -1;
-    char line[4096];
-    while (p->n_prompts < PROMPTS && fgets(line, sizeof line, f)) {
-        int n = 0;
-        for (char *s = strtok(line, " \t\n"); s && n < MAX_IDS; s = strtok(NULL, " \t\n")) p->prompt[p->n_prompts][n++] = atoi(s);
-        if (n > 0) p->n_ids[p->n_prompts++] = n;
-    }
-    fclose(f);
-    return p->n_prompts == PROMPTS ? 0 : -1;
+    int flat[PROMPTS * MAX_IDS];
+    int n = ids_file_prompts(LEARNED "/heldout.ids", PROMPTS, 1, MAX_IDS, p->target.cfg.vocab_size, flat, p->n_ids);
+    if (n < 0) return -1;
+    for (int i = 0; i < n; i++) memcpy(p->prompt[i], flat + i * MAX_IDS, sizeof(int) * (size_t)p->n_ids[i]);
+    p->n_prompts = n;
+    return n == PROMPTS ? 0 : -1;
 }
 
 static int setup(void **state) {

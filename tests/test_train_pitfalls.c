@@ -26,6 +26,8 @@
  *     tied to the embedding the target reads first).
  * L, the layer ids, the mask id, the eos id and the tie come from the random
  * set's config.json files.
+ * make test runs one pitfall for each of those tensors (8 of the 10),
+ * make test-long all of them.
  * Also: the mechanism (each program's train.c is train.c with exactly its
  * patch; a stale patch fails the build naming itself and leaves nothing;
  * train.c has no trace of any pitfall). */
@@ -140,23 +142,27 @@ static void test_each_training_pitfall_departs_where_it_enters(void **state) {
     char cols[160];
     snprintf(cols, sizeof cols, "columns %d..%d", last_slice * D, (last_slice + 1) * D - 1);
 
-    static const struct { const char *p; const char *where; } WHERE[] = {
-        {"context-at-anchor", "train1.attn_mask"},
-        {"labels-shifted", "train1.labels"},
-        {"loss-on-anchor", "train1.loss_weights"},
-        {"decay-from-0", "train1.loss_weights"},          /* the default gamma 7 > 0 */
-        {"blocks-see-each-other", "train1.attn_mask"},
-        {"block-positions-from-0", "train1.position_ids"},
-        {"mask-is-eos", "train1.noise_ids"},
-        {"anchors-past-end", "train1.anchors"},
-        {"context-prenorm", "train1.target_hidden"},
-        {"lm-head-trained", NULL /* train2.logits, or train2.target_hidden when tied */},
+    /* long_only: make test-long alone (DFLASH_TEST_LONG=1) runs it; its
+     * tensor is another one's, which make test runs (each run and diff is
+     * ~1 s CPU) */
+    static const struct { const char *p; const char *where; int long_only; } WHERE[] = {
+        {"context-at-anchor", "train1.attn_mask", 0},
+        {"labels-shifted", "train1.labels", 0},
+        {"loss-on-anchor", "train1.loss_weights", 0},
+        {"decay-from-0", "train1.loss_weights", 1},       /* the default gamma 7 > 0 */
+        {"blocks-see-each-other", "train1.attn_mask", 1},
+        {"block-positions-from-0", "train1.position_ids", 0},
+        {"mask-is-eos", "train1.noise_ids", 0},
+        {"anchors-past-end", "train1.anchors", 0},
+        {"context-prenorm", "train1.target_hidden", 0},
+        {"lm-head-trained", NULL /* train2.logits, or train2.target_hidden when tied */, 0},
     };
     int n = (int)(sizeof WHERE / sizeof WHERE[0]);
     for (int k = 0; k < n; k++) {
 #ifdef __SANITIZE_ADDRESS__   /* make sanitize (GCC's macro): every third, the runs are slow there */
         if (k % 3 != 0) continue;
 #endif
+        if (tu_quick() && WHERE[k].long_only) continue;
         const char *name = WHERE[k].p;
         const char *want = WHERE[k].where ? WHERE[k].where
                          : g_target.tie_word_embeddings ? "train2.target_hidden" : "train2.logits";

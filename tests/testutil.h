@@ -20,6 +20,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -163,6 +164,27 @@ static inline char *tu_read(const char *path, size_t *len) {
     buf[n] = '\0';
     if (len) *len = n;
     return buf;
+}
+
+/* All of path mapped, private and writable (a write changes this copy
+ * only), for a large file read whole: tu_read copies it into fresh memory, a
+ * page fault for every 4 KB of it, where the mapping shares the file's
+ * cached pages (test_gguf reads ~700 MB). NULL when unreadable or empty;
+ * tu_unmap(p, *len) when done. */
+static inline unsigned char *tu_map(const char *path, size_t *len) {
+    int fd = open(path, O_RDONLY);
+    if (fd < 0) return NULL;
+    struct stat st;
+    void *m = MAP_FAILED;
+    if (fstat(fd, &st) == 0 && S_ISREG(st.st_mode) && st.st_size > 0)
+        m = mmap(NULL, (size_t)st.st_size, PROT_READ | PROT_WRITE, MAP_PRIVATE, fd, 0);
+    close(fd);
+    if (m == MAP_FAILED) return NULL;
+    *len = (size_t)st.st_size;
+    return m;
+}
+static inline void tu_unmap(void *p, size_t len) {
+    if (p) munmap(p, len);
 }
 
 static inline int tu_write(const char *path, const void *data, size_t len) {
