@@ -39,6 +39,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var: shared with the other generator */
 #include <sys/stat.h>
 
 #define ROUND 1          /* the round the chapter tells */
@@ -46,15 +48,6 @@
 #define MAXB 64
 
 /* ---- errors: the first failure is kept, nothing is written ---------------- */
-static int bad;
-static char badmsg[1024];
-static void flag_bad(const char *fmt, ...) {
-    if (bad++) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(badmsg, sizeof badmsg, fmt, ap);
-    va_end(ap);
-}
 static void check(int ok, const char *fmt, ...) {
     if (ok) return;
     char m[512];
@@ -381,32 +374,6 @@ static const ExRun *ex(const char *name) {
 }
 
 /* ---- values: @name@ ------------------------------------------------------ */
-typedef struct { char name[32]; char *val; } Var;
-static Var VARS[256];
-static int NVARS;
-static void def(const char *name, const char *fmt, ...) {
-    if (NVARS == (int)(sizeof VARS / sizeof VARS[0])) { flag_bad("too many values (%s)", name); return; }
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *v = malloc((size_t)n + 1);
-    if (!v) { flag_bad("out of memory"); return; }
-    va_start(ap, fmt);
-    vsnprintf(v, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    snprintf(VARS[NVARS].name, sizeof VARS[NVARS].name, "%s", name);
-    VARS[NVARS++].val = v;
-}
-static const char *var(const char *name, size_t len) {
-    for (int i = NVARS - 1; i >= 0; i--)
-        if (strlen(VARS[i].name) == len && strncmp(VARS[i].name, name, len) == 0) return VARS[i].val;
-    return NULL;
-}
-static void vars_free(void) {
-    for (int i = 0; i < NVARS; i++) free(VARS[i].val);
-    NVARS = 0;
-}
 /* integers joined by sep */
 static const char *ints(const long *v, int n, const char *sep) {
     static char b[8][2048];

@@ -41,6 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var: shared with the other generator */
+
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
  *    formats/files.c's readers do); the writers
@@ -48,16 +50,7 @@
  *    `bad` (with a message) and main() refuses to write anything.
  * ======================================================================== */
 
-static int bad;           /* a lookup or a check failed while writing */
-static char badmsg[1024]; /* the first such failure */
 
-static void flag_bad(const char *fmt, ...) {
-    if (bad++) return;
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(badmsg, sizeof badmsg, fmt, ap);
-    va_end(ap);
-}
 
 /* ===========================================================================
  * 2. The tensors: read with formats/files.c's .npy reader (npy_read_values).
@@ -549,38 +542,9 @@ static void top2(const Tensor *t, long row, long *i1, long *i2) {
 
 /* ---- values: @name@ ---------------------------------------------------- */
 
-typedef struct {
-    char name[32];
-    char *val;
-} Var;
-static Var VARS[512];
-static int NVARS;
 
-static void vars_free(void) {
-    for (int i = 0; i < NVARS; i++) free(VARS[i].val);
-    NVARS = 0;
-}
 
-static void def(const char *name, const char *fmt, ...) {
-    if (NVARS == (int)(sizeof VARS / sizeof VARS[0])) { flag_bad("too many values (%s)", name); return; }
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(NULL, 0, fmt, ap);
-    va_end(ap);
-    char *v = malloc((size_t)n + 1);
-    if (!v) { flag_bad("out of memory"); return; }
-    va_start(ap, fmt);
-    vsnprintf(v, (size_t)n + 1, fmt, ap);
-    va_end(ap);
-    snprintf(VARS[NVARS].name, sizeof VARS[NVARS].name, "%s", name);
-    VARS[NVARS++].val = v;
-}
 
-static const char *var(const char *name, size_t len) {
-    for (int i = NVARS - 1; i >= 0; i--)
-        if (strlen(VARS[i].name) == len && strncmp(VARS[i].name, name, len) == 0) return VARS[i].val;
-    return NULL;
-}
 
 /* a list of token words, each in a code span: `on` `the` `mat` */
 static const char *mwords(const long *ids, int n) {
