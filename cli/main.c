@@ -298,10 +298,15 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
     fprintf(RUN_OUT, "prefill: ");
     print_words(RUN_OUT, v, bv, r->output_ids, n_prompt);
     if (first_new >= 0) {
-        const char *w = tok_str(v, first_new, buf, sizeof buf);
         fprintf(RUN_OUT, " at positions 0..%d -> \"", n_prompt - 1);
-        put_text(RUN_OUT, w, strlen(w));
-        fprintf(RUN_OUT, "\" (position %d)\n", n_prompt);
+        if (bv->n) print_words(RUN_OUT, v, bv, &first_new, 1);
+        else {
+            const char *w = tok_str(v, first_new, buf, sizeof buf);
+            put_text(RUN_OUT, w, strlen(w));
+        }
+        fprintf(RUN_OUT, "\" (position %d", n_prompt);
+        if (bv->n) fprintf(RUN_OUT, ", id %d", first_new);
+        fprintf(RUN_OUT, ")\n");
     }
     else {
         fprintf(RUN_OUT, " at positions 0..%d -> no new token (--max-new-tokens 0)\n", n_prompt - 1);
@@ -344,6 +349,14 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
             fprintf(RUN_OUT, "; tau counts %s)", first_cut == acc + 1 ? "it" : "them");
         }
         fprintf(RUN_OUT, "\n");
+        if (bv->n) {
+            /* with a tokenizer.json the lists above are ids: the kept tokens and the bonus as text */
+            fprintf(RUN_OUT, "         text        \"");
+            print_words(RUN_OUT, v, bv, ri->block, acc + 1);
+            fprintf(RUN_OUT, "\" + \"");
+            print_words(RUN_OUT, v, bv, &ri->posterior[acc], 1);
+            fprintf(RUN_OUT, "\"\n");
+        }
         fprintf(RUN_OUT, "         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
                ri->start_after, ri->target_cache_after, ri->target_cache_after - 1);
         if (B > 1)

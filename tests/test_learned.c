@@ -14,7 +14,9 @@
  *     the inference code that changes an accept decision shows here;
  *   - a trained draft: tau at block 8 above what copying the anchor keeps
  *     (cli/lookup.c's copy drafter on the same prompts): the draft learned
- *     something the trivial drafter does not.
+ *     something the trivial drafter does not;
+ *   - ./dflash --rounds shows each round's kept tokens and bonus as text
+ *     through the pair's tokenizer.json, the text its ids decode to.
  *
  * The pair is 52 MB + the draft's weights, read once (setup). */
 #include "../dflash.c"
@@ -339,10 +341,76 @@ static void test_sampling_fits_the_target_distribution(void **state) {
     if (failed[0]) fail_msg("%s", failed);
 }
 
+/* popen's output, whole (malloc'd); *status the exit status */
+static char *run_out(const char *cmd, int *status) {
+    FILE *f = popen(cmd, "r");
+    assert_non_null(f);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
+        n += got;
+        if (n + 1 == cap) { buf = realloc(buf, cap *= 2); assert_non_null(buf); }
+    }
+    buf[n] = 0;
+    int st = pclose(f);
+    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+/* ./dflash --rounds through the pair's tokenizer.json: each round's "text"
+ * line is its kept ids and its bonus id decoded (a second computation:
+ * dflash tokenize --decode on the ids the round's keep list shows), checked
+ * where the text has no escape (a fortune's newline prints as \n) */
+static void test_rounds_show_the_text(void **state) {
+    Pair *p = *state;
+    char cmd[4096], ids[1024] = "";
+    size_t off = 0;
+    for (int i = 0; i < p->n_ids[0]; i++) off += (size_t)snprintf(ids + off, sizeof ids - off, i ? ",%d" : "%d", p->prompt[0][i]);
+    snprintf(cmd, sizeof cmd, "./dflash --target " LEARNED "/target --draft " LEARNED "/draft --ids %s --max-new-tokens 32 "
+                              "--ignore-eos --rounds 2>&1", ids);
+    int st, checked = 0, rounds = 0;
+    char *out = run_out(cmd, &st);
+    if (st != 0) fail_msg("%s: exit %d: %s", cmd, st, out);
+    for (char *keep = strstr(out, "bonus: keep ["); keep; keep = strstr(keep + 1, "bonus: keep [")) {
+        rounds++;
+        char *text = strstr(keep, "\n         text        \"");
+        if (!text) fail_msg("round %d: no text line after its keep list: %s", rounds, keep);
+        text += strlen("\n         text        \"");
+        char *sep = strstr(text, "\" + \""), *end = sep ? strchr(sep + 5, '\n') : NULL;
+        assert_non_null(end);
+        if (memchr(text, '\\', (size_t)(end - text))) continue;  /* escaped: not compared */
+        /* the ids: "keep [a b c] + \"d\"" */
+        char kept_ids[512] = "", bonus_id[32] = "";
+        const char *k = keep + strlen("bonus: keep [");
+        size_t kn = strcspn(k, "]");
+        assert_true(kn < sizeof kept_ids);
+        memcpy(kept_ids, k, kn);
+        for (char *c = kept_ids; *c; c++) if (*c == ' ') *c = ',';
+        assert_int_equal(sscanf(k + kn, "] + \"%31[0-9]\"", bonus_id), 1);
+        const char *want[2] = {kept_ids, bonus_id};
+        const char *got[2] = {text, sep + 5};
+        size_t got_n[2] = {(size_t)(sep - text), (size_t)(end - 1 - (sep + 5))};
+        for (int w = 0; w < 2; w++) {
+            snprintf(cmd, sizeof cmd, "./dflash tokenize --target " LEARNED "/target --decode %s", want[w]);
+            char *dec = run_out(cmd, &st);
+            assert_int_equal(st, 0);
+            if (strlen(dec) != got_n[w] || memcmp(dec, got[w], got_n[w]) != 0)
+                fail_msg("round %d: ids %s decode to \"%s\"; the text line shows \"%.*s\"", rounds, want[w], dec,
+                         (int)got_n[w], got[w]);
+            free(dec);
+        }
+        checked++;
+    }
+    free(out);
+    if (checked < 3) fail_msg("%d of %d rounds' text lines compared (expected at least 3)", checked, rounds);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_lossless_and_recorded_tau),
         cmocka_unit_test(test_draft_beats_copying_the_anchor),
+        cmocka_unit_test(test_rounds_show_the_text),
         cmocka_unit_test(test_sampling_fits_the_target_distribution),
     };
     return cmocka_run_group_tests(tests, setup, teardown);
