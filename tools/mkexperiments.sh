@@ -17,6 +17,7 @@
 # tools/docs.sh's "training" set regenerates them and make docs-check fails
 # when a committed file differs.
 set -eu
+tools=$(dirname "$0")   # svg.awk, runsummary.awk
 export LC_ALL=C
 logs=${1:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
 out=${2:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
@@ -35,16 +36,7 @@ mkdir -p "$out/figures"
 sum=$out/learned-summary.txt
 : > "$sum"
 summarise() {  # $1 name, $2 training log
-    awk -v name="$1" '
-        /^setup / { setup = $0; sub(/^setup /, "", setup) }
-        /^step / { loss[$2] = $4; last = $2 }
-        /^heldout_eval / { ev = $0; sub(/^heldout_eval /, "", ev) }
-        END {
-            m = 0; c = 0
-            for (s = last - 9; s <= last; s++) if (s in loss) { m += loss[s]; c++ }
-            printf "run %s final_loss %.4f first_loss %.4f %s eval %s\n", name, c ? m / c : 0, (1 in loss) ? loss[1] : 0, setup, ev
-            if (name != "pair") for (s = 1; s <= last; s++) printf "loss %s %d %s\n", name, s, loss[s]
-        }' "$2" >> "$sum"
+    awk -v name="$1" -v losses="$([ "$1" = pair ] && echo 0)" -f "$tools/runsummary.awk" "$2" >> "$sum"
 }
 for n in $NAMES; do
     [ -f "$logs/$n.log" ] && [ -f "$logs/$n.eval.tsv" ] || continue
@@ -170,7 +162,8 @@ FILENAME == tmpl {
 }' "$sum" "$tmpl" > "$out/learned.md"
 
 # ---- the figures (cli/figures.c's style: sans-serif, plain shapes) -----------
-awk -v out="$out/figures" '
+awk -v out="$out/figures" "$(cat "$tools/svg.awk")"'
+
 BEGIN {
     n = split("base no-injection layers1 causal gamma0 gamma4 sliding sliding-imposed", N, " ")
     split("#2171b5 #cb181d #6a51a3 #238b45 #d94801 #737373 #e7298a #66a61e", C, " ")
@@ -178,29 +171,6 @@ BEGIN {
 /^loss / { L[$2, $3] = $4; if ($3 > S) S = $3 }
 /^run / { line[$2] = $0 }
 /^dec / { A[$2, $3, $4] = $8; TAU[$2, $3, $4] = $5; SE[$2, $3, $4] = $6 }
-function head(f, w, h, title) {
-    printf "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", w, h, w, h > f
-    printf "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", w, h > f
-    printf "<text x=\"12\" y=\"24\" font-family=\"sans-serif\" font-size=\"16\" font-weight=\"bold\" fill=\"#222222\">%s</text>\n", title > f
-}
-function axes(f, x0, y0, pw, ph, xmin, xmax, ymin, ymax, xt, yt, xl, yl,    v, X, Y) {
-    printf "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#969696\" stroke-width=\"1\"/>\n", x0, y0, pw, ph > f
-    for (v = ymin; v <= ymax + 1e-9; v += yt) {
-        Y = y0 + ph - (v - ymin) / (ymax - ymin) * ph
-        printf "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eeeeee\" stroke-width=\"1\"/>\n", x0, Y, x0 + pw, Y > f
-        printf "<text x=\"%d\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"end\" fill=\"#555555\">%g</text>\n", x0 - 6, Y + 4, v > f
-    }
-    for (v = xmin; xt > 0 && v <= xmax + 1e-9; v += xt) {
-        X = x0 + (v - xmin) / (xmax - xmin) * pw
-        printf "<text x=\"%.1f\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555555\">%g</text>\n", X, y0 + ph + 16, v > f
-    }
-    printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" text-anchor=\"middle\" fill=\"#222222\">%s</text>\n", x0 + pw / 2, y0 + ph + 34, xl > f
-    printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">%s</text>\n", x0, y0 - 8, yl > f
-}
-function legend(f, x, y, color, label) {
-    printf "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>\n", x, y - 4, x + 24, y - 4, color > f
-    printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">%s</text>\n", x + 30, y, label > f
-}
 function curve(f, x0, y0, pw, ph, list, k, ymax, color,    a, j, X, Y, pts) {   # acceptance per position 1..k
     split(list, a, ","); pts = ""
     for (j = 1; j <= k; j++) {

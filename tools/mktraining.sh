@@ -13,6 +13,7 @@
 # LOGDIR/NAME.decode (tools/train_decode.sh); tools/docs.sh's "training" set
 # regenerates them and make docs-check fails when a committed file differs.
 set -eu
+tools=$(dirname "$0")   # svg.awk, runsummary.awk
 export LC_ALL=C
 logs=${1:?usage: tools/mktraining.sh LOGDIR OUTDIR}
 out=${2:?usage: tools/mktraining.sh LOGDIR OUTDIR}
@@ -31,18 +32,7 @@ mkdir -p "$out/figures"
 # 10 steps), held-out eval, decode lines; then the step losses
 summary() {
     for n in $names; do
-        awk -v name="$n" '
-            /^setup / { setup = $0; sub(/^setup /, "", setup) }
-            /^step / { loss[$2] = $4; acc[$2] = $6; last = $2 }
-            /^heldout_eval / { ev = $0; sub(/^heldout_eval /, "", ev) }
-            END {
-                m = 0; a = 0; c = 0
-                for (s = last - 9; s <= last; s++) if (s in loss) { m += loss[s]; a += acc[s]; c++ }
-                if (c == 0) c = 1   # --steps 0: no step
-                printf "run %s final_loss %.4f final_acc %.4f first_loss %.4f %s eval %s\n", name, m / c, a / c,
-                       loss[1], setup, ev
-                for (s = 1; s <= last; s++) printf "loss %s %d %s\n", name, s, loss[s]
-            }' "$logs/$n.log"
+        awk -v name="$n" -v acc=1 -f "$tools/runsummary.awk" "$logs/$n.log"
         sed "s/^decode /decode $n /" "$logs/$n.decode"
     done
 }
@@ -143,7 +133,8 @@ FILENAME == tmpl {
 }' "$out/summary.txt" "$tmpl" > "$out/README.md"
 
 # ---- the figures (cli/figures.c's style: sans-serif, plain shapes) -----------
-awk -v out="$out/figures" '
+awk -v out="$out/figures" "$(cat "$tools/svg.awk")"'
+
 BEGIN {
     split("base causal block8 gamma0 gamma4 layers1", N, " ")
     split("#2171b5 #cb181d #6a51a3 #238b45 #d94801 #737373", C, " ")
@@ -156,29 +147,6 @@ function after(s, key, a,    i, n, f, k, on) {
     n = split(s, f, " "); k = 0; on = 0
     for (i = 1; i <= n; i++) { if (on) a[++k] = f[i]; if (f[i] == key) on = 1 }
     return k
-}
-function head(f, w, h, title) {
-    printf "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n", w, h, w, h > f
-    printf "<rect width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", w, h > f
-    printf "<text x=\"12\" y=\"24\" font-family=\"sans-serif\" font-size=\"16\" font-weight=\"bold\" fill=\"#222222\">%s</text>\n", title > f
-}
-function axes(f, x0, y0, pw, ph, xmin, xmax, ymin, ymax, xt, yt, xl, yl,    v, X, Y) {
-    printf "<rect x=\"%d\" y=\"%d\" width=\"%d\" height=\"%d\" fill=\"none\" stroke=\"#969696\" stroke-width=\"1\"/>\n", x0, y0, pw, ph > f
-    for (v = ymin; v <= ymax + 1e-9; v += yt) {
-        Y = y0 + ph - (v - ymin) / (ymax - ymin) * ph
-        printf "<line x1=\"%d\" y1=\"%.1f\" x2=\"%d\" y2=\"%.1f\" stroke=\"#eeeeee\" stroke-width=\"1\"/>\n", x0, Y, x0 + pw, Y > f
-        printf "<text x=\"%d\" y=\"%.1f\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"end\" fill=\"#555555\">%g</text>\n", x0 - 6, Y + 4, v > f
-    }
-    for (v = xmin; xt > 0 && v <= xmax + 1e-9; v += xt) {
-        X = x0 + (v - xmin) / (xmax - xmin) * pw
-        printf "<text x=\"%.1f\" y=\"%d\" font-family=\"sans-serif\" font-size=\"11\" text-anchor=\"middle\" fill=\"#555555\">%g</text>\n", X, y0 + ph + 16, v > f
-    }
-    printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" text-anchor=\"middle\" fill=\"#222222\">%s</text>\n", x0 + pw / 2, y0 + ph + 34, xl > f
-    printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">%s</text>\n", x0, y0 - 8, yl > f
-}
-function legend(f, x, y, i) {
-    printf "<line x1=\"%d\" y1=\"%d\" x2=\"%d\" y2=\"%d\" stroke=\"%s\" stroke-width=\"2\"/>\n", x, y - 4, x + 24, y - 4, C[i] > f
-    printf "<text x=\"%d\" y=\"%d\" font-family=\"sans-serif\" font-size=\"12\" fill=\"#222222\">%s</text>\n", x + 30, y, N[i] > f
 }
 END {
     # 1. loss: the mean of each 10 steps
@@ -199,7 +167,7 @@ END {
             pts = pts sprintf("%.1f,%.1f ", x0 + mid / S * pw, y0 + ph - M[i, s] / ymax * ph)
         }
         printf "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n", pts, C[i] > f
-        legend(f, x0 + pw + 20, y0 + 10 + 20 * i, i)
+        legend(f, x0 + pw + 20, y0 + 10 + 20 * i, C[i], N[i])
     }
     print "</svg>" > f; close(f)
 
@@ -217,7 +185,7 @@ END {
             printf "<circle cx=\"%.1f\" cy=\"%.1f\" r=\"3\" fill=\"%s\"/>\n", X, Y, C[i] > f
         }
         printf "<polyline points=\"%s\" fill=\"none\" stroke=\"%s\" stroke-width=\"2\"/>\n", pts, C[i] > f
-        legend(f, x0 + pw + 20, y0 + 10 + 20 * i, i)
+        legend(f, x0 + pw + 20, y0 + 10 + 20 * i, C[i], N[i])
     }
     print "</svg>" > f; close(f)
 
