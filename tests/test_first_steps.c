@@ -17,26 +17,6 @@
 #include <dirent.h>
 #include <sys/stat.h>
 
-/* stdout of a command, NUL-terminated */
-static char *capture(const char *cmd) {
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 >= cap) {
-            buf = realloc(buf, cap *= 2);
-            assert_non_null(buf);
-        }
-    }
-    buf[n] = 0;
-    assert_int_equal(pclose(p), 0);
-    return buf;
-}
-
 /* bytes of the regular files under dir, recursively */
 static unsigned long long tree_bytes(const char *dir) {
     DIR *d = opendir(dir);
@@ -137,7 +117,7 @@ static const char *list_words(const char *s, char words[][32], int *n) {
 static void check_marks(const char *flags, int *n_marked) {
     char cmd[512];
     snprintf(cmd, sizeof cmd, "./dflash %s --rounds --print-ids", flags);
-    char *out = capture(cmd);
+    char *out = tu_capture(cmd);
     /* the --print-ids line: the last line of digits and spaces before the summary */
     int n_output = 0, last_id = -1;
     char *line = out, *ids_line = NULL;
@@ -210,7 +190,7 @@ static void test_round_log_marks_tokens_past_the_output(void **state) {
     check_marks("--block-size 4 --max-new-tokens 5", &marked);
     assert_int_equal(marked, before + 1);
     /* the example the glossary quotes */
-    char *out = capture("./dflash --block-size 3 --rounds");
+    char *out = tu_capture("./dflash --block-size 3 --rounds");
     assert_non_null(strstr(out, "keep [. <eos> The] + \"cat\"  (after the stop id, not in the output: The cat; tau counts them)"));
     free(out);
 }

@@ -18,22 +18,6 @@
 extern const Flag TRAIN_FLAGS[], FIGURES_FLAGS[], EXPLORE_FLAGS[], GGUF_FLAGS[], DIFF_FLAGS[], EVAL_FLAGS[],
     TOKENIZE_FLAGS[], TRAIN_TOKENIZER_FLAGS[], TRAIN_TARGET_FLAGS[];
 
-static char *capture(const char *cmd) {
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    size_t got;
-    while ((got = fread(buf + n, 1, cap - n - 1, p)) > 0) {
-        n += got;
-        if (n + 1 >= cap) assert_non_null(buf = realloc(buf, cap *= 2));
-    }
-    buf[n] = 0;
-    assert_int_equal(pclose(p), 0);
-    return buf;
-}
-
 /* One flag as the help lists it. */
 typedef struct {
     char name[40];
@@ -208,7 +192,7 @@ static int check_table(const char *cmd, const Flag *table, const HelpFlags *h, i
 
 static void test_main_flags(void **state) {
     (void)state;
-    char *help = capture("./dflash --help");
+    char *help = tu_capture("./dflash --help");
     HelpFlags h = {0};
     help_list(help, "options (each flag", "diff options", &h);
     assert_true(h.n >= 15);
@@ -218,7 +202,7 @@ static void test_main_flags(void **state) {
 
 static void test_train_flags(void **state) {
     (void)state;
-    char *help = capture("./dflash train --help");
+    char *help = tu_capture("./dflash train --help");
     HelpFlags h = {0};
     help_list(help, "models:", NULL, &h);
     assert_true(h.n >= 25);
@@ -239,7 +223,7 @@ static void test_list_flags(void **state) {
         {"./dflash train-target --help", "models:", NULL, TRAIN_TARGET_FLAGS, 28},
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
-        char *help = capture(C[i].cmd);
+        char *help = tu_capture(C[i].cmd);
         HelpFlags h = {0};
         help_list(help, C[i].from, C[i].upto, &h);
         if (h.n < C[i].at_least) print_error("%s: %d flags listed, expected at least %d\n", C[i].cmd, h.n, C[i].at_least);
@@ -257,7 +241,7 @@ static void test_usage_line_flags(void **state) {
         {"./dflash gguf --help", GGUF_FLAGS},
     };
     for (size_t i = 0; i < sizeof C / sizeof C[0]; i++) {
-        char *help = capture(C[i].cmd);
+        char *help = tu_capture(C[i].cmd);
         HelpFlags h = {0};
         help_usage_line(help, &h);
         assert_true(h.n >= 1);

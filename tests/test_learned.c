@@ -341,23 +341,6 @@ static void test_sampling_fits_the_target_distribution(void **state) {
     if (failed[0]) fail_msg("%s", failed);
 }
 
-/* popen's output, whole (malloc'd); *status the exit status */
-static char *run_out(const char *cmd, int *status) {
-    FILE *f = popen(cmd, "r");
-    assert_non_null(f);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, f)) > 0;) {
-        n += got;
-        if (n + 1 == cap) { buf = realloc(buf, cap *= 2); assert_non_null(buf); }
-    }
-    buf[n] = 0;
-    int st = pclose(f);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
 /* ./dflash --rounds through the pair's tokenizer.json: each round's "text"
  * line is its kept ids and its bonus id decoded (a second computation:
  * dflash tokenize --decode on the ids the round's keep list shows), checked
@@ -370,7 +353,7 @@ static void test_rounds_show_the_text(void **state) {
     snprintf(cmd, sizeof cmd, "./dflash --target " LEARNED "/target --draft " LEARNED "/draft --ids %s --max-new-tokens 32 "
                               "--ignore-eos --rounds 2>&1", ids);
     int st, checked = 0, rounds = 0;
-    char *out = run_out(cmd, &st);
+    char *out = tu_sh(cmd, &st);
     if (st != 0) fail_msg("%s: exit %d: %s", cmd, st, out);
     for (char *keep = strstr(out, "bonus: keep ["); keep; keep = strstr(keep + 1, "bonus: keep [")) {
         rounds++;
@@ -393,7 +376,7 @@ static void test_rounds_show_the_text(void **state) {
         size_t got_n[2] = {(size_t)(sep - text), (size_t)(end - 1 - (sep + 5))};
         for (int w = 0; w < 2; w++) {
             snprintf(cmd, sizeof cmd, "./dflash tokenize --target " LEARNED "/target --decode %s", want[w]);
-            char *dec = run_out(cmd, &st);
+            char *dec = tu_sh(cmd, &st);
             assert_int_equal(st, 0);
             if (strlen(dec) != got_n[w] || memcmp(dec, got[w], got_n[w]) != 0)
                 fail_msg("round %d: ids %s decode to \"%s\"; the text line shows \"%.*s\"", rounds, want[w], dec,

@@ -10,23 +10,6 @@
 #include "../formats/load.c"
 #include "testutil.h"
 
-/* run a shell command; stdout (malloc'd, NUL-terminated) and the exit status */
-static char *sh(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    assert_non_null(p);
-    size_t cap = 1 << 16, n = 0;
-    char *buf = malloc(cap);
-    assert_non_null(buf);
-    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
-        n += got;
-        if (n + 1 == cap) { buf = realloc(buf, cap *= 2); assert_non_null(buf); }
-    }
-    buf[n] = 0;
-    int st = pclose(p);
-    *status = WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-    return buf;
-}
-
 static const char *CORPUS =
     "The cat sat on the mat. The dog sat on the log. The cat saw the dog.\n"
     "A cat and a dog are friends; the cat is small and the dog is big.\n";
@@ -59,20 +42,20 @@ static void test_end_to_end(void **state) {
     tu_write_text(tu_path(t, "corpus.txt"), CORPUS);
     target_set(tu_path(t, "w"), 300);
     snprintf(cmd, sizeof cmd, "./dflash train-tokenizer --vocab-size 300 --out %s/w/target/tokenizer.json %s/corpus.txt 2>&1", t, t);
-    char *out = sh(cmd, &st);
+    char *out = tu_sh(cmd, &st);
     if (st != 0) fail_msg("train-tokenizer: exit %d: %s", st, out);
     assert_non_null(strstr(out, "300 tokens"));
     free(out);
 
     /* dflash tokenize: ids, and --decode gives the text back */
     snprintf(cmd, sizeof cmd, "./dflash tokenize --target %s/w/target 'The cat sat'", t);
-    char *ids = sh(cmd, &st);
+    char *ids = tu_sh(cmd, &st);
     assert_int_equal(st, 0);
     assert_true(strlen(ids) > 1 && ids[strlen(ids) - 1] == '\n');
     ids[strlen(ids) - 1] = 0;
     assert_null(strchr(ids, ' '));
     snprintf(cmd, sizeof cmd, "./dflash tokenize --weights %s/w --decode %s", t, ids);
-    out = sh(cmd, &st);
+    out = tu_sh(cmd, &st);
     assert_int_equal(st, 0);
     assert_string_equal(out, "The cat sat");  /* exactly: no newline added */
     free(out);
@@ -83,14 +66,14 @@ static void test_end_to_end(void **state) {
     snprintf(spaced, sizeof spaced, "%s", ids);
     for (char *c = spaced; *c; c++) if (*c == ',') *c = ' ';
     snprintf(cmd, sizeof cmd, "./dflash --target %s/w/target --mode ar --prompt 'The cat sat' --max-new-tokens 4 --ignore-eos --print-ids", t);
-    char *a = sh(cmd, &st);
+    char *a = tu_sh(cmd, &st);
     if (st != 0) fail_msg("--prompt: exit %d: %s", st, a);
     assert_non_null(strstr(a, "\n"));
     char *line2 = strchr(a, '\n') + 1;
     assert_int_equal(strncmp(line2, spaced, strlen(spaced)), 0);
     assert_int_equal(strncmp(a, "The cat sat", 11), 0);  /* the decoded text starts with the prompt */
     snprintf(cmd, sizeof cmd, "./dflash --target %s/w/target --mode ar --ids %s --max-new-tokens 4 --ignore-eos --print-ids", t, ids);
-    char *b = sh(cmd, &st);
+    char *b = tu_sh(cmd, &st);
     assert_int_equal(st, 0);
     assert_string_equal(a, b);
     free(a);
@@ -98,12 +81,12 @@ static void test_end_to_end(void **state) {
 
     /* --chat: the ids of the ChatML turn written out */
     snprintf(cmd, sizeof cmd, "./dflash tokenize --target %s/w/target \"$(printf '<|im_start|>user\\nhi<|im_end|>\\n<|im_start|>assistant\\n')\"", t);
-    char *chat_ids = sh(cmd, &st);
+    char *chat_ids = tu_sh(cmd, &st);
     assert_int_equal(st, 0);
     chat_ids[strlen(chat_ids) - 1] = 0;
     for (char *c = chat_ids; *c; c++) if (*c == ',') *c = ' ';
     snprintf(cmd, sizeof cmd, "./dflash --target %s/w/target --mode ar --prompt hi --chat --max-new-tokens 1 --print-ids", t);
-    a = sh(cmd, &st);
+    a = tu_sh(cmd, &st);
     assert_int_equal(st, 0);
     assert_int_equal(strncmp(strchr(a, '\n') + 1, chat_ids, strlen(chat_ids)), 0);
     free(a);
@@ -114,7 +97,7 @@ static void test_end_to_end(void **state) {
     target_set(tu_path(t, "small"), 64);
     snprintf(cmd, sizeof cmd, "cp %s/w/target/tokenizer.json %s/small/target/ && ./dflash --target %s/small/target --mode ar "
                               "--prompt 'The cat' 2>&1", t, t, t);
-    out = sh(cmd, &st);
+    out = tu_sh(cmd, &st);
     assert_int_equal(st, 2);
     const char *want = "small/target/tokenizer.json: token id 299: expected ids below 64 (vocab_size in";
     if (!strstr(out, want)) fail_msg("got: %s\nwant ...%s...", out, want);
@@ -123,18 +106,18 @@ static void test_end_to_end(void **state) {
     /* bad input: one line, exit 2 */
     tu_write(tu_path(t, "bad.txt"), "ok\n\xff", 4);
     snprintf(cmd, sizeof cmd, "./dflash tokenize --target %s/w/target --file %s/bad.txt 2>&1", t, t);
-    out = sh(cmd, &st);
+    out = tu_sh(cmd, &st);
     assert_int_equal(st, 2);
     assert_non_null(strstr(out, "bad.txt: invalid UTF-8 at byte 3 (0xFF)"));
     assert_int_equal(strchr(out, '\n') - out + 1, (long)strlen(out));
     free(out);
     snprintf(cmd, sizeof cmd, "./dflash tokenize --target %s/w/target --decode 1,300 2>&1", t);
-    out = sh(cmd, &st);
+    out = tu_sh(cmd, &st);
     assert_int_equal(st, 2);
     assert_non_null(strstr(out, "id 300 (position 2) is no token"));
     free(out);
     snprintf(cmd, sizeof cmd, "./dflash train-tokenizer --vocab-size 300 --out %s/corpus.txt %s/corpus.txt 2>&1", t, t);
-    out = sh(cmd, &st);
+    out = tu_sh(cmd, &st);
     assert_int_equal(st, 2);  /* the output is an input */
     free(out);
     free(ids);
@@ -151,7 +134,7 @@ static void test_train_deterministic(void **state) {
     snprintf(cmd, sizeof cmd, "./dflash train-tokenizer --vocab-size 280 --special '<s>' --out %s/a.json %s/c.txt 2>/dev/null && "
                               "./dflash train-tokenizer --vocab-size 280 --special '<s>' --out %s/b.json %s/c.txt 2>/dev/null && "
                               "cmp %s/a.json %s/b.json && grep -c '\"content\": \"<s>\"' %s/a.json", t, t, t, t, t, t, t);
-    char *out = sh(cmd, &st);
+    char *out = tu_sh(cmd, &st);
     assert_int_equal(st, 0);
     assert_string_equal(out, "1\n");
     free(out);

@@ -23,24 +23,6 @@
 
 #include <ctype.h>
 
-/* stdout of a command, NUL-terminated (NULL on failure) */
-static char *run_capture(const char *cmd, int *status) {
-    FILE *p = popen(cmd, "r");
-    if (!p) return NULL;
-    size_t cap = 4096, n = 0;
-    char *buf = malloc(cap);
-    for (;;) {
-        if (n + 1 >= cap) buf = realloc(buf, cap *= 2);
-        if (!buf) break;
-        size_t got = fread(buf + n, 1, cap - n - 1, p);
-        if (got == 0) break;
-        n += got;
-    }
-    *status = pclose(p);
-    if (buf) buf[n] = 0;
-    return buf;
-}
-
 typedef struct {
     char names[128][40];
     int n;
@@ -86,7 +68,7 @@ static void flags_in_source(const char *src, FlagSet *s) {
 
 static char *help_of(const char *cmd, const char *first) {
     int status;
-    char *help = run_capture(cmd, &status);
+    char *help = tu_sh(cmd, &status);
     assert_non_null(help);
     assert_int_equal(status, 0);
     assert_non_null(strstr(help, first));

@@ -34,6 +34,32 @@ static inline int tu_run(const char *cmd, const char *out) {
     return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
 }
 
+/* A shell command's stdout, whole and NUL-terminated (malloc'd); *status
+ * its exit status, -1 when it did not exit. */
+static inline char *tu_sh(const char *cmd, int *status) {
+    FILE *p = popen(cmd, "r");
+    assert_non_null(p);
+    size_t cap = 1 << 16, n = 0;
+    char *buf = malloc(cap);
+    assert_non_null(buf);
+    for (size_t got; (got = fread(buf + n, 1, cap - n - 1, p)) > 0;) {
+        n += got;
+        if (n + 1 == cap) assert_non_null(buf = realloc(buf, cap *= 2));
+    }
+    buf[n] = 0;
+    int st = pclose(p);
+    *status = st != -1 && WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+    return buf;
+}
+
+/* tu_sh of a command that must exit 0 */
+static inline char *tu_capture(const char *cmd) {
+    int st;
+    char *out = tu_sh(cmd, &st);
+    if (st != 0) fail_msg("%s: exit %d: %s", cmd, st, out);
+    return out;
+}
+
 /* `make test` runs a representative subset of the long sweeps (every block
  * size 1..8 over two prompts per weight set, a 600-seed chi-square);
  * DFLASH_TEST_LONG=1 (`make test-long`) runs them in
