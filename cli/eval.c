@@ -289,219 +289,253 @@ static void put_pm(FILE *f, double v, double se) {
     else fprintf(f, "%.3f±%.3f", v, se);
 }
 
-int eval_main(int argc, char **argv) {
+/* ---- the run -----------------------------------------------------------------
+ * One dflash eval: what it read, the cells it fills, target-only's figures. */
+typedef struct {
     EvalArgs a;
-    int pa = eval_parse(argc, argv, &a);
-    if (pa == 1) { fputs(EVAL_USAGE, stdout); return 0; }
-    if (pa < 0) { dflash_print_error("dflash eval", ""); return 2; }
     char tdir[4096], ddir[4096], vocab_path[4200];
     Model target, draft;
     Vocab vocab;
-    int have_draft = 0, have_vocab = 0, rc = 2, N = (int)a.prompts, P = (int)a.prompt_len;
-    int *prompts = NULL;
-    Cell *cells = NULL;
-    int n_cells = 0;
-    OutFile *log = NULL;
-    double *ar_decode = NULL, *ar_total = NULL, *ar_cpu = NULL;
-    int *ar_fwd = NULL;
-    memset(&target, 0, sizeof target);
-    memset(&draft, 0, sizeof draft);
-    memset(&vocab, 0, sizeof vocab);
-    if (a.weights) {
-        snprintf(tdir, sizeof tdir, "%s/target", a.weights);
-        snprintf(ddir, sizeof ddir, "%s/draft", a.weights);
-        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", a.weights);
+    int have_draft, have_vocab;
+    int N, P;                          /* prompts, tokens per prompt */
+    int *prompts;                      /* (N, P) */
+    Drafter drafters[M_COUNT];
+    GenParams p;                       /* new tokens, stop ids; block, temperature, seed set per run */
+    Cell *cells;                       /* [temperature][method][block] */
+    int n_cells;
+    double *ar_decode, *ar_total, *ar_cpu;  /* (N) target-only greedy: decode, wall, CPU seconds */
+    int *ar_fwd;                       /* (N) its decode forwards */
+    OutFile *log;
+} Eval;
+
+/* the weights, the vocabulary, the prompts, the drafters and the
+ * generation parameters, each checked; -1 with the error set */
+static int eval_open(Eval *e) {
+    EvalArgs *a = &e->a;
+    e->N = (int)a->prompts, e->P = (int)a->prompt_len;
+    if (a->weights) {
+        snprintf(e->tdir, sizeof e->tdir, "%s/target", a->weights);
+        snprintf(e->ddir, sizeof e->ddir, "%s/draft", a->weights);
+        snprintf(e->vocab_path, sizeof e->vocab_path, "%s/vocab.txt", a->weights);
     } else {
-        snprintf(tdir, sizeof tdir, "%s", a.target);
-        snprintf(ddir, sizeof ddir, "%s", a.draft ? a.draft : "");
-        snprintf(vocab_path, sizeof vocab_path, "%s/vocab.txt", a.target);
+        snprintf(e->tdir, sizeof e->tdir, "%s", a->target);
+        snprintf(e->ddir, sizeof e->ddir, "%s", a->draft ? a->draft : "");
+        snprintf(e->vocab_path, sizeof e->vocab_path, "%s/vocab.txt", a->target);
     }
     /* the log may not be an input */
-    if (a.log) {
-        const char *inputs[4] = {tdir, ddir[0] ? ddir : tdir, a.text ? a.text : a.ids_file ? a.ids_file : a.ids_stream,
-                                 vocab_path};
-        OutPath o = {a.log, "the log", 0};
-        if (out_check_paths("dflash eval", &o, 1, inputs, 4) != 0) goto fail;
+    if (a->log) {
+        const char *inputs[4] = {e->tdir, e->ddir[0] ? e->ddir : e->tdir,
+                                 a->text ? a->text : a->ids_file ? a->ids_file : a->ids_stream, e->vocab_path};
+        OutPath o = {a->log, "the log", 0};
+        if (out_check_paths("--log", &o, 1, inputs, 4) != 0) return -1;
     }
-    if (model_load(&target, tdir, 0) != 0) goto fail;
+    if (model_load(&e->target, e->tdir, 0) != 0) return -1;
     char cfgp[4200];
-    snprintf(cfgp, sizeof cfgp, "%s/config.json", ddir);
-    if (ddir[0] && (a.draft || access(cfgp, R_OK) == 0)) {
-        if (model_load(&draft, ddir, 1) != 0) goto fail;
-        have_draft = 1;
-        if (check_pair(&target, &draft) != 0) goto fail;
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", e->ddir);
+    if (e->ddir[0] && (a->draft || access(cfgp, R_OK) == 0)) {
+        if (model_load(&e->draft, e->ddir, 1) != 0) return -1;
+        e->have_draft = 1;
+        if (check_pair(&e->target, &e->draft) != 0) return -1;
     }
-    if (!a.methods_given) for (int m = 0; m < M_COUNT; m++) a.use[m] = m != M_DFLASH || have_draft;
-    if (a.use[M_DFLASH] && !have_draft) {
-        dflash_set_error("--methods dflash: no draft (%s)", a.weights ? "DIR/draft has no config.json" : "give --draft DIR");
-        goto fail;
+    if (!a->methods_given) for (int m = 0; m < M_COUNT; m++) a->use[m] = m != M_DFLASH || e->have_draft;
+    if (a->use[M_DFLASH] && !e->have_draft) {
+        dflash_set_error("--methods dflash: no draft (%s)", a->weights ? "DIR/draft has no config.json" : "give --draft DIR");
+        return -1;
     }
-    if (access(vocab_path, R_OK) == 0) {
-        if (vocab_load(&vocab, vocab_path) != 0) goto fail;
-        if (check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0) goto fail;
-        have_vocab = 1;
+    if (access(e->vocab_path, R_OK) == 0) {
+        if (vocab_load(&e->vocab, e->vocab_path) != 0) return -1;
+        if (check_vocab(&e->vocab, e->vocab_path, &e->target, e->have_draft ? &e->draft : NULL) != 0) return -1;
+        e->have_vocab = 1;
     }
-    if (cut_prompts(&a, have_vocab ? &vocab : NULL, vocab_path, target.cfg.vocab_size, &prompts) != 0) goto fail;
-    Drafter drafters[M_COUNT] = {{DRAFT_COPY, 0, 0}, {DRAFT_COPY, 0, 0},
-                                 {DRAFT_NGRAM, (int)a.ngram_min, (int)a.ngram_max},
-                                 {DRAFT_LOOKUP, (int)a.ngram_min, (int)a.ngram_max}};
-    if (a.use[M_LOOKUP] && drafter_check(&drafters[M_LOOKUP]) != 0) goto fail;
-
-    GenParams p = {0};
-    p.max_new_tokens = (int)a.new_tokens;
-    if (a.stop_at_eos) {
+    if (cut_prompts(a, e->have_vocab ? &e->vocab : NULL, e->vocab_path, e->target.cfg.vocab_size, &e->prompts) != 0)
+        return -1;
+    const Drafter drafters[M_COUNT] = {{DRAFT_COPY, 0, 0}, {DRAFT_COPY, 0, 0},
+                                       {DRAFT_NGRAM, (int)a->ngram_min, (int)a->ngram_max},
+                                       {DRAFT_LOOKUP, (int)a->ngram_min, (int)a->ngram_max}};
+    memcpy(e->drafters, drafters, sizeof drafters);
+    if (a->use[M_LOOKUP] && drafter_check(&e->drafters[M_LOOKUP]) != 0) return -1;
+    e->p.max_new_tokens = (int)a->new_tokens;
+    if (a->stop_at_eos) {
         char from[4200];
-        if (stop_ids_default(tdir, &target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) goto fail;
-        int eos = have_vocab ? vocab_find(&vocab, "<eos>") : -1;
-        if (p.n_stop == 0 && eos >= 0) p.stop_ids[p.n_stop++] = eos;
+        if (stop_ids_default(e->tdir, &e->target, e->p.stop_ids, &e->p.n_stop, from, sizeof from) != 0) return -1;
+        int eos = e->have_vocab ? vocab_find(&e->vocab, "<eos>") : -1;
+        if (e->p.n_stop == 0 && eos >= 0) e->p.stop_ids[e->p.n_stop++] = eos;
     }
     int maxB = 1;
-    for (int k = 0; k < a.n_blocks; k++) if (a.blocks[k] > maxB) maxB = a.blocks[k];
-    for (int i = 0; i < N; i++)
-        if (check_gen_args(&target, P, &p, maxB, prompts + (size_t)i * P) != 0) goto fail;
+    for (int k = 0; k < a->n_blocks; k++) if (a->blocks[k] > maxB) maxB = a->blocks[k];
+    for (int i = 0; i < e->N; i++)
+        if (check_gen_args(&e->target, e->P, &e->p, maxB, e->prompts + (size_t)i * e->P) != 0) return -1;
+    return 0;
+}
 
-    /* the cells: [temperature][method][block] */
-    n_cells = a.n_temps * M_COUNT * a.n_blocks;
-    cells = calloc((size_t)n_cells, sizeof *cells);
-    ar_decode = calloc((size_t)N, sizeof(double));
-    ar_total = calloc((size_t)N, sizeof(double));
-    ar_cpu = calloc((size_t)N, sizeof(double));
-    ar_fwd = calloc((size_t)N, sizeof(int));
-    if (!cells || !ar_decode || !ar_total || !ar_cpu || !ar_fwd) { dflash_set_error("out of memory"); goto fail; }
-    for (int c = 0; c < n_cells; c++) {
-        int B = a.blocks[c % a.n_blocks];
-        Cell *ce = &cells[c];
-        ce->rounds = calloc((size_t)N, sizeof(int));
-        ce->tokens = calloc((size_t)N, sizeof(int));
-        ce->proposed = calloc((size_t)N, sizeof(int));
-        ce->accepted = calloc((size_t)N * (size_t)(B - 1), sizeof(int));
-        ce->draft_s = calloc((size_t)N, sizeof(double));
-        ce->verify_s = calloc((size_t)N, sizeof(double));
-        ce->total_s = calloc((size_t)N, sizeof(double));
-        ce->cpu_s = calloc((size_t)N, sizeof(double));
+/* the cells' per-prompt sums and target-only's, zeroed; -1 out of memory */
+static int eval_alloc(Eval *e) {
+    size_t N = (size_t)e->N;
+    e->n_cells = e->a.n_temps * M_COUNT * e->a.n_blocks;
+    e->cells = calloc((size_t)e->n_cells, sizeof *e->cells);
+    e->ar_decode = calloc(N, sizeof(double));
+    e->ar_total = calloc(N, sizeof(double));
+    e->ar_cpu = calloc(N, sizeof(double));
+    e->ar_fwd = calloc(N, sizeof(int));
+    if (!e->cells || !e->ar_decode || !e->ar_total || !e->ar_cpu || !e->ar_fwd) { dflash_set_error("out of memory"); return -1; }
+    for (int c = 0; c < e->n_cells; c++) {
+        int B = e->a.blocks[c % e->a.n_blocks];
+        Cell *ce = &e->cells[c];
+        ce->rounds = calloc(N, sizeof(int));
+        ce->tokens = calloc(N, sizeof(int));
+        ce->proposed = calloc(N, sizeof(int));
+        ce->accepted = calloc(N * (size_t)(B - 1), sizeof(int));
+        ce->draft_s = calloc(N, sizeof(double));
+        ce->verify_s = calloc(N, sizeof(double));
+        ce->total_s = calloc(N, sizeof(double));
+        ce->cpu_s = calloc(N, sizeof(double));
         if (!ce->rounds || !ce->tokens || !ce->proposed || !ce->accepted || !ce->draft_s || !ce->verify_s ||
             !ce->total_s || !ce->cpu_s) {
             dflash_set_error("out of memory");
-            goto fail;
+            return -1;
         }
     }
-    if (a.log && !(log = out_open(a.log, "dflash eval"))) goto fail;
+    return 0;
+}
 
-    /* the runs: prompt by prompt (so a change of load on the machine hits
-     * every method alike), target-only greedy first (the lossless reference
-     * and the 1-token forward time), then each temperature, method, block */
+/* prompt i: target-only greedy first (the lossless reference and the
+ * 1-token forward time), then each temperature, method and block size */
+static int eval_prompt(Eval *e, int i) {
+    const EvalArgs *a = &e->a;
+    const int *prompt = e->prompts + (size_t)i * e->P;
+    GenParams *p = &e->p;
+    GenResult ar = {0};
+    p->block_size = 1, p->temperature = 0, p->seed = a->seed + (unsigned long long)i;
+    double t0 = now_seconds(), c0 = cpu_seconds();
+    if (ar_generate(&e->target, prompt, e->P, p, &ar) != 0) return -1;
+    e->ar_total[i] = now_seconds() - t0;
+    e->ar_cpu[i] = cpu_seconds() - c0;
+    e->ar_decode[i] = ar.seconds_verify;
+    e->ar_fwd[i] = ar.target_forwards - 1;
+    for (int c = 0; c < e->n_cells; c++) {
+        int ti, m, bi;
+        if (!cell_of(a, c, &ti, &m, &bi)) continue;
+        Cell *ce = &e->cells[c];
+        int B = a->blocks[bi];
+        GenResult r = {0};
+        p->block_size = B, p->temperature = a->temps[ti];
+        t0 = now_seconds(), c0 = cpu_seconds();
+        int grc = m == M_DFLASH ? dflash_generate(&e->draft, &e->target, prompt, e->P, p, &r)
+                                : lookup_generate(&e->drafters[m], &e->target, prompt, e->P, p, &r);
+        if (grc != 0) { gen_result_free(&ar); return -1; }
+        ce->total_s[i] = now_seconds() - t0;
+        ce->cpu_s[i] = cpu_seconds() - c0;
+        ce->runs++;
+        ce->rounds[i] = r.n_rounds;
+        ce->draft_s[i] = r.seconds_draft;
+        ce->verify_s[i] = r.seconds_verify;
+        acceptance_count(&r, B, ce->accepted + (size_t)i * (B - 1));
+        for (int k = 0; k < r.n_rounds; k++) {
+            ce->tokens[i] += r.rounds[k].acceptance_length + 1;
+            for (int j = 1; j < B; j++) ce->proposed[i] += m == M_DFLASH || r.rounds[k].block[j] >= 0;
+        }
+        if (a->temps[ti] < 1e-5 && (r.n_output != ar.n_output ||
+                                    memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output)))
+            ce->lossless_fail++;
+        gen_result_free(&r);
+    }
+    gen_result_free(&ar);
+    return 0;
+}
+
+/* every prompt (prompt by prompt, so that a change of load on the machine
+ * hits every method alike), with progress on stderr */
+static int eval_runs(Eval *e) {
     double t_start = now_seconds(), last = t_start;
     int n_methods = 0;
-    for (int m = 0; m < M_COUNT; m++) n_methods += a.use[m];
+    for (int m = 0; m < M_COUNT; m++) n_methods += e->a.use[m];
     fprintf(stderr, "dflash eval: %d prompts of %d tokens, %ld new tokens each, %d methods x %d block sizes x %d "
-            "temperatures\n", N, P, a.new_tokens, n_methods, a.n_blocks, a.n_temps);
-    for (int i = 0; i < N; i++) {
-        const int *prompt = prompts + (size_t)i * P;
-        GenResult ar = {0};
-        p.block_size = 1, p.temperature = 0, p.seed = a.seed + (unsigned long long)i;
-        double t0 = now_seconds(), c0 = cpu_seconds();
-        if (ar_generate(&target, prompt, P, &p, &ar) != 0) goto fail;
-        ar_total[i] = now_seconds() - t0;
-        ar_cpu[i] = cpu_seconds() - c0;
-        ar_decode[i] = ar.seconds_verify;
-        ar_fwd[i] = ar.target_forwards - 1;
-        for (int c = 0; c < n_cells; c++) {
-            int ti, m, bi;
-            if (!cell_of(&a, c, &ti, &m, &bi)) continue;
-            Cell *ce = &cells[c];
-            int B = a.blocks[bi];
-            GenResult r = {0};
-            p.block_size = B, p.temperature = a.temps[ti];
-            t0 = now_seconds(), c0 = cpu_seconds();
-            int grc = m == M_DFLASH ? dflash_generate(&draft, &target, prompt, P, &p, &r)
-                                    : lookup_generate(&drafters[m], &target, prompt, P, &p, &r);
-            if (grc != 0) { gen_result_free(&ar); goto fail; }
-            ce->total_s[i] = now_seconds() - t0;
-            ce->cpu_s[i] = cpu_seconds() - c0;
-            ce->runs++;
-            ce->rounds[i] = r.n_rounds;
-            ce->draft_s[i] = r.seconds_draft;
-            ce->verify_s[i] = r.seconds_verify;
-            acceptance_count(&r, B, ce->accepted + (size_t)i * (B - 1));
-            for (int k = 0; k < r.n_rounds; k++) {
-                ce->tokens[i] += r.rounds[k].acceptance_length + 1;
-                for (int j = 1; j < B; j++) ce->proposed[i] += m == M_DFLASH || r.rounds[k].block[j] >= 0;
-            }
-            if (a.temps[ti] < 1e-5 && (r.n_output != ar.n_output ||
-                                       memcmp(r.output_ids, ar.output_ids, sizeof(int) * (size_t)ar.n_output)))
-                ce->lossless_fail++;
-            gen_result_free(&r);
-        }
-        gen_result_free(&ar);
+            "temperatures\n", e->N, e->P, e->a.new_tokens, n_methods, e->a.n_blocks, e->a.n_temps);
+    for (int i = 0; i < e->N; i++) {
+        if (eval_prompt(e, i) != 0) return -1;
         double t = now_seconds();
-        if (t - last > 2 || i + 1 == N) {
-            fprintf(stderr, "dflash eval: prompt %d/%d (%.0f s, about %.0f s to go)\n", i + 1, N, t - t_start,
-                    (t - t_start) / (i + 1) * (N - i - 1));
+        if (t - last > 2 || i + 1 == e->N) {
+            fprintf(stderr, "dflash eval: prompt %d/%d (%.0f s, about %.0f s to go)\n", i + 1, e->N, t - t_start,
+                    (t - t_start) / (i + 1) * (e->N - i - 1));
             last = t;
         }
     }
+    return 0;
+}
 
-    /* the table */
+/* one row of the table (and of --log) for cell c; t1 the 1-token decode
+ * forward's seconds; wall_ar, cpu_ar target-only's summed times */
+static int eval_row(Eval *e, int c, double t1, double wall_ar, double cpu_ar) {
+    const EvalArgs *a = &e->a;
+    int ti, m, bi, N = e->N;
+    if (!cell_of(a, c, &ti, &m, &bi)) return 0;
+    const Cell *ce = &e->cells[c];
+    int B = a->blocks[bi];
+    double *y = calloc((size_t)N * (size_t)(B > 1 ? B - 1 : 1), sizeof(double));
+    if (!y) { dflash_set_error("out of memory"); return -1; }
+    long R = 0;
+    double sd = 0, sv = 0, st = 0, sc = 0;
+    for (int i = 0; i < N; i++)
+        R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
+    double se_tau, se_prop;
+    for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
+    double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
+    for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
+    double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
+    double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = wall_ar / st, cpu = cpu_ar / sc;
+    int greedy = a->temps[ti] < 1e-5;
+    char ll[32];
+    if (greedy) snprintf(ll, sizeof ll, ce->lossless_fail ? "NO %d/%d" : "yes %d/%d",
+                         ce->lossless_fail ? ce->lossless_fail : N, N);
+    else snprintf(ll, sizeof ll, "-");
+    char taus[48];
+    snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
+    printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a->temps[ti],
+           METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
+    FILE *log = e->log ? out_stream(e->log) : NULL;
+    if (log)
+        fprintf(log, "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t", a->temps[ti],
+                METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
+                greedy ? ce->lossless_fail : -1);
+    double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
+    for (int j = 1; j < B; j++) {
+        for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
+        accs[j] = ratio_se(y, ce->rounds, N, 1, &ses[j]);
+        printf(" ");
+        put_pm(stdout, accs[j], ses[j]);
+    }
+    printf("\n");
+    if (log) {
+        for (int j = 1; j < B; j++) fprintf(log, "%s%.6f", j > 1 ? "," : "", accs[j]);
+        fputc('\t', log);
+        for (int j = 1; j < B; j++) fprintf(log, "%s%.6f", j > 1 ? "," : "", ses[j]);
+        fputc('\n', log);
+    }
+    free(y);
+    return 0;
+}
+
+/* the table on stdout and the --log rows; *total_fail the greedy runs that
+ * differ from target-only decoding */
+static int eval_table(Eval *e, int *total_fail) {
+    const EvalArgs *a = &e->a;
     double sum_ar = 0, sum_ar_total = 0, sum_ar_cpu = 0;
     long sum_fwd = 0;
-    for (int i = 0; i < N; i++)
-        sum_ar += ar_decode[i], sum_fwd += ar_fwd[i], sum_ar_total += ar_total[i], sum_ar_cpu += ar_cpu[i];
+    for (int i = 0; i < e->N; i++)
+        sum_ar += e->ar_decode[i], sum_fwd += e->ar_fwd[i], sum_ar_total += e->ar_total[i], sum_ar_cpu += e->ar_cpu[i];
     double t1 = sum_fwd > 0 ? sum_ar / sum_fwd : NAN;
     printf("dflash eval: %s, %d prompts of %d tokens (%s), %ld new tokens each%s; %s build, one thread\n",
-           a.weights ? a.weights : a.target, N, P, a.text ? a.text : a.ids_file ? a.ids_file : a.ids_stream,
-           a.new_tokens, a.stop_at_eos ? " or up to a stop id" : "", REAL_NAME);
+           a->weights ? a->weights : a->target, e->N, e->P, a->text ? a->text : a->ids_file ? a->ids_file : a->ids_stream,
+           a->new_tokens, a->stop_at_eos ? " or up to a stop id" : "", REAL_NAME);
     printf("1-token decode forward of the target (target-only greedy runs, this run): %.3f ms\n", 1e3 * t1);
     printf("%-5s %-7s %3s %7s %13s %6s %7s %7s %7s %7s %8s %8s %-9s  %s\n", "T", "method", "B", "rounds", "tau",
            "prop", "verify", "draft", "cost", "tau/cost", "wall", "cpu", "lossless", "acceptance per position 1..B-1");
-    if (log) fprintf(out_stream(log), "T\tmethod\tB\tprompts\trounds\ttau\ttau_se\tproposed\tverify_cost\tdraft_cost\t"
-                     "cost\tspeedup\twall_speedup\tcpu_speedup\tlossless_fail\tacceptance\tacceptance_se\n");
-    int total_fail = 0;
-    for (int c = 0; c < n_cells; c++) {
-        int ti, m, bi;
-        if (!cell_of(&a, c, &ti, &m, &bi)) continue;
-        Cell *ce = &cells[c];
-        int B = a.blocks[bi];
-        double *y = malloc(sizeof(double) * (size_t)N * (size_t)(B > 1 ? B - 1 : 1));
-        if (!y) { dflash_set_error("out of memory"); goto fail; }
-        long R = 0;
-        double sd = 0, sv = 0, st = 0, sc = 0;
-        for (int i = 0; i < N; i++)
-            R += ce->rounds[i], sd += ce->draft_s[i], sv += ce->verify_s[i], st += ce->total_s[i], sc += ce->cpu_s[i];
-        double se_tau, se_prop;
-        for (int i = 0; i < N; i++) y[i] = ce->tokens[i];
-        double tau = ratio_se(y, ce->rounds, N, 1, &se_tau);
-        for (int i = 0; i < N; i++) y[i] = ce->proposed[i];
-        double prop = ratio_se(y, ce->rounds, N, 1, &se_prop);
-        double vc = sv / R / t1, dc = sd / R / t1, cost = vc + dc, wall = sum_ar_total / st, cpu = sum_ar_cpu / sc;
-        int greedy = a.temps[ti] < 1e-5;
-        total_fail += ce->lossless_fail;
-        char ll[32];
-        if (greedy) snprintf(ll, sizeof ll, ce->lossless_fail ? "NO %d/%d" : "yes %d/%d",
-                             ce->lossless_fail ? ce->lossless_fail : N, N);
-        else snprintf(ll, sizeof ll, "-");
-        char taus[48];
-        snprintf(taus, sizeof taus, isnan(se_tau) ? "%.3f" : "%.3f±%.3f", tau, se_tau);
-        printf("%-5g %-7s %3d %7ld %13s %6.2f %7.2f %7.2f %7.2f %7.2f %7.2fx %7.2fx %-9s ", a.temps[ti],
-               METHOD_NAMES[m], B, R, taus, prop, vc, dc, cost, tau / cost, wall, cpu, ll);
-        if (log)
-            fprintf(out_stream(log), "%g\t%s\t%d\t%d\t%ld\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%.6f\t%d\t",
-                    a.temps[ti], METHOD_NAMES[m], B, N, R, tau, se_tau, prop, vc, dc, cost, tau / cost, wall, cpu,
-                    greedy ? ce->lossless_fail : -1);
-        double accs[DFLASH_MAX_BLOCK], ses[DFLASH_MAX_BLOCK];
-        for (int j = 1; j < B; j++) {
-            for (int i = 0; i < N; i++) y[i] = ce->accepted[(size_t)i * (B - 1) + (j - 1)];
-            accs[j] = ratio_se(y, ce->rounds, N, 1, &ses[j]);
-            printf(" ");
-            put_pm(stdout, accs[j], ses[j]);
-        }
-        printf("\n");
-        if (log) {
-            for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", accs[j]);
-            fputc('\t', out_stream(log));
-            for (int j = 1; j < B; j++) fprintf(out_stream(log), "%s%.6f", j > 1 ? "," : "", ses[j]);
-            fputc('\n', out_stream(log));
-        }
-        free(y);
+    if (e->log) fprintf(out_stream(e->log), "T\tmethod\tB\tprompts\trounds\ttau\ttau_se\tproposed\tverify_cost\t"
+                        "draft_cost\tcost\tspeedup\twall_speedup\tcpu_speedup\tlossless_fail\tacceptance\tacceptance_se\n");
+    *total_fail = 0;
+    for (int c = 0; c < e->n_cells; c++) {
+        if (eval_row(e, c, t1, sum_ar_total, sum_ar_cpu) != 0) return -1;
+        *total_fail += e->cells[c].lossless_fail;
     }
     printf("(T: temperature; tau: tokens per round, the bonus included, ± its standard error over prompts;\n"
            " prop: tokens proposed per round; verify, draft: a round's verify forward and drafting, in 1-token\n"
@@ -509,38 +543,55 @@ int eval_main(int argc, char **argv) {
            " decoding it implies; wall: target-only time / this method's time for the same runs, prefill\n"
            " included (the target-only runs are greedy); cpu: the same in this thread's CPU time, which the\n"
            " machine's other load does not inflate; lossless: greedy outputs equal to target-only's)\n");
-    if (log) {
-        int lrc = out_commit(log);
-        log = NULL;
-        if (lrc != 0) goto fail;
+    return 0;
+}
+
+static void eval_free(Eval *e) {
+    if (e->log) out_abort(e->log);
+    for (int c = 0; e->cells && c < e->n_cells; c++) {
+        free(e->cells[c].rounds);
+        free(e->cells[c].tokens);
+        free(e->cells[c].proposed);
+        free(e->cells[c].accepted);
+        free(e->cells[c].draft_s);
+        free(e->cells[c].verify_s);
+        free(e->cells[c].total_s);
+        free(e->cells[c].cpu_s);
+    }
+    free(e->cells);
+    free(e->ar_decode);
+    free(e->ar_total);
+    free(e->ar_cpu);
+    free(e->ar_fwd);
+    free(e->prompts);
+    if (e->have_draft) model_free(&e->draft);
+    model_free(&e->target);
+    vocab_free(&e->vocab);
+}
+
+int eval_main(int argc, char **argv) {
+    static Eval e;  /* ~13 KB of paths: not on the stack */
+    memset(&e, 0, sizeof e);
+    int pa = eval_parse(argc, argv, &e.a);
+    if (pa == 1) { fputs(EVAL_USAGE, stdout); return 0; }
+    if (pa < 0) { dflash_print_error("dflash eval", ""); return 2; }
+    int rc = 2, total_fail = 0;
+    if (eval_open(&e) != 0 || eval_alloc(&e) != 0) goto done;
+    if (e.a.log && !(e.log = out_open(e.a.log, "--log"))) goto done;
+    if (eval_runs(&e) != 0 || eval_table(&e, &total_fail) != 0) goto done;
+    if (e.log) {
+        int lrc = out_commit(e.log);
+        e.log = NULL;
+        if (lrc != 0) goto done;
     }
     if (total_fail > 0) {
         dflash_set_error("%d greedy runs differ from target-only decoding (not lossless: a bug; the table shows "
                          "which)", total_fail);
-        goto fail;
+        goto done;
     }
     rc = 0;
-fail:
+done:
     if (rc != 0) dflash_print_error("dflash eval", "");
-    if (log) out_abort(log);
-    for (int c = 0; cells && c < n_cells; c++) {
-        free(cells[c].rounds);
-        free(cells[c].tokens);
-        free(cells[c].proposed);
-        free(cells[c].accepted);
-        free(cells[c].draft_s);
-        free(cells[c].verify_s);
-        free(cells[c].total_s);
-        free(cells[c].cpu_s);
-    }
-    free(cells);
-    free(ar_decode);
-    free(ar_total);
-    free(ar_cpu);
-    free(ar_fwd);
-    free(prompts);
-    if (have_draft) model_free(&draft);
-    model_free(&target);
-    vocab_free(&vocab);
+    eval_free(&e);
     return rc;
 }

@@ -459,6 +459,7 @@ static void mk_foreign_dir(const char *t) {
 static void mk_cli_vocab_no_mask(const char *t) { mk_vocab_no_mask(tu_path(t, "w")); }
 static void mk_cli_nan(const char *t) { mk_st_nan(tu_path(t, "w")); }
 static void mk_cli_file(const char *t) { tu_write_text(tu_path(t, "file"), "x"); }
+static void mk_cli_ids(const char *t) { tu_write_text(tu_path(t, "ids.txt"), "1 2 3\n"); }
 static void mk_cli_no_vocab(const char *t) { assert_int_equal(unlink(tu_path(t, "w/vocab.txt")), 0); }
 /* a tokenizer.json instead of vocab.txt */
 static void mk_tok(const char *t, const char *text) {
@@ -697,6 +698,10 @@ static const CliCase CLI_CASES[] = {
      {"no/t.txt"}},
     {"cli: text trace that cannot be written (/dev/full)", "--weights|$W|--prompt|a|--max-new-tokens|2|--trace|$T/tr|--trace-text|/dev/full",
      0, 0, 0, 0, 2, {"trace: cannot write /dev/full"}},
+    {"eval: --log a directory", "eval|--weights|$W|--ids-file|$T/ids.txt|--prompts|1|--prompt-len|2|--new|1|--log|$T", 0, 0, 0,
+     mk_cli_ids, 2, {"dflash eval: --log: ", "is a directory"}},
+    {"eval: --log the ids file", "eval|--weights|$W|--ids-file|$T/ids.txt|--prompts|1|--prompt-len|2|--new|1|--log|$T/ids.txt", 0, 0,
+     0, mk_cli_ids, 2, {"dflash eval: --log: ", "is the input"}},
     {"cli: trace in --mode ar", "--weights|$W|--prompt|a|--mode|ar|--trace|$T/tr", 0, 0, 0, 0, 2, {"--trace", "--mode dflash only"}},
     {"cli: too many --trace-filter", "--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|"
      "--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|--trace-filter|a|"
@@ -836,6 +841,12 @@ static void run_cli_case(void **state) {
         if (el == 0 || err[el - 1] != '\n' || strchr(err, '\n') != err + el - 1)
             fail_msg("expected one line on stderr, got \"%s\"", err);
         if (strncmp(err, "dflash", 6) != 0) fail_msg("expected the message to start with \"dflash\", got \"%s\"", err);
+        const char *colon = strstr(err, ": ");  /* the prefix ("dflash eval: ") once, not twice */
+        if (colon) {
+            char prefix[64];
+            snprintf(prefix, sizeof prefix, "%.*s", (int)(colon + 2 - err), err);
+            if (strstr(colon + 2, prefix)) fail_msg("the message repeats its prefix \"%s\": \"%s\"", prefix, err);
+        }
         if (out[0]) fail_msg("expected nothing on stdout, got \"%s\"", out);
         for (int k = 0; k < 4 && c->want[k]; k++) assert_contains(err, c->want[k]);
         if (left_text) fail_msg("a failed run left its text trace behind");
