@@ -1542,6 +1542,227 @@ static void odd_warning(const Diff *df) {
     printf("\n");
 }
 
+/* the names of A that B lacks (diff_compare), in A's order */
+typedef struct {
+    int *k;             /* their indices in A */
+    int n, first;       /* how many; the first (-1: none) */
+    int last_present;   /* the last name B has (-1: none) */
+    int after_gap;      /* B has a name after a missing one */
+} Missing;
+
+/* both traces (A's manifest, B's or its .npy files), and --double/--float's
+ * trace; 0, or 2 with the error printed and nothing left to free */
+static int diff_open(Diff *df, const DiffArgs *da, Manifest *ma, Manifest *mb) {
+    int other_double = da->double_dir != NULL;
+    const char *other = other_double ? da->double_dir : da->float_dir;
+    for (int k = 0; k < 2; k++) {
+        struct stat sd;
+        if (stat(df->dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
+            dflash_set_error("%s: cannot open directory: %s", df->dir[k],
+                             stat(df->dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
+            diff_error("");
+            return 2;
+        }
+    }
+    int ra = manifest_load(ma, df->dir[0], 1);
+    if (ra != 0) {
+        if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", df->dir[0]);
+        diff_error("");
+        return 2;
+    }
+    int rb = manifest_load(mb, df->dir[1], 1);
+    /* a port that stopped before writing its manifest: its .npy files by name */
+    if (rb == 1) rb = manifest_from_npy_files(mb, df->dir[1], ma) == 0 ? 2 : -1;
+    if (rb < 0) {
+        diff_error("");
+        manifest_free(ma);
+        return 2;
+    }
+    if (rb == 2) {
+        printf("warning: B has no manifest (trace.jsonl or names.json): its .npy files are taken as A's names "
+               "(<name>.npy), in A's data-flow order; the phase and round bindings are unchecked\n");
+    }
+    df->ma = ma;
+    df->mb = mb;
+    df->o_div = ma->names.n;
+    df->first_k = -1;
+    df->db = malloc(((size_t)ma->names.n + 1) * sizeof *df->db);
+    for (int k = 0; df->db && k < ma->names.n; k++) df->db[k] = NAN;
+    df->a_double = a_is_double(df);
+    int ro = 0;
+    if (other && other_double == df->a_double) {
+        dflash_set_error("--%s: A is already the %s build's trace (its floats are %s); give --%s DIR instead",
+                         other_double ? "double" : "float", other_double ? "double" : "float",
+                         other_double ? "float64" : "float32", other_double ? "float" : "double");
+        ro = -1;
+    } else if (other) {
+        struct stat so;
+        ro = stat(other, &so) == 0 && S_ISDIR(so.st_mode) ? manifest_load(&df->mo, other, 0) : 1;
+        if (ro == 1) dflash_set_error("--%s: %s: not a trace directory (no trace.jsonl)", other_double ? "double" : "float", other);
+    }
+    if (ro != 0) {
+        diff_error("");
+        manifest_free(ma);
+        manifest_free(mb);
+        free(df->db);
+        return 2;
+    }
+    if (other) {
+        df->have_other = 1;
+        df->dir[2] = other;
+    }
+    return 0;
+}
+
+/* every wanted name of A against B (the rounds first, the other build's
+ * trace for what lies beyond the tolerance); the names B lacks into *mi;
+ * 0, or 2 with the error set */
+static int diff_compare(Diff *df, Missing *mi) {
+    const Manifest *ma = df->ma;
+    int wanted = 0;
+    mi->first = mi->last_present = -1;
+    mi->k = calloc((size_t)ma->names.n + 1, sizeof(int));
+    if (!mi->k) {
+        dflash_set_error("out of memory");
+        return 2;
+    }
+    /* every --only must match a name of A, before anything is compared */
+    for (int j = 0; j < df->n_only; j++) {
+        int hit = 0;
+        for (int k = 0; k < ma->names.n && !hit; k++) hit = fnmatch(df->only[j], ma->names.s[k], 0) == 0;
+        if (!hit) {
+            char close[400];
+            glob_closest(df->only[j], ma->names.s, ma->names.n, close, sizeof close);
+            dflash_set_error("--only: \"%.100s\" matches no name in %s (closest: %s)", df->only[j], ma->path, close);
+            return 2;
+        }
+    }
+    /* rounds first (not with --only: a port that traces part of a run on
+     * purpose ran no fewer rounds) */
+    if (df->n_only == 0 && diff_rounds(df) != 0) return 2;
+    /* the other precision's build, to judge what lies beyond the tolerance */
+    if (!df->no_rounding && !df->have_other) {
+        StrList want = {0};
+        int rc = beyond_names(df, &want) != 0 || (want.n && run_other(df, &want) != 0);
+        strlist_free(&want);
+        if (rc) return 2;
+    }
+    if (df->have_other) df->o_div = other_divergence(df);
+    for (int k = 0; k < ma->names.n; k++) {
+        if (!diff_wanted(df, ma->names.s[k])) continue;
+        wanted++;
+        int r = diff_one(df, df->ma, df->mb, k);
+        if (r < 0) return 2;
+        if (r == 1) {
+            mi->k[mi->n++] = k;
+            if (mi->first < 0) mi->first = k;
+        } else {
+            mi->last_present = k;
+            if (mi->first >= 0) mi->after_gap = 1;   /* B has a name after a gap */
+        }
+    }
+    if (wanted == 0) {
+        dflash_set_error("no name in %s matches --only", ma->path);
+        return 2;
+    }
+    return 0;
+}
+
+/* the report's "missing from B" lines */
+static void diff_report_missing(const Manifest *ma, const Missing *mi) {
+    if (!mi->n) return;
+    for (int i = 0; i < mi->n && i < DIFF_LIST_MAX; i++) {
+        printf("missing from B: ");
+        put_name(stdout, ma->names.s[mi->k[i]]);
+        printf("\n");
+    }
+    if (mi->n > DIFF_LIST_MAX) printf("missing from B: ... and %d more\n", mi->n - DIFF_LIST_MAX);
+    if (mi->last_present < 0) {
+        printf("B has none of A's %d tensors", mi->n);
+    } else if (!mi->after_gap) {
+        printf("B has nothing after ");
+        put_name(stdout, ma->names.s[mi->last_present]);
+        printf(": %d tensor%s missing", mi->n, mi->n == 1 ? "" : "s");
+    } else {
+        printf("B lacks %d of A's tensors", mi->n);
+    }
+    printf(", first ");
+    put_name(stdout, ma->names.s[mi->first]);
+    printf("\n");
+}
+
+/* the report's "not compared (only in B)" lines; how many names */
+static int diff_report_only_b(const Diff *df) {
+    int only_b = 0;
+    for (int k = 0; k < df->mb->names.n; k++)
+        if (diff_wanted(df, df->mb->names.s[k]) && namemap_get(&df->ma->index, df->mb->names.s[k]) < 0) {
+            if (only_b++ < DIFF_LIST_MAX) {
+                printf("not compared (only in B): ");
+                put_name(stdout, df->mb->names.s[k]);
+                printf("\n");
+            }
+        }
+    if (only_b > DIFF_LIST_MAX) printf("not compared (only in B): ... and %d more\n", only_b - DIFF_LIST_MAX);
+    return only_b;
+}
+
+/* the report's closing notes: rounds, odd tensors, rounding */
+static void diff_report_notes(Diff *df) {
+    if (df->rounds_differ && !df->first_named)
+        printf("no tensor departs in the common rounds: every tensor both traces hold agrees; the runs differ "
+               "in their rounds (above)\n");
+    odd_warning(df);
+    if (df->unjudged && !df->no_rounding) {
+        printf("rounding not judged by the double build for %d tensor%s beyond the tolerance (%d of them rounding "
+               "by the fallback thresholds: NMSE <= %g dB, <= 1 value in %d beyond, none beyond %gx the tolerance; "
+               "they can be wrong both ways): %s\n", df->unjudged, df->unjudged == 1 ? "" : "s", df->unjudged_rounding,
+               DIFF_FALLBACK_NMSE_DB, DIFF_FALLBACK_FRACTION, DIFF_FALLBACK_EXCESS,
+               df->no_other[0] ? df->no_other
+                               : df->o_div < df->ma->names.n ? "the other build's run took other tokens from there on"
+                                                             : "the other build's trace lacks them");
+    }
+    if (df->rounding) {
+        printf("rounding: %d tensor%s beyond the tolerance but within rounding (B as close to the %s build's "
+               "values as this program's float build: at most %gx its distance, RMS and worst value, the same "
+               "tokens so far; ids: near ties past the accepted tokens); the largest ratio %.3g, in ",
+               df->rounding, df->rounding == 1 ? " is" : "s are", "double", DIFF_ROUND_RATIO,
+               df->worst_rnd[0] ? df->worst_rnd_db : 0.0);
+        put_name(stdout, df->worst_rnd[0] ? df->worst_rnd : "(none judged by the double build)");
+        printf("; --verbose marks them RND, --no-rounding counts them as departures\n");
+    }
+}
+
+/* the report after the tensors' lines; the exit status: 0 the same, 1 a
+ * departure or a missing tensor, 2 nothing compared */
+static int diff_report(Diff *df, const Missing *mi) {
+    if (df->differ > DIFF_LIST_MAX) printf("(%d more differing tensors not listed)\n", df->differ - DIFF_LIST_MAX);
+    diff_report_missing(df->ma, mi);
+    int only_b = diff_report_only_b(df);
+    diff_report_notes(df);
+    printf("diff: %d compared, %d differ, %d missing from B, %d only in B, %d rounding\n", df->compared,
+           df->differ, mi->n, only_b, df->rounding);
+    if (df->compared == 0) {
+        dflash_set_error("nothing was compared: %s has none of the names of %s", df->dir[1], df->dir[0]);
+        diff_error("");
+        return 2;
+    }
+    return df->differ || mi->n ? 1 : 0;
+}
+
+static void diff_close(Diff *df, Manifest *ma, Manifest *mb) {
+    if (df->tmp[0]) {   /* the other build's trace diff ran: removed */
+        out_remove_owned(df);
+        out_forget(df, 0, NULL);
+        free((char *)df->dir[2]);
+    }
+    if (df->have_other || df->mo.path) manifest_free(&df->mo);
+    free(df->db);
+    manifest_free(ma);
+    manifest_free(mb);
+    free(df->acc[0]);
+    free(df->acc[1]);
+}
+
 int diff_main(int argc, char **argv) {
     Diff df;
     memset(&df, 0, sizeof df);
@@ -1564,195 +1785,17 @@ int diff_main(int argc, char **argv) {
     df.rtol = da.rtol, df.atol = da.atol, df.verbose = da.verbose, df.no_rounding = da.no_rounding;
     df.n_only = da.n_only;
     memcpy(df.only, da.only, sizeof df.only);
-    int other_double = da.double_dir != NULL;
-    const char *other = other_double ? da.double_dir : da.float_dir;
     if (n_dirs != 2) {
         dflash_set_error("need two trace directories, A (the reference) and B (the port)");
         return diff_usage();
     }
-
-    for (int k = 0; k < 2; k++) {
-        struct stat sd;
-        if (stat(df.dir[k], &sd) != 0 || !S_ISDIR(sd.st_mode)) {
-            dflash_set_error("%s: cannot open directory: %s", df.dir[k],
-                             stat(df.dir[k], &sd) != 0 ? strerror(errno) : "not a directory");
-            diff_error("");
-            return 2;
-        }
-    }
     Manifest ma, mb;
-    int ra = manifest_load(&ma, df.dir[0], 1);
-    if (ra != 0) {
-        if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", df.dir[0]);
-        diff_error("");
-        return 2;
-    }
-    int rb = manifest_load(&mb, df.dir[1], 1);
-    /* a port that stopped before writing its manifest: its .npy files by name */
-    if (rb == 1) rb = manifest_from_npy_files(&mb, df.dir[1], &ma) == 0 ? 2 : -1;
-    if (rb < 0) {
-        diff_error("");
-        manifest_free(&ma);
-        return 2;
-    }
-    if (rb == 2) {
-        printf("warning: B has no manifest (trace.jsonl or names.json): its .npy files are taken as A's names "
-               "(<name>.npy), in A's data-flow order; the phase and round bindings are unchecked\n");
-    }
-    df.ma = &ma;
-    df.mb = &mb;
-    df.o_div = ma.names.n;
-    df.first_k = -1;
-    df.db = malloc(((size_t)ma.names.n + 1) * sizeof *df.db);
-    for (int k = 0; df.db && k < ma.names.n; k++) df.db[k] = NAN;
-    df.a_double = a_is_double(&df);
-    if (other && other_double == df.a_double) {
-        dflash_set_error("--%s: A is already the %s build's trace (its floats are %s); give --%s DIR instead",
-                         other_double ? "double" : "float", other_double ? "double" : "float",
-                         other_double ? "float64" : "float32", other_double ? "float" : "double");
-        diff_error("");
-        manifest_free(&ma);
-        manifest_free(&mb);
-        free(df.db);
-        return 2;
-    }
-    if (other) {
-        struct stat so;
-        int ro = stat(other, &so) == 0 && S_ISDIR(so.st_mode) ? manifest_load(&df.mo, other, 0) : 1;
-        if (ro != 0) {
-            if (ro == 1) dflash_set_error("--%s: %s: not a trace directory (no trace.jsonl)", other_double ? "double" : "float", other);
-            diff_error("");
-            manifest_free(&ma);
-            manifest_free(&mb);
-            free(df.db);
-            return 2;
-        }
-        df.have_other = 1;
-        df.dir[2] = other;
-    }
-
-    int status = 0, wanted = 0, n_missing = 0, first_missing = -1, last_present = -1, missing_after = 0;
-    int *missing = calloc((size_t)ma.names.n + 1, sizeof(int));
-    if (!missing) {
-        dflash_set_error("out of memory");
-        status = 2;
-    }
-    /* every --only must match a name of A, before anything is compared */
-    for (int j = 0; j < df.n_only && status == 0; j++) {
-        int hit = 0;
-        for (int k = 0; k < ma.names.n && !hit; k++) hit = fnmatch(df.only[j], ma.names.s[k], 0) == 0;
-        if (!hit) {
-            char close[400];
-            glob_closest(df.only[j], ma.names.s, ma.names.n, close, sizeof close);
-            dflash_set_error("--only: \"%.100s\" matches no name in %s (closest: %s)", df.only[j], ma.path, close);
-            status = 2;
-        }
-    }
-    /* rounds first (not with --only: a port that traces part of a run on
-     * purpose ran no fewer rounds) */
-    if (status == 0 && df.n_only == 0 && diff_rounds(&df) != 0) status = 2;
-    /* the other precision's build, to judge what lies beyond the tolerance */
-    if (status == 0 && !df.no_rounding && !df.have_other) {
-        StrList want = {0};
-        if (beyond_names(&df, &want) != 0 || (want.n && run_other(&df, &want) != 0)) status = 2;
-        strlist_free(&want);
-    }
-    if (status == 0 && df.have_other) df.o_div = other_divergence(&df);
-    for (int k = 0; k < ma.names.n && status == 0; k++) {
-        if (!diff_wanted(&df, ma.names.s[k])) continue;
-        wanted++;
-        int r = diff_one(&df, &ma, &mb, k);
-        if (r < 0) status = 2;
-        else if (r == 1) {
-            missing[n_missing++] = k;
-            if (first_missing < 0) first_missing = k;
-        } else {
-            last_present = k;
-            if (first_missing >= 0) missing_after = 1;   /* B has a name after a gap */
-        }
-    }
-    if (status == 0 && wanted == 0) {
-        dflash_set_error("no name in %s matches --only", ma.path);
-        status = 2;
-    }
-    if (status == 2) {
-        diff_error("");
-    } else {
-        if (df.differ > DIFF_LIST_MAX)
-            printf("(%d more differing tensors not listed)\n", df.differ - DIFF_LIST_MAX);
-        if (n_missing) {
-            for (int i = 0; i < n_missing && i < DIFF_LIST_MAX; i++) {
-                printf("missing from B: ");
-                put_name(stdout, ma.names.s[missing[i]]);
-                printf("\n");
-            }
-            if (n_missing > DIFF_LIST_MAX) printf("missing from B: ... and %d more\n", n_missing - DIFF_LIST_MAX);
-            if (last_present < 0) {
-                printf("B has none of A's %d tensors", n_missing);
-            } else if (!missing_after) {
-                printf("B has nothing after ");
-                put_name(stdout, ma.names.s[last_present]);
-                printf(": %d tensor%s missing", n_missing, n_missing == 1 ? "" : "s");
-            } else {
-                printf("B lacks %d of A's tensors", n_missing);
-            }
-            printf(", first ");
-            put_name(stdout, ma.names.s[first_missing]);
-            printf("\n");
-        }
-        int only_b = 0;
-        for (int k = 0; k < mb.names.n; k++)
-                if (diff_wanted(&df, mb.names.s[k]) && namemap_get(&ma.index, mb.names.s[k]) < 0) {
-                    if (only_b++ < DIFF_LIST_MAX) {
-                        printf("not compared (only in B): ");
-                        put_name(stdout, mb.names.s[k]);
-                        printf("\n");
-                    }
-                }
-        if (only_b > DIFF_LIST_MAX) printf("not compared (only in B): ... and %d more\n", only_b - DIFF_LIST_MAX);
-        if (df.rounds_differ && !df.first_named)
-            printf("no tensor departs in the common rounds: every tensor both traces hold agrees; the runs differ "
-                   "in their rounds (above)\n");
-        odd_warning(&df);
-        if (df.unjudged && !df.no_rounding) {
-            printf("rounding not judged by the double build for %d tensor%s beyond the tolerance (%d of them rounding "
-                   "by the fallback thresholds: NMSE <= %g dB, <= 1 value in %d beyond, none beyond %gx the tolerance; "
-                   "they can be wrong both ways): %s\n", df.unjudged, df.unjudged == 1 ? "" : "s", df.unjudged_rounding,
-                   DIFF_FALLBACK_NMSE_DB, DIFF_FALLBACK_FRACTION, DIFF_FALLBACK_EXCESS,
-                   df.no_other[0] ? df.no_other
-                                  : df.o_div < ma.names.n ? "the other build's run took other tokens from there on"
-                                                          : "the other build's trace lacks them");
-        }
-        if (df.rounding) {
-            printf("rounding: %d tensor%s beyond the tolerance but within rounding (B as close to the %s build's "
-                   "values as this program's float build: at most %gx its distance, RMS and worst value, the same "
-                   "tokens so far; ids: near ties past the accepted tokens); the largest ratio %.3g, in ",
-                   df.rounding, df.rounding == 1 ? " is" : "s are", "double", DIFF_ROUND_RATIO,
-                   df.worst_rnd[0] ? df.worst_rnd_db : 0.0);
-            put_name(stdout, df.worst_rnd[0] ? df.worst_rnd : "(none judged by the double build)");
-            printf("; --verbose marks them RND, --no-rounding counts them as departures\n");
-        }
-        printf("diff: %d compared, %d differ, %d missing from B, %d only in B, %d rounding\n", df.compared,
-               df.differ, n_missing, only_b, df.rounding);
-        if (df.compared == 0) {
-            dflash_set_error("nothing was compared: %s has none of the names of %s", df.dir[1], df.dir[0]);
-            diff_error("");
-            status = 2;
-        } else {
-            status = df.differ || n_missing ? 1 : 0;
-        }
-    }
-    free(missing);
-    if (df.tmp[0]) {   /* the other build's trace diff ran: removed */
-        out_remove_owned(&df);
-        out_forget(&df, 0, NULL);
-        free((char *)df.dir[2]);
-    }
-    if (df.have_other || df.mo.path) manifest_free(&df.mo);
-    free(df.db);
-    manifest_free(&ma);
-    manifest_free(&mb);
-    free(df.acc[0]);
-    free(df.acc[1]);
+    if (diff_open(&df, &da, &ma, &mb) != 0) return 2;
+    Missing mi = {0};
+    int status = diff_compare(&df, &mi);
+    if (status == 2) diff_error("");
+    else status = diff_report(&df, &mi);
+    free(mi.k);
+    diff_close(&df, &ma, &mb);
     return status;   /* main's finish() checks that stdout took the report */
 }
