@@ -401,160 +401,200 @@ const Flag TRAIN_TOKENIZER_FLAGS[] = {
     FLAG_TABLE_END};
 #undef TK
 
-int train_tokenizer_main(int argc, char **argv) {
-    TrainTokArgs ta;
-    memset(&ta, 0, sizeof ta);
-    ta.vocab = -1;
-    int n_corpus = 0;
-    const char **corpus = calloc((size_t)argc, sizeof *corpus);
-    if (!corpus) { fprintf(stderr, "dflash train-tokenizer: out of memory\n"); return 2; }
-    int pa = flags_parse(TRAIN_TOKENIZER_FLAGS, argc, argv, &ta, "dflash train-tokenizer", corpus, argc, &n_corpus);
-    if (pa != 0) {
-        if (pa == 1) fputs(USAGE_TRAIN_TOK, stdout);
-        else dflash_print_error("dflash train-tokenizer", "");
-        free(corpus);
-        return pa == 1 ? 0 : 2;
-    }
-    const char *out = ta.out;
-    long long vocab = ta.vocab;
-    char *special[64];
-    int n_special = ta.n_special;
-    for (int i = 0; i < n_special; i++) {
-        const char *v = ta.special[i];
-        size_t l = strlen(v);
-        if (l == 0 || l > 256 || tok_utf8_check(v, l) != l) {
-            fprintf(stderr, "dflash train-tokenizer: --special: expected 1..256 bytes of UTF-8, got \"%.60s\"\n", v);
-            free(corpus);
-            return 2;
-        }
-        for (int k = 0; k < i; k++)
-            if (!strcmp(special[k], v)) {
-                fprintf(stderr, "dflash train-tokenizer: --special %s given twice\n", v);
-                free(corpus);
-                return 2;
-            }
-        special[i] = (char *)v;
-    }
-    if (vocab < 0 || !out || n_corpus == 0) {
-        fprintf(stderr, "dflash train-tokenizer: expected --vocab-size N --out FILE and at least one CORPUS file "
-                        "(dflash train-tokenizer --help)\n");
-        free(corpus);
-        return 2;
-    }
-    if (n_special == 0) special[n_special++] = "<|endoftext|>", special[n_special++] = "<mask>";
-    if (vocab < 256 + n_special + 1) {
-        fprintf(stderr, "dflash train-tokenizer: --vocab-size %lld: expected at least %d (256 bytes, %d special tokens, 1 merge)\n",
-                vocab, 257 + n_special, n_special);
-        free(corpus);
-        return 2;
-    }
-    OutPath op = {out, "the tokenizer", 0};
-    if (out_check_paths("--out", &op, 1, corpus, n_corpus) != 0) {
-        dflash_print_error("dflash train-tokenizer", "");
-        free(corpus);
-        return 2;
-    }
+/* The BPE trainer's vocabulary: the tokens so far (the 256 bytes first),
+ * a hash of their bytes, and the merges in order. */
+typedef struct {
+    unsigned char **tok;  /* (target) each token's bytes */
+    int *tlen;            /* (target) their lengths */
+    int *tslot;           /* (n_tslots) 1 + a token id by its bytes' hash, 0 empty */
+    size_t n_tslots;
+    int n_tok, target;    /* tokens so far; how many (without the special ones) */
+    int *ml, *mr;         /* (cap_merges) merge i: tokens ml[i] + mr[i] */
+    int n_merges, cap_merges;
+} Bpe;
 
-    int rc = 2, n_tok = 256, target = (int)vocab - n_special, n_merges = 0, cap_merges = (int)vocab;
-    Words w = {0};
-    Pairs p = {0};
-    unsigned char **tok = calloc((size_t)target, sizeof *tok);
-    int *tlen = calloc((size_t)target, sizeof *tlen), *ml = malloc(sizeof(int) * (size_t)vocab), *mr = malloc(sizeof(int) * (size_t)vocab);
-    size_t n_tslots = 16;
-    while (n_tslots < 2 * (size_t)target) n_tslots *= 2;
-    int *tslot = calloc(n_tslots, sizeof *tslot);
-    OutFile *of = NULL;
-    size_t total = 0;
-    if (!tok || !tlen || !ml || !mr || !tslot) { dflash_set_error("out of memory"); goto fail; }
+/* token id = bpe->n_tok: the bytes s (malloc'd, taken) */
+static void bpe_add(Bpe *bpe, unsigned char *s, int len) {
+    int id = bpe->n_tok++;
+    bpe->tok[id] = s, bpe->tlen[id] = len;
+    size_t h = piece_hash((const char *)s, (size_t)len) & (bpe->n_tslots - 1);
+    while (bpe->tslot[h]) h = (h + 1) & (bpe->n_tslots - 1);
+    bpe->tslot[h] = id + 1;
+}
+
+/* the 256 bytes, room for target tokens and vocab merges; -1 out of memory */
+static int bpe_init(Bpe *bpe, int target, int vocab) {
+    memset(bpe, 0, sizeof *bpe);
+    bpe->target = target, bpe->cap_merges = vocab;
+    bpe->tok = calloc((size_t)target, sizeof *bpe->tok);
+    bpe->tlen = calloc((size_t)target, sizeof *bpe->tlen);
+    bpe->ml = malloc(sizeof(int) * (size_t)vocab), bpe->mr = malloc(sizeof(int) * (size_t)vocab);
+    bpe->n_tslots = 16;
+    while (bpe->n_tslots < 2 * (size_t)target) bpe->n_tslots *= 2;
+    bpe->tslot = calloc(bpe->n_tslots, sizeof *bpe->tslot);
+    if (!bpe->tok || !bpe->tlen || !bpe->ml || !bpe->mr || !bpe->tslot) return -1;
     for (int b = 0; b < 256; b++) {
-        if (!(tok[b] = malloc(1))) { dflash_set_error("out of memory"); goto fail; }
-        tok[b][0] = (unsigned char)b, tlen[b] = 1;
-        size_t h = piece_hash((const char *)tok[b], 1) & (n_tslots - 1);
-        while (tslot[h]) h = (h + 1) & (n_tslots - 1);
-        tslot[h] = b + 1;
+        unsigned char *s = malloc(1);
+        if (!s) return -1;
+        s[0] = (unsigned char)b;
+        bpe_add(bpe, s, 1);
     }
+    return 0;
+}
+
+static void bpe_free(Bpe *bpe) {
+    if (bpe->tok) for (int i = 0; i < bpe->n_tok; i++) free(bpe->tok[i]);
+    free(bpe->tok); free(bpe->tlen); free(bpe->ml); free(bpe->mr); free(bpe->tslot);
+}
+
+/* one merge: the most frequent pair (the smaller key on a tie) becomes a
+ * token (or the one its bytes spell already) and replaces the pair in every
+ * word; 1 when no pair is left, -1 out of memory */
+static int bpe_merge(Bpe *bpe, Words *w, Pairs *p) {
+    int best = -1;
+    for (int i = 0; i < p->n; i++)
+        if (p->cnt[i] > 0 && (best < 0 || p->cnt[i] > p->cnt[best] || (p->cnt[i] == p->cnt[best] && p->key[i] < p->key[best])))
+            best = i;
+    if (best < 0) return 1;
+    int a = (int)(p->key[best] >> 32), b = (int)(p->key[best] & 0xFFFFFFFFu);
+    int *tlen = bpe->tlen;
+    unsigned char *ab = malloc((size_t)tlen[a] + (size_t)tlen[b]);
+    if (!ab) return -1;
+    memcpy(ab, bpe->tok[a], (size_t)tlen[a]);
+    memcpy(ab + tlen[a], bpe->tok[b], (size_t)tlen[b]);
+    int id = find_token(bpe->tok, tlen, bpe->n_tok, bpe->tslot, bpe->n_tslots, ab, tlen[a] + tlen[b]);
+    if (id < 0) {
+        id = bpe->n_tok;
+        bpe_add(bpe, ab, tlen[a] + tlen[b]);
+    } else free(ab);
+    if (bpe->n_merges == bpe->cap_merges) {  /* a merge may spell a token there is: more merges than tokens */
+        bpe->cap_merges *= 2;
+        int *nl = realloc(bpe->ml, sizeof(int) * (size_t)bpe->cap_merges);
+        if (nl) bpe->ml = nl;
+        int *nr = realloc(bpe->mr, sizeof(int) * (size_t)bpe->cap_merges);
+        if (nr) bpe->mr = nr;
+        if (!nl || !nr) return -1;
+    }
+    bpe->ml[bpe->n_merges] = a, bpe->mr[bpe->n_merges] = b, bpe->n_merges++;
+    for (int i = 0; i < w->n_words; i++) {
+        int *s = w->sym + w->start[i], n = w->len[i], k = 0;
+        while (k + 1 < n && !(s[k] == a && s[k + 1] == b)) k++;
+        if (k + 1 >= n) continue;
+        if (word_pairs(p, w, i, -1)) return -1;
+        int o = 0;
+        for (k = 0; k < n; k++) {
+            if (k + 1 < n && s[k] == a && s[k + 1] == b) s[o++] = id, k++;
+            else s[o++] = s[k];
+        }
+        w->len[i] = o;
+        if (word_pairs(p, w, i, 1)) return -1;
+    }
+    return 0;
+}
+
+/* the corpus files' pieces into w (at most 1 GiB in all); *total their bytes */
+static int bpe_count_corpus(Words *w, const char **corpus, int n_corpus, char **special, int n_special, size_t *total) {
+    *total = 0;
     for (int c = 0; c < n_corpus; c++) {
         char *text;
         size_t len;
-        if (file_read_max(corpus[c], ((size_t)1 << 30) - total, &text, &len) != 0) goto fail;
-        total += len;
+        if (file_read_max(corpus[c], ((size_t)1 << 30) - *total, &text, &len) != 0) return -1;
+        *total += len;
         size_t bad = tok_utf8_check(text, len);
         if (bad != len) {
             dflash_set_error("%s: invalid UTF-8 at byte %zu (0x%02X): a corpus must be UTF-8", corpus[c], bad, (unsigned char)text[bad]);
             free(text);
-            goto fail;
+            return -1;
         }
-        int r = count_text(&w, text, len, special, n_special);
+        int r = count_text(w, text, len, special, n_special);
         free(text);
-        if (r) goto fail;
+        if (r) return -1;
     }
+    return 0;
+}
+
+/* the flags beyond their table's checks: --special (each once, UTF-8; the
+ * default two), --vocab-size against them, --out not a corpus file; 0, or
+ * -1 with the error set */
+static int train_tok_check(const TrainTokArgs *ta, const char **corpus, int n_corpus, char **special, int *n_special) {
+    *n_special = ta->n_special;
+    for (int i = 0; i < ta->n_special; i++) {
+        const char *v = ta->special[i];
+        size_t l = strlen(v);
+        if (l == 0 || l > 256 || tok_utf8_check(v, l) != l) {
+            dflash_set_error("--special: expected 1..256 bytes of UTF-8, got \"%.60s\"", v);
+            return -1;
+        }
+        for (int k = 0; k < i; k++)
+            if (!strcmp(special[k], v)) {
+                dflash_set_error("--special %s given twice", v);
+                return -1;
+            }
+        special[i] = (char *)v;
+    }
+    if (ta->vocab < 0 || !ta->out || n_corpus == 0) {
+        dflash_set_error("expected --vocab-size N --out FILE and at least one CORPUS file (dflash train-tokenizer --help)");
+        return -1;
+    }
+    if (*n_special == 0) special[(*n_special)++] = "<|endoftext|>", special[(*n_special)++] = "<mask>";
+    if (ta->vocab < 256 + *n_special + 1) {
+        dflash_set_error("--vocab-size %ld: expected at least %d (256 bytes, %d special tokens, 1 merge)", ta->vocab,
+                         257 + *n_special, *n_special);
+        return -1;
+    }
+    OutPath op = {ta->out, "the tokenizer", 0};
+    return out_check_paths("--out", &op, 1, corpus, n_corpus);
+}
+
+int train_tokenizer_main(int argc, char **argv) {
+    TrainTokArgs ta;
+    memset(&ta, 0, sizeof ta);
+    ta.vocab = -1;
+    int n_corpus = 0, n_special = 0, rc = 2;
+    char *special[64];
+    Words w = {0};
+    Pairs p = {0};
+    Bpe bpe = {0};
+    OutFile *of = NULL;
+    size_t total = 0;
+    const char **corpus = calloc((size_t)argc, sizeof *corpus);
+    if (!corpus) { fprintf(stderr, "dflash train-tokenizer: out of memory\n"); return 2; }
+    int pa = flags_parse(TRAIN_TOKENIZER_FLAGS, argc, argv, &ta, "dflash train-tokenizer", corpus, argc, &n_corpus);
+    if (pa == 1) { fputs(USAGE_TRAIN_TOK, stdout); rc = 0; goto done; }
+    if (pa != 0 || train_tok_check(&ta, corpus, n_corpus, special, &n_special) != 0) goto fail;
+    int vocab = (int)ta.vocab, target = vocab - n_special;
+    if (bpe_init(&bpe, target, vocab) != 0) { dflash_set_error("out of memory"); goto fail; }
+    if (bpe_count_corpus(&w, corpus, n_corpus, special, n_special, &total) != 0) goto fail;
     fprintf(stderr, "dflash train-tokenizer: %zu bytes, %d distinct pieces; %d merges to find\n", total, w.n_words, target - 256);
     free(w.wslot), w.wslot = NULL;
     for (int i = 0; i < w.n_words; i++) if (word_pairs(&p, &w, i, 1)) { dflash_set_error("out of memory"); goto fail; }
     int next_report = (target - 256) / 10;
-    while (n_tok < target) {
-        int best = -1;
-        for (int i = 0; i < p.n; i++)
-            if (p.cnt[i] > 0 && (best < 0 || p.cnt[i] > p.cnt[best] || (p.cnt[i] == p.cnt[best] && p.key[i] < p.key[best])))
-                best = i;
-        if (best < 0) break;
-        int a = (int)(p.key[best] >> 32), b = (int)(p.key[best] & 0xFFFFFFFFu);
-        unsigned char *ab = malloc((size_t)tlen[a] + (size_t)tlen[b]);
-        if (!ab) { dflash_set_error("out of memory"); goto fail; }
-        memcpy(ab, tok[a], (size_t)tlen[a]);
-        memcpy(ab + tlen[a], tok[b], (size_t)tlen[b]);
-        int id = find_token(tok, tlen, n_tok, tslot, n_tslots, ab, tlen[a] + tlen[b]);
-        if (id < 0) {
-            id = n_tok++;
-            tok[id] = ab, tlen[id] = tlen[a] + tlen[b];
-            size_t h = piece_hash((const char *)ab, (size_t)tlen[id]) & (n_tslots - 1);
-            while (tslot[h]) h = (h + 1) & (n_tslots - 1);
-            tslot[h] = id + 1;
-        } else free(ab);
-        if (n_merges == cap_merges) {  /* a merge may spell a token there is: more merges than tokens */
-            cap_merges *= 2;
-            int *nl = realloc(ml, sizeof(int) * (size_t)cap_merges);
-            if (nl) ml = nl;
-            int *nr = realloc(mr, sizeof(int) * (size_t)cap_merges);
-            if (nr) mr = nr;
-            if (!nl || !nr) { dflash_set_error("out of memory"); goto fail; }
-        }
-        ml[n_merges] = a, mr[n_merges] = b, n_merges++;
-        for (int i = 0; i < w.n_words; i++) {
-            int *s = w.sym + w.start[i], n = w.len[i], k = 0;
-            while (k + 1 < n && !(s[k] == a && s[k + 1] == b)) k++;
-            if (k + 1 >= n) continue;
-            if (word_pairs(&p, &w, i, -1)) { dflash_set_error("out of memory"); goto fail; }
-            int o = 0;
-            for (k = 0; k < n; k++) {
-                if (k + 1 < n && s[k] == a && s[k + 1] == b) s[o++] = id, k++;
-                else s[o++] = s[k];
-            }
-            w.len[i] = o;
-            if (word_pairs(&p, &w, i, 1)) { dflash_set_error("out of memory"); goto fail; }
-        }
-        if (next_report > 0 && n_tok - 256 >= next_report && n_tok < target) {
-            fprintf(stderr, "dflash train-tokenizer: %d of %d tokens\n", n_tok, target);
+    while (bpe.n_tok < target) {
+        int r = bpe_merge(&bpe, &w, &p);
+        if (r < 0) { dflash_set_error("out of memory"); goto fail; }
+        if (r == 1) break;
+        if (next_report > 0 && bpe.n_tok - 256 >= next_report && bpe.n_tok < target) {
+            fprintf(stderr, "dflash train-tokenizer: %d of %d tokens\n", bpe.n_tok, target);
             next_report += (target - 256) / 10;
         }
     }
-    if (n_tok < target)
-        fprintf(stderr, "dflash train-tokenizer: the corpus has no pair left to merge after %d merges: %d tokens, not %lld\n",
-                n_merges, n_tok + n_special, vocab);
-    if (!(of = out_open(out, "--out"))) goto fail;
-    write_tokenizer(out_stream(of), tok, tlen, n_tok, ml, mr, n_merges, special, n_special);
-    if (out_commit(of) != 0) { of = NULL; goto fail; }
+    if (bpe.n_tok < target)
+        fprintf(stderr, "dflash train-tokenizer: the corpus has no pair left to merge after %d merges: %d tokens, not %d\n",
+                bpe.n_merges, bpe.n_tok + n_special, vocab);
+    if (!(of = out_open(ta.out, "--out"))) goto fail;
+    write_tokenizer(out_stream(of), bpe.tok, bpe.tlen, bpe.n_tok, bpe.ml, bpe.mr, bpe.n_merges, special, n_special);
+    int crc = out_commit(of);
     of = NULL;
-    fprintf(stderr, "dflash train-tokenizer: wrote %s: %d tokens (256 bytes, %d merges, %d special: ids %d..%d)\n", out,
-            n_tok + n_special, n_merges, n_special, n_tok, n_tok + n_special - 1);
+    if (crc != 0) goto fail;
+    fprintf(stderr, "dflash train-tokenizer: wrote %s: %d tokens (256 bytes, %d merges, %d special: ids %d..%d)\n", ta.out,
+            bpe.n_tok + n_special, bpe.n_merges, n_special, bpe.n_tok, bpe.n_tok + n_special - 1);
     rc = 0;
     goto done;
 fail:
     dflash_print_error("dflash train-tokenizer", "");
 done:
     if (of) out_abort(of);
-    if (tok) for (int i = 0; i < n_tok; i++) free(tok[i]);
-    free(tok); free(tlen); free(ml); free(mr); free(tslot);
+    bpe_free(&bpe);
     free(w.sym); free(w.start); free(w.len); free(w.count); free(w.wslot);
     free(p.key); free(p.cnt); free(p.slot);
     free(corpus);
