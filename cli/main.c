@@ -494,259 +494,296 @@ static int finish(int rc) {
     return rc;
 }
 
+/* One run of the decoder: what it read, what it decodes, what it wrote. */
+typedef struct {
+    Args a;
+    char tdir[4096], ddir[4096], vocab_path[4200];
+    const char *set_name;  /* --weights or --target, for messages */
+    Model target, draft;
+    Vocab vocab;           /* vocab.txt */
+    ByteVocab tok;         /* or tokenizer.json: its bytes, for output */
+    Tokenizer tk;          /* and the tokenizer itself, for --prompt */
+    int have_draft, have_vocab, have_tok, dflash_mode;
+    GenParams p;
+    int *prompt, n_prompt; /* (n_prompt) */
+    ReplayTrace replay;
+    Tracer *tracer;
+    GenResult res;
+} Run;
+
+/* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
+ * the target folder's vocab.txt, its tokenizer.json, the first found;
+ * without one, --ids works and output is ids. A tokenizer.json encodes
+ * --prompt when formats/tokenizer.c can (else it decodes output only). */
+static int run_vocab(Run *r) {
+    const char *vdirs[2] = {r->a.weights, r->tdir};
+    for (int k = 0; k < 4 && !r->have_vocab && !r->have_tok; k++) {
+        if (!vdirs[k / 2]) continue;
+        snprintf(r->vocab_path, sizeof r->vocab_path, "%s/%s", vdirs[k / 2], k % 2 ? "tokenizer.json" : "vocab.txt");
+        if (!file_exists(r->vocab_path) && errno == ENOENT) continue;
+        if (k % 2 ? tok_load_decoder(&r->tk, r->vocab_path) || byte_vocab_from(&r->tok, &r->tk, r->vocab_path)
+                  : vocab_load(&r->vocab, r->vocab_path))
+            return -1;
+        r->have_tok = k % 2, r->have_vocab = !r->have_tok;
+    }
+    return 0;
+}
+
+/* the vocabulary, the target and (DFlash) the draft, each checked against
+ * the others and the flags */
+static int run_models(Run *r) {
+    Args *a = &r->a;
+    /* the two model folders: --weights W means W/target and W/draft */
+    if (a->weights) {
+        snprintf(r->tdir, sizeof r->tdir, "%s/target", a->weights);
+        snprintf(r->ddir, sizeof r->ddir, "%s/draft", a->weights);
+    } else {
+        snprintf(r->tdir, sizeof r->tdir, "%s", a->target);
+        snprintf(r->ddir, sizeof r->ddir, "%s", a->draft ? a->draft : "");
+    }
+    r->set_name = a->weights ? a->weights : a->target;
+    if (run_vocab(r) != 0) return -1;
+    if (model_load(&r->target, r->tdir, 0) != 0) return -1;
+    if (a->chat && !r->have_tok) {
+        dflash_set_error("--chat: wraps the prompt for a tokenizer.json; %.500s has vocab.txt words", r->set_name);
+        return -1;
+    }
+    if (!r->have_vocab && !a->ids && !a->replay && !(r->have_tok && !r->tk.no_encode[0])) {
+        if (r->have_tok && r->tk.no_encode[0])
+            dflash_set_error("--prompt: %.500s decodes output only, it cannot encode text (%.400s); give token ids "
+                             "with --ids", r->vocab_path, r->tk.no_encode);
+        else if (!r->have_tok)
+            dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
+                             a->weights ? a->weights : r->tdir, a->weights ? "" : " (the target folder)");
+        return -1;
+    }
+    /* a weight set with no draft/ (toy_weights/learned: a target alone) is
+     * decoded target-only unless --mode dflash asks for the draft */
+    char draft_cfg[4200];
+    snprintf(draft_cfg, sizeof draft_cfg, "%s/config.json", r->ddir);
+    if (a->weights && !a->mode_given && !file_exists(draft_cfg) && errno == ENOENT) {
+        a->mode = 1;
+        fprintf(stderr, "note: %s has no draft (%s/): target-only decoding, as with --mode ar\n", a->weights, r->ddir);
+    }
+    r->dflash_mode = a->mode == 0;
+    if (r->dflash_mode && a->block_size != 1) {
+        if (!r->ddir[0]) {
+            dflash_set_error("--target: DFlash decoding needs the draft too (--draft DIR); for target-only decoding "
+                             "give --block-size 1 or --mode ar");
+            return -1;
+        }
+        if (model_load(&r->draft, r->ddir, 1) != 0) return -1;
+        r->have_draft = 1;
+        /* --draft-window: a sliding layer's window one-sided and causal
+         * (trained, formats/load.c's default), two-sided, or none (full) */
+        for (int l = 0; a->draft_window >= 0 && l < r->draft.cfg.num_hidden_layers; l++) {
+            if (a->draft_window == 2) r->draft.cfg.layer_window[l] = 0;  /* full */
+            r->draft.cfg.layer_causal[l] = a->draft_window == 0 && r->draft.cfg.layer_window[l] > 0;  /* trained */
+        }
+        if (check_pair(&r->target, &r->draft) != 0) {
+            char msg[sizeof dflash_errmsg];
+            memcpy(msg, dflash_errmsg, sizeof msg);
+            dflash_set_error("%.500s: %s", r->set_name, msg);  /* name the weight set */
+            return -1;
+        }
+        if (a->block_size < 0) a->block_size = r->draft.cfg.block_size;
+    }
+    if (r->have_tok && r->tok.n > r->target.cfg.vocab_size) {
+        dflash_set_error("%s: token id %d: expected ids below %d (vocab_size in %.500s/config.json)", r->vocab_path,
+                         r->tok.n - 1, r->target.cfg.vocab_size, r->tdir);
+        return -1;
+    }
+    if (r->have_vocab && check_vocab(&r->vocab, r->vocab_path, &r->target, r->have_draft ? &r->draft : NULL) != 0)
+        return -1;
+    if (a->block_size < 0) a->block_size = 1;
+    return 0;
+}
+
+/* the generation parameters; stop ids: --stop-id; else generation_config.json
+ * / config.json eos_token_id of the target; else the vocabulary word <eos> */
+static int run_params(Run *r) {
+    const Args *a = &r->a;
+    GenParams *p = &r->p;
+    p->max_new_tokens = a->max_new_tokens;
+    p->block_size = r->dflash_mode ? a->block_size : 1;
+    p->temperature = a->temperature;
+    p->seed = a->seed;
+    if (a->n_stop) {
+        for (int i = 0; i < a->n_stop; i++) {
+            if (a->stop_ids[i] >= r->target.cfg.vocab_size) {
+                dflash_set_error("--stop-id: expected a token id in 0..%d (vocab_size in %.500s/config.json), got %d",
+                                 r->target.cfg.vocab_size - 1, r->tdir, a->stop_ids[i]);
+                return -1;
+            }
+            p->stop_ids[p->n_stop++] = a->stop_ids[i];
+        }
+    } else if (!a->ignore_eos) {
+        char from[4200];
+        if (stop_ids_default(r->tdir, &r->target, p->stop_ids, &p->n_stop, from, sizeof from) != 0) return -1;
+        int eos = r->have_vocab ? vocab_find(&r->vocab, "<eos>") : -1;
+        if (p->n_stop == 0 && eos >= 0) p->stop_ids[p->n_stop++] = eos;
+    }
+    return 0;
+}
+
+/* the prompt's ids (--replay, --ids, --prompt through vocab.txt or the
+ * tokenizer.json), checked with the run's arguments */
+static int run_prompt(Run *r) {
+    const Args *a = &r->a;
+    int cap = 1 << 16;
+    r->prompt = malloc(sizeof(int) * (size_t)cap);
+    if (!r->prompt) { dflash_set_error("out of memory"); return -1; }
+    int rc = 0;
+    if (a->replay) {  /* the prompt and the tokens to follow: the trace's (cli/replay.c) */
+        rc = replay_load(a->replay, r->target.cfg.vocab_size, &r->replay);
+        if (rc == 0 && r->replay.B != r->p.block_size) {
+            dflash_set_error("--replay: %.500s verified blocks of %d tokens, this run's block size is %d (give "
+                             "--block-size %d)", a->replay, r->replay.B, r->p.block_size, r->replay.B);
+            rc = -1;
+        }
+        if (rc == 0 && r->replay.n_prompt > cap) { dflash_set_error("--replay: the prompt has over %d ids", cap); rc = -1; }
+        if (rc == 0) {
+            memcpy(r->prompt, r->replay.prompt, sizeof(int) * (size_t)r->replay.n_prompt);
+            r->n_prompt = r->replay.n_prompt;
+            r->p.replay = &r->replay.r;
+        }
+    } else {
+        if (a->ids) rc = parse_ids(a->ids, r->prompt, cap, &r->n_prompt);
+        else if (r->have_vocab) rc = tokenize(&r->vocab, a->prompt, r->prompt, cap, &r->n_prompt);
+        else rc = encode_prompt(&r->tk, r->vocab_path, a->prompt, a->chat, r->prompt, cap, &r->n_prompt);
+    }
+    int n_ids = r->have_vocab ? r->vocab.n : r->target.cfg.vocab_size;
+    for (int i = 0; rc == 0 && (a->ids || a->replay) && i < r->n_prompt; i++)
+        if (r->prompt[i] >= n_ids) {
+            char cfg_path[4300];
+            snprintf(cfg_path, sizeof cfg_path, "%s/config.json", r->tdir);
+            dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
+                             n_ids - 1, r->have_vocab ? r->vocab_path : cfg_path, r->prompt[i]);
+            rc = -1;
+        }
+    /* every check of the run's arguments before any output file is opened */
+    if (rc == 0 && check_gen_args(&r->target, r->n_prompt, &r->p, r->p.block_size, r->prompt) != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("%s (%.500s/config.json)", msg, r->tdir);
+        rc = -1;
+    }
+    return rc;
+}
+
+/* --trace / --trace-text: the tracer, its filters checked, the run's flags
+ * recorded, hooked into the run */
+static int run_trace_open(Run *r, int argc, char **argv) {
+    const Args *a = &r->a;
+    if (!r->dflash_mode) { dflash_set_error("--trace: traces are written in --mode dflash only"); return -1; }
+    if (trace_check_filters(a->filters, a->n_filters, r->target.cfg.num_hidden_layers,
+                            r->have_draft ? r->draft.cfg.num_hidden_layers : 0, r->p.block_size, r->p.max_new_tokens) != 0)
+        return -1;
+    r->tracer = trace_open(a->trace_dir, a->trace_text, a->filters, a->n_filters);
+    /* the run's flags, for `dflash diff` to rerun on the other precision's build; without the trace's
+     * own outputs (--trace, --trace-text: diff gives its own), so two traces of one run are one file */
+    const char **run_argv = r->tracer ? malloc(sizeof *run_argv * (size_t)argc) : NULL;
+    int n_run = 0;
+    for (int i = 1; run_argv && i < argc; i++) {
+        if ((!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace-text")) && i + 1 < argc) { i++; continue; }
+        run_argv[n_run++] = argv[i];
+    }
+    int set_rc = run_argv ? trace_set_run(r->tracer, n_run, run_argv) : -1;
+    if (r->tracer && !run_argv) dflash_set_error("out of memory");
+    free(run_argv);
+    if (!r->tracer || set_rc != 0) return -1;
+    trace_set_vocab(r->tracer, r->have_vocab ? &r->vocab : NULL);
+    r->p.trace = trace_hook(r->tracer);
+    return 0;
+}
+
+/* the output: --rounds, the decoded text (without the stop token), --print-ids, the summary */
+static void run_report(const Run *r) {
+    const GenResult *res = &r->res;
+    int shown = res->n_output;
+    for (int i = 0; shown > res->n_prompt && i < r->p.n_stop; i++)
+        if (res->output_ids[shown - 1] == r->p.stop_ids[i]) { shown--; break; }
+    if (r->a.rounds && r->dflash_mode)
+        print_rounds(res, &r->vocab, &r->tok, r->p.block_size, res->n_prompt,
+                     res->n_prompt < res->n_output ? res->output_ids[res->n_prompt] : -1, shown < res->n_output);
+    print_words(RUN_OUT, &r->vocab, &r->tok, res->output_ids, shown);
+    fprintf(RUN_OUT, "\n");
+    if (r->a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
+        for (int i = 0; i < res->n_output; i++) fprintf(RUN_OUT, i ? " %d" : "%d", res->output_ids[i]);
+        fprintf(RUN_OUT, "\n");
+    }
+    int new_tokens = res->n_output - res->n_prompt;
+    if (r->dflash_mode && res->n_rounds > 0) {
+        int total = 0;
+        for (int i = 0; i < res->n_rounds; i++) total += res->rounds[i].acceptance_length + 1;
+        fprintf(RUN_OUT, "new tokens: %d, target forward passes: %d, tokens per round (tau): %.2f "
+               "(accepted + bonus; block size %d)\n",
+               new_tokens, res->target_forwards, (double)total / res->n_rounds, r->p.block_size);
+    } else {
+        fprintf(RUN_OUT, "new tokens: %d, target forward passes: %d, tokens per round (tau): - (%s)\n", new_tokens,
+               res->target_forwards, r->dflash_mode ? "no verification rounds" : "autoregressive");
+    }
+}
+
+static void run_free(Run *r) {
+    if (r->tracer) trace_discard(r->tracer);
+    free(r->prompt);
+    gen_result_free(&r->res);
+    replay_free(&r->replay);
+    if (r->have_draft) model_free(&r->draft);
+    model_free(&r->target);
+    vocab_free(&r->vocab);
+    byte_vocab_free(&r->tok);
+    tok_free(&r->tk);
+}
+
+/* the subcommands: dflash NAME ARGS... */
+static const struct { const char *name; int (*main)(int argc, char **argv); } COMMANDS[] = {
+    {"diff", diff_main}, {"explore", explore_main}, {"figures", figures_main}, {"train", train_main},
+    {"gguf", gguf_main}, {"eval", eval_main}, {"tokenize", tokenize_main}, {"train-tokenizer", train_tokenizer_main},
+    {"train-target", train_target_main},
+};
+
 int main(int argc, char **argv) {
     open_std_fds();
     install_signal_handlers();
-    if (argc > 1 && strcmp(argv[1], "diff") == 0) return finish(diff_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "explore") == 0) return finish(explore_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "figures") == 0) return finish(figures_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "train") == 0) return finish(train_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "gguf") == 0) return finish(gguf_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "eval") == 0) return finish(eval_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "tokenize") == 0) return finish(tokenize_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "train-tokenizer") == 0) return finish(train_tokenizer_main(argc - 1, argv + 1));
-    if (argc > 1 && strcmp(argv[1], "train-target") == 0) return finish(train_target_main(argc - 1, argv + 1));
+    for (size_t i = 0; argc > 1 && i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
+        if (strcmp(argv[1], COMMANDS[i].name) == 0) return finish(COMMANDS[i].main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
         if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
         return finish(0);
     }
-    Args a;
-    int pa = parse_args(argc, argv, &a);
+    static Run r;  /* ~13 KB of paths and the models: not on the stack */
+    memset(&r, 0, sizeof r);
+    int pa = parse_args(argc, argv, &r.a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
     if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
-    if (a.replay && replay_exec(argv) != 0) { dflash_print_error("dflash", ""); return finish(2); }
-    raw_bytes = a.raw_bytes;
-    RUN_OUT = a.trace_text && strcmp(a.trace_text, "-") == 0 ? stderr : stdout;
-    if (!a.weights && !a.target)
-        a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
-                                                                                     : "toy_weights/random";
-    if (check_output_paths(&a) != 0) { dflash_print_error("dflash", ""); return finish(2); }
-    char tdir[4096], ddir[4096], vocab_path[4200] = "";
-    Model target, draft;
-    Vocab vocab;        /* vocab.txt */
-    ByteVocab tok;      /* or tokenizer.json: its bytes, for output */
-    Tokenizer tk;       /* and the tokenizer itself, for --prompt */
-    int have_draft = 0, have_vocab = 0, have_tok = 0, rc = 2;
-    Tracer *tracer = NULL;
-    GenResult res = {0};
-    ReplayTrace replay = {0};
-    memset(&target, 0, sizeof target);
-    memset(&draft, 0, sizeof draft);
-    memset(&vocab, 0, sizeof vocab);
-    memset(&tok, 0, sizeof tok);
-    memset(&tk, 0, sizeof tk);
-    /* the two model folders: --weights W means W/target and W/draft */
-    if (a.weights) {
-        snprintf(tdir, sizeof tdir, "%s/target", a.weights);
-        snprintf(ddir, sizeof ddir, "%s/draft", a.weights);
-    } else {
-        snprintf(tdir, sizeof tdir, "%s", a.target);
-        snprintf(ddir, sizeof ddir, "%s", a.draft ? a.draft : "");
-    }
-    const char *set_name = a.weights ? a.weights : a.target;
-
-    /* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
-     * the target folder's vocab.txt, its tokenizer.json, the first found;
-     * without one, --ids works and output is ids. A tokenizer.json encodes
-     * --prompt when formats/tokenizer.c can (else it decodes output only). */
-    const char *vdirs[2] = {a.weights, tdir};
-    for (int k = 0; k < 4 && !have_vocab && !have_tok; k++) {
-        if (!vdirs[k / 2]) continue;
-        snprintf(vocab_path, sizeof vocab_path, "%s/%s", vdirs[k / 2], k % 2 ? "tokenizer.json" : "vocab.txt");
-        if (!file_exists(vocab_path) && errno == ENOENT) continue;
-        if (k % 2 ? tok_load_decoder(&tk, vocab_path) || byte_vocab_from(&tok, &tk, vocab_path)
-                  : vocab_load(&vocab, vocab_path))
-            goto fail;
-        have_tok = k % 2, have_vocab = !have_tok;
-    }
-    if (model_load(&target, tdir, 0) != 0) goto fail;
-    if (a.chat && !have_tok) {
-        dflash_set_error("--chat: wraps the prompt for a tokenizer.json; %.500s has vocab.txt words", set_name);
-        goto fail;
-    }
-    if (!have_vocab && !a.ids && !a.replay && !(have_tok && !tk.no_encode[0])) {
-        if (have_tok && tk.no_encode[0])
-            dflash_set_error("--prompt: %.500s decodes output only, it cannot encode text (%.400s); give token ids "
-                             "with --ids", vocab_path, tk.no_encode);
-        else if (!have_tok)
-            dflash_set_error("--prompt: no vocab.txt in %.500s%s to look the words up in; give token ids with --ids",
-                             a.weights ? a.weights : tdir, a.weights ? "" : " (the target folder)");
-        goto fail;
-    }
-    /* a weight set with no draft/ (toy_weights/learned: a target alone) is
-     * decoded target-only unless --mode dflash asks for the draft */
-    char draft_cfg[4200];
-    snprintf(draft_cfg, sizeof draft_cfg, "%s/config.json", ddir);
-    if (a.weights && !a.mode_given && !file_exists(draft_cfg) && errno == ENOENT) {
-        a.mode = 1;
-        fprintf(stderr, "note: %s has no draft (%s/): target-only decoding, as with --mode ar\n", a.weights, ddir);
-    }
-    int dflash_mode = a.mode == 0;
-    if (dflash_mode && a.block_size != 1) {
-        if (!ddir[0]) {
-            dflash_set_error("--target: DFlash decoding needs the draft too (--draft DIR); for target-only decoding "
-                             "give --block-size 1 or --mode ar");
-            goto fail;
-        }
-        if (model_load(&draft, ddir, 1) != 0) goto fail;
-        have_draft = 1;
-        /* --draft-window: a sliding layer's window one-sided and causal
-         * (trained, formats/load.c's default), two-sided, or none (full) */
-        for (int l = 0; a.draft_window >= 0 && l < draft.cfg.num_hidden_layers; l++) {
-            if (a.draft_window == 2) draft.cfg.layer_window[l] = 0;  /* full */
-            draft.cfg.layer_causal[l] = a.draft_window == 0 && draft.cfg.layer_window[l] > 0;  /* trained */
-        }
-        if (check_pair(&target, &draft) != 0) {
-            char msg[sizeof dflash_errmsg];
-            memcpy(msg, dflash_errmsg, sizeof msg);
-            dflash_set_error("%.500s: %s", set_name, msg);  /* name the weight set */
-            goto fail;
-        }
-        if (a.block_size < 0) a.block_size = draft.cfg.block_size;
-    }
-    if (have_tok && tok.n > target.cfg.vocab_size) {
-        dflash_set_error("%s: token id %d: expected ids below %d (vocab_size in %.500s/config.json)", vocab_path,
-                         tok.n - 1, target.cfg.vocab_size, tdir);
-        goto fail;
-    }
-    if (have_vocab && check_vocab(&vocab, vocab_path, &target, have_draft ? &draft : NULL) != 0)
-        goto fail;
-    if (a.block_size < 0) a.block_size = 1;
-
-    GenParams p = {0};
-    p.max_new_tokens = a.max_new_tokens;
-    p.block_size = dflash_mode ? a.block_size : 1;
-    p.temperature = a.temperature;
-    p.seed = a.seed;
-    /* stop ids: --stop-id; else generation_config.json / config.json
-     * eos_token_id of the target; else the vocabulary word <eos> */
-    if (a.n_stop) {
-        for (int i = 0; i < a.n_stop; i++) {
-            if (a.stop_ids[i] >= target.cfg.vocab_size) {
-                dflash_set_error("--stop-id: expected a token id in 0..%d (vocab_size in %.500s/config.json), got %d",
-                                 target.cfg.vocab_size - 1, tdir, a.stop_ids[i]);
-                goto fail;
-            }
-            p.stop_ids[p.n_stop++] = a.stop_ids[i];
-        }
-    } else if (!a.ignore_eos) {
-        char from[4200];
-        if (stop_ids_default(tdir, &target, p.stop_ids, &p.n_stop, from, sizeof from) != 0) goto fail;
-        int eos = have_vocab ? vocab_find(&vocab, "<eos>") : -1;
-        if (p.n_stop == 0 && eos >= 0) p.stop_ids[p.n_stop++] = eos;
-    }
-
-    int cap = 1 << 16, n_prompt = 0;
-    int *prompt = malloc(sizeof(int) * (size_t)cap);
-    if (!prompt) { dflash_set_error("out of memory"); goto fail; }
-    int tok_rc = 0;
-    if (a.replay) {  /* the prompt and the tokens to follow: the trace's (cli/replay.c) */
-        tok_rc = replay_load(a.replay, target.cfg.vocab_size, &replay);
-        if (tok_rc == 0 && replay.B != p.block_size) {
-            dflash_set_error("--replay: %.500s verified blocks of %d tokens, this run's block size is %d (give "
-                             "--block-size %d)", a.replay, replay.B, p.block_size, replay.B);
-            tok_rc = -1;
-        }
-        if (tok_rc == 0 && replay.n_prompt > cap) { dflash_set_error("--replay: the prompt has over %d ids", cap); tok_rc = -1; }
-        if (tok_rc == 0) {
-            memcpy(prompt, replay.prompt, sizeof(int) * (size_t)replay.n_prompt);
-            n_prompt = replay.n_prompt;
-            p.replay = &replay.r;
-        }
-    } else {
-        if (a.ids) tok_rc = parse_ids(a.ids, prompt, cap, &n_prompt);
-        else if (have_vocab) tok_rc = tokenize(&vocab, a.prompt, prompt, cap, &n_prompt);
-        else tok_rc = encode_prompt(&tk, vocab_path, a.prompt, a.chat, prompt, cap, &n_prompt);
-    }
-    int n_ids = have_vocab ? vocab.n : target.cfg.vocab_size;
-    for (int i = 0; tok_rc == 0 && (a.ids || a.replay) && i < n_prompt; i++)
-        if (prompt[i] >= n_ids) {
-            char cfg_path[4300];
-            snprintf(cfg_path, sizeof cfg_path, "%s/config.json", tdir);
-            dflash_set_error("--ids: id %d (position %d): expected a token id in 0..%d (%s), got %d", i + 1, i,
-                             n_ids - 1, have_vocab ? vocab_path : cfg_path, prompt[i]);
-            tok_rc = -1;
-        }
-    /* every check of the run's arguments before any output file is opened */
-    if (tok_rc == 0 && check_gen_args(&target, n_prompt, &p, p.block_size, prompt) != 0) {
-        char msg[sizeof dflash_errmsg];
-        memcpy(msg, dflash_errmsg, sizeof msg);
-        dflash_set_error("%s (%.500s/config.json)", msg, tdir);
-        tok_rc = -1;
-    }
-    if (tok_rc != 0) { free(prompt); goto fail; }
-
-    if (a.trace_dir || a.trace_text) {
-        if (!dflash_mode) { free(prompt); dflash_set_error("--trace: traces are written in --mode dflash only"); goto fail; }
-        if (trace_check_filters(a.filters, a.n_filters, target.cfg.num_hidden_layers,
-                                have_draft ? draft.cfg.num_hidden_layers : 0, p.block_size, p.max_new_tokens) != 0) {
-            free(prompt);
-            goto fail;
-        }
-        tracer = trace_open(a.trace_dir, a.trace_text, a.filters, a.n_filters);
-        /* the run's flags, for `dflash diff` to rerun on the other precision's build; without the trace's
-         * own outputs (--trace, --trace-text: diff gives its own), so two traces of one run are one file */
-        const char **run_argv = tracer ? malloc(sizeof *run_argv * (size_t)argc) : NULL;
-        int n_run = 0;
-        for (int i = 1; run_argv && i < argc; i++) {
-            if ((!strcmp(argv[i], "--trace") || !strcmp(argv[i], "--trace-text")) && i + 1 < argc) { i++; continue; }
-            run_argv[n_run++] = argv[i];
-        }
-        int set_rc = run_argv ? trace_set_run(tracer, n_run, run_argv) : -1;
-        if (tracer && !run_argv) dflash_set_error("out of memory");
-        free(run_argv);
-        if (!tracer || set_rc != 0) { free(prompt); goto fail; }
-        trace_set_vocab(tracer, have_vocab ? &vocab : NULL);
-        p.trace = trace_hook(tracer);
-    }
-    int gen_rc = dflash_mode ? dflash_generate(have_draft ? &draft : NULL, &target, prompt, n_prompt, &p, &res)
-                             : ar_generate(&target, prompt, n_prompt, &p, &res);
-    free(prompt);
+    if (r.a.replay && replay_exec(argv) != 0) { dflash_print_error("dflash", ""); return finish(2); }
+    raw_bytes = r.a.raw_bytes;
+    RUN_OUT = r.a.trace_text && strcmp(r.a.trace_text, "-") == 0 ? stderr : stdout;
+    if (!r.a.weights && !r.a.target)
+        r.a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"
+                                                                                       : "toy_weights/random";
+    if (check_output_paths(&r.a) != 0) { dflash_print_error("dflash", ""); return finish(2); }
+    int rc = 2;
+    if (run_models(&r) != 0 || run_params(&r) != 0 || run_prompt(&r) != 0) goto fail;
+    if ((r.a.trace_dir || r.a.trace_text) && run_trace_open(&r, argc, argv) != 0) goto fail;
+    int gen_rc = r.dflash_mode ? dflash_generate(r.have_draft ? &r.draft : NULL, &r.target, r.prompt, r.n_prompt, &r.p, &r.res)
+                               : ar_generate(&r.target, r.prompt, r.n_prompt, &r.p, &r.res);
     if (gen_rc != 0) goto fail;  /* a failed run leaves no trace behind (an earlier one stays) */
-
-    /* the decoded text, without the stop token */
-    int shown = res.n_output;
-    for (int i = 0; shown > res.n_prompt && i < p.n_stop; i++)
-        if (res.output_ids[shown - 1] == p.stop_ids[i]) { shown--; break; }
-    if (a.rounds && dflash_mode)
-        print_rounds(&res, &vocab, &tok, p.block_size, res.n_prompt,
-                     res.n_prompt < res.n_output ? res.output_ids[res.n_prompt] : -1, shown < res.n_output);
-    print_words(RUN_OUT, &vocab, &tok, res.output_ids, shown);
-    fprintf(RUN_OUT, "\n");
-    if (a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
-        for (int i = 0; i < res.n_output; i++) fprintf(RUN_OUT, i ? " %d" : "%d", res.output_ids[i]);
-        fprintf(RUN_OUT, "\n");
-    }
-    int new_tokens = res.n_output - res.n_prompt;
-    if (dflash_mode && res.n_rounds > 0) {
-        int total = 0;
-        for (int i = 0; i < res.n_rounds; i++) total += res.rounds[i].acceptance_length + 1;
-        fprintf(RUN_OUT, "new tokens: %d, target forward passes: %d, tokens per round (tau): %.2f "
-               "(accepted + bonus; block size %d)\n",
-               new_tokens, res.target_forwards, (double)total / res.n_rounds, p.block_size);
-    } else {
-        fprintf(RUN_OUT, "new tokens: %d, target forward passes: %d, tokens per round (tau): - (%s)\n", new_tokens,
-               res.target_forwards, dflash_mode ? "no verification rounds" : "autoregressive");
-    }
+    run_report(&r);
     /* the trace is installed only when everything else worked, stdout too */
     if (check_stdout() != 0) goto fail;
-    if (tracer && dflash_mode && trace_acceptance(tracer, &res, p.block_size) != 0) goto fail;
-    if (tracer) {
-        int close_rc = trace_close(tracer);
-        tracer = NULL;
+    if (r.tracer && r.dflash_mode && trace_acceptance(r.tracer, &r.res, r.p.block_size) != 0) goto fail;
+    if (r.tracer) {
+        int close_rc = trace_close(r.tracer);
+        r.tracer = NULL;
         if (close_rc != 0) goto fail;
     }
     rc = 0;
 fail:
     if (rc != 0) dflash_print_error("dflash", "");
-    if (tracer) trace_discard(tracer);
-    gen_result_free(&res);
-    replay_free(&replay);
-    if (have_draft) model_free(&draft);
-    model_free(&target);
-    vocab_free(&vocab);
-    byte_vocab_free(&tok);
-    tok_free(&tk);
+    run_free(&r);
     return finish(rc);
 }
