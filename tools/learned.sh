@@ -12,7 +12,9 @@
 #   eval   dflash eval on the held-out prompts (README.md, "The learned
 #          pair"): DFlash's rows to toy_weights/learned/eval.tsv, the
 #          baselines' (greedy) to toy_weights/learned/eval-baselines.tsv
-#   data   build/learned/data.txt only (the first half of draft)
+#   data   build/learned/data.txt only (the first half of draft; draft and
+#          experiments make it when it is absent or its stamp, data.txt.stamp,
+#          names other weights, prompts or recipe)
 #   experiments  walkthrough/training/learned-logs/: the experiments of
 #          walkthrough/training/learned.md, each a draft trained by the
 #          shorter recipe XRECIPE below on build/learned/data.txt (made
@@ -39,7 +41,7 @@
 # responses): for every training prompt the target's greedy continuation and
 # SAMPLES sampled ones at temperature 0.7 (seeds 1..SAMPLES), NEW tokens each,
 # through its stop ids (--ignore-eos: the target goes on into the next
-# fortune, as dflash eval decodes; one under MIN_NEW tokens is dropped),
+# fortune, as dflash eval decodes),
 # two prompts at a time (JOBS; the order of the lines does not depend on it);
 # then dflash train from a new draft (seeded) on those sequences, the prompt
 # at loss mask 0. Deterministic: the same files give the same bytes. It keeps
@@ -52,7 +54,6 @@ LEARNED=${LEARNED:-toy_weights/learned}
 NEW=${NEW:-128}
 SAMPLES=${SAMPLES:-1}
 JOBS=${JOBS:-2}
-MIN_NEW=${MIN_NEW:-18}
 STEPS=${STEPS:-500}
 LEARNED_RECIPE=${LEARNED_RECIPE:---batch 4 --lr 1e-3 --warmup 25 --gamma 7 --anchors 32 --seed 42 --heldout 32}
 THREADS=${THREADS:-2}   # dflash train --threads: the bits do not depend on it
@@ -88,8 +89,7 @@ continuation() {  # $1 ids (comma-separated), $2 temperature, $3 seed
 }
 
 # job $1 of JOBS: the continuations of prompts $1, $1 + JOBS, ... as lines
-# "prompt-number<TAB>variant<TAB>data line" (variant 0 greedy, s sample s),
-# "dropped" for a continuation under MIN_NEW tokens
+# "prompt-number<TAB>variant<TAB>data line" (variant 0 greedy, s sample s)
 continue_prompts() {
     n=0 m=0
     while read -r line; do
@@ -100,11 +100,11 @@ continue_prompts() {
         np=$(echo "$line" | wc -w)
         for s in 0 $(seq 1 "$SAMPLES"); do
             if [ "$s" = 0 ]; then out=$(continuation "$ids" 0 0); else out=$(continuation "$ids" 0.7 "$s"); fi
-            # the --data line: the prompt, "|", the continuation (loss mask 1)
-            # (a continuation of fewer than MIN_NEW tokens, the target stopping early, gives
-            # dflash train no anchor at block 16: dropped, and counted)
-            echo "$out" | awk -v n="$n" -v s="$s" -v np="$np" -v min="$MIN_NEW" 'NF - np < min { printf "%d\t%d\tdropped\n", n, s; next }
-                { printf "%d\t%d\t", n, s; for (i = 1; i <= NF; i++) printf "%s%s", (i > 1 ? " " : ""), $i (i == np ? " |" : ""); print "" }'
+            # the --data line: the prompt, "|", the continuation (loss mask 1); a
+            # continuation is NEW tokens (--ignore-eos), one that is not is an error
+            echo "$out" | awk -v n="$n" -v s="$s" -v np="$np" -v new="$NEW" 'NF - np != new { exit 1 }
+                { printf "%d\t%d\t", n, s; for (i = 1; i <= NF; i++) printf "%s%s", (i > 1 ? " " : ""), $i (i == np ? " |" : ""); print "" }' ||
+                { echo "learned.sh: prompt $n: the target's continuation is not $NEW tokens (the ids line: $out)" >&2; exit 1; }
         done
         m=$((m + 1))
         [ $((m % 16)) -ne 0 ] || echo "learned.sh: job $1 of $JOBS: $m prompts continued ($total in all)" >&2
@@ -152,19 +152,36 @@ make_data() {
     mkdir -p build/learned
     data=build/learned/data.txt
     total=$(grep -c . "$LEARNED/train-prompts.ids")
-    j=0
+    rm -f "$data" "$data.stamp"
+    j=0 pids=
     while [ $j -lt "$JOBS" ]; do
         continue_prompts $j > "$data.part$j" &
+        pids="$pids $!"
         j=$((j + 1))
     done
-    wait
+    for pid in $pids; do wait "$pid" || die "the target's continuations failed (above)"; done
     # back into the prompts' order: prompt, then greedy before the samples
-    sort -s -n -k1,1 -k2,2 "$data".part* | awk -F '\t' '$3 == "dropped" { d++; next } { print $3 }
-        END { printf "%d\n", d > "/dev/stderr" }' > "$data.tmp" 2> "$data.dropped"
-    dropped=$(cat "$data.dropped")
-    rm -f "$data".part* "$data.dropped"
+    sort -s -n -k1,1 -k2,2 "$data".part* | cut -f 3 > "$data.tmp"
+    rm -f "$data".part*
+    [ "$(wc -l < "$data.tmp")" -eq $((total * (SAMPLES + 1))) ] || die "$data.tmp: expected $((total * (SAMPLES + 1))) sequences"
     mv "$data.tmp" "$data"
-    echo "learned.sh: $(wc -l < "$data") sequences in $data ($dropped continuations under $MIN_NEW tokens dropped)" >&2
+    data_stamp > "$data.stamp"
+    echo "learned.sh: $(wc -l < "$data") sequences in $data" >&2
+}
+# what build/learned/data.txt is made from: the target's weights, the
+# prompts, the recipe's numbers (data.txt.stamp; need_data makes it again
+# when they change)
+data_stamp() {
+    sha256sum "$target"/model.safetensors* "$LEARNED/train-prompts.ids" | awk '{ print $1 }'
+    echo "NEW $NEW SAMPLES $SAMPLES"
+}
+need_data() {
+    data=build/learned/data.txt
+    if [ -f "$data" ] && [ -f "$data.stamp" ] && [ "$(data_stamp)" = "$(cat "$data.stamp")" ]; then
+        echo "learned.sh: $data is made from these files already ($data.stamp)" >&2
+    else
+        make_data
+    fi
 }
 
 # the draft's config: the committed one, or one written from the target's
@@ -259,7 +276,7 @@ experiment-full)
     shift 5
     [ "$trainer" != imposed ] || die "$name: nothing to train"
     [ -x "$trainer" ] && [ -x "$decoder" ] || die "$trainer or $decoder is missing: make variant-programs pitfall-programs"
-    [ -f build/learned/data.txt ] || make_data
+    need_data
     x=build/learned/x
     mkdir -p "$x" "$XLOGS"
     experiment_configs "$x"
@@ -286,7 +303,7 @@ experiments)
     for p in build/variants/dflash-no-injection-train build/variants/dflash-no-injection-run build/pitfalls/dflash-draft-causal; do
         [ -x "$p" ] || die "$p is missing: make variant-programs $p"
     done
-    [ -f build/learned/data.txt ] || make_data
+    need_data
     mkdir -p build/learned/x
     experiment_configs build/learned/x
     # base's training first, on THREADS threads (sliding-imposed reads its
@@ -308,13 +325,24 @@ data)
     make_data
     ;;
 draft)
-    make_data
+    need_data
     draft_config
+    # the folder's SHA256SUMS (committed) aside while dflash train replaces
+    # the folder (it refuses to replace files it does not write), back if it fails
+    mkdir -p build/learned
+    sums=build/learned/SHA256SUMS.before
+    rm -f "$sums"
+    [ -f "$draft/SHA256SUMS" ] && mv "$draft/SHA256SUMS" "$sums"
     $NICE "$DFLASH" train --target "$target" --draft-config "$cfg" --data "$data" --out "$draft" --steps "$STEPS" \
-        $LEARNED_RECIPE --threads "$THREADS" --log "$LEARNED/draft-train.log"
+        $LEARNED_RECIPE --threads "$THREADS" --log "$LEARNED/draft-train.log" ||
+        { [ -f "$sums" ] && mv "$sums" "$draft/SHA256SUMS"; die "dflash train failed: $draft is as it was"; }
     (cd "$draft" && sha256sum config.json model.safetensors > SHA256SUMS)
     echo "learned.sh: $draft written; SHA256SUMS:" >&2
     cat "$draft/SHA256SUMS" >&2
+    if [ -f "$sums" ]; then
+        if cmp -s "$sums" "$draft/SHA256SUMS"; then echo "learned.sh: the same bytes as before (the SHA256SUMS it had)" >&2
+        else echo "learned.sh: NOT the bytes it had before: its SHA256SUMS was" >&2; cat "$sums" >&2; fi
+    fi
     ;;
 run)
     need_target
