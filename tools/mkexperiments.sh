@@ -23,7 +23,8 @@ logs=${1:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
 out=${2:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
 tmpl=walkthrough/training/learned.md.in
 pair=toy_weights/learned/eval.tsv
-NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed no-injection-full"
+FULL="no-injection-full causal-full layers1-full"   # experiment-full rows: shown when their logs are there
+NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed $FULL"
 [ -f "$logs/base.log" ] && [ -f "$logs/base.eval.tsv" ] ||
     { echo "mkexperiments.sh: $logs/base.log or base.eval.tsv missing (make learned-experiments)" >&2; exit 2; }
 [ -f "$pair" ] || { echo "mkexperiments.sh: $pair missing (make eval-learned)" >&2; exit 2; }
@@ -51,7 +52,7 @@ awk -F '\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
                                  $col["acceptance"], $col["acceptance_se"], $col["prompts"], $col["lossless_fail"] }' "$pair" >> "$sum"
 
 # ---- the page -------------------------------------------------------------
-awk -v tmpl="$tmpl" '
+awk -v tmpl="$tmpl" -v full="$FULL" '
 function field(line, key,    i, n, f) {
     n = split(line, f, " ")
     for (i = 1; i < n; i++) if (f[i] == key) return f[i + 1]
@@ -122,7 +123,11 @@ FILENAME == tmpl {
         print row("gamma4", "`--gamma 4`")
         print row("sliding", "both draft layers `sliding_attention`, window 16, trained with SpecForge'\''s window mask")
         print row("sliding-imposed", "base'\''s weights run under the sliding config: the window imposed only at inference")
-        print row("no-injection-full", "no-injection at the committed draft'\''s recipe (" field(run["no-injection-full"], "steps") " steps, 64 prompts): against the committed pair")
+        n = split(full, X, " ")
+        for (i = 1; i <= n; i++) if (run[X[i]] != "") {
+            b = X[i]; sub(/-full$/, "", b)
+            print row(X[i], b " at the committed draft'\''s recipe (" field(run[X[i]], "steps") " steps, 64 prompts): against the committed pair")
+        }
     } else if ($0 == "@BLOCKS@") {
         print "| trained at | decoded at block 2 | block 4 | block 8 | block 16 |"
         print "|---:|---:|---:|---:|---:|"
@@ -143,8 +148,7 @@ FILENAME == tmpl {
         printf "(greedy DFlash output different from target-only output) over all the experiments\047 runs: %d.\n", fails
     } else if ($0 == "@FINDINGS@") {
         beyond = ""; within = ""
-        n = split("no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed", X, " ")
-        X[++n] = "no-injection-full"
+        n = split("no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed " full, X, " ")
         for (i = 1; i <= n; i++) {
             v = verdict(X[i], 16); if (v == "-") continue
             item = sprintf("%s (%s)", X[i], substr(v, 1, index(v, " ") - 1))
