@@ -779,7 +779,8 @@ static int train_start(TrainCmd *r) {
     const TrainArgs *a = &r->a;
     DraftRunState *s = &r->rs;
     s->source = a->batches ? 3 : a->generate > 0 ? 2 : a->data ? 1 : 0;
-    s->steps = r->steps, s->batch = a->batch, s->seq_len = r->S, s->anchors = a->anchors, s->block_size = r->B;
+    s->steps = r->steps, s->batch = a->batch, s->seq_len = r->S > 0 ? r->S : 0, s->anchors = a->anchors;
+    s->block_size = r->B;
     s->warmup = r->warmup, s->generate = a->generate > 0 ? a->generate : 0, s->prompt_len = a->prompt_len;
     s->lr = a->lr, s->gamma = a->gamma, s->weight_decay = a->weight_decay, s->max_grad_norm = a->max_grad_norm;
     s->adam_eps = a->adam_eps, s->temperature = a->temperature;

@@ -4,7 +4,8 @@
  *     at an epoch's end with --checkpoint-every 1, resumed with --threads 2)
  *     ends with the bytes of an uninterrupted run, a second computation of
  *     the same steps: model.safetensors, config.json, and the --log, whose
- *     lines are the same but for those that name the command;
+ *     lines are the same but for those that name the command; the same for
+ *     --batches;
  *   - SIGINT mid-run (when its first progress line is read): a checkpoint,
  *     exit 130, and the resumed run ends with the uninterrupted run's bytes;
  *   - a resume that disagrees (--lr, --batch, --data, --log) is refused with
@@ -153,6 +154,34 @@ static void test_split_run_is_the_whole_run(void **state) {
     tu_rmtree(d);
 }
 
+/* --batches: step s takes batches[s-1], so the position is the step alone */
+static void test_batches_split(void **state) {
+    (void)state;
+    Setup s;
+    setup(&s);
+    const char *d = s.dir;
+    char cs[300];
+    snprintf(cs, sizeof cs, "%s/case.json", d);
+    tu_write_text(cs, "{\"batches\": [\n"
+                      " {\"input_ids\": [[5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16]], \"anchors\": [[0, 4]]},\n"
+                      " {\"input_ids\": [[21, 22, 23, 24, 25, 26, 27, 28, 29, 30, 31, 32]], \"anchors\": [[2, 6]]},\n"
+                      " {\"input_ids\": [[40, 41, 42, 43, 44, 45, 46, 47, 48, 49, 50, 51]], \"anchors\": [[1, 5]]}]}\n");
+    char base[2000];
+    snprintf(base, sizeof base, "./dflash train --target " Q3T " --draft-config %s --batches %s --block-size 4 --lr 3e-3 "
+             "--warmup 0", s.cfg, cs);
+    assert_int_equal(run("%s --out %s/full --log %s/full.log 2>/dev/null", base, d, d), 0);
+    assert_int_equal(run("%s --out %s/split --log %s/split.log --stop-after 1 2>/dev/null", base, d, d), 0);
+    assert_int_equal(run("%s --out %s/split --log %s/split.log --resume %s/split.checkpoint 2>/dev/null", base, d, d, d),
+                     0);
+    assert_same_run(&s, "full", "split");
+    char *a = log_body(tu_path(d, "full.log")), *b = log_body(tu_path(d, "split.log"));
+    assert_non_null(strstr(a, "\nstep 3 "));
+    assert_string_equal(a, b);
+    free(a);
+    free(b);
+    tu_rmtree(d);
+}
+
 /* SIGINT when the first progress line is read (the run has 200 steps of
  * about a millisecond each: mid-way at any machine speed) */
 static void test_sigint_then_resume(void **state) {
@@ -275,6 +304,7 @@ static void test_help_lists_the_flags(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_split_run_is_the_whole_run),
+        cmocka_unit_test(test_batches_split),
         cmocka_unit_test(test_sigint_then_resume),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_help_lists_the_flags),
