@@ -41,7 +41,7 @@ LDLIBS  = -lm -lpthread
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_data formats/draftdir cli/train_cli cli/gguf cli/replay cli/lookup cli/eval formats/tokenizer cli/tokenize cli/train_target formats/corpus formats/tokenizer cli/tokenize
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_data formats/draftdir cli/train_cli cli/gguf cli/replay cli/lookup cli/eval formats/tokenizer cli/tokenize cli/train_target cli/checkpoint formats/corpus formats/tokenizer cli/tokenize
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
 TEST_LIB           = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff cli/flags

@@ -222,6 +222,16 @@ TrainState *train_state_new(Model *draft, const Model *target) {
 
 real *train_grad(TrainState *st, int i) { return st->grad + st->offset[i]; }
 
+int train_optimizer_tensors(TrainState *st, TrainParam *m_out, TrainParam *v_out, int cap) {
+    for (int i = 0; i < st->n && i < cap; i++) {
+        if (m_out) m_out[i] = st->params[i], m_out[i].data = st->m + st->offset[i];
+        if (v_out) v_out[i] = st->params[i], v_out[i].data = st->v + st->offset[i];
+    }
+    return st->n;
+}
+long train_optimizer_step(const TrainState *st) { return st->t; }
+void train_set_optimizer_step(TrainState *st, long t) { st->t = t; }
+
 uint64_t train_rng_seed(uint64_t seed) {
     Rng g;
     rng_seed(&g, seed);

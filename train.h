@@ -110,6 +110,12 @@ void train_update(TrainState *st, const TrainHyper *hp, double grad_norm);
 #define TRAIN_MAX_KEY 64
 typedef struct { char key[TRAIN_MAX_KEY]; real *data; int ndim; int64_t shape[2]; } TrainParam;
 int train_params(const Model *draft, TrainParam *out, int cap);  /* returns count (may exceed cap) */
+/* AdamW's state for a checkpoint (dflash train --checkpoint-every, --resume):
+ * m (exp_avg) and v (exp_avg_sq) of every trained tensor as views in
+ * train_params order (keys and shapes the weights'), and the step count t */
+int train_optimizer_tensors(TrainState *st, TrainParam *m_out, TrainParam *v_out, int cap);
+long train_optimizer_step(const TrainState *st);
+void train_set_optimizer_step(TrainState *st, long t);
 
 /* A new draft for `target` from a draft config: every Linear weight drawn
  * from N(0, 0.02^2) (transformers' initializer_range default, as

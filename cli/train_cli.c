@@ -8,8 +8,9 @@
  * This file is the command:
  *   1. the flags (TRAIN_FLAGS, cli/flags.h) and --help
  *   2. the run, in phases (TrainCmd): the outputs checked, the models, the
- *      data, the setup, the loop (progress on stderr, --trace, --bench), the
- *      held-out evaluation, the folder and the summary
+ *      data, the setup, the start (or --resume: a checkpoint's position),
+ *      the loop (progress on stderr, --trace, --bench, checkpoints,
+ *      SIGINT/SIGTERM), the held-out evaluation, the folder and the summary
  *
  * Everything that can be refused (a flag, a data line, an id out of range, a
  * draft config that does not fit the target, an output that is an input) is
@@ -23,8 +24,10 @@
 #include "train.h"
 #include "train_cli.h"
 #include "train_data.h"
+#include "checkpoint.h"
 #include "flags.h"
 
+#include <stdarg.h>
 #include <stddef.h>
 
 #include <dirent.h>
@@ -107,6 +110,16 @@ static const char *const TRAIN_USAGE[3] = {
     "                        block (default, DFlash) or only the positions before it and itself\n"
     "                        (EAGLE-style; an experiment: inference stays bidirectional)\n"
     ,
+    "long runs:\n"
+    "  --checkpoint-every N  a checkpoint every N steps, 0..100000000 (default 0: only on SIGINT\n"
+    "                        or SIGTERM, which stop the run after the step in progress)\n"
+    "  --checkpoint DIR      the checkpoint folder (default: --out with \".checkpoint\" appended)\n"
+    "  --stop-after N        write a checkpoint after step N and stop (exit 0, --out not written)\n"
+    "  --resume DIR          continue from this checkpoint, bit for bit, with the run's own flags;\n"
+    "                        these may differ: --threads, --log-every, --checkpoint-every,\n"
+    "                        --checkpoint, --stop-after, --out, --heldout, --trace (the steps\n"
+    "                        run here) and the paths of --data, --log and --save-data (a\n"
+    "                        resumed --log holds the whole run's log)\n"
     "evaluation and logs:\n"
     "  --heldout N           after training: N held-out sequences the target generates from\n"
     "                        prompts no training sequence starts with (0..65536, default 0);\n"
@@ -120,10 +133,14 @@ static const char *const TRAIN_USAGE[3] = {
     "                        warm-up step, then the timed ones) on random ids, write nothing\n"
     "                        (NOTES.md, \"Training speed\")\n"
     "  -h, --help            this text\n"
-    "exit status: 0 trained and wrote --out; 2 bad input (a flag, a model, a data line, an output)\n"};
+    "exit status: 0 trained and wrote --out (or the --stop-after checkpoint); 2 bad input (a flag,\n"
+    "a model, a data line, an output; a non-finite step writes nothing but the checkpoints before\n"
+    "it); 130/143 stopped by SIGINT/SIGTERM after writing a checkpoint\n"};
 
 typedef struct {
     const char *target, *draft, *draft_config, *out, *data, *batches, *trace_dir, *save_data, *log;
+    const char *checkpoint, *resume;
+    long checkpoint_every, stop_after;
     long heldout;
     int causal_block;  /* --block-attention: 0 bidirectional, 1 causal */
     long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every, threads;
@@ -162,6 +179,10 @@ const Flag TRAIN_FLAGS[] = {
     {.name = "--log-every", .kind = FLAG_INT, .field = TA(log_every), .lo = 1, .hi = 100000000},
     {.name = "--threads", .kind = FLAG_INT, .field = TA(threads), .lo = 1, .hi = 64},
     {.name = "--block-attention", .kind = FLAG_CHOICE, .field = TA(causal_block), .choices = "bidirectional|causal"},
+    {.name = "--checkpoint-every", .kind = FLAG_INT, .field = TA(checkpoint_every), .lo = 0, .hi = 100000000},
+    {.name = "--checkpoint", .kind = FLAG_STRING, .field = TA(checkpoint)},
+    {.name = "--stop-after", .kind = FLAG_INT, .field = TA(stop_after), .lo = 1, .hi = 100000000},
+    {.name = "--resume", .kind = FLAG_STRING, .field = TA(resume)},
     {.name = "--heldout", .kind = FLAG_INT, .field = TA(heldout), .lo = 0, .hi = 65536},
     {.name = "--save-data", .kind = FLAG_STRING, .field = TA(save_data)},
     {.name = "--log", .kind = FLAG_STRING, .field = TA(log)},
@@ -193,9 +214,10 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     if (a->bench) {
         if (!a->target) a->target = "toy_weights/random/target";
         if (!a->draft && !a->draft_config) a->draft = "toy_weights/random/draft";
-        if (a->out || a->data || a->generate > 0 || a->batches || a->heldout > 0 || a->save_data || a->log) {
+        if (a->out || a->data || a->generate > 0 || a->batches || a->heldout > 0 || a->save_data || a->log ||
+            a->checkpoint || a->checkpoint_every || a->stop_after || a->resume) {
             dflash_set_error("--bench: times steps on random ids and writes nothing; expected no --out, --data, "
-                             "--generate, --batches, --heldout, --save-data or --log");
+                             "--generate, --batches, --heldout, --save-data, --log or checkpoint flags");
             return -1;
         }
         if (a->steps < 0) a->steps = 2;
@@ -224,6 +246,11 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
     }
     if (a->warmup >= 0 && a->steps > 0 && a->warmup >= a->steps) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
+        return -1;
+    }
+    if (a->stop_after > 0 && a->steps >= 0 && a->stop_after >= a->steps) {
+        dflash_set_error("--stop-after: expected a step before the last (--steps %ld), got %ld", a->steps,
+                         a->stop_after);
         return -1;
     }
     return 0;
@@ -286,10 +313,53 @@ void fmt_duration(char *buf, size_t size, double s) {
     else snprintf(buf, size, "%.1fs", s);
 }
 
+/* What a checkpoint holds besides the tensors (trainer_state.json): the
+ * position after its step, then the settings a resume must agree on. */
+typedef struct {
+    long step, adam_t;
+    int cursor;                           /* the drawer's, in its epoch's order */
+    uint64_t epoch_rng, data_rng, anchor_rng;
+    uint64_t target_hash, data_hash;      /* fingerprints: the target's weights, the training data */
+    int source;                           /* 0 none (--steps 0), 1 --data, 2 --generate, 3 --batches */
+    long steps, batch, seq_len, anchors, block_size, warmup, generate, prompt_len;
+    double lr, gamma, weight_decay, max_grad_norm, adam_eps, temperature;
+    int schedule, block_attention, log;
+    uint64_t seed;
+} DraftRunState;
+
+#define DS(m) offsetof(DraftRunState, m)
+static const CkField DRAFT_STATE_FIELDS[] = {
+    {"step", CK_LONG, DS(step), NULL}, {"adam_t", CK_LONG, DS(adam_t), NULL}, {"cursor", CK_INT, DS(cursor), NULL},
+    {"epoch_rng", CK_U64, DS(epoch_rng), NULL}, {"data_rng", CK_U64, DS(data_rng), NULL},
+    {"anchor_rng", CK_U64, DS(anchor_rng), NULL}, {"data_hash", CK_U64, DS(data_hash), NULL},
+    {"source", CK_INT, DS(source), "--data, --generate or --batches"},
+    {"target_hash", CK_U64, DS(target_hash), "--target (its weights)"},
+    {"steps", CK_LONG, DS(steps), "--steps"}, {"batch", CK_LONG, DS(batch), "--batch"},
+    {"seq_len", CK_LONG, DS(seq_len), "--seq-len"}, {"anchors", CK_LONG, DS(anchors), "--anchors"},
+    {"block_size", CK_LONG, DS(block_size), "--block-size"}, {"warmup", CK_LONG, DS(warmup), "--warmup"},
+    {"lr", CK_REAL, DS(lr), "--lr"}, {"schedule", CK_INT, DS(schedule), "--schedule"},
+    {"gamma", CK_REAL, DS(gamma), "--gamma"}, {"weight_decay", CK_REAL, DS(weight_decay), "--weight-decay"},
+    {"max_grad_norm", CK_REAL, DS(max_grad_norm), "--max-grad-norm"},
+    {"adam_eps", CK_REAL, DS(adam_eps), "--adam-eps"}, {"seed", CK_U64, DS(seed), "--seed"},
+    {"block_attention", CK_INT, DS(block_attention), "--block-attention"},
+    {"generate", CK_LONG, DS(generate), "--generate"}, {"prompt_len", CK_LONG, DS(prompt_len), "--prompt-len"},
+    {"temperature", CK_REAL, DS(temperature), "--temperature"}, {"log", CK_INT, DS(log), "--log"}};
+#undef DS
+#define N_DRAFT_STATE_FIELDS ((int)(sizeof DRAFT_STATE_FIELDS / sizeof DRAFT_STATE_FIELDS[0]))
+#define TRAIN_CHECKPOINT_FORMAT "dflash train checkpoint 1"
+
+/* The files of a checkpoint folder: a draft folder (in the float build one
+ * ./dflash --draft loads: config.json, model.safetensors in the build's
+ * precision), AdamW's state, the position, and the log so far. */
+enum { CKF_CONFIG, CKF_MODEL, CKF_OPTIMIZER, CKF_STATE, CKF_LOG, CKF_N };
+static const char *const CK_FILES[CKF_N] = {"config.json", "model.safetensors", "optimizer.safetensors",
+                                            "trainer_state.json", "train.log"};
+
 /* One run of dflash train: what its phases share. train_main runs the
  * phases in order (train_check_outputs, train_load, train_data, train_setup,
- * train_loop, train_heldout, train_write), each 0 or -1 with dflash_errmsg;
- * train_run_free releases what any of them made. */
+ * train_start, train_loop, train_heldout, train_write), each 0 or -1 with
+ * dflash_errmsg (train_loop: 1 stopped at a checkpoint); train_run_free
+ * releases what any of them made. */
 typedef struct {
     TrainArgs a;
     int argc;
@@ -309,23 +379,88 @@ typedef struct {
     TrainParam *params;
     int n_params;
     TrainHyper hp;
+    /* checkpoints: the folder, the position, AdamW's m and v, the log so far */
+    CkDir ck;
+    char ck_default[4200];
+    const char *ck_dir;
+    CkSignals sig;
+    DraftRunState rs;
+    int have_target_hash;
+    TrainParam *m, *v;
+    Config out_cfg;          /* the draft's config.json (--out's and the checkpoints') */
+    int bos;
+    uint64_t data_rng, anchor_rng;
+    int first_step;
+    char *log_text;          /* every line of --log so far (a checkpoint's train.log) */
+    size_t log_len, log_cap;
+    int stop_rc;             /* train_loop stopped at a checkpoint: the exit status */
     /* the loop's figures */
     double t_start, t_steps, cpu_steps, first_loss, last_loss, first_acc, last_acc;
     long tokens;
 } TrainCmd;
 
+/* A line (or lines) of --log: into the file and into log_text. */
+static int log_add(TrainCmd *r, const char *fmt, ...) {
+    if (!r->logf) return 0;
+    va_list ap, aq;
+    va_start(ap, fmt);
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0 || r->log_len + (size_t)n + 1 > r->log_cap) {
+        size_t cap = r->log_cap ? r->log_cap : 4096;
+        while (n >= 0 && r->log_len + (size_t)n + 1 > cap) cap *= 2;
+        char *t = n >= 0 ? realloc(r->log_text, cap) : NULL;
+        if (!t) { va_end(aq); dflash_set_error("out of memory (the log)"); return -1; }
+        r->log_text = t, r->log_cap = cap;
+    }
+    vsnprintf(r->log_text + r->log_len, (size_t)n + 1, fmt, aq);
+    va_end(aq);
+    fwrite(r->log_text + r->log_len, 1, (size_t)n, out_stream(r->logf));
+    r->log_len += (size_t)n;
+    return 0;
+}
+
+/* FNV-1a over 64-bit words (a fingerprint, not a defence) */
+static uint64_t fnv_words(uint64_t h, const void *data, size_t len) {
+    const unsigned char *p = data;
+    size_t k = 0;
+    for (; k + 8 <= len; k += 8) {
+        uint64_t w;
+        memcpy(&w, p + k, 8);
+        h = (h ^ w) * 0x100000001b3ull;
+    }
+    for (; k < len; k++) h = (h ^ p[k]) * 0x100000001b3ull;
+    return h;
+}
+#define FNV_BASIS 0xcbf29ce484222325ull
+
 /* outputs against inputs and each other, before anything is read or
  * written: formats/files.c's one check (README.md, "Your files") */
-static int train_check_outputs(const TrainArgs *a) {
-    const char *inputs[4];
+static int train_check_outputs(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    const char *inputs[5];
     int n_inputs = 0;
     inputs[n_inputs++] = a->target;
     inputs[n_inputs++] = a->draft ? a->draft : a->draft_config;
     if (a->data) inputs[n_inputs++] = a->data;
     if (a->batches) inputs[n_inputs++] = a->batches;
-    OutPath outs[4] = {{a->out, "the draft folder (--out)", 1}, {a->trace_dir, "the trace directory (--trace)", 1},
-                       {a->log, "the log (--log)", 0}, {a->save_data, "the saved data (--save-data)", 0}};
-    if (out_check_paths("dflash train", outs, 4, inputs, n_inputs) != 0) {
+    const char *ck_dir = NULL;
+    if (a->out) {
+        snprintf(r->ck_default, sizeof r->ck_default, "%.4000s.checkpoint", a->out);
+        ck_dir = r->ck_dir = a->checkpoint ? a->checkpoint : r->ck_default;
+    }
+    /* --resume DIR with DIR the run's own checkpoint folder (the usual case):
+     * everything in it is read before the first step and a new checkpoint
+     * replaces the folder by a rename, so it is no input to protect */
+    struct stat rs_st, ck_st;
+    int resume_own = a->resume && ck_dir && stat(a->resume, &rs_st) == 0 && stat(ck_dir, &ck_st) == 0 &&
+                     rs_st.st_dev == ck_st.st_dev && rs_st.st_ino == ck_st.st_ino;
+    if (a->resume && !resume_own) inputs[n_inputs++] = a->resume;
+    OutPath outs[5] = {{a->out, "the draft folder (--out)", 1}, {a->trace_dir, "the trace directory (--trace)", 1},
+                       {a->log, "the log (--log)", 0}, {a->save_data, "the saved data (--save-data)", 0},
+                       {ck_dir, "the checkpoint folder (--checkpoint)", 1}};
+    if (out_check_paths("dflash train", outs, 5, inputs, n_inputs) != 0) {
         /* dflash_print_error adds the prefix once */
         if (strncmp(dflash_errmsg, "dflash train: ", 14) == 0)
             memmove(dflash_errmsg, dflash_errmsg + 14, strlen(dflash_errmsg + 14) + 1);
@@ -467,22 +602,29 @@ static int train_data(TrainCmd *r) {
         dflash_set_error("--warmup: expected fewer steps than --steps (%d), got %d", r->steps, r->warmup);
         return -1;
     }
+    if (a->stop_after > 0 && a->stop_after >= r->steps) {
+        dflash_set_error("--stop-after: expected a step before the last (%d), got %ld", r->steps, a->stop_after);
+        return -1;
+    }
     return 0;
 }
 
 /* the log's header: the command and the setup */
-static void train_log_header(const TrainCmd *r) {
+static int train_log_header(TrainCmd *r) {
     const TrainArgs *a = &r->a;
     const Config *dc = r->dc;
-    FILE *f = out_stream(r->logf);
-    fprintf(f, "# dflash train log (README.md \"What training teaches\")\ncommand dflash");
-    for (int i = 1; i < r->argc; i++) fprintf(f, " %s", r->argv[i]);
-    fprintf(f, "\nsetup steps %d batch %d seq_len %d block %d anchors %ld lr %g warmup %d schedule %s gamma %g "
-               "block_attention %s layers %d target_layers", r->steps, a->batches ? r->cs.batch[0].b : (int)a->batch,
-            r->S, r->B, a->anchors, a->lr, r->warmup, a->schedule == SCHEDULE_COSINE ? "cosine" : "constant", a->gamma,
-            a->causal_block ? "causal" : "bidirectional", dc->num_hidden_layers);
-    for (int i = 0; i < dc->n_target_layer_ids; i++) fprintf(f, "%s%d", i ? "," : " ", dc->target_layer_ids[i]);
-    fprintf(f, " sequences %d seed %llu\n", r->seqs.n, (unsigned long long)a->seed);
+    int rc = log_add(r, "# dflash train log (README.md \"What training teaches\")\ncommand dflash");
+    for (int i = 1; rc == 0 && i < r->argc; i++) rc = log_add(r, " %s", r->argv[i]);
+    if (rc == 0)
+        rc = log_add(r, "\nsetup steps %d batch %d seq_len %d block %d anchors %ld lr %g warmup %d schedule %s gamma %g "
+                        "block_attention %s layers %d target_layers", r->steps,
+                     a->batches ? r->cs.batch[0].b : (int)a->batch, r->S, r->B, a->anchors, a->lr, r->warmup,
+                     a->schedule == SCHEDULE_COSINE ? "cosine" : "constant", a->gamma,
+                     a->causal_block ? "causal" : "bidirectional", dc->num_hidden_layers);
+    for (int i = 0; rc == 0 && i < dc->n_target_layer_ids; i++)
+        rc = log_add(r, "%s%d", i ? "," : " ", dc->target_layer_ids[i]);
+    if (rc == 0) rc = log_add(r, " sequences %d seed %llu\n", r->seqs.n, (unsigned long long)a->seed);
+    return rc;
 }
 
 /* every check passed: the output folder, the files, the generated
@@ -492,6 +634,7 @@ static int train_setup(TrainCmd *r) {
     const Config *dc = r->dc;
     int S = r->S, B = r->B;
     if (a->out && outdir_prepare(&r->od, a->out) != 0) return -1;
+    if (r->ck_dir && ckdir_open(&r->ck, r->ck_dir, "--checkpoint", "dflash train", CK_FILES, CKF_N) != 0) return -1;
     if (a->log && !(r->logf = out_open(a->log, "--log"))) return -1;
     if (a->save_data && !(r->savef = out_open(a->save_data, "--save-data"))) return -1;
     if (a->generate > 0 && data_generate(&r->seqs, &r->target, a->target, (int)a->generate, (int)a->prompt_len, S, B,
@@ -520,7 +663,6 @@ static int train_setup(TrainCmd *r) {
                                       "continuation)\n", r->seqs.n);
         for (int q = 0; q < r->seqs.n; q++) seq_write(out_stream(r->savef), &r->seqs, q);
     }
-    if (r->logf) train_log_header(r);
     if (!a->batches && drawer_init(&r->dr, (int)a->batch, S, (int)a->anchors, B, r->seqs.n) != 0) return -1;
     if (!a->batches && !a->bench && !a->trace_dir) drawer_cache_init(&r->dr, &r->draft, r->seqs.n);
     r->st = train_state_new(&r->draft, &r->target);
@@ -544,6 +686,177 @@ static int train_setup(TrainCmd *r) {
     hp->gamma = a->gamma;
     hp->causal_block = a->causal_block;
     hp->threads = (int)a->threads;
+    /* the draft's config.json: the draft's values, the target's eos, a bos */
+    r->out_cfg = *r->dc;
+    r->out_cfg.n_eos = r->target.cfg.n_eos;
+    memcpy(r->out_cfg.eos_token_id, r->target.cfg.eos_token_id, sizeof r->out_cfg.eos_token_id);
+    r->bos = config_bos(r->src_config);
+    if (r->bos < 0) {
+        char tcfg[4200];
+        snprintf(tcfg, sizeof tcfg, "%s/config.json", a->target);
+        r->bos = config_bos(tcfg);
+    }
+    return 0;
+}
+
+/* the target's weights, fingerprinted (once: a checkpoint, a resume) */
+static int target_hash(TrainCmd *r) {
+    if (r->have_target_hash) return 0;
+    int n = lm_params(&r->target, NULL, 0);
+    TrainParam *p = calloc((size_t)(n > 0 ? n : 1), sizeof *p);
+    if (!p) { dflash_set_error("out of memory"); return -1; }
+    lm_params(&r->target, p, n);
+    uint64_t h = FNV_BASIS;
+    for (int i = 0; i < n; i++) {
+        size_t m = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        h = fnv_words(h, p[i].key, strlen(p[i].key));
+        h = fnv_words(h, p[i].data, m * sizeof(real));
+    }
+    free(p);
+    r->rs.target_hash = h;
+    r->have_target_hash = 1;
+    return 0;
+}
+
+/* the training data, fingerprinted: the sequences (--data, --generate) or the
+ * case file's bytes (--batches) */
+static int data_hash(TrainCmd *r, uint64_t *out) {
+    uint64_t h = FNV_BASIS;
+    if (r->a.batches) {
+        char *text = NULL;
+        size_t len = 0;
+        if (file_read_all(r->a.batches, &text, &len) != 0) return -1;
+        h = fnv_words(h, text, len);
+        free(text);
+    } else {
+        const Seqs *q = &r->seqs;
+        h = fnv_words(h, &q->n, sizeof q->n);
+        for (int i = 0; i < q->n; i++) {
+            h = fnv_words(h, &q->len[i], sizeof q->len[i]);
+            h = fnv_words(h, q->ids + q->off[i], sizeof(int) * (size_t)q->len[i]);
+            h = fnv_words(h, q->mask + q->off[i], sizeof(int) * (size_t)q->len[i]);
+        }
+    }
+    *out = h;
+    return 0;
+}
+
+/* A checkpoint of the steps so far: config.json and model.safetensors (the
+ * build's precision), optimizer.safetensors, trainer_state.json and the log
+ * so far, written whole into the --checkpoint folder. */
+static int train_checkpoint(TrainCmd *r) {
+    CkDir *o = &r->ck;
+    if (target_hash(r) != 0 || ckdir_begin(o, "--checkpoint") != 0) return -1;
+    char *p;
+    OutFile *f = ckdir_file(o, CKF_CONFIG, &p);
+    if (!f) goto fail;
+    draftdir_write_config(out_stream(f), &r->out_cfg, r->bos, r->B);
+    if (ckdir_file_done(o, f, p) != 0) goto fail;
+    if (!(f = ckdir_file(o, CKF_MODEL, &p))) goto fail;
+    const TrainParam *sets[1] = {r->params};
+    const char *none[1] = {""};
+    if (ck_write_safetensors(out_stream(f), sets, none, 1, r->n_params, CK_REAL_DTYPE) != 0) {
+        out_abort(f);
+        free(p);
+        goto fail;
+    }
+    if (ckdir_file_done(o, f, p) != 0) goto fail;
+    if (ck_write_optimizer(o, CKF_OPTIMIZER, r->m, r->v, r->n_params) != 0) goto fail;
+    if (!(f = ckdir_file(o, CKF_STATE, &p))) goto fail;
+    ck_state_write(out_stream(f), TRAIN_CHECKPOINT_FORMAT, DRAFT_STATE_FIELDS, N_DRAFT_STATE_FIELDS, &r->rs);
+    if (ckdir_file_done(o, f, p) != 0) goto fail;
+    if (r->logf && ckdir_write_text(o, CKF_LOG, r->log_text ? r->log_text : "", r->log_len) != 0) goto fail;
+    if (ckdir_commit(o, "--checkpoint") != 0) goto fail;
+    return 0;
+fail:
+    ckdir_discard(o);
+    return -1;
+}
+
+/* the position before the first step: step 1 (the log's header), or
+ * --resume's checkpoint, after checking it is this run's */
+static int train_start(TrainCmd *r) {
+    const TrainArgs *a = &r->a;
+    DraftRunState *s = &r->rs;
+    s->source = a->batches ? 3 : a->generate > 0 ? 2 : a->data ? 1 : 0;
+    s->steps = r->steps, s->batch = a->batch, s->seq_len = r->S > 0 ? r->S : 0, s->anchors = a->anchors;
+    s->block_size = r->B;
+    s->warmup = r->warmup, s->generate = a->generate > 0 ? a->generate : 0, s->prompt_len = a->prompt_len;
+    s->lr = a->lr, s->gamma = a->gamma, s->weight_decay = a->weight_decay, s->max_grad_norm = a->max_grad_norm;
+    s->adam_eps = a->adam_eps, s->temperature = a->temperature;
+    s->schedule = a->schedule, s->block_attention = a->causal_block, s->log = !!a->log, s->seed = a->seed;
+    r->data_rng = train_rng_seed(a->seed ^ 0x64617461ull);        /* "data" */
+    r->anchor_rng = train_rng_seed(a->seed ^ 0x616e63686f72ull); /* "anchor" */
+    r->first_step = 1;
+    if (a->bench) return 0;
+    r->m = calloc((size_t)r->n_params, sizeof(TrainParam));
+    r->v = calloc((size_t)r->n_params, sizeof(TrainParam));
+    if (!r->m || !r->v) { dflash_set_error("out of memory"); return -1; }
+    if (train_optimizer_tensors(r->st, r->m, r->v, r->n_params) != r->n_params) {
+        dflash_set_error("train: AdamW's tensors: unexpected count");
+        return -1;
+    }
+    if (data_hash(r, &s->data_hash) != 0) return -1;
+    if (!a->resume) return r->logf ? train_log_header(r) : 0;
+
+    DraftRunState c;
+    memset(&c, 0, sizeof c);
+    char *p = path_join(a->resume, "trainer_state.json");
+    int src = p ? ck_state_read(p, TRAIN_CHECKPOINT_FORMAT, "dflash train", DRAFT_STATE_FIELDS, N_DRAFT_STATE_FIELDS,
+                                &c) : -1;
+    free(p);
+    if (src != 0 || target_hash(r) != 0) return -1;
+    const char *bad = ck_disagree(DRAFT_STATE_FIELDS, N_DRAFT_STATE_FIELDS, &c, s);
+    if (bad && strcmp(bad, "--log") == 0) {
+        dflash_set_error("--resume %s: the checkpoint's run kept %s; give the run's own flags (%s)", a->resume,
+                         c.log ? "a log (train.log)" : "no log", c.log ? "--log FILE: it continues there" :
+                         "no --log: its log would lack the steps before");
+        return -1;
+    }
+    if (bad) {
+        dflash_set_error("--resume %s: the checkpoint's run had another %s; give the run's own flags", a->resume, bad);
+        return -1;
+    }
+    if (c.data_hash != s->data_hash) {
+        const char *flag = a->batches ? "--batches" : a->data ? "--data" : "--generate";
+        dflash_set_error("--resume %s: the checkpoint's run trained on other data than %s %s gives (another file, "
+                         "or the file changed)", a->resume, flag, a->batches ? a->batches : a->data ? a->data : "");
+        return -1;
+    }
+    if (c.step < 1 || c.step >= r->steps) {
+        dflash_set_error("--resume %s: step %ld of %d: nothing left to train", a->resume, c.step, r->steps);
+        return -1;
+    }
+    char *mp = path_join(a->resume, "model.safetensors"), *op = path_join(a->resume, "optimizer.safetensors");
+    int lrc = mp && op && ck_read_safetensors(mp, r->params, r->n_params, "") == 0 &&
+                      ck_read_optimizer(op, r->m, r->v, r->n_params) == 0 ? 0 : -1;
+    free(mp);
+    free(op);
+    if (lrc != 0) return -1;
+    train_set_optimizer_step(r->st, c.adam_t);
+    if (!a->batches && drawer_resume(&r->dr, r->seqs.n, c.cursor, c.epoch_rng, c.data_rng) != 0) {
+        char msg[sizeof dflash_errmsg];
+        memcpy(msg, dflash_errmsg, sizeof msg);
+        dflash_set_error("--resume %s: %s", a->resume, msg);
+        return -1;
+    }
+    r->data_rng = c.data_rng, r->anchor_rng = c.anchor_rng;
+    if (r->logf) {   /* the log so far, then a line naming this command */
+        char *lp = path_join(a->resume, "train.log"), *text = NULL;
+        size_t len = 0;
+        int rrc = lp ? file_read_all(lp, &text, &len) : -1;
+        free(lp);
+        if (rrc != 0) return -1;
+        int arc = log_add(r, "%.*s", (int)len, text);
+        free(text);
+        if (arc != 0) return -1;
+        if (log_add(r, "resumed after step %ld: dflash", c.step) != 0) return -1;
+        for (int i = 1; i < r->argc; i++)
+            if (log_add(r, " %s", r->argv[i]) != 0) return -1;
+        if (log_add(r, "\n") != 0) return -1;
+    }
+    r->first_step = (int)c.step + 1;
+    *s = c;   /* the settings agree; the position is the checkpoint's */
     return 0;
 }
 
@@ -568,24 +881,26 @@ static void train_announce(const TrainCmd *r) {
                 r->warmup, a->gamma, a->weight_decay, a->max_grad_norm, (unsigned long long)a->seed);
 }
 
-/* the steps: progress on stderr, the log; --bench: the timing line */
+/* the steps: progress on stderr, the log, checkpoints, SIGINT/SIGTERM and
+ * --stop-after (1: stopped there, r->stop_rc the exit status); --bench: the
+ * timing line */
 static int train_loop(TrainCmd *r) {
     const TrainArgs *a = &r->a;
-    int steps = r->steps;
+    int steps = r->steps, first = r->first_step;
     TrainHyper *hp = &r->hp;
-    uint64_t data_rng = train_rng_seed(a->seed ^ 0x64617461ull);        /* "data" */
-    uint64_t anchor_rng = train_rng_seed(a->seed ^ 0x616e63686f72ull); /* "anchor" */
     /* --bench: processor time too (the wall clock of a shared machine says little) */
     r->t_start = now_seconds();
     train_announce(r);
-    for (int s = 1; s <= steps; s++) {
+    if (first > 1) fprintf(stderr, "train: resumed from %s after step %d\n", a->resume, first - 1);
+    if (!a->bench) ck_signals_catch(&r->sig);
+    for (int s = first; s <= steps; s++) {
         TrainBatch tb;
         if (a->batches) {
             const CaseBatch *cb = &r->cs.batch[s - 1];
             tb.b = cb->b, tb.S = cb->S, tb.N = cb->N, tb.B = r->B;
             tb.input_ids = cb->ids, tb.loss_mask = cb->mask, tb.anchors = cb->anchors, tb.keep = cb->keep;
             tb.target_hidden = NULL;
-        } else if (drawer_next(&r->dr, &r->seqs, &data_rng, &anchor_rng, r->dc->mask_token_id, &tb) != 0 ||
+        } else if (drawer_next(&r->dr, &r->seqs, &r->data_rng, &r->anchor_rng, r->dc->mask_token_id, &tb) != 0 ||
                    drawer_features(&r->dr, &r->draft, &r->target, &tb) != 0) {
             return -1;
         }
@@ -608,20 +923,46 @@ static int train_loop(TrainCmd *r) {
             r->cpu_steps += dcpu;
             r->tokens += (long)tb.b * tb.S;
         }
-        if (r->logf)
-            fprintf(out_stream(r->logf), "step %d loss %.6f acc %.6f lr %.6e grad_norm %.6f\n", s, ts.loss,
-                    ts.accuracy, hp->lr, ts.grad_norm);
-        if (s == 1) r->first_loss = ts.loss, r->first_acc = ts.accuracy;
+        if (log_add(r, "step %d loss %.6f acc %.6f lr %.6e grad_norm %.6f\n", s, ts.loss, ts.accuracy, hp->lr,
+                    ts.grad_norm) != 0)
+            return -1;
+        if (s == first) r->first_loss = ts.loss, r->first_acc = ts.accuracy;
         r->last_loss = ts.loss, r->last_acc = ts.accuracy;
-        if (s == 1 || s == steps || s % a->log_every == 0) {
+        if (s == first || s == steps || s % a->log_every == 0) {
             char eta[32];
-            double per = (now_seconds() - r->t_start) / s;
+            double per = (now_seconds() - r->t_start) / (s - first + 1);
             fmt_duration(eta, sizeof eta, per * (steps - s));
             fprintf(stderr, "step %d/%d  loss %.4f  acc %.4f  lr %.3e  grad norm %.4f  %.0f tok/s  %.0f ms/step  "
                             "ETA %s\n", s, steps, ts.loss, ts.accuracy, hp->lr, ts.grad_norm,
                     dt > 0 ? (double)tb.b * tb.S / dt : 0.0, dt * 1e3, eta);
         }
+        if (a->bench) continue;
+        DraftRunState *rs = &r->rs;   /* the position after step s */
+        rs->step = s, rs->adam_t = train_optimizer_step(r->st);
+        rs->cursor = r->dr.cursor, rs->epoch_rng = r->dr.epoch_rng;
+        rs->data_rng = r->data_rng, rs->anchor_rng = r->anchor_rng;
+        int stop_now = ck_stop_signal || (a->stop_after > 0 && s == a->stop_after);
+        if (stop_now || (a->checkpoint_every > 0 && s % a->checkpoint_every == 0 && s < steps)) {
+            if (train_checkpoint(r) != 0) return -1;
+            fprintf(stderr, "checkpoint: step %d written to %s%s\n", s, r->ck.dir,
+                    stop_now ? " (resume with --resume and the same flags)" : "");
+        }
+        if (stop_now) {   /* the log, the saved data and the trace so far are the user's */
+            OutFile **files[2] = {&r->savef, &r->logf};
+            for (int k = 0; k < 2; k++)
+                if (*files[k]) {
+                    int frc = out_commit(*files[k]);
+                    *files[k] = NULL;
+                    if (frc != 0) return -1;
+                }
+            if (r->tracer) { int trc = trace_close(r->tracer); r->tracer = NULL; if (trc != 0) return -1; }
+            r->stop_rc = ck_stop_signal ? 128 + ck_stop_signal : 0;
+            if (ck_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)ck_stop_signal, s);
+            else fprintf(stderr, "stopped after step %d (--stop-after)\n", s);
+            return 1;
+        }
     }
+    ck_signals_restore(&r->sig);   /* from here a signal removes the partial output (cli/main.c) */
     if (a->bench) {
         int timed = steps > 1 ? steps - 1 : 1;
         printf("train step (%s, batch %ld x %d tokens, block %d): %.1f ms per step, %.1f training tokens/s; "
@@ -669,17 +1010,8 @@ static int train_heldout(TrainCmd *r) {
 /* the draft folder, the trace, the saved data and the log, then the summary */
 static int train_write(TrainCmd *r) {
     const TrainArgs *a = &r->a;
-    Config out_cfg = *r->dc;
-    out_cfg.n_eos = r->target.cfg.n_eos;
-    memcpy(out_cfg.eos_token_id, r->target.cfg.eos_token_id, sizeof out_cfg.eos_token_id);
-    int bos = config_bos(r->src_config);
-    if (bos < 0) {
-        char tcfg[4200];
-        snprintf(tcfg, sizeof tcfg, "%s/config.json", a->target);
-        bos = config_bos(tcfg);
-    }
     for (int k = 0; k < 3; k++)
-        if (outdir_write_file(&r->od, k, &out_cfg, bos, r->B, r->params, r->n_params) != 0) return -1;
+        if (outdir_write_file(&r->od, k, &r->out_cfg, r->bos, r->B, r->params, r->n_params) != 0) return -1;
     if (r->tracer) {
         int crc = trace_close(r->tracer);
         r->tracer = NULL;
@@ -698,7 +1030,11 @@ static int train_write(TrainCmd *r) {
     size_t n_weights = 0;
     for (int i = 0; i < r->n_params; i++)
         n_weights += (size_t)r->params[i].shape[0] * (size_t)(r->params[i].ndim == 2 ? r->params[i].shape[1] : 1);
-    if (r->steps > 0)
+    if (r->steps > 0 && r->first_step > 1)
+        fprintf(stderr, "trained steps %d..%d in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> "
+                        "%.4f\n", r->first_step, r->steps, dur, r->t_steps > 0 ? r->tokens / r->t_steps : 0.0,
+                r->first_loss, r->last_loss, r->first_acc, r->last_acc);
+    else if (r->steps > 0)
         fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
                 r->steps, dur, r->t_steps > 0 ? r->tokens / r->t_steps : 0.0, r->first_loss, r->last_loss,
                 r->first_acc, r->last_acc);
@@ -708,11 +1044,16 @@ static int train_write(TrainCmd *r) {
 }
 
 static void train_run_free(TrainCmd *r) {
+    ck_signals_restore(&r->sig);
     if (r->tracer) trace_discard(r->tracer);
     out_abort(r->logf);
     out_abort(r->savef);
     seqs_free(&r->held);
     outdir_discard(&r->od);
+    ckdir_release(&r->ck);
+    free(r->log_text);
+    free(r->m);
+    free(r->v);
     free(r->params);
     train_state_free(r->st);
     drawer_free(&r->dr);
@@ -730,9 +1071,13 @@ int train_main(int argc, char **argv) {
     if (pa == 1) { for (int k = 0; k < 3; k++) fputs(TRAIN_USAGE[k], stdout); return 0; }
     if (pa < 0) { dflash_print_error("dflash train", ""); return 2; }
     r->argc = argc, r->argv = argv;
-    int ok = train_check_outputs(&r->a) == 0 && train_load(r) == 0 && train_data(r) == 0 && train_setup(r) == 0 &&
-             train_loop(r) == 0 && (r->a.bench || (train_heldout(r) == 0 && train_write(r) == 0));
-    if (!ok) dflash_print_error("dflash train", "");
+    ckdir_init(&r->ck);
+    int ok = train_check_outputs(r) == 0 && train_load(r) == 0 && train_data(r) == 0 && train_setup(r) == 0 &&
+             train_start(r) == 0;
+    int lrc = ok ? train_loop(r) : -1;
+    int rc = lrc == 1 ? r->stop_rc
+           : lrc == 0 && (r->a.bench || (train_heldout(r) == 0 && train_write(r) == 0)) ? 0 : 2;
+    if (rc == 2) dflash_print_error("dflash train", "");
     train_run_free(r);
-    return ok ? 0 : 2;
+    return rc;
 }

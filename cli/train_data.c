@@ -435,16 +435,21 @@ int drawer_init(Drawer *d, int b, int S, int N, int B, int n_seqs) {
  * loss mask 0; then the batch's anchor slot count Nb = train_anchor_count
  * (SpecForge: min(num_anchors, max candidate count - 1)) and per sequence
  * train_draw_anchors(Nb) from the one anchor PRNG, in batch order. */
+static void drawer_shuffle(Drawer *d, int n, uint64_t *data_rng) {
+    d->epoch_rng = *data_rng;
+    for (int i = 0; i < n; i++) d->order[i] = i;
+    for (int i = n - 1; i > 0; i--) {
+        int j = cli_rng_below(data_rng, i + 1), t = d->order[i];
+        d->order[i] = d->order[j];
+        d->order[j] = t;
+    }
+}
+
 int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *anchor_rng, int pad_id, TrainBatch *tb) {
     int S = d->S;
     for (int r = 0; r < d->b; r++) {
         if (d->cursor >= s->n) {
-            for (int i = 0; i < s->n; i++) d->order[i] = i;
-            for (int i = s->n - 1; i > 0; i--) {
-                int j = cli_rng_below(data_rng, i + 1), t = d->order[i];
-                d->order[i] = d->order[j];
-                d->order[j] = t;
-            }
+            drawer_shuffle(d, s->n, data_rng);
             d->cursor = 0;
         }
         int q = d->order[d->cursor++];
@@ -467,6 +472,30 @@ int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *anchor_r
     tb->anchors = d->anchors;
     tb->keep = d->keep;
     tb->target_hidden = NULL;
+    return 0;
+}
+
+/* A checkpoint's position (cli/train_cli.c, --resume): this epoch's order
+ * redrawn from epoch_rng, the data PRNG as the epoch began, which must come
+ * to data_rng, the checkpoint's PRNG after the shuffle (or cursor == n_seqs:
+ * the next draw shuffles from data_rng). -1 with dflash_errmsg when the
+ * numbers do not fit these n_seqs sequences. */
+int drawer_resume(Drawer *d, int n_seqs, int cursor, uint64_t epoch_rng, uint64_t data_rng) {
+    if (cursor < 0 || cursor > n_seqs) {
+        dflash_set_error("the checkpoint's data position %d is outside the %d sequences (another data set?)", cursor,
+                         n_seqs);
+        return -1;
+    }
+    d->epoch_rng = epoch_rng;
+    d->cursor = cursor;
+    if (cursor == n_seqs) return 0;
+    uint64_t g = epoch_rng;
+    drawer_shuffle(d, n_seqs, &g);
+    if (g != data_rng) {
+        dflash_set_error("the checkpoint's data order does not redraw from its PRNG state (another data set, or an "
+                         "edited trainer_state.json)");
+        return -1;
+    }
     return 0;
 }
 

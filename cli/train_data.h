@@ -40,6 +40,7 @@ typedef struct {
     int *order;             /* (n_seqs) this epoch's order */
     int *rows;              /* (b) the sequence in each row */
     int cursor;
+    uint64_t epoch_rng;     /* the data PRNG before this epoch's shuffle (a checkpoint's) */
     /* the target's context features of each sequence (cut/padded to S, as
      * train_step would compute them), kept after its first batch: from the
      * second epoch on, a step runs the draft only. NULL: not kept (more
@@ -69,6 +70,7 @@ int case_parse(Case *c, const char *path, const char *text, size_t len, int V);
 void drawer_free(Drawer *d);
 int drawer_init(Drawer *d, int b, int S, int N, int B, int n_seqs);
 int drawer_next(Drawer *d, const Seqs *s, uint64_t *data_rng, uint64_t *anchor_rng, int pad_id, TrainBatch *tb);
+int drawer_resume(Drawer *d, int n_seqs, int cursor, uint64_t epoch_rng, uint64_t data_rng);
 void drawer_cache_init(Drawer *d, const Model *draft, int n_seqs);
 int drawer_features(Drawer *d, const Model *draft, const Model *target, TrainBatch *tb);
 void seq_write(FILE *f, const Seqs *s, int q);

@@ -29,6 +29,7 @@
 #include "train.h"
 #include "train_cli.h"
 #include "train_target.h"
+#include "checkpoint.h"
 #include "flags.h"
 
 #include <dirent.h>
@@ -365,272 +366,11 @@ static void write_config_json(FILE *f, const Config *c, const char *dtype, int e
     fprintf(f, "  \"vocab_size\": %d\n}\n", c->vocab_size);
 }
 
-static uint16_t bf16_of(float x) {  /* round to nearest even (x finite) */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
-/* A safetensors file: n_sets lists of n tensors each, keys prefix[j] + key,
- * dtype "F32", "F64" or "BF16", the header space-padded to a multiple of 8
- * bytes, the data in list order. */
-static int write_safetensors(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
-                             const char *dtype) {
-    int item = strcmp(dtype, "F64") == 0 ? 8 : strcmp(dtype, "BF16") == 0 ? 2 : 4;
-    size_t cap = 256 + (size_t)n * (size_t)n_sets * 220, len = 0, offset = 0;
-    char *h = malloc(cap);
-    if (!h) { dflash_set_error("out of memory (the safetensors header)"); return -1; }
-    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int j = 0; j < n_sets; j++)
-        for (int i = 0; i < n; i++) {
-            const TrainParam *p = &sets[j][i];
-            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1);
-            char shape[64];
-            if (p->ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p->shape[0], (long long)p->shape[1]);
-            else snprintf(shape, sizeof shape, "%lld", (long long)p->shape[0]);
-            len += (size_t)snprintf(h + len, cap - len,
-                                    ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                                    prefix[j], p->key, dtype, shape, offset, offset + (size_t)item * numel);
-            offset += (size_t)item * numel;
-        }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while ((8 + len) % 8 != 0 && len + 1 < cap) h[len++] = ' ';
-    unsigned char len8[8];
-    for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)len >> (8 * b));
-    fwrite(len8, 1, 8, f);
-    fwrite(h, 1, len, f);
-    free(h);
-    unsigned char buf[8192];
-    for (int j = 0; j < n_sets; j++)
-        for (int i = 0; i < n; i++) {
-            const TrainParam *p = &sets[j][i];
-            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1), k = 0;
-            while (k < numel) {
-                size_t m = 0;
-                for (; m < sizeof buf / 8 && k < numel; m++, k++) {
-                    uint64_t u = 0;
-                    if (item == 8) { double x = (double)p->data[k]; memcpy(&u, &x, 8); }
-                    else if (item == 4) { float x = (float)p->data[k]; uint32_t w; memcpy(&w, &x, 4); u = w; }
-                    else u = bf16_of((float)p->data[k]);
-                    for (int b = 0; b < item; b++) buf[(size_t)item * m + (size_t)b] = (unsigned char)(u >> (8 * b));
-                }
-                fwrite(buf, 1, (size_t)item * m, f);
-            }
-        }
-    return 0;  /* a write error is the stream's: out_commit reports it */
-}
-
-/* Read back a safetensors file this command wrote: every tensor of p (prefix
- * + key) must be there with its shape, in the build's real dtype; copied in
- * exactly. */
-static int read_safetensors(const char *path, TrainParam *p, int n, const char *prefix) {
-    char *bytes = NULL;
-    size_t len = 0;
-    Json h;
-    if (file_read_all(path, &bytes, &len) != 0) return -1;
-    uint64_t hl = 0;
-    for (int b = 0; b < 8 && len >= 8; b++) hl |= (uint64_t)(unsigned char)bytes[b] << (8 * b);
-    if (len < 8 || hl > len - 8 || json_parse(bytes + 8, (size_t)hl, path, &h) != 0) {
-        if (len < 8 || hl > len - 8) dflash_set_error("%s: not a safetensors file (header length)", path);
-        free(bytes);
-        return -1;
-    }
-    const char *want = sizeof(real) == 8 ? "F64" : "F32";
-    int rc = 0;
-    for (int i = 0; rc == 0 && i < n; i++) {
-        char key[TRAIN_MAX_KEY + 16];
-        snprintf(key, sizeof key, "%s%s", prefix, p[i].key);
-        const Json *t = json_get(&h, key), *dt = json_get(t, "dtype"), *sh = json_get(t, "shape"),
-                   *off = json_get(t, "data_offsets");
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
-        int ok = t && dt && dt->type == JSON_STRING && strcmp(dt->string, want) == 0 && sh && sh->type == JSON_ARRAY &&
-                 sh->n == p[i].ndim && off && off->type == JSON_ARRAY && off->n == 2;
-        for (int d = 0; ok && d < p[i].ndim; d++)
-            ok = sh->items[d].type == JSON_NUMBER && sh->items[d].number == (double)p[i].shape[d];
-        if (ok) {
-            double a = off->items[0].number, b = off->items[1].number;
-            ok = a >= 0 && b - a == (double)(numel * sizeof(real)) && 8 + (double)hl + b <= (double)len;
-            if (ok) memcpy(p[i].data, bytes + 8 + hl + (size_t)a, numel * sizeof(real));
-        }
-        if (!ok) {
-            dflash_set_error("%s: tensor %s: expected %s of the model's shape (a checkpoint of this build and "
-                             "config)", path, key, want);
-            rc = -1;
-        }
-    }
-    json_free(&h);
-    free(bytes);
-    return rc;
-}
-
 /* The files a folder of this command may hold: an existing --out or
  * --checkpoint holding anything else is not replaced. */
 enum { OF_CONFIG, OF_MODEL, OF_TOKENIZER, OF_GENCONFIG, OF_OPTIMIZER, OF_STATE, OF_N };
 static const char *const OUT_FILES[OF_N] = {"config.json", "model.safetensors", "tokenizer.json",
                                             "generation_config.json", "optimizer.safetensors", "trainer_state.json"};
-
-typedef struct {
-    char *dir, *tmp, *lock;
-    int lock_fd, exists;
-} OutDir;
-
-static void outdir_discard(OutDir *o) {
-    if (o->tmp) {
-        sigset_t old;
-        out_block_signals(&old);
-        out_remove_owned(o);
-        out_forget(o, 0, NULL);
-        out_restore_signals(&old);
-    }
-    free(o->tmp);
-    o->tmp = NULL;
-}
-
-static void outdir_release(OutDir *o) {
-    outdir_discard(o);
-    if (o->lock_fd >= 0 && o->lock) {
-        sigset_t old;
-        out_block_signals(&old);
-        unlink(o->lock);
-        close(o->lock_fd);
-        out_forget(o, 'l', NULL);
-        out_restore_signals(&old);
-    }
-    free(o->dir);
-    free(o->lock);
-    memset(o, 0, sizeof *o);
-    o->lock_fd = -1;
-}
-
-/* The folder's lock ("<dir>.lock", an fcntl write lock held until the end:
- * one run at a time writes it), and the check that an existing folder holds
- * nothing but our files. */
-static int outdir_open(OutDir *o, const char *dir, const char *label) {
-    memset(o, 0, sizeof *o);
-    o->lock_fd = -1;
-    size_t n = strlen(dir);
-    while (n > 1 && dir[n - 1] == '/') n--;
-    if (n == 0 || n > 4000) { dflash_set_error("%s: expected a folder name of 1..4000 characters", label); return -1; }
-    if (!(o->dir = malloc(n + 1))) { dflash_set_error("out of memory"); return -1; }
-    memcpy(o->dir, dir, n);
-    o->dir[n] = 0;
-    if (!(o->lock = str_cat(o->dir, ".lock"))) return -1;
-    sigset_t old;
-    out_block_signals(&old);
-    int fd = -1, err = 0, busy = 0;
-    if (out_register(o, 'l', o->lock) != 0) err = ENOMEM;
-    else if ((fd = open(o->lock, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK, 0666)) < 0) err = errno;
-    else {
-        struct flock fl;
-        memset(&fl, 0, sizeof fl);
-        fl.l_type = F_WRLCK;
-        fl.l_whence = SEEK_SET;
-        if (fcntl(fd, F_SETLK, &fl) != 0) busy = errno == EACCES || errno == EAGAIN, err = busy ? 0 : errno;
-    }
-    if ((err || busy) && err != ENOMEM) out_unregister_last();
-    if (err || busy) { if (fd >= 0) close(fd); fd = -1; }
-    out_restore_signals(&old);
-    if (busy) {
-        dflash_set_error("%s %s: another run is writing it (it holds %s); wait for it or choose another folder",
-                         label, o->dir, o->lock);
-        return -1;
-    }
-    if (err == ENOENT) {
-        dflash_set_error("%s %s: its parent folder does not exist (create it first)", label, o->dir);
-        return -1;
-    }
-    if (err) { dflash_set_error("%s %s: cannot create the lock %s: %s", label, o->dir, o->lock, strerror(err)); return -1; }
-    o->lock_fd = fd;
-    struct stat st;
-    if (lstat(o->dir, &st) == 0) {
-        if (!S_ISDIR(st.st_mode)) {
-            dflash_set_error("%s %s: exists and is not a folder; refusing to replace it (choose another path)", label,
-                             o->dir);
-            return -1;
-        }
-        DIR *d = opendir(o->dir);
-        if (!d) { dflash_set_error("%s %s: cannot read the folder: %s", label, o->dir, strerror(errno)); return -1; }
-        struct dirent *e;
-        char bad[256] = "";
-        while (!bad[0] && (e = readdir(d)) != NULL) {
-            int ours = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
-            for (int k = 0; k < OF_N; k++) ours |= strcmp(e->d_name, OUT_FILES[k]) == 0;
-            if (!ours) snprintf(bad, sizeof bad, "%s", e->d_name);
-        }
-        closedir(d);
-        if (bad[0]) {
-            dflash_set_error("%s %s: holds %s, which dflash train-target does not write; refusing to replace the "
-                             "folder (choose another path)", label, o->dir, bad);
-            return -1;
-        }
-        o->exists = 1;
-    } else if (errno != ENOENT) {
-        dflash_set_error("%s %s: %s", label, o->dir, strerror(errno));
-        return -1;
-    }
-    return 0;
-}
-
-/* a fresh "<dir>.partial.XXXXXX" to write the folder's files into */
-static int outdir_begin(OutDir *o, const char *label) {
-    size_t n = strlen(o->dir);
-    char *tmp = malloc(n + 32);
-    if (!tmp) { dflash_set_error("out of memory"); return -1; }
-    snprintf(tmp, n + 32, "%s.partial.XXXXXX", o->dir);
-    sigset_t old;
-    out_block_signals(&old);
-    int made = mkdtemp(tmp) != NULL, err = errno;
-    if (made && out_register(o, 'd', tmp) != 0) { rmdir(tmp); made = 0; err = ENOMEM; }
-    out_restore_signals(&old);
-    if (!made) {
-        dflash_set_error("%s %s: cannot create %s: %s", label, o->dir, tmp, strerror(err));
-        free(tmp);
-        return -1;
-    }
-    mode_t mask = file_umask();
-    chmod(tmp, 0777 & ~mask);
-    o->tmp = tmp;
-    return 0;
-}
-
-/* One file of the folder as an OutFile in the partial folder; contents by
- * the caller through out_stream (then tt_file_done). */
-static OutFile *outdir_file(OutDir *o, int which, char **path_out) {
-    char *p = path_join(o->tmp, OUT_FILES[which]);
-    if (!p) return NULL;
-    OutFile *f = out_open(p, "dflash train-target");
-    if (!f) { free(p); return NULL; }
-    *path_out = p;
-    return f;
-}
-
-static int outdir_file_done(OutDir *o, OutFile *f, char *path) {
-    sigset_t old;
-    out_block_signals(&old);
-    int reg = out_register(o, 'f', path);
-    out_restore_signals(&old);
-    free(path);
-    if (reg != 0) { out_abort(f); dflash_set_error("out of memory"); return -1; }
-    return out_commit(f);
-}
-
-/* rename the partial folder onto dir (an earlier one moved aside first and
- * removed after), signals blocked throughout */
-static int outdir_commit(OutDir *o, const char *label) {
-    sigset_t sig;
-    out_block_signals(&sig);
-    struct stat st;
-    o->exists = lstat(o->dir, &st) == 0;
-    int rc = dir_replace(label, o->dir, o->tmp, o->exists, "the earlier folder", OUT_FILES, OF_N);
-    if (rc == 0) {
-        out_forget(o, 'f', NULL);
-        out_forget(o, 'd', NULL);
-        free(o->tmp);
-        o->tmp = NULL;
-    }
-    out_restore_signals(&sig);
-    return rc;
-}
 
 /* ===========================================================================
  * 4. The run
@@ -650,6 +390,23 @@ typedef struct {
     long tokens;      /* tokens trained so far */
 } RunState;
 
+/* trainer_state.json: the position, then the settings (with the flag that
+ * sets each: a resume must agree on them), in this order */
+#define RS(m) offsetof(RunState, m)
+static const CkField RUN_STATE_FIELDS[] = {
+    {"step", CK_LONG, RS(step), NULL}, {"adam_t", CK_LONG, RS(adam_t), NULL}, {"epoch", CK_LONG, RS(epoch), NULL},
+    {"cursor", CK_SIZE, RS(cursor), NULL}, {"epoch_rng", CK_U64, RS(epoch_rng), NULL},
+    {"tokens", CK_LONG, RS(tokens), NULL}, {"elapsed", CK_REAL, RS(elapsed), NULL},
+    {"steps", CK_LONG, RS(steps), "--steps"}, {"batch", CK_LONG, RS(batch), "--batch"},
+    {"seq_len", CK_LONG, RS(seq_len), "--seq-len"}, {"warmup", CK_LONG, RS(warmup), "--warmup"},
+    {"lr", CK_REAL, RS(lr), "--lr"}, {"weight_decay", CK_REAL, RS(weight_decay), "--weight-decay"},
+    {"max_grad_norm", CK_REAL, RS(max_grad_norm), "--max-grad-norm"}, {"adam_eps", CK_REAL, RS(adam_eps), "--adam-eps"},
+    {"beta2", CK_REAL, RS(beta2), "--beta2"}, {"schedule", CK_INT, RS(schedule), "--schedule"},
+    {"decay_on", CK_INT, RS(decay_on), "--decay-on"}, {"seed", CK_U64, RS(seed), "--seed"}};
+#undef RS
+#define N_RUN_STATE_FIELDS ((int)(sizeof RUN_STATE_FIELDS / sizeof RUN_STATE_FIELDS[0]))
+#define TT_CHECKPOINT_FORMAT "dflash train-target checkpoint 1"
+
 typedef struct {
     const TtArgs *a;
     Config cfg;
@@ -666,130 +423,47 @@ typedef struct {
     Order order;
 } Run;
 
-static int write_text_file(OutDir *o, int which, const char *text, size_t len) {
-    char *p;
-    OutFile *f = outdir_file(o, which, &p);
-    if (!f) return -1;
-    fwrite(text, 1, len, out_stream(f));
-    return outdir_file_done(o, f, p);
-}
-
 /* the model files of a folder: config.json, model.safetensors (dtype),
  * tokenizer.json (a copy), generation_config.json */
-static int write_model_files(Run *r, OutDir *o, const char *st_dtype, const char *cfg_dtype) {
+static int write_model_files(Run *r, CkDir *o, const char *st_dtype, const char *cfg_dtype) {
     char *p;
-    OutFile *f = outdir_file(o, OF_CONFIG, &p);
+    OutFile *f = ckdir_file(o, OF_CONFIG, &p);
     if (!f) return -1;
     write_config_json(out_stream(f), &r->cfg, cfg_dtype, r->eot);
-    if (outdir_file_done(o, f, p) != 0) return -1;
-    if (!(f = outdir_file(o, OF_MODEL, &p))) return -1;
+    if (ckdir_file_done(o, f, p) != 0) return -1;
+    if (!(f = ckdir_file(o, OF_MODEL, &p))) return -1;
     const TrainParam *sets[1] = {r->params};
     const char *none[1] = {""};
-    write_safetensors(out_stream(f), sets, none, 1, r->n_params, st_dtype);
-    if (outdir_file_done(o, f, p) != 0) return -1;
-    if (r->tok_json && write_text_file(o, OF_TOKENIZER, r->tok_json, r->tok_len) != 0) return -1;
-    if (!(f = outdir_file(o, OF_GENCONFIG, &p))) return -1;
+    if (ck_write_safetensors(out_stream(f), sets, none, 1, r->n_params, st_dtype) != 0) {
+        out_abort(f);
+        free(p);
+        return -1;
+    }
+    if (ckdir_file_done(o, f, p) != 0) return -1;
+    if (r->tok_json && ckdir_write_text(o, OF_TOKENIZER, r->tok_json, r->tok_len) != 0) return -1;
+    if (!(f = ckdir_file(o, OF_GENCONFIG, &p))) return -1;
     if (r->eot >= 0)
         fprintf(out_stream(f), "{\n  \"bos_token_id\": %d,\n  \"eos_token_id\": %d\n}\n", r->eot, r->eot);
     else
         fprintf(out_stream(f), "{\n}\n");
-    return outdir_file_done(o, f, p);
+    return ckdir_file_done(o, f, p);
 }
 
-static int write_checkpoint(Run *r, OutDir *o) {
-    if (outdir_begin(o, "--checkpoint") != 0) return -1;
-    const char *dt = sizeof(real) == 8 ? "F64" : "F32";
-    if (write_model_files(r, o, dt, sizeof(real) == 8 ? "float64" : "float32") != 0) goto fail;
+static int write_checkpoint(Run *r, CkDir *o) {
+    if (ckdir_begin(o, "--checkpoint") != 0) return -1;
+    if (write_model_files(r, o, CK_REAL_DTYPE, CK_REAL_TORCH) != 0) goto fail;
+    if (ck_write_optimizer(o, OF_OPTIMIZER, r->m, r->v, r->n_params) != 0) goto fail;
     char *p;
-    OutFile *f = outdir_file(o, OF_OPTIMIZER, &p);
+    OutFile *f = ckdir_file(o, OF_STATE, &p);
     if (!f) goto fail;
-    const TrainParam *sets[2] = {r->m, r->v};
-    const char *prefix[2] = {"exp_avg.", "exp_avg_sq."};
-    write_safetensors(out_stream(f), sets, prefix, 2, r->n_params, dt);
-    if (outdir_file_done(o, f, p) != 0) goto fail;
-    if (!(f = outdir_file(o, OF_STATE, &p))) goto fail;
-    const RunState *s = &r->rs;
-    char num[6][40];
-    json_number(num[0], sizeof num[0], s->lr);
-    json_number(num[1], sizeof num[1], s->weight_decay);
-    json_number(num[2], sizeof num[2], s->max_grad_norm);
-    json_number(num[3], sizeof num[3], s->adam_eps);
-    json_number(num[4], sizeof num[4], s->beta2);
-    json_number(num[5], sizeof num[5], s->elapsed);
-    fprintf(out_stream(f),
-            "{\n  \"format\": \"dflash train-target checkpoint 1\",\n  \"real\": \"%s\",\n"
-            "  \"step\": %ld,\n  \"adam_t\": %ld,\n  \"epoch\": %ld,\n  \"cursor\": %zu,\n"
-            "  \"epoch_rng\": \"%llu\",\n  \"tokens\": %ld,\n  \"elapsed\": %s,\n"
-            "  \"steps\": %ld,\n  \"batch\": %ld,\n  \"seq_len\": %ld,\n  \"warmup\": %ld,\n"
-            "  \"lr\": %s,\n  \"weight_decay\": %s,\n  \"max_grad_norm\": %s,\n  \"adam_eps\": %s,\n"
-            "  \"beta2\": %s,\n  \"schedule\": %d,\n  \"decay_on\": %d,\n  \"seed\": \"%llu\"\n}\n",
-            REAL_NAME, s->step, s->adam_t, s->epoch, s->cursor, (unsigned long long)s->epoch_rng, s->tokens, num[5],
-            s->steps, s->batch, s->seq_len, s->warmup, num[0], num[1], num[2], num[3], num[4], s->schedule,
-            s->decay_on, (unsigned long long)s->seed);
-    if (outdir_file_done(o, f, p) != 0) goto fail;
-    if (outdir_commit(o, "--checkpoint") != 0) goto fail;
+    ck_state_write(out_stream(f), TT_CHECKPOINT_FORMAT, RUN_STATE_FIELDS, N_RUN_STATE_FIELDS, &r->rs);
+    if (ckdir_file_done(o, f, p) != 0) goto fail;
+    if (ckdir_commit(o, "--checkpoint") != 0) goto fail;
     return 0;
 fail:
-    outdir_discard(o);
+    ckdir_discard(o);
     return -1;
 }
-
-/* trainer_state.json of a checkpoint: every field or a one-line refusal */
-static int read_state(const char *path, RunState *s) {
-    char *text = NULL;
-    size_t len = 0;
-    Json j;
-    if (file_read_all(path, &text, &len) != 0) return -1;
-    int rc = json_parse(text, len, path, &j);
-    free(text);
-    if (rc != 0) return -1;
-    rc = -1;
-    const Json *fmt = json_get(&j, "format"), *re = json_get(&j, "real");
-    if (!fmt || fmt->type != JSON_STRING || strcmp(fmt->string, "dflash train-target checkpoint 1") != 0) {
-        dflash_set_error("%s: not a dflash train-target checkpoint (\"format\")", path);
-        goto done;
-    }
-    if (!re || re->type != JSON_STRING || strcmp(re->string, REAL_NAME) != 0) {
-        dflash_set_error("%s: a checkpoint of the %s build; this is the %s build", path,
-                         re && re->type == JSON_STRING ? re->string : "?", REAL_NAME);
-        goto done;
-    }
-    struct { const char *key; long *l; double *d; } f[] = {
-        {"step", &s->step, NULL}, {"adam_t", &s->adam_t, NULL}, {"epoch", &s->epoch, NULL},
-        {"tokens", &s->tokens, NULL}, {"steps", &s->steps, NULL}, {"batch", &s->batch, NULL},
-        {"seq_len", &s->seq_len, NULL}, {"warmup", &s->warmup, NULL}, {"elapsed", NULL, &s->elapsed},
-        {"lr", NULL, &s->lr}, {"weight_decay", NULL, &s->weight_decay}, {"max_grad_norm", NULL, &s->max_grad_norm},
-        {"adam_eps", NULL, &s->adam_eps}, {"beta2", NULL, &s->beta2}};
-    for (size_t k = 0; k < sizeof f / sizeof f[0]; k++) {
-        const Json *x = json_get(&j, f[k].key);
-        if (!x || x->type != JSON_NUMBER || (f[k].l && !x->is_integer)) {
-            dflash_set_error("%s: \"%s\": expected a number", path, f[k].key);
-            goto done;
-        }
-        if (f[k].l) *f[k].l = (long)x->integer;
-        else *f[k].d = x->number;
-    }
-    const Json *cu = json_get(&j, "cursor"), *sc = json_get(&j, "schedule"), *dc = json_get(&j, "decay_on"),
-               *er = json_get(&j, "epoch_rng"), *sd = json_get(&j, "seed");
-    if (!cu || !cu->is_integer || !sc || !sc->is_integer || !dc || !dc->is_integer || !er || er->type != JSON_STRING ||
-        !sd || sd->type != JSON_STRING) {
-        dflash_set_error("%s: expected cursor, schedule, decay_on, epoch_rng and seed", path);
-        goto done;
-    }
-    s->cursor = (size_t)cu->integer;
-    s->schedule = (int)sc->integer;
-    s->decay_on = (int)dc->integer;
-    s->epoch_rng = strtoull(er->string, NULL, 10);
-    s->seed = strtoull(sd->string, NULL, 10);
-    rc = 0;
-done:
-    json_free(&j);
-    return rc;
-}
-
-/* SIGINT / SIGTERM during the steps: finish the step, write a checkpoint */
-static volatile sig_atomic_t tt_stop_signal = 0;
-static void tt_on_stop(int sig) { tt_stop_signal = sig; }
 
 /* the held-out evaluation: every next-token pair of the stream once, in
  * windows of T tokens (the last one shorter), b per batch */
@@ -840,7 +514,7 @@ typedef struct {
     Run r;
     Corpus train, held;
     Case cs;
-    OutDir od, ck;
+    CkDir od, ck;
     Tokenizer tok;
     int have_tok;
     Tracer *tracer;
@@ -851,8 +525,7 @@ typedef struct {
     int V, T, b, steps, warmup, first_step;
     size_t n_weights;
     TrainHyper hp;
-    struct sigaction old_int, old_term;
-    int handlers;
+    CkSignals sig;
     double t_run, cpu_run, first_loss, last_loss;  /* cpu_run: processor seconds of this process's steps */
     long tokens_run;
     int rc;   /* tt_loop stopped early: the exit status */
@@ -1034,15 +707,11 @@ static int tt_resume(TtCmd *tc) {
         RunState c;
         memset(&c, 0, sizeof c);
         char *p = path_join(a->resume, "trainer_state.json");
-        int src = p ? read_state(p, &c) : -1;
+        int src = p ? ck_state_read(p, TT_CHECKPOINT_FORMAT, "dflash train-target", RUN_STATE_FIELDS,
+                                    N_RUN_STATE_FIELDS, &c) : -1;
         free(p);
         if (src != 0) return -1;
-        const char *bad = c.steps != s->steps ? "--steps" : c.batch != s->batch ? "--batch"
-                        : c.seq_len != s->seq_len ? "--seq-len" : c.warmup != s->warmup ? "--warmup"
-                        : c.lr != s->lr ? "--lr" : c.weight_decay != s->weight_decay ? "--weight-decay"
-                        : c.max_grad_norm != s->max_grad_norm ? "--max-grad-norm" : c.adam_eps != s->adam_eps ? "--adam-eps"
-                        : c.beta2 != s->beta2 ? "--beta2" : c.schedule != s->schedule ? "--schedule"
-                        : c.decay_on != s->decay_on ? "--decay-on" : c.seed != s->seed ? "--seed" : NULL;
+        const char *bad = ck_disagree(RUN_STATE_FIELDS, N_RUN_STATE_FIELDS, &c, s);
         if (bad) {
             dflash_set_error("--resume %s: the checkpoint's run had another %s; give the run's own flags", a->resume, bad);
             return -1;
@@ -1053,9 +722,8 @@ static int tt_resume(TtCmd *tc) {
             return -1;
         }
         char *mp = path_join(a->resume, "model.safetensors"), *op = path_join(a->resume, "optimizer.safetensors");
-        int lrc = mp && op && read_safetensors(mp, r->params, r->n_params, "") == 0 &&
-                          read_safetensors(op, r->m, r->n_params, "exp_avg.") == 0 &&
-                          read_safetensors(op, r->v, r->n_params, "exp_avg_sq.") == 0 ? 0 : -1;
+        int lrc = mp && op && ck_read_safetensors(mp, r->params, r->n_params, "") == 0 &&
+                          ck_read_optimizer(op, r->m, r->v, r->n_params) == 0 ? 0 : -1;
         free(mp);
         free(op);
         if (lrc != 0) return -1;
@@ -1075,11 +743,13 @@ static int tt_open(TtCmd *tc) {
     const TtArgs *a = &tc->a;
     Run *r = &tc->r;
     const RunState *s = &r->rs;
-    OutDir *od = &tc->od, *ck = &tc->ck;
+    CkDir *od = &tc->od, *ck = &tc->ck;
     const Corpus *train = &tc->train;
     const char *ck_dir = tc->ck_dir;
     int T = tc->T, b = tc->b, steps = tc->steps, warmup = tc->warmup, first_step = tc->first_step;
-    if (outdir_open(od, a->out, "--out") != 0 || outdir_open(ck, ck_dir, "--checkpoint") != 0) return -1;
+    if (ckdir_open(od, a->out, "--out", "dflash train-target", OUT_FILES, OF_N) != 0 ||
+        ckdir_open(ck, ck_dir, "--checkpoint", "dflash train-target", OUT_FILES, OF_N) != 0)
+        return -1;
     if (a->log && !(tc->logf = out_open(a->log, "dflash train-target"))) return -1;
     if (a->trace_dir && !(tc->tracer = trace_open(a->trace_dir, NULL, NULL, 0))) return -1;
     if (!(tc->batch_ids = malloc(sizeof(int) * (size_t)b * (size_t)T))) { dflash_set_error("out of memory"); return -1; }
@@ -1114,7 +784,7 @@ static int tt_loop(TtCmd *tc) {
     const TtArgs *a = &tc->a;
     Run *r = &tc->r;
     RunState *s = &r->rs;
-    OutDir *ck = &tc->ck;
+    CkDir *ck = &tc->ck;
     const Corpus *train = &tc->train;
     int T = tc->T, b = tc->b, steps = tc->steps, warmup = tc->warmup, first_step = tc->first_step;
     TrainHyper hp;
@@ -1122,13 +792,7 @@ static int tt_loop(TtCmd *tc) {
     hp.beta1 = 0.9, hp.beta2 = a->beta2, hp.eps = a->adam_eps, hp.weight_decay = a->weight_decay;
     hp.max_grad_norm = a->max_grad_norm, hp.decay_on = s->decay_on, hp.threads = (int)a->threads;
 
-    struct sigaction sa;
-    memset(&sa, 0, sizeof sa);
-    sa.sa_handler = tt_on_stop;
-    sigemptyset(&sa.sa_mask);
-    sigaction(SIGINT, &sa, &tc->old_int);
-    sigaction(SIGTERM, &sa, &tc->old_term);
-    tc->handlers = 1;
+    ck_signals_catch(&tc->sig);
     tc->t_run = now_seconds(), tc->cpu_run = 0;   /* tc->cpu_run: processor seconds of this process's steps */
     tc->tokens_run = 0;
     tc->first_loss = NAN, tc->last_loss = NAN;
@@ -1179,7 +843,7 @@ static int tt_loop(TtCmd *tc) {
             fprintf(stderr, "step %d/%d  loss %.4f  lr %.3e  grad norm %.3f  %.0f tok/s  elapsed %s  ETA %s\n", step,
                     steps, ls.loss, hp.lr, ls.grad_norm, el > 0 ? (double)tc->tokens_run / el : 0.0, e1, e2);
         }
-        int stop_now = tt_stop_signal || (a->stop_after > 0 && step == a->stop_after);
+        int stop_now = ck_stop_signal || (a->stop_after > 0 && step == a->stop_after);
         if (stop_now || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0 && step < steps)) {
             if (write_checkpoint(r, ck) != 0) return -1;
             fprintf(stderr, "checkpoint: step %d written to %s%s\n", step, ck->dir,
@@ -1188,8 +852,8 @@ static int tt_loop(TtCmd *tc) {
         if (stop_now) {
             if (tc->logf) { int lrc = out_commit(tc->logf); tc->logf = NULL; if (lrc != 0) return -1; }
             if (tc->tracer) { int trc = trace_close(tc->tracer); tc->tracer = NULL; if (trc != 0) return -1; }
-            tc->rc = tt_stop_signal ? 128 + tt_stop_signal : 0;
-            if (tt_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)tt_stop_signal, step);
+            tc->rc = ck_stop_signal ? 128 + ck_stop_signal : 0;
+            if (ck_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)ck_stop_signal, step);
             else fprintf(stderr, "stopped after step %d (--stop-after)\n", step);
             return 1;
         }
@@ -1202,12 +866,10 @@ static int tt_finish(TtCmd *tc) {
     const TtArgs *a = &tc->a;
     Run *r = &tc->r;
     const RunState *s = &r->rs;
-    OutDir *od = &tc->od;
+    CkDir *od = &tc->od;
     const Corpus *held = &tc->held;
     int T = tc->T, b = tc->b, steps = tc->steps, first_step = tc->first_step;
-    sigaction(SIGINT, &tc->old_int, NULL);   /* from here a signal removes the partial output (cli/main.c) */
-    sigaction(SIGTERM, &tc->old_term, NULL);
-    tc->handlers = 0;
+    ck_signals_restore(&tc->sig);   /* from here a signal removes the partial output (cli/main.c) */
 
     /* the held-out evaluation, then the folder */
     if (a->n_heldout) {
@@ -1221,11 +883,11 @@ static int tt_finish(TtCmd *tc) {
                           held->documents, held->bytes, n, lpt, bpb);
     }
     int bf16 = a->bf16;
-    if (outdir_begin(od, "--out") != 0 ||
+    if (ckdir_begin(od, "--out") != 0 ||
         write_model_files(r, od, bf16 ? "BF16" : "F32", bf16 ? "bfloat16" : "float32") != 0)
         return -1;
     if (tc->tracer) { int trc = trace_close(tc->tracer); tc->tracer = NULL; if (trc != 0) return -1; }
-    if (outdir_commit(od, "--out") != 0) return -1;
+    if (ckdir_commit(od, "--out") != 0) return -1;
     if (tc->logf) { int lrc = out_commit(tc->logf); tc->logf = NULL; if (lrc != 0) return -1; }
     char dur[32];
     fmt_duration(dur, sizeof dur, s->elapsed);
@@ -1253,14 +915,11 @@ static int tt_finish(TtCmd *tc) {
 
 static void tt_free(TtCmd *tc) {
     Run *r = &tc->r;
-    if (tc->handlers) {
-        sigaction(SIGINT, &tc->old_int, NULL);
-        sigaction(SIGTERM, &tc->old_term, NULL);
-    }
+    ck_signals_restore(&tc->sig);
     if (tc->tracer) trace_discard(tc->tracer);
     out_abort(tc->logf);
-    outdir_release(&tc->od);
-    outdir_release(&tc->ck);
+    ckdir_release(&tc->od);
+    ckdir_release(&tc->ck);
     free(tc->batch_ids);
     free(r->order.order);
     free(r->params);
@@ -1283,7 +942,8 @@ int train_target_main(int argc, char **argv) {
     if (pa == 1) { fputs(TT_USAGE[0], stdout); fputs(TT_USAGE[1], stdout); return 0; }
     if (pa < 0) { dflash_print_error("dflash train-target", ""); return 2; }
     tc->argc = argc, tc->argv = argv;
-    tc->od.lock_fd = tc->ck.lock_fd = -1;
+    ckdir_init(&tc->od);
+    ckdir_init(&tc->ck);
     tc->r.a = &tc->a;
     tc->r.eot = -1;
     int ok = tt_paths(tc) == 0 && tt_load(tc) == 0 && tt_data(tc) == 0 && tt_state(tc) == 0 && tt_resume(tc) == 0 &&

@@ -22,7 +22,7 @@
  * (llama3 or null), layer_types, sliding_window and use_sliding_window (a
  * single window, as the loader keeps one), eos_token_id; tests/test_train_cli.c
  * checks that the loader reads the written file back to the same Config. */
-static void write_config_json(FILE *f, const Config *c, int bos_id, int block_size) {
+void draftdir_write_config(FILE *f, const Config *c, int bos_id, int block_size) {
     char eps[40], theta[40];
     json_number(eps, sizeof eps, c->rms_norm_eps);
     json_number(theta, sizeof theta, c->rope_theta);
@@ -298,7 +298,7 @@ int outdir_prepare(OutDir *o, const char *dir) {
 int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n) {
     OutFile *f = out_open(o->file[which], "--out");
     if (!f) return -1;
-    if (which == 0) write_config_json(out_stream(f), c, bos_id, B);
+    if (which == 0) draftdir_write_config(out_stream(f), c, bos_id, B);
     else if (which == 2)
         fprintf(out_stream(f), "%s\nThis folder is a draft dflash train wrote (config.json, model.safetensors); a "
                                "later dflash train --out may replace it whole.\n", DRAFTDIR_MARKER_LINE);

@@ -10,6 +10,8 @@
 #include "dflash.h"
 #include "train.h"
 
+#include <stdio.h>
+
 /* the marker file, and its first line */
 #define DRAFTDIR_MARKER "dflash-train.txt"
 #define DRAFTDIR_MARKER_LINE "dflash train draft folder"
@@ -32,6 +34,9 @@ int outdir_prepare(OutDir *o, const char *dir);
 int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n);
 /* The partial folder renamed onto dir (an earlier draft there replaced). */
 int outdir_commit(OutDir *o);
+/* config.json's text (which 0 above): c's values, bos_id (-1: none), block size B
+ * (dflash train's checkpoints write it too) */
+void draftdir_write_config(FILE *f, const Config *c, int bos_id, int B);
 /* Remove what is left of the partial folder; free o's strings. */
 void outdir_discard(OutDir *o);
 /* bos_token_id of a config.json (-1: absent, not an integer, unreadable) */

@@ -11,6 +11,7 @@
 #include "../train.c"
 #include "../cli/train_data.c"
 #include "../formats/draftdir.c"
+#include "../cli/checkpoint.c"
 #include "../cli/train_cli.c"
 #include "testutil.h"
 
