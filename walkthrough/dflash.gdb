@@ -161,8 +161,8 @@ def word(i):
     global _words
     if _words is None:
         def load():
-            n = _int("vocab.n")
-            w = gdb.parse_and_eval("vocab.words")
+            n = _int("r.vocab.n")
+            w = gdb.parse_and_eval("r.vocab.words")
             return [w[k].string() for k in range(n)]
         _words = _in_frame("main", load)
     return _words[i] if 0 <= i < len(_words) else "<?>"
