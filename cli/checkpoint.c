@@ -326,6 +326,15 @@ int ck_read_optimizer(const char *path, TrainParam *m, TrainParam *v, int n) {
                ? 0 : -1;
 }
 
+int ck_read_weights(const char *dir, TrainParam *params, TrainParam *m, TrainParam *v, int n) {
+    char *mp = path_join(dir, "model.safetensors"), *op = path_join(dir, "optimizer.safetensors");
+    int rc = mp && op && ck_read_safetensors(mp, params, n, "") == 0 && ck_read_optimizer(op, m, v, n) == 0 ? 0 : -1;
+    if (!mp || !op) dflash_set_error("out of memory");
+    free(mp);
+    free(op);
+    return rc;
+}
+
 /* ===========================================================================
  * trainer_state.json
  * ======================================================================== */

@@ -84,6 +84,9 @@ int ck_read_safetensors(const char *path, TrainParam *p, int n, const char *pref
  * torch's names, in the build's precision; and read back */
 int ck_write_optimizer(CkDir *o, int which, const TrainParam *m, const TrainParam *v, int n);
 int ck_read_optimizer(const char *path, TrainParam *m, TrainParam *v, int n);
+/* a checkpoint folder's model.safetensors into params and its
+ * optimizer.safetensors into m and v (both commands' --resume) */
+int ck_read_weights(const char *dir, TrainParam *params, TrainParam *m, TrainParam *v, int n);
 
 /* ---- trainer_state.json ----------------------------------------------------- */
 

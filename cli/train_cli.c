@@ -827,12 +827,7 @@ static int train_start(TrainCmd *r) {
         dflash_set_error("--resume %s: step %ld of %d: nothing left to train", a->resume, c.step, r->steps);
         return -1;
     }
-    char *mp = path_join(a->resume, "model.safetensors"), *op = path_join(a->resume, "optimizer.safetensors");
-    int lrc = mp && op && ck_read_safetensors(mp, r->params, r->n_params, "") == 0 &&
-                      ck_read_optimizer(op, r->m, r->v, r->n_params) == 0 ? 0 : -1;
-    free(mp);
-    free(op);
-    if (lrc != 0) return -1;
+    if (ck_read_weights(a->resume, r->params, r->m, r->v, r->n_params) != 0) return -1;
     train_set_optimizer_step(r->st, c.adam_t);
     if (!a->batches && drawer_resume(&r->dr, r->seqs.n, c.cursor, c.epoch_rng, c.data_rng) != 0) {
         char msg[sizeof dflash_errmsg];

@@ -721,12 +721,7 @@ static int tt_resume(TtCmd *tc) {
                              c.step, steps);
             return -1;
         }
-        char *mp = path_join(a->resume, "model.safetensors"), *op = path_join(a->resume, "optimizer.safetensors");
-        int lrc = mp && op && ck_read_safetensors(mp, r->params, r->n_params, "") == 0 &&
-                          ck_read_optimizer(op, r->m, r->v, r->n_params) == 0 ? 0 : -1;
-        free(mp);
-        free(op);
-        if (lrc != 0) return -1;
+        if (ck_read_weights(a->resume, r->params, r->m, r->v, r->n_params) != 0) return -1;
         lm_set_optimizer_step(r->st, c.adam_t);
         r->order.epoch = c.epoch, r->order.epoch_rng = c.epoch_rng;
         if (r->order.n) order_shuffle(&r->order);

@@ -22,16 +22,6 @@
 #define Q3T "toy_weights/qwen3-layout/target"
 #define Q3D "toy_weights/qwen3-layout/draft"
 
-/* exit status of a shell command (-1: it did not exit) */
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 static int count_lines(const char *s) {
     int n = 0;
@@ -313,7 +303,7 @@ static void test_tiny_run_end_to_end(void **state) {
     (void)state;
     char *dir = tu_tmpdir();
     assert_non_null(dir);
-    int rc = run("./dflash train --target " Q3T " --draft " Q3D " --out %s/out --generate 4 --seq-len 40 "
+    int rc = tu_runf("./dflash train --target " Q3T " --draft " Q3D " --out %s/out --generate 4 --seq-len 40 "
                  "--steps 3 --batch 2 --anchors 4 --log-every 1 --trace %s/trace 2> %s/log", dir, dir, dir);
     char *log = tu_read(tu_path(dir, "log"), NULL);
     if (rc != 0 && log) print_error("%s", log);
@@ -329,7 +319,7 @@ static void test_tiny_run_end_to_end(void **state) {
     assert_true(tu_exists(tu_path(dir, "trace/train3.loss.npy")));
     assert_true(no_partial_left(dir));
     /* ./dflash decodes with it */
-    assert_int_equal(run("./dflash --target " Q3T " --draft %s/out --ids 5,6,7 --max-new-tokens 8 > %s/gen 2>&1",
+    assert_int_equal(tu_runf("./dflash --target " Q3T " --draft %s/out --ids 5,6,7 --max-new-tokens 8 > %s/gen 2>&1",
                          dir, dir), 0);
     Model m;
     assert_int_equal(model_load(&m, tu_path(dir, "out"), 1), 0);
@@ -353,7 +343,7 @@ static void test_tiny_run_end_to_end(void **state) {
     tu_write_text(tu_path(dir, "new.json"), cfg);
     free(cfg);
     tu_write_text(tu_path(dir, "data.txt"), "5 6 7 | 8 9 10 11 12 13 14 15 16 17 18 19 20\n21 22 23 24 25 26 27 28 29 30\n");
-    rc = run("./dflash train --target " Q3T " --draft-config %s/new.json --out %s/new --data %s/data.txt "
+    rc = tu_runf("./dflash train --target " Q3T " --draft-config %s/new.json --out %s/new --data %s/data.txt "
              "--block-size 8 --steps 2 --batch 2 2> %s/log2", dir, dir, dir, dir);
     log = tu_read(tu_path(dir, "log2"), NULL);
     if (rc != 0 && log) print_error("%s", log);
@@ -375,10 +365,10 @@ static void test_determinism(void **state) {
     assert_non_null(dir);
     const char *args = "./dflash train --target " Q3T " --draft " Q3D " --generate 3 --temperature 1 --seq-len 36 "
                        "--steps 3 --batch 2 --anchors 3 --lr 1e-2";
-    assert_int_equal(run("%s --seed 7 --out %s/a 2> /dev/null", args, dir), 0);
+    assert_int_equal(tu_runf("%s --seed 7 --out %s/a 2> /dev/null", args, dir), 0);
     /* b: two threads, the same bytes as a (the matmuls split their output rows) */
-    assert_int_equal(run("%s --seed 7 --threads 2 --out %s/b 2> /dev/null", args, dir), 0);
-    assert_int_equal(run("%s --seed 8 --out %s/c 2> /dev/null", args, dir), 0);
+    assert_int_equal(tu_runf("%s --seed 7 --threads 2 --out %s/b 2> /dev/null", args, dir), 0);
+    assert_int_equal(tu_runf("%s --seed 8 --out %s/c 2> /dev/null", args, dir), 0);
     size_t la = 0, lb = 0, lc = 0;
     char *a = tu_read(tu_path(dir, "a/model.safetensors"), &la);
     char *b = tu_read(tu_path(dir, "b/model.safetensors"), &lb);
@@ -425,7 +415,7 @@ static void test_batches_run(void **state) {
     }
     snprintf(text + n, sizeof text - n, "]}\n");
     tu_write_text(tu_path(dir, "case.json"), text);
-    int rc = run("./dflash train --target " Q3T " --draft " Q3D " --batches %s/case.json --schedule constant "
+    int rc = tu_runf("./dflash train --target " Q3T " --draft " Q3D " --batches %s/case.json --schedule constant "
                  "--out %s/out --trace %s/trace 2> %s/log", dir, dir, dir, dir);
     char *log = tu_read(tu_path(dir, "log"), NULL);
     if (rc != 0 && log) print_error("%s", log);
@@ -449,7 +439,7 @@ static void test_batches_run(void **state) {
     }
     assert_false(tu_exists(tu_path(dir, "trace/train3.loss.npy")));
     /* more steps than batches */
-    assert_int_equal(run("./dflash train --target " Q3T " --draft " Q3D " --batches %s/case.json --steps 3 "
+    assert_int_equal(tu_runf("./dflash train --target " Q3T " --draft " Q3D " --batches %s/case.json --steps 3 "
                          "--out %s/o2 2> %s/err", dir, dir, dir), 2);
     char *err = tu_read(tu_path(dir, "err"), NULL);
     assert_non_null(err);
@@ -479,9 +469,9 @@ static void test_bad_input(void **state) {
     tu_write_text(tu_path(dir, "wide.json"), cfg);
     free(cfg);
     /* a copy of the draft folder, to be named as --out too */
-    assert_int_equal(run("mkdir %s/d && cp " Q3D "/config.json " Q3D "/model.safetensors %s/d/", dir, dir), 0);
-    assert_int_equal(run("mkdir %s/busy && echo x > %s/busy/notes.txt", dir, dir), 0);
-    assert_int_equal(run("mkdir %s/trace && echo x > %s/trace/mine.txt", dir, dir), 0);
+    assert_int_equal(tu_runf("mkdir %s/d && cp " Q3D "/config.json " Q3D "/model.safetensors %s/d/", dir, dir), 0);
+    assert_int_equal(tu_runf("mkdir %s/busy && echo x > %s/busy/notes.txt", dir, dir), 0);
+    assert_int_equal(tu_runf("mkdir %s/trace && echo x > %s/trace/mine.txt", dir, dir), 0);
 
     const char *T = "./dflash train --target " Q3T;
     struct { const char *args, *msg; } cases[] = {
@@ -511,7 +501,7 @@ static void test_bad_input(void **state) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
         char args[2048];
         snprintf(args, sizeof args, cases[i].args, dir, dir, dir, dir);
-        int rc = run("%s %s > %s/stdout 2> %s/err", T, args, dir, dir);
+        int rc = tu_runf("%s %s > %s/stdout 2> %s/err", T, args, dir, dir);
         char *err = tu_read(tu_path(dir, "err"), NULL);
         assert_non_null(err);
         if (rc != 2 || !strstr(err, cases[i].msg) || count_lines(err) != 1)
@@ -629,7 +619,7 @@ static void test_heldout_log(void **state) {
     (void)state;
     char *dir = tu_tmpdir();
     assert_non_null(dir);
-    assert_int_equal(run("./dflash train --target " Q3T " --draft " Q3D " --generate 12 --heldout 6 --seq-len 20 "
+    assert_int_equal(tu_runf("./dflash train --target " Q3T " --draft " Q3D " --generate 12 --heldout 6 --seq-len 20 "
                          "--block-size 4 --steps 2 --batch 2 --out %s/d --log %s/log --save-data %s/data 2> /dev/null",
                          dir, dir, dir), 0);
     size_t ll = 0, ld = 0;
@@ -702,8 +692,8 @@ static void test_trained_set_deterministic(void **state) {
     const char *args = "nice -n 10 ./dflash train --target toy_weights/random/target --draft-config "
                        "toy_weights/random/draft/config.json --generate 4 --heldout 2 --seq-len 16 --batch 2 "
                        "--steps 4 --lr 1e-3 --warmup 1 --seed 42";
-    assert_int_equal(run("%s --out %s/a --log %s/a.log 2> /dev/null", args, dir, dir), 0);
-    assert_int_equal(run("%s --out %s/b --log %s/b.log 2> /dev/null", args, dir, dir), 0);
+    assert_int_equal(tu_runf("%s --out %s/a --log %s/a.log 2> /dev/null", args, dir, dir), 0);
+    assert_int_equal(tu_runf("%s --out %s/b --log %s/b.log 2> /dev/null", args, dir, dir), 0);
     char ha[65], hb[65];
     assert_int_equal(sha256_of(tu_path(dir, "a/model.safetensors"), ha), 0);
     assert_int_equal(sha256_of(tu_path(dir, "b/model.safetensors"), hb), 0);
@@ -740,7 +730,7 @@ static int train_run(char **err, const char *dir, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(args, sizeof args, fmt, ap);
     va_end(ap);
-    int rc = run("./dflash train %s > %s/stdout 2> %s/err", args, dir, dir);
+    int rc = tu_runf("./dflash train %s > %s/stdout 2> %s/err", args, dir, dir);
     *err = tu_read(tu_path(dir, "err"), NULL);
     assert_non_null(*err);
     return rc;
@@ -870,15 +860,15 @@ static void test_out_rules(void **state) {
     char *dir = tu_tmpdir(), *err;
     assert_non_null(dir);
     tu_write_text(tu_path(dir, "ok.txt"), "5 6 7 8 9 10 11 12 13 14 15 16 17 18 19 20 21 22 23 24\n");
-    assert_int_equal(run("mkdir %s/model && cp " Q3T "/config.json %s/model/ && cp " Q3D "/model.safetensors %s/model/",
+    assert_int_equal(tu_runf("mkdir %s/model && cp " Q3T "/config.json %s/model/ && cp " Q3D "/model.safetensors %s/model/",
                          dir, dir, dir), 0);
-    assert_int_equal(run("mkdir %s/d && cp " Q3D "/config.json " Q3D "/model.safetensors %s/d/", dir, dir), 0);
-    assert_int_equal(run("mkdir %s/real && ln -s real %s/link", dir, dir), 0);
+    assert_int_equal(tu_runf("mkdir %s/d && cp " Q3D "/config.json " Q3D "/model.safetensors %s/d/", dir, dir), 0);
+    assert_int_equal(tu_runf("mkdir %s/real && ln -s real %s/link", dir, dir), 0);
     const char *D = "--target " Q3T " --draft " Q3D;
     /* 3: a user's model folder (not an input of the run) */
     int rc = train_run(&err, dir, "%s --data %s/ok.txt --steps 1 --out %s/model", D, dir, dir);
     assert_refused(rc, err, "not marked");
-    assert_int_equal(run("cmp -s %s/model/config.json " Q3T "/config.json", dir), 0);
+    assert_int_equal(tu_runf("cmp -s %s/model/config.json " Q3T "/config.json", dir), 0);
     assert_int_equal(tu_count_entries(tu_path(dir, "model")), 2);
     /* 7: inside an input folder */
     rc = train_run(&err, dir, "--target " Q3T " --draft %s/d --data %s/ok.txt --steps 1 --out %s/d/sub", dir, dir, dir);
@@ -1110,9 +1100,9 @@ static void test_trace_fed_back_as_batches(void **state) {
     if (rc != 0) print_error("%s", err);
     assert_int_equal(rc, 0);
     free(err);
-    assert_int_equal(run("cmp -s %s/t1/train1.loss.npy %s/t2/train1.loss.npy", dir, dir), 0);
-    assert_int_equal(run("cmp -s %s/t1/train1.grad_norm.npy %s/t2/train1.grad_norm.npy", dir, dir), 0);
-    assert_int_equal(run("cmp -s %s/o1/model.safetensors %s/o2/model.safetensors", dir, dir), 0);
+    assert_int_equal(tu_runf("cmp -s %s/t1/train1.loss.npy %s/t2/train1.loss.npy", dir, dir), 0);
+    assert_int_equal(tu_runf("cmp -s %s/t1/train1.grad_norm.npy %s/t2/train1.grad_norm.npy", dir, dir), 0);
+    assert_int_equal(tu_runf("cmp -s %s/o1/model.safetensors %s/o2/model.safetensors", dir, dir), 0);
     /* kept anchors out of order are still refused */
     tu_write_text(tu_path(dir, "bad.json"), "{\"batches\": [{\"input_ids\": [[5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,"
                                             "22,23,24]], \"anchors\": [[2, 1]]}]}\n");

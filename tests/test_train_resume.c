@@ -25,15 +25,6 @@
 
 #define Q3T "toy_weights/qwen3-layout/target"
 
-static int run(const char *fmt, ...) {
-    char cmd[8192];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(cmd, sizeof cmd, fmt, ap);
-    va_end(ap);
-    int st = system(cmd);
-    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
-}
 
 /* the qwen3-layout draft's config with one layer */
 static const char *ONE_LAYER =
@@ -107,10 +98,10 @@ static void test_split_run_is_the_whole_run(void **state) {
     Setup s;
     setup(&s);
     const char *d = s.dir;
-    assert_int_equal(run("%s --steps 9 --out %s/full --log %s/full.log 2>/dev/null", s.base, d, d), 0);
+    assert_int_equal(tu_runf("%s --steps 9 --out %s/full --log %s/full.log 2>/dev/null", s.base, d, d), 0);
     /* stopped after step 3 (mid-epoch): exit 0, a checkpoint, no --out; the
      * log so far is written */
-    assert_int_equal(run("%s --steps 9 --out %s/split --log %s/split.log --stop-after 3 2>/dev/null", s.base, d, d), 0);
+    assert_int_equal(tu_runf("%s --steps 9 --out %s/split --log %s/split.log --stop-after 3 2>/dev/null", s.base, d, d), 0);
     assert_false(tu_exists(tu_path(d, "split")));
     char ck[300];   /* not tu_path's ring: it lives through the test */
     snprintf(ck, sizeof ck, "%s/split.checkpoint", d);
@@ -130,14 +121,14 @@ static void test_split_run_is_the_whole_run(void **state) {
     free(part);
     /* resumed, stopped again at an epoch's end (step 5: 10 drawn), with a
      * checkpoint at every step on the way; then resumed with two threads */
-    assert_int_equal(run("%s --steps 9 --out %s/split --log %s/split.log --resume %s --stop-after 5 "
+    assert_int_equal(tu_runf("%s --steps 9 --out %s/split --log %s/split.log --resume %s --stop-after 5 "
                          "--checkpoint-every 1 2>/dev/null", s.base, d, d, ck), 0);
     st = tu_read(tu_path(ck, "trainer_state.json"), NULL);
     assert_non_null(st);
     assert_non_null(strstr(st, "\"step\": 5,"));
     assert_non_null(strstr(st, "\"cursor\": 5,"));
     free(st);
-    assert_int_equal(run("%s --steps 9 --out %s/split --log %s/split.log --resume %s --threads 2 2>/dev/null", s.base,
+    assert_int_equal(tu_runf("%s --steps 9 --out %s/split --log %s/split.log --resume %s --threads 2 2>/dev/null", s.base,
                          d, d, ck), 0);
     assert_same_run(&s, "full", "split");
     char *a = log_body(tu_path(d, "full.log")), *b = log_body(tu_path(d, "split.log"));
@@ -169,9 +160,9 @@ static void test_batches_split(void **state) {
     char base[2000];
     snprintf(base, sizeof base, "./dflash train --target " Q3T " --draft-config %s --batches %s --block-size 4 --lr 3e-3 "
              "--warmup 0", s.cfg, cs);
-    assert_int_equal(run("%s --out %s/full --log %s/full.log 2>/dev/null", base, d, d), 0);
-    assert_int_equal(run("%s --out %s/split --log %s/split.log --stop-after 1 2>/dev/null", base, d, d), 0);
-    assert_int_equal(run("%s --out %s/split --log %s/split.log --resume %s/split.checkpoint 2>/dev/null", base, d, d, d),
+    assert_int_equal(tu_runf("%s --out %s/full --log %s/full.log 2>/dev/null", base, d, d), 0);
+    assert_int_equal(tu_runf("%s --out %s/split --log %s/split.log --stop-after 1 2>/dev/null", base, d, d), 0);
+    assert_int_equal(tu_runf("%s --out %s/split --log %s/split.log --resume %s/split.checkpoint 2>/dev/null", base, d, d, d),
                      0);
     assert_same_run(&s, "full", "split");
     char *a = log_body(tu_path(d, "full.log")), *b = log_body(tu_path(d, "split.log"));
@@ -221,8 +212,8 @@ static void test_sigint_then_resume(void **state) {
     assert_true(stopped);
     assert_false(tu_exists(out));
     assert_true(tu_exists(tu_path(ck, "trainer_state.json")));
-    assert_int_equal(run("%s --steps 200 --out %s --resume %s 2>/dev/null", s.base, out, ck), 0);
-    assert_int_equal(run("%s --steps 200 --out %s/full 2>/dev/null", s.base, d), 0);
+    assert_int_equal(tu_runf("%s --steps 200 --out %s --resume %s 2>/dev/null", s.base, out, ck), 0);
+    assert_int_equal(tu_runf("%s --steps 200 --out %s/full 2>/dev/null", s.base, d), 0);
     assert_same_run(&s, "full", "cut");
     tu_rmtree(d);
 }
@@ -230,17 +221,8 @@ static void test_sigint_then_resume(void **state) {
 /* exit 2, one line holding needle, nothing written to --out */
 static void refused(const Setup *s, const char *args, const char *needle) {
     char cmd[8192];
-    snprintf(cmd, sizeof cmd, "%s %s > %s/out.txt 2> %s/err.txt", s->base, args, s->dir, s->dir);
-    int st = system(cmd);
-    char *err = tu_read(tu_path(s->dir, "err.txt"), NULL);
-    assert_non_null(err);
-    int lines = 0;
-    for (char *p = err; *p; p++) lines += *p == '\n';
-    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || lines != 1 || !strstr(err, needle))
-        fail_msg("%s: expected exit 2 and one line with \"%s\", got %d: %s", args, needle,
-                 WIFEXITED(st) ? WEXITSTATUS(st) : -1, err);
-    free(err);
-    assert_false(tu_exists(tu_path(s->dir, "o")));
+    snprintf(cmd, sizeof cmd, "%s %s", s->base, args);
+    tu_expect_refusal(s->dir, cmd, needle);
 }
 
 static void test_refusals(void **state) {
@@ -248,7 +230,7 @@ static void test_refusals(void **state) {
     Setup s;
     setup(&s);
     const char *d = s.dir;
-    assert_int_equal(run("%s --steps 6 --out %s/o --log %s/o.log --stop-after 2 2>/dev/null", s.base, d, d), 0);
+    assert_int_equal(tu_runf("%s --steps 6 --out %s/o --log %s/o.log --stop-after 2 2>/dev/null", s.base, d, d), 0);
     char args[4096], other[300];
     snprintf(other, sizeof other, "%s/other.txt", d);
     tu_write_text(other, "5 6 7 | 8 9 10 11 12 13 14 15 16 17 18 19 20\n");
@@ -280,7 +262,7 @@ static void test_refusals(void **state) {
     assert_true(tu_exists(tu_path(busy, "notes.txt")));
     assert_int_equal(tu_count_entries(busy), 1);
     /* the refused resumes left the checkpoint as it was: it still resumes */
-    assert_int_equal(run("%s --steps 6 --out %s/o --log %s/o.log --resume %s/o.checkpoint 2>/dev/null", s.base, d, d,
+    assert_int_equal(tu_runf("%s --steps 6 --out %s/o --log %s/o.log --resume %s/o.checkpoint 2>/dev/null", s.base, d, d,
                          d), 0);
     tu_rmtree(d);
 }
@@ -289,7 +271,7 @@ static void test_help_lists_the_flags(void **state) {
     (void)state;
     char *dir = tu_tmpdir();
     assert_non_null(dir);
-    assert_int_equal(run("./dflash train --help > %s/help", dir), 0);
+    assert_int_equal(tu_runf("./dflash train --help > %s/help", dir), 0);
     char *h = tu_read(tu_path(dir, "help"), NULL);
     assert_non_null(h);
     const char *flags[] = {"\n  --checkpoint-every N ", "\n  --checkpoint DIR ", "\n  --stop-after N ",

@@ -34,6 +34,40 @@ static inline int tu_run(const char *cmd, const char *out) {
     return rc == -1 || !WIFEXITED(rc) ? -1 : WEXITSTATUS(rc);
 }
 
+/* exit status of a printf-formatted shell command (-1: it did not exit) */
+static inline int tu_runf(const char *fmt, ...) {
+    char cmd[8192];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(cmd, sizeof cmd, fmt, ap);
+    va_end(ap);
+    int st = system(cmd);
+    return WIFEXITED(st) ? WEXITSTATUS(st) : -1;
+}
+
+/* cmd refused: exit 2, one line on stderr holding needle, no dir/o written
+ * (its stdout and stderr go to dir/out.txt and dir/err.txt) */
+static inline void tu_expect_refusal(const char *dir, const char *cmd, const char *needle) {
+    char full[8192];
+    snprintf(full, sizeof full, "%s > %s/out.txt 2> %s/err.txt", cmd, dir, dir);
+    int st = system(full);
+    char errp[700], outp[700];
+    snprintf(errp, sizeof errp, "%s/err.txt", dir);
+    snprintf(outp, sizeof outp, "%s/o", dir);
+    FILE *f = fopen(errp, "rb");
+    assert_non_null(f);
+    char err[4096];
+    size_t n = fread(err, 1, sizeof err - 1, f);
+    fclose(f);
+    err[n] = 0;
+    int lines = 0;
+    for (char *p = err; *p; p++) lines += *p == '\n';
+    if (!WIFEXITED(st) || WEXITSTATUS(st) != 2 || lines != 1 || !strstr(err, needle))
+        fail_msg("%s: expected exit 2 and one line with \"%s\", got %d: %s", cmd, needle,
+                 WIFEXITED(st) ? WEXITSTATUS(st) : -1, err);
+    assert_int_equal(access(outp, F_OK), -1);
+}
+
 /* A shell command's stdout, whole and NUL-terminated (malloc'd); *status
  * its exit status, -1 when it did not exit. */
 static inline char *tu_sh(const char *cmd, int *status) {
