@@ -5,6 +5,7 @@
  * resume must agree on, is each command's (cli/train_cli.c,
  * cli/train_target.c). */
 #include "checkpoint.h"
+#include "formats/draftdir.h"
 #include "formats/files.h"
 #include "formats/json.h"
 
@@ -215,56 +216,9 @@ int ckdir_commit(CkDir *o, const char *label) {
  * safetensors
  * ======================================================================== */
 
-static uint16_t bf16_of(float x) {  /* round to nearest even (x finite) */
-    uint32_t u;
-    memcpy(&u, &x, 4);
-    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
-}
-
 int ck_write_safetensors(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
                          const char *dtype) {
-    int item = strcmp(dtype, "F64") == 0 ? 8 : strcmp(dtype, "BF16") == 0 ? 2 : 4;
-    size_t cap = 256 + (size_t)n * (size_t)n_sets * 220, len = 0, offset = 0;
-    char *h = malloc(cap);
-    if (!h) { dflash_set_error("out of memory (the safetensors header)"); return -1; }
-    len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int j = 0; j < n_sets; j++)
-        for (int i = 0; i < n; i++) {
-            const TrainParam *p = &sets[j][i];
-            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1);
-            char shape[64];
-            if (p->ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p->shape[0], (long long)p->shape[1]);
-            else snprintf(shape, sizeof shape, "%lld", (long long)p->shape[0]);
-            len += (size_t)snprintf(h + len, cap - len,
-                                    ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                                    prefix[j], p->key, dtype, shape, offset, offset + (size_t)item * numel);
-            offset += (size_t)item * numel;
-        }
-    len += (size_t)snprintf(h + len, cap - len, "}");
-    while ((8 + len) % 8 != 0 && len + 1 < cap) h[len++] = ' ';
-    unsigned char len8[8];
-    for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)len >> (8 * b));
-    fwrite(len8, 1, 8, f);
-    fwrite(h, 1, len, f);
-    free(h);
-    unsigned char buf[8192];
-    for (int j = 0; j < n_sets; j++)
-        for (int i = 0; i < n; i++) {
-            const TrainParam *p = &sets[j][i];
-            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1), k = 0;
-            while (k < numel) {
-                size_t m = 0;
-                for (; m < sizeof buf / 8 && k < numel; m++, k++) {
-                    uint64_t u = 0;
-                    if (item == 8) { double x = (double)p->data[k]; memcpy(&u, &x, 8); }
-                    else if (item == 4) { float x = (float)p->data[k]; uint32_t w; memcpy(&w, &x, 4); u = w; }
-                    else u = bf16_of((float)p->data[k]);
-                    for (int b = 0; b < item; b++) buf[(size_t)item * m + (size_t)b] = (unsigned char)(u >> (8 * b));
-                }
-                fwrite(buf, 1, (size_t)item * m, f);
-            }
-        }
-    return 0;  /* a write error is the stream's: out_commit reports it */
+    return st_write_params(f, sets, prefix, n_sets, n, dtype, 8);
 }
 
 int ck_read_safetensors(const char *path, TrainParam *p, int n, const char *prefix) {

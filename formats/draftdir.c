@@ -65,51 +65,66 @@ void draftdir_write_config(FILE *f, const Config *c, int bos_id, int block_size)
             window > 0 ? "true" : "false", c->vocab_size);
 }
 
-/* model.safetensors, laid out as toy_weights/gen.c writes it: u64 LE header
- * length N, the JSON header {"__metadata__":{"format":"pt"},"key":{"dtype":
- * "F32","shape":[..],"data_offsets":[a,b]},...} space-padded so 8 + N is a
- * multiple of 64, then every tensor's little-endian float32 data back to
- * back in train_params order (fc, hidden_norm, layers, norm). The double
- * build rounds each value to float once here. */
-static int write_safetensors(FILE *f, const TrainParam *p, int n) {
-    size_t cap = 256 + (size_t)n * 160, len = 0, offset = 0;
+static uint16_t bf16_of(float x) {  /* round to nearest even (x finite) */
+    uint32_t u;
+    memcpy(&u, &x, 4);
+    return (uint16_t)((u + 0x7FFFu + ((u >> 16) & 1u)) >> 16);
+}
+
+int st_write_params(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
+                    const char *dtype, int align) {
+    int item = strcmp(dtype, "F64") == 0 ? 8 : strcmp(dtype, "BF16") == 0 ? 2 : 4;
+    size_t cap = 256 + (size_t)n * (size_t)n_sets * 220, len = 0, offset = 0;
     char *h = malloc(cap);
     if (!h) { dflash_set_error("out of memory (the safetensors header)"); return -1; }
     len += (size_t)snprintf(h + len, cap - len, "{\"__metadata__\":{\"format\":\"pt\"}");
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
-        char shape[64];
-        if (p[i].ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p[i].shape[0], (long long)p[i].shape[1]);
-        else snprintf(shape, sizeof shape, "%lld", (long long)p[i].shape[0]);
-        len += (size_t)snprintf(h + len, cap - len, ",\"%s\":{\"dtype\":\"F32\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
-                                p[i].key, shape, offset, offset + 4 * numel);
-        offset += 4 * numel;
-    }
+    for (int j = 0; j < n_sets; j++)
+        for (int i = 0; i < n; i++) {
+            const TrainParam *p = &sets[j][i];
+            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1);
+            char shape[64];
+            if (p->ndim == 2) snprintf(shape, sizeof shape, "%lld,%lld", (long long)p->shape[0], (long long)p->shape[1]);
+            else snprintf(shape, sizeof shape, "%lld", (long long)p->shape[0]);
+            len += (size_t)snprintf(h + len, cap - len,
+                                    ",\"%s%s\":{\"dtype\":\"%s\",\"shape\":[%s],\"data_offsets\":[%zu,%zu]}",
+                                    prefix[j], p->key, dtype, shape, offset, offset + (size_t)item * numel);
+            offset += (size_t)item * numel;
+        }
     len += (size_t)snprintf(h + len, cap - len, "}");
-    while ((8 + len) % 64 != 0 && len + 1 < cap) h[len++] = ' ';
+    while ((8 + len) % (size_t)align != 0 && len + 1 < cap) h[len++] = ' ';
     unsigned char len8[8];
     for (int b = 0; b < 8; b++) len8[b] = (unsigned char)((uint64_t)len >> (8 * b));
     fwrite(len8, 1, 8, f);
     fwrite(h, 1, len, f);
     free(h);
-    unsigned char buf[4096];
-    for (int i = 0; i < n; i++) {
-        size_t numel = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1), k = 0;
-        while (k < numel) {
-            size_t m = 0;
-            for (; m < sizeof buf / 4 && k < numel; m++, k++) {
-                float x = (float)p[i].data[k];
-                uint32_t u;
-                memcpy(&u, &x, 4);
-                buf[4 * m + 0] = (unsigned char)u;
-                buf[4 * m + 1] = (unsigned char)(u >> 8);
-                buf[4 * m + 2] = (unsigned char)(u >> 16);
-                buf[4 * m + 3] = (unsigned char)(u >> 24);
+    unsigned char buf[8192];
+    for (int j = 0; j < n_sets; j++)
+        for (int i = 0; i < n; i++) {
+            const TrainParam *p = &sets[j][i];
+            size_t numel = (size_t)p->shape[0] * (size_t)(p->ndim == 2 ? p->shape[1] : 1), k = 0;
+            while (k < numel) {
+                size_t m = 0;
+                for (; m < sizeof buf / 8 && k < numel; m++, k++) {
+                    uint64_t u = 0;
+                    if (item == 8) { double x = (double)p->data[k]; memcpy(&u, &x, 8); }
+                    else if (item == 4) { float x = (float)p->data[k]; uint32_t w; memcpy(&w, &x, 4); u = w; }
+                    else u = bf16_of((float)p->data[k]);
+                    for (int b = 0; b < item; b++) buf[(size_t)item * m + (size_t)b] = (unsigned char)(u >> (8 * b));
+                }
+                fwrite(buf, 1, (size_t)item * m, f);
             }
-            fwrite(buf, 1, 4 * m, f);
         }
-    }
     return 0;  /* a write error is the stream's: out_commit reports it */
+}
+
+/* model.safetensors, laid out as toy_weights/gen.c writes it: float32 with
+ * the header padded to 64 bytes, every tensor in train_params order (fc,
+ * hidden_norm, layers, norm). The double build rounds each value to float
+ * once here. */
+static int write_safetensors(FILE *f, const TrainParam *p, int n) {
+    const TrainParam *const sets[1] = {p};
+    const char *const none[1] = {""};
+    return st_write_params(f, sets, none, 1, n, "F32", 64);
 }
 
 /* The folder is written whole into "<out>.partial.XXXXXX" beside it and

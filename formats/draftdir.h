@@ -31,6 +31,15 @@ typedef struct {
  * beside it. -1 with dflash_errmsg (then outdir_discard). */
 int outdir_prepare(OutDir *o, const char *dir);
 /* which 0: config.json, 1: model.safetensors, 2: the marker, into the partial folder. */
+/* safetensors: n_sets lists of n tensors each, keys prefix[j] + key, dtype
+ * "F32", "F64" or "BF16" (rounded to nearest even), the u64 LE header length
+ * N and the JSON header {"__metadata__":{"format":"pt"},"key":{"dtype":..,
+ * "shape":[..],"data_offsets":[a,b]},...} space-padded so 8 + N is a
+ * multiple of align (64: toy_weights/gen.c's layout, the draft folder; 8:
+ * the checkpoints), then the data little-endian in list order. -1: out of
+ * memory (dflash_errmsg); a write error is the stream's. */
+int st_write_params(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
+                    const char *dtype, int align);
 int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n);
 /* The partial folder renamed onto dir (an earlier draft there replaced). */
 int outdir_commit(OutDir *o);

@@ -32,16 +32,6 @@
 
 #include "testutil.h"
 
-#if defined(__SANITIZE_ADDRESS__)
-#define UNDER_ASAN 1
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define UNDER_ASAN 1
-#endif
-#endif
-#ifndef UNDER_ASAN
-#define UNDER_ASAN 0
-#endif
 
 /* the bounds README.md documents ("The trace explorer") */
 #define EXPLORE_PAGE_VALUES_TEST ((size_t)8 << 20)

@@ -159,9 +159,7 @@ static void test_each_training_pitfall_departs_where_it_enters(void **state) {
     };
     int n = (int)(sizeof WHERE / sizeof WHERE[0]);
     for (int k = 0; k < n; k++) {
-#ifdef __SANITIZE_ADDRESS__   /* make sanitize (GCC's macro): every third, the runs are slow there */
-        if (k % 3 != 0) continue;
-#endif
+        if (UNDER_ASAN && k % 3 != 0) continue;   /* make sanitize: every third, the runs are slow there */
         if (tu_quick() && WHERE[k].long_only) continue;
         const char *name = WHERE[k].p;
         const char *want = WHERE[k].where ? WHERE[k].where

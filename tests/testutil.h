@@ -25,6 +25,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+/* UNDER_ASAN: 1 in an AddressSanitizer build (make sanitize), where the runs
+ * are slow: GCC defines __SANITIZE_ADDRESS__, clang answers __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define UNDER_ASAN 1
+#endif
+#endif
+#ifndef UNDER_ASAN
+#define UNDER_ASAN 0
+#endif
+
 /* A shell command with stdout and stderr to `out` (NULL: /dev/null); its
  * exit status, -1 when it did not exit. */
 static inline int tu_run(const char *cmd, const char *out) {

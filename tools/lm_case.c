@@ -17,6 +17,7 @@
 #include "../formats/load.h"
 #include "../trace.h"
 #include "../train.h"
+#include "case_paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -24,12 +25,6 @@
 #include <sys/stat.h>
 #include <time.h>
 
-static const char *case_path(const char *base, const char *p, char *buf, size_t size) {
-    struct stat sb;
-    if (p[0] == '/' || stat(p, &sb) == 0) return p;
-    snprintf(buf, size, "%s/%s", base, p);
-    return buf;
-}
 
 int main(int argc, char **argv) {
     if (argc != 3 && !(argc == 5 && strcmp(argv[3], "--threads") == 0)) {
@@ -43,19 +38,17 @@ int main(int argc, char **argv) {
         dflash_print_error("lm_case", "");
         return 2;
     }
-    char base[4096], wbuf[8200], wdir[4096], cfgp[8200];
-    snprintf(base, sizeof base, "%s", argv[1]);
-    char *slash = strrchr(base, '/');
-    if (slash) *slash = 0; else snprintf(base, sizeof base, ".");
+    char wdir[4096], cfgp[4200];
     const Json *w = json_get(&root, "weights"), *bl = json_get(&root, "batches");
     if (!w || w->type != JSON_STRING || !bl || bl->type != JSON_ARRAY || bl->n < 1) {
         fprintf(stderr, "lm_case: %s: expected \"weights\" and a non-empty \"batches\" list\n", argv[1]);
         return 2;
     }
-    snprintf(wdir, sizeof wdir, "%s", case_path(base, w->string, wbuf, sizeof wbuf));
+    /* "weights": the target's folder, or a set holding it as target/ */
+    if (case_dir("lm_case", argv[1], w->string, "", wdir, sizeof wdir) != 0) return 2;
     struct stat sb;
     snprintf(cfgp, sizeof cfgp, "%s/config.json", wdir);
-    if (stat(cfgp, &sb) != 0) strncat(wdir, "/target", sizeof wdir - strlen(wdir) - 1);
+    if (stat(cfgp, &sb) != 0 && case_dir("lm_case", argv[1], w->string, "/target", wdir, sizeof wdir) != 0) return 2;
     Model target;
     if (model_load(&target, wdir, 0) != 0) { dflash_print_error("lm_case", ""); return 2; }
     const Json *aw = json_get(&root, "adamw");

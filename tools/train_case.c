@@ -13,17 +13,12 @@
 #include "../formats/load.h"
 #include "../trace.h"
 #include "../train.h"
+#include "case_paths.h"
 
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-static const char *case_path(const char *base, const char *p, char *buf, size_t size) {
-    FILE *f = fopen(p, "r");
-    if (f || p[0] == '/') { if (f) fclose(f); return p; }
-    snprintf(buf, size, "%s/%s", base, p);
-    return buf;
-}
 
 int main(int argc, char **argv) {
     if (argc != 3) { fprintf(stderr, "usage: train_case CASE.json TRACE_DIR\n"); return 2; }
@@ -34,10 +29,7 @@ int main(int argc, char **argv) {
         dflash_print_error("train_case", "");
         return 2;
     }
-    char base[4096], tbuf[4096], dbuf[4096], tdir[4096], ddir[4096];
-    snprintf(base, sizeof base, "%s", argv[1]);
-    char *slash = strrchr(base, '/');
-    if (slash) *slash = 0; else snprintf(base, sizeof base, ".");
+    char tdir[4096], ddir[4096];
     const Json *w = json_get(&root, "weights"), *t = json_get(&root, "target"), *d = json_get(&root, "draft");
     const Json *bl = json_get(&root, "batches");
     if (!(t && d && t->type == JSON_STRING && d->type == JSON_STRING) && !(w && w->type == JSON_STRING)) {
@@ -48,14 +40,10 @@ int main(int argc, char **argv) {
         fprintf(stderr, "train_case: %s: expected a non-empty \"batches\" list\n", argv[1]);
         return 2;
     }
-    if (t && d) {
-        snprintf(tdir, sizeof tdir, "%s", case_path(base, t->string, tbuf, sizeof tbuf));
-        snprintf(ddir, sizeof ddir, "%s", case_path(base, d->string, dbuf, sizeof dbuf));
-    } else {
-        const char *wd = case_path(base, w->string, tbuf, sizeof tbuf);
-        snprintf(tdir, sizeof tdir, "%s/target", wd);
-        snprintf(ddir, sizeof ddir, "%s/draft", wd);
-    }
+    const char *tp = t && d ? t->string : w->string, *dp = t && d ? d->string : w->string;
+    if (case_dir("train_case", argv[1], tp, t && d ? "" : "/target", tdir, sizeof tdir) != 0 ||
+        case_dir("train_case", argv[1], dp, t && d ? "" : "/draft", ddir, sizeof ddir) != 0)
+        return 2;
     Model target, draft;
     if (model_load(&target, tdir, 0) != 0 || model_load(&draft, ddir, 1) != 0) {
         dflash_print_error("train_case", "");
