@@ -252,7 +252,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
+.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling
@@ -323,6 +323,12 @@ eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: 
 	sh tools/learned.sh eval
 learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~70 min here): walkthrough/training/learned-logs/
 	sh tools/learned.sh experiments
+# make learned-train-pitfalls: each training pitfall trained from scratch at the
+# committed draft's recipe (~35 min each at THREADS=1; PITFALLS= a subset),
+# decoded on 64 held-out prompts: walkthrough/train-pitfalls/learned-runs/
+PITFALLS ?= $(TRAIN_PITFALLS)
+learned-train-pitfalls: dflash $(TRAIN_PITFALL_PROGRAMS) ## training pitfalls on the learned pair, from scratch (~35 min each): walkthrough/train-pitfalls/learned-runs/
+	for p in clean $(PITFALLS); do sh tools/learned.sh pitfall-full $$p || exit 1; done
 # make learned-sampling: tests/test_learned.c's T > 0 check (~7 CPU minutes:
 # not in make test-long, which CI runs within its 30 minutes) writing its table, one line per prompt, T, method, block and
 # tokens (the format: the comment above test_sampling_fits_the_target_distribution)

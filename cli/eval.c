@@ -57,6 +57,9 @@ static const char *const EVAL_USAGE =
     "  --seed S              sampling: prompt i's runs use seed S + i (default 0)\n"
     "  --stop-at-eos         stop at the target's stop ids (default: decode N tokens every run)\n"
     "  --log FILE            also write every row, tab-separated, to FILE\n"
+    "  --per-prompt FILE     also write each prompt's rounds and tokens in every row's runs,\n"
+    "                        tab-separated (T, method, B, prompt, rounds, tokens): paired\n"
+    "                        comparisons of two drafts on the same prompts\n"
     "  -h, --help            this text\n";
 
 #define EVAL_MAX_LIST 16
@@ -64,7 +67,7 @@ enum { M_DFLASH, M_COPY, M_NGRAM, M_LOOKUP, M_COUNT };
 static const char *const METHOD_NAMES[M_COUNT] = {"dflash", "copy", "ngram", "lookup"};
 
 typedef struct {
-    const char *weights, *target, *draft, *text, *ids_file, *ids_stream, *log;
+    const char *weights, *target, *draft, *text, *ids_file, *ids_stream, *log, *per_prompt;
     const char *blocks_s, *temps_s, *methods_s;  /* the lists as given */
     long prompts, prompt_len, new_tokens, ngram_min, ngram_max;
     int n_blocks, blocks[EVAL_MAX_LIST];
@@ -87,6 +90,7 @@ const Flag EVAL_FLAGS[] = {
     {.name = "--ids-file", .kind = FLAG_STRING, .field = EA(ids_file)},
     {.name = "--ids-stream", .kind = FLAG_STRING, .field = EA(ids_stream)},
     {.name = "--log", .kind = FLAG_STRING, .field = EA(log)},
+    {.name = "--per-prompt", .kind = FLAG_STRING, .field = EA(per_prompt)},
     {.name = "--prompts", .kind = FLAG_INT, .field = EA(prompts), .lo = 1, .hi = 65536},
     {.name = "--prompt-len", .kind = FLAG_INT, .field = EA(prompt_len), .lo = 1, .hi = 65536},
     {.name = "--new", .kind = FLAG_INT, .field = EA(new_tokens), .lo = 1, .hi = 65536},
@@ -305,7 +309,7 @@ typedef struct {
     int n_cells;
     double *ar_decode, *ar_total, *ar_cpu;  /* (N) target-only greedy: decode, wall, CPU seconds */
     int *ar_fwd;                       /* (N) its decode forwards */
-    OutFile *log;
+    OutFile *log, *per_prompt;
 } Eval;
 
 /* the weights, the vocabulary, the prompts, the drafters and the
@@ -322,12 +326,15 @@ static int eval_open(Eval *e) {
         snprintf(e->ddir, sizeof e->ddir, "%s", a->draft ? a->draft : "");
         snprintf(e->vocab_path, sizeof e->vocab_path, "%s/vocab.txt", a->target);
     }
-    /* the log may not be an input */
-    if (a->log) {
+    /* the logs may not be inputs, nor one file */
+    OutPath o[2];
+    int n_out = 0;
+    if (a->log) o[n_out++] = (OutPath){a->log, "the log", 0};
+    if (a->per_prompt) o[n_out++] = (OutPath){a->per_prompt, "the per-prompt log", 0};
+    if (n_out) {
         const char *inputs[4] = {e->tdir, e->ddir[0] ? e->ddir : e->tdir,
                                  a->text ? a->text : a->ids_file ? a->ids_file : a->ids_stream, e->vocab_path};
-        OutPath o = {a->log, "the log", 0};
-        if (out_check_paths("--log", &o, 1, inputs, 4) != 0) return -1;
+        if (out_check_paths(a->log ? "--log" : "--per-prompt", o, n_out, inputs, 4) != 0) return -1;
     }
     if (model_load(&e->target, e->tdir, 0) != 0) return -1;
     char cfgp[4200];
@@ -537,6 +544,17 @@ static int eval_table(Eval *e, int *total_fail) {
         if (eval_row(e, c, t1, sum_ar_total, sum_ar_cpu) != 0) return -1;
         *total_fail += e->cells[c].lossless_fail;
     }
+    if (e->per_prompt) {  /* the sums every row's tau is the ratio of, prompt by prompt */
+        FILE *f = out_stream(e->per_prompt);
+        fprintf(f, "T\tmethod\tB\tprompt\trounds\ttokens\n");
+        for (int c = 0; c < e->n_cells; c++) {
+            int ti, m, bi;
+            if (!cell_of(a, c, &ti, &m, &bi)) continue;
+            for (int i = 0; i < e->N; i++)
+                fprintf(f, "%g\t%s\t%d\t%d\t%d\t%d\n", a->temps[ti], METHOD_NAMES[m], a->blocks[bi], i,
+                        e->cells[c].rounds[i], e->cells[c].tokens[i]);
+        }
+    }
     printf("(T: temperature; tau: tokens per round, the bonus included, ± its standard error over prompts;\n"
            " prop: tokens proposed per round; verify, draft: a round's verify forward and drafting, in 1-token\n"
            " decode forwards of this run; cost = verify + draft; tau/cost: the decode speedup over target-only\n"
@@ -548,6 +566,7 @@ static int eval_table(Eval *e, int *total_fail) {
 
 static void eval_free(Eval *e) {
     if (e->log) out_abort(e->log);
+    if (e->per_prompt) out_abort(e->per_prompt);
     for (int c = 0; e->cells && c < e->n_cells; c++) {
         free(e->cells[c].rounds);
         free(e->cells[c].tokens);
@@ -578,11 +597,17 @@ int eval_main(int argc, char **argv) {
     int rc = 2, total_fail = 0;
     if (eval_open(&e) != 0 || eval_alloc(&e) != 0) goto done;
     if (e.a.log && !(e.log = out_open(e.a.log, "--log"))) goto done;
+    if (e.a.per_prompt && !(e.per_prompt = out_open(e.a.per_prompt, "--per-prompt"))) goto done;
     if (eval_runs(&e) != 0 || eval_table(&e, &total_fail) != 0) goto done;
     if (e.log) {
         int lrc = out_commit(e.log);
         e.log = NULL;
         if (lrc != 0) goto done;
+    }
+    if (e.per_prompt) {
+        int prc = out_commit(e.per_prompt);
+        e.per_prompt = NULL;
+        if (prc != 0) goto done;
     }
     if (total_fail > 0) {
         dflash_set_error("%d greedy runs differ from target-only decoding (not lossless: a bug; the table shows "

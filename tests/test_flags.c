@@ -217,7 +217,7 @@ static void test_list_flags(void **state) {
     static const struct { const char *cmd, *from, *upto; const Flag *table; int at_least; } C[] = {
         {"./dflash --help", "diff options", "explore options", DIFF_FLAGS, 7},
         {"./dflash diff --help", "diff options", NULL, DIFF_FLAGS, 7},
-        {"./dflash eval --help", NULL, NULL, EVAL_FLAGS, 17},
+        {"./dflash eval --help", NULL, NULL, EVAL_FLAGS, 18},
         {"./dflash tokenize --help", NULL, NULL, TOKENIZE_FLAGS, 6},
         {"./dflash train-tokenizer --help", NULL, NULL, TRAIN_TOKENIZER_FLAGS, 3},
         {"./dflash train-target --help", "models:", NULL, TRAIN_TARGET_FLAGS, 28},

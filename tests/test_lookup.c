@@ -314,18 +314,20 @@ static void test_cut_prompts_rule(void **state) {
 }
 
 /* dflash eval end to end on the small set: the log's tau for copy and
- * ngram equals the rounds of lookup_generate run here on the same prompts */
+ * ngram equals the rounds of lookup_generate run here on the same prompts,
+ * and so does every --per-prompt row (prompt by prompt) */
 static void test_eval_command_counts(void **state) {
     Target *t = *state;
     char *dir = tu_tmpdir();
     assert_non_null(dir);
-    const char *stream = tu_path(dir, "ids.txt"), *logp = tu_path(dir, "eval.tsv");
+    const char *stream = tu_path(dir, "ids.txt"), *logp = tu_path(dir, "eval.tsv"), *ppp = tu_path(dir, "prompts.tsv");
     tu_write_text(stream, "2 3 4 5 6 7 8 9 10 11 12 13 2 3 4 5\n");  /* ids of the small set (0..15) */
-    char s_ids[1024], s_log[1024];
+    char s_ids[1024], s_log[1024], s_pp[1024];
     snprintf(s_ids, sizeof s_ids, "%s", stream);
     snprintf(s_log, sizeof s_log, "%s", logp);
+    snprintf(s_pp, sizeof s_pp, "%s", ppp);
     char *argv[] = {"eval", "--weights", t->dir, "--ids-stream", s_ids, "--prompts", "2", "--prompt-len", "5",
-                    "--new", "10", "--blocks", "2,3", "--temperatures", "0", "--methods", "copy,ngram", "--log", s_log};
+                    "--new", "10", "--blocks", "2,3", "--temperatures", "0", "--methods", "copy,ngram", "--log", s_log, "--per-prompt", s_pp};
     TuCapture cap;
     assert_int_equal(tu_capture_begin(&cap), 0);
     int rc = eval_main((int)(sizeof argv / sizeof argv[0]), argv);
@@ -334,8 +336,11 @@ static void test_eval_command_counts(void **state) {
     assert_non_null(strstr(out, "yes 2/2"));
     free(out);
     size_t len;
-    char *log = tu_read(logp, &len);
+    char *log = tu_read(logp, &len), *pp = tu_read(ppp, &len);
     assert_non_null(log);
+    assert_non_null(pp);
+    assert_non_null(strstr(pp, "T\tmethod\tB\tprompt\trounds\ttokens\n"));
+    char *pline = strchr(pp, '\n') + 1;
     /* prompts: windows of 5 of 16 ids at 0 and 11 */
     int prompts[2][5] = {{2, 3, 4, 5, 6}, {13, 2, 3, 4, 5}};
     static const DrafterKind kinds[2] = {DRAFT_COPY, DRAFT_NGRAM};
@@ -355,7 +360,21 @@ static void test_eval_command_counts(void **state) {
             GenResult r;
             assert_int_equal(lookup_generate(&d, &t->target, prompts[i], 5, &p, &r), 0);
             rounds += r.n_rounds;
-            for (int k = 0; k < r.n_rounds; k++) tokens += r.rounds[k].acceptance_length + 1;
+            long tok_i = 0;
+            for (int k = 0; k < r.n_rounds; k++) tok_i += r.rounds[k].acceptance_length + 1;
+            tokens += tok_i;
+            /* its --per-prompt row: the rows come in the log's order, prompt by prompt */
+            char pm[16];
+            double pT;
+            int pB, pi;
+            long pr, pt;
+            assert_int_equal(sscanf(pline, "%lf\t%15s\t%d\t%d\t%ld\t%ld", &pT, pm, &pB, &pi, &pr, &pt), 6);
+            assert_string_equal(pm, method);
+            assert_int_equal(pB, B);
+            assert_int_equal(pi, i);
+            assert_int_equal(pr, r.n_rounds);
+            assert_int_equal(pt, tok_i);
+            pline = strchr(pline, '\n') + 1;
             gen_result_free(&r);
         }
         assert_int_equal(R, rounds);
@@ -363,7 +382,9 @@ static void test_eval_command_counts(void **state) {
         rows++;
     }
     assert_int_equal(rows, 4);  /* 2 methods x 2 blocks x 1 temperature */
+    assert_int_equal(*pline, 0);  /* 4 rows x 2 prompts, nothing more */
     free(log);
+    free(pp);
     /* refused: one line, no log written */
     char *bad[] = {"eval", "--weights", t->dir, "--ids-stream", s_ids, "--blocks", "1"};
     assert_int_equal(tu_capture_begin(&cap), 0);

@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/learned.sh data|draft|experiments|experiment-full NAME|run|eval|regress - the learned pair (README: "The
+# tools/learned.sh data|draft|experiments|experiment-full NAME|pitfall-full NAME|run|eval|regress - the learned pair (README: "The
 # learned pair"): the DFlash draft of the learned English target
 # (toy_weights/learned/target/, tools/learned_target.sh), trained, run and
 # evaluated. Run from the repository root after `make dflash`; make
@@ -23,6 +23,10 @@
 #          is not run again (stop it any time: the next run goes on)
 #   experiment-full NAME  one experiment at the committed draft's recipe
 #          (its 500 steps, 64 prompts): XLOGS/NAME-full.log, .eval.tsv
+#   pitfall-full NAME  one training pitfall (walkthrough/train-pitfalls/,
+#          build/pitfalls/dflash-train-NAME) trained from scratch at that
+#          recipe, the committed pair its clean run: TLOGS/NAME.log, .eval.tsv,
+#          .prompts.tsv (NAME clean: the committed pair's .eval.tsv, .prompts.tsv)
 #   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
 #          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
 #          4 held-out prompts, 48 new tokens, no stop (tests/test_learned.c
@@ -67,6 +71,7 @@ XPROMPTS=${XPROMPTS:-32}
 XJOBS=${XJOBS:-2}
 XLOGS=${XLOGS:-walkthrough/training/learned-logs}
 XWINDOW=${XWINDOW:-16}   # the sliding experiment's sliding_window
+TLOGS=${TLOGS:-walkthrough/train-pitfalls/learned-runs}   # pitfall-full's logs
 NICE=${NICE:-nice -n 10}
 target=$LEARNED/target
 draft=$LEARNED/draft
@@ -263,39 +268,71 @@ experiment_decode() {  # the fields of one experiment_list line
     echo "learned.sh: $name: $XLOGS/$name.log and $name.eval.tsv written ($(date -u +%H:%M:%S))" >&2
 }
 
-case ${1:-} in
-experiment-full)
-    # one experiment at the committed draft's recipe (LEARNED_RECIPE, STEPS,
-    # THREADS) and its 64 prompts: XLOGS/NAME-full.log and .eval.tsv, beside
-    # the committed pair's figures (the page shows the row when it is there)
-    need_target
-    line=$(experiment_list | awk -v n="${2:-}" '$1 == n') && [ -n "$line" ] && [ "${2:-}" != base ] ||
-        die "experiment-full NAME: NAME is one of the experiments but base (the committed pair is base at this recipe)"
-    set -- $line
-    name=$1-full trainer=$2 decoder=$3 conf=$4
+# one run at the committed draft's recipe, then its decoding on PROMPTS
+# (64) held-out prompts at blocks 8 and 16: LOGDIR/NAME.log and .eval.tsv
+full_run() {  # $1 name, $2 trainer, $3 decoder, $4 config, $5 logdir, then dflash train's flags
+    name=$1 trainer=$2 decoder=$3 conf=$4 logs=$5
     shift 5
-    [ "$trainer" != imposed ] || die "$name: nothing to train"
+    need_target
     [ -x "$trainer" ] && [ -x "$decoder" ] || die "$trainer or $decoder is missing: make variant-programs pitfall-programs"
     need_data
     x=build/learned/x
-    mkdir -p "$x" "$XLOGS"
+    mkdir -p "$x" "$logs"
     experiment_configs "$x"
     if ! [ -f "$x/$name.log" ] || ! [ -f "$x/$name/model.safetensors" ]; then
         rm -rf "$x/$name" "$x/$name.lock"
         echo "learned.sh: $name: training ($(date -u +%H:%M:%S))" >&2
-        # the committed recipe, then the experiment's own flags (the last of a flag wins)
+        # the committed recipe, then the run's own flags (the last of a flag wins)
         $NICE "$trainer" train --target "$target" --draft-config "$x/$conf.json" --data build/learned/data.txt --out "$x/$name" \
             --steps "$STEPS" $LEARNED_RECIPE "$@" --threads "$THREADS" --log-every 25 --log "$x/$name.log.tmp" ||
             die "$name: dflash train failed"
         mv "$x/$name.log.tmp" "$x/$name.log"
     fi
-    echo "learned.sh: $name: decoding ($(date -u +%H:%M:%S))" >&2
-    $NICE "$decoder" eval --target "$target" --draft "$x/$name" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
-        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks 8,16 --log "$x/$name.eval.tmp" > "$x/$name.eval.out" 2>&1 ||
-        { tail -n 5 "$x/$name.eval.out" >&2; die "$name: dflash eval failed"; }
-    mv "$x/$name.eval.tmp" "$XLOGS/$name.eval.tsv"
-    cp "$x/$name.log" "$XLOGS/$name.log"
-    echo "learned.sh: $name: $XLOGS/$name.log and $name.eval.tsv written ($(date -u +%H:%M:%S))" >&2
+    full_decode "$name" "$decoder" "$x/$name" "$logs"
+    cp "$x/$name.log" "$logs/$name.log"
+}
+# its decoding: LOGDIR/NAME.eval.tsv and NAME.prompts.tsv (each prompt's
+# rounds and tokens: the pages' paired differences)
+full_decode() {  # $1 name, $2 decoder, $3 draft, $4 logdir
+    x=build/learned/x
+    mkdir -p "$x" "$4"
+    echo "learned.sh: $1: decoding ($(date -u +%H:%M:%S))" >&2
+    $NICE "$2" eval --target "$target" --draft "$3" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
+        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks 8,16 --log "$x/$1.eval.tmp" \
+        --per-prompt "$x/$1.prompts.tmp" > "$x/$1.eval.out" 2>&1 || { tail -n 5 "$x/$1.eval.out" >&2; die "$1: dflash eval failed"; }
+    mv "$x/$1.eval.tmp" "$4/$1.eval.tsv"
+    mv "$x/$1.prompts.tmp" "$4/$1.prompts.tsv"
+    echo "learned.sh: $1: $4/$1.eval.tsv and $1.prompts.tsv written ($(date -u +%H:%M:%S))" >&2
+}
+
+case ${1:-} in
+experiment-full)
+    # one experiment at the committed draft's recipe (LEARNED_RECIPE, STEPS,
+    # THREADS) and its 64 prompts: XLOGS/NAME-full.log and .eval.tsv, beside
+    # the committed pair's figures (the page shows the row when it is there)
+    line=$(experiment_list | awk -v n="${2:-}" '$1 == n') && [ -n "$line" ] && [ "${2:-}" != base ] ||
+        die "experiment-full NAME: NAME is one of the experiments but base (the committed pair is base at this recipe)"
+    set -- $line
+    name=$1 trainer=$2 decoder=$3 conf=$4
+    shift 5
+    [ "$trainer" != imposed ] || die "$name-full: nothing to train"
+    full_run "$name-full" "$trainer" "$decoder" "$conf" "$XLOGS" "$@"
+    ;;
+pitfall-full)
+    # one training pitfall at the committed draft's recipe, from scratch
+    # (the same data, seed and steps: the committed pair is its clean run):
+    # TLOGS/NAME.log and NAME.eval.tsv (walkthrough/train-pitfalls.md's
+    # learned-pair table)
+    # (NAME clean: the committed pair's decoding the same way, the rows they are paired with)
+    [ -n "${2:-}" ] && { [ "$2" = clean ] || grep -qx -- "$2" walkthrough/train-pitfalls/series; } ||
+        die "pitfall-full NAME: NAME is clean or a line of walkthrough/train-pitfalls/series"
+    if [ "$2" = clean ]; then
+        need_target
+        need_draft
+        full_decode clean ./dflash "$draft" "$TLOGS"
+    else
+        full_run "$2" "build/pitfalls/dflash-train-$2" ./dflash base "$TLOGS"
+    fi
     ;;
 experiments)
     need_target
@@ -379,7 +416,7 @@ regress)
     cat "$LEARNED/draft-regression.txt"
     ;;
 *)
-    echo "usage: tools/learned.sh data|draft|experiments|experiment-full NAME|run|eval|regress" >&2
+    echo "usage: tools/learned.sh data|draft|experiments|experiment-full NAME|pitfall-full NAME|run|eval|regress" >&2
     exit 2
     ;;
 esac

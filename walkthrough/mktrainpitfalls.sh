@@ -61,6 +61,92 @@ dec_pos() {
 }
 rounds() { awk '{ r += NF } END { print r }' "$1"; }
 
+# ---- on the learned pair: each pitfall's draft trained from scratch by the
+# committed pair's recipe (tools/learned.sh pitfall-full NAME, make
+# learned-train-pitfalls), decoded on its 64 held-out prompts; the clean run
+# is the committed pair (pitfall-full clean: its decoding, the same way)
+lruns=${TRAIN_PITFALL_LEARNED:-$dir/learned-runs}
+pair_eval=${TRAIN_PITFALL_PAIR_EVAL:-toy_weights/learned/eval.tsv}
+pair_log=${TRAIN_PITFALL_PAIR_LOG:-toy_weights/learned/draft-train.log}
+# NAME B -> "tau se" from NAME.eval.tsv (T 0, dflash, block B)
+l_tau() {
+    awk -F'\t' -v B="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+        $c["T"] == 0 && $c["method"] == "dflash" && $c["B"] == B { printf "%.6f %.6f\n", $c["tau"], $c["tau_se"] }' "$1"
+}
+# NAME B -> "tau d se lower higher N": NAME's tau at block B from its
+# prompts.tsv, d = it minus clean's, se the paired standard error of d
+# (the ratio estimators linearised prompt by prompt: rounds within a prompt
+# are not independent, and the same prompts decode both drafts), and the
+# prompts whose tau is lower and higher than clean's
+l_paired() {
+    awk -F'\t' -v B="$3" 'FNR == 1 { f++; next } $1 == 0 && $2 == "dflash" && $3 == B {
+            r[f, $4] = $5; t[f, $4] = $6; R[f] += $5; T[f] += $6; m[f]++ }
+        END {
+            n = m[1]
+            if (n < 2 || m[2] != n) exit 1   # the same prompts, at least two
+            for (g = 1; g <= 2; g++) tau[g] = T[g] / R[g]
+            for (i = 0; i < n; i++) {
+                e = (t[1, i] - tau[1] * r[1, i]) / R[1] - (t[2, i] - tau[2] * r[2, i]) / R[2]
+                ss += e * e
+                a = t[1, i] / r[1, i]; b = t[2, i] / r[2, i]
+                lo += a < b - 1e-12; hi += a > b + 1e-12
+            }
+            printf "%.6f %.6f %.6f %d %d %d\n", tau[1], tau[1] - tau[2], sqrt(n / (n - 1) * ss), lo, hi, n
+        }' "$1" "$2"
+}
+l_list() { if [ -n "$1" ]; then echo "${1#, }."; else echo "none."; fi; }
+learned_section() {
+    echo '## On the learned pair'
+    echo
+    have=""
+    for name in $(cat "$tmp/list"); do
+        [ -s "$lruns/$name.log" ] && [ -s "$lruns/$name.eval.tsv" ] && [ -s "$lruns/$name.prompts.tsv" ] && have="$have $name"
+    done
+    if [ -z "$have" ] || ! [ -s "$lruns/clean.prompts.tsv" ]; then
+        echo 'No pitfall has been run on the learned pair yet (`make learned-train-pitfalls`).'
+        return 0
+    fi
+    # the clean decoding is the committed pair's evaluation, row for row
+    for B in 8 16; do
+        [ "$(l_tau "$lruns/clean.eval.tsv" $B)" = "$(l_tau "$pair_eval" $B)" ] ||
+            { echo "mktrainpitfalls: $lruns/clean.eval.tsv at block $B is not $pair_eval's row (decode it again)" >&2; exit 1; }
+    done
+    steps=$(last_step "$pair_log")
+    echo 'The same pitfalls on the learned pair ([the training chapter](training/learned.md)): each'
+    echo "pitfall's draft is trained from scratch by the committed draft's own recipe ($steps steps of batch 4, the"
+    echo 'same data in the same order, seed 42, `tools/learned.sh pitfall-full NAME`, about 45 minutes'
+    echo 'each here), so the committed pair is the clean run. The clean `./dflash` decodes each draft'
+    echo 'greedily on the 64 held-out prompts, 128 new tokens each (`walkthrough/train-pitfalls/learned-runs/`:'
+    echo 'the training log, `dflash eval --log` and `--per-prompt`). A difference is **beyond the noise** when'
+    echo 'it exceeds twice its standard error, paired by prompt (both drafts decode the same prompts; the'
+    echo 'prompts differ far more from each other than two drafts do on one prompt).'
+    echo
+    echo '| pitfall | loss, last 10 steps | teacher-forced tau (its own code) | decoded tau, block 8 | decoded tau, block 16 | block 16 minus clean, ± paired s.e. | prompts lower / higher at block 16 | verdict |'
+    echo '|---|---|---|---|---|---|---|---|'
+    c8=$(l_tau "$lruns/clean.eval.tsv" 8); c16=$(l_tau "$lruns/clean.eval.tsv" 16)
+    echo "| clean (the committed pair) | $(loss_mean "$pair_log" $((steps - 9)) "$steps") | $(self_tau "$pair_log") | $(printf '%.2f &plusmn; %.2f' $c8) | $(printf '%.2f &plusmn; %.2f' $c16) | | | |"
+    beyond="" within=""
+    for name in $have; do
+        ls_=$(last_step "$lruns/$name.log")
+        [ "$ls_" = "$steps" ] || { echo "mktrainpitfalls: $lruns/$name.log has $ls_ steps, the pair $steps" >&2; exit 1; }
+        p8=$(l_tau "$lruns/$name.eval.tsv" 8); p16=$(l_tau "$lruns/$name.eval.tsv" 16)
+        paired=$(l_paired "$lruns/$name.prompts.tsv" "$lruns/clean.prompts.tsv" 16) ||
+            { echo "mktrainpitfalls: $name.prompts.tsv and clean.prompts.tsv are not the same prompts at block 16" >&2; exit 1; }
+        set -- $paired
+        # the per-prompt rows are the eval rows' own sums
+        [ "$(printf '%.4f' "$1")" = "$(printf '%.4f' "${p16% *}")" ] ||
+            { echo "mktrainpitfalls: $name.prompts.tsv does not sum to $name.eval.tsv's tau" >&2; exit 1; }
+        verdict=$(awk -v d="$2" -v se="$3" 'BEGIN { print (d < -2 * se ? "**accepts less, beyond the noise**" : d > 2 * se ? "accepts more, beyond the noise" : "within the noise") }')
+        case $verdict in *beyond*) beyond="$beyond, \`$name\` ($(printf '%+.2f' "$2"))";; *) within="$within, \`$name\` ($(printf '%+.2f' "$2"))";; esac
+        echo "| \`$name\` | $(loss_mean "$lruns/$name.log" $((steps - 9)) "$steps") | $(self_tau "$lruns/$name.log") | $(printf '%.2f &plusmn; %.2f' $p8) | $(printf '%.2f &plusmn; %.2f' $p16) | $(printf '%+.2f &plusmn; %.2f' "$2" "$3") | $4 / $5 of $6 | $verdict |"
+    done
+    echo
+    echo "Beyond the noise at block 16: $(l_list "$beyond") Within it: $(l_list "$within")"
+    rest=""
+    for name in $(cat "$tmp/list"); do case " $have " in *" $name "*) ;; *) rest="$rest \`$name\`";; esac; done
+    [ -z "$rest" ] || { echo; echo "Not run on the learned pair yet:$(echo "$rest" | sed 's/ /, /g; s/^, / /') (\`make learned-train-pitfalls PITFALLS='NAME ...'\`)."; }
+}
+
 L=$(last_step "$runs/clean.log")
 # the prose below names three results; they must still hold for these runs
 # (a new make train-pitfall-runs that changes them fails here: rewrite it)
@@ -108,7 +194,7 @@ echo "  \`runs/data.txt\`, the same ids in the same order for every run), $L Ada
 echo '  anchors per sequence and block size 4, SpecForge'"'"'s other defaults (lr 6e-4 with a cosine'
 echo '  schedule, gamma 7, clipping at 1). This is a short recipe on a random target, sized for a shared'
 echo '  2-core machine (the README'"'"'s trained toy set has 150 steps, the learned pair'"'"'s draft 500 steps of'
-echo '  batch 4 on English text; these pitfalls are not yet re-measured on it), so the absolute numbers'
+echo '  batch 4 on English text: [below](#on-the-learned-pair)), so the absolute numbers'
 echo '  here are small; what matters is each column against the clean run'"'"'s;'
 echo '- **loss**: the training loss, the mean over steps 1-10 and over the last 10 steps (each step sees'
 echo '  other sequences, so single steps are noisy); the loss each program computes with its own'
@@ -168,6 +254,8 @@ echo
 echo 'The loss curves (each a trailing mean over 10 steps), each pitfall over the clean run:'
 echo
 echo '![the training loss of each pitfall against the clean run](train-pitfalls/loss.svg)'
+echo
+learned_section
 echo
 n=0
 while read -r name; do
