@@ -125,7 +125,7 @@ learned_section() {
     echo '|---|---|---|---|---|---|---|---|'
     c8=$(l_tau "$lruns/clean.eval.tsv" 8); c16=$(l_tau "$lruns/clean.eval.tsv" 16)
     echo "| clean (the committed pair) | $(loss_mean "$pair_log" $((steps - 9)) "$steps") | $(self_tau "$pair_log") | $(printf '%.2f &plusmn; %.2f' $c8) | $(printf '%.2f &plusmn; %.2f' $c16) | | | |"
-    beyond="" within=""
+    beyond="" within="" fooled=""
     for name in $have; do
         ls_=$(last_step "$lruns/$name.log")
         [ "$ls_" = "$steps" ] || { echo "mktrainpitfalls: $lruns/$name.log has $ls_ steps, the pair $steps" >&2; exit 1; }
@@ -138,10 +138,15 @@ learned_section() {
             { echo "mktrainpitfalls: $name.prompts.tsv does not sum to $name.eval.tsv's tau" >&2; exit 1; }
         verdict=$(awk -v d="$2" -v se="$3" 'BEGIN { print (d < -2 * se ? "**accepts less, beyond the noise**" : d > 2 * se ? "accepts more, beyond the noise" : "within the noise") }')
         case $verdict in *beyond*) beyond="$beyond, \`$name\` ($(printf '%+.2f' "$2"))";; *) within="$within, \`$name\` ($(printf '%+.2f' "$2"))";; esac
+        case $verdict in *"less, beyond"*)
+            awk -v p="$(self_tau "$lruns/$name.log")" -v c="$(self_tau "$pair_log")" 'BEGIN { exit !(p >= c) }' &&
+                fooled="$fooled, \`$name\` ($(self_tau "$lruns/$name.log") against $(self_tau "$pair_log"))";;
+        esac
         echo "| \`$name\` | $(loss_mean "$lruns/$name.log" $((steps - 9)) "$steps") | $(self_tau "$lruns/$name.log") | $(printf '%.2f &plusmn; %.2f' $p8) | $(printf '%.2f &plusmn; %.2f' $p16) | $(printf '%+.2f &plusmn; %.2f' "$2" "$3") | $4 / $5 of $6 | $verdict |"
     done
     echo
     echo "Beyond the noise at block 16: $(l_list "$beyond") Within it: $(l_list "$within")"
+    [ -z "$fooled" ] || { echo; echo "Accepting less beyond the noise while its own teacher-forced tau is at or above the clean run's (the program's evaluation runs the same wrong code as its training, so it cannot see the mistake): $(l_list "$fooled")"; }
     rest=""
     for name in $(cat "$tmp/list"); do case " $have " in *" $name "*) ;; *) rest="$rest \`$name\`";; esac; done
     [ -z "$rest" ] || { echo; echo "Not run on the learned pair yet:$(echo "$rest" | sed 's/ /, /g; s/^, / /') (\`make learned-train-pitfalls PITFALLS='NAME ...'\`)."; }
