@@ -892,7 +892,8 @@ done:
  * default). Only a hint: the bytes are the same either way. */
 static void advise_huge(void *p, size_t bytes) {
 #ifdef MADV_HUGEPAGE
-    uintptr_t page = 4096, a = ((uintptr_t)p + page - 1) / page * page, end = (uintptr_t)p + bytes;
+    long ps = sysconf(_SC_PAGESIZE);
+    uintptr_t page = ps > 0 ? (uintptr_t)ps : 4096, a = ((uintptr_t)p + page - 1) / page * page, end = (uintptr_t)p + bytes;
     if (end > a + page) (void)madvise((void *)a, (end - a) / page * page, MADV_HUGEPAGE);
 #else
     (void)p;
