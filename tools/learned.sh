@@ -230,6 +230,18 @@ experiment_configs() {  # $1 dir
         die "$cfg: could not derive the layers1 and sliding configs from it"
 }
 
+# a draft decoded greedily by dflash eval on the first PROMPTS held-out
+# prompts (9 tokens each, 128 new), at BLOCKS: build/learned/x/NAME.eval.tmp
+# (dflash eval --log; its output in NAME.eval.out), then eval's further flags
+decode_greedy() {  # $1 name, $2 decoder, $3 draft, $4 prompts, $5 blocks, then eval's flags
+    name_=$1 decoder_=$2 draft_=$3 prompts_=$4 blocks_=$5
+    shift 5
+    $NICE "$decoder_" eval --target "$target" --draft "$draft_" --ids-file "$LEARNED/heldout.ids" --prompts "$prompts_" \
+        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks "$blocks_" \
+        --log "build/learned/x/$name_.eval.tmp" "$@" > "build/learned/x/$name_.eval.out" 2>&1 ||
+        { tail -n 5 "build/learned/x/$name_.eval.out" >&2; die "$name_: dflash eval failed"; }
+}
+
 # one experiment, in two halves (train, decode), each skipped when done:
 # its draft in build/learned/x/NAME, its two logs in XLOGS only when whole
 experiment_train() {  # $1 threads, then the fields of one experiment_list line
@@ -259,9 +271,7 @@ experiment_decode() {  # the fields of one experiment_list line
     x=build/learned/x
     [ -f "$XLOGS/$name.log" ] && [ -f "$XLOGS/$name.eval.tsv" ] && { echo "learned.sh: $name: done before" >&2; return 0; }
     echo "learned.sh: $name: decoding at blocks $blocks ($(date -u +%H:%M:%S))" >&2
-    $NICE "$decoder" eval --target "$target" --draft "$x/$name" --ids-file "$LEARNED/heldout.ids" --prompts "$XPROMPTS" \
-        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks "$blocks" --log "$x/$name.eval.tmp" \
-        > "$x/$name.eval.out" 2>&1 || { tail -n 5 "$x/$name.eval.out" >&2; die "$name: dflash eval failed"; }
+    decode_greedy "$name" "$decoder" "$x/$name" "$XPROMPTS" "$blocks"
     mkdir -p "$XLOGS"
     mv "$x/$name.eval.tmp" "$XLOGS/$name.eval.tsv"
     cp "$x/$name.log" "$XLOGS/$name.log"
@@ -297,9 +307,7 @@ full_decode() {  # $1 name, $2 decoder, $3 draft, $4 logdir
     x=build/learned/x
     mkdir -p "$x" "$4"
     echo "learned.sh: $1: decoding ($(date -u +%H:%M:%S))" >&2
-    $NICE "$2" eval --target "$target" --draft "$3" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
-        --prompt-len 9 --new 128 --methods dflash --temperatures 0 --blocks 8,16 --log "$x/$1.eval.tmp" \
-        --per-prompt "$x/$1.prompts.tmp" > "$x/$1.eval.out" 2>&1 || { tail -n 5 "$x/$1.eval.out" >&2; die "$1: dflash eval failed"; }
+    decode_greedy "$1" "$2" "$3" "${PROMPTS:-64}" 8,16 --per-prompt "$x/$1.prompts.tmp"
     mv "$x/$1.eval.tmp" "$4/$1.eval.tsv"
     mv "$x/$1.prompts.tmp" "$4/$1.prompts.tsv"
     echo "learned.sh: $1: $4/$1.eval.tsv and $1.prompts.tsv written ($(date -u +%H:%M:%S))" >&2
