@@ -1,5 +1,5 @@
 #!/bin/sh
-# tools/learned.sh data|draft|experiments|experiment-full NAME|pitfall-full NAME|run|eval|regress - the learned pair (README: "The
+# tools/learned.sh data|draft|experiments|experiment-full NAME|steps-full N|pitfall-full NAME|run|eval|regress - the learned pair (README: "The
 # learned pair"): the DFlash draft of the learned English target
 # (toy_weights/learned/target/, tools/learned_target.sh), trained, run and
 # evaluated. Run from the repository root after `make dflash`; make
@@ -23,6 +23,9 @@
 #          is not run again (stop it any time: the next run goes on)
 #   experiment-full NAME  one experiment at the committed draft's recipe
 #          (its 500 steps, 64 prompts): XLOGS/NAME-full.log, .eval.tsv
+#   steps-full N  the committed draft's recipe at N steps instead of STEPS
+#          (the same data, seed, warm-up; the cosine stretched over N): how
+#          decoded tau grows with training, XLOGS/stepsN-full.log, .eval.tsv
 #   pitfall-full NAME  one training pitfall (walkthrough/train-pitfalls/,
 #          build/pitfalls/dflash-train-NAME) trained from scratch at that
 #          recipe, the committed pair its clean run: TLOGS/NAME.log, .eval.tsv,
@@ -326,6 +329,13 @@ experiment-full)
     [ "$trainer" != imposed ] || die "$name-full: nothing to train"
     full_run "$name-full" "$trainer" "$decoder" "$conf" "$XLOGS" "$@"
     ;;
+steps-full)
+    # the committed recipe, longer: the base row at N steps (the last
+    # --steps dflash train is given wins)
+    case ${2:-} in ''|*[!0-9]*) die "steps-full N: N is a number of steps";; esac
+    [ "$2" != "$STEPS" ] || die "steps-full $2: the committed pair is that run"
+    full_run "steps$2-full" ./dflash ./dflash base "$XLOGS" --steps "$2"
+    ;;
 pitfall-full)
     # one training pitfall at the committed draft's recipe, from scratch
     # (the same data, seed and steps: the committed pair is its clean run):
@@ -424,7 +434,7 @@ regress)
     cat "$LEARNED/draft-regression.txt"
     ;;
 *)
-    echo "usage: tools/learned.sh data|draft|experiments|experiment-full NAME|pitfall-full NAME|run|eval|regress" >&2
+    echo "usage: tools/learned.sh data|draft|experiments|experiment-full NAME|steps-full N|pitfall-full NAME|run|eval|regress" >&2
     exit 2
     ;;
 esac
