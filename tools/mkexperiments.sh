@@ -23,7 +23,12 @@ logs=${1:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
 out=${2:?usage: tools/mkexperiments.sh LOGDIR OUTDIR}
 tmpl=walkthrough/training/learned.md.in
 pair=toy_weights/learned/eval.tsv
-FULL="no-injection-full causal-full layers1-full"   # experiment-full rows: shown when their logs are there
+# experiment-full rows (tools/learned.sh experiment-full NAME) and the
+# committed recipe trained longer (steps-full N): shown when their logs are there
+FULL="no-injection-full causal-full layers1-full gamma0-full gamma4-full train4-full train8-full sliding-full steps1500-full"
+# the committed pair's decoding prompt by prompt (tools/learned.sh pitfall-full
+# clean): a -full row with its own NAME.prompts.tsv is compared paired by prompt
+PAIR_PROMPTS=${PAIR_PROMPTS:-walkthrough/train-pitfalls/learned-runs/clean.prompts.tsv}
 NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed $FULL"
 [ -f "$logs/base.log" ] && [ -f "$logs/base.eval.tsv" ] ||
     { echo "mkexperiments.sh: $logs/base.log or base.eval.tsv missing (make learned-experiments)" >&2; exit 2; }
@@ -45,6 +50,22 @@ for n in $NAMES; do
     awk -F '\t' -v name="$n" 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
         { printf "dec %s %s %s %s %s %s %s %s %s %s\n", name, $col["T"], $col["B"], $col["tau"], $col["tau_se"], $col["rounds"],
                  $col["acceptance"], $col["acceptance_se"], $col["prompts"], $col["lossless_fail"] }' "$logs/$n.eval.tsv" >> "$sum"
+done
+# "paired NAME B tau d se lower higher n": a -full row against the pair,
+# paired by prompt (tools/paired.awk), when both per-prompt files are there;
+# the pair's tau from them must be eval.tsv's
+for n in $FULL; do
+    [ -f "$logs/$n.prompts.tsv" ] && [ -f "$logs/$n.eval.tsv" ] && [ -f "$PAIR_PROMPTS" ] || continue
+    for B in 8 16; do
+        p=$(awk -F '\t' -v B=$B -f "$tools/paired.awk" "$logs/$n.prompts.tsv" "$PAIR_PROMPTS") ||
+            { echo "mkexperiments.sh: $n.prompts.tsv and $PAIR_PROMPTS are not the same prompts at block $B" >&2; exit 1; }
+        set -- $p
+        want=$(awk -F '\t' -v B=$B 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+            $c["T"] == 0 && $c["method"] == "dflash" && $c["B"] == B { printf "%.4f", $c["tau"] }' "$pair")
+        [ "$(awk -v a="$1" -v d="$2" 'BEGIN { printf "%.4f", a - d }')" = "$want" ] ||
+            { echo "mkexperiments.sh: $PAIR_PROMPTS does not sum to $pair's tau at block $B" >&2; exit 1; }
+        echo "paired $n $B $p" >> "$sum"
+    done
 done
 summarise pair toy_weights/learned/draft-train.log
 awk -F '\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
@@ -70,12 +91,13 @@ function tau(name, B,    d) {
     return sprintf("%.2f &plusmn; %.2f", f[5], f[6])
 }
 function ref(name) { return name ~ /-full$/ ? "pair" : "base" }   # a -full row against the committed pair
-function verdict(name, B,    d, b, x, y, D, se) {   # against its reference at block B
+function verdict(name, B,    d, b, x, y, D, se, how) {   # against its reference at block B
     d = dec[name, 0, B]; b = dec[ref(name), 0, B]
     if (d == "" || b == "" || name == "base" || name == "pair") return "-"
     split(d, x, " "); split(b, y, " ")
-    D = x[5] - y[5]; se = sqrt(x[6] * x[6] + y[6] * y[6])
-    return sprintf("%+.2f (%s)", D, (D > 2 * se || D < -2 * se) ? "beyond 2 se" : "within 2 se")
+    D = x[5] - y[5]; se = sqrt(x[6] * x[6] + y[6] * y[6]); how = "se"
+    if ((name, B) in paired) { split(paired[name, B], x, " "); D = x[5]; se = x[6]; how = "paired se" }
+    return sprintf("%+.2f (%s 2 %s)", D, (D > 2 * se || D < -2 * se) ? "beyond" : "within", how)
 }
 function first(list,    a) { split(list, a, ","); return a[1] }
 function acc1(name, B,    d, f) {   # acceptance at position 1 +- its se
@@ -99,6 +121,7 @@ function row(name, what,    r) {
                    tau(name, 8), tau(name, 16), verdict(name, 16), acc1(name, 16), verdict1(name, 16), accs(acc[name, 0, 16], 4))
 }
 FILENAME != tmpl && /^run / { run[$2] = $0 }
+FILENAME != tmpl && /^paired / { paired[$2, $3] = $0 }
 FILENAME != tmpl && /^dec / { dec[$2, $3, $4] = $0; acc[$2, $3, $4] = $8; if ($2 != "pair") fails += $11
                               if ($2 == "base" && $3 == 0 && $4 == 16) { rounds16 = $7; prompts16 = $10 } }
 FILENAME == tmpl {
@@ -126,7 +149,10 @@ FILENAME == tmpl {
         n = split(full, X, " ")
         for (i = 1; i <= n; i++) if (run[X[i]] != "") {
             b = X[i]; sub(/-full$/, "", b)
-            print row(X[i], b " at the committed draft'\''s recipe (" field(run[X[i]], "steps") " steps, 64 prompts): against the committed pair")
+            if (b ~ /^steps[0-9]+$/)
+                print row(X[i], "the committed draft'\''s recipe at " field(run[X[i]], "steps") " steps instead of " field(run["pair"], "steps") " (64 prompts): against the committed pair")
+            else
+                print row(X[i], b " at the committed draft'\''s recipe (" field(run[X[i]], "steps") " steps, 64 prompts): against the committed pair")
         }
     } else if ($0 == "@BLOCKS@") {
         print "| trained at | decoded at block 2 | block 4 | block 8 | block 16 |"

@@ -78,22 +78,7 @@ l_tau() {
 # (the ratio estimators linearised prompt by prompt: rounds within a prompt
 # are not independent, and the same prompts decode both drafts), and the
 # prompts whose tau is lower and higher than clean's
-l_paired() {
-    awk -F'\t' -v B="$3" 'FNR == 1 { f++; next } $1 == 0 && $2 == "dflash" && $3 == B {
-            r[f, $4] = $5; t[f, $4] = $6; R[f] += $5; T[f] += $6; m[f]++ }
-        END {
-            n = m[1]
-            if (n < 2 || m[2] != n) exit 1   # the same prompts, at least two
-            for (g = 1; g <= 2; g++) tau[g] = T[g] / R[g]
-            for (i = 0; i < n; i++) {
-                e = (t[1, i] - tau[1] * r[1, i]) / R[1] - (t[2, i] - tau[2] * r[2, i]) / R[2]
-                ss += e * e
-                a = t[1, i] / r[1, i]; b = t[2, i] / r[2, i]
-                lo += a < b - 1e-12; hi += a > b + 1e-12
-            }
-            printf "%.6f %.6f %.6f %d %d %d\n", tau[1], tau[1] - tau[2], sqrt(n / (n - 1) * ss), lo, hi, n
-        }' "$1" "$2"
-}
+l_paired() { awk -F'\t' -v B="$3" -f tools/paired.awk "$1" "$2"; }
 l_list() { if [ -n "$1" ]; then echo "${1#, }."; else echo "none."; fi; }
 learned_section() {
     echo '## On the learned pair'
