@@ -272,11 +272,25 @@ static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, i
 #define KERNEL_CLONES
 #endif
 
+/* A hint to start reading the next tile's 4 rows from memory while this
+ * tile computes (a tile's rows are short streams the hardware prefetcher
+ * finds late); it changes no value. NOTES.md, "matmul and losslessness". */
+#if defined(__GNUC__)
+#define PREFETCH(p) __builtin_prefetch(p)
+#else
+#define PREFETCH(p) ((void)(p))
+#endif
+
 KERNEL_CLONES
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
     int o = 0;
-    for (; o + TILE_R <= n_out; o += TILE_R)
+    for (; o + TILE_R <= n_out; o += TILE_R) {
+        if (o + 2 * TILE_R <= n_out) {   /* rows o+4 .. o+7, one cache line of 64 bytes at a time */
+            const char *next = (const char *)(w + (size_t)(o + TILE_R) * n_in);
+            for (size_t b = 0; b < (size_t)TILE_R * n_in * sizeof(real); b += 64) PREFETCH(next + b);
+        }
         for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, TILE_R);
+    }
     for (; o < n_out; o++)   /* the last n_out % 4 rows, one at a time */
         for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, 1);
 }
