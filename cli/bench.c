@@ -129,6 +129,35 @@ static double load_average(void) {
 
 static volatile real probe_sink;   /* keeps the sums from being optimised away */
 
+/* ---- 1b. the arithmetic probe ----------------------------------------------
+ * The other roofline of a T-token forward: its matmuls do a multiply and an
+ * add per weight per token (no FMA: -ffp-contract=off), 2 x T x W
+ * operations for W weights. This loop does only that, a multiply and an add
+ * per element of 8 x 16 independent chains in vector registers (no memory,
+ * no add waiting on another), with the kernel's clones: the fastest this
+ * core runs the kernel's operations. The chains converge (x -> 0.999 x +
+ * 0.001 tends to 1), so no value overflows or goes subnormal. */
+#define ARITH_ITERS 1000000L
+PROBE_CLONES
+static real mul_add_chains(long n, real a, real b) {
+    real acc[8][16];
+    for (int k = 0; k < 8; k++)
+        for (int j = 0; j < 16; j++) acc[k][j] = (real)(k * 16 + j) / 128;
+    for (long i = 0; i < n; i++)
+        PROBE_UNROLL for (int k = 0; k < 8; k++)
+            PROBE_UNROLL for (int j = 0; j < 16; j++) acc[k][j] = acc[k][j] * a + b;
+    real s = 0;
+    for (int k = 0; k < 8; k++)
+        for (int j = 0; j < 16; j++) s += acc[k][j];
+    return s;
+}
+
+static double arith_once(void) {   /* seconds for 2 x 128 x ARITH_ITERS operations */
+    double t0 = now_seconds();
+    probe_sink = mul_add_chains(ARITH_ITERS, (real)0.999, (real)0.001);
+    return now_seconds() - t0;
+}
+
 static double probe_once(const Span *sp, int n) {
     double t0 = now_seconds();
     real s = 0;
@@ -141,6 +170,7 @@ typedef struct {
     double bytes;          /* weight bytes a 1-token forward reads */
     double probe_s;        /* median probe time: bytes / bandwidth */
     double fwd_s[17];      /* median T-token forward time, T = 1..16 (measured: 1..8, 16) */
+    double flops;          /* the arithmetic probe: multiplies + adds per second */
 } ForwardCosts;
 
 /* ---- 2. and 3.: T-token target forwards on a cache of `ctx` positions ---- */
@@ -168,10 +198,12 @@ static int bench_forward(const Model *target, int ctx, ForwardCosts *fc) {
     /* Round robin: each repetition runs the probe, then every T once, so a
      * change of load on a busy machine hits all of them alike; then the
      * median of each. */
-    double tp[FWD_REPS], tt[NT][FWD_REPS];
+    double tp[FWD_REPS], ta[FWD_REPS], tt[NT][FWD_REPS];
     probe_once(sp, n_sp);   /* warm-up: pages touched, clones resolved */
+    arith_once();
     for (int r = 0; r < FWD_REPS; r++) {
         tp[r] = probe_once(sp, n_sp);
+        ta[r] = arith_once();
         for (int k = 0; k < NT; k++) {
             double t0 = now_seconds();
             target_forward(target, &kv, &tr, ids, Ts[k], 0, NULL);
@@ -180,6 +212,7 @@ static int bench_forward(const Model *target, int ctx, ForwardCosts *fc) {
         }
     }
     fc->probe_s = median(tp, FWD_REPS);
+    fc->flops = 2.0 * 8 * 16 * ARITH_ITERS / median(ta, FWD_REPS);
     for (int k = 0; k < NT; k++) fc->fwd_s[Ts[k]] = median(tt[k], FWD_REPS);
     cache_free(&kv);
     target_run_free(&tr);
@@ -198,7 +231,16 @@ static int bench_forward(const Model *target, int ctx, ForwardCosts *fc) {
     for (int k = 0; k < NT; k++) printf("%7.2f", fc->fwd_s[Ts[k]] / fc->fwd_s[1]);
     printf("\n  ms/token");
     for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]] / Ts[k]);
-    printf("\n");
+    /* the arithmetic roofline: 2 operations per weight (4 bytes) per token */
+    double ops1 = 2.0 * fc->bytes / sizeof(real), t8 = fc->fwd_s[8], t1 = fc->fwd_s[1];
+    double floor8 = fmax(fc->probe_s, 8 * ops1 / fc->flops);
+    printf("\narithmetic probe (a multiply and an add per element, 128 independent chains in registers): "
+           "%.1f GFLOP/s\n", fc->flops / 1e9);
+    printf("a token's matmuls: %.1f M multiplies + adds (%.2f ms at the probe's rate); 8 tokens: at least "
+           "max(read %.2f ms, arithmetic %.2f ms) = %.2f ms = %.2fx the 1-token forward measured\n",
+           ops1 / 1e6, 1e3 * ops1 / fc->flops, 1e3 * fc->probe_s, 1e3 * 8 * ops1 / fc->flops, 1e3 * floor8, floor8 / t1);
+    printf("the kernel's 7 extra tokens at T = 8: %.1f GFLOP/s, %.0f%% of the arithmetic probe\n",
+           7 * ops1 / (t8 - t1) / 1e9, 100 * 7 * ops1 / (t8 - t1) / fc->flops);
     return 0;
 }
 
