@@ -99,8 +99,8 @@ learned_section() {
     steps=$(last_step "$pair_log")
     echo 'The same pitfalls on the learned pair ([the training chapter](training/learned.md)): each'
     echo "pitfall's draft is trained from scratch by the committed draft's own recipe ($steps steps of batch 4, the"
-    echo 'same data in the same order, seed 42, `tools/learned.sh pitfall-full NAME`, about 45 minutes'
-    echo 'of one core each here, `blocks-see-each-other` about twice that: its blocks attend to each other),'
+    echo 'same data in the same order, seed 42, `tools/learned.sh pitfall-full NAME`, 20 to 45 minutes'
+    echo 'of one core each on the machines they ran on, `blocks-see-each-other` about twice that: its blocks attend to each other),'
     echo 'so the committed pair is the clean run. The clean `./dflash` decodes each draft'
     echo 'greedily on the 64 held-out prompts, 128 new tokens each (`walkthrough/train-pitfalls/learned-runs/`:'
     echo 'the training log, `dflash eval --log` and `--per-prompt`). A difference is **beyond the noise** when'
