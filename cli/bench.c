@@ -7,7 +7,7 @@
  *   1b. the arithmetic roofline: a loop of the kernel's operations (a
  *      multiply and an add) on registers only, the rate a T-token forward's
  *      extra tokens could at best run at;
- *   2. the 1-token target forward against that roofline, the probes and the
+ *   2. the 1-token target forward against the read roofline, the probes and the
  *      forwards measured in alternation so load on the machine hits all alike;
  *   3. the T-token target forward for T = 1..8 and 16;
  *   4. DFlash against target-only decoding on the same prompts, same kernel;
