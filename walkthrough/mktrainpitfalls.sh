@@ -111,7 +111,7 @@ learned_section() {
     echo '|---|---|---|---|---|---|---|---|'
     c8=$(l_tau "$lruns/clean.eval.tsv" 8); c16=$(l_tau "$lruns/clean.eval.tsv" 16)
     echo "| clean (the committed pair) | $(loss_mean "$pair_log" $((steps - 9)) "$steps") | $(self_tau "$pair_log") | $(printf '%.2f &plusmn; %.2f' $c8) | $(printf '%.2f &plusmn; %.2f' $c16) | | | |"
-    beyond="" within="" fooled="" better=""
+    beyond="" within="" fooled="" better="" same=""
     for name in $have; do
         ls_=$(last_step "$lruns/$name.log")
         [ "$ls_" = "$steps" ] || { echo "mktrainpitfalls: $lruns/$name.log has $ls_ steps, the pair $steps" >&2; exit 1; }
@@ -123,8 +123,12 @@ learned_section() {
         [ "$(printf '%.4f' "$1")" = "$(printf '%.4f' "${p16% *}")" ] ||
             { echo "mktrainpitfalls: $name.prompts.tsv does not sum to $name.eval.tsv's tau" >&2; exit 1; }
         verdict=$(awk -v d="$2" -v se="$3" 'BEGIN { print (d < -2 * se ? "**accepts less, beyond the noise**" : d > 2 * se ? "accepts more, beyond the noise" : "within the noise") }')
-        case $verdict in *beyond*) beyond="$beyond, \`$name\` ($(printf '%+.2f' "$2"))";; *) within="$within, \`$name\` ($(printf '%+.2f' "$2"))";; esac
-        case $verdict in "accepts more, beyond"*) better="$better, \`$name\` ($(printf '%+.2f' "$2"), block 8 $(printf '%.2f' "${p8% *}") against $(printf '%.2f' "${c8% *}"))";; esac
+        # the clean run's decoding on every prompt (each prompt's rounds and tokens equal)
+        if [ "$4 $5" = "0 0" ] && cmp -s "$lruns/$name.prompts.tsv" "$lruns/clean.prompts.tsv"; then
+            verdict="the clean decoding, prompt for prompt"; same="$same $name"
+        fi
+        case $verdict in *beyond*) beyond="$beyond, \`$name\` ($(printf '%+.2f' "$2"))";; "the clean"*) ;; *) within="$within, \`$name\` ($(printf '%+.2f' "$2"))";; esac
+        case $verdict in "accepts more, beyond"*) better="$better, \`$name\` ($(printf '%+.2f' "$2") at block 16, lower on $4 and higher on $5 of $6 prompts$([ "$4" -gt "$5" ] && echo ': a gain carried by a few prompts'); block 8 $(printf '%.2f' "${p8% *}") against $(printf '%.2f' "${c8% *}"))";; esac
         case $verdict in *"less, beyond"*)
             awk -v p="$(self_tau "$lruns/$name.log")" -v c="$(self_tau "$pair_log")" 'BEGIN { exit !(p >= c) }' &&
                 fooled="$fooled, \`$name\` ($(self_tau "$lruns/$name.log") against $(self_tau "$pair_log"))";;
@@ -133,7 +137,21 @@ learned_section() {
     done
     echo
     echo "Beyond the noise at block 16: $(l_list "$beyond") Within it: $(l_list "$within")"
-    [ -z "$better" ] || { echo; echo "Accepting **more** beyond the noise: $(l_list "$better") A departure from the published recipe that decodes better on this toy pair, trained this long: a measured fact about this pair and budget, not a reason to depart (a port that means to reproduce SpecForge's loss must not make it), and not measured at longer training."
+    if [ -n "$same" ]; then
+        why=""
+        for name in $same; do case $name in
+            decay-from-0) why="$why; \`decay-from-0\` (the decay's common factor cancels in the normalised loss, as on the random pair: section $(grep -n -x decay-from-0 "$tmp/list" | cut -d: -f1))";;
+            context-prenorm)
+                # it changes the feature of target layer L-1 only: a no-op only when the pair reads no such layer
+                ids=$(sed -n 's/.*"target_layer_ids": *\[\([^]]*\)\].*/\1/p' toy_weights/learned/draft/config.json | tr -d ' ')
+                nl=$(sed -n 's/^ *"num_hidden_layers": *\([0-9]*\).*/\1/p' toy_weights/learned/target/config.json)
+                case ",$ids," in *",$((nl - 1)),"*) echo "mktrainpitfalls: context-prenorm decodes as clean although the pair reads layer $((nl - 1))" >&2; exit 1;; esac
+                why="$why; \`context-prenorm\` (it changes the feature of the target's last layer only, and this pair's draft reads target layers $(echo "$ids" | sed 's/,/, /g') of 0..$((nl - 1)): the mistake cannot show on this pair; the random pair's draft reads layer 11 of 12, and there it changes the run: section $(grep -n -x context-prenorm "$tmp/list" | cut -d: -f1))";;
+            *) why="$why; \`$name\` (not examined)";;
+        esac; done
+        echo; echo "Decoding exactly as the clean run, every prompt's rounds and tokens equal: ${why#; }."
+    fi
+    [ -z "$better" ] || { echo; echo "Accepting **more** beyond the noise: $(l_list "$better") A departure from the published recipe that decodes better on this toy pair, trained this long: a measured fact about this pair and budget, not a reason to depart (a port that means to reproduce SpecForge's recipe must not make it), and not measured at longer training."
         case $better in *'`loss-on-anchor`'*) echo "For \`loss-on-anchor\` one reading (a hypothesis, not tested here): the draft shares the target's frozen embedding and lm_head, so a loss on row 0 trains its layers to carry the anchor's own token through to their output, and the mask rows, which attend to row 0, then read the anchor more clearly in the second layer (its first layer sees row 0 as the plain embedding either way).";; esac; }
     [ -z "$fooled" ] || { echo; echo "Accepting less beyond the noise while its own teacher-forced tau is at or above the clean run's (the program's evaluation runs the same wrong code as its training, so it cannot see the mistake): $(l_list "$fooled")"; }
     rest=""
