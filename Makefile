@@ -324,10 +324,11 @@ eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: 
 learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~70 min here): walkthrough/training/learned-logs/
 	sh tools/learned.sh experiments
 # make learned-train-pitfalls: each training pitfall trained from scratch at the
-# committed draft's recipe (~35 min each at THREADS=1; PITFALLS= a subset),
+# committed draft's recipe (20-45 min each at THREADS=1 by machine, blocks-see-each-other
+# about twice that; PITFALLS= a subset),
 # decoded on 64 held-out prompts: walkthrough/train-pitfalls/learned-runs/
 PITFALLS ?= $(TRAIN_PITFALLS)
-learned-train-pitfalls: dflash $(TRAIN_PITFALL_PROGRAMS) ## training pitfalls on the learned pair, from scratch (~35 min each): walkthrough/train-pitfalls/learned-runs/
+learned-train-pitfalls: dflash $(TRAIN_PITFALL_PROGRAMS) ## training pitfalls on the learned pair, from scratch (20-45 min each): walkthrough/train-pitfalls/learned-runs/
 	for p in clean $(PITFALLS); do sh tools/learned.sh pitfall-full $$p || exit 1; done
 # make learned-sampling: tests/test_learned.c's T > 0 check (~7 CPU minutes:
 # not in make test-long, which CI runs within its 30 minutes) writing its table, one line per prompt, T, method, block and

@@ -160,6 +160,17 @@ FILENAME == tmpl {
         printf "| 4 (train4) | %s | %s | %s | %s |\n", tau("train4", 2), tau("train4", 4), tau("train4", 8), tau("train4", 16)
         printf "| 8 (train8) | %s | %s | %s | %s |\n", tau("train8", 2), tau("train8", 4), tau("train8", 8), tau("train8", 16)
         printf "| 16 (base) | %s | %s | %s | %s |\n", tau("base", 2), tau("base", 4), tau("base", 8), tau("base", 16)
+    } else if ($0 == "@STEPS@") {
+        print "| run | steps | prompts decoded | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | block 16: acceptance at position 1 |"
+        print "|---|---:|---:|---:|---:|---:|---:|---:|"
+        n = split("base pair steps1500-full", X, " ")
+        for (i = 1; i <= n; i++) {
+            r = run[X[i]]; d = dec[X[i], 0, 16]
+            if (r == "" || d == "") { printf "| %s | | | not run | | | | |\n", X[i]; continue }
+            split(d, f, " ")
+            printf "| %s | %s | %s | %.3f | %.2f | %s | %s | %s |\n", X[i], field(r, "steps"), f[10], field(r, "final_loss"), field(r, "tau"),
+                   tau(X[i], 8), tau(X[i], 16), acc1(X[i], 16)
+        }
     } else if ($0 == "@TEMPS@") {
         print "| temperature | decoded tau, block 4 | block 8 | block 16 | block 16: acceptance at positions 1-4 |"
         print "|---:|---:|---:|---:|---|"
