@@ -209,7 +209,7 @@ BEGIN {
     n = split("base no-injection layers1 causal gamma0 gamma4 sliding sliding-imposed", N, " ")
     split("#2171b5 #cb181d #6a51a3 #238b45 #d94801 #737373 #e7298a #66a61e", C, " ")
 }
-/^loss / { L[$2, $3] = $4; if ($3 > S) S = $3 }
+/^loss / { L[$2, $3] = $4; for (i = 1; i <= n; i++) if (N[i] == $2 && $3 > S) S = $3 }   # the step range of the curves drawn
 /^run / { line[$2] = $0 }
 /^dec / { A[$2, $3, $4] = $8; TAU[$2, $3, $4] = $5; SE[$2, $3, $4] = $6 }
 function curve(f, x0, y0, pw, ph, list, k, ymax, color,    a, j, X, Y, pts) {   # acceptance per position 1..k
