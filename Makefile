@@ -40,34 +40,40 @@ LDLIBS  = -lm -lpthread
 
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; the rest is what a program around it needs.
-# build/explorer_page.c is generated: the explorer's page (web/), embedded by tools/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/explore cli/figures build/explorer_page train cli/train_data formats/draftdir cli/train_cli cli/gguf cli/replay cli/lookup cli/eval formats/tokenizer cli/tokenize cli/train_target cli/checkpoint formats/corpus formats/tokenizer cli/tokenize
+# build/explorer_page.c is generated: the explorer's page (web/), embedded by explorer/embed.
+DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/replay \
+             explorer/explore explorer/figures build/explorer_page train/train train/train_data train/draftdir train/train_cli \
+             train/train_target train/checkpoint train/corpus gguf/gguf eval/lookup eval/eval tokenizer/tokenizer tokenizer/tokenize
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff cli/flags
+TEST_LIB           = formats/tracenames formats/json tokenizer/tokenizer trace formats/files formats/manifest cli/diff cli/flags
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
 # what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
-TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load formats/tokenizer formats/files
+TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer formats/files
 # test_flags includes cli/main.c (its main renamed) and checks every subcommand's flag table
 TEST_LIB_test_flags = $(filter-out cli/main,$(DFLASH_SRC))
 # test_json #includes formats/json.c (its key comparisons counted)
 TEST_LIB_test_json = dflash
-# test_tokenizer #includes formats/tokenizer.c
+# test_tokenizer #includes tokenizer/tokenizer.c
 TEST_LIB_test_tokenizer = dflash formats/json formats/files
-TEST_NAMES = $(patsubst tests/%.c,%,$(wildcard tests/test_*.c))
+# the suites: tests/test_*.c (the reference, the tracer, the program) and each
+# wing's WING/tests/test_*.c; every binary goes to tests/bin/NAME
+TEST_SRC   = $(wildcard tests/test_*.c */tests/test_*.c)
+TEST_NAMES = $(basename $(notdir $(TEST_SRC)))
+test_src   = $(patsubst %.c,%,$(filter %/$(1).c,$(TEST_SRC)))
 FUZZ_TARGETS = safetensors config tokenizer npy tokjson encode explore figures batches gguf
-FUZZ_LIB          = formats/tracenames formats/json formats/tokenizer trace formats/files formats/manifest cli/diff cli/flags
+FUZZ_LIB          = formats/tracenames formats/json tokenizer/tokenizer trace formats/files formats/manifest cli/diff cli/flags
 # fuzz_encode: the encoder alone
-FUZZ_LIB_fuzz_encode = formats/json formats/tokenizer formats/files
-FUZZ_LIB_fuzz_npy = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest
-# fuzz_gguf #includes cli/gguf.c (its tokenizer.json and safetensors readers, its writer)
-FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load formats/tokenizer formats/files formats/manifest cli/flags
-# fuzz_explore #includes cli/explore.c and runs explore_main whole
-FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest build/explorer_page cli/flags
-# fuzz_batches #includes cli/train_data.c and drives the --batches case reader
-FUZZ_LIB_fuzz_batches = dflash formats/json formats/load formats/tokenizer formats/files train
-# fuzz_figures #includes cli/figures.c and runs figures_main whole
-FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load formats/tokenizer trace formats/files formats/manifest cli/flags
+FUZZ_LIB_fuzz_encode = formats/json tokenizer/tokenizer formats/files
+FUZZ_LIB_fuzz_npy = dflash formats/json formats/load tokenizer/tokenizer formats/files formats/manifest
+# fuzz_gguf #includes gguf/gguf.c (its tokenizer.json and safetensors readers, its writer)
+FUZZ_LIB_fuzz_gguf = dflash formats/json formats/load tokenizer/tokenizer formats/files formats/manifest cli/flags
+# fuzz_explore #includes explorer/explore.c and runs explore_main whole
+FUZZ_LIB_fuzz_explore = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer trace formats/files formats/manifest build/explorer_page cli/flags
+# fuzz_batches #includes train/train_data.c and drives the --batches case reader
+FUZZ_LIB_fuzz_batches = dflash formats/json formats/load tokenizer/tokenizer formats/files train/train
+# fuzz_figures #includes explorer/figures.c and runs figures_main whole
+FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer trace formats/files formats/manifest cli/flags
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
           toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp
 
@@ -130,7 +136,7 @@ endef
 # ---- the programs -------------------------------------------------------------
 $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
 # the learned target's unigram and bigram baselines (README: "The learned target")
-$(call program,tools/ngram,$(R),tools/ngram formats/corpus formats/tokenizer formats/json formats/files dflash,$(LDLIBS))
+$(call program,eval/ngram,$(R),eval/ngram train/corpus tokenizer/tokenizer formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
 $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))
@@ -171,7 +177,7 @@ endef
 $(eval $(call signatures_in,build/signatures,$(R)))
 $(eval $(call signatures_in,build/san/build/signatures,$(R)-san))
 # The training pitfalls, the same way: walkthrough/train-pitfalls/NAME.diff is
-# a patch of train.c, build/pitfalls/dflash-train-NAME ./dflash with it (its
+# a patch of train/train.c, build/pitfalls/dflash-train-NAME ./dflash with it (its
 # copy in build/pitfalls/train-NAME/).
 TRAIN_PITFALL_DIR = walkthrough/train-pitfalls
 TRAIN_PITFALLS    = $(shell sed -e 's/[#].*//' $(TRAIN_PITFALL_DIR)/series)
@@ -185,7 +191,7 @@ $(eval $(call train_pitfalls_in,build/pitfalls,$(R)))
 $(eval $(call train_pitfalls_in,build/san/build/pitfalls,$(R)-san))
 # The learned pair's experiment variants (walkthrough/training/variants/NAME.diff,
 # each a patch of one file, built as a pitfall is): build/variants/dflash-NAME.
-# They are no pitfalls: the experiments of tools/learned.sh train and run them.
+# They are no pitfalls: the experiments of learned/learned.sh train and run them.
 VARIANT_DIR = walkthrough/training/variants
 VARIANTS = $(patsubst $(VARIANT_DIR)/%.diff,%,$(wildcard $(VARIANT_DIR)/*.diff))
 VARIANT_PROGRAMS = $(patsubst %,build/variants/dflash-%,$(VARIANTS))
@@ -213,7 +219,7 @@ $(call program,dflash-float,float,$(DFLASH_SRC),$(LDLIBS))
 # double build's objects, which it must refuse; build/examples/hook_harness-doc:
 # built with the link line TRACE.md gives, to keep that line true
 # (tools/examples-check.sh runs all three; make test runs it).
-HOOK_HARNESS_LIB = dflash formats/tracenames formats/json formats/load formats/tokenizer formats/files
+HOOK_HARNESS_LIB = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer formats/files
 EXAMPLE_PROGRAMS = examples/hook_harness build/examples/hook_harness-on-double build/examples/hook_harness-doc
 $(call program,examples/hook_harness,float,examples/hook_harness $(HOOK_HARNESS_LIB),$(LDLIBS))
 build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(patsubst %,build/double/%.o,$(HOOK_HARNESS_LIB))
@@ -222,34 +228,34 @@ build/examples/hook_harness-on-double: build/float/examples/hook_harness.o $(pat
 build/examples/hook_harness-doc: examples/hook_harness.c $(patsubst %,%.c,$(HOOK_HARNESS_LIB)) dflash.h formats/load.h formats/tracenames.h formats/files.h formats/json.h
 	@mkdir -p $(@D)
 	$(CC) -std=c11 -D_POSIX_C_SOURCE=200809L -ffp-contract=off -I. -o $@ \
-	  examples/hook_harness.c dflash.c formats/tracenames.c formats/load.c formats/tokenizer.c formats/json.c formats/files.c -lm
+	  examples/hook_harness.c dflash.c formats/tracenames.c formats/load.c tokenizer/tokenizer.c formats/json.c formats/files.c -lm
 examples-check: $(EXAMPLE_PROGRAMS) weights ## build and run examples/hook_harness (a port's in-process C harness)
 	@sh tools/examples-check.sh
 # tools/mktrace reads the name table (formats/tracenames.c)
 $(call program,tools/mktrace,$(R),tools/mktrace dflash formats/tracenames formats/json formats/files,$(LDLIBS))
-# The explorer's page is web/explorer.html, .css and .js; tools/embed inlines
+# The explorer's page is explorer/explorer.html, .css and .js; explorer/embed inlines
 # the CSS and JavaScript into the HTML and writes its bytes as C arrays that
-# cli/explore.c writes around the trace's data.
-$(call program,tools/embed,host,tools/embed formats/files dflash,$(LDLIBS))
-WEB = web/explorer.html web/explorer.css web/explorer.js
-build/explorer_page.c: tools/embed $(WEB)
+# explorer/explore.c writes around the trace's data.
+$(call program,explorer/embed,host,explorer/embed formats/files dflash,$(LDLIBS))
+WEB = explorer/explorer.html explorer/explorer.css explorer/explorer.js
+build/explorer_page.c: explorer/embed $(WEB)
 	@mkdir -p build
-	./tools/embed web/explorer.html $@ explorer_page
+	./explorer/embed explorer/explorer.html $@ explorer_page
 # mkwalk reads the trace with formats/manifest.c and formats/files.c (dflash.c for dflash_set_error), and the
 # training chapter's target (its lm_head) with formats/load.c
-$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/manifest formats/json formats/files formats/load formats/tokenizer dflash,$(LDLIBS))
+$(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/manifest formats/json formats/files formats/load tokenizer/tokenizer dflash,$(LDLIBS))
 # mklearned (the chapter "One round on English text", walkthrough/learned/) reads the learned
-# pair's trace with formats/files.c and its tokenizer.json with formats/tokenizer.c
-$(call program,walkthrough/tools/mklearned,host,walkthrough/tools/mklearned formats/json formats/files formats/tokenizer dflash,$(LDLIBS))
+# pair's trace with formats/files.c and its tokenizer.json with tokenizer/tokenizer.c
+$(call program,walkthrough/tools/mklearned,host,walkthrough/tools/mklearned formats/json formats/files tokenizer/tokenizer dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
-$(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
+$(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 # sanitized builds (make sanitize): build/san/ holds the programs the tests run and the tests
 $(call program,build/san/dflash,$(R)-san,$(DFLASH_SRC),$(LDLIBS))
 $(call program,build/san/dflash-debug,$(R)-san-debug,$(DFLASH_SRC),$(LDLIBS))
 $(call program,build/san/dflash-double,double-san,$(DFLASH_SRC),$(LDLIBS))
 $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
-$(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,tests/$(t) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
+$(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
 .PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
@@ -279,14 +285,14 @@ toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: 
 
 # ---- training (README.md "What training teaches"; not part of make test) ------
 # make train: a draft for the random target trained on what the target writes
-# (tools/train.sh, the recipe at its top): toy_weights/trained/ (generated,
+# (train/train.sh, the recipe at its top): toy_weights/trained/ (generated,
 # never committed). make train-experiments: the experiments, trained on the
 # same data: walkthrough/training/logs/ (committed; the page and figures are
 # made from these logs by make docs and checked by make docs-check).
 train: dflash weights ## train a draft for the random target (minutes): toy_weights/trained/
-	sh tools/train.sh trained
+	sh train/train.sh trained
 train-experiments: dflash weights ## the training experiments (after make train; ~an hour on a busy machine): walkthrough/training/logs/
-	sh tools/train.sh experiments
+	sh train/train.sh experiments
 training: ## regenerate walkthrough/training/ (page, figures) from the committed run logs
 	sh tools/docs.sh write training
 training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
@@ -294,43 +300,43 @@ training-check: ## fail if walkthrough/training/ or README's trained-set rows di
 
 # ---- the learned target (README "The learned target"; not part of make test) --
 # make learned-data: the corpus, Debian's fortunes package split by document
-# (tools/learned_data.sh, the rule at its top): build/learned/train.txt and
+# (learned/learned_data.sh, the rule at its top): build/learned/train.txt and
 # heldout.txt, the same bytes on every machine with the same package version.
 FORTUNES_DIR ?= /usr/share/games/fortunes
 learned-data: build/learned/train.txt ## the learned target's corpus (Debian fortunes): build/learned/{train,heldout}.txt
-build/learned/train.txt build/learned/heldout.txt: tools/learned_data.sh
-	sh tools/learned_data.sh $(FORTUNES_DIR) build/learned
+build/learned/train.txt build/learned/heldout.txt: learned/learned_data.sh
+	sh learned/learned_data.sh $(FORTUNES_DIR) build/learned
 # make learned-target: the tokenizer, then the target, trained from scratch
-# (tools/learned_target.sh, the recipe at its top; hours with 2 threads):
+# (learned/learned_target.sh, the recipe at its top; hours with 2 threads):
 # toy_weights/learned/target/ in BF16 and toy_weights/learned/SHA256SUMS,
 # the same bytes as the committed ones. make learned-check: the committed
 # files against their sums (make test-long runs it).
 learned-target: dflash build/learned/train.txt ## retrain the committed learned target bit for bit (hours): toy_weights/learned/
-	sh tools/learned_target.sh train
-learned-target-eval: dflash tools/ngram build/learned/train.txt ## the learned target's held-out figures beside unigram/bigram, and samples
-	sh tools/learned_target.sh eval
+	sh learned/learned_target.sh train
+learned-target-eval: dflash eval/ngram build/learned/train.txt ## the learned target's held-out figures beside unigram/bigram, and samples
+	sh learned/learned_target.sh eval
 learned-check: ## the committed toy_weights/learned/ against its SHA256SUMS
-	@sh tools/learned_target.sh check
+	@sh learned/learned_target.sh check
 
-# ---- the learned pair (issue 33; tools/learned.sh, the recipe at its top) ------
+# ---- the learned pair (issue 33; learned/learned.sh, the recipe at its top) ------
 # toy_weights/learned/target/ comes from its own branch; until it is merged
 # these stop with one line saying what is missing.
 learned-draft: dflash ## train the learned target's DFlash draft (<= 30 min): toy_weights/learned/draft/ + SHA256SUMS
-	sh tools/learned.sh draft
+	sh learned/learned.sh draft
 run-learned: dflash ## the learned pair on the first held-out prompt, with --rounds
-	sh tools/learned.sh run
+	sh learned/learned.sh run
 eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: toy_weights/learned/eval.tsv
-	sh tools/learned.sh eval
+	sh learned/learned.sh eval
 learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~70 min here): walkthrough/training/learned-logs/
-	sh tools/learned.sh experiments
+	sh learned/learned.sh experiments
 # make learned-train-pitfalls: each training pitfall trained from scratch at the
 # committed draft's recipe (20-45 min each at THREADS=1 by machine, blocks-see-each-other
 # about twice that; PITFALLS= a subset),
 # decoded on 64 held-out prompts: walkthrough/train-pitfalls/learned-runs/
 PITFALLS ?= $(TRAIN_PITFALLS)
 learned-train-pitfalls: dflash $(TRAIN_PITFALL_PROGRAMS) ## training pitfalls on the learned pair, from scratch (20-45 min each): walkthrough/train-pitfalls/learned-runs/
-	for p in clean $(PITFALLS); do sh tools/learned.sh pitfall-full $$p || exit 1; done
-# make learned-sampling: tests/test_learned.c's T > 0 check (~7 CPU minutes:
+	for p in clean $(PITFALLS); do sh learned/learned.sh pitfall-full $$p || exit 1; done
+# make learned-sampling: learned/tests/test_learned.c's T > 0 check (~7 CPU minutes:
 # not in make test-long, which CI runs within its 30 minutes) writing its table, one line per prompt, T, method, block and
 # tokens (the format: the comment above test_sampling_fits_the_target_distribution)
 learned-sampling: tests/bin/test_learned ## T > 0 on the learned pair against the exact target distribution (~7 CPU min): walkthrough/training/learned-logs/sampling.txt
@@ -355,7 +361,7 @@ debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 
 # ---- tests (cmocka) --------------------------------------------------------
 # test_train again in double: the finite-difference gradient checks run there
-$(call program,tests/bin/test_train_double,double,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
+$(call program,tests/bin/test_train_double,double,train/tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 # The suites in the order they start (and are printed): the longest first,
 # so that the last to start on two cores are short ones and the longest is
 # not left running alone at the end (CPU seconds of each, measured alone on
@@ -366,7 +372,7 @@ TEST_FIRST = test_train_pitfalls test_pitfalls test_learned test_trace_run test_
              test_safety test_core test_diff_hints test_train_double test_replay test_train_target
 TEST_ALL   = $(TEST_NAMES) test_train_double
 TESTS      = $(addprefix tests/bin/,$(filter $(TEST_ALL),$(TEST_FIRST)) $(filter-out $(TEST_FIRST),$(TEST_ALL)))
-$(call program,build/san/tests/bin/test_train_double,double-san,tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
+$(call program,build/san/tests/bin/test_train_double,double-san,train/tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 
 # make test: every test, the long sweeps (lossless over prompts x blocks
 # 1..8, the temperature chi-square, ...) on a representative subset; make
@@ -390,46 +396,46 @@ test-pre: standalone-check trace-md-check examples-check test-fixtures
 test-fixtures: $(TEST_PROGRAMS)
 	@sh tools/test-fixtures.sh
 
-LONG_TESTS = $(addprefix tests/bin/,$(patsubst tests/%.c,%,$(shell grep -l -e 'tu_long()' -e 'tu_quick()' tests/test_*.c)))
+LONG_TESTS = $(addprefix tests/bin/,$(basename $(notdir $(shell grep -l -e 'tu_long()' -e 'tu_quick()' $(TEST_SRC)))))
 test-long: $(TEST_PROGRAMS) $(LONG_TESTS) ## the long sweeps in full (DFLASH_TEST_LONG=1: the suites that have them; make test runs the rest), and learned-check
 	@sh tools/test-fixtures.sh
 	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh --label 'long sweeps in full' $(LONG_TESTS)
-	@sh tools/learned_target.sh check
+	@sh learned/learned_target.sh check
 
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
 # `dflash gguf`'s target.gguf greedily from token ids and must give
 # `dflash --mode ar`'s ids on the walkthrough and random sets (12 cases), and
 # its dflash loader loads the three drafts (target_layers = ids + 1), and its
-# tokenizer gives dflash tokenize's ids and bytes on tests/tokenizer/texts.inp
+# tokenizer gives dflash tokenize's ids and bytes on tokenizer/tests/cases/texts.inp
 # with the vocabularies dflash gguf writes (the learned target's, the real
 # Qwen3 and Llama-3.1 ones); skipped, with the reason printed, when npm or its
 # registry is unreachable. The install (~730 MB) goes to LLAMA_CHECK_DIR
 # (build/llama-check); the real tokenizers come from TOKENIZER_CHECK_DIR's
 # install when it has them.
-# formats/unicode_tables.h is generated (committed): Debian's unicode-data
+# tokenizer/unicode_tables.h is generated (committed): Debian's unicode-data
 # (/usr/share/unicode) -> the tokenizer's \p{L}, \p{N}, \s and NFC tables.
-unicode-tables: ## regenerate formats/unicode_tables.h from /usr/share/unicode (apt-get install unicode-data)
-	sh tools/mkunicode.sh
+unicode-tables: ## regenerate tokenizer/unicode_tables.h from /usr/share/unicode (apt-get install unicode-data)
+	sh tokenizer/mkunicode.sh
 
 # make tokenizer-check: npm's tokenizers (Hugging Face's Rust library) on the real
-# Qwen3 and Llama-3.1 tokenizer.json files against ours (tools/tokenizer-check.sh);
+# Qwen3 and Llama-3.1 tokenizer.json files against ours (tokenizer/tokenizer-check.sh);
 # skips with the reason without npm. The install goes to build/tokenizer-check.
 tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1 and a trained tokenizer.json; the speed ratio
-	@tools/tokenizer-check.sh
+	@tokenizer/tokenizer-check.sh
 
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm
-	@tools/llama-check.sh
+	@gguf/llama-check.sh
 
 # llama.cpp's own DFlash speculative decoding (llama-speculative-simple,
 # built unpatched from node-llama-cpp's bundled llama.cpp source under
 # LLAMA_CHECK_DIR/spec/, never in the tracked files) on dflash gguf's pairs:
 # aligned rounds propose this program's draft ids and accept as many, the
 # committed ids are ours, its n_drafted / n_accept are its rounds' sums; the
-# sliding set as --draft-window flash (tools/llama-spec.sh). Skips without
+# sliding set as --draft-window flash (gguf/llama-spec.sh). Skips without
 # npm or cmake. Not in CI: the llama.cpp build alone took far longer than
 # CI's 30-minute budget allows on a busy machine (NOTES.md, "GGUF").
 llama-spec-check: dflash weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
-	@tools/llama-spec.sh
+	@gguf/llama-spec.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader
@@ -459,7 +465,7 @@ docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every g
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
 	{ { sh tools/docs.sh check trace-md walkthrough learned training || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
-	    sh walkthrough/explorer-check.sh || echo 1 > $$d/b.rc; \
+	    sh explorer/explorer-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
 	    for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do \
 	      sh walkthrough/tools/exercises-check.sh $$p 2 || echo 1 > $$d/b.rc; done; } > $$d/b.log 2>&1; } & \
@@ -488,10 +494,10 @@ explorer: dflash weights ## regenerate walkthrough/explorer.html (dflash explore
 	sh tools/docs.sh write explorer
 # First its JavaScript's syntax (node --check; Debian: apt-get install nodejs).
 explorer-check: dflash weights walkthrough/explorer.html js-check ## node --check the explorer's JavaScript, open the explorers in headless chromium
-	sh walkthrough/explorer-check.sh
-js-check: ## node --check web/explorer.js (the explorer's page is web/: html, css, js)
+	sh explorer/explorer-check.sh
+js-check: ## node --check explorer/explorer.js (the explorer's page is web/: html, css, js)
 	@command -v node > /dev/null || { echo "js-check: node not found (apt-get install nodejs)"; exit 1; }
-	node --check web/explorer.js && echo "js-check: web/explorer.js parses (node --check)"
+	node --check explorer/explorer.js && echo "js-check: explorer/explorer.js parses (node --check)"
 exercises-check: dflash weights ## check every answer in walkthrough/exercises.md by running ./dflash
 	sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md
 # the training runs behind walkthrough/train-pitfalls.md's table (minutes each; their results are committed)
@@ -517,7 +523,7 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 # there (the files they read linked in) on make test's subset of the long
 # sweeps, a few at a time; any sanitizer report (a leak too) fails its test
 # binary and the target.
-SAN_LINKS = toy_weights walkthrough tools cli formats Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c train.c train.h
+SAN_LINKS = toy_weights walkthrough tools cli formats train learned tokenizer eval gguf explorer examples Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c
 # test_learned is left out: it decodes the learned pair (100 MB of weights)
 # through the kernels test_core and test_layouts already run here, and took
 # 146 s CPU under ASan (7.5 s plain), the largest share of CI's sanitize step
@@ -525,7 +531,7 @@ SAN_TESTS = $(filter-out tests/bin/test_learned,$(TESTS))
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(SAN_TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
-	@for d in parity tokenizer lm_oracle train_oracle_sliding; do ln -sfn ../../../tests/$$d build/san/tests/$$d; done   # the committed reference files (test_parity, test_tokenizer, test_train)
+	@for d in parity signatures; do ln -sfn ../../../tests/$$d build/san/tests/$$d; done   # the committed reference files (test_parity; the wings' come with their folders)
 	@cd build/san && ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
 	  sh ../../tools/test-fixtures.sh   # by the sanitized programs
 	@ASAN_OPTIONS=detect_leaks=1:abort_on_error=0 UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1 \
@@ -550,5 +556,5 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 	@FUZZ_SECONDS=$(FUZZ_SECONDS) sh tools/fuzz.sh $(FUZZ_TARGETS)
 
 clean: ## remove every build product and the generated weights
-	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace tools/embed tools/ngram toy_weights/gen \
+	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace explorer/embed eval/ngram toy_weights/gen \
 	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk walkthrough/tools/mklearned build

@@ -261,7 +261,7 @@ static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, i
 }
 
 /* Function multi-versioning (GCC, x86-64 glibc; clang 14 exports no `matmul`
- * for train.c then): one clone per instruction set, the same IEEE operations
+ * for train/train.c then): one clone per instruction set, the same IEEE operations
  * in the same order, so the same bits (NOTES.md, "matmul and losslessness"). */
 #if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__)
 #if __has_attribute(target_clones)

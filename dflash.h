@@ -173,7 +173,7 @@ typedef struct {
     int T, S;          /* tokens in this call; keys after appending        */
     int B, Lc;         /* block size; context rows handed to the draft    */
     int V, D, I, H, Hkv, d, k, L;  /* the target's sizes                   */
-    int b, N;          /* training (train.c): sequences per batch, blocks per
+    int b, N;          /* training (train/train.c): sequences per batch, blocks per
                           sequence; S is then the sequence length and D..k the draft's */
 } TraceDims;
 
@@ -355,7 +355,7 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
                     int logits_from, TraceCtx *trace);
 
 /* ---------------------------------------------------------------------------
- * Kernels shared with train.c (the training step reuses dflash.c's forward
+ * Kernels shared with train/train.c (the training step reuses dflash.c's forward
  * building blocks; their comments in dflash.c say what each computes).
  */
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);  /* out = x W^T */
@@ -378,7 +378,7 @@ double rng_uniform(Rng *g);   /* [0, 1), the top 53 bits */
 /* sample(logits, T): argmax when T < 1e-5, else one draw from softmax(logits / T) */
 int    sample_row(const real *logits, int V, double temperature, Rng *g);
 /* (block[1:] == posterior[:-1]).cumprod().sum(); match, cumprod get B-1 entries
- * (the verification rule: cli/lookup.c's drafters are verified by it too) */
+ * (the verification rule: eval/lookup.c's drafters are verified by it too) */
 int    acceptance_length(const int *block, const int *posterior, int B, int *match, int *cumprod);
 
 #endif /* DFLASH_H */

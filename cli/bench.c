@@ -16,7 +16,7 @@
  * then the targets of issue 15 (README: Performance) with met / NOT met.
  * Times are medians of repetitions; the targets are ratios. */
 #include "dflash.h"
-#include "bench.h"
+#include "cli/bench.h"
 #include "formats/files.h"
 #include "formats/load.h"
 #include "trace.h"
@@ -388,7 +388,7 @@ done:
 
 /* The learned pair (README: "The learned pair"): the first LEARNED_PROMPTS
  * held-out prompts of toy_weights/learned/heldout.ids, their first
- * LEARNED_PROMPT_LEN ids (as tools/learned.sh eval cuts them), 128 new
+ * LEARNED_PROMPT_LEN ids (as learned/learned.sh eval cuts them), 128 new
  * tokens past the stop ids (as dflash eval decodes); ids 0..V-1. 0 when the
  * file or a prompt is missing, -1 (dflash_errmsg: the file and line) when
  * an id is not one. */

@@ -49,9 +49,9 @@
  * .npy, a manifest contradicting a header) or no name in common.
  */
 
-#include "diff.h"
+#include "cli/diff.h"
 #include "dflash.h"
-#include "flags.h"
+#include "cli/flags.h"
 #include "formats/files.h"
 #include "formats/manifest.h"
 #include "trace.h"

@@ -1,6 +1,6 @@
 /* cli/flags.c - THE flag parser (cli/flags.h): one table per subcommand,
  * one reading of "--flag VALUE", one message for each kind of mistake. */
-#include "flags.h"
+#include "cli/flags.h"
 #include "dflash.h"
 
 #include <errno.h>

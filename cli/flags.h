@@ -86,9 +86,9 @@ int flags_u64(const char *flag, const char *s, uint64_t *out);
 const Flag *flags_find(const Flag *table, const char *name);
 
 /* The tables, one per subcommand: MAIN_FLAGS (cli/main.c), DIFF_FLAGS
- * (cli/diff.c), TRAIN_FLAGS (cli/train_cli.c), TRAIN_TARGET_FLAGS
- * (cli/train_target.c), EVAL_FLAGS (cli/eval.c), TOKENIZE_FLAGS and
- * TRAIN_TOKENIZER_FLAGS (cli/tokenize.c), FIGURES_FLAGS, EXPLORE_FLAGS,
+ * (cli/diff.c), TRAIN_FLAGS (train/train_cli.c), TRAIN_TARGET_FLAGS
+ * (train/train_target.c), EVAL_FLAGS (eval/eval.c), TOKENIZE_FLAGS and
+ * TRAIN_TOKENIZER_FLAGS (tokenizer/tokenize.c), FIGURES_FLAGS, EXPLORE_FLAGS,
  * GGUF_FLAGS; a new subcommand adds its own and a line to
  * tests/test_flags.c. */
 #endif /* DFLASH_FLAGS_H */

@@ -2,22 +2,22 @@
  * run dflash_generate (or target-only decoding), print the output and the
  * per-round story; `dflash diff`, `dflash explore` and `dflash bench` are dispatched from here. */
 #include "dflash.h"
-#include "bench.h"
-#include "diff.h"
-#include "eval.h"
-#include "explore.h"
-#include "figures.h"
-#include "gguf.h"
+#include "cli/bench.h"
+#include "cli/diff.h"
+#include "eval/eval.h"
+#include "explorer/explore.h"
+#include "explorer/figures.h"
+#include "gguf/gguf.h"
 #include "formats/files.h"
 #include "formats/json.h"
 #include "formats/load.h"
-#include "formats/tokenizer.h"
-#include "replay.h"
+#include "tokenizer/tokenizer.h"
+#include "cli/replay.h"
 #include "trace.h"
-#include "train_cli.h"
-#include "tokenize.h"
-#include "train_target.h"
-#include "flags.h"
+#include "train/train_cli.h"
+#include "tokenizer/tokenize.h"
+#include "train/train_target.h"
+#include "cli/flags.h"
 
 #include <errno.h>
 #include <stddef.h>
@@ -514,7 +514,7 @@ typedef struct {
 /* the vocabulary is optional: W/vocab.txt, W/tokenizer.json (--weights),
  * the target folder's vocab.txt, its tokenizer.json, the first found;
  * without one, --ids works and output is ids. A tokenizer.json encodes
- * --prompt when formats/tokenizer.c can (else it decodes output only). */
+ * --prompt when tokenizer/tokenizer.c can (else it decodes output only). */
 static int run_vocab(Run *r) {
     const char *vdirs[2] = {r->a.weights, r->tdir};
     for (int k = 0; k < 4 && !r->have_vocab && !r->have_tok; k++) {

@@ -7,7 +7,7 @@
  * with the other run's first token, blocks and kept lengths. `./dflash
  * --replay` runs that program (replay_exec).
  */
-#include "replay.h"
+#include "cli/replay.h"
 
 #include <errno.h>
 #include <stdio.h>

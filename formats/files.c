@@ -23,7 +23,7 @@
 #ifndef _XOPEN_SOURCE
 #define _XOPEN_SOURCE 700
 #endif
-#include "files.h"
+#include "formats/files.h"
 #include "dflash.h"
 
 #include <ctype.h>

@@ -44,7 +44,7 @@ int file_read_all(const char *path, char **bytes, size_t *len);
 /* The same, refusing a file of more than max bytes ("larger than max bytes"). */
 int file_read_max(const char *path, size_t max, char **bytes, size_t *len);
 /* Token ids as text (an ids file: dflash eval --ids-file, make bench's
- * learned pair, tests/test_learned.c read toy_weights/learned/heldout.ids):
+ * learned pair, learned/tests/test_learned.c read toy_weights/learned/heldout.ids):
  * s..end (one line, or a whole file) is ids 0..V-1 separated by white space
  * or commas, a "|" skipped (dflash train --data's prompt mark); appended to
  * *ids (realloc'd; *n of *cap). -1 with dflash_errmsg naming path and line:

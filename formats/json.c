@@ -8,7 +8,7 @@
  * many keys as that allows (a real tokenizer.json's vocab has 151,643); the
  * duplicate-key check is a hash table of the object's keys, so an object of
  * n keys costs O(n) expected time, not O(n^2). */
-#include "json.h"
+#include "formats/json.h"
 #include "dflash.h"
 
 #include <errno.h>

@@ -34,7 +34,7 @@ void json_number(char *buf, size_t size, double v);
 double json_number_or(const Json *obj, const char *key, double dflt);
 /* a non-empty list of equal-length lists as rows x cols ints, row-major,
  * malloc'd (true/false as 1/0, a number truncated); NULL for another
- * shape or out of memory (the case files of tools/lm_case, tools/train_case) */
+ * shape or out of memory (the case files of train/lm_case, train/train_case) */
 int *json_int_rows(const Json *v, int *rows, int *cols);
 /* "the number 3", "a string", ...: what a value is, for error messages */
 const char *json_describe(const Json *v, char *buf, size_t size);

@@ -5,11 +5,11 @@
 #ifndef _DEFAULT_SOURCE
 #define _DEFAULT_SOURCE /* glibc: madvise's MADV_HUGEPAGE (not POSIX), in advise_huge below */
 #endif
-#include "load.h"
+#include "formats/load.h"
 #include "dflash.h"
-#include "files.h"
-#include "json.h"
-#include "tokenizer.h"
+#include "formats/files.h"
+#include "formats/json.h"
+#include "tokenizer/tokenizer.h"
 
 #include <errno.h>
 #include <float.h>
@@ -1348,7 +1348,7 @@ int stop_ids_default(const char *target_dir, const Model *target, int *ids, int 
     return 0;
 }
 
-/* ---- tokenizer.json, for decoding output ids: formats/tokenizer.c reads it
+/* ---- tokenizer.json, for decoding output ids: tokenizer/tokenizer.c reads it
  * (tok_load_decoder: a toy set's file without merges or pre-tokenizer is
  * fine for decoding), and v->words[id] holds each id's bytes: model.vocab's
  * byte-level strings decoded, added_tokens' content as is; v->n = highest

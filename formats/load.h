@@ -50,7 +50,7 @@ int  stop_ids_default(const char *target_dir, const Model *target, int *ids, int
 int  vocab_load(Vocab *v, const char *path);
 /* tokenizer.json (byte-level BPE, e.g. Qwen's): ids -> bytes, for output */
 int  tokenizer_json_load(ByteVocab *v, const char *path);
-/* the same from a tokenizer formats/tokenizer.c read (main keeps it to encode --prompt) */
+/* the same from a tokenizer tokenizer/tokenizer.c read (main keeps it to encode --prompt) */
 struct Tokenizer;
 int  byte_vocab_from(ByteVocab *v, const struct Tokenizer *t, const char *path);
 void byte_vocab_free(ByteVocab *v);

@@ -1,13 +1,13 @@
 /* formats/manifest.c - reading a trace directory's manifest (formats/manifest.h):
  * trace.jsonl (ours: one JSON object per line), or the oracle's names.json
  * (a JSON array of names). The tracer (trace.c: is a directory a trace?),
- * `dflash diff` (cli/diff.c) and `dflash explore` (cli/explore.c) read manifests
+ * `dflash diff` (cli/diff.c) and `dflash explore` (explorer/explore.c) read manifests
  * through it.
  */
-#include "manifest.h"
+#include "formats/manifest.h"
 #include "dflash.h"
-#include "files.h"
-#include "json.h"
+#include "formats/files.h"
+#include "formats/json.h"
 
 #include <errno.h>
 #include <stdio.h>
@@ -176,7 +176,7 @@ static int manifest_meta(const Json *obj, char *out, size_t size) {
 /* trace.jsonl, line by line: each non-blank line is parsed with formats/json.c's
  * strict reader (its own message kept, e.g. for a duplicate key) and must be
  * an object with "name" and "file" strings; fn gets it with its line number.
- * Used by diff's manifest and by cli/explore.c. */
+ * Used by diff's manifest and by explorer/explore.c. */
 int trace_jsonl_each(const char *path, const char *text, size_t len,
                      int (*fn)(void *ctx, const Json *obj, int line), void *ctx) {
     size_t start = 0;

@@ -15,8 +15,8 @@
 
 #include <stddef.h>
 
-#include "files.h"
-#include "json.h"
+#include "formats/files.h"
+#include "formats/json.h"
 
 typedef struct {
     char **s;  /* (n) owned strings */

@@ -9,7 +9,7 @@
  * computes it. The file tracer (trace.c), `dflash diff`'s hints, TRACE.md
  * (tools/mktrace.c) and a port's harness all read this one table.
  */
-#include "tracenames.h"
+#include "formats/tracenames.h"
 
 #include <stddef.h>
 #include <stdlib.h>
@@ -281,10 +281,10 @@ const TraceName dflash_trace_names[] = {
 #undef HEADS
 const int dflash_n_trace_names = (int)(sizeof dflash_trace_names / sizeof dflash_trace_names[0]);
 
-/* ---- Training (train.c, `dflash train --trace`): every name a traced
+/* ---- Training (train/train.c, `dflash train --trace`): every name a traced
  * training step emits, in the order it computes them: s is the step (from
- * 1), l a draft layer; the functions are train.c's. Shapes keep the batch axis:
- * b sequences of S tokens, N blocks of B per sequence (train.h). */
+ * 1), l a draft layer; the functions are train/train.c's. Shapes keep the batch axis:
+ * b sequences of S tokens, N blocks of B per sequence (train/train.h). */
 #define R TRACE_REAL
 #define IDS TRACE_IDS
 #define GRAD_PARAM(which, when)                                                                              \
@@ -355,7 +355,7 @@ const TraceName dflash_train_trace_names[] = {
 #undef IDS
 const int dflash_n_train_trace_names = (int)(sizeof dflash_train_trace_names / sizeof dflash_train_trace_names[0]);
 
-/* ---- Training a target (train.c's lm_step, `dflash train-target --trace`):
+/* ---- Training a target (train/train.c's lm_step, `dflash train-target --trace`):
  * the names lm_oracle.py writes, then what a porter of the optimizer needs
  * (lr, the clip coefficient, the clipped gradients, AdamW's m and v). s is
  * the step (from 1), i a hidden-state index 0..L (L: after the final norm),

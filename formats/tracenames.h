@@ -46,11 +46,11 @@ typedef struct {
 
 extern const TraceName dflash_trace_names[];
 extern const int dflash_n_trace_names;
-/* The training step's rows (train.c; TRACE.md "Training"): names
+/* The training step's rows (train/train.c; TRACE.md "Training"): names
  * "train{s}.*", shapes in b, S, N, B and the draft's sizes. */
 extern const TraceName dflash_train_trace_names[];
 extern const int dflash_n_train_trace_names;
-/* The target training step's rows (train.c lm_step; TRACE.md "Training a
+/* The target training step's rows (train/train.c lm_step; TRACE.md "Training a
  * target"): names "train{s}.*" handed with sizes without blocks (N = B = 0). */
 extern const TraceName dflash_lm_trace_names[];
 extern const int dflash_n_lm_trace_names;

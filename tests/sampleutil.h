@@ -199,7 +199,7 @@ static inline TuFit tu_fit(const TuExact *e, int k, const int *obs, int stride) 
     return tu_fit_cells(e, k, obs, stride, 0);
 }
 
-/* the cells of depth k and each prefix's residual (tests/test_learned.c) */
+/* the cells of depth k and each prefix's residual (learned/tests/test_learned.c) */
 static inline TuFit tu_fit_nested(const TuExact *e, int k, const int *obs, int stride) {
     return tu_fit_cells(e, k, obs, stride, 1);
 }

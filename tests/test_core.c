@@ -1,10 +1,10 @@
 /* tests/test_core.c - kernels, the generate loop and the loader.
  * Expectations come from hand computation, from the walkthrough, or from a
  * second computation (target-only decoding), never from a stored run. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
-#include "sampleutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
+#include "tests/sampleutil.h"
 
 #define RANDOM_SET "toy_weights/random"
 

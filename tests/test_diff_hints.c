@@ -19,10 +19,10 @@
  *     both ways round, at 200 tokens on every set (make test-long,
  *     DFLASH_TEST_LONG=1: two traces of up to 49,214 files per set).
  */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
-#include "traceutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
+#include "tests/traceutil.h"
 
 #include <dirent.h>
 #include <sys/wait.h>

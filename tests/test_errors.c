@@ -16,10 +16,10 @@
  * The program is run with fork/exec as ./dflash (the Makefile builds it
  * first); `make sanitize` runs this file from build/san/, where ./dflash is
  * the ASan+UBSan build, so a sanitizer report fails the row. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "../trace.h"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "trace.h"
+#include "tests/testutil.h"
 
 #include <signal.h>
 #include <sys/wait.h>

@@ -20,11 +20,11 @@
  *
  * `make sanitize` runs this file from build/san/ (./dflash is the ASan+UBSan
  * build there). */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
-#include "runutil.h"
+#include "tests/runutil.h"
 
 /* the first entry of t named "<base>.partial.*" (malloc'd), or NULL */
 static char *find_partial(const char *t, const char *base) {

@@ -13,9 +13,9 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
 /* npy_write: magic, version 1.0, header length so that 10 + it is a
  * multiple of 64, the header dict as NumPy writes it, then little-endian

@@ -10,9 +10,9 @@
  *     expected marks are worked out here from the log's own positions and
  *     the --print-ids output, for block sizes 2..8 and a cut run.
  * Needs ./dflash and the weights (make test builds them). */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
 #include <dirent.h>
 #include <sys/stat.h>

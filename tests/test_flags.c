@@ -9,9 +9,9 @@
  * before the tests run); the tables from the sources (cli/main.c is
  * included with its main renamed). */
 #define main dflash_cli_main
-#include "../cli/main.c"
+#include "cli/main.c"
 #undef main
-#include "testutil.h"
+#include "tests/testutil.h"
 
 #include <ctype.h>
 

@@ -18,10 +18,10 @@
 #include <string.h>
 #include <cmocka.h>
 
-#include "../dflash.h"
-#include "../formats/load.h"
-#include "../formats/tracenames.h"
-#include "testutil.h"
+#include "dflash.h"
+#include "formats/load.h"
+#include "formats/tracenames.h"
+#include "tests/testutil.h"
 
 #define WALK "toy_weights/walkthrough"
 

@@ -18,7 +18,7 @@
 static long key_compares;
 static int counted_strcmp(const char *a, const char *b) { key_compares++; return strcmp(a, b); }
 #define strcmp counted_strcmp
-#include "../formats/json.c"
+#include "formats/json.c"
 #undef strcmp
 #include "dflash.h"
 

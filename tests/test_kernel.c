@@ -9,10 +9,10 @@
  * row counts that are and are not multiples of the 4-row tile, and 1..16
  * tokens. The inputs span many magnitudes, so any other order of the adds
  * changes low bits (the last test checks that it does). */
-#include "../dflash.c"
-#include "../formats/load.c"
+#include "dflash.c"
+#include "formats/load.c"
 
-#include "testutil.h"
+#include "tests/testutil.h"
 
 /* matmul_ref: the definition of the summation order, as plainly as it can be
  * written (dflash.c's matmul comment states it); matmul must give its bits. */

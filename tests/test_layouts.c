@@ -22,11 +22,11 @@
  * training code), that the window changes the drafts, losslessness at
  * several block sizes, F32 vs BF16 byte-identical traces, and the refusals.
  * Needs `make weights` and ./dflash, ./toy_weights/gen. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "../cli/bench.c"   /* forward_spans: what the bench's roofline reads */
-#include "testutil.h"
-#include "../formats/tokenizer.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "cli/bench.c"   /* forward_spans: what the bench's roofline reads */
+#include "tests/testutil.h"
+#include "tokenizer/tokenizer.h"
 
 #define Q3 "toy_weights/qwen3-layout"
 

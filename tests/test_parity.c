@@ -14,9 +14,9 @@
  * a porting pitfall's trace equal to it (the committed tensors can tell a
  * wrong draft from a right one). This program's traces of the default run
  * are tools/test-fixtures.sh's (make test runs it first). */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
 #define REF "tests/parity/walkthrough"
 

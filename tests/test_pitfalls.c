@@ -27,11 +27,11 @@
  * program; dflash.c has no trace of any pitfall, and --pitfall is gone); a
  * truncated port trace fails (strict); a clean port (the double build)
  * passes, its margins shown by --verbose. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "../trace.h"
-#include "testutil.h"
-#include "patchutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "trace.h"
+#include "tests/testutil.h"
+#include "tests/patchutil.h"
 
 #include <sys/wait.h>
 #include <unistd.h>

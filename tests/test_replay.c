@@ -15,11 +15,11 @@
  *   - Inconsistent or unusable traces are refused with one line, exit 2.
  *   - dflash.c itself does not replay: ./dflash --replay runs
  *     build/dflash-replay, dflash.c with cli/replay.diff. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "../cli/replay.c"
-#include "testutil.h"
-#include "traceutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "cli/replay.c"
+#include "tests/testutil.h"
+#include "tests/traceutil.h"
 
 #include <sys/wait.h>
 

@@ -10,12 +10,12 @@
  * earlier files byte for byte (weight set, earlier trace directory, earlier
  * text trace), and that nothing else is left in the scratch directory (no
  * .partial, .old, .lock, no parent directory the run created). */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "../trace.h"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "trace.h"
+#include "tests/testutil.h"
 
-#include "runutil.h"
+#include "tests/runutil.h"
 
 /* ===========================================================================
  * Outputs that are inputs: refused before anything is opened.

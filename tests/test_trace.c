@@ -15,11 +15,11 @@
 #include <stdint.h>
 #include <cmocka.h>
 
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "../trace.h"
-#include "../cli/diff.h"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "trace.h"
+#include "cli/diff.h"
+#include "tests/testutil.h"
 
 #ifdef DFLASH_DOUBLE
 #define DTYPE "float64"

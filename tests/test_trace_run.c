@@ -16,9 +16,9 @@
  * tests; ./dflash is one of the last two, by REAL); the walkthrough run's
  * traces by the last two are tools/test-fixtures.sh's (make test runs it).
  * .npy files are read by a small reader written here, not trace.c's. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
 #define WALK "toy_weights/walkthrough"
 #define RAND "toy_weights/random"

@@ -8,8 +8,8 @@
  *   `./dflash tokenize --help`, `./dflash train-tokenizer --help` and
  *   `./dflash train-target --help`;
  * - every flag the sources compare against (a string literal "--name" or
- *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, cli/train_cli.c, cli/tokenize.c,
- *   cli/train_target.c)
+ *   "--name=" in cli/main.c, trace.c, cli/diff.c, cli/bench.c, train/train_cli.c, tokenizer/tokenize.c,
+ *   train/train_target.c)
  *   is listed in one of the help texts;
  * - every flag the documents mention (`--name` in README.md, NOTES.md,
  *   TRACE.md, toy_weights/README.md, walkthrough/README.md, walkthrough/gdb.md,
@@ -17,9 +17,9 @@
  *   is listed in one of the two (a document cannot advertise a flag that is not
  *   there, as toy_weights/README.md once did with `--stop`).
  * ./dflash is built by the Makefile before the tests run. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
 #include <ctype.h>
 
@@ -76,14 +76,14 @@ static char *help_of(const char *cmd, const char *first) {
 }
 
 static char *help_text(void) { return help_of("./dflash --help", "usage: dflash"); }
-/* `dflash train --help` (cli/train_cli.c) */
+/* `dflash train --help` (train/train_cli.c) */
 static char *train_help_text(void) { return help_of("./dflash train --help", "usage: dflash train"); }
-/* `dflash eval --help` (cli/eval.c) */
+/* `dflash eval --help` (eval/eval.c) */
 static char *eval_help_text(void) { return help_of("./dflash eval --help", "usage: dflash eval"); }
-/* `dflash tokenize --help` and `dflash train-tokenizer --help` (cli/tokenize.c) */
+/* `dflash tokenize --help` and `dflash train-tokenizer --help` (tokenizer/tokenize.c) */
 static char *tokenize_help_text(void) { return help_of("./dflash tokenize --help", "usage: dflash tokenize"); }
 static char *train_tok_help_text(void) { return help_of("./dflash train-tokenizer --help", "usage: dflash train-tokenizer"); }
-/* `dflash train-target --help` (cli/train_target.c) */
+/* `dflash train-target --help` (train/train_target.c) */
 static char *train_target_help_text(void) {
     return help_of("./dflash train-target --help", "usage: dflash train-target");
 }
@@ -170,8 +170,8 @@ static void test_every_flag_the_code_accepts_is_in_help(void **state) {
     char *help = all_help_text();
     FlagSet in_help = {0}, in_code = {0};
     flags_in_text(help, &in_help);
-    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "cli/train_cli.c", "cli/eval.c",
-                             "cli/tokenize.c", "cli/train_target.c"};
+    const char *sources[] = {"cli/main.c", "trace.c", "cli/diff.c", "cli/bench.c", "train/train_cli.c", "eval/eval.c",
+                             "tokenizer/tokenize.c", "train/train_target.c"};
     for (size_t i = 0; i < sizeof sources / sizeof sources[0]; i++) {
         size_t len;
         char *src = tu_read(sources[i], &len);

@@ -8,9 +8,9 @@
  * design in toy_weights/README.md (look-ahead head m attends from the mask
  * at distance m to the anchor). Token ids are looked up by word in vocab.txt,
  * so the test does not depend on the generator's id order. */
-#include "../dflash.c"
-#include "../formats/load.c"
-#include "testutil.h"
+#include "dflash.c"
+#include "formats/load.c"
+#include "tests/testutil.h"
 
 #define WALK "toy_weights/walkthrough"
 

@@ -31,11 +31,11 @@
 #                training-step traces, and the committed results of the
 #                training runs, walkthrough/train-pitfalls/runs/)
 #   training     walkthrough/training/README.md and figures/*.svg
-#                (tools/mktraining.sh) from the committed run logs of
+#                (train/mktraining.sh) from the committed run logs of
 #                `make train-experiments` (walkthrough/training/logs/): the
 #                training runs take too long for CI, the page is checked
 #                against the logs they wrote; and walkthrough/training/learned.md
-#                with figures/learned_*.svg (tools/mkexperiments.sh) from the logs
+#                with figures/learned_*.svg (learned/mkexperiments.sh) from the logs
 #                of `make learned-experiments` (walkthrough/training/learned-logs/)
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
@@ -87,7 +87,7 @@ gen_walk() {
     ./dflash figures --phase draft --round 1 --layer 0 --vocab toy_weights/walkthrough/vocab.txt \
         "$tmp/trace" "$1/walkthrough/figures" > /dev/null
 }
-# the learned pair's run: `make run-learned` (tools/learned.sh run), traced
+# the learned pair's run: `make run-learned` (learned/learned.sh run), traced
 LEARNED_PAIR="--target toy_weights/learned/target --draft toy_weights/learned/draft --max-new-tokens 64"
 learned_ids() { sed -n 1p toy_weights/learned/heldout.ids | tr -s ' ' ','; }
 learned_trace() {
@@ -115,8 +115,8 @@ gen_explorer() {
     ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
 }
 gen_training() {
-    mkdir -p "$1/walkthrough/training" && sh tools/mktraining.sh walkthrough/training/logs "$1/walkthrough/training" &&
-    sh tools/mkexperiments.sh walkthrough/training/learned-logs "$1/walkthrough/training"
+    mkdir -p "$1/walkthrough/training" && sh train/mktraining.sh walkthrough/training/logs "$1/walkthrough/training" &&
+    sh learned/mkexperiments.sh walkthrough/training/learned-logs "$1/walkthrough/training"
 }
 gen_pitfalls() {
     mkdir -p "$1/walkthrough" && sh walkthrough/mkpitfalls.sh "$1/walkthrough/pitfalls.md" > /dev/null &&

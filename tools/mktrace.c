@@ -15,10 +15,10 @@
  * `make trace-md` writes TRACE.md; `make trace-md-check` (part of
  * `make test` and CI) regenerates it and runs the check on three traced
  * runs. Exit status: 0 agree, 1 disagree, 2 bad input. */
-#include "../dflash.h"
-#include "../formats/files.h"
-#include "../formats/json.h"
-#include "../formats/tracenames.h"
+#include "dflash.h"
+#include "formats/files.h"
+#include "formats/json.h"
+#include "formats/tracenames.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -69,9 +69,9 @@ static int cmd_md(const char *template_path) {
         if (n == 13 && strncmp(line, "@TRACE_NAMES@", 13) == 0) {
             print_table(stdout, dflash_trace_names, dflash_n_trace_names);
             found++;
-        } else if (n == 13 && strncmp(line, "@TRAIN_NAMES@", 13) == 0) {  /* train.c's names */
+        } else if (n == 13 && strncmp(line, "@TRAIN_NAMES@", 13) == 0) {  /* train/train.c's names */
             print_table(stdout, dflash_train_trace_names, dflash_n_train_trace_names);
-        } else if (n == 16 && strncmp(line, "@LM_TRAIN_NAMES@", 16) == 0) {  /* train.c's lm_step names */
+        } else if (n == 16 && strncmp(line, "@LM_TRAIN_NAMES@", 16) == 0) {  /* train/train.c's lm_step names */
             print_table(stdout, dflash_lm_trace_names, dflash_n_lm_trace_names);
         } else {
             fwrite(line, 1, n, stdout);

@@ -14,7 +14,7 @@
 # build: copies FILE (named by the patch's "+++ b/FILE") to NAME/FILE in
 # PROGRAM's directory (build/pitfalls/NAME/FILE for PROGRAM dflash-NAME;
 # train-NAME/ for dflash-train-NAME, the training pitfalls of
-# walkthrough/train-pitfalls/, patches of train.c), applies PATCH to the copy with `patch` (GNU
+# walkthrough/train-pitfalls/, patches of train/train.c), applies PATCH to the copy with `patch` (GNU
 # patch, Debian package patch, part of build-essential's dependencies) with
 # no fuzz, compiles it and links it with the OBJECTs of the program (one
 # X.o per source X.c), all but FILE's own: PROGRAM is the program with
@@ -42,7 +42,7 @@ build)
     [ "$(echo "$files" | wc -l)" -eq 1 ] || { echo "pitfall $name: $patch_file patches more than one file" >&2; exit 1; }
     objs= own=
     for o in "$@"; do
-        if [ "$(basename "$o")" = "${files%.c}.o" ]; then own=$o; else objs="$objs $o"; fi
+        case $o in */"${files%.c}.o") own=$o;; *) objs="$objs $o";; esac
     done
     [ -n "$own" ] || { echo "pitfall $name: $files is not a source of the program" >&2; exit 1; }
     # the copy's directory is named after the program (dflash-NAME: NAME;
@@ -51,6 +51,7 @@ build)
     prog_leaf=$(basename "$prog")
     dir=$(dirname "$prog")/${prog_leaf#dflash-}
     rm -rf "$dir" && mkdir -p "$dir"
+    mkdir -p "$dir/$(dirname "$files")"
     cp "$files" "$dir/$files"
     if ! patch --quiet --batch --fuzz=0 --no-backup-if-mismatch -p1 -d "$dir" -i "$(abspath "$patch_file")" \
             > "$dir/patch.log" 2>&1; then

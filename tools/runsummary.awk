@@ -1,5 +1,5 @@
 # tools/runsummary.awk - one dflash train --log as the summary lines the
-# training pages are made from (tools/mktraining.sh, tools/mkexperiments.sh):
+# training pages are made from (train/mktraining.sh, learned/mkexperiments.sh):
 #   run NAME final_loss L [final_acc A] first_loss F SETUP... eval EVAL
 #   loss NAME STEP VALUE            (every step, unless -v losses=0)
 # L and A: the means of the last 10 steps (0 with no step: --steps 0);

@@ -1159,7 +1159,7 @@ static int q3_main(const char *outdir, int f32, const char *set) {
  * D 16, I 24, 2 layers, 2 query heads over 1 KV head (GQA), d 8, V 16,
  * untied lm_head, F32, rope_theta 10000: small enough that lm_oracle.py's
  * trace of two training steps on it is a few KB, committed under
- * tests/lm_oracle/ (NOTES.md, "Training a target: parity"). Weights as the
+ * train/tests/lm_oracle/ (NOTES.md, "Training a target: parity"). Weights as the
  * random set's (section 6), from their own streams ("lm-tiny:<name>"). */
 static int lm_tiny_main(const char *outdir) {
     Config tc = make_config(0, 1);

@@ -98,7 +98,7 @@ echo 'sampling at temperature 1 picks the argmax). That is why a port must be'
 echo 'checked tensor by tensor, on weights that are not special, and not by its'
 echo 'output alone.'
 echo
-echo 'The mistakes of *training* a draft (ten patches of `train.c`, each located by `dflash diff` on a'
+echo 'The mistakes of *training* a draft (ten patches of `train/train.c`, each located by `dflash diff` on a'
 echo 'training-step trace, with what it does to the loss and to the acceptance) are on their own page,'
 echo '[train-pitfalls.md](train-pitfalls.md).'
 echo

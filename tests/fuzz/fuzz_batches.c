@@ -1,12 +1,12 @@
 /* tests/fuzz/fuzz_batches.c - libFuzzer target: the --batches case reader
- * (cli/train_data.c, case_parse: the JSON reader, then each batch's
+ * (train/train_data.c, case_parse: the JSON reader, then each batch's
  * input_ids, loss_mask, anchors and keep), as dflash train reads a case
  * file against a vocabulary of 64. When a case is accepted, what the
  * command relies on holds: every batch has b >= 1 rows of S >= 1 ids in
  * 0..63, 1 <= N <= CASE_MAX_ANCHORS sorted anchors in 0..S-1 per row, masks
  * and keep flags 0/1; then batch_trained_positions reads it whole. A
  * refusal always sets a message. Seeds in tests/fuzz/batches/. */
-#include "../../cli/train_data.c"
+#include "train/train_data.c"
 
 #include <stdint.h>
 

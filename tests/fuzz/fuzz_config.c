@@ -2,8 +2,8 @@
  * config_parse on config.json text, read as a target and as a draft
  * config; when a config is accepted, its tensor table is built (the sizes
  * it implies must not overflow). Seeds in tests/fuzz/config/. */
-#include "../../dflash.c"
-#include "../../formats/load.c"
+#include "dflash.c"
+#include "formats/load.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -1,12 +1,12 @@
-/* tests/fuzz/fuzz_encode.c - libFuzzer target: the encoder (formats/tokenizer.c:
+/* tests/fuzz/fuzz_encode.c - libFuzzer target: the encoder (tokenizer/tokenizer.c:
  * added tokens, NFC, the Split scanner, BPE) on any bytes, with the committed
- * trained tokenizer (tests/tokenizer/trained.json, read once; make fuzz runs
+ * trained tokenizer (tokenizer/tests/cases/trained.json, read once; make fuzz runs
  * from the repository root). Checks what callers rely on: invalid UTF-8 is
  * refused at the offset tok_utf8_check gives, with a message; valid text
  * encodes, every id is a token, and decoding gives the text's NFC back
  * (the trained file's normalizer; its pieces cover the text). */
-#include "../../dflash.c"
-#include "../../formats/tokenizer.h"
+#include "dflash.c"
+#include "tokenizer/tokenizer.h"
 
 #include <stdlib.h>
 #include <string.h>
@@ -24,7 +24,7 @@ static int contains(const char *s, size_t n, const char *w) {
 
 int LLVMFuzzerInitialize(int *argc, char ***argv) {
     (void)argc, (void)argv;
-    if (tok_load(&T, "tests/tokenizer/trained.json") != 0) {
+    if (tok_load(&T, "tokenizer/tests/cases/trained.json") != 0) {
         fprintf(stderr, "fuzz_encode: %s (run from the repository root)\n", dflash_errmsg);
         abort();
     }

@@ -8,8 +8,8 @@
  * (8 MiB of values: at most 11.2 MB of base64 plus the names), and nothing
  * else in the directory. Links dflash.c, formats/json.c, formats/load.c, trace.c, formats/files.c and
  * build/explorer_page.c. Seeds in tests/fuzz/explore/. */
-#define _XOPEN_SOURCE 700   /* cli/explore.c's realpath */
-#include "../../cli/explore.c"
+#define _XOPEN_SOURCE 700   /* explorer/explore.c's realpath */
+#include "explorer/explore.c"
 
 #include <dirent.h>
 #include <unistd.h>

@@ -12,7 +12,7 @@
  * tests/fuzz/figures/ (made from a filtered trace of the walkthrough set,
  * block sizes 3 and 6, and the random set). */
 #define _XOPEN_SOURCE 700
-#include "../../cli/figures.c"
+#include "explorer/figures.c"
 
 #include <dirent.h>
 #include <fcntl.h>

@@ -1,4 +1,4 @@
-/* tests/fuzz/fuzz_gguf.c - libFuzzer target: cli/gguf.c's own readers and
+/* tests/fuzz/fuzz_gguf.c - libFuzzer target: gguf/gguf.c's own readers and
  * its writer (`dflash gguf`). The first input byte chooses:
  *   bit 0 clear: the rest is a tokenizer.json, read by
  *                gvocab_from_tokenizer_json (vocab_size 64, the toy sets');
@@ -17,7 +17,7 @@
  * formats/manifest.c. Seeds in tests/fuzz/gguf/ (the tokjson and
  * safetensors targets' seeds with the first byte put before them). */
 #define _XOPEN_SOURCE 700
-#include "../../cli/gguf.c"
+#include "gguf/gguf.c"
 
 #include <unistd.h>
 

@@ -3,9 +3,9 @@
  * anything else to formats/manifest.c's readers (trace.jsonl and names.json).
  * Links formats/files.c and formats/manifest.c, and dflash.c, formats/json.c and formats/load.c for
  * dflash_set_error. Seeds in tests/fuzz/npy/. */
-#include "../../dflash.h"
-#include "../../formats/files.h"
-#include "../../formats/manifest.h"
+#include "dflash.h"
+#include "formats/files.h"
+#include "formats/manifest.h"
 
 #include <stdlib.h>
 #include <string.h>

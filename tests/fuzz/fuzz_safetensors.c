@@ -4,8 +4,8 @@
  * Every input is copied into a buffer of exactly its size, so AddressSanitizer
  * catches any read past the end. Built by `make fuzz` with clang
  * -fsanitize=fuzzer,address,undefined; seeds in tests/fuzz/safetensors/. */
-#include "../../dflash.c"
-#include "../../formats/load.c"
+#include "dflash.c"
+#include "formats/load.c"
 
 static const char TARGET_CFG[] =
     "{\"architectures\":[\"Qwen3ForCausalLM\"],\"hidden_size\":2,\"intermediate_size\":2,"

@@ -2,8 +2,8 @@
  * prompt tokenizer. The input is "<vocab.txt bytes> NUL <prompt>" (no NUL:
  * all of it is the vocab, the prompt is "a b"). Every id the tokenizer
  * returns must be a valid index. Seeds in tests/fuzz/tokenizer/. */
-#include "../../dflash.c"
-#include "../../formats/load.c"
+#include "dflash.c"
+#include "formats/load.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

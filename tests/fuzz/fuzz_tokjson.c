@@ -1,12 +1,12 @@
 /* tests/fuzz/fuzz_tokjson.c - libFuzzer target: the tokenizer.json reader
- * (formats/tokenizer.c over formats/json.c) on whole files, both ways it is
+ * (tokenizer/tokenizer.c over formats/json.c) on whole files, both ways it is
  * used: tok_parse (to encode: every table checked) and tok_parse_decoder +
  * byte_vocab_from (what main and explore decode output with). A file that
  * loads to encode must encode and decode a short text. The input is copied
  * into a buffer of exactly its size, so AddressSanitizer catches any read
  * past it. Built by `make fuzz`; seeds in tests/fuzz/tokjson/. */
-#include "../../dflash.c"
-#include "../../formats/load.c"
+#include "dflash.c"
+#include "formats/load.c"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 

@@ -29,9 +29,9 @@
  * libm call. The pages are byte-identical wherever the
  * trace is.
  */
-#include "../../dflash.h"
-#include "../../formats/files.h"
-#include "../../formats/tokenizer.h"
+#include "dflash.h"
+#include "formats/files.h"
+#include "tokenizer/tokenizer.h"
 
 #include <ctype.h>
 #include <stdarg.h>

@@ -27,10 +27,10 @@
  * extract_context_feature, fc + hidden_norm -> C, the block, Q / K / V with
  * KV injection, RoPE, attention, output and logits, verification, update.
  */
-#include "../../dflash.h"
-#include "../../formats/files.h"
-#include "../../formats/load.h"
-#include "../../formats/manifest.h"
+#include "dflash.h"
+#include "formats/files.h"
+#include "formats/load.h"
+#include "formats/manifest.h"
 
 #include <ctype.h>
 #include <sys/stat.h>
@@ -240,7 +240,7 @@ static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; 
  *     code it quotes.
  * ======================================================================== */
 
-static char *SRC;          /* dflash.c (or train.c while a @TCODE line is quoted) */
+static char *SRC;          /* dflash.c (or train/train.c while a @TCODE line is quoted) */
 static const char *SRC_PATH;
 static const char *SRC_NAME;  /* its name as the pages print it: dflash.c */
 
@@ -253,7 +253,7 @@ static int source_load(const char *path) {
     return 0;
 }
 
-/* The second source, train.c: a template line @TCODE fn|first|last@ quotes
+/* The second source, train/train.c: a template line @TCODE fn|first|last@ quotes
  * it the same way (the training chapter). swap_source() exchanges the two. */
 static char *SRC2;
 static const char *SRC2_PATH, *SRC2_NAME;
@@ -1564,14 +1564,14 @@ static int is_block_line(const char *l, size_t n) {
 }
 
 /* one @CODE fn|first|last@ line (without the @ and the newline); @TCODE
- * quotes train.c */
+ * quotes train/train.c */
 static void code_line(const char *tpl, int lineno, const char *l, size_t n) {
     char buf[512];
     if (n >= sizeof buf) { flag_bad("%s:%d: @CODE line too long", tpl, lineno); return; }
     memcpy(buf, l, n);
     buf[n] = 0;
     int train = buf[0] == 'T';
-    if (train && !SRC2) { flag_bad("%s:%d: @TCODE needs train.c (--train)", tpl, lineno); return; }
+    if (train && !SRC2) { flag_bad("%s:%d: @TCODE needs train/train.c (--train)", tpl, lineno); return; }
     char *fn = buf + 5 + train, *first = strchr(fn, '|'), *last = NULL;
     if (!first) { flag_bad("%s:%d: expected @CODE function|first needle[|last needle]@", tpl, lineno); return; }
     *first++ = 0;
@@ -1695,7 +1695,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "mkwalk: %s\n", dflash_errmsg);
         return 1;
     }
-    if (train_dir) {   /* the training chapter's trace, its names beside the run's; train.c; the target */
+    if (train_dir) {   /* the training chapter's trace, its names beside the run's; train/train.c; the target */
         Trace tt = {0};
         if (trace_load(&tt, train_dir) != 0 || model_load(&TM, target_dir, 0) != 0) {
             fprintf(stderr, "mkwalk: %s\n", dflash_errmsg);
@@ -1707,8 +1707,8 @@ int main(int argc, char **argv) {
         TR.t = all, TR.n += tt.n;
         free(tt.t);
         size_t len;
-        if (file_read_all("train.c", &SRC2, &len) != 0) { fprintf(stderr, "mkwalk: %s\n", dflash_errmsg); return 1; }
-        SRC2_PATH = SRC2_NAME = "train.c";
+        if (file_read_all("train/train.c", &SRC2, &len) != 0) { fprintf(stderr, "mkwalk: %s\n", dflash_errmsg); return 1; }
+        SRC2_PATH = SRC2_NAME = "train/train.c";
         HAVE_TRAIN = 1;
     }
     int rc = 0;
