@@ -460,10 +460,11 @@ docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read 
 # two lanes side by side (each is one process at a time; they share no
 # output): the mistakes pages' 60 real runs and diffs, and the rest; each
 # lane's output is printed when both are done
-docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
+docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check the pages' lengths and links, every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; d=$$(mktemp -d); \
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
-	{ { sh tools/docs.sh check trace-md walkthrough learned training || echo 1 > $$d/b.rc; \
+	{ { sh tools/doccheck.sh --selftest && sh tools/doccheck.sh || echo 1 > $$d/b.rc; \
+	    sh tools/docs.sh check trace-md walkthrough learned training || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
 	    sh explorer/explorer-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
