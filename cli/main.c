@@ -441,6 +441,10 @@ static void install_signal_handlers(void) {
         if (sigaction(sigs[i], NULL, &old) == 0 && old.sa_handler == SIG_IGN) continue;
         sigaction(sigs[i], &sa, NULL);
     }
+    /* SIGXFSZ (a file past `ulimit -f`): ignored, so the write fails with
+     * EFBIG and the run stops as on a full disk: one line naming the file,
+     * the partial outputs removed, exit 2 (docs/your-files.md) */
+    signal(SIGXFSZ, SIG_IGN);
     sa.sa_handler = NULL;
     sa.sa_sigaction = on_sigbus;
     sa.sa_flags = SA_SIGINFO;

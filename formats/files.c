@@ -179,7 +179,11 @@ int ids_file_prompts(const char *path, int N, int min_len, int max_len, int V, i
         const char *e = memchr(s, '\n', (size_t)(bytes + len - s));
         if (!e) e = bytes + len;
         n = 0;
-        if (ids_parse_text(path, s, e, ++line, V, &ids, &n, &cap) != 0) { got = -1; break; }
+        ++line;
+        const char *first = s;   /* a line whose first mark is '#' is a comment, as in --data */
+        while (first < e && (*first == ' ' || *first == '\t' || *first == '\r')) first++;
+        if (first < e && *first == '#') { s = e + 1; continue; }
+        if (ids_parse_text(path, s, e, line, V, &ids, &n, &cap) != 0) { got = -1; break; }
         if (n >= min_len) {
             int k = n < max_len ? n : max_len;
             memcpy(prompts + (size_t)got * (size_t)max_len, ids, sizeof(int) * (size_t)k);

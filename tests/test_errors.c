@@ -917,11 +917,39 @@ static void test_ids_file_names_the_bad_line(void **state) {
         assert_non_null(strstr(dflash_errmsg, BAD[i].msg));
         assert_null(strchr(dflash_errmsg, '\n'));
     }
+    /* what dflash train --save-data writes: a '#' line first (train/train_cli.c), then --data lines */
+    const char *saved = "# dflash train: the 2 sequences trained on (--data format: prompt | completion)\n1 2 | 3\n  # 9 9 9\n4 5 6\n";
+    assert_int_equal(tu_write(f, saved, strlen(saved)), 0);
+    assert_int_equal(ids_file_prompts(f, 3, 1, 3, 11, prompts, lens), 2);
+    assert_int_equal(lens[0], 3);
+    assert_int_equal(prompts[0 * 3 + 2], 3);
+    assert_int_equal(prompts[1 * 3 + 0], 4);
     /* the lines after the last one taken are not read */
     const char *tail = "1 2\nbad\n";
     assert_int_equal(tu_write(f, tail, strlen(tail)), 0);
     assert_int_equal(ids_file_prompts(f, 1, 1, 3, 11, prompts, lens), 1);
     assert_int_equal(ids_file_prompts(tu_path(t, "none.ids"), 1, 1, 3, 11, prompts, lens), -1);
+    tu_rmtree(t);
+    free(t);
+}
+
+/* Under `ulimit -f` a write past the limit raises SIGXFSZ, whose default
+ * action kills the run (exit 153) with no word and its partial files left
+ * behind. dflash ignores it: the write fails (EFBIG) and the run stops as on
+ * a full disk, one line naming the file, exit 2, no partial left. */
+static void test_file_size_limit_is_a_clear_error(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    assert_non_null(t);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "sh -c 'ulimit -f 100; exec ./dflash --weights toy_weights/walkthrough --trace-text %s/o'", t);
+    tu_expect_refusal(t, cmd, "/o: File too large");
+    char ls[1024];
+    snprintf(ls, sizeof ls, "ls -a %s | grep -c partial", t);
+    int st;
+    char *out = tu_sh(ls, &st);
+    assert_string_equal(out, "0\n");
+    free(out);
     tu_rmtree(t);
     free(t);
 }
@@ -932,7 +960,8 @@ int main(void) {
     for (int i = 0; i < NL; i++) load[i] = (struct CMUnitTest){LOAD_CASES[i].name, run_load_case, NULL, NULL, (void *)&LOAD_CASES[i]};
     for (int i = 0; i < NC; i++) cli[i] = (struct CMUnitTest){CLI_CASES[i].name, run_cli_case, NULL, NULL, (void *)&CLI_CASES[i]};
     const struct CMUnitTest other[] = {cmocka_unit_test(test_trace_discard_leaves_nothing),
-                                       cmocka_unit_test(test_ids_file_names_the_bad_line)};
+                                       cmocka_unit_test(test_ids_file_names_the_bad_line),
+                                       cmocka_unit_test(test_file_size_limit_is_a_clear_error)};
     int failed = _cmocka_run_group_tests("errors: loader, config, vocab, prompt", load, NL, NULL, NULL);
     failed += cmocka_run_group_tests_name("errors: a failed run's trace, the ids-file reader", other, NULL, NULL);
     failed += _cmocka_run_group_tests("errors: ./dflash and dflash diff (exit status 2, one line)", cli, NC, NULL, NULL);
