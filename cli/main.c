@@ -461,11 +461,11 @@ static int check_stdout(void) {
 }
 
 /* --trace and --trace-text may not be, or be inside, an input of the run
- * (a weight file, a config, vocab.txt, ...) or each other. */
+ * (a weight file, a config, vocab.txt, the --replay trace, ...) or each other. */
 static int check_output_paths(const Args *a) {
     if (!a->trace_dir && !a->trace_text) return 0;
     char target[4096], draft[4096];
-    const char *inputs[3];
+    const char *inputs[4];
     int n = 0;
     if (a->weights) {   /* --weights DIR: DIR, DIR/target, DIR/draft */
         snprintf(target, sizeof target, "%s/target", a->weights);
@@ -477,6 +477,7 @@ static int check_output_paths(const Args *a) {
         inputs[n++] = a->target;
         if (a->draft) inputs[n++] = a->draft;
     }
+    if (a->replay) inputs[n++] = a->replay;   /* the port's trace is read, never written */
     return trace_check_outputs(a->trace_dir, a->trace_text, inputs, n);
 }
 

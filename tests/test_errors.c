@@ -954,6 +954,33 @@ static void test_file_size_limit_is_a_clear_error(void **state) {
     free(t);
 }
 
+/* --replay DIR is an input: neither --trace DIR nor --trace-text DIR/trace.jsonl
+ * may write over the port's trace it reads (both used to replace it). */
+static void test_replay_folder_is_an_input(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    assert_non_null(t);
+    char cmd[2048], manifest[1200];
+    snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/walkthrough --trace %s/port", t);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    snprintf(manifest, sizeof manifest, "%s/port/trace.jsonl", t);
+    size_t len0 = 0;
+    char *before = tu_read(manifest, &len0);
+    assert_non_null(before);
+    snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/walkthrough --replay %s/port --trace %s/port", t, t);
+    tu_expect_refusal(t, cmd, "refusing to replace it");
+    snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/walkthrough --replay %s/port --trace-text %s", t, manifest);
+    tu_expect_refusal(t, cmd, "refusing to write over it");
+    size_t len1 = 0;
+    char *after = tu_read(manifest, &len1);
+    assert_non_null(after);
+    assert_true(len0 == len1 && memcmp(before, after, len0) == 0);
+    free(before);
+    free(after);
+    tu_rmtree(t);
+    free(t);
+}
+
 int main(void) {
     enum { NL = sizeof LOAD_CASES / sizeof LOAD_CASES[0], NC = sizeof CLI_CASES / sizeof CLI_CASES[0] };
     static struct CMUnitTest load[NL], cli[NC];
@@ -961,7 +988,8 @@ int main(void) {
     for (int i = 0; i < NC; i++) cli[i] = (struct CMUnitTest){CLI_CASES[i].name, run_cli_case, NULL, NULL, (void *)&CLI_CASES[i]};
     const struct CMUnitTest other[] = {cmocka_unit_test(test_trace_discard_leaves_nothing),
                                        cmocka_unit_test(test_ids_file_names_the_bad_line),
-                                       cmocka_unit_test(test_file_size_limit_is_a_clear_error)};
+                                       cmocka_unit_test(test_file_size_limit_is_a_clear_error),
+                                       cmocka_unit_test(test_replay_folder_is_an_input)};
     int failed = _cmocka_run_group_tests("errors: loader, config, vocab, prompt", load, NL, NULL, NULL);
     failed += cmocka_run_group_tests_name("errors: a failed run's trace, the ids-file reader", other, NULL, NULL);
     failed += _cmocka_run_group_tests("errors: ./dflash and dflash diff (exit status 2, one line)", cli, NC, NULL, NULL);
