@@ -562,11 +562,11 @@ static int run_models(Run *r) {
                              a->weights ? a->weights : r->tdir, a->weights ? "" : " (the target folder)");
         return -1;
     }
-    /* a weight set with no draft/ (toy_weights/learned: a target alone) is
-     * decoded target-only unless --mode dflash asks for the draft */
-    char draft_cfg[4200];
-    snprintf(draft_cfg, sizeof draft_cfg, "%s/config.json", r->ddir);
-    if (a->weights && !a->mode_given && !file_exists(draft_cfg) && errno == ENOENT) {
+    /* a weight set with no draft/ at all is decoded target-only unless
+     * --mode dflash asks for the draft; a draft/ that is there but broken
+     * (its config.json missing, say) is an error, as any broken input */
+    struct stat dst;
+    if (a->weights && !a->mode_given && lstat(r->ddir, &dst) != 0 && errno == ENOENT) {
         a->mode = 1;
         fprintf(stderr, "note: %s has no draft (%s/): target-only decoding, as with --mode ar\n", a->weights, r->ddir);
     }

@@ -981,6 +981,29 @@ static void test_replay_folder_is_an_input(void **state) {
     free(t);
 }
 
+/* Only an absent draft/ means target-only decoding; a draft/ that is there
+ * but broken (no config.json) is an error (it used to run target-only, exit 0). */
+static void test_broken_draft_folder_is_an_error(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    assert_non_null(t);
+    char cmd[2048];
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/w && ln -s \"$PWD/toy_weights/walkthrough/target\" %s/w/target && "
+             "cp toy_weights/walkthrough/vocab.txt %s/w/", t, t, t);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "./dflash --weights %s/w --max-new-tokens 2 2>&1 | grep -c 'has no draft'", t);
+    int st;
+    char *out = tu_sh(cmd, &st);
+    assert_string_equal(out, "1\n");   /* no draft/: a note, target-only */
+    free(out);
+    snprintf(cmd, sizeof cmd, "mkdir %s/w/draft", t);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "./dflash --weights %s/w --max-new-tokens 2", t);
+    tu_expect_refusal(t, cmd, "draft/config.json");
+    tu_rmtree(t);
+    free(t);
+}
+
 int main(void) {
     enum { NL = sizeof LOAD_CASES / sizeof LOAD_CASES[0], NC = sizeof CLI_CASES / sizeof CLI_CASES[0] };
     static struct CMUnitTest load[NL], cli[NC];
@@ -989,7 +1012,8 @@ int main(void) {
     const struct CMUnitTest other[] = {cmocka_unit_test(test_trace_discard_leaves_nothing),
                                        cmocka_unit_test(test_ids_file_names_the_bad_line),
                                        cmocka_unit_test(test_file_size_limit_is_a_clear_error),
-                                       cmocka_unit_test(test_replay_folder_is_an_input)};
+                                       cmocka_unit_test(test_replay_folder_is_an_input),
+                                       cmocka_unit_test(test_broken_draft_folder_is_an_error)};
     int failed = _cmocka_run_group_tests("errors: loader, config, vocab, prompt", load, NL, NULL, NULL);
     failed += cmocka_run_group_tests_name("errors: a failed run's trace, the ids-file reader", other, NULL, NULL);
     failed += _cmocka_run_group_tests("errors: ./dflash and dflash diff (exit status 2, one line)", cli, NC, NULL, NULL);
