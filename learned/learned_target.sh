@@ -49,7 +49,13 @@ train|resume)
     # shellcheck disable=SC2086
     $DFLASH train-target $from --data "$B/train.txt" $TRAIN_FLAGS \
         --threads "$THREADS" --checkpoint-every 10 --checkpoint "$B/checkpoint" --log "$B/train.log" \
-        --dtype bf16 --out "$OUT/target"
+        --dtype bf16 --out "$B/target"
+    # the committed folder holds the four files its sums cover (train-target's
+    # marker, dflash-train.txt, stays in build/: the folder is git's, not a run's)
+    mkdir -p "$OUT/target"
+    for f in config.json generation_config.json model.safetensors tokenizer.json; do
+        cp "$B/target/$f" "$OUT/target/$f.tmp" && mv "$OUT/target/$f.tmp" "$OUT/target/$f" || exit 1
+    done
     (cd "$OUT" && sha256sum target/config.json target/generation_config.json target/model.safetensors \
         target/tokenizer.json > SHA256SUMS.tmp && mv SHA256SUMS.tmp SHA256SUMS)
     cat "$OUT/SHA256SUMS"

@@ -80,9 +80,27 @@ void ckdir_release(CkDir *o) {
 /* The folder's lock ("<dir>.lock", an fcntl write lock held until the end:
  * one run at a time writes it), and the check that an existing folder holds
  * nothing but our files. */
+/* dir/CKDIR_MARKER's first line is "<cmd> folder" */
+static int has_marker(const char *dir, const char *cmd) {
+    char *m = path_join(dir, CKDIR_MARKER), *text = NULL, want[128];
+    size_t len = 0;
+    snprintf(want, sizeof want, "%s folder\n", cmd);
+    int ok = m && file_read_max(m, 4096, &text, &len) == 0 && len >= strlen(want) &&
+             memcmp(text, want, strlen(want)) == 0;
+    free(m);
+    free(text);
+    return ok;
+}
+
 int ckdir_open(CkDir *o, const char *dir, const char *label, const char *cmd, const char *const *files, int n_files) {
     ckdir_init(o);
-    o->cmd = cmd, o->files = files, o->n_files = n_files;
+    if (n_files < 1 || n_files >= (int)(sizeof o->names / sizeof o->names[0])) {
+        dflash_set_error("%s: %d files in a folder (internal)", label, n_files);
+        return -1;
+    }
+    for (int k = 0; k < n_files; k++) o->names[k] = files[k];
+    o->names[n_files] = CKDIR_MARKER;
+    o->cmd = cmd, o->files = o->names, o->n_files = n_files + 1;
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     if (n == 0 || n > 4000) { dflash_set_error("%s: expected a folder name of 1..4000 characters", label); return -1; }
@@ -127,12 +145,20 @@ int ckdir_open(CkDir *o, const char *dir, const char *label, const char *cmd, co
         if (!d) { dflash_set_error("%s %s: cannot read the folder: %s", label, o->dir, strerror(errno)); return -1; }
         struct dirent *e;
         char bad[256] = "";
+        int entries = 0;
         while (!bad[0] && (e = readdir(d)) != NULL) {
             int ours = strcmp(e->d_name, ".") == 0 || strcmp(e->d_name, "..") == 0;
+            entries += !ours;
             for (int k = 0; k < o->n_files; k++) ours |= strcmp(e->d_name, o->files[k]) == 0;
             if (!ours) snprintf(bad, sizeof bad, "%s", e->d_name);
         }
         closedir(d);
+        if (!bad[0] && entries > 0 && !has_marker(o->dir, cmd)) {
+            dflash_set_error("%s %s: holds no %s saying \"%s folder\" (a folder %s did not write); refusing to "
+                             "replace it (choose another path, or an empty folder)", label, o->dir, CKDIR_MARKER, cmd,
+                             cmd);
+            return -1;
+        }
         if (bad[0]) {
             dflash_set_error("%s %s: holds %s, which %s does not write; refusing to replace the folder (choose "
                              "another path)", label, o->dir, bad, o->cmd);
@@ -164,7 +190,10 @@ int ckdir_begin(CkDir *o, const char *label) {
     mode_t mask = file_umask();
     chmod(tmp, 0777 & ~mask);
     o->tmp = tmp;
-    return 0;
+    char text[256];
+    int n_text = snprintf(text, sizeof text, "%s folder\nWritten by %s; a later run of it may replace this folder "
+                          "whole.\n", o->cmd, o->cmd);
+    return ckdir_write_text(o, o->n_files - 1, text, (size_t)n_text);
 }
 
 OutFile *ckdir_file(CkDir *o, int which, char **path_out) {

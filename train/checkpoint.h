@@ -37,12 +37,21 @@ void ck_signals_restore(CkSignals *s);
 
 /* ---- a folder written whole ------------------------------------------------ */
 
+/* The one rule for every folder dflash replaces: it holds the marker file
+ * CKDIR_MARKER, whose first line names the command that wrote it
+ * ("dflash train-target folder"), and nothing but that command's files. An
+ * existing folder without it (a model folder the user made, say) is never
+ * replaced; an empty one is filled. The draft folder of dflash train --out
+ * (train/draftdir.h) keeps the same file name with its own first line. */
+#define CKDIR_MARKER "dflash-train.txt"
+
 typedef struct {
     char *dir, *tmp, *lock;
     int lock_fd, exists;
-    const char *cmd;                 /* "dflash train-target": messages, the OutFiles */
-    const char *const *files;        /* the files it may hold */
+    const char *cmd;                 /* "dflash train-target": messages, the OutFiles, the marker */
+    const char *const *files;        /* the files it may hold, the marker last */
     int n_files;
+    const char *names[16];           /* (the list behind files) */
 } CkDir;
 
 /* o empty (before ckdir_open, so that ckdir_release is safe) */

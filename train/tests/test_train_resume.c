@@ -261,6 +261,19 @@ static void test_refusals(void **state) {
     refused(&s, args, "notes.txt");
     assert_true(tu_exists(tu_path(busy, "notes.txt")));
     assert_int_equal(tu_count_entries(busy), 1);
+    /* nor is a user's draft folder holding only the names a checkpoint has
+     * (config.json, model.safetensors) but no marker dflash wrote */
+    char user[300];
+    snprintf(user, sizeof user, "%s/user-draft", d);
+    mkdir(user, 0777);
+    tu_write_text(tu_path(user, "config.json"), "{\"mine\": 1}\n");
+    tu_write_text(tu_path(user, "model.safetensors"), "mine\n");
+    snprintf(args, sizeof args, "--steps 2 --out %s/o --checkpoint %s", d, user);
+    refused(&s, args, "a folder dflash train did not write");
+    assert_int_equal(tu_count_entries(user), 2);
+    char *kept = tu_read(tu_path(user, "config.json"), NULL);
+    assert_string_equal(kept, "{\"mine\": 1}\n");
+    free(kept);
     /* the refused resumes left the checkpoint as it was: it still resumes */
     assert_int_equal(tu_runf("%s --steps 6 --out %s/o --log %s/o.log --resume %s/o.checkpoint 2>/dev/null", s.base, d, d,
                          d), 0);

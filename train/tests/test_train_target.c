@@ -295,10 +295,33 @@ static void test_output_folder_loads(void **state) {
     assert_non_null(err);
     assert_non_null(strstr(err, "bits per byte"));
     free(err);
-    const char *names[] = {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json", NULL};
+    const char *names[] = {"config.json", "model.safetensors", "tokenizer.json", "generation_config.json",
+                           "dflash-train.txt", NULL};
     char t[300];
     snprintf(t, sizeof t, "%s/w/target", s.dir);
     assert_only(t, names);
+    /* a model folder the user made (the names --out writes, no marker) is
+     * replaced neither as --out nor as --checkpoint */
+    char user[300];
+    snprintf(user, sizeof user, "%s/user", s.dir);
+    mkdir(user, 0777);
+    tu_write_text(tu_path(user, "config.json"), "{\"mine\": 1}\n");
+    tu_write_text(tu_path(user, "model.safetensors"), "mine\n");
+    const char *as[2] = {"--out %s/user", "--out %s/w/o2 --checkpoint %s/user"};
+    for (int k = 0; k < 2; k++) {
+        char flag[700];
+        snprintf(flag, sizeof flag, as[k], s.dir, s.dir);
+        assert_int_equal(tu_runf("./dflash train-target --config %s --tokenizer %s --data %s --steps 3 " COMMON
+                             " --checkpoint-every 1 %s 2>%s/err", s.cfg, s.tok, s.data, flag, s.dir), 2);
+        char *msg = tu_read(tu_path(s.dir, "err"), NULL);
+        assert_non_null(msg);
+        if (!strstr(msg, "a folder dflash train-target did not write")) fail_msg("%s: %s", flag, msg);
+        free(msg);
+        assert_int_equal(tu_count_entries(user), 2);
+        char *kept = tu_read(tu_path(user, "config.json"), NULL);
+        assert_string_equal(kept, "{\"mine\": 1}\n");
+        free(kept);
+    }
     assert_int_equal(tu_runf("./dflash --target %s/w/target --ids 84,104,101 --mode ar --max-new-tokens 4 > /dev/null "
                          "2>&1", s.dir), 0);
     tu_rmtree(s.dir);
