@@ -325,7 +325,7 @@ learned-draft: dflash ## train the learned target's DFlash draft (<= 30 min): to
 	sh learned/learned.sh draft
 run-learned: dflash ## the learned pair on the first held-out prompt, with --rounds
 	sh learned/learned.sh run
-eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: toy_weights/learned/eval.tsv
+eval-learned: dflash ## dflash eval of the learned pair on 64 held-out prompts: build/learned/eval.tsv (UPDATE=1: the committed toy_weights/learned/eval.tsv)
 	sh learned/learned.sh eval
 learned-experiments: dflash variant-programs build/pitfalls/dflash-draft-causal ## the learned pair's experiments (~70 min here): walkthrough/training/learned-logs/
 	sh learned/learned.sh experiments

@@ -412,12 +412,17 @@ eval)
     need_file "$LEARNED/heldout.ids" "the held-out prompts (token ids, one prompt a line)"
     # DFlash at every block size and temperature, then the baselines greedy
     # (two runs: each row's wall and cpu ratios are against target-only
-    # decoding measured in its own run)
+    # decoding measured in its own run). The tables go to build/learned/;
+    # UPDATE=1 writes the committed ones the learned chapter is made from.
+    if [ "${UPDATE:-0}" = 1 ]; then dest=$LEARNED; else dest=build/learned; mkdir -p "$dest"; fi
+    t0=$(date +%s)
     "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
-        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --methods dflash --log "$LEARNED/eval.tsv"
+        --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --methods dflash --log "$dest/eval.tsv"
     "$DFLASH" eval --target "$target" --draft "$draft" --ids-file "$LEARNED/heldout.ids" --prompts "${PROMPTS:-64}" \
         --prompt-len "${PROMPT_LEN:-9}" --new "${EVAL_NEW:-128}" --methods copy,ngram,lookup --temperatures 0 \
-        --log "$LEARNED/eval-baselines.tsv"
+        --log "$dest/eval-baselines.tsv"
+    echo "eval-learned: $dest/eval.tsv and $dest/eval-baselines.tsv in $(( $(date +%s) - t0 )) s" \
+         "$([ "$dest" = "$LEARNED" ] || echo "(UPDATE=1 writes the committed $LEARNED/ ones)")"
     ;;
 regress)
     need_target
