@@ -77,9 +77,11 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        sliding_window positions up to the query's own; flash: within\n"
     "                        sliding_window of it on both sides (the published code under\n"
     "                        flash_attention_2); full: every key (its eager and sdpa paths)\n"
-    "  --print-ids           also print the output ids, prompt included (default off)\n"
+    "  --print-ids           also print the output ids, prompt included, and list ids in the\n"
+    "                        --rounds log (default off: a tokenizer.json's tokens as text)\n"
     "  --raw-bytes           print decoded text as the tokens' bytes, control characters\n"
-    "                        included (default: those and \\ printed as \\xNN)\n"
+    "                        included (default: newlines and tabs as they are; the other\n"
+    "                        control characters and \\ printed as \\xNN)\n"
     "  --rounds              print the per-round summary (default: on with no arguments, else off)\n"
     "  --stop-id ID          stop at token ID, 0..2147483647; repeatable, at most 8 (default: the\n"
     "                        target's generation_config.json eos_token_id, else its config.json\n"
@@ -201,6 +203,33 @@ static void put_text(FILE *out, const char *s, size_t n) {
     else text_put(out, s, n);
 }
 
+/* text of the decoded output: its newlines and tabs as they are, the rest
+ * escaped as put_text does */
+static void put_lines(FILE *out, const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '\n' && s[i] != '\t') continue;
+        put_text(out, s + k, i - k);
+        if (i < n) fputc(s[i], out);
+        k = i + 1;
+    }
+}
+
+/* a piece of text inside one line of the round log: a newline as \n, a tab
+ * as \t, the rest escaped as put_text does */
+static void put_one_line(FILE *out, const char *s, size_t n) {
+    size_t k = 0;
+    for (size_t i = 0; i <= n; i++) {
+        if (i < n && s[i] != '\n' && s[i] != '\t') continue;
+        put_text(out, s + k, i - k);
+        if (i < n) fputs(s[i] == '\n' ? "\\n" : "\\t", out);
+        k = i + 1;
+    }
+}
+
+/* --print-ids: the round log lists token ids even with a tokenizer.json */
+static int log_ids;
+
 /* token id's word, or the id itself when there is no vocabulary (v->n 0) */
 static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
     if (v->n == 0) { snprintf(buf, size, "%d", id); return buf; }
@@ -208,9 +237,11 @@ static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
 }
 
 /* words of ids[0..n) joined by spaces ("." sticks to the word before it);
- * with a tokenizer.json (bv->n > 0), the tokens' bytes back to back;
- * without either, the ids joined by spaces */
-static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n) {
+ * with a tokenizer.json (bv->n > 0), the tokens' bytes back to back (put:
+ * put_lines for the output, put_one_line inside the round log); without
+ * either, the ids joined by spaces */
+static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n,
+                        void (*put)(FILE *, const char *, size_t)) {
     char buf[16];
     if (bv->n) {
         /* the bytes of each run of decodable tokens back to back, escaped as
@@ -228,9 +259,9 @@ static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const in
                 len += (size_t)bv->lens[ids[i]];
                 continue;
             }
-            if (len) put_text(out, text, len);
+            if (len) put(out, text, len);
             len = 0;
-            if (ok) put_text(out, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);  /* out of memory: token by token */
+            if (ok) put(out, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);  /* out of memory: token by token */
             else if (i < n) fprintf(out, "<%d>", ids[i]);
         }
         free(text);
@@ -243,12 +274,31 @@ static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const in
     }
 }
 
-static void print_list(FILE *out, const Vocab *v, const int *ids, int n) {
+/* one token: its word, its text (a tokenizer.json, no --print-ids) or its id */
+static void print_tok(FILE *out, const Vocab *v, const ByteVocab *bv, int id) {
+    char buf[16];
+    if (bv->n && !log_ids && id >= 0 && id < bv->n && bv->words[id]) {
+        put_one_line(out, bv->words[id], (size_t)bv->lens[id]);
+        return;
+    }
+    const char *w = tok_str(v, id, buf, sizeof buf);
+    put_text(out, w, strlen(w));
+}
+
+/* [w1 w2 ...]: the words; with a tokenizer.json each token's text in quotes
+ * (["a" " man" "<|mask|>"]), or its id with --print-ids or when it has none */
+static void print_list(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n) {
     char buf[16];
     fputc('[', out);
     for (int i = 0; i < n; i++) {
-        const char *w = tok_str(v, ids[i], buf, sizeof buf);
         if (i) fputc(' ', out);
+        if (bv->n && !log_ids && ids[i] >= 0 && ids[i] < bv->n && bv->words[ids[i]]) {
+            fputc('"', out);
+            put_one_line(out, bv->words[ids[i]], (size_t)bv->lens[ids[i]]);
+            fputc('"', out);
+            continue;
+        }
+        const char *w = tok_str(v, ids[i], buf, sizeof buf);
         put_text(out, w, strlen(w));
     }
     fputc(']', out);
@@ -294,16 +344,11 @@ static FILE *RUN_OUT;
  * stopped: the output ends at a stop id (else, if cut, at --max-new-tokens) */
 static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new,
                          int stopped) {
-    char buf[16];
     fprintf(RUN_OUT, "prefill: ");
-    print_words(RUN_OUT, v, bv, r->output_ids, n_prompt);
+    print_words(RUN_OUT, v, bv, r->output_ids, n_prompt, put_one_line);
     if (first_new >= 0) {
         fprintf(RUN_OUT, " at positions 0..%d -> \"", n_prompt - 1);
-        if (bv->n) print_words(RUN_OUT, v, bv, &first_new, 1);
-        else {
-            const char *w = tok_str(v, first_new, buf, sizeof buf);
-            put_text(RUN_OUT, w, strlen(w));
-        }
+        print_tok(RUN_OUT, v, bv, first_new);
         fprintf(RUN_OUT, "\" (position %d", n_prompt);
         if (bv->n) fprintf(RUN_OUT, ", id %d", first_new);
         fprintf(RUN_OUT, ")\n");
@@ -315,24 +360,23 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
         const RoundInfo *ri = &r->rounds[i];
         int acc = ri->acceptance_length;
         fprintf(RUN_OUT, "round %d: block in   ", i + 1);
-        print_list(RUN_OUT, v, ri->block_in, B);
+        print_list(RUN_OUT, v, bv, ri->block_in, B);
         fprintf(RUN_OUT, " at positions %d..%d\n", ri->start_before, ri->start_before + B - 1);
         if (B > 1) {
             fprintf(RUN_OUT, "         draft       ");
-            print_list(RUN_OUT, v, ri->block + 1, B - 1);
+            print_list(RUN_OUT, v, bv, ri->block + 1, B - 1);
             fprintf(RUN_OUT, "\n");
         }
         fprintf(RUN_OUT, "         posterior   ");
-        print_list(RUN_OUT, v, ri->posterior, B);
+        print_list(RUN_OUT, v, bv, ri->posterior, B);
         fprintf(RUN_OUT, "\n         match [");
         for (int j = 0; j + 1 < B; j++) fprintf(RUN_OUT, j ? " %d" : "%d", ri->match[j]);
         fprintf(RUN_OUT, "]  cumprod [");
         for (int j = 0; j + 1 < B; j++) fprintf(RUN_OUT, j ? " %d" : "%d", ri->cumprod[j]);
         fprintf(RUN_OUT, "]  accepted %d + bonus: keep ", acc);
-        print_list(RUN_OUT, v, ri->block, acc + 1);
-        const char *bonus = tok_str(v, ri->posterior[acc], buf, sizeof buf);
+        print_list(RUN_OUT, v, bv, ri->block, acc + 1);
         fprintf(RUN_OUT, " + \"");
-        put_text(RUN_OUT, bonus, strlen(bonus));
+        print_tok(RUN_OUT, v, bv, ri->posterior[acc]);
         fprintf(RUN_OUT, "\"");
         /* kept tokens past the output's end (positions from n_output on): a
          * stop id came first, or --max-new-tokens cut them; tau counts them
@@ -342,9 +386,8 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
         if (first_cut <= acc + 1) {
             fprintf(RUN_OUT, "  (%s, not in the output: ", stopped ? "after the stop id" : "past --max-new-tokens");
             for (int j = first_cut; j <= acc + 1; j++) {
-                const char *w = tok_str(v, j <= acc ? ri->block[j] : ri->posterior[acc], buf, sizeof buf);
                 if (j > first_cut) fputc(' ', RUN_OUT);
-                put_text(RUN_OUT, w, strlen(w));
+                print_tok(RUN_OUT, v, bv, j <= acc ? ri->block[j] : ri->posterior[acc]);
             }
             fprintf(RUN_OUT, "; tau counts %s)", first_cut == acc + 1 ? "it" : "them");
         }
@@ -352,9 +395,9 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
         if (bv->n) {
             /* with a tokenizer.json the lists above are ids: the kept tokens and the bonus as text */
             fprintf(RUN_OUT, "         text        \"");
-            print_words(RUN_OUT, v, bv, ri->block, acc + 1);
+            print_words(RUN_OUT, v, bv, ri->block, acc + 1, put_one_line);
             fprintf(RUN_OUT, "\" + \"");
-            print_words(RUN_OUT, v, bv, &ri->posterior[acc], 1);
+            print_words(RUN_OUT, v, bv, &ri->posterior[acc], 1, put_one_line);
             fprintf(RUN_OUT, "\"\n");
         }
         fprintf(RUN_OUT, "         start %d -> %d; target cache %d positions (0..%d)", ri->start_before,
@@ -711,7 +754,7 @@ static void run_report(const Run *r) {
     if (r->a.rounds && r->dflash_mode)
         print_rounds(res, &r->vocab, &r->tok, r->p.block_size, res->n_prompt,
                      res->n_prompt < res->n_output ? res->output_ids[res->n_prompt] : -1, shown < res->n_output);
-    print_words(RUN_OUT, &r->vocab, &r->tok, res->output_ids, shown);
+    print_words(RUN_OUT, &r->vocab, &r->tok, res->output_ids, shown, put_lines);
     fprintf(RUN_OUT, "\n");
     if (r->a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
         for (int i = 0; i < res->n_output; i++) fprintf(RUN_OUT, i ? " %d" : "%d", res->output_ids[i]);
@@ -766,6 +809,7 @@ int main(int argc, char **argv) {
     if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
     if (r.a.replay && replay_exec(argv) != 0) { dflash_print_error("dflash", ""); return finish(2); }
     raw_bytes = r.a.raw_bytes;
+    log_ids = r.a.print_ids;
     RUN_OUT = r.a.trace_text && strcmp(r.a.trace_text, "-") == 0 ? stderr : stdout;
     if (!r.a.weights && !r.a.target)
         r.a.weights = file_exists("toy_weights/walkthrough/target/model.safetensors") ? "toy_weights/walkthrough"

@@ -341,18 +341,49 @@ static void test_sampling_fits_the_target_distribution(void **state) {
     if (failed[0]) fail_msg("%s", failed);
 }
 
-/* ./dflash --rounds through the pair's tokenizer.json: each round's "text"
- * line is its kept ids and its bonus id decoded (a second computation:
- * dflash tokenize --decode on the ids the round's keep list shows), checked
- * where the text has no escape (a fortune's newline prints as \n) */
+/* ./dflash --rounds --print-ids through the pair's tokenizer.json: each
+ * round's "text" line is its kept ids and its bonus id decoded (a second
+ * computation: dflash tokenize --decode on the ids the round's keep list
+ * shows), checked where the text has no escape (a fortune's newline prints
+ * as \n). Without --print-ids the lists show each token's text in quotes:
+ * a round's keep list, joined, is its text line, and the decoded output
+ * prints its newlines as newlines (not \x0a). */
 static void test_rounds_show_the_text(void **state) {
     Pair *p = *state;
     char cmd[4096], ids[1024] = "";
     size_t off = 0;
     for (int i = 0; i < p->n_ids[0]; i++) off += (size_t)snprintf(ids + off, sizeof ids - off, i ? ",%d" : "%d", p->prompt[0][i]);
+    int st, checked = 0, rounds = 0, joined = 0;
     snprintf(cmd, sizeof cmd, "./dflash --target " LEARNED "/target --draft " LEARNED "/draft --ids %s --max-new-tokens 32 "
                               "--ignore-eos --rounds 2>&1", ids);
-    int st, checked = 0, rounds = 0;
+    char *shown = tu_sh(cmd, &st);
+    if (st != 0) fail_msg("%s: exit %d: %s", cmd, st, shown);
+    assert_null(strstr(shown, "\\x0a"));
+    for (char *keep = strstr(shown, "bonus: keep [\""); keep; keep = strstr(keep + 1, "bonus: keep [\"")) {
+        char *text = strstr(keep, "\n         text        \"");
+        assert_non_null(text);
+        text += strlen("\n         text        \"");
+        char cat[1024];
+        size_t n = 0;
+        const char *q = keep + strlen("bonus: keep [");
+        while (*q == '"') {   /* "piece" "piece" ...] */
+            const char *e = strchr(q + 1, '"');
+            assert_non_null(e);
+            assert_true(n + (size_t)(e - q - 1) < sizeof cat);
+            memcpy(cat + n, q + 1, (size_t)(e - q - 1));
+            n += (size_t)(e - q - 1);
+            q = e + 1;
+            if (*q == ' ') q++;
+        }
+        assert_int_equal(*q, ']');
+        if (strncmp(text, cat, n) != 0 || strncmp(text + n, "\" + \"", 5) != 0)
+            fail_msg("the keep list joined is \"%.*s\"; the text line shows \"%.40s\"", (int)n, cat, text);
+        joined++;
+    }
+    free(shown);
+    if (joined < 3) fail_msg("%d rounds' keep lists shown as text (expected at least 3)", joined);
+    snprintf(cmd, sizeof cmd, "./dflash --target " LEARNED "/target --draft " LEARNED "/draft --ids %s --max-new-tokens 32 "
+                              "--ignore-eos --rounds --print-ids 2>&1", ids);
     char *out = tu_sh(cmd, &st);
     if (st != 0) fail_msg("%s: exit %d: %s", cmd, st, out);
     for (char *keep = strstr(out, "bonus: keep ["); keep; keep = strstr(keep + 1, "bonus: keep [")) {
