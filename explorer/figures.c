@@ -540,7 +540,7 @@ static int axes_make(const Trace *m, Phase ph, int rn, int T, int S, Axes *a) {
 }
 
 /* One head of a [H, T, S] attention tensor. */
-static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int layer, const Axes *ax) {
+static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int layer, const Axes *ax, int *nonfinite) {
     int T = ax->T, S = ax->S;
     /* verify: the block's proposals the target rejected (block[i], i > acc),
      * as rows (T == B) and as the block's keys; -1: none marked */
@@ -569,6 +569,7 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
         if (fabs(s - 1) > max_sum_err) max_sum_err = fabs(s - 1);
     }
     if (n_nan || n_inf) Hh += 20;   /* the caption's line for them */
+    *nonfinite = n_nan + n_inf;
     fprintf(f, "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"%d\" height=\"%d\" viewBox=\"0 0 %d %d\">\n",
             W, Hh, W, Hh);
     fprintf(f, "<rect x=\"0\" y=\"0\" width=\"%d\" height=\"%d\" fill=\"#ffffff\"/>\n", W, Hh);
@@ -729,9 +730,13 @@ static int draw_tensor(const Trace *m, const char *out_dir, Phase ph, int rn, in
         else snprintf(name, sizeof name, "attn_%s_round%d_layer%d_head%d.svg", PHASE_NAME[ph], rn, layer, h);
         FILE *f = out_begin(out_dir, name);
         if (!f) goto out;
-        heatmap(f, &A, h, ph, rn, layer, &ax);
+        int bad = 0;
+        heatmap(f, &A, h, ph, rn, layer, &ax, &bad);
         if (out_end() != 0) goto out;
         (*n_drawn)++;
+        if (bad)   /* the figure marks them; the terminal says so too */
+            fprintf(stderr, "dflash figures: %s/%s: %d attention weight%s not finite (NaN or infinite), drawn as red "
+                            "crossed cells\n", out_dir, name, bad, bad == 1 ? " is" : "s are");
     }
     rc = 0;
 out:

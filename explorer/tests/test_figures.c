@@ -490,6 +490,10 @@ static void test_nonfinite_weights_and_a_bad_header(void **state) {
     assert_int_equal(fclose(f), 0);
     snprintf(cmd, sizeof cmd, "./dflash figures %s %s/out --phase draft --round 1 --layer 0", t, dir);
     assert_int_equal(run_rc(cmd, dir), 0);
+    char *said = slurp(tu_path(dir, "stderr"));   /* said on the terminal too, for head 0 only */
+    assert_non_null(strstr(said, "out/attn_draft_round1_layer0_head0.svg: 3 attention weights are not finite"));
+    assert_int_equal(count(said, "not finite"), 1);
+    free(said);
     char *svg = slurp(tu_path(dir, "out/attn_draft_round1_layer0_head0.svg"));
     assert_int_equal(count(svg, "<title>NaN</title>"), 2);
     assert_int_equal(count(svg, "<title>inf</title>"), 1);
