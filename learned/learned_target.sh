@@ -64,12 +64,13 @@ eval)
     ./dflash train-target --target "$OUT/target" --steps 0 --heldout "$B/heldout.txt" --seq-len 128 --batch 4 \
         --threads "$THREADS" --out "$B/eval"
     ./eval/ngram "$OUT/target/tokenizer.json" "$B/train.txt" "$B/heldout.txt"
-    # prompts: the first words of held-out documents 1, 101, 201, ...
+    # prompts: the first words of held-out documents 1, 101, 201, ...; the
+    # samples are the target's alone (--mode ar: the set has a draft too)
     awk 'BEGIN { RS = "\n%\n" } NR % 100 == 2 && n < 4 { split($0, w, /[ \t\n]+/); print w[1] " " w[2] " " w[3] " " w[4]; n++ }' \
         "$B/heldout.txt" | while IFS= read -r p; do
         echo "== prompt: $p"
-        ./dflash --weights "$OUT" --prompt "$p" --max-new-tokens 48 2>/dev/null
-        ./dflash --weights "$OUT" --prompt "$p" --max-new-tokens 48 --temperature 0.8 --seed 1 2>/dev/null
+        ./dflash --weights "$OUT" --mode ar --prompt "$p" --max-new-tokens 48 2>/dev/null
+        ./dflash --weights "$OUT" --mode ar --prompt "$p" --max-new-tokens 48 --temperature 0.8 --seed 1 2>/dev/null
     done
     ;;
 prompts)
