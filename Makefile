@@ -261,7 +261,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 .PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
-        learned-data learned-target learned-target-eval learned-check learned-sampling
+        learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
@@ -353,7 +353,8 @@ run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer
 	./dflash
 
 # the read roofline, the 1..16-token target forwards, DFlash vs target-only
-# decoding and the default run, all in one run (README: Performance)
+# decoding and the default run, all in one run (docs/performance.md quotes one
+# such run: docs/performance/bench.txt; `make performance` regenerates the page)
 bench: dflash weights ## the kernel vs the read roofline, T-token forwards, DFlash vs target-only
 	./dflash bench
 
@@ -389,7 +390,7 @@ TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-doub
 # The checks that are not suites (standalone-check, trace-md-check,
 # examples-check: ~10 s CPU) and the fixtures run two at a time (test-pre, a
 # make of its own with -j2 unless this one has a -j), then the suites.
-test: $(TEST_PROGRAMS) $(TESTS) ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
+test: $(TEST_PROGRAMS) $(TESTS) ## build and run the cmocka suite (the long sweeps' subset; README, Tests: its time)
 	@$(MAKE) --no-print-directory --output-sync=target $(if $(filter -j%,$(MAKEFLAGS)),,-j2) test-pre
 	@sh tools/run-tests.sh $(TESTS)
 test-pre: standalone-check trace-md-check examples-check test-fixtures
@@ -455,7 +456,7 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # every machine: docs-check (CI) fails when a committed one is stale.
 DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough learned pitfalls training
+	sh tools/docs.sh write trace-md walkthrough learned pitfalls training performance
 	sh walkthrough/tools/gdb-check.sh --write
 # two lanes side by side (each is one process at a time; they share no
 # output): the mistakes pages' 60 real runs and diffs, and the rest; each
@@ -463,7 +464,7 @@ docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read 
 docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check every generated page, the gdb guide, the explorer, the exercises (CI)
 	@rc=0; d=$$(mktemp -d); \
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
-	{ { sh tools/docs.sh check trace-md walkthrough learned training || echo 1 > $$d/b.rc; \
+	{ { sh tools/docs.sh check trace-md walkthrough learned training performance || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
 	    sh explorer/explorer-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
@@ -507,6 +508,12 @@ pitfalls: dflash dflash-double pitfall-programs weights ## regenerate walkthroug
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash dflash-double pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
+# docs/performance.md and README's speed summary: from the committed transcript
+# docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
+performance: ## regenerate docs/performance.md and README's speed summary from docs/performance/bench.txt
+	sh tools/docs.sh write performance
+performance-check: ## fail if docs/performance.md or README's speed summary differ from the transcript's numbers
+	@sh tools/docs.sh check performance
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
 # gdb's). After an edit of dflash.c moves lines, `make gdb-guide` and commit.
