@@ -185,7 +185,7 @@ perf_vars() { # TRANSCRIPT
     # a ratio of DFlash to target-only decoding, as words
     function cmp(x) { return x >= 1.05 ? "faster than" : x <= 0.95 ? "slower than" : "about as fast as" }
     function put(k, v) { print k, v }
-    NR == 2 && /load average at the start/ { put("LOAD_START", num($NF)) }
+    NR == 2 && /load average at the start/ { put("LOAD_START", num($NF)); start = num($NF) + 0 }
     # the target-forward sections: the first is the walkthrough target, the second the learned target
     /^== the target forward against/ { tf = tf == "" ? "WT" : "LT"; next }
     /^== DFlash vs target-only decoding: / {
@@ -212,13 +212,18 @@ perf_vars() { # TRANSCRIPT
     sec != "" && /^total, long runs/ { put(sec "_LONG", num($NF)); put(sec "_LONG_CMP", cmp(num($NF))) }
     /^peak resident memory:/ { put("PEAK_MIB", $4); put("MODEL_MIB", $(NF-2)) }
     /^the default run .*its own process:/ { put("DEFAULT_S", $(NF-4)) }
-    /^\(bench took/ { put("BENCH_S", num($3)); put("LOAD_END", num($NF)) }
+    /^\(bench took/ {
+        put("BENCH_S", num($3)); put("LOAD_END", num($NF)); load = num($NF) + 0
+        # the machine, as the load averages show it (a one-thread bench alone: about 1)
+        put("LOAD_WORDS", (load > 1.5 || start > 1.5) ? "on a machine shared with other jobs" : "on a machine with little else running")
+    }
     END {
         for (s in tmin) { put(s "_TAU_MIN", sprintf("%.2f", tmin[s])); put(s "_TAU_MAX", sprintf("%.2f", tmax[s])) }
         exit bad
     }' "$1" &&
     # the learned pair on 64 held-out prompts, greedy: tau, the round cost in
-    # 1-token forwards (verify + draft), and wall = target-only time / DFlash time
+    # 1-token forwards (verify + draft), tau / cost (speedup: PAYS), and wall =
+    # target-only time / DFlash time
     awk -F '\t' '
     NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     $c["T"] == "0" && $c["method"] == "dflash" {
@@ -228,6 +233,7 @@ perf_vars() { # TRANSCRIPT
         print k "_COST", sprintf("%.2f", $c["cost"]); print k "_WALL", sprintf("%.2f", $c["wall_speedup"])
         w = $c["wall_speedup"] + 0
         print k "_CMP", (w >= 1.05 ? "faster than" : w <= 0.95 ? "slower than" : "about as fast as")
+        print k "_PAYS", ($c["speedup"] + 0 >= 1 ? "pays for" : "does not pay for")
         print "EV_PROMPTS", $c["prompts"]
     }' toy_weights/learned/eval.tsv
 }
