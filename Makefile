@@ -135,7 +135,7 @@ endef
 
 # ---- the programs -------------------------------------------------------------
 $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
-# the learned target's unigram and bigram baselines (README: "The learned target")
+# the learned target's unigram and bigram baselines (docs/learned.md)
 $(call program,eval/ngram,$(R),eval/ngram train/corpus tokenizer/tokenizer formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
@@ -283,7 +283,7 @@ toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: 
 	./toy_weights/gen $* toy_weights/$*
 	touch $@
 
-# ---- training (README.md "What training teaches"; not part of make test) ------
+# ---- training (docs/training.md; not part of make test) ----------------------
 # make train: a draft for the random target trained on what the target writes
 # (train/train.sh, the recipe at its top): toy_weights/trained/ (generated,
 # never committed). make train-experiments: the experiments, trained on the
@@ -298,7 +298,7 @@ training: ## regenerate walkthrough/training/ (page, figures) from the committed
 training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
 	@sh tools/docs.sh check training
 
-# ---- the learned target (README "The learned target"; not part of make test) --
+# ---- the learned target (docs/learned.md; not part of make test) -------------
 # make learned-data: the corpus, Debian's fortunes package split by document
 # (learned/learned_data.sh, the rule at its top): build/learned/train.txt and
 # heldout.txt, the same bytes on every machine with the same package version.
@@ -390,7 +390,7 @@ TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-doub
 # The checks that are not suites (standalone-check, trace-md-check,
 # examples-check: ~10 s CPU) and the fixtures run two at a time (test-pre, a
 # make of its own with -j2 unless this one has a -j), then the suites.
-test: $(TEST_PROGRAMS) $(TESTS) ## build and run the cmocka suite (the long sweeps' subset; README, Tests: its time)
+test: $(TEST_PROGRAMS) $(TESTS) ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
 	@$(MAKE) --no-print-directory --output-sync=target $(if $(filter -j%,$(MAKEFLAGS)),,-j2) test-pre
 	@sh tools/run-tests.sh $(TESTS)
 test-pre: standalone-check trace-md-check examples-check test-fixtures
@@ -452,7 +452,8 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # pages (walkthrough/tools/mkwalk), their SVGs (dflash figures) and explorer.html (dflash explore) of
 # the default run, the chapter walkthrough/learned/ (walkthrough/tools/mklearned: one round of the
 # learned pair, its exercises checked too), walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
-# (gdb). The runs are bit-reproducible, so the files are byte-identical on
+# (gdb), docs/performance.md and README's speed summary (the committed bench
+# transcript docs/performance/bench.txt). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
 DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
