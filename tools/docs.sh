@@ -277,11 +277,17 @@ gen_performance() {
     perf_fill "$tmp/perf-vars" docs/performance.md.in "$PERF_BENCH" > "$1/docs/performance.md" &&
     perf_readme "$1/docs/performance.md" > "$1/README.md"
 }
-# performance's second half: the numbers come from the transcript. A copy of it
-# with the walkthrough set's ratios made 0.50x must change README's summary to
-# that number and to "slower than"; and the page keeps no @NAME@
+# performance's second half: the page keeps no @NAME@; README.md stays within
+# 2,500 words and the page within 2,000; and the numbers come from the
+# transcript: a copy of it with the walkthrough set's ratios made 0.50x must
+# change README's summary to that number and to "slower than"
 check_performance() {
     if grep -n '@[A-Za-z0-9_]*@' "$1/docs/performance.md"; then echo "performance-check: a placeholder is left in the page"; return 1; fi
+    # the front door and the page stay short (words as wc -w counts them, code blocks included)
+    for lim in README.md:2500 docs/performance.md:2000; do
+        n=$(wc -w < "$1/${lim%:*}")
+        [ "$n" -le "${lim#*:}" ] || { echo "performance-check: ${lim%:*} has $n words, more than ${lim#*:}"; return 1; }
+    done
     awk '/^== DFlash vs target-only decoding: / { w = /toy_weights\/walkthrough / }
          w && /^total, [a-z]* runs / { sub(/[0-9.]+x$/, "0.50x") } { print }' "$PERF_BENCH" > "$tmp/perf-bad.txt"
     cmp -s "$PERF_BENCH" "$tmp/perf-bad.txt" && { echo "performance-check: the transcript has no walkthrough totals to alter"; return 1; }
