@@ -192,6 +192,7 @@ perf_vars() { # TRANSCRIPT
         set = $6; sub(/^toy_weights\//, "", set); b = $NF; sub(/\)$/, "", b)
         sec = set == "walkthrough" ? "WALK" : set == "random" ? "RANDOM" : set == "learned" ? "LP_B" b : ""
         if (sec == "") { print "perf_vars: an unknown set in: " $0 > "/dev/stderr"; bad = 1 }
+        put(sec "_BLOCK", b)
         next
     }
     /^weights a 1-token forward reads:/ && tf != "" {
