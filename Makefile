@@ -135,7 +135,7 @@ endef
 
 # ---- the programs -------------------------------------------------------------
 $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
-# the learned target's unigram and bigram baselines (README: "The learned target")
+# the learned target's unigram and bigram baselines (docs/learned.md)
 $(call program,eval/ngram,$(R),eval/ngram train/corpus tokenizer/tokenizer formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
@@ -261,7 +261,7 @@ $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/
 .PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
-        learned-data learned-target learned-target-eval learned-check learned-sampling
+        learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
 
 # ---- weights -----------------------------------------------------------------
 weights: $(WEIGHTS) ## generate the toy weight sets under toy_weights/
@@ -283,7 +283,7 @@ toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: 
 	./toy_weights/gen $* toy_weights/$*
 	touch $@
 
-# ---- training (README.md "What training teaches"; not part of make test) ------
+# ---- training (docs/training.md; not part of make test) ----------------------
 # make train: a draft for the random target trained on what the target writes
 # (train/train.sh, the recipe at its top): toy_weights/trained/ (generated,
 # never committed). make train-experiments: the experiments, trained on the
@@ -298,7 +298,7 @@ training: ## regenerate walkthrough/training/ (page, figures) from the committed
 training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
 	@sh tools/docs.sh check training
 
-# ---- the learned target (README "The learned target"; not part of make test) --
+# ---- the learned target (docs/learned.md; not part of make test) -------------
 # make learned-data: the corpus, Debian's fortunes package split by document
 # (learned/learned_data.sh, the rule at its top): build/learned/train.txt and
 # heldout.txt, the same bytes on every machine with the same package version.
@@ -353,7 +353,8 @@ run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer
 	./dflash
 
 # the read roofline, the 1..16-token target forwards, DFlash vs target-only
-# decoding and the default run, all in one run (README: Performance)
+# decoding and the default run, all in one run (docs/performance.md quotes one
+# such run: docs/performance/bench.txt; `make performance` regenerates the page)
 bench: dflash weights ## the kernel vs the read roofline, T-token forwards, DFlash vs target-only
 	./dflash bench
 
@@ -451,11 +452,12 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # pages (walkthrough/tools/mkwalk), their SVGs (dflash figures) and explorer.html (dflash explore) of
 # the default run, the chapter walkthrough/learned/ (walkthrough/tools/mklearned: one round of the
 # learned pair, its exercises checked too), walkthrough/pitfalls.md (real runs), walkthrough/gdb.md
-# (gdb). The runs are bit-reproducible, so the files are byte-identical on
+# (gdb), docs/performance.md and README's speed summary (the committed bench
+# transcript docs/performance/bench.txt). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
 DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough learned pitfalls training
+	sh tools/docs.sh write trace-md walkthrough learned pitfalls training performance
 	sh walkthrough/tools/gdb-check.sh --write
 # two lanes side by side (each is one process at a time; they share no
 # output): the mistakes pages' 60 real runs and diffs, and the rest; each
@@ -464,7 +466,7 @@ docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check the pag
 	@rc=0; d=$$(mktemp -d); \
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
 	{ { sh tools/doccheck.sh --selftest && sh tools/doccheck.sh || echo 1 > $$d/b.rc; \
-	    sh tools/docs.sh check trace-md walkthrough learned training || echo 1 > $$d/b.rc; \
+	    sh tools/docs.sh check trace-md walkthrough learned training performance || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
 	    sh explorer/explorer-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
@@ -508,6 +510,12 @@ pitfalls: dflash dflash-double pitfall-programs weights ## regenerate walkthroug
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash dflash-double pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
+# docs/performance.md and README's speed summary: from the committed transcript
+# docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
+performance: ## regenerate docs/performance.md and README's speed summary from docs/performance/bench.txt
+	sh tools/docs.sh write performance
+performance-check: ## fail if docs/performance.md or README's speed summary differ from the transcript's numbers
+	@sh tools/docs.sh check performance
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
 # gdb's). After an edit of dflash.c moves lines, `make gdb-guide` and commit.

@@ -4,7 +4,9 @@
  *     the glossary, and says how much `make run` writes: the number it gives
  *     is checked against the sizes of the generated toy weight files;
  *   - `make run` keeps the build's output in a log and leaves
- *     walkthrough/explorer.html in place (the Makefile's rule);
+ *     walkthrough/explorer.html in place (the Makefile's rule), and README's
+ *     sample of what it prints is what it prints (the rule's echo, then
+ *     ./dflash's output now);
  *   - the round log marks the kept tokens that fall after the output's end
  *     (after the stop id, or past --max-new-tokens), which tau counts: the
  *     expected marks are worked out here from the log's own positions and
@@ -60,15 +62,15 @@ static void test_readme_start_here(void **state) {
     }
     assert_non_null(strstr(start, "walkthrough/explorer.html"));
     assert_non_null(strstr(start, "build/run.log"));
-    /* "about N MB": the five generated sets' files, within 1% */
+    /* "about N MB": the six generated sets' files (the Makefile's WEIGHTS), within 1% */
     const char *mb = strstr(start, " MB");
     assert_non_null(mb);
     const char *num = mb;
     while (num > start && num[-1] >= '0' && num[-1] <= '9') num--;
     double said = atof(num) * 1e6;
-    const char *sets[] = {"random", "walkthrough", "qwen3-layout", "sliding", "llama"};
+    const char *sets[] = {"random", "walkthrough", "qwen3-layout", "sliding", "llama", "lm-tiny"};
     double have = 0;
-    for (int i = 0; i < 5; i++) {
+    for (int i = 0; i < 6; i++) {
         char p[64];
         snprintf(p, sizeof p, "toy_weights/%s", sets[i]);
         have += (double)tree_bytes(p);
@@ -92,6 +94,43 @@ static void test_make_run_rule(void **state) {
     assert_non_null(strstr(rule, "> build/run.log 2>&1"));
     assert_non_null(strstr(rule, "./dflash"));
     free(m);
+}
+
+/* README's sample of `make run` is what it prints: its first line is the
+ * run rule's echo (the Makefile), its second the rule's command `./dflash`,
+ * and the rest what ./dflash prints now, byte for byte */
+static void test_readme_make_run_output(void **state) {
+    (void)state;
+    char *r = tu_read("README.md", NULL), *m = tu_read("Makefile", NULL);
+    assert_non_null(r);
+    assert_non_null(m);
+    char *block = strstr(r, "```\nmake run: ");
+    if (!block) fail_msg("README.md has no fenced block starting with \"make run: \" (what make run prints)");
+    block += 4;
+    char *end = strstr(block, "```");
+    assert_non_null(end);
+    *end = 0;
+    char *line2 = strchr(block, '\n');
+    assert_non_null(line2);
+    *line2++ = 0;
+    /* the echo of the run rule, as make prints it */
+    char *rule = strstr(m, "\nrun:");
+    assert_non_null(rule);
+    char echo[512];
+    snprintf(echo, sizeof echo, "@echo \"%s\"", block);
+    if (!strstr(rule, echo)) fail_msg("README's make run sample begins \"%s\", which the run rule does not echo", block);
+    const char *cmd = "./dflash\n";
+    if (strncmp(line2, cmd, strlen(cmd)) != 0) fail_msg("README's make run sample: its second line is not ./dflash");
+    char *out = tu_capture("./dflash");
+    const char *said = line2 + strlen(cmd);
+    if (strcmp(said, out) != 0) {
+        const char *a = said, *b = out;
+        while (*a && *a == *b) { a++; b++; }
+        fail_msg("README's make run sample differs from what ./dflash prints:\n  README: %.80s\n  ./dflash: %.80s", a, b);
+    }
+    free(out);
+    free(m);
+    free(r);
 }
 
 /* words[0..n) of "[a b c]" starting at s; returns the char after ']' */
@@ -199,6 +238,7 @@ int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_readme_start_here),
         cmocka_unit_test(test_make_run_rule),
+        cmocka_unit_test(test_readme_make_run_output),
         cmocka_unit_test(test_round_log_marks_tokens_past_the_output),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);

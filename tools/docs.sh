@@ -37,6 +37,10 @@
 #                against the logs they wrote; and walkthrough/training/learned.md
 #                with figures/learned_*.svg (learned/mkexperiments.sh) from the logs
 #                of `make learned-experiments` (walkthrough/training/learned-logs/)
+#   performance  docs/performance.md (from docs/performance.md.in) and README.md's
+#                speed summary, from the committed transcript of one `dflash
+#                bench`, docs/performance/bench.txt, and
+#                toy_weights/learned/eval.tsv (perf_vars below)
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
 # root after building what they use (make docs / make docs-check do).
@@ -165,6 +169,138 @@ check_learned_refuses() {
         { echo "learned-check: mklearned did not refuse the altered runs as expected:"; cat "$tmp/learned-bad.err"; return 1; }
 }
 
+# performance: docs/performance.md from the template docs/performance.md.in,
+# with the one transcript docs/performance/bench.txt (the output of one
+# `./dflash bench`, committed) inlined at @BENCH@ and every number the prose
+# quotes read by perf_vars from that transcript and from
+# toy_weights/learned/eval.tsv (the learned pair's 64 held-out prompts);
+# README.md's speed summary, between its markers `<!-- speed: ... -->` and
+# `<!-- /speed -->`, is the page's own block between the same markers. To
+# refresh: `./dflash bench > docs/performance/bench.txt`, then `make performance`.
+PERF_BENCH=docs/performance/bench.txt
+# NAME VALUE lines: @NAME@ in the template becomes VALUE
+perf_vars() { # TRANSCRIPT
+    awk '
+    function num(s) { gsub(/[^0-9.]/, "", s); return s }
+    # a ratio of DFlash to target-only decoding, as words
+    function cmp(x) { return x >= 1.05 ? "faster than" : x <= 0.95 ? "slower than" : "about as fast as" }
+    function put(k, v) { print k, v }
+    NR == 2 && /load average at the start/ { put("LOAD_START", num($NF)); start = num($NF) + 0 }
+    # the target-forward sections: the first is the walkthrough target, the second the learned target
+    /^== the target forward against/ { tf = tf == "" ? "WT" : "LT"; next }
+    /^== DFlash vs target-only decoding: / {
+        set = $6; sub(/^toy_weights\//, "", set); b = $NF; sub(/\)$/, "", b)
+        sec = set == "walkthrough" ? "WALK" : set == "random" ? "RANDOM" : set == "learned" ? "LP_B" b : ""
+        if (sec == "") { print "perf_vars: an unknown set in: " $0 > "/dev/stderr"; bad = 1 }
+        put(sec "_BLOCK", b)
+        next
+    }
+    /^weights a 1-token forward reads:/ && tf != "" {
+        put(tf "_MB", $6); put(tf "_PROBE_MS", $(NF-4)); put(tf "_GBS", $(NF-1)) }
+    /^1-token target forward:/ && tf != "" { put(tf "_T1_MS", $4); put(tf "_ROOF", num($7)) }
+    /^  cost / && tf != "" { put(tf "_COST2", $3); put(tf "_COST4", $5); put(tf "_COST8", $9); put(tf "_COST16", $10) }
+    /^  ms / && tf != "" { put(tf "_MS4", $5); put(tf "_MS8", $9); put(tf "_MS16", $10) }
+    /^arithmetic probe/ && tf != "" { put(tf "_ARITH", $(NF-1)) }
+    /^a token.s matmuls:/ && tf != "" { put(tf "_MMUL_M", $4); put(tf "_FLOOR8", num($(NF-4))) }
+    /^the kernel.s 7 extra tokens at T = 8:/ && tf != "" { put(tf "_EXTRA_GFLOPS", $(NF-6)); put(tf "_EXTRA_PCT", num($(NF-4))) }
+    # a decoding row: ... tau histogram prefill draft verify tok/s-AR tok/s-DF speedup
+    sec != "" && NF >= 12 && $NF ~ /^[0-9.]+x$/ && $(NF-6) ~ /\// {
+        t = $(NF-7) + 0
+        if (!(sec in tmin) || t < tmin[sec]) tmin[sec] = t
+        if (!(sec in tmax) || t > tmax[sec]) tmax[sec] = t
+    }
+    sec != "" && /^total, all runs/ { put(sec "_ALL", num($NF)); put(sec "_ALL_CMP", cmp(num($NF))) }
+    sec != "" && /^total, long runs/ { put(sec "_LONG", num($NF)); put(sec "_LONG_CMP", cmp(num($NF))) }
+    /^peak resident memory:/ { put("PEAK_MIB", $4); put("MODEL_MIB", $(NF-2)) }
+    /^the default run .*its own process:/ { put("DEFAULT_S", $(NF-4)) }
+    /^\(bench took/ {
+        put("BENCH_S", num($3)); put("LOAD_END", num($NF)); load = num($NF) + 0
+        # the machine, as the load averages show it (a one-thread bench alone: about 1)
+        put("LOAD_WORDS", (load > 1.5 || start > 1.5) ? "on a machine shared with other jobs" : "on a machine with little else running")
+    }
+    END {
+        for (s in tmin) { put(s "_TAU_MIN", sprintf("%.2f", tmin[s])); put(s "_TAU_MAX", sprintf("%.2f", tmax[s])) }
+        exit bad
+    }' "$1" &&
+    # the learned pair on 64 held-out prompts, greedy: tau, the round cost in
+    # 1-token forwards (verify + draft), tau / cost (speedup: PAYS), and wall =
+    # target-only time / DFlash time
+    awk -F '\t' '
+    NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
+    $c["T"] == "0" && $c["method"] == "dflash" {
+        b = $c["B"]; k = "EV_B" b
+        print k "_TAU", sprintf("%.2f", $c["tau"]); print k "_TAU_SE", sprintf("%.2f", $c["tau_se"])
+        print k "_VERIFY", sprintf("%.2f", $c["verify_cost"]); print k "_DRAFT", sprintf("%.2f", $c["draft_cost"])
+        print k "_COST", sprintf("%.2f", $c["cost"]); print k "_WALL", sprintf("%.2f", $c["wall_speedup"])
+        w = $c["wall_speedup"] + 0
+        print k "_CMP", (w >= 1.05 ? "faster than" : w <= 0.95 ? "slower than" : "about as fast as")
+        print k "_PAYS", ($c["speedup"] + 0 >= 1 ? "pays for" : "does not pay for")
+        print "EV_PROMPTS", $c["prompts"]
+    }' toy_weights/learned/eval.tsv
+}
+# TEMPLATE with @NAME@ replaced from VARS and the line @BENCH@ by TRANSCRIPT;
+# a name with no value fails (naming it)
+perf_fill() { # VARS TEMPLATE TRANSCRIPT
+    awk -v bench="$3" '
+    NR == FNR { v[$1] = substr($0, length($1) + 2); next }
+    $0 == "@BENCH@" { while ((getline l < bench) > 0) print l; close(bench); next }
+    {
+        out = ""; s = $0
+        while (match(s, /@[A-Za-z0-9_]+@/)) {
+            name = substr(s, RSTART + 1, RLENGTH - 2)
+            if (!(name in v) || v[name] == "") {
+                print "docs.sh: " FILENAME ":" FNR ": no value for @" name "@ in the transcript" > "/dev/stderr"; bad = 1; exit
+            }
+            out = out substr(s, 1, RSTART - 1) v[name]; s = substr(s, RSTART + RLENGTH)
+        }
+        print out s
+    }
+    END { exit bad }' "$1" "$2"
+}
+# README.md with the lines between its speed markers replaced by the page's
+perf_readme() { # PAGE
+    awk -v page="$1" '
+    BEGIN {
+        while ((getline l < page) > 0) {
+            if (l ~ /^<!-- speed: /) on = 1
+            if (on) s = s l "\n"
+            if (l == "<!-- /speed -->") on = 0
+        }
+        if (s == "") { print "docs.sh: " page " has no speed block" > "/dev/stderr"; exit 1 }
+    }
+    /^<!-- speed: / { printf "%s", s; skip = 1; n++; next }
+    skip { if ($0 == "<!-- /speed -->") skip = 0; next }
+    { print }
+    END { if (n != 1 || skip) { print "docs.sh: README.md needs one speed block (<!-- speed: ... --> to <!-- /speed -->)" > "/dev/stderr"; exit 1 } }' README.md
+}
+gen_performance() {
+    mkdir -p "$1/docs" && perf_vars "$PERF_BENCH" > "$tmp/perf-vars" &&
+    perf_fill "$tmp/perf-vars" docs/performance.md.in "$PERF_BENCH" > "$1/docs/performance.md" &&
+    perf_readme "$1/docs/performance.md" > "$1/README.md"
+}
+# performance's second half: the page keeps no @NAME@; README.md stays within
+# 2,500 words and the page within 2,000; and the numbers come from the
+# transcript: a copy of it with the walkthrough set's ratios made 0.50x must
+# change README's summary to that number and to "slower than"
+check_performance() {
+    if grep -n '@[A-Za-z0-9_]*@' "$1/docs/performance.md"; then echo "performance-check: a placeholder is left in the page"; return 1; fi
+    # the front door and the page stay short (words as wc -w counts them, code blocks included)
+    for lim in README.md:2500 docs/performance.md:2000; do
+        n=$(wc -w < "$1/${lim%:*}")
+        [ "$n" -le "${lim#*:}" ] || { echo "performance-check: ${lim%:*} has $n words, more than ${lim#*:}"; return 1; }
+    done
+    awk '/^== DFlash vs target-only decoding: / { w = /toy_weights\/walkthrough / }
+         w && /^total, [a-z]* runs / { sub(/[0-9.]+x$/, "0.50x") } { print }' "$PERF_BENCH" > "$tmp/perf-bad.txt"
+    cmp -s "$PERF_BENCH" "$tmp/perf-bad.txt" && { echo "performance-check: the transcript has no walkthrough totals to alter"; return 1; }
+    mkdir -p "$tmp/perf-bad/docs" && perf_vars "$tmp/perf-bad.txt" > "$tmp/perf-bad-vars" &&
+    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$tmp/perf-bad.txt" > "$tmp/perf-bad/docs/performance.md" &&
+    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" || return 1
+    sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" > "$tmp/perf-bad-speed"
+    grep '0\.50x' "$tmp/perf-bad-speed" | grep -q 'slower than' &&
+        ! cmp -s "$tmp/perf-bad/README.md" "$1/README.md" ||
+        { echo "performance-check: README's summary did not follow an altered transcript (walkthrough totals 0.50x)"; return 1; }
+}
+
 sets() {
     case $1 in
     trace-md) echo trace_md;;
@@ -173,7 +309,8 @@ sets() {
     explorer) echo explorer;;
     pitfalls) echo pitfalls;;
     training) echo training;;
-    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, learned, explorer, pitfalls, training)" >&2; return 1;;
+    performance) echo performance;;
+    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, learned, explorer, pitfalls, training, performance)" >&2; return 1;;
     esac
 }
 
@@ -212,6 +349,7 @@ for set in "$@"; do
         if [ $set = trace-md ] && [ $bad = 0 ]; then check_trace_names || bad=1; fi
         if [ $set = training ] && [ $bad = 0 ]; then check_training_readme "$out" || bad=1; fi
         if [ $set = learned ] && [ $bad = 0 ]; then check_learned_refuses || bad=1; fi
+        if [ $set = performance ] && [ $bad = 0 ]; then check_performance "$out" || bad=1; fi
         if [ $bad = 0 ]; then echo "$set-check: $(echo $files): each equals a fresh regeneration"
         else echo "$set-check: FAILED (make $set regenerates; read the diff, then commit)"; fail=1; fi
     fi
