@@ -295,7 +295,7 @@ train-experiments: dflash weights ## the training experiments (after make train;
 	sh train/train.sh experiments
 training: ## regenerate walkthrough/training/ (page, figures) from the committed run logs
 	sh tools/docs.sh write training
-training-check: ## fail if walkthrough/training/ or README's trained-set rows differ from the run logs
+training-check: ## fail if walkthrough/training/ differs from a regeneration from the run logs
 	@sh tools/docs.sh check training
 
 # ---- the learned target (docs/learned.md; not part of make test) -------------
