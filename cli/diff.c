@@ -1267,7 +1267,6 @@ static int diff_rounds(Diff *df) {
             if (!r || strcmp(strchr(name, '.'), ".acceptance_length")) continue;
             int64_t v = load_named(df, s, name, &t) && t.kind != 'f' && t.n == 1 ? npy_i(&t, 0) : -1;
             npy_free(&t);
-            if (v < 0) continue;
             AccLen e = {r, v};
             df->acc[s].p[df->acc[s].n++] = e;
         }
