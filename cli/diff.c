@@ -1504,8 +1504,10 @@ static int rerun_args(const Manifest *m, StrList *out) {
     argv[0] = "dflash";   /* flags_parse reads argv[1..] */
     for (int i = 0; i < m->argv.n; i++) argv[i + 1] = m->argv.s[i];
     argv[m->argv.n + 1] = NULL;
-    int pr = flags_parse(RERUN_FLAGS, m->argv.n + 1, argv, &ra, "dflash", NULL, 0, NULL);
+    int pr = flags_parse(RERUN_FLAGS, m->argv.n + 1, argv, &ra, NULL, NULL, 0, NULL);
     free(argv);
+    char *see = strstr(dflash_errmsg, " (see --help)");   /* not the program's --help: what diff reruns */
+    if (pr < 0 && see) *see = 0;
     if (pr == 1) dflash_set_error("--help: not a run");
     if (pr != 0) return -1;
     static const char *const DIR_FLAGS[3] = {"--weights", "--target", "--draft"};

@@ -176,7 +176,9 @@ static DiffRun run_diff(const char *t, const char *extra) {
     if (!r.err) r.err = strdup("");
     unlink(op);
     unlink(ep);
+    const char *why = strstr(r.out, "are not run: ");   /* the summary's reason, when nothing ran */
     print_message("     diff: status %d, stderr: %s%s", r.status, r.err, r.err[0] ? "" : "(nothing)\n");
+    if (why) print_message("       %.*s\n", (int)strcspn(why, "\n"), why);
     return r;
 }
 
@@ -303,6 +305,35 @@ static void test_unbounded_runs_are_refused_up_front(void **state) {
     assert_not_run(&r, "--max-new-tokens");
     assert_tmp_empty(t);
     free_run(&r);
+    done_scratch(t);
+}
+
+/* every value of an inference flag is checked before anything runs: a
+ * folder that is not one, ids that are not ids, --replay (it follows another
+ * trace: not an inference flag diff reruns) */
+static void test_recorded_values_are_checked(void **state) {
+    (void)state;
+    static const struct {
+        const char *argv, *why;
+    } CASES[] = {
+        {"[\"--weights\",\"$T/none\",\"--prompt\",\"a b\"]", "is not a directory"},
+        {"[\"--weights\",\"--out\"]", "--weights"},
+        {"[\"--weights\",\"$W\",\"--ids\",\"1;2\"]", "--ids"},
+        {"[\"--weights\",\"$W\",\"--block-size\",\"65\"]", "--block-size"},
+        {"[\"--weights\",\"$W\",\"--mode\",\"ar\"]", "--mode"},
+        {"[\"--weights\",\"$W\",\"--replay\",\"$T/a\"]", "--replay"},
+    };
+    char *t = scratch_with_set();
+    make_pair(t, "");
+    for (size_t i = 0; i < sizeof CASES / sizeof CASES[0]; i++) {
+        set_argv(t, CASES[i].argv);
+        DiffRun r = run_diff(t, NULL);
+        assert_not_run(&r, CASES[i].why);
+        free_run(&r);
+    }
+    assert_tmp_empty(t);
+    static const char *const ONLY[] = {"w", "a", "b", "tmp", NULL};
+    assert_only(t, ONLY);
     done_scratch(t);
 }
 
@@ -498,6 +529,7 @@ int main(void) {
         cmocka_unit_test(test_subcommand_is_not_run),
         cmocka_unit_test(test_train_outputs_are_not_written),
         cmocka_unit_test(test_unbounded_runs_are_refused_up_front),
+        cmocka_unit_test(test_recorded_values_are_checked),
         cmocka_unit_test(test_recorded_flags_are_escaped),
         cmocka_unit_test(test_huge_round_number_is_bounded),
         cmocka_unit_test(test_sigterm_ends_the_double_run),
