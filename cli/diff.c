@@ -1415,8 +1415,8 @@ static void other_glob(const char *name, int level, char *g, size_t size) {
  * against RERUN_FLAGS, the inference flags alone, checks every value, and
  * builds the other build's command line from the parsed values; the run's
  * own outputs and filters are dropped (diff gives its own, in its temporary
- * folder), and anything else (a subcommand, --log, --out, --replay, an
- * unknown flag) means no run at all: rounding is then judged by the
+ * folder), and anything else (a subcommand, --log, --out, an unknown flag)
+ * means no run at all: rounding is then judged by the
  * fallback thresholds, and the summary says why and to give --double DIR. */
 
 #define DIFF_OTHER_MAX_NEW 4096    /* --max-new-tokens diff reruns at most */
@@ -1425,7 +1425,7 @@ static void other_glob(const char *name, int level, char *g, size_t size) {
 #define DIFF_END_TICKS 50          /* 0.1 s ticks between SIGTERM and SIGKILL to an ended run */
 
 typedef struct {
-    const char *weights, *target, *draft, *prompt, *ids;
+    const char *weights, *target, *draft, *replay, *prompt, *ids;
     long max_new_tokens, block_size;   /* -1: not given */
     double temperature;                /* -1: not given */
     uint64_t seed;
@@ -1441,6 +1441,7 @@ static const Flag RERUN_FLAGS[] = {
     {.name = "--weights", .kind = FLAG_STRING, .field = RA(weights)},
     {.name = "--target", .kind = FLAG_STRING, .field = RA(target)},
     {.name = "--draft", .kind = FLAG_STRING, .field = RA(draft)},
+    {.name = "--replay", .kind = FLAG_STRING, .field = RA(replay)},   /* the port's trace it follows: read */
     {.name = "--prompt", .kind = FLAG_STRING, .field = RA(prompt)},
     {.name = "--ids", .kind = FLAG_STRING, .field = RA(ids)},
     {.name = "--max-new-tokens", .kind = FLAG_INT, .field = RA(max_new_tokens), .lo = 0, .hi = DIFF_OTHER_MAX_NEW},
@@ -1510,9 +1511,9 @@ static int rerun_args(const Manifest *m, StrList *out) {
     if (pr < 0 && see) *see = 0;
     if (pr == 1) dflash_set_error("--help: not a run");
     if (pr != 0) return -1;
-    static const char *const DIR_FLAGS[3] = {"--weights", "--target", "--draft"};
-    const char *dirs[3] = {ra.weights, ra.target, ra.draft};
-    for (int k = 0; k < 3; k++)
+    static const char *const DIR_FLAGS[4] = {"--weights", "--target", "--draft", "--replay"};
+    const char *dirs[4] = {ra.weights, ra.target, ra.draft, ra.replay};
+    for (int k = 0; k < 4; k++)
         if (dirs[k] && rerun_dir_ok(DIR_FLAGS[k], dirs[k]) != 0) return -1;
     if (ra.prompt && strlen(ra.prompt) > DIFF_OTHER_MAX_TEXT) {
         dflash_set_error("--prompt: longer than %d bytes", DIFF_OTHER_MAX_TEXT);
@@ -1528,7 +1529,7 @@ static int rerun_args(const Manifest *m, StrList *out) {
     char num[64];
     int rc = 0;
 #define PUSH(s) (rc = rc ? rc : strlist_push(out, (s)))
-    for (int k = 0; k < 3; k++)
+    for (int k = 0; k < 4; k++)
         if (dirs[k]) { PUSH(DIR_FLAGS[k]); PUSH(dirs[k]); }
     if (ra.prompt) { PUSH("--prompt"); PUSH(ra.prompt); }
     if (ra.ids) { PUSH("--ids"); PUSH(ra.ids); }
