@@ -16,8 +16,14 @@
  *   - rounding: a float tensor beyond the tolerance where B lies about as
  *     close to the double build's values as this program's float build
  *     (DIFF_ROUND_RATIO, below; the other build's trace from --double /
- *     --float or run here on the flags A's manifest records) is counted,
- *     not a departure; sampled ids at near ties past the accepted tokens too;
+ *     --float or run here on the inference flags A's manifest records,
+ *     rebuilt from an allow-list: rerun_args) is counted, not a departure;
+ *     sampled ids at near ties past the accepted tokens too;
+ *   - a received trace is data: nothing it records is run as such (a
+ *     subcommand, an output, an unknown flag: nothing runs), the run diff
+ *     starts ends with diff (run_child), a link out of a trace folder is
+ *     refused (links_inside), and a name's round number allocates nothing
+ *     (diff_rounds);
  *   - B without a manifest: its .npy files by name, in A's order, with a
  *     warning (phase and round unchecked);
  *   - the manifest's phase and round bind when B gives them (diff_fields);
@@ -49,6 +55,11 @@
  * .npy, a manifest contradicting a header) or no name in common.
  */
 
+/* realpath() is an XSI interface: ask for it next to POSIX 2008 */
+#ifndef _XOPEN_SOURCE
+#define _XOPEN_SOURCE 700
+#endif
+
 #include "cli/diff.h"
 #include "dflash.h"
 #include "cli/flags.h"
@@ -59,6 +70,7 @@
 #include <errno.h>
 #include <fnmatch.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -68,6 +80,7 @@
 #include <spawn.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
+#include <time.h>
 #include <unistd.h>
 
 extern char **environ;
@@ -99,6 +112,8 @@ extern char **environ;
 #define DIFF_ODD_DB 30.0          /* an agreeing tensor this far above its neighbours' NMSE is named */
 #define DIFF_MAX_TIES 64          /* positions of a sampled tensor remembered as near ties */
 
+typedef struct { int r; int64_t v; } AccLen;   /* a round's acceptance length */
+
 typedef struct {
     double rtol, atol;
     int verbose, no_rounding;
@@ -113,7 +128,9 @@ typedef struct {
     char worst_rnd[256];          /* and its name */
     /* rounds (diff_rounds): how many each ran, their acceptance lengths */
     int rounds[2], rounds_differ;
-    int64_t *acc[2];              /* acc[s][r], r = 1..rounds[s]; -1 not traced */
+    /* the acceptance lengths each traced: (round, length) pairs sorted by round, one per
+     * verify{r}.acceptance_length name (acc_at): as many as the names, whatever a name's round */
+    struct { AccLen *p; int n; } acc[2];
     /* near ties past the accepted tokens in verify{tie_round}.sampled: their
      * positions (verify{r}.match may differ exactly there) */
     int tie_round, n_ties;
@@ -131,6 +148,17 @@ typedef struct {
     double *db;                   /* (A's names) NMSE of each agreeing float tensor, NAN when none */
     int first_k;                  /* A's index of the first departure, -1 none */
 } Diff;
+
+/* side s's acceptance length of round r (verify{r}.acceptance_length), -1 when not traced */
+static int64_t acc_at(const Diff *df, int s, int r) {
+    int lo = 0, hi = df->acc[s].n;
+    while (lo < hi) {
+        int mid = lo + (hi - lo) / 2;
+        if (df->acc[s].p[mid].r < r) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < df->acc[s].n && df->acc[s].p[lo].r == r ? df->acc[s].p[lo].v : -1;
+}
 
 /* A name as text, control characters and backslashes escaped (\xNN), so a
  * manifest cannot fake an output line. */
@@ -888,10 +916,10 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
         Tie tie;
         int tie_ok = bad && !df->no_rounding && !df->diverged && near_ties(df, name, a, b, &tie);
         int vr = name_round(name, "verify"), rounding = 0;
-        if (tie_ok && vr >= 1 && vr <= df->rounds[0] && df->acc[0] && df->acc[0][vr] >= 0) {
+        if (tie_ok && vr >= 1 && vr <= df->rounds[0] && acc_at(df, 0, vr) >= 0) {
             rounding = 1;
             for (size_t k = 0; k < a->n; k++)
-                if (npy_i(a, k) != npy_i(b, k) && (int64_t)k <= df->acc[0][vr]) rounding = 0;
+                if (npy_i(a, k) != npy_i(b, k) && (int64_t)k <= acc_at(df, 0, vr)) rounding = 0;
             if (rounding) {
                 df->tie_round = vr;
                 df->n_ties = 0;
@@ -1205,34 +1233,53 @@ static int first_id_difference(const Diff *df, int rd, char *out, size_t size) {
     return 0;
 }
 
+static int by_round(const void *x, const void *y) {
+    int a = ((const AccLen *)x)->r, b = ((const AccLen *)y)->r;
+    return a < b ? -1 : a > b;
+}
+
 /* Rounds first: how many rounds each trace ran and their acceptance lengths
  * (verify{r}.acceptance_length). When they differ, one line before anything
  * else, naming the first divergent round and what differs there. */
 static int diff_rounds(Diff *df) {
     const Manifest *m[2] = {df->ma, df->mb};
+    /* what is allocated follows the number of names, never a round number a name claims
+     * (a 12 KB trace may name verify99999999.x) */
     for (int s = 0; s < 2; s++) {
         df->rounds[s] = 0;
+        int n_acc = 0;
         for (int k = 0; k < m[s]->names.n; k++) {
-            int r = name_round(m[s]->names.s[k], "verify");
-            if (!r) r = name_round(m[s]->names.s[k], "draft");
+            const char *name = m[s]->names.s[k];
+            int r = name_round(name, "verify");
+            if (r && !strcmp(strchr(name, '.'), ".acceptance_length")) n_acc++;
+            if (!r) r = name_round(name, "draft");
             if (r > df->rounds[s]) df->rounds[s] = r;
         }
-        df->acc[s] = malloc(((size_t)df->rounds[s] + 1) * sizeof(int64_t));
-        if (!df->acc[s]) {
+        df->acc[s].p = malloc(((size_t)n_acc + 1) * sizeof *df->acc[s].p);
+        if (!df->acc[s].p) {
             dflash_set_error("out of memory");
             return -1;
         }
-        for (int r = 0; r <= df->rounds[s]; r++) {
-            char name[64];
+        for (int k = 0; k < m[s]->names.n; k++) {
+            const char *name = m[s]->names.s[k];
+            int r = name_round(name, "verify");
             NpyArray t;
-            snprintf(name, sizeof name, "verify%d.acceptance_length", r);
-            df->acc[s][r] = r && load_named(df, s, name, &t) && t.kind != 'f' && t.n == 1 ? npy_i(&t, 0) : -1;
-            if (r) npy_free(&t);
+            if (!r || strcmp(strchr(name, '.'), ".acceptance_length")) continue;
+            int64_t v = load_named(df, s, name, &t) && t.kind != 'f' && t.n == 1 ? npy_i(&t, 0) : -1;
+            npy_free(&t);
+            AccLen e = {r, v};
+            df->acc[s].p[df->acc[s].n++] = e;
         }
+        qsort(df->acc[s].p, (size_t)df->acc[s].n, sizeof *df->acc[s].p, by_round);
     }
+    /* the first round up to the common count whose acceptance lengths differ: only a round
+     * one of them traced can */
     int common = df->rounds[0] < df->rounds[1] ? df->rounds[0] : df->rounds[1], rd = 0;
-    for (int r = 1; r <= common && !rd; r++)
-        if (df->acc[0][r] != df->acc[1][r]) rd = r;
+    for (int s = 0; s < 2; s++)
+        for (int i = 0; i < df->acc[s].n; i++) {
+            int r = df->acc[s].p[i].r;
+            if (r <= common && (!rd || r < rd) && acc_at(df, 0, r) != acc_at(df, 1, r)) rd = r;
+        }
     if (!rd && df->rounds[0] != df->rounds[1]) rd = common + 1;
     df->rounds_differ = rd != 0;
     if (!rd) {
@@ -1247,15 +1294,16 @@ static int diff_rounds(Diff *df) {
                  rd > 1 ? ", whose acceptance lengths agree with A's" : "");
     else if (rd > df->rounds[0])
         snprintf(what, sizeof what, "A has no round %d (it stopped after round %d)", rd, df->rounds[0]);
-    else if (df->acc[1][rd] < 0)
+    else if (acc_at(df, 1, rd) < 0)
         snprintf(what, sizeof what, "B has no verify%d.acceptance_length", rd);
-    else if (df->acc[0][rd] < 0)
+    else if (acc_at(df, 0, rd) < 0)
         snprintf(what, sizeof what, "A has no verify%d.acceptance_length", rd);
     else if (!first_id_difference(df, rd, what, sizeof what))
         snprintf(what, sizeof what, "the acceptance lengths differ");
     printf("rounds: A ran %d round%s, B %d; first divergent round %d: %s", df->rounds[0],
            df->rounds[0] == 1 ? "" : "s", df->rounds[1], rd, what);
-    if (rd <= common && df->acc[0][rd] >= 0 && df->acc[1][rd] >= 0) printf(" (acceptance length A %lld, B %lld)", (long long)df->acc[0][rd], (long long)df->acc[1][rd]);
+    if (rd <= common && acc_at(df, 0, rd) >= 0 && acc_at(df, 1, rd) >= 0)
+        printf(" (acceptance length A %lld, B %lld)", (long long)acc_at(df, 0, rd), (long long)acc_at(df, 1, rd));
     printf("\n");
     return 0;
 }
@@ -1315,8 +1363,8 @@ static int other_divergence(const Diff *df) {
         if (load_named(df, 0, name, &a)) {
             const char *dot = strrchr(name, '.');
             int vr = name_round(name, "verify");
-            int64_t acc = vr >= 1 && vr <= df->rounds[0] && df->acc[0] && dot &&
-                          (!strcmp(dot, ".sampled") || !strcmp(dot, ".match")) ? df->acc[0][vr] : -1;
+            int64_t acc = vr >= 1 && vr <= df->rounds[0] && dot &&
+                          (!strcmp(dot, ".sampled") || !strcmp(dot, ".match")) ? acc_at(df, 0, vr) : -1;
             /* floats are not ids (a manifest without dtypes does not say which are) */
             differs = a.kind == 'f' && o.kind == 'f' ? 0 : a.kind == 'f' || o.kind == 'f' || !same_shape(&a, &o);
             if (a.kind == 'f' && o.kind == 'f') a.n = 0;
@@ -1361,9 +1409,244 @@ static void other_glob(const char *name, int level, char *g, size_t size) {
     } else snprintf(g, size, "%.*s*.*", (int)(d - name), name);
 }
 
+/* ---- the other build's run: rebuilt from an allow-list ---------------------
+ * A's manifest records the flags of its run ("argv"), but a trace may come
+ * from anyone: what it records is data, never a command. diff parses it
+ * against RERUN_FLAGS, the inference flags alone, checks every value, and
+ * builds the other build's command line from the parsed values; the run's
+ * own outputs and filters are dropped (diff gives its own, in its temporary
+ * folder), and anything else (a subcommand, --log, --out, an unknown flag)
+ * means no run at all: rounding is then judged by the
+ * fallback thresholds, and the summary says why and to give --double DIR. */
+
+#define DIFF_OTHER_MAX_NEW 4096    /* --max-new-tokens diff reruns at most */
+#define DIFF_OTHER_MAX_TEXT 65536  /* --prompt, --ids, a folder's name: bytes at most */
+#define DIFF_OTHER_SECONDS 600     /* the other build's run is ended after this long */
+#define DIFF_END_TICKS 50          /* 0.1 s ticks between SIGTERM and SIGKILL to an ended run */
+
+typedef struct {
+    const char *weights, *target, *draft, *replay, *prompt, *ids;
+    long max_new_tokens, block_size;   /* -1: not given */
+    double temperature;                /* -1: not given */
+    uint64_t seed;
+    int mode, draft_window;            /* -1: not given */
+    int chat, ignore_eos, n_stop, stop_ids[DFLASH_MAX_STOP];
+    /* dropped: the run's own outputs and filters, and what only changes its printing */
+    const char *trace_dir, *trace_text, *filters[32];
+    int n_filters, print_ids, raw_bytes, rounds;
+} RerunArgs;
+
+#define RA(m) offsetof(RerunArgs, m)
+static const Flag RERUN_FLAGS[] = {
+    {.name = "--weights", .kind = FLAG_STRING, .field = RA(weights)},
+    {.name = "--target", .kind = FLAG_STRING, .field = RA(target)},
+    {.name = "--draft", .kind = FLAG_STRING, .field = RA(draft)},
+    {.name = "--replay", .kind = FLAG_STRING, .field = RA(replay)},   /* the port's trace it follows: read */
+    {.name = "--prompt", .kind = FLAG_STRING, .field = RA(prompt)},
+    {.name = "--ids", .kind = FLAG_STRING, .field = RA(ids)},
+    {.name = "--max-new-tokens", .kind = FLAG_INT, .field = RA(max_new_tokens), .lo = 0, .hi = DIFF_OTHER_MAX_NEW},
+    {.name = "--block-size", .kind = FLAG_INT, .field = RA(block_size), .lo = 1, .hi = DFLASH_MAX_BLOCK},
+    {.name = "--temperature", .kind = FLAG_REAL, .field = RA(temperature), .lo = 0},
+    {.name = "--seed", .kind = FLAG_U64, .field = RA(seed)},
+    {.name = "--mode", .kind = FLAG_CHOICE, .field = RA(mode), .choices = "dflash"},  /* traces are dflash runs */
+    {.name = "--draft-window", .kind = FLAG_CHOICE, .field = RA(draft_window), .choices = "trained|flash|full"},
+    {.name = "--chat", .kind = FLAG_SWITCH, .field = RA(chat)},
+    {.name = "--stop-id", .kind = FLAG_INTS, .field = RA(stop_ids), .lo = 0, .hi = 0x7fffffff, .count = RA(n_stop),
+     .max = DFLASH_MAX_STOP},
+    {.name = "--ignore-eos", .kind = FLAG_SWITCH, .field = RA(ignore_eos)},
+    {.name = "--trace", .kind = FLAG_STRING, .field = RA(trace_dir)},
+    {.name = "--trace-text", .kind = FLAG_STRING, .field = RA(trace_text)},
+    {.name = "--trace-filter", .kind = FLAG_STRINGS, .field = RA(filters), .count = RA(n_filters), .max = 32},
+    {.name = "--print-ids", .kind = FLAG_SWITCH, .field = RA(print_ids)},
+    {.name = "--raw-bytes", .kind = FLAG_SWITCH, .field = RA(raw_bytes)},
+    {.name = "--rounds", .kind = FLAG_SWITCH, .field = RA(rounds)},
+    FLAG_TABLE_END};
+#undef RA
+
+/* s into out (size bytes), control characters and backslashes escaped as
+ * put_name prints them, cut at size */
+static void escape_into(char *out, size_t size, const char *s) {
+    size_t n = 0;
+    for (const unsigned char *c = (const unsigned char *)s; *c && n + 5 < size; c++) {
+        if (*c < 0x20 || *c == 0x7f || *c == '\\') n += (size_t)snprintf(out + n, size - n, "\\x%02x", *c);
+        else out[n++] = (char)*c;
+    }
+    if (size) out[n < size ? n : size - 1] = 0;
+}
+
+/* a folder a recorded flag names: at most DIFF_OTHER_MAX_TEXT bytes, no
+ * control character, not a flag, an existing directory (read by the run,
+ * never written). 0, or -1 with dflash_errmsg. */
+static int rerun_dir_ok(const char *flag, const char *dir) {
+    struct stat st;
+    int printable = 1;
+    for (const unsigned char *c = (const unsigned char *)dir; *c && printable; c++) printable = *c >= 0x20 && *c != 0x7f;
+    if (!dir[0] || dir[0] == '-' || strlen(dir) > DIFF_OTHER_MAX_TEXT || !printable)
+        dflash_set_error("%s: expected a folder name, got \"%.100s\"", flag, dir);
+    else if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode))
+        dflash_set_error("%s: \"%.100s\" is not a directory here", flag, dir);
+    else return 0;
+    return -1;
+}
+
+/* A's recorded flags parsed by RERUN_FLAGS, each value checked, into out: the
+ * other build's command line, rebuilt from the parsed values (no recorded
+ * string is passed on but the folders' names, the prompt and the ids, each
+ * checked). 0, or -1 with dflash_errmsg (why A's flags are not rerun); -2
+ * out of memory. */
+static int rerun_args(const Manifest *m, StrList *out) {
+    RerunArgs ra;
+    memset(&ra, 0, sizeof ra);
+    ra.max_new_tokens = ra.block_size = -1;
+    ra.temperature = -1;
+    ra.mode = ra.draft_window = -1;
+    char **argv = malloc(((size_t)m->argv.n + 2) * sizeof *argv);
+    if (!argv) return -2;
+    argv[0] = "dflash";   /* flags_parse reads argv[1..] */
+    for (int i = 0; i < m->argv.n; i++) argv[i + 1] = m->argv.s[i];
+    argv[m->argv.n + 1] = NULL;
+    int pr = flags_parse(RERUN_FLAGS, m->argv.n + 1, argv, &ra, NULL, NULL, 0, NULL);
+    free(argv);
+    char *see = strstr(dflash_errmsg, " (see --help)");   /* not the program's --help: what diff reruns */
+    if (pr < 0 && see) *see = 0;
+    if (pr == 1) dflash_set_error("--help: not a run");
+    if (pr != 0) return -1;
+    static const char *const DIR_FLAGS[4] = {"--weights", "--target", "--draft", "--replay"};
+    const char *dirs[4] = {ra.weights, ra.target, ra.draft, ra.replay};
+    for (int k = 0; k < 4; k++)
+        if (dirs[k] && rerun_dir_ok(DIR_FLAGS[k], dirs[k]) != 0) return -1;
+    if (ra.prompt && strlen(ra.prompt) > DIFF_OTHER_MAX_TEXT) {
+        dflash_set_error("--prompt: longer than %d bytes", DIFF_OTHER_MAX_TEXT);
+        return -1;
+    }
+    if (ra.ids) {
+        size_t n = strspn(ra.ids, "0123456789,");
+        if (!ra.ids[0] || ra.ids[n] || n > 11 * (size_t)DIFF_OTHER_MAX_TEXT) {
+            dflash_set_error("--ids: expected token ids, comma-separated, got \"%.100s\"", ra.ids);
+            return -1;
+        }
+    }
+    char num[64];
+    int rc = 0;
+#define PUSH(s) (rc = rc ? rc : strlist_push(out, (s)))
+    for (int k = 0; k < 4; k++)
+        if (dirs[k]) { PUSH(DIR_FLAGS[k]); PUSH(dirs[k]); }
+    if (ra.prompt) { PUSH("--prompt"); PUSH(ra.prompt); }
+    if (ra.ids) { PUSH("--ids"); PUSH(ra.ids); }
+    if (ra.max_new_tokens >= 0) {
+        snprintf(num, sizeof num, "%ld", ra.max_new_tokens);
+        PUSH("--max-new-tokens"); PUSH(num);
+    }
+    if (ra.block_size >= 0) {
+        snprintf(num, sizeof num, "%ld", ra.block_size);
+        PUSH("--block-size"); PUSH(num);
+    }
+    if (ra.temperature >= 0) {
+        snprintf(num, sizeof num, "%.17g", ra.temperature);
+        PUSH("--temperature"); PUSH(num);
+    }
+    if (ra.seed) {
+        snprintf(num, sizeof num, "%llu", (unsigned long long)ra.seed);
+        PUSH("--seed"); PUSH(num);
+    }
+    if (ra.draft_window >= 0) {
+        static const char *const WINDOWS[3] = {"trained", "flash", "full"};
+        PUSH("--draft-window"); PUSH(WINDOWS[ra.draft_window]);
+    }
+    if (ra.chat) PUSH("--chat");
+    for (int i = 0; i < ra.n_stop; i++) {
+        snprintf(num, sizeof num, "%d", ra.stop_ids[i]);
+        PUSH("--stop-id"); PUSH(num);
+    }
+    if (ra.ignore_eos) PUSH("--ignore-eos");
+#undef PUSH
+    return rc ? -2 : 0;
+}
+
+/* One argument as the command line shown: escaped (escape_into), quoted when
+ * it holds a space or is empty. */
+static void put_arg(FILE *f, const char *s) {
+    int quote = !s[0] || strpbrk(s, " '\"") != NULL;
+    fputc(' ', f);
+    if (quote) fputc('\'', f);
+    for (const unsigned char *c = (const unsigned char *)s; *c; c++) {
+        if (*c < 0x20 || *c == 0x7f || *c == '\\') fprintf(f, "\\x%02x", *c);
+        else if (*c == '\'' && quote) fputs("\\x27", f);
+        else fputc(*c, f);
+    }
+    if (quote) fputc('\'', f);
+}
+
+/* End a child run: SIGTERM, then SIGKILL when it has not died within
+ * DIFF_END_TICKS tenths of a second; reaped. The stop signals are blocked. */
+static void end_child(pid_t pid, const sigset_t *wake, int *status) {
+    kill(pid, SIGTERM);
+    for (int t = 0; t < DIFF_END_TICKS; t++) {
+        if (waitpid(pid, status, WNOHANG) == pid) return;
+        struct timespec tick = {0, 100000000};
+        sigtimedwait(wake, NULL, &tick);
+    }
+    kill(pid, SIGKILL);
+    while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
+}
+
+/* Run bin with args, its stdout and stderr into log, and wait for it. The
+ * run ends with diff: SIGINT, SIGTERM and SIGHUP are blocked while it runs,
+ * and one of them ends the child (end_child) before diff dies of it, through
+ * the program's handler (which removes diff's temporary folder); a run
+ * longer than DIFF_OTHER_SECONDS is ended. 0 with *status the child's wait
+ * status; 1 it was ended (why in df->no_other); -1 not started (the errno). */
+static int run_child(Diff *df, const char *kind, const char *bin, char **args, const char *log, int *status) {
+    sigset_t wake, old;
+    sigemptyset(&wake);
+    sigaddset(&wake, SIGINT);
+    sigaddset(&wake, SIGTERM);
+    sigaddset(&wake, SIGHUP);
+    sigaddset(&wake, SIGCHLD);
+    sigprocmask(SIG_BLOCK, &wake, &old);
+    posix_spawn_file_actions_t fa;
+    posix_spawn_file_actions_init(&fa);
+    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+    posix_spawn_file_actions_adddup2(&fa, 1, 2);
+    posix_spawnattr_t at;
+    posix_spawnattr_init(&at);
+    posix_spawnattr_setsigmask(&at, &old);   /* the child as diff was before */
+    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
+    pid_t pid;
+    int e = posix_spawn(&pid, bin, &fa, &at, args, environ), sig = 0, over = 0;
+    posix_spawn_file_actions_destroy(&fa);
+    posix_spawnattr_destroy(&at);
+    if (e != 0) {
+        sigprocmask(SIG_SETMASK, &old, NULL);
+        errno = e;
+        return -1;
+    }
+    struct timespec t0, now;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
+    for (;;) {
+        pid_t w = waitpid(pid, status, WNOHANG);
+        if (w == pid || (w < 0 && errno != EINTR)) break;
+        struct timespec tick = {1, 0};
+        int s = sigtimedwait(&wake, NULL, &tick);
+        if (s == SIGINT || s == SIGTERM || s == SIGHUP) { sig = s; break; }
+        clock_gettime(CLOCK_MONOTONIC, &now);
+        if (now.tv_sec - t0.tv_sec >= DIFF_OTHER_SECONDS) { over = 1; break; }
+    }
+    if (sig || over) end_child(pid, &wake, status);
+    sigprocmask(SIG_SETMASK, &old, NULL);
+    if (sig) raise(sig);   /* diff dies of it as it would have: the program's handler cleans up */
+    if (sig)
+        snprintf(df->no_other, sizeof df->no_other, "the %s build's run on A's flags was ended by a signal", kind);
+    else if (over)
+        snprintf(df->no_other, sizeof df->no_other, "the %s build's run on A's flags was ended after %d s (the "
+                 "limit); give --%s DIR", kind, DIFF_OTHER_SECONDS, kind);
+    return sig || over ? 1 : 0;
+    return 0;
+}
+
 /* Run the other precision's build (dflash-double beside this program, or
  * dflash-float when A is the double build) on the flags A's manifest
- * records, tracing the names `want` (by name, by phase, or everything when
+ * records (rerun_args: the inference flags alone, checked and rebuilt), tracing the names `want` (by name, by phase, or everything when
  * there are too many), into a temporary directory. 0 with df->have_other,
  * or 0 with df->no_other saying why not; -1 out of memory. */
 static int run_other(Diff *df, const StrList *want) {
@@ -1371,6 +1654,21 @@ static int run_other(Diff *df, const StrList *want) {
     if (!df->ma->has_argv) {
         snprintf(df->no_other, sizeof df->no_other, "A's manifest records no run flags (\"argv\", which this "
                  "program's traces carry); give --%s DIR, a trace of ./dflash-%s on A's flags", kind, kind);
+        return 0;
+    }
+    StrList run = {0};   /* the other build's flags, rebuilt from A's */
+    int ra = rerun_args(df->ma, &run);
+    if (ra != 0) {
+        strlist_free(&run);
+        if (ra == -2) {
+            dflash_set_error("out of memory");
+            return -1;
+        }
+        char why[400];
+        escape_into(why, sizeof why, dflash_errmsg);
+        snprintf(df->no_other, sizeof df->no_other, "A's recorded run flags (\"argv\") are not run: %s (diff runs "
+                 "the inference flags alone: TRACE.md); give --%s DIR, a trace of ./dflash-%s on A's flags", why,
+                 kind, kind);
         return 0;
     }
     char exe[4096], bin[4200];
@@ -1382,6 +1680,7 @@ static int run_other(Diff *df, const StrList *want) {
     if (access(bin, X_OK) != 0) {
         snprintf(df->no_other, sizeof df->no_other, "no %.600s to run (make dflash-%s), or give --%s DIR", bin, kind,
                  kind);
+        strlist_free(&run);
         return 0;
     }
     const char *tmpdir = getenv("TMPDIR");
@@ -1389,6 +1688,7 @@ static int run_other(Diff *df, const StrList *want) {
     if (!mkdtemp(df->tmp)) {
         snprintf(df->no_other, sizeof df->no_other, "cannot create %.400s: %s", df->tmp, strerror(errno));
         df->tmp[0] = 0;
+        strlist_free(&run);
         return 0;
     }
     char *log = path_join(df->tmp, "run.log"), *out = path_join(df->tmp, "trace");
@@ -1421,9 +1721,10 @@ static int run_other(Diff *df, const StrList *want) {
     }
     if (rc == 0 && globs.n && has_sampled) rc = strlist_push(&globs, "*.sampled");
     if (rc == 0 && globs.n && has_acc) rc = strlist_push(&globs, "*acceptance_length");
-    size_t na = (size_t)m->argv.n + 4 + 2 * (size_t)globs.n;
+    size_t na = (size_t)run.n + 4 + 2 * (size_t)globs.n;
     char **args = rc == 0 ? calloc(na, sizeof *args) : NULL;
     if (!args) {
+        strlist_free(&run);
         strlist_free(&globs);
         free(log);
         free(out);
@@ -1432,15 +1733,8 @@ static int run_other(Diff *df, const StrList *want) {
     }
     int c = 0;
     args[c++] = bin;
-    for (int i = 0; i < m->argv.n; i++) {
-        const char *f = m->argv.s[i];
-        if (!strcmp(f, "--trace") || !strcmp(f, "--trace-text") || !strcmp(f, "--trace-filter")) {
-            i++;   /* the run's own outputs and filters: diff gives its own */
-            continue;
-        }
-        args[c++] = m->argv.s[i];
-    }
-    args[c++] = "--trace";
+    for (int i = 0; i < run.n; i++) args[c++] = run.s[i];
+    args[c++] = "--trace";   /* its one output, in diff's temporary folder */
     args[c++] = out;
     for (int i = 0; i < globs.n; i++) {
         args[c++] = "--trace-filter";
@@ -1448,26 +1742,23 @@ static int run_other(Diff *df, const StrList *want) {
     }
     args[c] = NULL;
     fprintf(stderr, "dflash diff: %d tensor%s beyond the tolerance: running the %s build on A's flags to judge "
-            "rounding (%s", want->n, want->n == 1 ? " is" : "s are", kind, bin);
-    for (int i = 1; i < c; i++) fprintf(stderr, " %s", args[i]);
+            "rounding (", want->n, want->n == 1 ? " is" : "s are", kind);
+    put_name(stderr, bin);
+    for (int i = 1; i < c; i++) put_arg(stderr, args[i]);
     fprintf(stderr, ")\n");
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    pid_t pid;
-    int e = posix_spawn(&pid, bin, &fa, NULL, args, environ), status = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    if (e != 0) {
-        snprintf(df->no_other, sizeof df->no_other, "cannot run %.600s: %s", bin, strerror(e));
-    } else if (waitpid(pid, &status, 0) < 0 || !WIFEXITED(status) || WEXITSTATUS(status) != 0) {
+    int status = 0, e = run_child(df, kind, bin, args, log, &status);
+    if (e < 0) {
+        snprintf(df->no_other, sizeof df->no_other, "cannot run %.600s: %s", bin, strerror(errno));
+    } else if (e > 0) {
+        /* ended: df->no_other says why */
+    } else if (!WIFEXITED(status) || WEXITSTATUS(status) != 0) {
         /* its last line names the problem */
         char *text = NULL, last[400] = "";
         size_t len = 0;
         if (file_read_max(log, 1 << 20, &text, &len) == 0) {
             while (len && text[len - 1] == '\n') text[--len] = 0;
             const char *nl = strrchr(text, '\n');
-            snprintf(last, sizeof last, "%.390s", nl ? nl + 1 : text);
+            escape_into(last, sizeof last, nl ? nl + 1 : text);
         }
         free(text);
         snprintf(df->no_other, sizeof df->no_other, "the %s build's run on A's flags failed (%s%s)", kind,
@@ -1488,6 +1779,7 @@ static int run_other(Diff *df, const StrList *want) {
         }
     }
     free(args);
+    strlist_free(&run);
     strlist_free(&globs);
     free(log);
     free(out);
@@ -1550,8 +1842,49 @@ typedef struct {
     int after_gap;      /* B has a name after a missing one */
 } Missing;
 
+/* The file `file` of the trace folder dir (real path rdir) stays inside it:
+ * a symbolic link is followed only when its target lies inside the folder
+ * (a received trace could otherwise have diff read, and print the values
+ * of, any file the user can read). 0 (also when the file is absent: that is
+ * reported where it is read), or -1 with dflash_errmsg. */
+static int link_inside(const char *dir, const char *rdir, const char *file) {
+    char *p = path_join(dir, file);
+    struct stat st;
+    if (!p) return -1;
+    int rc = 0;
+    if (lstat(p, &st) == 0 && S_ISLNK(st.st_mode)) {
+        char *to = realpath(p, NULL);
+        size_t n = strlen(rdir);
+        if (to && !(strncmp(to, rdir, n) == 0 && (to[n] == '/' || (n == 1 && rdir[0] == '/')))) {
+            char esc[300];
+            escape_into(esc, sizeof esc, to);
+            dflash_set_error("%s: a symbolic link to %s, outside the trace folder %s: refused (a trace's files stay "
+                             "inside its folder)", p, esc, dir);
+            rc = -1;
+        }
+        free(to);
+    }
+    free(p);
+    return rc;
+}
+
+/* Every file of the trace folder dir its manifest m names, and the manifest
+ * itself, inside the folder (link_inside). 0, or -1 with dflash_errmsg. */
+static int links_inside(const char *dir, const Manifest *m) {
+    char *rdir = realpath(dir, NULL);
+    if (!rdir) {
+        dflash_set_error("%s: %s", dir, strerror(errno));
+        return -1;
+    }
+    int rc = link_inside(dir, rdir, "trace.jsonl") || link_inside(dir, rdir, "names.json") ? -1 : 0;
+    for (int k = 0; rc == 0 && m && k < m->files.n; k++) rc = link_inside(dir, rdir, m->files.s[k]);
+    free(rdir);
+    return rc;
+}
+
 /* both traces (A's manifest, B's or its .npy files), and --double/--float's
- * trace; 0, or 2 with the error printed and nothing left to free */
+ * trace, their files inside their folders (links_inside); 0, or 2 with the
+ * error printed and nothing left to free */
 static int diff_open(Diff *df, const DiffArgs *da, Manifest *ma, Manifest *mb) {
     int other_double = da->double_dir != NULL;
     const char *other = other_double ? da->double_dir : da->float_dir;
@@ -1564,6 +1897,12 @@ static int diff_open(Diff *df, const DiffArgs *da, Manifest *ma, Manifest *mb) {
             return 2;
         }
     }
+    /* the manifests first (no link out of the folder is read), then every file they name */
+    for (int k = 0; k < 2; k++)
+        if (links_inside(df->dir[k], NULL) != 0) {
+            diff_error("");
+            return 2;
+        }
     int ra = manifest_load(ma, df->dir[0], 1);
     if (ra != 0) {
         if (ra == 1) dflash_set_error("%s: no trace.jsonl (or names.json): not a trace directory", df->dir[0]);
@@ -1576,6 +1915,12 @@ static int diff_open(Diff *df, const DiffArgs *da, Manifest *ma, Manifest *mb) {
     if (rb < 0) {
         diff_error("");
         manifest_free(ma);
+        return 2;
+    }
+    if (links_inside(df->dir[0], ma) != 0 || links_inside(df->dir[1], mb) != 0) {
+        diff_error("");
+        manifest_free(ma);
+        manifest_free(mb);
         return 2;
     }
     if (rb == 2) {
@@ -1597,7 +1942,12 @@ static int diff_open(Diff *df, const DiffArgs *da, Manifest *ma, Manifest *mb) {
         ro = -1;
     } else if (other) {
         struct stat so;
-        ro = stat(other, &so) == 0 && S_ISDIR(so.st_mode) ? manifest_load(&df->mo, other, 0) : 1;
+        ro = stat(other, &so) == 0 && S_ISDIR(so.st_mode) ? links_inside(other, NULL) : 1;
+        if (ro == 0) ro = manifest_load(&df->mo, other, 0);
+        if (ro == 0 && links_inside(other, &df->mo) != 0) {
+            manifest_free(&df->mo);
+            ro = -1;
+        }
         if (ro == 1) dflash_set_error("--%s: %s: not a trace directory (no trace.jsonl)", other_double ? "double" : "float", other);
     }
     if (ro != 0) {
@@ -1759,8 +2109,8 @@ static void diff_close(Diff *df, Manifest *ma, Manifest *mb) {
     free(df->db);
     manifest_free(ma);
     manifest_free(mb);
-    free(df->acc[0]);
-    free(df->acc[1]);
+    free(df->acc[0].p);
+    free(df->acc[1].p);
 }
 
 int diff_main(int argc, char **argv) {
