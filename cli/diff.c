@@ -1056,7 +1056,9 @@ const char DIFF_HELP[] =
     "  --no-rounding         count values beyond the tolerance as departures even where they are\n"
     "                        rounding (default: rounding is reported, not a departure)\n"
     "  --double DIR          the double build's trace of A's run, to judge rounding (default: diff runs\n"
-    "                        ./dflash-double on the flags A's trace records)\n"
+    "                        ./dflash-double on the inference flags A's trace records, each checked\n"
+    "                        against an allow-list, into its own temporary folder; any other flag:\n"
+    "                        nothing is run, give --double)\n"
     "  --float DIR           the same when A is the double build's trace: the float build's\n";
 
 typedef struct {
