@@ -311,11 +311,8 @@ static int bytelevel_decode(const char *s, size_t n, unsigned char *out) {
 
 /* ---- the vocabulary: id -> bytes, bytes -> id */
 
-static size_t bytes_hash(const unsigned char *s, int n) {
-    uint64_t h = 1469598103934665603u;
-    for (int i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211u;
-    return (size_t)h;
-}
+/* keyed (formats/json.h): a vocabulary's tokens come from the file */
+static size_t bytes_hash(const unsigned char *s, int n) { return (size_t)keyed_hash(s, (size_t)n); }
 
 static int tok_find(const Tokenizer *t, const unsigned char *s, int n) {
     if (!t->n_slots) return -1;
