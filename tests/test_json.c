@@ -1,10 +1,11 @@
-/* tests/test_json.c - formats/json.c on objects with many keys (issue 34,
- * item 11): the duplicate-key check must not be quadratic, an object may
- * hold far more than the old 16,384 keys, and duplicates are still refused
- * with the key and the byte offset.
+/* tests/test_json.c - formats/json.c on objects with many keys: the
+ * duplicate-key check must not be quadratic, not even on keys chosen to
+ * collide, an object may hold far more than the old 16,384 keys, and
+ * duplicates are still refused with the key and the byte offset; and
+ * formats/manifest.c's name table on names chosen to collide.
  *
- * Not timed: the key comparisons json.c makes are counted (strcmp is
- * redirected to a counter for the included json.c). A quadratic check makes
+ * Not timed: the key comparisons json.c and manifest.c make are counted
+ * (strcmp is redirected to a counter for the included files). A quadratic check makes
  * n (n - 1) / 2 of them for n distinct keys; a hashed one about 1 per key. */
 #include <stdarg.h>
 #include <stddef.h>
@@ -19,6 +20,7 @@ static long key_compares;
 static int counted_strcmp(const char *a, const char *b) { key_compares++; return strcmp(a, b); }
 #define strcmp counted_strcmp
 #include "formats/json.c"
+#include "formats/manifest.c"  /* its NameMap: trace.jsonl's names, `dflash diff`'s index */
 #undef strcmp
 #include "dflash.h"
 
@@ -110,6 +112,7 @@ static void test_duplicate_still_refused(void **state) {
 #define FLOOD_BLOCKS 14
 typedef struct { uint64_t basis, prime; } Fnv;
 static const Fnv FNV_JSON = {1469598103u, 16777619u};                       /* json.c's old key_hash */
+static const Fnv FNV_1A64 = {1469598103934665603u, 1099511628211u};        /* manifest.c's old one */
 
 static uint64_t fnv_step(const Fnv *f, uint64_t h, const char *s, size_t n) {
     for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * f->prime;
@@ -189,6 +192,27 @@ static void test_colliding_keys(void **state) {
     free_keys(keys, n);
 }
 
+/* The same flood on a manifest's names (formats/manifest.c's NameMap: a
+ * trace.jsonl read for `dflash diff`, the tracer's names already written):
+ * adding 16,384 names that share a slot under FNV-1a, then looking each up,
+ * costs a few comparisons a name (FNV-1a: 1.3e8 to add them, as many again
+ * to look them up). */
+static void test_colliding_names(void **state) {
+    (void)state;
+    int n;
+    char **keys = flood_keys(&FNV_1A64, &n);
+    NameMap m = {0};
+    key_compares = 0;
+    for (int k = 0; k < n; k++) assert_int_equal(namemap_add(&m, keys[k], k), 0);
+    for (int k = 0; k < n; k++) assert_int_equal(namemap_get(&m, keys[k]), k);
+    assert_int_equal(namemap_add(&m, keys[n / 3], 0), 1);  /* a repeat is still one */
+    assert_int_equal(namemap_get(&m, "absent"), -1);
+    long cmp = key_compares;
+    namemap_free(&m);
+    free_keys(keys, n);
+    if (cmp >= 8L * n) fail_msg("%ld name comparisons for %d names (at most %d expected)", cmp, n, 8 * n);
+}
+
 /* The one bound that remains: values in all (JSON_MAX_VALUES). */
 static void test_value_bound(void **state) {
     (void)state;
@@ -212,6 +236,7 @@ int main(void) {
         cmocka_unit_test(test_duplicate_still_refused),
         cmocka_unit_test(test_value_bound),
         cmocka_unit_test(test_colliding_keys),
+        cmocka_unit_test(test_colliding_names),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }
