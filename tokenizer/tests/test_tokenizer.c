@@ -27,6 +27,8 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+static long tok_work;  /* the steps tokenizer.c's input-sized loops take (TOK_WORK) */
+#define TOK_WORK(n) (tok_work += (n))
 #include "tokenizer/tokenizer.c"
 
 #define SEP "\n__dflash_tokenizer_test__\n"
@@ -188,6 +190,67 @@ static void test_nfc(void **state) {
     expect_nfc("plain ASCII", "plain ASCII");
 }
 
+/* Canonical ordering on one long run of accents: "a" + (U+0301 U+0316) x
+ * 5000 is "a" + U+0316 x 5000 + U+0301 x 5000 in canonical order (class 220
+ * before 230), then a + U+0301 compose (U+00E1; the U+0316 between is of a
+ * lower class, not blocking). The reordering costs O(n log n) comparisons;
+ * an insertion sort makes 12.5 million here. */
+static void test_nfc_long_run(void **state) {
+    (void)state;
+    const int k = 5000;
+    char *in = malloc(1 + 4 * (size_t)k + 1), *want = malloc(2 + 4 * (size_t)k + 1);
+    assert_true(in && want);
+    size_t m = 0, w = 0;
+    in[m++] = 'a';
+    for (int i = 0; i < k; i++) m += utf8_put(0x301, in + m), m += utf8_put(0x316, in + m);
+    in[m] = 0;
+    w += utf8_put(0xE1, want + w);
+    for (int i = 0; i < k; i++) w += utf8_put(0x316, want + w);
+    for (int i = 0; i < k - 1; i++) w += utf8_put(0x301, want + w);
+    want[w] = 0;
+    size_t n;
+    tok_work = 0;
+    char *o = tok_nfc(in, m, &n);
+    long work = tok_work;
+    assert_non_null(o);
+    assert_int_equal(n, w);
+    assert_memory_equal(o, want, w);
+    if (work > 2L * k * 15) fail_msg("%ld comparisons to order %d accents (at most %d expected)", work, 2 * k, 2 * k * 15);
+    free(o), free(in), free(want);
+}
+
+/* Stability: "x" + 3000 accents of seven classes, drawn at random, come out
+ * sorted by class with equal classes (U+0301, U+0300: both 230) in their
+ * order (classes from UnicodeData.txt; none of these composes with x). */
+static void test_nfc_stable(void **state) {
+    (void)state;
+    static const struct { unsigned cp; int ccc; } mark[] = {
+        {0x334, 1}, {0x5B0, 10}, {0x327, 202}, {0x316, 220}, {0x301, 230}, {0x300, 230}, {0x345, 240}};
+    enum { N = 3000 };
+    static unsigned seq[N], sorted[N];
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        seq[i] = (unsigned)(r >> 33) % 7;
+    }
+    int m = 0;
+    for (int c = 0; c < 7; c++)  /* by class, then by position: 0x301 and 0x300 interleaved as drawn */
+        for (int i = 0; i < N; i++)
+            if (mark[seq[i]].ccc == mark[c].ccc && (c == 0 || mark[c - 1].ccc != mark[c].ccc)) sorted[m++] = seq[i];
+    assert_int_equal(m, N);
+    char *in = malloc(1 + 2 * N + 1), *want = malloc(1 + 2 * N + 1);
+    assert_true(in && want);
+    size_t a = 0, b = 0;
+    in[a++] = want[b++] = 'x';
+    for (int i = 0; i < N; i++) a += utf8_put(mark[seq[i]].cp, in + a), b += utf8_put(mark[sorted[i]].cp, want + b);
+    size_t n;
+    char *o = tok_nfc(in, a, &n);
+    assert_non_null(o);
+    assert_int_equal(n, b);
+    assert_memory_equal(o, want, b);
+    free(o), free(in), free(want);
+}
+
 /* ---- refusals: trained.json edited */
 static char *edited(const char *from, const char *to) {
     size_t n = 0;
@@ -278,6 +341,8 @@ int main(void) {
         cmocka_unit_test(test_pairs_llama3),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_nfc),
+        cmocka_unit_test(test_nfc_long_run),
+        cmocka_unit_test(test_nfc_stable),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_size_and_added_id),
