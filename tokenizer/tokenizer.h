@@ -48,6 +48,17 @@ typedef struct Tokenizer {
     TokAdded *added;           /* (n_added), longest first */
     int n_added;
     unsigned char added_first[256];  /* 1: some added token starts with this byte */
+    /* the added tokens' matcher: an Aho-Corasick automaton of their texts
+     * read backwards (node 0 the root); run from the end of a text, the
+     * state at a byte names the longest added token that starts there */
+    int n_ac;                  /* nodes */
+    int *ac_edge;              /* (n_ac + 1) node k's children: edges ac_edge[k] .. ac_edge[k + 1] - 1 */
+    unsigned char *ac_byte;    /* (n_ac - 1) an edge's byte, increasing within a node */
+    int *ac_to;                /* (n_ac - 1) the child it leads to */
+    int *ac_fail;              /* (n_ac) the longest proper suffix of the node's string that is a node */
+    int *ac_hit;               /* (n_ac) the longest added token (index into added) that is a
+                                  suffix of the node's string, -1 none */
+    int added_max;             /* the longest added token's length */
     int nfc;                   /* normalizer NFC */
     int digits;                /* \p{N}{1,digits}: 1 Qwen2/3, 3 Llama-3 */
     int ignore_merges;         /* a piece that is a token is that token */

@@ -29,6 +29,7 @@
 
 static long tok_work;  /* the steps tokenizer.c's input-sized loops take (TOK_WORK) */
 #define TOK_WORK(n) (tok_work += (n))
+#define TOK_ADDED_BLOCK 16  /* added tokens across the blocks' boundaries, in every text here */
 #include "tokenizer/tokenizer.c"
 
 #define SEP "\n__dflash_tokenizer_test__\n"
@@ -315,6 +316,102 @@ static void test_invalid_utf8(void **state) {
 /* n_ids is the size (highest id + 1), not the room allocated: the trained
  * tokenizer.json's last id is "<mask>" (tools: dflash train-tokenizer puts
  * the special tokens last), and cap_ids is a power of two above it */
+/* trained.json with more added tokens after <mask> (id 599): the texts
+ * extra[0..n), ids 600, 601, ... */
+static void load_with_added(Tokenizer *t, const char *const *extra, int n) {
+    const char *mask = "\"content\": \"<mask>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                       "\"normalized\": false, \"special\": true}";
+    size_t cap = strlen(mask) + 1, m = 0;
+    for (int i = 0; i < n; i++) cap += strlen(extra[i]) + 160;
+    char *to = malloc(cap);
+    assert_non_null(to);
+    m += (size_t)snprintf(to + m, cap - m, "%s", mask);
+    for (int i = 0; i < n; i++)
+        m += (size_t)snprintf(to + m, cap - m, ",\n    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
+                              "\"rstrip\": false, \"normalized\": false, \"special\": true}", 600 + i, extra[i]);
+    char *json = edited(mask, to);
+    free(to);
+    if (tok_parse(t, "added.json", json, strlen(json)) != 0) fail_msg("%s", dflash_errmsg);
+    free(json);
+}
+
+/* ids of text without post-processor tokens, appended to l */
+static void enc(const Tokenizer *t, const char *text, IntList *l) {
+    if (tok_encode(t, text, strlen(text), 0, l) != 0) fail_msg("%s", dflash_errmsg);
+}
+
+static void expect_ids(const IntList *got, const IntList *want, const char *what) {
+    if (got->n != want->n) fail_msg("%s: %zu ids, want %zu", what, got->n, want->n);
+    for (size_t i = 0; i < got->n; i++)
+        if (got->v[i] != want->v[i]) fail_msg("%s: id %zu is %d, want %d", what, i, got->v[i], want->v[i]);
+}
+
+/* Added tokens are cut out leftmost first, the longest there (HF's
+ * LeftmostLongest): "<m" 600, "<mask>" 599, "mask>" 601, "k><" 602. */
+static void test_added_leftmost_longest(void **state) {
+    (void)state;
+    static const char *const extra[] = {"<m", "mask>", "k><"};
+    Tokenizer t;
+    load_with_added(&t, extra, 3);
+    static const struct { const char *text; const char *plain[4]; int id[4]; } cases[] = {
+        {"<mask>", {""}, {599}},                                 /* the longest at the first start */
+        {"x<ma", {"x", "a"}, {600, -1}},                          /* "<mask>" not there: "<m" */
+        {"<<mask>>", {"<", ">"}, {599, -1}},
+        {"amask><mask>", {"a", ""}, {601, 599}},                 /* "mask>" starts before "k><" */
+        {"<mask><", {"", "<"}, {599, -1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        IntList got = {0}, want = {0};
+        enc(&t, cases[c].text, &got);
+        for (int k = 0; k < 4 && (k == 0 || cases[c].plain[k]); k++) {  /* plain[k], then id[k] */
+            if (cases[c].plain[k]) enc(&t, cases[c].plain[k], &want);
+            if (cases[c].id[k] >= 0) int_list_push(&want, cases[c].id[k]);
+            if (cases[c].id[k] < 0) break;
+        }
+        expect_ids(&got, &want, cases[c].text);
+        int_list_free(&got), int_list_free(&want);
+    }
+    tok_free(&t);
+}
+
+/* 2,000 added tokens that all start with '<', and 10,000 '<': finding the
+ * added tokens costs a few steps a byte (each byte against each token:
+ * 2e7 comparisons), building the matcher a few steps a byte of the tokens. */
+static void test_added_many(void **state) {
+    (void)state;
+    enum { N = 2000, L = 10000 };
+    char **extra = malloc(sizeof *extra * N);
+    assert_non_null(extra);
+    size_t bytes = 0;
+    for (int i = 0; i < N; i++) {
+        extra[i] = malloc(16);
+        assert_non_null(extra[i]);
+        bytes += (size_t)snprintf(extra[i], 16, "<t%d>", i);
+    }
+    Tokenizer t;
+    tok_work = 0;
+    load_with_added(&t, (const char *const *)extra, N);
+    long build = tok_work;
+    char *text = malloc(L + 16), *run = malloc(L + 1);
+    assert_true(text && run);
+    memset(run, '<', L), run[L] = 0;
+    snprintf(text, L + 16, "%s<t1999>x", run);
+    IntList got = {0}, want = {0};
+    tok_work = 0;
+    enc(&t, text, &got);
+    long work = tok_work;
+    enc(&t, run, &want);
+    int_list_push(&want, 600 + 1999);
+    enc(&t, "x", &want);
+    expect_ids(&got, &want, "'<' x 10000 + <t1999> + x");
+    int_list_free(&got), int_list_free(&want);
+    if (build > 4L * (long)bytes) fail_msg("%ld steps to build the matcher of %zu bytes of added tokens", build, bytes);
+    if (work > 4L * L) fail_msg("%ld steps to find added tokens in %d bytes", work, L);
+    for (int i = 0; i < N; i++) free(extra[i]);
+    free(extra), free(text), free(run);
+    tok_free(&t);
+}
+
 static void test_size_and_added_id(void **state) {
     (void)state;
     Tokenizer t;
@@ -343,6 +440,8 @@ int main(void) {
         cmocka_unit_test(test_nfc),
         cmocka_unit_test(test_nfc_long_run),
         cmocka_unit_test(test_nfc_stable),
+        cmocka_unit_test(test_added_leftmost_longest),
+        cmocka_unit_test(test_added_many),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_size_and_added_id),
