@@ -381,26 +381,32 @@ oom:
     return -1;
 }
 
-/* one text's words: the special tokens cut out, NFC, the split */
-static int count_text(Words *w, const char *s, size_t n, char **special, int n_special) {
-    size_t from = 0;
-    for (size_t i = 0; i <= n; i++) {
-        size_t hit = 0;
-        for (int k = 0; k < n_special && i < n; k++) {
-            size_t l = strlen(special[k]);
-            if (l > hit && l <= n - i && memcmp(s + i, special[k], l) == 0) hit = l;
-        }
-        if (!hit && i < n) continue;
-        size_t m;
-        char *norm = tok_nfc(s + from, i - from, &m);
-        if (!norm) return -1;
-        int rc = tok_split(norm, m, 1, count_piece, w);
-        free(norm);
-        if (rc) return -1;
-        if (hit) i += hit - 1;
-        from = i + 1;
-    }
+/* text between special tokens: NFC, the split, its pieces counted */
+static int count_plain(Words *w, const char *s, size_t n) {
+    size_t m;
+    char *norm = tok_nfc(s, n, &m);
+    if (!norm) return -1;
+    int rc = tok_split(norm, m, 1, count_piece, w);
+    free(norm);
+    return rc ? -1 : 0;
+}
+
+typedef struct { Words *w; const char *s; size_t from; const TokMatcher *special; } SpecialCtx;
+
+/* special token k at byte at: the text before it counted */
+static int count_special(void *ctx, size_t at, int k) {
+    SpecialCtx *c = ctx;
+    if (count_plain(c->w, c->s + c->from, at - c->from)) return -1;
+    c->from = at + (size_t)c->special->len[k];
     return 0;
+}
+
+/* one text's words: the special tokens cut out (leftmost first, the longest
+ * there: tok_matcher_scan), NFC, the split */
+static int count_text(Words *w, const char *s, size_t n, const TokMatcher *special) {
+    SpecialCtx c = {w, s, 0, special};
+    if (tok_matcher_scan(special, s, n, count_special, &c)) return -1;
+    return count_plain(w, s + c.from, n - c.from);
 }
 
 /* a JSON string of n bytes (UTF-8) */
@@ -626,22 +632,25 @@ done:
 /* the corpus files' pieces into w (at most 1 GiB in all); *total their bytes */
 static int bpe_count_corpus(Words *w, const char **corpus, int n_corpus, char **special, int n_special, size_t *total) {
     *total = 0;
-    for (int c = 0; c < n_corpus; c++) {
+    TokMatcher sm;
+    int lens[64];
+    for (int k = 0; k < n_special; k++) lens[k] = (int)strlen(special[k]);
+    if (tok_matcher_build(&sm, (const char *const *)special, lens, n_special)) { dflash_set_error("out of memory"); return -1; }
+    int rc = 0;
+    for (int c = 0; c < n_corpus && rc == 0; c++) {
         char *text;
         size_t len;
-        if (file_read_max(corpus[c], ((size_t)1 << 30) - *total, &text, &len) != 0) return -1;
+        if (file_read_max(corpus[c], ((size_t)1 << 30) - *total, &text, &len) != 0) { rc = -1; break; }
         *total += len;
         size_t bad = tok_utf8_check(text, len);
         if (bad != len) {
             dflash_set_error("%s: invalid UTF-8 at byte %zu (0x%02X): a corpus must be UTF-8", corpus[c], bad, (unsigned char)text[bad]);
-            free(text);
-            return -1;
-        }
-        int r = count_text(w, text, len, special, n_special);
+            rc = -1;
+        } else rc = count_text(w, text, len, &sm);
         free(text);
-        if (r) return -1;
     }
-    return 0;
+    tok_matcher_free(&sm);
+    return rc;
 }
 
 /* the flags beyond their table's checks: --special (each once, UTF-8; the

@@ -365,7 +365,7 @@ static void tok_index(Tokenizer *t, int id) {
 void tok_free(Tokenizer *t) {
     if (t->bytes) for (int i = 0; i < t->cap_ids; i++) free(t->bytes[i]);
     free(t->bytes); free(t->len); free(t->slot); free(t->merges); free(t->by_pair); free(t->is_added);
-    free(t->ac_edge); free(t->ac_byte); free(t->ac_to); free(t->ac_fail); free(t->ac_hit);
+    tok_matcher_free(&t->added_match);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].text);
     free(t->added);
     memset(t, 0, sizeof *t);
@@ -519,108 +519,138 @@ static int read_post(Tokenizer *t, const char *path, const Json *pp, const char 
     return 0;
 }
 
-/* ---- the added tokens' matcher (Tokenizer.ac_*): Aho-Corasick on the
- * tokens read backwards. Built from the reversed texts in sorted order, so
- * that each node's children come in increasing byte order and sit together
- * (found by binary search); fail links breadth first. Run backwards from a
- * text's end, the state after the byte at i is the longest suffix of
- * text[i..] reversed that is a node, and ac_hit there is the longest added
- * token starting at i: every start costs amortized O(1) steps, whatever
- * the number or the length of the added tokens. */
-static const Tokenizer *sort_added;
+/* ---- TokMatcher: Aho-Corasick on the texts read backwards. Built from the
+ * reversed texts in sorted order, so that each node's children come in
+ * increasing byte order and sit together (found by binary search); fail
+ * links breadth first. Run backwards from a text's end, the state after
+ * the byte at i is the longest suffix of text[i..] reversed that is a node,
+ * and hit there is the longest text starting at i: every start costs
+ * amortized O(1) steps, whatever the number or the length of the texts. */
+static const char *const *sort_texts;
+static const int *sort_lens;
 static int cmp_reversed(const void *a, const void *b) {
-    int i = *(const int *)a, j = *(const int *)b;
-    const TokAdded *x = &sort_added->added[i], *y = &sort_added->added[j];
-    for (int k = 0; k < x->len && k < y->len; k++) {
-        unsigned char p = (unsigned char)x->text[x->len - 1 - k], q = (unsigned char)y->text[y->len - 1 - k];
+    int i = *(const int *)a, j = *(const int *)b, li = sort_lens[i], lj = sort_lens[j];
+    for (int k = 0; k < li && k < lj; k++) {
+        unsigned char p = (unsigned char)sort_texts[i][li - 1 - k], q = (unsigned char)sort_texts[j][lj - 1 - k];
         if (p != q) return p < q ? -1 : 1;
     }
-    if (x->len != y->len) return x->len < y->len ? -1 : 1;
-    return (i > j) - (i < j);  /* the same text twice: the first in added (the lower id) answers */
+    if (li != lj) return li < lj ? -1 : 1;
+    return (i > j) - (i < j);  /* the same text twice: the lower index answers */
 }
 
 /* the child of node s by byte c, or -1 */
-static int ac_child(const Tokenizer *t, int s, unsigned char c) {
-    int lo = t->ac_edge[s], hi = t->ac_edge[s + 1];
+static int ac_child(const TokMatcher *m, int s, unsigned char c) {
+    int lo = m->edge[s], hi = m->edge[s + 1];
     while (lo < hi) {
         int mid = (lo + hi) / 2;
-        if (t->ac_byte[mid] < c) lo = mid + 1;
+        if (m->byte[mid] < c) lo = mid + 1;
         else hi = mid;
     }
-    return lo < t->ac_edge[s + 1] && t->ac_byte[lo] == c ? t->ac_to[lo] : -1;
+    return lo < m->edge[s + 1] && m->byte[lo] == c ? m->to[lo] : -1;
 }
 
 /* the state after s reads c */
-static int ac_step(const Tokenizer *t, int s, unsigned char c) {
+static int ac_step(const TokMatcher *m, int s, unsigned char c) {
     for (;;) {
         TOK_WORK(1);
-        int v = ac_child(t, s, c);
+        int v = ac_child(m, s, c);
         if (v >= 0) return v;
         if (s == 0) return 0;
-        s = t->ac_fail[s];
+        s = m->fail[s];
     }
 }
 
-static int added_automaton(Tokenizer *t) {
+void tok_matcher_free(TokMatcher *m) {
+    free(m->edge); free(m->byte); free(m->to); free(m->fail); free(m->hit); free(m->len);
+    memset(m, 0, sizeof *m);
+}
+
+int tok_matcher_build(TokMatcher *m, const char *const *texts, const int *lens, int n_texts) {
+    memset(m, 0, sizeof *m);
     size_t total = 1;
-    for (int i = 0; i < t->n_added; i++) total += (size_t)t->added[i].len;
+    for (int i = 0; i < n_texts; i++) total += (size_t)lens[i];
     if (total > (size_t)1 << 30) return -1;
-    int n = 1, *order = malloc(sizeof(int) * ((size_t)t->n_added + 1)), *path = NULL;
+    int n = 1, *order = malloc(sizeof(int) * ((size_t)n_texts + 1)), *path = NULL;
     int *parent = malloc(sizeof(int) * total), *queue = malloc(sizeof(int) * total);
     unsigned char *byte = malloc(total);
-    t->ac_edge = calloc(total + 1, sizeof(int)), t->ac_byte = malloc(total), t->ac_to = malloc(sizeof(int) * total);
-    t->ac_fail = malloc(sizeof(int) * total), t->ac_hit = malloc(sizeof(int) * total);
+    m->edge = calloc(total + 1, sizeof(int)), m->byte = malloc(total), m->to = malloc(sizeof(int) * total);
+    m->fail = malloc(sizeof(int) * total), m->hit = malloc(sizeof(int) * total);
+    m->len = malloc(sizeof(int) * ((size_t)n_texts + 1));
     int rc = -1;
-    if (!order || !parent || !queue || !byte || !t->ac_edge || !t->ac_byte || !t->ac_to || !t->ac_fail || !t->ac_hit) goto done;
-    t->added_max = 0;
-    for (int i = 0; i < t->n_added; i++) {
-        order[i] = i;
-        if (t->added[i].len > t->added_max) t->added_max = t->added[i].len;
+    if (!order || !parent || !queue || !byte || !m->edge || !m->byte || !m->to || !m->fail || !m->hit || !m->len) goto done;
+    for (int i = 0; i < n_texts; i++) {
+        order[i] = i, m->len[i] = lens[i];
+        if (lens[i] > m->max_len) m->max_len = lens[i];
     }
-    if (!(path = malloc(sizeof(int) * ((size_t)t->added_max + 1)))) goto done;
-    sort_added = t;
-    if (t->n_added) qsort(order, (size_t)t->n_added, sizeof(int), cmp_reversed);
+    if (!(path = malloc(sizeof(int) * ((size_t)m->max_len + 1)))) goto done;
+    sort_texts = texts, sort_lens = lens;
+    if (n_texts) qsort(order, (size_t)n_texts, sizeof(int), cmp_reversed);
     /* the trie, node by node in the sorted order: a text shares with the one
      * before it the nodes of their common prefix (path), the rest is new */
-    parent[0] = -1, t->ac_hit[0] = -1, path[0] = 0;
-    for (int r = 0, prev = -1; r < t->n_added; prev = order[r++]) {
-        const TokAdded *a = &t->added[order[r]];
-        int l = 0;
-        if (prev >= 0) {
-            const TokAdded *b = &t->added[prev];
-            while (l < a->len && l < b->len && a->text[a->len - 1 - l] == b->text[b->len - 1 - l]) l++;
-        }
-        for (int k = l; k < a->len; k++) {
-            parent[n] = path[k], byte[n] = (unsigned char)a->text[a->len - 1 - k], t->ac_hit[n] = -1;
+    parent[0] = -1, m->hit[0] = -1, path[0] = 0;
+    for (int r = 0, prev = -1; r < n_texts; prev = order[r++]) {
+        const char *a = texts[order[r]];
+        int la = lens[order[r]], l = 0;
+        if (prev >= 0)
+            while (l < la && l < lens[prev] && a[la - 1 - l] == texts[prev][lens[prev] - 1 - l]) l++;
+        for (int k = l; k < la; k++) {
+            parent[n] = path[k], byte[n] = (unsigned char)a[la - 1 - k], m->hit[n] = -1;
             path[k + 1] = n++;
         }
-        if (t->ac_hit[path[a->len]] < 0) t->ac_hit[path[a->len]] = order[r];
+        if (m->hit[path[la]] < 0) m->hit[path[la]] = order[r];
     }
-    t->n_ac = n;
+    m->n = n;
     /* the edges, grouped by parent (a counting sort keeps each group's bytes increasing) */
-    for (int v = 1; v < n; v++) t->ac_edge[parent[v] + 1]++;
-    for (int v = 0; v < n; v++) t->ac_edge[v + 1] += t->ac_edge[v];
-    for (int v = 0; v < n; v++) queue[v] = t->ac_edge[v];  /* the next free edge of each node */
+    for (int v = 1; v < n; v++) m->edge[parent[v] + 1]++;
+    for (int v = 0; v < n; v++) m->edge[v + 1] += m->edge[v];
+    for (int v = 0; v < n; v++) queue[v] = m->edge[v];  /* the next free edge of each node */
     for (int v = 1; v < n; v++) {
         int e = queue[parent[v]]++;
-        t->ac_byte[e] = byte[v], t->ac_to[e] = v;
+        m->byte[e] = byte[v], m->to[e] = v;
     }
     /* fail links, breadth first: a node's fail is shallower, so done before it */
     int qh = 0, qt = 0;
-    t->ac_fail[0] = 0;
+    m->fail[0] = 0;
     queue[qt++] = 0;
     while (qh < qt) {
         int u = queue[qh++];
-        for (int e = t->ac_edge[u]; e < t->ac_edge[u + 1]; e++) {
-            int v = t->ac_to[e];
-            t->ac_fail[v] = u == 0 ? 0 : ac_step(t, t->ac_fail[u], t->ac_byte[e]);
-            if (t->ac_hit[v] < 0) t->ac_hit[v] = t->ac_hit[t->ac_fail[v]];
+        for (int e = m->edge[u]; e < m->edge[u + 1]; e++) {
+            int v = m->to[e];
+            m->fail[v] = u == 0 ? 0 : ac_step(m, m->fail[u], m->byte[e]);
+            if (m->hit[v] < 0) m->hit[v] = m->hit[m->fail[v]];
             queue[qt++] = v;
         }
     }
     rc = 0;
 done:
     free(order), free(path), free(parent), free(queue), free(byte);
+    if (rc) tok_matcher_free(m);
+    return rc;
+}
+
+/* which text starts at each byte comes from the matcher run backwards, a
+ * block at a time (the state at a byte depends on the max_len bytes after
+ * it only, so a block's run starts max_len bytes past its end) */
+int tok_matcher_scan(const TokMatcher *m, const char *text, size_t len, int (*found)(void *ctx, size_t at, int k), void *ctx) {
+    if (m->n <= 1 || len == 0) return 0;
+    size_t block = m->max_len > TOK_ADDED_BLOCK ? (size_t)m->max_len : TOK_ADDED_BLOCK, lo = 0, hi = 0;
+    int *starts = malloc(sizeof(int) * (len < block ? len : block)), rc = 0;
+    if (!starts) { dflash_set_error("out of memory"); return -1; }
+    for (size_t i = 0; i < len && rc == 0;) {
+        if (i >= hi) {  /* starts[] for text[i .. i + block) */
+            lo = i, hi = len - i < block ? len : i + block;
+            size_t end = len - hi < (size_t)m->max_len ? len : hi + (size_t)m->max_len;
+            for (size_t p = end, s = 0; p-- > lo;) {
+                s = (size_t)ac_step(m, (int)s, (unsigned char)text[p]);
+                if (p < hi) starts[p - lo] = m->hit[s];
+            }
+        }
+        int k = starts[i - lo];
+        if (k < 0) { i++; continue; }
+        rc = found(ctx, i, k);
+        i += (size_t)m->len[k];
+    }
+    free(starts);
     return rc;
 }
 
@@ -693,7 +723,16 @@ static int read_tokenizer(Tokenizer *t, const char *path, const char *text, size
         t->added_first[(unsigned char)content[0]] = 1;
     }
     if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
-    if (added_automaton(t) != 0) { dflash_set_error("%s: out of memory", path); goto done; }
+    if (t->n_added) {  /* the added tokens' matcher, added[k] its text k */
+        const char **texts = malloc(sizeof *texts * (size_t)t->n_added);
+        int *lens = malloc(sizeof *lens * (size_t)t->n_added), r = -1;
+        if (texts && lens) {
+            for (int i = 0; i < t->n_added; i++) texts[i] = t->added[i].text, lens[i] = t->added[i].len;
+            r = tok_matcher_build(&t->added_match, texts, lens, t->n_added);
+        }
+        free(texts), free(lens);
+        if (r) { dflash_set_error("%s: out of memory", path); goto done; }
+    }
 
     if (read_encoder(t, path, &root) != 0) {
         if (!decode_only) goto done;
@@ -940,6 +979,16 @@ static int encode_plain(const Tokenizer *t, const char *s, size_t n, IntList *ou
     return rc;
 }
 
+typedef struct { const Tokenizer *t; const char *text; size_t from; IntList *out; } AddedCtx;
+
+/* added token k at byte at: the text before it, then its id */
+static int encode_added(void *ctx, size_t at, int k) {
+    AddedCtx *c = ctx;
+    if (encode_plain(c->t, c->text + c->from, at - c->from, c->out) || int_list_push(c->out, c->t->added[k].id)) return -1;
+    c->from = at + (size_t)c->t->added[k].len;
+    return 0;
+}
+
 int tok_encode(const Tokenizer *t, const char *text, size_t len, int add_special, IntList *out) {
     if (t->no_encode[0]) { dflash_set_error("this tokenizer.json decodes only: %s", t->no_encode); return -1; }
     size_t bad = tok_utf8_check(text, len);
@@ -948,29 +997,11 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int add_special
         return -1;
     }
     if (add_special) for (int i = 0; i < t->n_prefix; i++) if (int_list_push(out, t->prefix[i])) return -1;
-    /* the added tokens, leftmost first, the longest there: which one starts
-     * at each byte comes from the matcher run backwards, a block at a time
-     * (the state at a byte depends on the added_max bytes after it only, so
-     * a block's run starts added_max bytes past its end) */
-    size_t from = 0, block = t->added_max > TOK_ADDED_BLOCK ? (size_t)t->added_max : TOK_ADDED_BLOCK, lo = 0, hi = 0;
-    int *starts = t->n_added && len ? malloc(sizeof(int) * (len < block ? len : block)) : NULL;
-    if (t->n_added && len && !starts) { dflash_set_error("out of memory"); return -1; }
-    for (size_t i = 0; starts && i < len;) {
-        if (i >= hi) {  /* starts[] for text[i .. i + block) */
-            lo = i, hi = len - i < block ? len : i + block;
-            size_t end = len - hi < (size_t)t->added_max ? len : hi + (size_t)t->added_max;
-            for (size_t p = end, s = 0; p-- > lo;) {
-                s = (size_t)ac_step(t, (int)s, (unsigned char)text[p]);
-                if (p < hi) starts[p - lo] = t->ac_hit[s];
-            }
-        }
-        int k = starts[i - lo];
-        if (k < 0) { i++; continue; }
-        if (encode_plain(t, text + from, i - from, out) || int_list_push(out, t->added[k].id)) { free(starts); return -1; }
-        i += (size_t)t->added[k].len;
-        from = i;
-    }
-    free(starts);
+    /* the added tokens, leftmost first, the longest there (t->added_match),
+     * and the text between them */
+    AddedCtx c = {t, text, 0, out};
+    if (tok_matcher_scan(&t->added_match, text, len, encode_added, &c)) return -1;
+    size_t from = c.from;
     if (encode_plain(t, text + from, len - from, out)) return -1;
     if (add_special) for (int i = 0; i < t->n_suffix; i++) if (int_list_push(out, t->suffix[i])) return -1;
     return 0;

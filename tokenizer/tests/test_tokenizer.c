@@ -412,6 +412,57 @@ static void test_added_many(void **state) {
     tok_free(&t);
 }
 
+typedef struct { size_t at[8]; int k[8], n; } Found;
+static int note(void *ctx, size_t at, int k) {
+    Found *f = ctx;
+    assert_true(f->n < 8);
+    f->at[f->n] = at, f->k[f->n++] = k;
+    return 0;
+}
+
+/* Long texts that share a long prefix (train-tokenizer's --special: 64 of
+ * up to 256 bytes): text k is '<' x (200 - k) + "x"; in 20,000 '<' then
+ * text 5 and text 0, found in a few steps a byte (each byte against each
+ * text, a memcmp of up to 200 bytes: 64 x 200 a byte). */
+static void test_matcher_long_texts(void **state) {
+    (void)state;
+    enum { K = 64, L = 20000 };
+    static char buf[K][202];
+    const char *texts[K];
+    int lens[K];
+    for (int k = 0; k < K; k++) {
+        memset(buf[k], '<', (size_t)(200 - k));
+        buf[k][200 - k] = 'x', buf[k][201 - k] = 0;
+        texts[k] = buf[k], lens[k] = 201 - k;
+    }
+    TokMatcher m;
+    tok_work = 0;
+    assert_int_equal(tok_matcher_build(&m, texts, lens, K), 0);
+    long build = tok_work;
+    char *text = malloc(L + 500);
+    assert_non_null(text);
+    memset(text, '<', L);
+    memcpy(text + L, buf[5], (size_t)lens[5]);
+    memcpy(text + L + lens[5], buf[0], (size_t)lens[0]);
+    size_t n = (size_t)L + (size_t)lens[5] + (size_t)lens[0];
+    Found f = {{0}, {0}, 0};
+    tok_work = 0;
+    assert_int_equal(tok_matcher_scan(&m, text, n, note, &f), 0);
+    long work = tok_work;
+    /* leftmost first: before the first x (at L + 195) the text is '<' only,
+     * and text 0 (200 '<', x) starts furthest left, at L - 5; after it,
+     * text 0 again at L + 196 */
+    assert_int_equal(f.n, 2);
+    assert_int_equal(f.k[0], 0);
+    assert_int_equal(f.at[0], L - 5);
+    assert_int_equal(f.k[1], 0);
+    assert_int_equal(f.at[1], L + 196);
+    tok_matcher_free(&m);
+    free(text);
+    if (build > 4L * K * 200) fail_msg("%ld steps to build the matcher of %d texts of 200 bytes", build, K);
+    if (work > 4L * (long)n) fail_msg("%ld steps to scan %zu bytes", work, n);
+}
+
 static void test_size_and_added_id(void **state) {
     (void)state;
     Tokenizer t;
@@ -442,6 +493,7 @@ int main(void) {
         cmocka_unit_test(test_nfc_stable),
         cmocka_unit_test(test_added_leftmost_longest),
         cmocka_unit_test(test_added_many),
+        cmocka_unit_test(test_matcher_long_texts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_size_and_added_id),
