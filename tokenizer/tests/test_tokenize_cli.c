@@ -5,7 +5,9 @@
  * (and runs as `--ids` with those ids does); a prompt whose ids do not fit
  * the model's vocab_size is refused naming the id; --chat is the ChatML
  * turn; bad input is one line and exit 2. The target is built byte by byte
- * here (testutil.h) with vocab_size 300, the tokenizer's size. */
+ * here (testutil.h) with vocab_size 300, the tokenizer's size. And the
+ * trainer in this process (tokenize.c included): merges worked out by hand,
+ * and its steps counted on a corpus that is one long word. */
 #include "dflash.c"
 #include "formats/load.c"
 #include "tests/testutil.h"

@@ -16,7 +16,9 @@
  *            installs them); SKIPPED when absent.
  * The rest: the pieces of the Split scanner and NFC on cases worked out by
  * hand from the regex and from Unicode's tables, the refusals (each names
- * the field and its value), invalid UTF-8 with its offset. */
+ * the field and its value), invalid UTF-8 with its offset; and the work of
+ * the loops the input sizes (canonical reordering, finding added tokens),
+ * counted through TOK_WORK, on inputs that made them quadratic. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
