@@ -6,8 +6,9 @@
  * at most JSON_MAX_VALUES values in all, the one bound (a value's node is 64
  * bytes: at most 256 MB of nodes, plus the strings). An object may hold as
  * many keys as that allows (a real tokenizer.json's vocab has 151,643); the
- * duplicate-key check is a hash table of the object's keys, so an object of
- * n keys costs O(n) expected time, not O(n^2). */
+ * duplicate-key check is a hash table of the object's keys under a hash
+ * keyed per process (keyed_hash), so an object of n keys costs O(n) expected
+ * time, not O(n^2), whatever keys a file chooses. */
 #include "formats/json.h"
 #include "dflash.h"
 
@@ -17,6 +18,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdint.h>
+#include <time.h>
 
 #define JSON_MAX_DEPTH 32
 #define JSON_MAX_VALUES (1 << 22)
@@ -150,15 +153,69 @@ static int json_parse_string(JsonParser *p, char **out) {
 
 static int json_parse_value(JsonParser *p, Json *out, int depth);
 
+/* ---- keyed_hash: SipHash-1-3 (Aumasson and Bernstein) under a 128-bit key
+ * drawn once per process (/dev/urandom, else the clock and addresses). The
+ * keys of the tables that use it come from files; a fixed hash (FNV) lets a
+ * file hold thousands of keys that share one slot, and each lookup then
+ * walks them all. Nothing printed depends on the key: the tables only answer
+ * "is it there" and "where is it", never list their slots. */
+static uint64_t rotl64(uint64_t x, int b) { return (x << b) | (x >> (64 - b)); }
+
+#define SIPROUND(v0, v1, v2, v3)                                                \
+    do {                                                                        \
+        v0 += v1; v1 = rotl64(v1, 13); v1 ^= v0; v0 = rotl64(v0, 32);           \
+        v2 += v3; v3 = rotl64(v3, 16); v3 ^= v2;                                 \
+        v0 += v3; v3 = rotl64(v3, 21); v3 ^= v0;                                 \
+        v2 += v1; v1 = rotl64(v1, 17); v1 ^= v2; v2 = rotl64(v2, 32);           \
+    } while (0)
+
+static uint64_t hash_key[2];
+static int hash_keyed;
+
+static void hash_init(void) {
+    unsigned char b[16];
+    FILE *f = fopen("/dev/urandom", "rb");
+    size_t got = f ? fread(b, 1, sizeof b, f) : 0;
+    if (f) fclose(f);
+    uint64_t k0 = 0, k1 = 0;
+    for (size_t i = 0; i < 8 && got == sizeof b; i++) k0 = k0 << 8 | b[i], k1 = k1 << 8 | b[8 + i];
+    int here;  /* no /dev/urandom: the time, the clock and where the stack and the code are (ASLR) */
+    k0 ^= (uint64_t)time(NULL) * 0x9E3779B97F4A7C15u ^ (uint64_t)(uintptr_t)&here;
+    k1 ^= (uint64_t)clock() * 0xC2B2AE3D27D4EB4Fu ^ (uint64_t)(uintptr_t)&hash_init ^ (uint64_t)(uintptr_t)b;
+    hash_key[0] = k0, hash_key[1] = k1;
+    hash_keyed = 1;
+}
+
+uint64_t keyed_hash(const void *data, size_t n) {
+    if (!hash_keyed) hash_init();
+    const unsigned char *p = data;
+    uint64_t v0 = hash_key[0] ^ 0x736f6d6570736575u, v1 = hash_key[1] ^ 0x646f72616e646f6du;
+    uint64_t v2 = hash_key[0] ^ 0x6c7967656e657261u, v3 = hash_key[1] ^ 0x7465646279746573u;
+    size_t i = 0;
+    for (; i + 8 <= n; i += 8) {
+        uint64_t m = 0;
+        for (int k = 7; k >= 0; k--) m = m << 8 | p[i + (size_t)k];  /* little-endian word */
+        v3 ^= m;
+        SIPROUND(v0, v1, v2, v3);
+        v0 ^= m;
+    }
+    uint64_t m = (uint64_t)n << 56;
+    for (size_t k = 0; i + k < n; k++) m |= (uint64_t)p[i + k] << (8 * k);
+    v3 ^= m;
+    SIPROUND(v0, v1, v2, v3);
+    v0 ^= m;
+    v2 ^= 0xff;
+    SIPROUND(v0, v1, v2, v3);
+    SIPROUND(v0, v1, v2, v3);
+    SIPROUND(v0, v1, v2, v3);
+    return v0 ^ v1 ^ v2 ^ v3;
+}
+
 /* ---- the duplicate-key check: an open-addressing table of key indices
- * (slot = index + 1, 0 = empty), at most half full, FNV-1a hashes. */
+ * (slot = index + 1, 0 = empty), at most half full, keyed_hash. */
 typedef struct { int *slot; size_t size; } KeySet;
 
-static size_t key_hash(const char *k) {
-    size_t h = 1469598103u;
-    for (; *k; k++) h = (h ^ (unsigned char)*k) * 16777619u;
-    return h;
-}
+static size_t key_hash(const char *k) { return (size_t)keyed_hash(k, strlen(k)); }
 
 /* keyset_add: keys[i] into the set; 1 if an equal key is already there,
  * -1 out of memory, 0 added. keys[0..i-1] are the set's keys. */

@@ -9,6 +9,7 @@
 #define DFLASH_JSON_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 typedef enum { JSON_NULL, JSON_BOOL, JSON_NUMBER, JSON_STRING, JSON_ARRAY, JSON_OBJECT } JsonType;
 
@@ -40,5 +41,9 @@ int *json_int_rows(const Json *v, int *rows, int *cols);
 const char *json_describe(const Json *v, char *buf, size_t size);
 /* the UTF-8 sequence length at s (1..4), or 0 when it is not valid UTF-8 */
 int  utf8_seq_len(const unsigned char *s, size_t n);
+/* SipHash-1-3 of n bytes under a key drawn once per process: for hash tables
+ * whose keys come from files (a fixed hash lets a file choose keys that all
+ * land in one slot). Differs from run to run: use it to place, never to order. */
+uint64_t keyed_hash(const void *data, size_t n);
 
 #endif /* DFLASH_JSON_H */

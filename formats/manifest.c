@@ -48,18 +48,11 @@ void strlist_free(StrList *l) {
  * ======================================================================== */
 
 
-static uint64_t fnv1a(const char *s) {
-    uint64_t h = 1469598103934665603u;
-    for (; *s; s++) {
-        h ^= (unsigned char)*s;
-        h *= 1099511628211u;
-    }
-    return h;
-}
-
-/* The slot holding key, or the empty slot where it would go. */
+/* The slot holding key, or the empty slot where it would go. The names come
+ * from files (trace.jsonl, names.json): the hash is keyed per process
+ * (formats/json.h), so no file can choose names that share one slot. */
 static size_t namemap_slot(const NameMap *m, const char *key) {
-    size_t i = (size_t)(fnv1a(key) & (m->cap - 1));
+    size_t i = (size_t)(keyed_hash(key, strlen(key)) & (m->cap - 1));
     while (m->keys[i] && strcmp(m->keys[i], key) != 0) i = (i + 1) & (m->cap - 1);
     return i;
 }

@@ -7,6 +7,7 @@
 #include "dflash.h"
 #include "cli/flags.h"
 #include "formats/files.h"
+#include "formats/json.h"
 #include "tokenizer/tokenizer.h"
 
 #include <errno.h>
@@ -170,14 +171,28 @@ done:
  * 0..255 are the bytes). Each step takes the adjacent pair with the highest
  * count over all words (the smaller (left, right) on a tie), makes it a
  * token (or finds the token it already is: two pairs can spell one string),
- * and rewrites every word that has it, left to right. */
+ * and rewrites every place that has it, left to right within a word.
+ *
+ * Kept incrementally, as the BPE trainers in use keep them: each pair's
+ * count, the places where it was seen (a symbol's position), and a heap of
+ * (count, pair) entries, one pushed whenever a count changes (an entry whose
+ * count is no longer the pair's is skipped when it comes up). A merge
+ * touches only the places of its pair and their neighbours, so training
+ * costs O(n log n) for n symbols of distinct words, whatever the number of
+ * merges and however long a word (a corpus without spaces is one word). */
+
+#ifndef TOK_WORK
+#define TOK_WORK(n) ((void)0)  /* tokenizer/tests/test_tokenize_cli.c counts the trainer's steps */
+#endif
 
 typedef struct {
-    int *sym;            /* every word's ids, back to back */
+    int *sym;            /* every word's ids, back to back; -1: merged into the symbol before */
+    int *next, *prev;    /* (n_sym) the neighbours within the word, -1 none */
     size_t n_sym;
     size_t *start;       /* (n_words) */
     int *len;            /* (n_words) */
     long long *count;    /* (n_words) */
+    size_t *hash;        /* (n_words) the piece's keyed_hash (while counting) */
     int n_words, cap_words;
     int *wslot; size_t n_wslots;   /* piece bytes -> word (while counting) */
     size_t cap_sym;
@@ -185,16 +200,21 @@ typedef struct {
 
 typedef struct {
     uint64_t *key; long long *cnt; int n, cap;   /* pairs: key = left << 32 | right */
+    int **at; int *n_at, *cap_at;                /* (n) positions where the pair was seen (some no longer hold it) */
     int *slot; size_t n_slots;                   /* key -> index + 1 */
+    int *stamp;                                  /* (n) the last merge that changed the count */
 } Pairs;
 
-static size_t mix64(uint64_t x) { x ^= x >> 33; x *= 0xff51afd7ed558ccdULL; x ^= x >> 33; return (size_t)x; }
+typedef struct { long long cnt; uint64_t key; int pair; } PairTop;   /* a heap entry */
+typedef struct { PairTop *e; size_t n, cap; } PairHeap;
+
+static size_t pair_hash(uint64_t k) { return (size_t)keyed_hash(&k, sizeof k); }
 
 static int pairs_rehash(Pairs *p, size_t n_slots) {
     int *s = calloc(n_slots, sizeof *s);
     if (!s) return -1;
     for (int i = 0; i < p->n; i++) {
-        size_t h = mix64(p->key[i]) & (n_slots - 1);
+        size_t h = pair_hash(p->key[i]) & (n_slots - 1);
         while (s[h]) h = (h + 1) & (n_slots - 1);
         s[h] = i + 1;
     }
@@ -203,47 +223,114 @@ static int pairs_rehash(Pairs *p, size_t n_slots) {
     return 0;
 }
 
+/* count(a, b) += d; the pair's index, or -1 out of memory */
 static int pairs_add(Pairs *p, int a, int b, long long d) {
     uint64_t k = (uint64_t)(uint32_t)a << 32 | (uint32_t)b;
     if (2 * ((size_t)p->n + 1) > p->n_slots && pairs_rehash(p, p->n_slots ? p->n_slots * 2 : 1024)) return -1;
-    size_t h = mix64(k) & (p->n_slots - 1);
+    size_t h = pair_hash(k) & (p->n_slots - 1);
     for (; p->slot[h]; h = (h + 1) & (p->n_slots - 1))
-        if (p->key[p->slot[h] - 1] == k) { p->cnt[p->slot[h] - 1] += d; return 0; }
+        if (p->key[p->slot[h] - 1] == k) { p->cnt[p->slot[h] - 1] += d; return p->slot[h] - 1; }
     if (p->n == p->cap) {
         int cap = p->cap ? p->cap * 2 : 1024;
         uint64_t *nk = realloc(p->key, sizeof *nk * (size_t)cap);
         if (nk) p->key = nk;
         long long *nc = realloc(p->cnt, sizeof *nc * (size_t)cap);
         if (nc) p->cnt = nc;
-        if (!nk || !nc) return -1;
+        int **na = realloc(p->at, sizeof *na * (size_t)cap);
+        if (na) p->at = na;
+        int *nn = realloc(p->n_at, sizeof *nn * (size_t)cap);
+        if (nn) p->n_at = nn;
+        int *np = realloc(p->cap_at, sizeof *np * (size_t)cap);
+        if (np) p->cap_at = np;
+        int *ns = realloc(p->stamp, sizeof *ns * (size_t)cap);
+        if (ns) p->stamp = ns;
+        if (!nk || !nc || !na || !nn || !np || !ns) return -1;
         p->cap = cap;
     }
-    p->key[p->n] = k, p->cnt[p->n] = d;
+    int i = p->n;
+    p->key[i] = k, p->cnt[i] = d, p->at[i] = NULL, p->n_at[i] = p->cap_at[i] = 0, p->stamp[i] = -1;
     p->slot[h] = ++p->n;
+    return i;
+}
+
+/* the pair i was seen at position x */
+static int pairs_seen(Pairs *p, int i, int x) {
+    if (p->n_at[i] == p->cap_at[i]) {
+        int cap = p->cap_at[i] ? 2 * p->cap_at[i] : 2;
+        int *na = realloc(p->at[i], sizeof *na * (size_t)cap);
+        if (!na) return -1;
+        p->at[i] = na, p->cap_at[i] = cap;
+    }
+    p->at[i][p->n_at[i]++] = x;
     return 0;
 }
 
-static int word_pairs(Pairs *p, const Words *w, int i, long long sign) {
-    const int *s = w->sym + w->start[i];
-    for (int k = 0; k + 1 < w->len[i]; k++) if (pairs_add(p, s[k], s[k + 1], sign * w->count[i])) return -1;
+static void pairs_free(Pairs *p) {
+    for (int i = 0; i < p->n; i++) free(p->at[i]);
+    free(p->key); free(p->cnt); free(p->at); free(p->n_at); free(p->cap_at); free(p->slot); free(p->stamp);
+}
+
+/* the heap's order: the higher count first, then the smaller pair */
+static int top_before(const PairTop *x, const PairTop *y) { return x->cnt > y->cnt || (x->cnt == y->cnt && x->key < y->key); }
+
+static int top_push(PairHeap *h, const Pairs *p, int i) {
+    if (h->n == h->cap) {
+        size_t cap = h->cap ? 2 * h->cap : 1024;
+        PairTop *ne = realloc(h->e, sizeof *ne * cap);
+        if (!ne) return -1;
+        h->e = ne, h->cap = cap;
+    }
+    PairTop e = {p->cnt[i], p->key[i], i};
+    size_t k = h->n++;
+    for (; k > 0 && top_before(&e, &h->e[(k - 1) / 2]); k = (k - 1) / 2) TOK_WORK(1), h->e[k] = h->e[(k - 1) / 2];
+    h->e[k] = e;
     return 0;
 }
 
-static size_t piece_hash(const char *s, size_t n) {
-    uint64_t h = 1469598103934665603u;
-    for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211u;
-    return (size_t)h;
+static PairTop top_pop(PairHeap *h) {
+    PairTop top = h->e[0], last = h->e[--h->n];
+    size_t k = 0;
+    for (;;) {
+        size_t c = 2 * k + 1;
+        if (c >= h->n) break;
+        if (c + 1 < h->n && top_before(&h->e[c + 1], &h->e[c])) c++;
+        if (!top_before(&h->e[c], &last)) break;
+        TOK_WORK(1);
+        h->e[k] = h->e[c];
+        k = c;
+    }
+    if (h->n > 0) h->e[k] = last;
+    return top;
 }
+
+/* the first counts: every adjacent pair of every word, where it is; every
+ * pair on the heap. Links the words' symbols. -1 out of memory */
+static int pairs_init(Pairs *p, PairHeap *h, Words *w) {
+    if (w->n_sym > (size_t)1 << 30) return -1;
+    w->next = malloc(sizeof(int) * (w->n_sym + 1)), w->prev = malloc(sizeof(int) * (w->n_sym + 1));
+    if (!w->next || !w->prev) return -1;
+    for (int i = 0; i < w->n_words; i++) {
+        int s0 = (int)w->start[i], n = w->len[i];
+        for (int k = 0; k < n; k++) {
+            w->next[s0 + k] = k + 1 < n ? s0 + k + 1 : -1, w->prev[s0 + k] = k > 0 ? s0 + k - 1 : -1;
+            if (k + 1 < n) {
+                int j = pairs_add(p, w->sym[s0 + k], w->sym[s0 + k + 1], w->count[i]);
+                if (j < 0 || pairs_seen(p, j, s0 + k)) return -1;
+            }
+        }
+    }
+    for (int i = 0; i < p->n; i++) if (top_push(h, p, i)) return -1;
+    return 0;
+}
+
+static size_t piece_hash(const char *s, size_t n) { return (size_t)keyed_hash(s, n); }
 
 static int words_grow_slots(Words *w) {
     size_t n = w->n_wslots ? w->n_wslots * 2 : 1 << 16;
     int *s = calloc(n, sizeof *s);
     if (!s) return -1;
     for (int i = 0; i < w->n_words; i++) {
-        /* rehash by the word's bytes: its ids are still its bytes while counting */
-        uint64_t h = 1469598103934665603u;
-        for (int k = 0; k < w->len[i]; k++) h = (h ^ (unsigned)w->sym[w->start[i] + (size_t)k]) * 1099511628211u;
-        size_t j = (size_t)h & (n - 1);
+        size_t j = w->hash[i] & (n - 1);
         while (s[j]) j = (j + 1) & (n - 1);
         s[j] = i + 1;
     }
@@ -255,7 +342,7 @@ static int words_grow_slots(Words *w) {
 static int count_piece(void *ctx, const char *p, size_t n) {
     Words *w = ctx;
     if (2 * ((size_t)w->n_words + 1) > w->n_wslots && words_grow_slots(w)) goto oom;
-    size_t h = piece_hash(p, n) & (w->n_wslots - 1);
+    size_t hash = piece_hash(p, n), h = hash & (w->n_wslots - 1);
     for (; w->wslot[h]; h = (h + 1) & (w->n_wslots - 1)) {
         int i = w->wslot[h] - 1;
         if ((size_t)w->len[i] != n) continue;
@@ -273,7 +360,9 @@ static int count_piece(void *ctx, const char *p, size_t n) {
         if (nl) w->len = nl;
         long long *nc = realloc(w->count, sizeof *nc * (size_t)cap);
         if (nc) w->count = nc;
-        if (!ns || !nl || !nc) goto oom;
+        size_t *nh = realloc(w->hash, sizeof *nh * (size_t)cap);
+        if (nh) w->hash = nh;
+        if (!ns || !nl || !nc || !nh) goto oom;
         w->cap_words = cap;
     }
     while (w->n_sym + n > w->cap_sym) {
@@ -283,7 +372,7 @@ static int count_piece(void *ctx, const char *p, size_t n) {
         w->sym = s, w->cap_sym = cap;
     }
     int i = w->n_words++;
-    w->start[i] = w->n_sym, w->len[i] = (int)n, w->count[i] = 1;
+    w->start[i] = w->n_sym, w->len[i] = (int)n, w->count[i] = 1, w->hash[i] = hash;
     for (size_t k = 0; k < n; k++) w->sym[w->n_sym++] = (unsigned char)p[k];
     w->wslot[h] = i + 1;
     return 0;
@@ -292,26 +381,32 @@ oom:
     return -1;
 }
 
-/* one text's words: the special tokens cut out, NFC, the split */
-static int count_text(Words *w, const char *s, size_t n, char **special, int n_special) {
-    size_t from = 0;
-    for (size_t i = 0; i <= n; i++) {
-        size_t hit = 0;
-        for (int k = 0; k < n_special && i < n; k++) {
-            size_t l = strlen(special[k]);
-            if (l > hit && l <= n - i && memcmp(s + i, special[k], l) == 0) hit = l;
-        }
-        if (!hit && i < n) continue;
-        size_t m;
-        char *norm = tok_nfc(s + from, i - from, &m);
-        if (!norm) return -1;
-        int rc = tok_split(norm, m, 1, count_piece, w);
-        free(norm);
-        if (rc) return -1;
-        if (hit) i += hit - 1;
-        from = i + 1;
-    }
+/* text between special tokens: NFC, the split, its pieces counted */
+static int count_plain(Words *w, const char *s, size_t n) {
+    size_t m;
+    char *norm = tok_nfc(s, n, &m);
+    if (!norm) return -1;
+    int rc = tok_split(norm, m, 1, count_piece, w);
+    free(norm);
+    return rc ? -1 : 0;
+}
+
+typedef struct { Words *w; const char *s; size_t from; const TokMatcher *special; } SpecialCtx;
+
+/* special token k at byte at: the text before it counted */
+static int count_special(void *ctx, size_t at, int k) {
+    SpecialCtx *c = ctx;
+    if (count_plain(c->w, c->s + c->from, at - c->from)) return -1;
+    c->from = at + (size_t)c->special->len[k];
     return 0;
+}
+
+/* one text's words: the special tokens cut out (leftmost first, the longest
+ * there: tok_matcher_scan), NFC, the split */
+static int count_text(Words *w, const char *s, size_t n, const TokMatcher *special) {
+    SpecialCtx c = {w, s, 0, special};
+    if (tok_matcher_scan(special, s, n, count_special, &c)) return -1;
+    return count_plain(w, s + c.from, n - c.from);
 }
 
 /* a JSON string of n bytes (UTF-8) */
@@ -447,14 +542,39 @@ static void bpe_free(Bpe *bpe) {
     free(bpe->tok); free(bpe->tlen); free(bpe->ml); free(bpe->mr); free(bpe->tslot);
 }
 
+/* the count of the word holding position x */
+static long long word_count(const Words *w, int x) {
+    int lo = 0, hi = w->n_words - 1;
+    while (lo < hi) {  /* the last word starting at or before x */
+        int mid = (lo + hi + 1) / 2;
+        if (w->start[mid] <= (size_t)x) lo = mid;
+        else hi = mid - 1;
+    }
+    return w->count[lo];
+}
+
+static int cmp_int(const void *a, const void *b) { int x = *(const int *)a, y = *(const int *)b; return (x > y) - (x < y); }
+
+/* count(a, b) += d at position x, the pair marked changed by merge m (to be
+ * pushed on the heap), and, d > 0, seen there. -1 out of memory */
+static int pair_change(Pairs *p, int *changed, int *n_changed, int m, int a, int b, long long d, int x) {
+    int i = pairs_add(p, a, b, d);
+    if (i < 0 || (d > 0 && pairs_seen(p, i, x))) return -1;
+    if (p->stamp[i] != m) p->stamp[i] = m, changed[(*n_changed)++] = i;
+    return 0;
+}
+
 /* one merge: the most frequent pair (the smaller key on a tie) becomes a
- * token (or the one its bytes spell already) and replaces the pair in every
- * word; 1 when no pair is left, -1 out of memory */
-static int bpe_merge(Bpe *bpe, Words *w, Pairs *p) {
+ * token (or the one its bytes spell already) and replaces the pair at each
+ * place, left to right within a word; 1 when no pair is left, -1 out of
+ * memory */
+static int bpe_merge(Bpe *bpe, Words *w, Pairs *p, PairHeap *heap) {
     int best = -1;
-    for (int i = 0; i < p->n; i++)
-        if (p->cnt[i] > 0 && (best < 0 || p->cnt[i] > p->cnt[best] || (p->cnt[i] == p->cnt[best] && p->key[i] < p->key[best])))
-            best = i;
+    while (heap->n > 0 && best < 0) {
+        PairTop e = top_pop(heap);
+        TOK_WORK(1);
+        if (e.cnt > 0 && p->cnt[e.pair] == e.cnt) best = e.pair;  /* else an old count */
+    }
     if (best < 0) return 1;
     int a = (int)(p->key[best] >> 32), b = (int)(p->key[best] & 0xFFFFFFFFu);
     int *tlen = bpe->tlen;
@@ -475,42 +595,62 @@ static int bpe_merge(Bpe *bpe, Words *w, Pairs *p) {
         if (nr) bpe->mr = nr;
         if (!nl || !nr) return -1;
     }
-    bpe->ml[bpe->n_merges] = a, bpe->mr[bpe->n_merges] = b, bpe->n_merges++;
-    for (int i = 0; i < w->n_words; i++) {
-        int *s = w->sym + w->start[i], n = w->len[i], k = 0;
-        while (k + 1 < n && !(s[k] == a && s[k + 1] == b)) k++;
-        if (k + 1 >= n) continue;
-        if (word_pairs(p, w, i, -1)) return -1;
-        int o = 0;
-        for (k = 0; k < n; k++) {
-            if (k + 1 < n && s[k] == a && s[k + 1] == b) s[o++] = id, k++;
-            else s[o++] = s[k];
-        }
-        w->len[i] = o;
-        if (word_pairs(p, w, i, 1)) return -1;
+    int m = bpe->n_merges;
+    bpe->ml[m] = a, bpe->mr[m] = b, bpe->n_merges++;
+    /* the places, in text order (a position is its word's and its place's
+     * order), each once; those where (a, b) is no longer are skipped */
+    int *at = p->at[best], n_at = p->n_at[best];
+    p->at[best] = NULL, p->n_at[best] = p->cap_at[best] = 0;
+    qsort(at, (size_t)n_at, sizeof *at, cmp_int);
+    int *changed = malloc(sizeof(int) * (5 * (size_t)n_at + 1)), n_changed = 0, rc = -1;
+    if (!changed) goto done;
+    for (int k = 0; k < n_at; k++) {
+        int x = at[k], y = w->next[x];
+        TOK_WORK(1);
+        if ((k > 0 && x == at[k - 1]) || w->sym[x] != a || y < 0 || w->sym[y] != b) continue;
+        long long c = word_count(w, x);
+        int before = w->prev[x], after = w->next[y];
+        if (before >= 0 && (pair_change(p, changed, &n_changed, m, w->sym[before], a, -c, before) ||
+                            pair_change(p, changed, &n_changed, m, w->sym[before], id, c, before)))
+            goto done;
+        if (pair_change(p, changed, &n_changed, m, a, b, -c, x)) goto done;
+        if (after >= 0 && (pair_change(p, changed, &n_changed, m, b, w->sym[after], -c, y) ||
+                           pair_change(p, changed, &n_changed, m, id, w->sym[after], c, x)))
+            goto done;
+        w->sym[x] = id, w->sym[y] = -1;
+        w->next[x] = after;
+        if (after >= 0) w->prev[after] = x;
     }
-    return 0;
+    for (int k = 0; k < n_changed; k++) if (p->cnt[changed[k]] > 0 && top_push(heap, p, changed[k])) goto done;
+    rc = 0;
+done:
+    free(at);
+    free(changed);
+    return rc;
 }
 
 /* the corpus files' pieces into w (at most 1 GiB in all); *total their bytes */
 static int bpe_count_corpus(Words *w, const char **corpus, int n_corpus, char **special, int n_special, size_t *total) {
     *total = 0;
-    for (int c = 0; c < n_corpus; c++) {
+    TokMatcher sm;
+    int lens[64];
+    for (int k = 0; k < n_special; k++) lens[k] = (int)strlen(special[k]);
+    if (tok_matcher_build(&sm, (const char *const *)special, lens, n_special)) { dflash_set_error("out of memory"); return -1; }
+    int rc = 0;
+    for (int c = 0; c < n_corpus && rc == 0; c++) {
         char *text;
         size_t len;
-        if (file_read_max(corpus[c], ((size_t)1 << 30) - *total, &text, &len) != 0) return -1;
+        if (file_read_max(corpus[c], ((size_t)1 << 30) - *total, &text, &len) != 0) { rc = -1; break; }
         *total += len;
         size_t bad = tok_utf8_check(text, len);
         if (bad != len) {
             dflash_set_error("%s: invalid UTF-8 at byte %zu (0x%02X): a corpus must be UTF-8", corpus[c], bad, (unsigned char)text[bad]);
-            free(text);
-            return -1;
-        }
-        int r = count_text(w, text, len, special, n_special);
+            rc = -1;
+        } else rc = count_text(w, text, len, &sm);
         free(text);
-        if (r) return -1;
     }
-    return 0;
+    tok_matcher_free(&sm);
+    return rc;
 }
 
 /* the flags beyond their table's checks: --special (each once, UTF-8; the
@@ -554,6 +694,7 @@ int train_tokenizer_main(int argc, char **argv) {
     char *special[64];
     Words w = {0};
     Pairs p = {0};
+    PairHeap heap = {0};
     Bpe bpe = {0};
     OutFile *of = NULL;
     size_t total = 0;
@@ -567,10 +708,11 @@ int train_tokenizer_main(int argc, char **argv) {
     if (bpe_count_corpus(&w, corpus, n_corpus, special, n_special, &total) != 0) goto fail;
     fprintf(stderr, "dflash train-tokenizer: %zu bytes, %d distinct pieces; %d merges to find\n", total, w.n_words, target - 256);
     free(w.wslot), w.wslot = NULL;
-    for (int i = 0; i < w.n_words; i++) if (word_pairs(&p, &w, i, 1)) { dflash_set_error("out of memory"); goto fail; }
+    free(w.hash), w.hash = NULL;
+    if (pairs_init(&p, &heap, &w) != 0) { dflash_set_error("out of memory"); goto fail; }
     int next_report = (target - 256) / 10;
     while (bpe.n_tok < target) {
-        int r = bpe_merge(&bpe, &w, &p);
+        int r = bpe_merge(&bpe, &w, &p, &heap);
         if (r < 0) { dflash_set_error("out of memory"); goto fail; }
         if (r == 1) break;
         if (next_report > 0 && bpe.n_tok - 256 >= next_report && bpe.n_tok < target) {
@@ -595,8 +737,9 @@ fail:
 done:
     if (of) out_abort(of);
     bpe_free(&bpe);
-    free(w.sym); free(w.start); free(w.len); free(w.count); free(w.wslot);
-    free(p.key); free(p.cnt); free(p.slot);
+    free(w.sym); free(w.next); free(w.prev); free(w.start); free(w.len); free(w.count); free(w.hash); free(w.wslot);
+    pairs_free(&p);
+    free(heap.e);
     free(corpus);
     return rc;
 }

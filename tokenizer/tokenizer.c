@@ -24,6 +24,18 @@ typedef struct { unsigned cp, a, b; } UniDecomp;
 
 #define TOK_MAX_IDS (1 << 22)
 
+/* tokenizer/tests/test_tokenizer.c counts the steps of the loops whose length
+ * the input sets (reordering accents, matching added tokens): a test of work
+ * done, not of time */
+#ifndef TOK_WORK
+#define TOK_WORK(n) ((void)0)
+#endif
+/* tok_encode finds added tokens a block of text at a time (the test makes
+ * blocks small, so that its texts cross their boundaries) */
+#ifndef TOK_ADDED_BLOCK
+#define TOK_ADDED_BLOCK (1 << 16)
+#endif
+
 const char *const TOK_QWEN2_PATTERN =
     "(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\\r\\n\\p{L}\\p{N}]?\\p{L}+|\\p{N}| ?[^\\s\\p{L}\\p{N}]+[\\r\\n]*|"
     "\\s*[\\r\\n]+|\\s+(?!\\S)|\\s+";
@@ -159,6 +171,27 @@ static unsigned compose(unsigned a, unsigned b) {
     return 0;
 }
 
+/* a run of non-starters v (n), in canonical order: stably sorted by their
+ * combining class. A run may be as long as the text ("a" and 100,000
+ * accents): a merge sort, O(n log n), on ccc << 21 | cp (a code point has
+ * 21 bits), tmp (n) its scratch. */
+static void sort_by_class(int *v, size_t n, int *tmp) {
+    for (size_t k = 0; k < n; k++) v[k] = ccc_of((unsigned)v[k]) << 21 | v[k];
+    for (size_t w = 1; w < n; w *= 2) {
+        for (size_t lo = 0; lo < n; lo += 2 * w) {
+            size_t mid = lo + w < n ? lo + w : n, hi = lo + 2 * w < n ? lo + 2 * w : n, i = lo, j = mid, k = lo;
+            while (i < mid && j < hi) {
+                TOK_WORK(1);
+                tmp[k++] = (v[j] >> 21) < (v[i] >> 21) ? v[j++] : v[i++];  /* equal classes: the left one first */
+            }
+            while (i < mid) tmp[k++] = v[i++];
+            while (j < hi) tmp[k++] = v[j++];
+        }
+        memcpy(v, tmp, sizeof(int) * n);
+    }
+    for (size_t k = 0; k < n; k++) v[k] &= (1 << 21) - 1;
+}
+
 char *tok_nfc(const char *s, size_t n, size_t *out_n) {
     size_t i = 0;
     int plain = 1;  /* below U+0300 every character is its own NFC and composes with nothing before it */
@@ -169,15 +202,15 @@ char *tok_nfc(const char *s, size_t n, size_t *out_n) {
     IntList d = {0};
     while (i < n) if (decompose(utf8_next((const unsigned char *)s, &i), &d)) { free(o); int_list_free(&d); return NULL; }
     /* canonical order: a stable sort of each run of non-starters by class */
-    for (size_t k = 1; k < d.n; k++) {
-        int c = ccc_of((unsigned)d.v[k]);
-        if (c == 0) continue;
-        for (size_t j = k; j > 0; j--) {
-            int p = ccc_of((unsigned)d.v[j - 1]);
-            if (p <= c) break;
-            int t = d.v[j]; d.v[j] = d.v[j - 1]; d.v[j - 1] = t;
-        }
+    int *tmp = NULL;
+    for (size_t a = 0, b; a < d.n; a = b + 1) {
+        while (a < d.n && ccc_of((unsigned)d.v[a]) == 0) a++;
+        for (b = a; b < d.n && ccc_of((unsigned)d.v[b]) != 0; b++) {}
+        if (b - a < 2) continue;
+        if (!tmp && !(tmp = malloc(sizeof(int) * d.n))) { free(o); int_list_free(&d); dflash_set_error("out of memory"); return NULL; }
+        sort_by_class(d.v + a, b - a, tmp);
     }
+    free(tmp);
     /* composition: a character joins the last starter unless blocked (a
      * character between them of class 0 or of a class not below its own) */
     size_t w = 0, starter = (size_t)-1;
@@ -311,11 +344,8 @@ static int bytelevel_decode(const char *s, size_t n, unsigned char *out) {
 
 /* ---- the vocabulary: id -> bytes, bytes -> id */
 
-static size_t bytes_hash(const unsigned char *s, int n) {
-    uint64_t h = 1469598103934665603u;
-    for (int i = 0; i < n; i++) h = (h ^ s[i]) * 1099511628211u;
-    return (size_t)h;
-}
+/* keyed (formats/json.h): a vocabulary's tokens come from the file */
+static size_t bytes_hash(const unsigned char *s, int n) { return (size_t)keyed_hash(s, (size_t)n); }
 
 static int tok_find(const Tokenizer *t, const unsigned char *s, int n) {
     if (!t->n_slots) return -1;
@@ -335,6 +365,7 @@ static void tok_index(Tokenizer *t, int id) {
 void tok_free(Tokenizer *t) {
     if (t->bytes) for (int i = 0; i < t->cap_ids; i++) free(t->bytes[i]);
     free(t->bytes); free(t->len); free(t->slot); free(t->merges); free(t->by_pair); free(t->is_added);
+    tok_matcher_free(&t->added_match);
     for (int i = 0; i < t->n_added; i++) free(t->added[i].text);
     free(t->added);
     memset(t, 0, sizeof *t);
@@ -488,6 +519,141 @@ static int read_post(Tokenizer *t, const char *path, const Json *pp, const char 
     return 0;
 }
 
+/* ---- TokMatcher: Aho-Corasick on the texts read backwards. Built from the
+ * reversed texts in sorted order, so that each node's children come in
+ * increasing byte order and sit together (found by binary search); fail
+ * links breadth first. Run backwards from a text's end, the state after
+ * the byte at i is the longest suffix of text[i..] reversed that is a node,
+ * and hit there is the longest text starting at i: every start costs
+ * amortized O(1) steps, whatever the number or the length of the texts. */
+static const char *const *sort_texts;
+static const int *sort_lens;
+static int cmp_reversed(const void *a, const void *b) {
+    int i = *(const int *)a, j = *(const int *)b, li = sort_lens[i], lj = sort_lens[j];
+    for (int k = 0; k < li && k < lj; k++) {
+        unsigned char p = (unsigned char)sort_texts[i][li - 1 - k], q = (unsigned char)sort_texts[j][lj - 1 - k];
+        if (p != q) return p < q ? -1 : 1;
+    }
+    if (li != lj) return li < lj ? -1 : 1;
+    return (i > j) - (i < j);  /* the same text twice: the lower index answers */
+}
+
+/* the child of node s by byte c, or -1 */
+static int ac_child(const TokMatcher *m, int s, unsigned char c) {
+    int lo = m->edge[s], hi = m->edge[s + 1];
+    while (lo < hi) {
+        int mid = (lo + hi) / 2;
+        if (m->byte[mid] < c) lo = mid + 1;
+        else hi = mid;
+    }
+    return lo < m->edge[s + 1] && m->byte[lo] == c ? m->to[lo] : -1;
+}
+
+/* the state after s reads c */
+static int ac_step(const TokMatcher *m, int s, unsigned char c) {
+    for (;;) {
+        TOK_WORK(1);
+        int v = ac_child(m, s, c);
+        if (v >= 0) return v;
+        if (s == 0) return 0;
+        s = m->fail[s];
+    }
+}
+
+void tok_matcher_free(TokMatcher *m) {
+    free(m->edge); free(m->byte); free(m->to); free(m->fail); free(m->hit); free(m->len);
+    memset(m, 0, sizeof *m);
+}
+
+int tok_matcher_build(TokMatcher *m, const char *const *texts, const int *lens, int n_texts) {
+    memset(m, 0, sizeof *m);
+    size_t total = 1;
+    for (int i = 0; i < n_texts; i++) total += (size_t)lens[i];
+    if (total > (size_t)1 << 30) return -1;
+    int n = 1, *order = malloc(sizeof(int) * ((size_t)n_texts + 1)), *path = NULL;
+    int *parent = malloc(sizeof(int) * total), *queue = malloc(sizeof(int) * total);
+    unsigned char *byte = malloc(total);
+    m->edge = calloc(total + 1, sizeof(int)), m->byte = malloc(total), m->to = malloc(sizeof(int) * total);
+    m->fail = malloc(sizeof(int) * total), m->hit = malloc(sizeof(int) * total);
+    m->len = malloc(sizeof(int) * ((size_t)n_texts + 1));
+    int rc = -1;
+    if (!order || !parent || !queue || !byte || !m->edge || !m->byte || !m->to || !m->fail || !m->hit || !m->len) goto done;
+    for (int i = 0; i < n_texts; i++) {
+        order[i] = i, m->len[i] = lens[i];
+        if (lens[i] > m->max_len) m->max_len = lens[i];
+    }
+    if (!(path = malloc(sizeof(int) * ((size_t)m->max_len + 1)))) goto done;
+    sort_texts = texts, sort_lens = lens;
+    if (n_texts) qsort(order, (size_t)n_texts, sizeof(int), cmp_reversed);
+    /* the trie, node by node in the sorted order: a text shares with the one
+     * before it the nodes of their common prefix (path), the rest is new */
+    parent[0] = -1, m->hit[0] = -1, path[0] = 0;
+    for (int r = 0, prev = -1; r < n_texts; prev = order[r++]) {
+        const char *a = texts[order[r]];
+        int la = lens[order[r]], l = 0;
+        if (prev >= 0)
+            while (l < la && l < lens[prev] && a[la - 1 - l] == texts[prev][lens[prev] - 1 - l]) l++;
+        for (int k = l; k < la; k++) {
+            parent[n] = path[k], byte[n] = (unsigned char)a[la - 1 - k], m->hit[n] = -1;
+            path[k + 1] = n++;
+        }
+        if (m->hit[path[la]] < 0) m->hit[path[la]] = order[r];
+    }
+    m->n = n;
+    /* the edges, grouped by parent (a counting sort keeps each group's bytes increasing) */
+    for (int v = 1; v < n; v++) m->edge[parent[v] + 1]++;
+    for (int v = 0; v < n; v++) m->edge[v + 1] += m->edge[v];
+    for (int v = 0; v < n; v++) queue[v] = m->edge[v];  /* the next free edge of each node */
+    for (int v = 1; v < n; v++) {
+        int e = queue[parent[v]]++;
+        m->byte[e] = byte[v], m->to[e] = v;
+    }
+    /* fail links, breadth first: a node's fail is shallower, so done before it */
+    int qh = 0, qt = 0;
+    m->fail[0] = 0;
+    queue[qt++] = 0;
+    while (qh < qt) {
+        int u = queue[qh++];
+        for (int e = m->edge[u]; e < m->edge[u + 1]; e++) {
+            int v = m->to[e];
+            m->fail[v] = u == 0 ? 0 : ac_step(m, m->fail[u], m->byte[e]);
+            if (m->hit[v] < 0) m->hit[v] = m->hit[m->fail[v]];
+            queue[qt++] = v;
+        }
+    }
+    rc = 0;
+done:
+    free(order), free(path), free(parent), free(queue), free(byte);
+    if (rc) tok_matcher_free(m);
+    return rc;
+}
+
+/* which text starts at each byte comes from the matcher run backwards, a
+ * block at a time (the state at a byte depends on the max_len bytes after
+ * it only, so a block's run starts max_len bytes past its end) */
+int tok_matcher_scan(const TokMatcher *m, const char *text, size_t len, int (*found)(void *ctx, size_t at, int k), void *ctx) {
+    if (m->n <= 1 || len == 0) return 0;
+    size_t block = m->max_len > TOK_ADDED_BLOCK ? (size_t)m->max_len : TOK_ADDED_BLOCK, lo = 0, hi = 0;
+    int *starts = malloc(sizeof(int) * (len < block ? len : block)), rc = 0;
+    if (!starts) { dflash_set_error("out of memory"); return -1; }
+    for (size_t i = 0; i < len && rc == 0;) {
+        if (i >= hi) {  /* starts[] for text[i .. i + block) */
+            lo = i, hi = len - i < block ? len : i + block;
+            size_t end = len - hi < (size_t)m->max_len ? len : hi + (size_t)m->max_len;
+            for (size_t p = end, s = 0; p-- > lo;) {
+                s = (size_t)ac_step(m, (int)s, (unsigned char)text[p]);
+                if (p < hi) starts[p - lo] = m->hit[s];
+            }
+        }
+        int k = starts[i - lo];
+        if (k < 0) { i++; continue; }
+        rc = found(ctx, i, k);
+        i += (size_t)m->len[k];
+    }
+    free(starts);
+    return rc;
+}
+
 /* what encoding needs beyond decoding: normalizer, pre-tokenizer, the 256
  * byte tokens, merges, post-processor */
 static int read_encoder(Tokenizer *t, const char *path, const Json *root);
@@ -557,6 +723,16 @@ static int read_tokenizer(Tokenizer *t, const char *path, const char *text, size
         t->added_first[(unsigned char)content[0]] = 1;
     }
     if (t->n_added) qsort(t->added, (size_t)t->n_added, sizeof *t->added, cmp_added);
+    if (t->n_added) {  /* the added tokens' matcher, added[k] its text k */
+        const char **texts = malloc(sizeof *texts * (size_t)t->n_added);
+        int *lens = malloc(sizeof *lens * (size_t)t->n_added), r = -1;
+        if (texts && lens) {
+            for (int i = 0; i < t->n_added; i++) texts[i] = t->added[i].text, lens[i] = t->added[i].len;
+            r = tok_matcher_build(&t->added_match, texts, lens, t->n_added);
+        }
+        free(texts), free(lens);
+        if (r) { dflash_set_error("%s: out of memory", path); goto done; }
+    }
 
     if (read_encoder(t, path, &root) != 0) {
         if (!decode_only) goto done;
@@ -803,6 +979,16 @@ static int encode_plain(const Tokenizer *t, const char *s, size_t n, IntList *ou
     return rc;
 }
 
+typedef struct { const Tokenizer *t; const char *text; size_t from; IntList *out; } AddedCtx;
+
+/* added token k at byte at: the text before it, then its id */
+static int encode_added(void *ctx, size_t at, int k) {
+    AddedCtx *c = ctx;
+    if (encode_plain(c->t, c->text + c->from, at - c->from, c->out) || int_list_push(c->out, c->t->added[k].id)) return -1;
+    c->from = at + (size_t)c->t->added[k].len;
+    return 0;
+}
+
 int tok_encode(const Tokenizer *t, const char *text, size_t len, int add_special, IntList *out) {
     if (t->no_encode[0]) { dflash_set_error("this tokenizer.json decodes only: %s", t->no_encode); return -1; }
     size_t bad = tok_utf8_check(text, len);
@@ -811,18 +997,11 @@ int tok_encode(const Tokenizer *t, const char *text, size_t len, int add_special
         return -1;
     }
     if (add_special) for (int i = 0; i < t->n_prefix; i++) if (int_list_push(out, t->prefix[i])) return -1;
-    size_t from = 0;
-    for (size_t i = 0; i < len; i++) {
-        if (!t->added_first[(unsigned char)text[i]]) continue;
-        const TokAdded *hit = NULL;
-        for (int k = 0; k < t->n_added && !hit; k++)  /* longest first */
-            if ((size_t)t->added[k].len <= len - i && memcmp(text + i, t->added[k].text, (size_t)t->added[k].len) == 0)
-                hit = &t->added[k];
-        if (!hit) continue;
-        if (encode_plain(t, text + from, i - from, out) || int_list_push(out, hit->id)) return -1;
-        i += (size_t)hit->len - 1;
-        from = i + 1;
-    }
+    /* the added tokens, leftmost first, the longest there (t->added_match),
+     * and the text between them */
+    AddedCtx c = {t, text, 0, out};
+    if (tok_matcher_scan(&t->added_match, text, len, encode_added, &c)) return -1;
+    size_t from = c.from;
     if (encode_plain(t, text + from, len - from, out)) return -1;
     if (add_special) for (int i = 0; i < t->n_suffix; i++) if (int_list_push(out, t->suffix[i])) return -1;
     return 0;

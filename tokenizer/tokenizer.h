@@ -32,6 +32,30 @@ void int_list_free(IntList *l);
 typedef struct { int left, right, id; } TokMerge;          /* rank = index */
 typedef struct { char *text; int len, id, special; } TokAdded;
 
+/* Texts found in a text leftmost first, the longest there (Hugging Face's
+ * LeftmostLongest, as added tokens are cut out): an Aho-Corasick automaton
+ * of the texts read backwards (node 0 the root). Run from the end of a
+ * text, the state at a byte names the longest of them that starts there. */
+typedef struct {
+    int n;                     /* nodes */
+    int *edge;                 /* (n + 1) node k's children: edges edge[k] .. edge[k + 1] - 1 */
+    unsigned char *byte;       /* (n - 1) an edge's byte, increasing within a node */
+    int *to;                   /* (n - 1) the child it leads to */
+    int *fail;                 /* (n) the longest proper suffix of the node's string that is a node */
+    int *hit;                  /* (n) the longest text (its index) that is a suffix of the node's string, -1 none */
+    int *len;                  /* (texts) each text's length */
+    int max_len;               /* the longest text's length */
+} TokMatcher;
+
+/* the matcher of texts[0..n) (lens[k] bytes each, at least 1; the same text
+ * twice: the lower index is found). 0, or -1 out of memory */
+int  tok_matcher_build(TokMatcher *m, const char *const *texts, const int *lens, int n);
+void tok_matcher_free(TokMatcher *m);
+/* the matches in text, left to right, not overlapping: found(ctx, at, k) for
+ * text k at byte at, each in O(1) amortized steps a byte. Returns found's
+ * first nonzero, 0, or -1 out of memory (dflash_errmsg). */
+int  tok_matcher_scan(const TokMatcher *m, const char *text, size_t len, int (*found)(void *ctx, size_t at, int k), void *ctx);
+
 typedef struct Tokenizer {
     int n_ids;                 /* the tokenizer's size: its highest id + 1 (every id
                                   below may still be a hole: bytes NULL) */
@@ -48,6 +72,7 @@ typedef struct Tokenizer {
     TokAdded *added;           /* (n_added), longest first */
     int n_added;
     unsigned char added_first[256];  /* 1: some added token starts with this byte */
+    TokMatcher added_match;    /* the added tokens' texts, index k = added[k] */
     int nfc;                   /* normalizer NFC */
     int digits;                /* \p{N}{1,digits}: 1 Qwen2/3, 3 Llama-3 */
     int ignore_merges;         /* a piece that is a token is that token */

@@ -5,10 +5,15 @@
  * (and runs as `--ids` with those ids does); a prompt whose ids do not fit
  * the model's vocab_size is refused naming the id; --chat is the ChatML
  * turn; bad input is one line and exit 2. The target is built byte by byte
- * here (testutil.h) with vocab_size 300, the tokenizer's size. */
+ * here (testutil.h) with vocab_size 300, the tokenizer's size. And the
+ * trainer in this process (tokenize.c included): merges worked out by hand,
+ * and its steps counted on a corpus that is one long word. */
 #include "dflash.c"
 #include "formats/load.c"
 #include "tests/testutil.h"
+static long tok_work;  /* the trainer's steps (TOK_WORK): heap moves, places visited */
+#define TOK_WORK(n) (tok_work += (n))
+#include "tokenizer/tokenize.c"  /* train_tokenizer_main in this process, its steps counted */
 
 static const char *CORPUS =
     "The cat sat on the mat. The dog sat on the log. The cat saw the dog.\n"
@@ -142,10 +147,82 @@ static void test_train_deterministic(void **state) {
     free(t);
 }
 
+/* train-tokenizer in this process on CORPUS; the tokenizer.json's text (malloc'd) */
+static char *train_here(const char *dir, const char *corpus, const char *vocab) {
+    char cpath[700], opath[700];
+    snprintf(cpath, sizeof cpath, "%s/c.txt", dir);
+    snprintf(opath, sizeof opath, "%s/t.json", dir);
+    tu_write_text(cpath, corpus);
+    char *argv[] = {"train-tokenizer", "--vocab-size", (char *)vocab, "--out", opath, cpath, NULL};
+    fflush(stderr);
+    int saved = dup(2), null = open("/dev/null", O_WRONLY);  /* not its progress lines */
+    assert_true(saved >= 0 && null >= 0 && dup2(null, 2) == 2);
+    int rc = train_tokenizer_main(6, argv);
+    fflush(stderr);
+    dup2(saved, 2), close(saved), close(null);
+    assert_int_equal(rc, 0);
+    char *json;
+    size_t n;
+    assert_int_equal(file_read_all(opath, &json, &n), 0);
+    return json;
+}
+
+/* Worked by hand: "aaaaa" is one word. (a, a) x 4 -> [aa, aa, a]; then
+ * (aa, aa) and (aa, a) once each, the smaller pair first: (aa = 256, a = 97)
+ * -> [aa, aaa]; then (aa, aaa); then no pair is left. */
+static void test_train_runs(void **state) {
+    (void)state;
+    char *t = tu_tmpdir();
+    char *json = train_here(t, "aaaaa", "300");
+    const char *want = "\"merges\": [\n      [\"a\", \"a\"],\n      [\"aa\", \"a\"],\n      [\"aa\", \"aaa\"]\n    ]";
+    if (!strstr(json, want)) fail_msg("want %s in:\n%s", want, strstr(json, "\"merges\"") ? strstr(json, "\"merges\"") : json);
+    free(json);
+    tu_rmtree(t);
+    free(t);
+}
+
+/* A corpus without spaces is one word: 20,000 letters of "abcd" at random,
+ * 2,742 merges. Each merge visits only the places of its pair and their
+ * neighbours, about 9 steps a byte in all (rescanning every pair and the
+ * word at each merge: 29 million steps), and the tokenizer it writes gives
+ * the corpus back. */
+static void test_train_one_long_word(void **state) {
+    (void)state;
+    enum { N = 20000 };
+    char *t = tu_tmpdir(), *corpus = malloc(N + 1);
+    assert_true(t && corpus);
+    uint64_t r = 99;
+    for (int i = 0; i < N; i++) r = r * 6364136223846793005u + 1442695040888963407u, corpus[i] = "abcd"[r >> 62];
+    corpus[N] = 0;
+    tok_work = 0;
+    char *json = train_here(t, corpus, "3000");
+    long work = tok_work;
+    Tokenizer tk;
+    if (tok_parse(&tk, "t.json", json, strlen(json)) != 0) fail_msg("%s", dflash_errmsg);
+    assert_int_equal(tk.n_ids, 3000);
+    assert_int_equal(tk.n_merges, 3000 - 258);
+    IntList ids = {0};
+    assert_int_equal(tok_encode(&tk, corpus, N, 0, &ids), 0);
+    char *back;
+    size_t n;
+    assert_int_equal(tok_decode(&tk, ids.v, ids.n, &back, &n), 0);
+    assert_true(n == N && memcmp(back, corpus, N) == 0);
+    free(back);
+    int_list_free(&ids);
+    tok_free(&tk);
+    free(json);
+    free(corpus);
+    tu_rmtree(t);
+    free(t);
+    if (work > 40L * N) fail_msg("%ld steps to train on %d bytes (at most %d expected)", work, N, 40 * N);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_end_to_end),
         cmocka_unit_test(test_train_deterministic),
+        cmocka_unit_test(test_train_runs),
+        cmocka_unit_test(test_train_one_long_word),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -16,7 +16,9 @@
  *            installs them); SKIPPED when absent.
  * The rest: the pieces of the Split scanner and NFC on cases worked out by
  * hand from the regex and from Unicode's tables, the refusals (each names
- * the field and its value), invalid UTF-8 with its offset. */
+ * the field and its value), invalid UTF-8 with its offset; and the work of
+ * the loops the input sizes (canonical reordering, finding added tokens),
+ * counted through TOK_WORK, on inputs that made them quadratic. */
 #include <stdarg.h>
 #include <stddef.h>
 #include <setjmp.h>
@@ -27,6 +29,9 @@
 #include <sys/stat.h>
 #include <cmocka.h>
 
+static long tok_work;  /* the steps tokenizer.c's input-sized loops take (TOK_WORK) */
+#define TOK_WORK(n) (tok_work += (n))
+#define TOK_ADDED_BLOCK 16  /* added tokens across the blocks' boundaries, in every text here */
 #include "tokenizer/tokenizer.c"
 
 #define SEP "\n__dflash_tokenizer_test__\n"
@@ -188,6 +193,67 @@ static void test_nfc(void **state) {
     expect_nfc("plain ASCII", "plain ASCII");
 }
 
+/* Canonical ordering on one long run of accents: "a" + (U+0301 U+0316) x
+ * 5000 is "a" + U+0316 x 5000 + U+0301 x 5000 in canonical order (class 220
+ * before 230), then a + U+0301 compose (U+00E1; the U+0316 between is of a
+ * lower class, not blocking). The reordering costs O(n log n) comparisons;
+ * an insertion sort makes 12.5 million here. */
+static void test_nfc_long_run(void **state) {
+    (void)state;
+    const int k = 5000;
+    char *in = malloc(1 + 4 * (size_t)k + 1), *want = malloc(2 + 4 * (size_t)k + 1);
+    assert_true(in && want);
+    size_t m = 0, w = 0;
+    in[m++] = 'a';
+    for (int i = 0; i < k; i++) m += utf8_put(0x301, in + m), m += utf8_put(0x316, in + m);
+    in[m] = 0;
+    w += utf8_put(0xE1, want + w);
+    for (int i = 0; i < k; i++) w += utf8_put(0x316, want + w);
+    for (int i = 0; i < k - 1; i++) w += utf8_put(0x301, want + w);
+    want[w] = 0;
+    size_t n;
+    tok_work = 0;
+    char *o = tok_nfc(in, m, &n);
+    long work = tok_work;
+    assert_non_null(o);
+    assert_int_equal(n, w);
+    assert_memory_equal(o, want, w);
+    if (work > 2L * k * 15) fail_msg("%ld comparisons to order %d accents (at most %d expected)", work, 2 * k, 2 * k * 15);
+    free(o), free(in), free(want);
+}
+
+/* Stability: "x" + 3000 accents of seven classes, drawn at random, come out
+ * sorted by class with equal classes (U+0301, U+0300: both 230) in their
+ * order (classes from UnicodeData.txt; none of these composes with x). */
+static void test_nfc_stable(void **state) {
+    (void)state;
+    static const struct { unsigned cp; int ccc; } mark[] = {
+        {0x334, 1}, {0x5B0, 10}, {0x327, 202}, {0x316, 220}, {0x301, 230}, {0x300, 230}, {0x345, 240}};
+    enum { N = 3000 };
+    static unsigned seq[N], sorted[N];
+    uint64_t r = 12345;
+    for (int i = 0; i < N; i++) {
+        r = r * 6364136223846793005u + 1442695040888963407u;
+        seq[i] = (unsigned)(r >> 33) % 7;
+    }
+    int m = 0;
+    for (int c = 0; c < 7; c++)  /* by class, then by position: 0x301 and 0x300 interleaved as drawn */
+        for (int i = 0; i < N; i++)
+            if (mark[seq[i]].ccc == mark[c].ccc && (c == 0 || mark[c - 1].ccc != mark[c].ccc)) sorted[m++] = seq[i];
+    assert_int_equal(m, N);
+    char *in = malloc(1 + 2 * N + 1), *want = malloc(1 + 2 * N + 1);
+    assert_true(in && want);
+    size_t a = 0, b = 0;
+    in[a++] = want[b++] = 'x';
+    for (int i = 0; i < N; i++) a += utf8_put(mark[seq[i]].cp, in + a), b += utf8_put(mark[sorted[i]].cp, want + b);
+    size_t n;
+    char *o = tok_nfc(in, a, &n);
+    assert_non_null(o);
+    assert_int_equal(n, b);
+    assert_memory_equal(o, want, b);
+    free(o), free(in), free(want);
+}
+
 /* ---- refusals: trained.json edited */
 static char *edited(const char *from, const char *to) {
     size_t n = 0;
@@ -252,6 +318,153 @@ static void test_invalid_utf8(void **state) {
 /* n_ids is the size (highest id + 1), not the room allocated: the trained
  * tokenizer.json's last id is "<mask>" (tools: dflash train-tokenizer puts
  * the special tokens last), and cap_ids is a power of two above it */
+/* trained.json with more added tokens after <mask> (id 599): the texts
+ * extra[0..n), ids 600, 601, ... */
+static void load_with_added(Tokenizer *t, const char *const *extra, int n) {
+    const char *mask = "\"content\": \"<mask>\", \"single_word\": false, \"lstrip\": false, \"rstrip\": false, "
+                       "\"normalized\": false, \"special\": true}";
+    size_t cap = strlen(mask) + 1, m = 0;
+    for (int i = 0; i < n; i++) cap += strlen(extra[i]) + 160;
+    char *to = malloc(cap);
+    assert_non_null(to);
+    m += (size_t)snprintf(to + m, cap - m, "%s", mask);
+    for (int i = 0; i < n; i++)
+        m += (size_t)snprintf(to + m, cap - m, ",\n    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
+                              "\"rstrip\": false, \"normalized\": false, \"special\": true}", 600 + i, extra[i]);
+    char *json = edited(mask, to);
+    free(to);
+    if (tok_parse(t, "added.json", json, strlen(json)) != 0) fail_msg("%s", dflash_errmsg);
+    free(json);
+}
+
+/* ids of text without post-processor tokens, appended to l */
+static void enc(const Tokenizer *t, const char *text, IntList *l) {
+    if (tok_encode(t, text, strlen(text), 0, l) != 0) fail_msg("%s", dflash_errmsg);
+}
+
+static void expect_ids(const IntList *got, const IntList *want, const char *what) {
+    if (got->n != want->n) fail_msg("%s: %zu ids, want %zu", what, got->n, want->n);
+    for (size_t i = 0; i < got->n; i++)
+        if (got->v[i] != want->v[i]) fail_msg("%s: id %zu is %d, want %d", what, i, got->v[i], want->v[i]);
+}
+
+/* Added tokens are cut out leftmost first, the longest there (HF's
+ * LeftmostLongest): "<m" 600, "<mask>" 599, "mask>" 601, "k><" 602. */
+static void test_added_leftmost_longest(void **state) {
+    (void)state;
+    static const char *const extra[] = {"<m", "mask>", "k><"};
+    Tokenizer t;
+    load_with_added(&t, extra, 3);
+    static const struct { const char *text; const char *plain[4]; int id[4]; } cases[] = {
+        {"<mask>", {""}, {599}},                                 /* the longest at the first start */
+        {"x<ma", {"x", "a"}, {600, -1}},                          /* "<mask>" not there: "<m" */
+        {"<<mask>>", {"<", ">"}, {599, -1}},
+        {"amask><mask>", {"a", ""}, {601, 599}},                 /* "mask>" starts before "k><" */
+        {"<mask><", {"", "<"}, {599, -1}},
+    };
+    for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+        IntList got = {0}, want = {0};
+        enc(&t, cases[c].text, &got);
+        for (int k = 0; k < 4 && (k == 0 || cases[c].plain[k]); k++) {  /* plain[k], then id[k] */
+            if (cases[c].plain[k]) enc(&t, cases[c].plain[k], &want);
+            if (cases[c].id[k] >= 0) int_list_push(&want, cases[c].id[k]);
+            if (cases[c].id[k] < 0) break;
+        }
+        expect_ids(&got, &want, cases[c].text);
+        int_list_free(&got), int_list_free(&want);
+    }
+    tok_free(&t);
+}
+
+/* 2,000 added tokens that all start with '<', and 10,000 '<': finding the
+ * added tokens costs a few steps a byte (each byte against each token:
+ * 2e7 comparisons), building the matcher a few steps a byte of the tokens. */
+static void test_added_many(void **state) {
+    (void)state;
+    enum { N = 2000, L = 10000 };
+    char **extra = malloc(sizeof *extra * N);
+    assert_non_null(extra);
+    size_t bytes = 0;
+    for (int i = 0; i < N; i++) {
+        extra[i] = malloc(16);
+        assert_non_null(extra[i]);
+        bytes += (size_t)snprintf(extra[i], 16, "<t%d>", i);
+    }
+    Tokenizer t;
+    tok_work = 0;
+    load_with_added(&t, (const char *const *)extra, N);
+    long build = tok_work;
+    char *text = malloc(L + 16), *run = malloc(L + 1);
+    assert_true(text && run);
+    memset(run, '<', L), run[L] = 0;
+    snprintf(text, L + 16, "%s<t1999>x", run);
+    IntList got = {0}, want = {0};
+    tok_work = 0;
+    enc(&t, text, &got);
+    long work = tok_work;
+    enc(&t, run, &want);
+    int_list_push(&want, 600 + 1999);
+    enc(&t, "x", &want);
+    expect_ids(&got, &want, "'<' x 10000 + <t1999> + x");
+    int_list_free(&got), int_list_free(&want);
+    if (build > 4L * (long)bytes) fail_msg("%ld steps to build the matcher of %zu bytes of added tokens", build, bytes);
+    if (work > 4L * L) fail_msg("%ld steps to find added tokens in %d bytes", work, L);
+    for (int i = 0; i < N; i++) free(extra[i]);
+    free(extra), free(text), free(run);
+    tok_free(&t);
+}
+
+typedef struct { size_t at[8]; int k[8], n; } Found;
+static int note(void *ctx, size_t at, int k) {
+    Found *f = ctx;
+    assert_true(f->n < 8);
+    f->at[f->n] = at, f->k[f->n++] = k;
+    return 0;
+}
+
+/* Long texts that share a long prefix (train-tokenizer's --special: 64 of
+ * up to 256 bytes): text k is '<' x (200 - k) + "x"; in 20,000 '<' then
+ * text 5 and text 0, found in a few steps a byte (each byte against each
+ * text, a memcmp of up to 200 bytes: 64 x 200 a byte). */
+static void test_matcher_long_texts(void **state) {
+    (void)state;
+    enum { K = 64, L = 20000 };
+    static char buf[K][202];
+    const char *texts[K];
+    int lens[K];
+    for (int k = 0; k < K; k++) {
+        memset(buf[k], '<', (size_t)(200 - k));
+        buf[k][200 - k] = 'x', buf[k][201 - k] = 0;
+        texts[k] = buf[k], lens[k] = 201 - k;
+    }
+    TokMatcher m;
+    tok_work = 0;
+    assert_int_equal(tok_matcher_build(&m, texts, lens, K), 0);
+    long build = tok_work;
+    char *text = malloc(L + 500);
+    assert_non_null(text);
+    memset(text, '<', L);
+    memcpy(text + L, buf[5], (size_t)lens[5]);
+    memcpy(text + L + lens[5], buf[0], (size_t)lens[0]);
+    size_t n = (size_t)L + (size_t)lens[5] + (size_t)lens[0];
+    Found f = {{0}, {0}, 0};
+    tok_work = 0;
+    assert_int_equal(tok_matcher_scan(&m, text, n, note, &f), 0);
+    long work = tok_work;
+    /* leftmost first: before the first x (at L + 195) the text is '<' only,
+     * and text 0 (200 '<', x) starts furthest left, at L - 5; after it,
+     * text 0 again at L + 196 */
+    assert_int_equal(f.n, 2);
+    assert_int_equal(f.k[0], 0);
+    assert_int_equal(f.at[0], L - 5);
+    assert_int_equal(f.k[1], 0);
+    assert_int_equal(f.at[1], L + 196);
+    tok_matcher_free(&m);
+    free(text);
+    if (build > 4L * K * 200) fail_msg("%ld steps to build the matcher of %d texts of 200 bytes", build, K);
+    if (work > 4L * (long)n) fail_msg("%ld steps to scan %zu bytes", work, n);
+}
+
 static void test_size_and_added_id(void **state) {
     (void)state;
     Tokenizer t;
@@ -278,6 +491,11 @@ int main(void) {
         cmocka_unit_test(test_pairs_llama3),
         cmocka_unit_test(test_split),
         cmocka_unit_test(test_nfc),
+        cmocka_unit_test(test_nfc_long_run),
+        cmocka_unit_test(test_nfc_stable),
+        cmocka_unit_test(test_added_leftmost_longest),
+        cmocka_unit_test(test_added_many),
+        cmocka_unit_test(test_matcher_long_texts),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_invalid_utf8),
         cmocka_unit_test(test_size_and_added_id),
