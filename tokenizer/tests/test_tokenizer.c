@@ -28,6 +28,8 @@
 #include <cmocka.h>
 
 #include "tokenizer/tokenizer.c"
+#include "formats/load.h"   /* for tests/testutil.h (its weight-set helpers, unused here) */
+#include "tests/testutil.h"
 
 #define SEP "\n__dflash_tokenizer_test__\n"
 
@@ -124,8 +126,7 @@ static void real_pairs(const char *name, const char *pkg) {
     struct stat st;
     snprintf(p, sizeof p, "%s/%s/models/tokenizer.json", models_dir(), pkg);
     if (stat(p, &st) != 0) {
-        printf("  %s: no %s (make tokenizer-check installs it): skipped\n", name, p);
-        skip();
+        tu_skip("%s: no %s (make tokenizer-check installs it)", name, p);
     }
     check_pairs(name, p);
 }
