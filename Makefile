@@ -20,7 +20,8 @@
 #       $(call program,BINARY,MODE,SOURCES WITHOUT .c,LIBS)
 #     e.g. $(call program,tools/foo,$(REAL),tools/foo formats/json formats/files,-lm).
 #     A new tests/test_*.c is picked up by itself (linked with TEST_LIB, or
-#     TEST_LIB_<name> if set) into tests/bin/, build/san/tests/bin/ and make test.
+#     TEST_LIB_<name> if set) into tests/bin/, build/san/tests/bin/ and make test
+#     (make test-long instead when it runs the pitfalls' programs: LONG_ONLY_TESTS).
 #     A generated page: a gen_* function in tools/docs.sh, then `make docs`
 #     writes it and `make docs-check` checks it.
 #   - Recipes longer than a few lines are scripts in tools/.
@@ -147,7 +148,7 @@ $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))
 # patch, no fuzz) to a copy of the one file it patches, build/pitfalls/NAME/,
 # compiled with the mode's flags and linked with the mode's objects of the
 # other sources (tools/pitfall.sh). A patch that no longer applies fails the
-# build, and so make test and make pitfalls-check.
+# build, and so make test-long and make pitfalls-check.
 PITFALL_DIR = walkthrough/pitfalls
 PITFALLS    = $(shell sed -e 's/[#].*//' $(PITFALL_DIR)/series)
 PITFALL_PROGRAMS = $(patsubst %,build/pitfalls/dflash-%,$(PITFALLS))
