@@ -399,7 +399,8 @@ $(call program,build/san/tests/bin/test_train_double,double-san,train/tests/test
 # long sweeps in full (DFLASH_TEST_LONG=1: the suites that read it,
 # LONG_TESTS: tu_long/tu_quick in testutil.h; the others run the same
 # under it) and learned-check. So make test then make test-long (CI) runs
-# every check once.
+# every check once. (On a failure make adds its own line, "make: ***
+# [Makefile:...: test] Error 1", on stderr after the summary line.)
 # The suites make test leaves to make test-long (grep the suites for
 # build/pitfalls/, build/signatures/, build/variants/): test_parity runs one
 # pitfall program, built alone (below), and stays.
@@ -431,7 +432,8 @@ test: ## build (quietly) and run the tests a student needs; last line "N passed,
 	@MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures $(addprefix --check ,$(TEST_CHECKS)) $(TESTS)
 test-long: ## what make test leaves out: the pitfall, variant and signature programs and their suites, the long sweeps in full, learned-check
 	$(call quiet_build,test-long,$(TEST_LONG_PROGRAMS) $(LONG_TESTS))
-	@DFLASH_TEST_LONG=1 MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures --label 'long sweeps in full' --check learned-check $(LONG_TESTS)
+	@DFLASH_TEST_LONG=1 MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures --label 'long sweeps in full' --check learned-check \
+	  $(filter $(LONG_TESTS),$(ALL_TESTS))
 # the checks that are not suites and the fixtures (make test runs them itself)
 test-pre: $(TEST_CHECKS) test-fixtures
 test-fixtures: dflash-float dflash-double weights
