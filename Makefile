@@ -20,7 +20,8 @@
 #       $(call program,BINARY,MODE,SOURCES WITHOUT .c,LIBS)
 #     e.g. $(call program,tools/foo,$(REAL),tools/foo formats/json formats/files,-lm).
 #     A new tests/test_*.c is picked up by itself (linked with TEST_LIB, or
-#     TEST_LIB_<name> if set) into tests/bin/, build/san/tests/bin/ and make test.
+#     TEST_LIB_<name> if set) into tests/bin/, build/san/tests/bin/ and make test
+#     (make test-long instead when it runs the pitfalls' programs: LONG_ONLY_TESTS).
 #     A generated page: a gen_* function in tools/docs.sh, then `make docs`
 #     writes it and `make docs-check` checks it.
 #   - Recipes longer than a few lines are scripts in tools/.
@@ -147,7 +148,7 @@ $(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))
 # patch, no fuzz) to a copy of the one file it patches, build/pitfalls/NAME/,
 # compiled with the mode's flags and linked with the mode's objects of the
 # other sources (tools/pitfall.sh). A patch that no longer applies fails the
-# build, and so make test and make pitfalls-check.
+# build, and so make test-long and make pitfalls-check.
 PITFALL_DIR = walkthrough/pitfalls
 PITFALLS    = $(shell sed -e 's/[#].*//' $(PITFALL_DIR)/series)
 PITFALL_PROGRAMS = $(patsubst %,build/pitfalls/dflash-%,$(PITFALLS))
@@ -372,36 +373,72 @@ $(call program,tests/bin/test_train_double,double,train/tests/test_train $(TEST_
 TEST_FIRST = test_train_pitfalls test_pitfalls test_learned test_trace_run test_layouts test_figures test_train_cli \
              test_safety test_core test_diff_hints test_train_double test_replay test_train_target
 TEST_ALL   = $(TEST_NAMES) test_train_double
-TESTS      = $(addprefix tests/bin/,$(filter $(TEST_ALL),$(TEST_FIRST)) $(filter-out $(TEST_FIRST),$(TEST_ALL)))
+ALL_TESTS  = $(addprefix tests/bin/,$(filter $(TEST_ALL),$(TEST_FIRST)) $(filter-out $(TEST_FIRST),$(TEST_ALL)))
 $(call program,build/san/tests/bin/test_train_double,double-san,train/tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 
-# make test: every test, the long sweeps (lossless over prompts x blocks
-# 1..8, the temperature chi-square, ...) on a representative subset; make
-# test-long: the long sweeps in full (DFLASH_TEST_LONG=1: a few minutes), that
-# is the suites that read it (LONG_TESTS: tu_long/tu_quick in testutil.h),
-# and learned-check; the other suites run the same under it, so make test
-# then make test-long (CI) runs every check once. The suites run a few at
-# a time (the CPUs plus one; TEST_JOBS=N to choose), each into its own log,
-# printed in order (tools/run-tests.sh).
-TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double pitfall-programs variant-programs $(SIGNATURE_PROGRAMS) weights walkthrough/tools/mkwalk
-# Before the suites: tools/test-fixtures.sh, the traces several of them read
-# (the default run and a random-set run, float and double: each made once,
-# not by each suite that needs it).
-# The checks that are not suites (standalone-check, trace-md-check,
-# examples-check: ~10 s CPU) and the fixtures run two at a time (test-pre, a
-# make of its own with -j2 unless this one has a -j), then the suites.
-test: $(TEST_PROGRAMS) $(TESTS) ## build and run the cmocka suite (the long sweeps' subset; README, Performance: its time)
-	@$(MAKE) --no-print-directory --output-sync=target $(if $(filter -j%,$(MAKEFLAGS)),,-j2) test-pre
-	@sh tools/run-tests.sh $(TESTS)
-test-pre: standalone-check trace-md-check examples-check test-fixtures
-test-fixtures: $(TEST_PROGRAMS)
-	@sh tools/test-fixtures.sh
-
+# make test: for a student, from a fresh clone: it builds only what its
+# suites and checks run (TEST_PROGRAMS, quietly: the compiler's lines go to
+# build/test-build.log, its tail shown if the build fails, as make run does),
+# then runs them (tools/run-tests.sh): first tools/test-fixtures.sh, the
+# traces several suites read (the default run and a random-set run, float
+# and double: each made once, into build/fixtures/), then the suites and
+# the checks that are not suites (TEST_CHECKS) a few at a time (the CPUs
+# plus one; TEST_JOBS=N to choose), each into its own log
+# (build/test-logs/), one line each: its counts, and why each skipped test
+# was skipped; a failure's whole log. The last line is
+# "N passed, M failed, K skipped" (cmocka's test cases and the checks, one
+# each); make test exits non-zero iff something failed. The long sweeps
+# (lossless over prompts x blocks 1..8, the temperature chi-square, ...) run
+# on a representative subset.
+# make test-long: what make test leaves out, with the same summary: the
+# suites that run the pitfalls' and the signatures' programs
+# (LONG_ONLY_TESTS) with every pitfall, training pitfall, variant and
+# signature program built (TEST_LONG_PROGRAMS: build/pitfalls/*,
+# build/variants/*, build/signatures/*, 36 patched copies of a source file,
+# each compiled and linked, of which make test builds one; a patch that no
+# longer applies fails that build), the
+# long sweeps in full (DFLASH_TEST_LONG=1: the suites that read it,
+# LONG_TESTS: tu_long/tu_quick in testutil.h; the others run the same
+# under it) and learned-check. So make test then make test-long (CI) runs
+# every check once. (On a failure make adds its own line, "make: ***
+# [Makefile:...: test] Error 1", on stderr after the summary line.)
+# The suites make test leaves to make test-long (grep the suites for
+# build/pitfalls/, build/signatures/, build/variants/): test_parity runs one
+# pitfall program, built alone (below), and stays.
+LONG_ONLY_TESTS = tests/bin/test_pitfalls tests/bin/test_train_pitfalls tests/bin/test_diff_hints
+TESTS       = $(filter-out $(LONG_ONLY_TESTS),$(ALL_TESTS))
+TEST_CHECKS = standalone-check trace-md-check examples-check
+# what the suites of make test and TEST_CHECKS run: test_replay
+# build/dflash-replay, test_trace_run ./dflash-debug, test_figures mkwalk,
+# test_parity build/pitfalls/dflash-draft-logits-rows, the fixtures
+# ./dflash-float and ./dflash-double, trace-md-check tools/mktrace,
+# examples-check the examples
+TEST_PROGRAMS = dflash build/dflash-replay dflash-debug dflash-float dflash-double weights walkthrough/tools/mkwalk \
+                build/pitfalls/dflash-draft-logits-rows tools/mktrace $(EXAMPLE_PROGRAMS)
+TEST_LONG_PROGRAMS = $(TEST_PROGRAMS) pitfall-programs variant-programs $(SIGNATURE_PROGRAMS)
 LONG_TESTS = $(addprefix tests/bin/,$(basename $(notdir $(shell grep -l -e 'tu_long()' -e 'tu_quick()' $(TEST_SRC)))))
-test-long: $(TEST_PROGRAMS) $(LONG_TESTS) ## the long sweeps in full (DFLASH_TEST_LONG=1: the suites that have them; make test runs the rest), and learned-check
+# $(call quiet_build,NAME,TARGETS): make TARGETS (two at a time unless make
+# has a -j), its output into build/NAME-build.log; when it fails, the log's
+# tail and a summary line counting the build as one failure
+define quiet_build
+@mkdir -p build && echo "make $(1): building what it runs, quietly (build log: build/$(1)-build.log)"
+@$(MAKE) --no-print-directory $(if $(filter -j%,$(MAKEFLAGS)),,-j2) $(2) > build/$(1)-build.log 2>&1 || \
+	  { tail -n 20 build/$(1)-build.log; echo "make $(1): the build failed (whole log: build/$(1)-build.log)"; \
+	    echo "0 passed, 1 failed, 0 skipped"; exit 1; }
+endef
+# (the checks' make, named without $(MAKE) so that make -n test does not run the tests)
+TEST_MAKE := $(MAKE)
+test: ## build (quietly) and run the tests a student needs; last line "N passed, M failed, K skipped" (README, Performance: its time)
+	$(call quiet_build,test,$(TEST_PROGRAMS) $(TESTS))
+	@MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures $(addprefix --check ,$(TEST_CHECKS)) $(TESTS)
+test-long: ## what make test leaves out: the pitfall, variant and signature programs and their suites, the long sweeps in full, learned-check
+	$(call quiet_build,test-long,$(TEST_LONG_PROGRAMS) $(LONG_TESTS))
+	@DFLASH_TEST_LONG=1 MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures --label 'long sweeps in full' --check learned-check \
+	  $(filter $(LONG_TESTS),$(ALL_TESTS))
+# the checks that are not suites and the fixtures (make test runs them itself)
+test-pre: $(TEST_CHECKS) test-fixtures
+test-fixtures: dflash-float dflash-double weights
 	@sh tools/test-fixtures.sh
-	@DFLASH_TEST_LONG=1 sh tools/run-tests.sh --label 'long sweeps in full' $(LONG_TESTS)
-	@sh learned/learned_target.sh check
 
 # llama.cpp itself (npm's node-llama-cpp 3.21.1, its prebuilt library) decodes
 # `dflash gguf`'s target.gguf greedily from token ids and must give
@@ -536,7 +573,7 @@ SAN_LINKS = toy_weights walkthrough tools cli formats train learned tokenizer ev
 # test_learned is left out: it decodes the learned pair (100 MB of weights)
 # through the kernels test_core and test_layouts already run here, and took
 # 146 s CPU under ASan (7.5 s plain), the largest share of CI's sanitize step
-SAN_TESTS = $(filter-out tests/bin/test_learned,$(TESTS))
+SAN_TESTS = $(filter-out tests/bin/test_learned,$(ALL_TESTS))
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(SAN_TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done

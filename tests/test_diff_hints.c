@@ -663,11 +663,8 @@ static void float_vs_double(const char *args, int n) {
 
 static void test_float_vs_double_no_departure(void **state) {
     (void)state;
-    if (!tu_long()) {
-        /* make test: writing two traces of 80 tokens (2 x 19,334 files) takes minutes on a busy disk */
-        printf("test_float_vs_double_no_departure: skipped (make test-long runs it: 200 tokens on every set)\n");
-        skip();  /* reported as SKIPPED, not as a pass */
-    }
+    /* two traces of 200 tokens on every set: thousands of files each, minutes on a busy disk */
+    if (!tu_long()) tu_skip("only with DFLASH_TEST_LONG=1 (make test-long runs it: 200 tokens on every set)");
     const char *sets[3] = {"--weights toy_weights/walkthrough", "--weights toy_weights/random", QWEN};
     for (int s = 0; s < 3; s++) float_vs_double(sets[s], 200);
 }

@@ -227,7 +227,7 @@ static void test_closed_pipe(void **state) {
 
 static void test_stdout_write_errors(void **state) {
     (void)state;
-    if (!tu_exists("/dev/full")) skip();
+    if (!tu_exists("/dev/full")) tu_skip("no /dev/full on this machine (the write-error cases write to it)");
     char *t = scratch_with_set();
     make_earlier_outputs(t);
     Buf tr = snap(tu_path(t, "tr"));
@@ -487,7 +487,7 @@ static void test_check_finite_names_the_tensor(void **state) {
  * the earlier trace stays. (A double holds 1e60: float build only.) */
 static void test_nonfinite_logits_stop_the_run(void **state) {
     (void)state;
-    if (sizeof(real) != 4) skip();
+    if (sizeof(real) != 4) tu_skip("float build only: a double holds logits of 1e60");
     char *t = scratch_with_set();
     make_earlier_outputs(t);
     TuModel m;

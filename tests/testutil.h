@@ -120,6 +120,19 @@ static inline int tu_long(void) {
  * default, and DFLASH_TEST_QUICK is no longer read. */
 static inline int tu_quick(void) { return !tu_long(); }
 
+/* Skip the current test, saying why: one line "SKIP: <why>" on stdout (after
+ * cmocka's "[ RUN      ] <test>" line, in the same stream), then cmocka's
+ * skip(). tools/run-tests.sh lists these lines under its summary, with the
+ * test's name: a bare skip() would only count. printf-style arguments. */
+#define tu_skip(...)                 \
+    do {                             \
+        printf("SKIP: ");            \
+        printf(__VA_ARGS__);         \
+        printf("\n");                \
+        fflush(stdout);              \
+        skip();                      \
+    } while (0)
+
 /* A fresh, empty directory under /tmp (malloc'd path; NULL on failure). */
 static inline char *tu_tmpdir(void) {
     /* under $TMPDIR when set (tools/run-tests.sh points it at a tmpfs when there is one), else /tmp */

@@ -33,6 +33,8 @@ static long tok_work;  /* the steps tokenizer.c's input-sized loops take (TOK_WO
 #define TOK_WORK(n) (tok_work += (n))
 #define TOK_ADDED_BLOCK 16  /* added tokens across the blocks' boundaries, in every text here */
 #include "tokenizer/tokenizer.c"
+#include "formats/load.h"   /* for tests/testutil.h (its weight-set helpers, unused here) */
+#include "tests/testutil.h"
 
 #define SEP "\n__dflash_tokenizer_test__\n"
 
@@ -129,8 +131,7 @@ static void real_pairs(const char *name, const char *pkg) {
     struct stat st;
     snprintf(p, sizeof p, "%s/%s/models/tokenizer.json", models_dir(), pkg);
     if (stat(p, &st) != 0) {
-        printf("  %s: no %s (make tokenizer-check installs it): skipped\n", name, p);
-        skip();
+        tu_skip("%s: no %s (make tokenizer-check installs it)", name, p);
     }
     check_pairs(name, p);
 }

@@ -170,10 +170,13 @@ static double loss_of(const Model *dm, const Model *tm, TrainState *st, const Tr
 }
 #endif
 
+/* the float binary's reason to skip a finite-difference check */
+#define FD_IN_DOUBLE "finite differences need double precision: tests/bin/test_train_double runs this check"
+
 static void gradcheck(double gamma) {
 #ifndef DFLASH_DOUBLE
     (void)gamma;
-    skip();   /* finite differences need the double build: tests/bin/test_train_double */
+    tu_skip(FD_IN_DOUBLE);
 #else
     Model tm, dm;
     tiny_target(&tm, 7);
@@ -661,9 +664,10 @@ static double fixed_loss(void) {
 static void test_float_double(void **state) {
     (void)state;
 #ifdef DFLASH_DOUBLE
-    skip();   /* the float binary does the comparison */
+    tu_skip("the float binary (tests/bin/test_train) does the comparison");
 #else
-    if (access("./tests/bin/test_train_double", X_OK) != 0) skip();   /* (make sanitize builds no double binary) */
+    if (access("./tests/bin/test_train_double", X_OK) != 0)   /* make sanitize builds no double binary */
+        tu_skip("no ./tests/bin/test_train_double to compare with");
     FILE *f = popen("./tests/bin/test_train_double --loss", "r");
     assert_non_null(f);
     double dl = 0;
@@ -871,12 +875,12 @@ static void test_kernel_cross_entropy(void **state) {
     fd_check("cross_entropy_backward", "logits", k.x, dx, KV, loss_ce, &k);
 }
 #else
-static void test_kernel_linear(void **state) { (void)state; skip(); }
-static void test_kernel_rmsnorm(void **state) { (void)state; skip(); }
-static void test_kernel_rope(void **state) { (void)state; skip(); }
-static void test_kernel_attention(void **state) { (void)state; skip(); }
-static void test_kernel_swiglu(void **state) { (void)state; skip(); }
-static void test_kernel_cross_entropy(void **state) { (void)state; skip(); }
+static void test_kernel_linear(void **state) { (void)state; tu_skip(FD_IN_DOUBLE); }
+static void test_kernel_rmsnorm(void **state) { (void)state; tu_skip(FD_IN_DOUBLE); }
+static void test_kernel_rope(void **state) { (void)state; tu_skip(FD_IN_DOUBLE); }
+static void test_kernel_attention(void **state) { (void)state; tu_skip(FD_IN_DOUBLE); }
+static void test_kernel_swiglu(void **state) { (void)state; tu_skip(FD_IN_DOUBLE); }
+static void test_kernel_cross_entropy(void **state) { (void)state; tu_skip(FD_IN_DOUBLE); }
 #endif
 
 /* The tiled, vectorised backward loops and the threads give the bits of
@@ -947,7 +951,7 @@ static LmBatch lm_batch(void) {
 static void lm_gradcheck(int kind) {
 #ifndef DFLASH_DOUBLE
     (void)kind;
-    skip();
+    tu_skip(FD_IN_DOUBLE);
 #else
     Model m;
     tiny_lm(&m, kind, 7 + kind);

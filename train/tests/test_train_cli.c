@@ -686,7 +686,7 @@ static int sha256_of(const char *path, char out[65]) {
 
 static void test_trained_set_deterministic(void **state) {
     (void)state;
-    if (!tu_long()) skip();
+    if (!tu_long()) tu_skip("only with DFLASH_TEST_LONG=1 (make test-long runs it: two trainings compared byte for byte)");
     char *dir = tu_tmpdir();
     assert_non_null(dir);
     const char *args = "nice -n 10 ./dflash train --target toy_weights/random/target --draft-config "
