@@ -80,8 +80,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "  --print-ids           also print the output ids, prompt included, and list ids in the\n"
     "                        --rounds log (default off: a tokenizer.json's tokens as text)\n"
     "  --raw-bytes           print decoded text as the tokens' bytes, control characters\n"
-    "                        included (default: newlines and tabs as they are; the other\n"
-    "                        control characters and \\ printed as \\xNN)\n"
+    "                        included (default: those and \\ printed as \\xNN; in the --rounds\n"
+    "                        log a newline as \\n)\n"
     "  --rounds              print the per-round summary (default: on with no arguments, else off)\n"
     "  --stop-id ID          stop at token ID, 0..2147483647; repeatable, at most 8 (default: the\n"
     "                        target's generation_config.json eos_token_id, else its config.json\n"
@@ -203,18 +203,6 @@ static void put_text(FILE *out, const char *s, size_t n) {
     else text_put(out, s, n);
 }
 
-/* text of the decoded output: its newlines and tabs as they are, the rest
- * escaped as put_text does */
-static void put_lines(FILE *out, const char *s, size_t n) {
-    size_t k = 0;
-    for (size_t i = 0; i <= n; i++) {
-        if (i < n && s[i] != '\n' && s[i] != '\t') continue;
-        put_text(out, s + k, i - k);
-        if (i < n) fputc(s[i], out);
-        k = i + 1;
-    }
-}
-
 /* a piece of text inside one line of the round log: a newline as \n, a tab
  * as \t, the rest escaped as put_text does */
 static void put_one_line(FILE *out, const char *s, size_t n) {
@@ -238,7 +226,7 @@ static const char *tok_str(const Vocab *v, int id, char *buf, size_t size) {
 
 /* words of ids[0..n) joined by spaces ("." sticks to the word before it);
  * with a tokenizer.json (bv->n > 0), the tokens' bytes back to back (put:
- * put_lines for the output, put_one_line inside the round log); without
+ * put_text for the output, put_one_line inside the round log); without
  * either, the ids joined by spaces */
 static void print_words(FILE *out, const Vocab *v, const ByteVocab *bv, const int *ids, int n,
                         void (*put)(FILE *, const char *, size_t)) {
@@ -754,7 +742,7 @@ static void run_report(const Run *r) {
     if (r->a.rounds && r->dflash_mode)
         print_rounds(res, &r->vocab, &r->tok, r->p.block_size, res->n_prompt,
                      res->n_prompt < res->n_output ? res->output_ids[res->n_prompt] : -1, shown < res->n_output);
-    print_words(RUN_OUT, &r->vocab, &r->tok, res->output_ids, shown, put_lines);
+    print_words(RUN_OUT, &r->vocab, &r->tok, res->output_ids, shown, put_text);
     fprintf(RUN_OUT, "\n");
     if (r->a.print_ids) {  /* the output ids, space-separated (as the oracle prints them) */
         for (int i = 0; i < res->n_output; i++) fprintf(RUN_OUT, i ? " %d" : "%d", res->output_ids[i]);

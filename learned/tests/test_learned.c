@@ -347,8 +347,8 @@ static void test_sampling_fits_the_target_distribution(void **state) {
  * computation: dflash tokenize --decode on the ids the round's keep list
  * shows), checked where the text has no escape (a fortune's newline prints
  * as \n). Without --print-ids the lists show each token's text in quotes:
- * a round's keep list, joined, is its text line, and the decoded output
- * prints its newlines as newlines (not \x0a). */
+ * a round's keep list, joined, is its text line, and the round log shows a
+ * newline as \n, not \x0a (the output text after it keeps \xNN). */
 static void test_rounds_show_the_text(void **state) {
     Pair *p = *state;
     char cmd[4096], ids[1024] = "";
@@ -359,6 +359,9 @@ static void test_rounds_show_the_text(void **state) {
                               "--ignore-eos --rounds 2>&1", ids);
     char *shown = tu_sh(cmd, &st);
     if (st != 0) fail_msg("%s: exit %d: %s", cmd, st, shown);
+    char *log_end = strstr(shown, "\nacceptance per position");   /* the round log, before the output text */
+    assert_non_null(log_end);
+    *log_end = 0;
     assert_null(strstr(shown, "\\x0a"));
     for (char *keep = strstr(shown, "bonus: keep [\""); keep; keep = strstr(keep + 1, "bonus: keep [\"")) {
         char *text = strstr(keep, "\n         text        \"");
