@@ -196,8 +196,10 @@ typedef struct {
  */
 
 /* Replay (cli/replay.c; TRACE.md "Replay"): another run's token decisions, which
- * dflash_generate goes on with instead of its own, so that its rounds line
- * up with that run's. Every tensor is still computed and traced as usual
+ * the dflash_generate of build/dflash-replay (dflash.c with cli/replay.diff)
+ * goes on with instead of its own, so that its rounds line up with that
+ * run's; dflash.c itself never reads them, and `./dflash --replay` runs that
+ * program or stops (cli/replay.c, replay_exec). Every tensor is still computed and traced as usual
  * (prefill.sampled, draft{r}.sampled, verify{r}.sampled and acceptance_length
  * are this program's own); only the tokens the loop continues from are the
  * other run's: its first token, each round's verified block and what it kept. */
@@ -217,7 +219,8 @@ typedef struct {
     int n_stop;
     int stop_ids[DFLASH_MAX_STOP];
     const TraceHook *trace;  /* NULL: no trace */
-    const Replay *replay;    /* NULL: the run's own tokens; else another run's (cli/replay.c) */
+    const Replay *replay;    /* NULL: the run's own tokens. dflash.c ignores it (its loop follows
+                                its own tokens); build/dflash-replay's, cli/replay.diff, follows it */
 } GenParams;
 
 /* What one speculative round did (for the per-round summary and tests). */
