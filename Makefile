@@ -2,7 +2,7 @@
 #
 # How the build works (read this before adding a rule):
 #   - A build MODE is a compiler and a set of flags: float and double (-O2,
-#     REAL=float|double), <real>-debug (-O0 -g3), <real>-san
+#     REAL=float|double), <real>-debug (-O0 -g3, no target_clones), <real>-san
 #     (ASan+UBSan), <real>-fuzz (libFuzzer), host (the generators). Every
 #     object is made by ONE compile rule (`compile` below): build/<mode>/x.o
 #     from x.c with that mode's flags. build/<mode>/flags holds the mode's

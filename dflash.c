@@ -8,9 +8,10 @@
  * plus one token of its own. Greedy output equals target-only greedy output.
  *
  * This file is the naive float implementation of the whole algorithm and
- * nothing else (files, the command line, the tracer and the trace-name table
- * live in formats/load.c, cli/main.c, trace.c and formats/tracenames.c), laid out in the order
- * of the walkthrough (walkthrough/README.md):
+ * nothing else (files, the command line, the tracer, the trace-name table
+ * and the fast matmul live in formats/load.c, cli/main.c, trace.c,
+ * formats/tracenames.c and kernel.c), laid out in the order of the
+ * walkthrough (walkthrough/README.md):
  *
  *   1. errors, small helpers, and TRACE (handing a tensor to the trace hook)
  *   2. kernels: matmul, rmsnorm, RoPE, softmax, silu, attention; the KV cache
