@@ -40,8 +40,8 @@ LDLIBS  = -lm -lpthread
 
 # ---- the sources ------------------------------------------------------------
 # dflash.c is the algorithm; kernel.c its fast matmul (the same bits; it
-# replaces dflash.c's weak naive one where it is linked: every program but the
-# -debug builds, which run dflash.c's loop, kernel.c's comment says why);
+# replaces dflash.c's weak naive one where it is linked: ./dflash, its
+# variants and the tests, not the -debug builds; kernel.c's comment says why);
 # the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by explorer/embed.
 DFLASH_SRC = dflash kernel formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/replay \

@@ -10,10 +10,13 @@
  * How the two are wired: dflash.c declares its matmul weak, and this file's
  * matmul is an ordinary (strong) definition of the same function, so a
  * program that links kernel.c runs this one and a program that does not runs
- * dflash.c's loop, with no switch in either file. The speed builds (./dflash,
- * the tests, the trainers: every program of the Makefile's float and double
- * modes, sanitized ones included) link it; the -debug builds do not, so in
- * gdb `break matmul` stops in one place, dflash.c's loop. Only this file uses
+ * dflash.c's loop, with no switch in either file. The speed builds link it:
+ * ./dflash with the trainers in it, its float and double twins, its pitfall,
+ * replay and variant programs, the tests, the sanitized builds (Makefile:
+ * DFLASH_SRC, TEST_LIB). The -debug builds do not (DEBUG_SRC), so in gdb
+ * `break matmul` stops in one place, dflash.c's loop; nor do the small
+ * tools that link dflash.c for its helpers, nor examples/hook_harness (a
+ * port's harness links dflash.c alone, TRACE.md). Only this file uses
  * GCC's vector-friendly loops and target_clones; no intrinsics, no fast-math
  * (-ffp-contract=off, as everywhere). Why 16 sums and why this shape of
  * kernel: NOTES.md, "matmul and losslessness".
