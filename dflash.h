@@ -361,7 +361,8 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
  * Kernels shared with train/train.c (the training step reuses dflash.c's forward
  * building blocks; their comments in dflash.c say what each computes).
  */
-void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);  /* out = x W^T */
+/* out = x W^T: dflash.c's naive loop, or kernel.c's same-bits kernel in the programs that link it */
+void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);
 int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum of squares not finite */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
                   const real *inv_freq, int head_dim);
