@@ -2,7 +2,7 @@
 #
 # How the build works (read this before adding a rule):
 #   - A build MODE is a compiler and a set of flags: float and double (-O2,
-#     REAL=float|double), <real>-debug (-O0 -g3), <real>-san
+#     REAL=float|double), <real>-debug (-O0 -g3, no target_clones), <real>-san
 #     (ASan+UBSan), <real>-fuzz (libFuzzer), host (the generators). Every
 #     object is made by ONE compile rule (`compile` below): build/<mode>/x.o
 #     from x.c with that mode's flags. build/<mode>/flags holds the mode's
@@ -40,17 +40,22 @@ BASE    = $(WARN) $(FPFLAGS) -D_POSIX_C_SOURCE=200809L -I.
 LDLIBS  = -lm -lpthread
 
 # ---- the sources ------------------------------------------------------------
-# dflash.c is the algorithm; the rest is what a program around it needs.
+# dflash.c is the algorithm; kernel.c its fast matmul (the same bits; it
+# replaces dflash.c's weak naive one where it is linked: ./dflash, its
+# variants and the tests, not the -debug builds; kernel.c's comment says why);
+# the rest is what a program around it needs.
 # build/explorer_page.c is generated: the explorer's page (web/), embedded by explorer/embed.
-DFLASH_SRC = dflash formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/replay \
+DFLASH_SRC = dflash kernel formats/tracenames formats/json formats/load trace formats/files formats/manifest cli/flags cli/main cli/bench cli/diff cli/replay \
              explorer/explore explorer/figures build/explorer_page train/train train/train_data train/draftdir train/train_cli \
              train/train_target train/checkpoint train/corpus gguf/gguf eval/lookup eval/eval tokenizer/tokenizer tokenizer/tokenize
+# the -debug builds: the same without kernel.c, so `break matmul` in gdb stops in dflash.c's loop
+DEBUG_SRC  = $(filter-out kernel,$(DFLASH_SRC))
 # the tests #include dflash.c and formats/load.c (to reach their static functions)
 # and link the rest; test_hook links dflash.c WITHOUT trace.c (it stands alone).
-TEST_LIB           = formats/tracenames formats/json tokenizer/tokenizer trace formats/files formats/manifest cli/diff cli/flags
+TEST_LIB           = kernel formats/tracenames formats/json tokenizer/tokenizer trace formats/files formats/manifest cli/diff cli/flags
 # test_hook is a port's in-process harness: dflash.c, the table that shapes
 # what its hook receives (formats/tracenames.c) and the loader, WITHOUT trace.c
-TEST_LIB_test_hook = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer formats/files
+TEST_LIB_test_hook = dflash kernel formats/tracenames formats/json formats/load tokenizer/tokenizer formats/files
 # test_flags includes cli/main.c (its main renamed) and checks every subcommand's flag table
 TEST_LIB_test_flags = $(filter-out cli/main,$(DFLASH_SRC))
 # test_json #includes formats/json.c and formats/manifest.c (their key comparisons counted)
@@ -81,16 +86,19 @@ WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/q
 # ---- build modes: name -> compiler and flags ----------------------------------
 realdef = $(if $(filter double,$(1)),-DDFLASH_DOUBLE)
 SANFLAGS  = -g -fsanitize=address,undefined -fno-sanitize-recover=all -fno-omit-frame-pointer
+# the -debug modes: no target_clones anywhere (cli/bench.c's probe, train/train.c's
+# backward), so gdb's `break` on any function stops in one place, not in a resolver
+NOCLONES  = -DDFLASH_NO_CLONES
 FUZZFLAGS = -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=all
 define modes_of   # the modes of one precision, $(1) = float or double
 CC_$(1)             = $$(CC)
 FLAGS_$(1)          = $$(BASE) $(call realdef,$(1)) $$(CFLAGS)
 CC_$(1)-debug       = $$(CC)
-FLAGS_$(1)-debug    = $$(BASE) $(call realdef,$(1)) -O0 -g3
+FLAGS_$(1)-debug    = $$(BASE) $(call realdef,$(1)) -O0 -g3 $$(NOCLONES)
 CC_$(1)-san         = $$(SAN_CC)
 FLAGS_$(1)-san      = $$(BASE) $(call realdef,$(1)) $$(SANFLAGS) -O1
 CC_$(1)-san-debug   = $$(SAN_CC)
-FLAGS_$(1)-san-debug = $$(BASE) $(call realdef,$(1)) $$(SANFLAGS) -O0
+FLAGS_$(1)-san-debug = $$(BASE) $(call realdef,$(1)) $$(SANFLAGS) -O0 $$(NOCLONES)
 CC_$(1)-fuzz        = $$(FUZZ_CC)
 FLAGS_$(1)-fuzz     = $$(BASE) $(call realdef,$(1)) $$(FUZZFLAGS)
 endef
@@ -140,7 +148,7 @@ $(call program,dflash,$(R),$(DFLASH_SRC),$(LDLIBS))
 $(call program,eval/ngram,$(R),eval/ngram train/corpus tokenizer/tokenizer formats/json formats/files dflash,$(LDLIBS))
 # -O0 -g3 for gdb (walkthrough/gdb.md)
 # dflash-debug: ## ./dflash-debug alone (-O0 -g3)
-$(call program,dflash-debug,$(R)-debug,$(DFLASH_SRC),$(LDLIBS))
+$(call program,dflash-debug,$(R)-debug,$(DEBUG_SRC),$(LDLIBS))
 # ---- porting pitfalls: each one a patch of the clean source
 # walkthrough/pitfalls/NAME.diff is one classic mistake of a port, written as
 # the wrong lines; walkthrough/pitfalls/series lists them in order.
@@ -253,7 +261,7 @@ $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 # sanitized builds (make sanitize): build/san/ holds the programs the tests run and the tests
 $(call program,build/san/dflash,$(R)-san,$(DFLASH_SRC),$(LDLIBS))
-$(call program,build/san/dflash-debug,$(R)-san-debug,$(DFLASH_SRC),$(LDLIBS))
+$(call program,build/san/dflash-debug,$(R)-san-debug,$(DEBUG_SRC),$(LDLIBS))
 $(call program,build/san/dflash-double,double-san,$(DFLASH_SRC),$(LDLIBS))
 $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))

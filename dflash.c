@@ -8,9 +8,10 @@
  * plus one token of its own. Greedy output equals target-only greedy output.
  *
  * This file is the naive float implementation of the whole algorithm and
- * nothing else (files, the command line, the tracer and the trace-name table
- * live in formats/load.c, cli/main.c, trace.c and formats/tracenames.c), laid out in the order
- * of the walkthrough (walkthrough/README.md):
+ * nothing else (files, the command line, the tracer, the trace-name table
+ * and the fast matmul live in formats/load.c, cli/main.c, trace.c,
+ * formats/tracenames.c and kernel.c), laid out in the order of the
+ * walkthrough (walkthrough/README.md):
  *
  *   1. errors, small helpers, and TRACE (handing a tensor to the trace hook)
  *   2. kernels: matmul, rmsnorm, RoPE, softmax, silu, attention; the KV cache
@@ -202,97 +203,43 @@ static int check_sums(const SumFault *f, const char *phase, int round) {
  * nn.Linear (y = x W^T): out[t][o] = the dot product of row t of x with row
  * o of W.
  *
- * The summation order, fixed here once for every build and every T (its
- * plainest loop is tests/test_kernel.c's matmul_ref): each dot product keeps
- * KSUMS = 16 partial sums; partial j adds the products of i = j, j+16, j+32, ... in
- * increasing i (so a last, shorter group when n_in is not a multiple of 16
- * only reaches the first partials), and the 16 partials are then added
- * pairwise (sum_partials). The order depends on n_in only: never on T, on
- * which other tokens share the call, or on the optimisation level (no FMA
- * contraction: -ffp-contract=off). So a token's result is bit-identical
- * whether it is computed alone or inside a block, which is what keeps greedy
- * DFlash exactly lossless here.
- * Why 16 sums, and how the fast kernel below is built: NOTES.md, "matmul and losslessness".
+ * The summation order, fixed here once for every build and every T: each dot
+ * product keeps KSUMS = 16 partial sums; partial j adds the products of
+ * i = j, j+16, j+32, ... in increasing i (so a last, shorter group when n_in
+ * is not a multiple of 16 only reaches the first partials), and the 16
+ * partials are then added pairwise (sum_partials). The order depends on n_in
+ * only: never on T, on which other tokens share the call, or on the
+ * optimisation level (no FMA contraction: -ffp-contract=off). So a token's
+ * result is bit-identical whether it is computed alone or inside a block,
+ * which is what keeps greedy DFlash exactly lossless here.
+ *
+ * This loop is the definition, written as plainly as it can be (as llm.c's
+ * matmul_forward_naive "serves as an algorithmic reference"). The programs
+ * built for speed run kernel.c's matmul instead, the same sums in the same
+ * order, four rows of W at a time (tests/test_kernel.c: the same bits);
+ * `weak` lets that one replace this one when kernel.c is linked.
+ * Why 16 sums: NOTES.md, "matmul and losslessness".
  */
 #define KSUMS 16
 
-#if defined(__GNUC__) && !defined(__clang__)
-#define UNROLL _Pragma("GCC unroll 16")
-#else
-#define UNROLL
-#endif
-
 /* p[0] + ... + p[15] as a pairwise tree: (p0+p8)+(p4+p12)... in 4 rounds */
 static real sum_partials(real *p) {
-    UNROLL for (int half = KSUMS / 2; half >= 1; half /= 2)
-        UNROLL for (int j = 0; j < half; j++) p[j] += p[j + half];
+    for (int half = KSUMS / 2; half >= 1; half /= 2)
+        for (int j = 0; j < half; j++) p[j] += p[j + half];
     return p[0];
 }
 
-#if defined(__GNUC__)
-#define ALWAYS_INLINE inline __attribute__((always_inline))
-#else
-#define ALWAYS_INLINE inline
-#endif
-
-/* The fast kernel computes the same sums, four rows of W at a time:
- * matmul_tile holds the 4 x 16 partial sums of one token's x . W[o0..o0+3]
- * and reads each weight once; matmul takes every token in turn against those
- * 4 rows (from memory for the first token, from the L1 cache for the rest). */
-#define TILE_R 4
-
-/* out[t][o0 + r] = x[t] . W[o0 + r] for r < nr (nr <= TILE_R, a constant
- * once inlined, so the compiler unrolls the r and j loops and keeps acc in
- * registers) */
-static ALWAYS_INLINE void matmul_tile(real *out, const real *x, const real *w, int n_in, int n_out,
-                                      int t, int o0, int nr) {
-    real acc[TILE_R][KSUMS];
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < KSUMS; j++) acc[r][j] = 0;
-    int n_full = n_in - n_in % KSUMS;   /* whole groups of 16 */
-    for (int i = 0; i < n_full; i += KSUMS)
-        UNROLL for (int r = 0; r < nr; r++) {
-            const real *x_ti = x + (size_t)t * n_in + i, *w_ri = w + (size_t)(o0 + r) * n_in + i;
-            UNROLL for (int j = 0; j < KSUMS; j++) acc[r][j] += w_ri[j] * x_ti[j];
-        }
-    for (int i = n_full; i < n_in; i++)   /* the last, shorter group */
-        for (int r = 0; r < nr; r++) acc[r][i - n_full] += w[(size_t)(o0 + r) * n_in + i] * x[(size_t)t * n_in + i];
-    for (int r = 0; r < nr; r++) out[(size_t)t * n_out + o0 + r] = sum_partials(acc[r]);
-}
-
-/* Function multi-versioning (GCC, x86-64 glibc; clang 14 exports no `matmul`
- * for train/train.c then): one clone per instruction set, the same IEEE operations
- * in the same order, so the same bits (NOTES.md, "matmul and losslessness"). */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__)
-#if __has_attribute(target_clones)
-#define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KERNEL_CLONES
-#define KERNEL_CLONES
-#endif
-
-/* A hint to start reading the next tile's 4 rows from memory while this
- * tile computes (a tile's rows are short streams the hardware prefetcher
- * finds late); it changes no value. NOTES.md, "matmul and losslessness". */
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
-#else
-#define PREFETCH(p) ((void)(p))
-#endif
-
-KERNEL_CLONES
+__attribute__((weak))   /* kernel.c's matmul, where it is linked, replaces this one */
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
-    int o = 0;
-    for (; o + TILE_R <= n_out; o += TILE_R) {
-        if (o + 2 * TILE_R <= n_out) {   /* rows o+4 .. o+7, one cache line of 64 bytes at a time */
-            const char *next = (const char *)(w + (size_t)(o + TILE_R) * n_in);
-            for (size_t b = 0; b < (size_t)TILE_R * n_in * sizeof(real); b += 64) PREFETCH(next + b);
+    for (int t = 0; t < T; t++) {
+        const real *x_t = x + (size_t)t * n_in;          /* (n_in) row t of x */
+        for (int o = 0; o < n_out; o++) {
+            const real *w_o = w + (size_t)o * n_in;      /* (n_in) row o of W */
+            real part[KSUMS] = {0};
+            for (int i = 0; i < n_in; i++) part[i % KSUMS] += w_o[i] * x_t[i];
+            out[(size_t)t * n_out + o] = sum_partials(part);
         }
-        for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, TILE_R);
     }
-    for (; o < n_out; o++)   /* the last n_out % 4 rows, one at a time */
-        for (int t = 0; t < T; t++) matmul_tile(out, x, w, n_in, n_out, t, o, 1);
 }
 
 /* rmsnorm: out (n) = w * (x / sqrt(mean(x^2) + eps))   (Qwen3RMSNorm)
@@ -931,12 +878,11 @@ int check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B,
     const Config *c = &target->cfg;
     if (n_prompt < 1) { dflash_set_error("prompt: empty (at least one token is needed)"); return -1; }
     if (B < 1 || B > DFLASH_MAX_BLOCK) {
-        dflash_set_error("--block-size: expected 1..%d, got %d", DFLASH_MAX_BLOCK, B);
+        dflash_set_error("block_size: expected 1..%d, got %d", DFLASH_MAX_BLOCK, B);
         return -1;
     }
-    if (p->max_new_tokens < 0) { dflash_set_error("--max-new-tokens: expected >= 0, got %d", p->max_new_tokens); return -1; }
-    if (!(p->temperature >= 0)) { dflash_set_error("--temperature: expected a number >= 0, got %g", p->temperature); return -1; }
-    if (p->replay) { dflash_set_error("replay: this dflash.c follows its own tokens; build/dflash-replay (cli/replay.diff) replays"); return -1; }
+    if (p->max_new_tokens < 0) { dflash_set_error("max_new_tokens: expected >= 0, got %d", p->max_new_tokens); return -1; }
+    if (!(p->temperature >= 0)) { dflash_set_error("temperature: expected a number >= 0, got %g", p->temperature); return -1; }
     for (int i = 0; i < n_prompt; i++)
         if (input_ids[i] < 0 || input_ids[i] >= c->vocab_size) {
             dflash_set_error("prompt: token id %d at position %d is outside the vocabulary 0..%d",
@@ -946,7 +892,7 @@ int check_gen_args(const Model *target, int n_prompt, const GenParams *p, int B,
     /* the highest position ever used is max_length + B - 1 (a block may run
      * past max_length before the output is cut) */
     if ((long)n_prompt + p->max_new_tokens + B > c->max_position_embeddings) {
-        dflash_set_error("prompt (%d tokens) + --max-new-tokens (%d) + block size (%d) = %ld exceeds "
+        dflash_set_error("prompt (%d tokens) + max_new_tokens (%d) + block size (%d) = %ld exceeds "
                          "max_position_embeddings %d", n_prompt, p->max_new_tokens, B,
                          (long)n_prompt + p->max_new_tokens + B, c->max_position_embeddings);
         return -1;

@@ -196,8 +196,10 @@ typedef struct {
  */
 
 /* Replay (cli/replay.c; TRACE.md "Replay"): another run's token decisions, which
- * dflash_generate goes on with instead of its own, so that its rounds line
- * up with that run's. Every tensor is still computed and traced as usual
+ * the dflash_generate of build/dflash-replay (dflash.c with cli/replay.diff)
+ * goes on with instead of its own, so that its rounds line up with that
+ * run's; dflash.c itself never reads them, and `./dflash --replay` runs that
+ * program or stops (cli/replay.c, replay_exec). Every tensor is still computed and traced as usual
  * (prefill.sampled, draft{r}.sampled, verify{r}.sampled and acceptance_length
  * are this program's own); only the tokens the loop continues from are the
  * other run's: its first token, each round's verified block and what it kept. */
@@ -217,7 +219,8 @@ typedef struct {
     int n_stop;
     int stop_ids[DFLASH_MAX_STOP];
     const TraceHook *trace;  /* NULL: no trace */
-    const Replay *replay;    /* NULL: the run's own tokens; else another run's (cli/replay.c) */
+    const Replay *replay;    /* NULL: the run's own tokens. dflash.c ignores it (its loop follows
+                                its own tokens); build/dflash-replay's, cli/replay.diff, follows it */
 } GenParams;
 
 /* What one speculative round did (for the per-round summary and tests). */
@@ -358,7 +361,8 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
  * Kernels shared with train/train.c (the training step reuses dflash.c's forward
  * building blocks; their comments in dflash.c say what each computes).
  */
-void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);  /* out = x W^T */
+/* out = x W^T: dflash.c's naive loop, or kernel.c's same-bits kernel in the programs that link it */
+void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);
 int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum of squares not finite */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
                   const real *inv_freq, int head_dim);

@@ -61,9 +61,9 @@ static long peak_rss_kb(void) {
  * exactly those arrays (the same mapped pages, so no page-cache or
  * page-fault difference) and sums them, with 64 independent partial sums in
  * registers so no add waits for another and only the memory limits it. The
- * same multi-versioning as dflash.c's kernel, so the probe is not
+ * same multi-versioning as kernel.c's matmul, so the probe is not
  * handicapped against it. */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute)
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(DFLASH_NO_CLONES)
 #if __has_attribute(target_clones)
 #define PROBE_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
@@ -79,7 +79,7 @@ static long peak_rss_kb(void) {
 #endif
 
 /* the sum of a[0..n), as 4 x 16 partial sums (the compiler unrolls the k
- * and j loops and keeps them in vector registers, as in matmul_tile) */
+ * and j loops and keeps them in vector registers, as kernel.c's kernel_tile) */
 PROBE_CLONES
 static real sum_array(const real *a, size_t n) {
     real part[4][16] = {{0}};

@@ -697,7 +697,15 @@ static int run_prompt(Run *r) {
                              n_ids - 1, r->have_vocab ? r->vocab_path : cfg_path, r->prompt[i]);
             rc = -1;
         }
-    /* every check of the run's arguments before any output file is opened */
+    /* every check of the run's arguments before any output file is opened; the
+     * positions first, in the flags' words (check_gen_args says it in GenParams') */
+    long last = (long)r->n_prompt + r->p.max_new_tokens + r->p.block_size;
+    if (rc == 0 && last > r->target.cfg.max_position_embeddings) {
+        dflash_set_error("prompt (%d tokens) + --max-new-tokens (%d) + block size (%d) = %ld exceeds "
+                         "max_position_embeddings %d (%.500s/config.json)", r->n_prompt, r->p.max_new_tokens,
+                         r->p.block_size, last, r->target.cfg.max_position_embeddings, r->tdir);
+        rc = -1;
+    }
     if (rc == 0 && check_gen_args(&r->target, r->n_prompt, &r->p, r->p.block_size, r->prompt) != 0) {
         char msg[sizeof dflash_errmsg];
         memcpy(msg, dflash_errmsg, sizeof msg);

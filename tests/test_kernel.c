@@ -1,29 +1,28 @@
 /* test_kernel.c - the fast matmul against its definition.
  *
- * Two matmuls: matmul_ref below, the plainest loop that defines the
- * summation order (16 partial sums, partial j taking i = j mod 16 in
- * increasing i, then added pairwise), and dflash.c's matmul, the kernel the
- * program runs (four weight rows at a time, partial sums in vector registers, one
- * clone per instruction set). Every token's result must be the SAME BITS
- * from both, for every shape: widths that are and are not multiples of 16,
- * row counts that are and are not multiples of the 4-row tile, and 1..16
- * tokens. The inputs span many magnitudes, so any other order of the adds
- * changes low bits (the last test checks that it does). */
+ * Two matmuls: dflash.c's, the naive loop that defines the summation order
+ * (16 partial sums, partial j taking i = j mod 16 in increasing i, then
+ * added pairwise), here under the name matmul_naive, and kernel.c's, the
+ * kernel the speed builds run (four weight rows at a time, partial sums in
+ * vector registers, one clone per instruction set), linked as `matmul`.
+ * Every token's result must be the SAME BITS from both, for every shape:
+ * widths that are and are not multiples of 16, row counts that are and are
+ * not multiples of the 4-row tile, and 1..16 tokens. The inputs span many
+ * magnitudes, so any other order of the adds changes low bits (the last
+ * test checks that it does). Built in every mode the tests are (float,
+ * double, -O2, sanitized), so each compares the two at those flags; the
+ * -O0 build runs dflash.c's loop itself (Makefile: DEBUG_SRC). */
+
+/* dflash.c under its own name for matmul: its weak definition becomes
+ * matmul_naive, which nothing replaces, and `matmul` is kernel.c's */
+#define matmul matmul_naive
 #include "dflash.c"
+#undef matmul
 #include "formats/load.c"
 
 #include "tests/testutil.h"
 
-/* matmul_ref: the definition of the summation order, as plainly as it can be
- * written (dflash.c's matmul comment states it); matmul must give its bits. */
-static void matmul_ref(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
-    for (int t = 0; t < T; t++)
-        for (int o = 0; o < n_out; o++) {
-            real part[KSUMS] = {0};
-            for (int i = 0; i < n_in; i++) part[i % KSUMS] += w[(size_t)o * n_in + i] * x[(size_t)t * n_in + i];
-            out[(size_t)t * n_out + o] = sum_partials(part);
-        }
-}
+void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);   /* kernel.c */
 
 /* deterministic values of very different magnitudes and both signs: a
  * reordered sum rounds differently (not exact small integers) */
@@ -45,9 +44,9 @@ static void check_shape(int T, int n_in, int n_out) {
     fill(x, T * n_in, (uint64_t)(T * 1000003 + n_in * 101 + n_out));
     fill(w, n_out * n_in, (uint64_t)(n_in * 7919 + n_out));
     matmul(fast, x, w, T, n_in, n_out);
-    matmul_ref(ref, x, w, T, n_in, n_out);
+    matmul_naive(ref, x, w, T, n_in, n_out);
     if (memcmp(fast, ref, sizeof(real) * (size_t)T * n_out) != 0)
-        fail_msg("T=%d n_in=%d n_out=%d: matmul differs from matmul_ref", T, n_in, n_out);
+        fail_msg("T=%d n_in=%d n_out=%d: kernel.c's matmul differs from dflash.c's", T, n_in, n_out);
     /* each token alone gives the bits it gets inside the block */
     for (int t = 0; t < T; t++) {
         matmul(one, x + (size_t)t * n_in, w, 1, n_in, n_out);
@@ -76,7 +75,7 @@ static void test_matmul_equals_reference_model_shapes(void **state) {
         for (size_t b = 0; b < sizeof Ts / sizeof Ts[0]; b++) check_shape(Ts[b], ins[a], 37);
 }
 
-/* matmul_ref is what the comment in dflash.c says, written a third way:
+/* dflash.c's matmul is what its comment says, written another way:
  * the 16 partials summed by hand-written strides, then the pairwise tree
  * spelled out. Also hand-computed on a case a reader can check. */
 static void test_reference_order_is_as_documented(void **state) {
@@ -85,7 +84,7 @@ static void test_reference_order_is_as_documented(void **state) {
     real x[N], w[N * OUT], ref[OUT];
     fill(x, N, 11);
     fill(w, N * OUT, 12);
-    matmul_ref(ref, x, w, 1, N, OUT);
+    matmul_naive(ref, x, w, 1, N, OUT);
     for (int o = 0; o < OUT; o++) {
         const real *w_o = w + o * N;
         real p[16];
@@ -98,7 +97,7 @@ static void test_reference_order_is_as_documented(void **state) {
         for (int j = 0; j < 4; j++) s4[j] = s8[j] + s8[j + 4];
         for (int j = 0; j < 2; j++) s2[j] = s4[j] + s4[j + 2];
         real want = s2[0] + s2[1];
-        if (memcmp(&ref[o], &want, sizeof want) != 0) fail_msg("row %d: matmul_ref is not the documented order", o);
+        if (memcmp(&ref[o], &want, sizeof want) != 0) fail_msg("row %d: dflash.c's matmul is not the documented order", o);
     }
 
     /* by hand: x = 1..20, w = 1: partial j holds (j+1) + (j+17) for j < 4,
@@ -111,7 +110,7 @@ static void test_reference_order_is_as_documented(void **state) {
 
 /* The tests above can fail: a different order of the same adds gives
  * different bits on these inputs. One running sum and the 16 partials
- * summed left to right both differ from matmul_ref somewhere. */
+ * summed left to right both differ from dflash.c's matmul somewhere. */
 static void test_another_order_gives_other_bits(void **state) {
     (void)state;
     enum { N = 512, OUT = 32 };
@@ -119,7 +118,7 @@ static void test_another_order_gives_other_bits(void **state) {
     assert_non_null(x); assert_non_null(w);
     fill(x, N, 3);
     fill(w, N * OUT, 4);
-    matmul_ref(ref, x, w, 1, N, OUT);
+    matmul_naive(ref, x, w, 1, N, OUT);
     int differ_seq = 0, differ_l2r = 0;
     for (int o = 0; o < OUT; o++) {
         real seq = 0, p[16] = {0}, l2r = 0;

@@ -220,31 +220,30 @@ static void test_replay_refuses_what_it_cannot_follow(void **state) {
     free(text);
 }
 
-/* the replay lines are cli/replay.diff's, not dflash.c's: the clean
- * dflash_generate names no replay, and its argument check refuses one (a
- * library user of dflash.c is told where replay lives, not ignored) */
+/* the replay lines are cli/replay.diff's, not dflash.c's: the clean dflash.c
+ * names no replay at all (no line of its loop, no refusal: dflash.h says a
+ * library caller's GenParams.replay is ignored there), and the refusal is
+ * cli/replay.c's: a dflash with no <name>-replay program beside it stops,
+ * exit 2, naming the program it could not run, and runs nothing */
 static void test_clean_dflash_c_does_not_replay(void **state) {
     (void)state;
     char *src = tu_read("dflash.c", NULL);
     assert_non_null(src);
-    char *gen = strstr(src, "\nint dflash_generate(");
-    assert_non_null(gen);
-    char *end = strstr(gen, "\n}\n");
-    assert_non_null(end);
-    *end = 0;
-    assert_null(strstr(gen, "replay"));
+    assert_null(strstr(src, "replay"));
+    assert_null(strstr(src, "Replay"));
     free(src);
-    Model m;
-    memset(&m, 0, sizeof m);
-    m.cfg.vocab_size = 10;
-    m.cfg.max_position_embeddings = 100;
-    int first[1] = {0}, ids[1] = {3};
-    Replay r = {.first = 1, .n_rounds = 0, .block = first, .acc = first, .bonus = first};
-    GenParams p = {.max_new_tokens = 2, .block_size = 1, .replay = &r};
-    assert_int_equal(check_gen_args(&m, 1, &p, 1, ids), -1);
-    assert_contains(dflash_errmsg, "build/dflash-replay (cli/replay.diff)");
-    p.replay = NULL;
-    assert_int_equal(check_gen_args(&m, 1, &p, 1, ids), 0);
+    char cmd[2048], out[1024];
+    snprintf(out, sizeof out, "%s/alone.out", g_dir);
+    snprintf(cmd, sizeof cmd, "mkdir -p %s/alone && cp ./dflash %s/alone/dflash", g_dir, g_dir);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    snprintf(cmd, sizeof cmd, "%s/alone/dflash --weights " RAND " --replay %s/hand --trace %s/alone/t", g_dir, g_dir, g_dir);
+    assert_int_equal(tu_run(cmd, out), 2);
+    char *text = tu_read(out, NULL);
+    assert_contains(text, "--replay: cannot run");
+    assert_contains(text, "alone/build/dflash-replay");
+    free(text);
+    snprintf(cmd, sizeof cmd, "test -e %s/alone/t", g_dir);
+    assert_int_not_equal(tu_run(cmd, NULL), 0);
 }
 
 int main(void) {

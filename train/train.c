@@ -375,7 +375,7 @@ int train_draw_anchors(uint64_t *rng, const int *loss_mask, int S, int B, int N,
 #else
 #define TB_UNROLL
 #endif
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__)
+#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__) && !defined(DFLASH_NO_CLONES)
 #if __has_attribute(target_clones)
 #define TRAIN_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #endif
