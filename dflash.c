@@ -129,6 +129,13 @@ static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Confi
     trace->dims = (TraceDims){.n = n, .B = B, .k = n_ids, .V = tcfg->vocab_size, .D = tcfg->hidden_size,
                               .I = tcfg->intermediate_size, .H = tcfg->num_attention_heads,
                               .Hkv = tcfg->num_key_value_heads, .d = tcfg->head_dim, .L = tcfg->num_hidden_layers};
+    if (tcfg->hybrid) {  /* the sizes of the hybrid names (formats/tracenames.c, dflash_hybrid_trace_names) */
+        TraceDims *d = &trace->dims;
+        d->rd = tcfg->rotary_dim, d->K = tcfg->linear_conv_kernel_dim;
+        d->Hk = tcfg->linear_num_key_heads, d->dk = tcfg->linear_key_head_dim;
+        d->Hv = tcfg->linear_num_value_heads, d->dv = tcfg->linear_value_head_dim;
+        d->C = 2 * d->Hk * d->dk + d->Hv * d->dv;
+    }
     return trace;
 }
 

@@ -217,6 +217,9 @@ typedef struct {
     int V, D, I, H, Hkv, d, k, L;  /* the target's sizes                   */
     int b, N;          /* training (train/train.c): sequences per batch, blocks per
                           sequence; S is then the sequence length and D..k the draft's */
+    /* a hybrid target (rd 0 otherwise): rotary dims; Gated DeltaNet key heads
+     * of dk, value heads of dv, conv channels C = 2*Hk*dk + Hv*dv, kernel K */
+    int rd, Hk, dk, Hv, dv, C, K;
 } TraceDims;
 
 /* One tensor as dflash.c hands it over. */
