@@ -1504,7 +1504,6 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         output_ids[start + acc + 1] = posterior[acc];
         start += acc + 1;
         cache_crop(past_key_values_target, start);
-        trace_rollback(trace, past_key_values_target);  /* a hybrid target's rolled-back states */
         if (B > 1) {  /* target_hidden = extract_context_feature(...)[:acc+1] */
             extract_context_feature(target_hidden, tr, tcfg, dcfg->target_layer_ids, n_ids, B, 0, B);
             TRACE(trace, target_hidden, "target_hidden");
@@ -1513,6 +1512,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         res->target_forwards++;
         trace_end(trace);
         round_log(ri, block, posterior, B, acc, start, past_key_values_draft->len, past_key_values_target->len);
+        trace_rollback(trace, past_key_values_target);  /* a hybrid target's states after the crop */
 
         /* stop if any stop id appears anywhere in output_ids[n:] */
         if (any_stop(p, output_ids + n, max_length + B - n)) break;
