@@ -18,9 +18,15 @@
  *     prefill over the n + m kept tokens (a second computation), for every
  *     m; keeping the whole block's state (no rollback) differs;
  *   - losslessness: greedy DFlash == greedy target-only decoding at several
- *     block sizes, with rejections in most rounds (the untrained draft). */
+ *     block sizes, with rejections in most rounds (the untrained draft);
+ *   - the trace of a run (through the hook): every name is a row of the
+ *     table with its shape, and the states chain: a linear layer's state_in
+ *     and conv_state_in in round r are the rollback states of round r-1 (the
+ *     prefill's state_out in round 1), and the rollback conv state is
+ *     conv_in[acc+1 : acc+K] of the verify. */
 #include "dflash.c"
 #include "formats/load.c"
+#include "formats/tracenames.h"
 #include "tests/testutil.h"
 
 /* ---- a small hybrid set, written here ------------------------------------- */
@@ -456,6 +462,91 @@ static void test_greedy_dflash_equals_ar(void **state) {
     drop_set(dir, &t, &d);
 }
 
+
+/* ---- the trace: names, shapes, the chain of states ------------------------- */
+
+typedef struct {
+    char names[4096][96];
+    double *data[4096];
+    int64_t count[4096];
+    int n;
+} Store;
+
+static int store_tensor(void *ctx, const TraceTensor *t) {
+    Store *st = ctx;
+    if (st->n == 4096) return -1;
+    int64_t c = 1;
+    for (int i = 0; i < t->ndim; i++) c *= t->shape[i];
+    snprintf(st->names[st->n], sizeof st->names[0], "%s", t->name);
+    st->data[st->n] = malloc(sizeof(double) * (size_t)(c ? c : 1));
+    for (int64_t i = 0; i < c; i++)
+        st->data[st->n][i] = t->is_int ? (double)((const int64_t *)t->data)[i] : (double)((const real *)t->data)[i];
+    st->count[st->n++] = c;
+    return 0;
+}
+
+static int store_hand(void *ctx, const TraceHand *h) { return trace_shape_hand(h, store_tensor, ctx); }
+
+static const double *stored(const Store *st, const char *name, int64_t *count) {
+    for (int i = 0; i < st->n; i++)
+        if (strcmp(st->names[i], name) == 0) {
+            if (count) *count = st->count[i];
+            return st->data[i];
+        }
+    fail_msg("%s was not traced", name);
+    return NULL;
+}
+
+static void test_trace_states_chain(void **state) {
+    (void)state;
+    Model t, d;
+    char *dir = load_set(&t, &d, 0, 0);
+    Store *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    TraceHook hook = {store_hand, st};
+    const int prompt[4] = {3, 9, 1, 17};
+    GenParams p = {.max_new_tokens = 12, .block_size = 4, .trace = &hook};
+    GenResult res;
+    if (dflash_generate(&d, &t, prompt, 4, &p, &res) != 0) fail_msg("%s", dflash_errmsg);
+    int64_t ns = (int64_t)HHV * HDK * HDV, nc = (int64_t)(HK - 1) * HC, c;
+    /* the shapes the table gives the hybrid names */
+    stored(st, "prefill.layers.0.linear_attn.state_out", &c);
+    assert_int_equal(c, ns);
+    stored(st, "prefill.layers.0.linear_attn.conv_in", &c);
+    assert_int_equal(c, (int64_t)(HK - 1 + 4) * HC);
+    stored(st, "prefill.rope_angles", &c);
+    assert_int_equal(c, 4 * HDH / 4);  /* T x rd/2 */
+    stored(st, "prefill.layers.1.self_attn.gate", &c);
+    assert_int_equal(c, 4 * HH * HDH);
+    char a[128], b[128];
+    for (int r = 1; r <= res.n_rounds; r++)
+        for (int l = 0; l < HL; l += 2) {
+            const char *prev = r == 1 ? "prefill" : NULL;
+            char pr[32];
+            snprintf(pr, sizeof pr, "verify%d", r - 1);
+            /* state_in of round r == the state the cache held after round r-1 */
+            snprintf(a, sizeof a, "verify%d.layers.%d.linear_attn.state_in", r, l);
+            if (prev) snprintf(b, sizeof b, "prefill.layers.%d.linear_attn.state_out", l);
+            else snprintf(b, sizeof b, "%s.rollback.layers.%d.state", pr, l);
+            assert_memory_equal(stored(st, a, NULL), stored(st, b, NULL), sizeof(double) * (size_t)ns);
+            snprintf(a, sizeof a, "verify%d.layers.%d.linear_attn.conv_state_in", r, l);
+            if (prev) snprintf(b, sizeof b, "prefill.layers.%d.linear_attn.conv_state_out", l);
+            else snprintf(b, sizeof b, "%s.rollback.layers.%d.conv_state", pr, l);
+            assert_memory_equal(stored(st, a, NULL), stored(st, b, NULL), sizeof(double) * (size_t)nc);
+            /* the rollback conv state: conv_in rows acc+1 .. acc+K-1 */
+            snprintf(a, sizeof a, "verify%d.acceptance_length", r);
+            int acc = (int)stored(st, a, NULL)[0];
+            snprintf(a, sizeof a, "verify%d.layers.%d.linear_attn.conv_in", r, l);
+            snprintf(b, sizeof b, "verify%d.rollback.layers.%d.conv_state", r, l);
+            assert_memory_equal(stored(st, a, NULL) + (size_t)(acc + 1) * HC, stored(st, b, NULL),
+                                sizeof(double) * (size_t)nc);
+        }
+    for (int i = 0; i < st->n; i++) free(st->data[i]);
+    free(st);
+    gen_result_free(&res);
+    drop_set(dir, &t, &d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_plain_and_nested),
@@ -464,6 +555,7 @@ int main(void) {
         cmocka_unit_test(test_gated_rmsnorm_by_hand),
         cmocka_unit_test(test_rollback_equals_fresh_prefill),
         cmocka_unit_test(test_greedy_dflash_equals_ar),
+        cmocka_unit_test(test_trace_states_chain),
     };
     return cmocka_run_group_tests_name("hybrid targets: loader, kernels, rollback, lossless", tests, NULL, NULL);
 }
