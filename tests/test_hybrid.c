@@ -142,18 +142,20 @@ static void target_tensors(HSet *s, const char *pre, int tied) {
     if (!tied) hadd(s, "lm_head.weight", 2, HV, HD, 0, 0, 1.5f);
 }
 
+/* the draft: 1 layer, 2 heads of head_dim 8 (the target's: the trace's draft
+ * shapes use the target's d) */
 static void draft_tensors(HSet *s) {
     char nm[128];
     s->n = 0;
     s->rng = 777;
 #define T(suffix, nd, a, b, base, noise) snprintf(nm, sizeof nm, "layers.0.%s", suffix); hadd(s, nm, nd, a, b, 0, base, noise)
     T("input_layernorm.weight", 1, HD, 0, 1, 0.1f);
-    T("self_attn.q_proj.weight", 2, 2 * 4, HD, 0, 0.43f);
-    T("self_attn.k_proj.weight", 2, 4, HD, 0, 0.43f);
-    T("self_attn.v_proj.weight", 2, 4, HD, 0, 0.43f);
-    T("self_attn.o_proj.weight", 2, HD, 2 * 4, 0, 0.5f);
-    T("self_attn.q_norm.weight", 1, 4, 0, 1, 0.1f);
-    T("self_attn.k_norm.weight", 1, 4, 0, 1, 0.1f);
+    T("self_attn.q_proj.weight", 2, 2 * HDH, HD, 0, 0.43f);
+    T("self_attn.k_proj.weight", 2, HDH, HD, 0, 0.43f);
+    T("self_attn.v_proj.weight", 2, HDH, HD, 0, 0.43f);
+    T("self_attn.o_proj.weight", 2, HD, 2 * HDH, 0, 0.5f);
+    T("self_attn.q_norm.weight", 1, HDH, 0, 1, 0.1f);
+    T("self_attn.k_norm.weight", 1, HDH, 0, 1, 0.1f);
     T("post_attention_layernorm.weight", 1, HD, 0, 1, 0.1f);
     T("mlp.gate_proj.weight", 2, HI, HD, 0, 0.43f);
     T("mlp.up_proj.weight", 2, HI, HD, 0, 0.43f);
@@ -181,7 +183,7 @@ static void text_config(char *buf, size_t size, const char *extra, int tied) {
 static const char DRAFT_CONFIG[] =
     "{\"architectures\":[\"DFlashDraftModel\"],\"model_type\":\"qwen3\",\"hidden_size\":16,"
     "\"intermediate_size\":32,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
-    "\"num_key_value_heads\":1,\"head_dim\":4,\"vocab_size\":24,\"rms_norm_eps\":1e-6,"
+    "\"num_key_value_heads\":1,\"head_dim\":8,\"vocab_size\":24,\"rms_norm_eps\":1e-6,"
     "\"rope_theta\":10000.0,\"max_position_embeddings\":256,\"tie_word_embeddings\":false,"
     "\"num_target_layers\":4,\"block_size\":4,"
     "\"dflash_config\":{\"mask_token_id\":23,\"target_layer_ids\":[0,2]}}";
