@@ -297,6 +297,40 @@ static void test_load_plain_and_nested(void **state) {
     drop_set(dir, &t, &d);
 }
 
+/* layer_types absent: full_attention_interval (layer i is linear if (i + 1) %
+ * interval); rope_parameters absent: the top-level rope_theta and
+ * partial_rotary_factor (transformers' legacy keys) */
+static void test_load_interval_and_legacy_rope(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), p[400];
+    write_hybrid_set(dir, 0, 0, "");
+    snprintf(p, sizeof p, "%s/target/config.json", dir);
+    char *text = tu_read(p, NULL);
+    const char *edits[][2] = {
+        {"\"layer_types\":[\"linear_attention\",\"full_attention\",\"linear_attention\",\"full_attention\"]",
+         "\"full_attention_interval\":2"},
+        {"\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":10000.0,\"partial_rotary_factor\":0.5,"
+         "\"mrope_section\":[1,1,0],\"mrope_interleaved\":true}",
+         "\"rope_theta\":10000.0,\"partial_rotary_factor\":0.5"},
+    };
+    for (int i = 0; i < 2; i++) {
+        char *at = strstr(text, edits[i][0]), out[4096];
+        assert_non_null(at);
+        snprintf(out, sizeof out, "%.*s%s%s", (int)(at - text), text, edits[i][1], at + strlen(edits[i][0]));
+        free(text);
+        text = strdup(out);
+    }
+    tu_write_text(p, text);
+    free(text);
+    snprintf(p, sizeof p, "%s/target", dir);
+    Model t;
+    if (model_load(&t, p, 0) != 0) fail_msg("%s", dflash_errmsg);
+    check_layout(&t);
+    model_free(&t);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 static void test_refusals(void **state) {
     (void)state;
     static const struct { const char *extra, *want; } CASES[] = {
@@ -552,6 +586,7 @@ static void test_trace_states_chain(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_plain_and_nested),
+        cmocka_unit_test(test_load_interval_and_legacy_rope),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_gated_delta_rule_by_hand),
         cmocka_unit_test(test_gated_rmsnorm_by_hand),
