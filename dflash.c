@@ -130,6 +130,13 @@ static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Confi
     trace->dims = (TraceDims){.n = n, .B = B, .k = n_ids, .V = tcfg->vocab_size, .D = tcfg->hidden_size,
                               .I = tcfg->intermediate_size, .H = tcfg->num_attention_heads,
                               .Hkv = tcfg->num_key_value_heads, .d = tcfg->head_dim, .L = tcfg->num_hidden_layers};
+    if (tcfg->hybrid) {  /* the sizes of the hybrid names (formats/tracenames.c, dflash_hybrid_trace_names) */
+        TraceDims *d = &trace->dims;
+        d->rd = tcfg->rotary_dim, d->K = tcfg->linear_conv_kernel_dim;
+        d->Hk = tcfg->linear_num_key_heads, d->dk = tcfg->linear_key_head_dim;
+        d->Hv = tcfg->linear_num_value_heads, d->dv = tcfg->linear_value_head_dim;
+        d->C = 2 * d->Hk * d->dk + d->Hv * d->dv;
+    }
     return trace;
 }
 
@@ -439,6 +446,14 @@ static int attention(real *out, real *scores, real *att, const real *q, const re
 /* ---------------------------------------------------------------------------
  * KV cache (DynamicCache): per layer, per KV head, positions 0..len-1.
  */
+static void cache_rollback_linear(KVCache *c, int n);
+static int linear_state_init(LinearState *st, const Config *cfg, int cap_T);
+static void linear_state_free(LinearState *st);
+static int hybrid_acts_init(HybridActs *y, const Config *c, int T);
+static void hybrid_acts_free(HybridActs *y);
+static int hybrid_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T, int logits_from,
+                          TraceCtx *trace);
+
 static real *cache_key(const KVCache *c, int layer, int kvh) {
     return c->key + ((size_t)layer * c->n_kv_heads + kvh) * c->capacity * c->head_dim;
 }
@@ -455,10 +470,20 @@ int cache_init(KVCache *c, const Config *cfg, int capacity) {
     size_t n = (size_t)c->n_layers * c->n_kv_heads * capacity * c->head_dim;
     c->key = xcalloc(n, sizeof(real), "KV cache keys");
     c->value = xcalloc(n, sizeof(real), "KV cache values");
-    return c->key && c->value ? 0 : -1;
+    if (!c->key || !c->value) return -1;
+    if (cfg->hybrid) {  /* a hybrid target: the Gated DeltaNet layers' states (a call has at most capacity tokens) */
+        c->linear = xcalloc((size_t)c->n_layers, sizeof(LinearState), "linear-attention states");
+        if (!c->linear) return -1;
+        for (int l = 0; l < c->n_layers; l++)
+            if (cfg->layer_linear[l] && linear_state_init(&c->linear[l], cfg, capacity) != 0) return -1;
+    }
+    return 0;
 }
 
 void cache_free(KVCache *c) {
+    if (c->linear)
+        for (int l = 0; l < c->n_layers; l++) linear_state_free(&c->linear[l]);
+    free(c->linear);
     free(c->key);
     free(c->value);
     memset(c, 0, sizeof *c);
@@ -466,6 +491,7 @@ void cache_free(KVCache *c) {
 
 /* crop(n): keep the first n positions (DynamicCache.crop). */
 void cache_crop(KVCache *c, int n) {
+    if (c->linear && n < c->len) cache_rollback_linear(c, n);  /* a hybrid target's Gated DeltaNet layers */
     if (n < c->len) c->len = n;
 }
 
@@ -536,6 +562,7 @@ int target_run_init(TargetRun *r, const Config *c, int cap_T, int cap_S) {
     r->logits = reals(cap_T, c->vocab_size, "logits");
     if (!r->pos || !r->angles || !r->cos || !r->sin || !r->h || !r->hidden_states || !r->logits)
         return -1;
+    if (c->hybrid && hybrid_acts_init(&r->hy, c, cap_T) != 0) return -1;
     return layer_acts_init(&r->acts, c, cap_T, cap_T, cap_S);
 }
 
@@ -543,6 +570,7 @@ void target_run_free(TargetRun *r) {
     free(r->pos); free(r->angles); free(r->cos); free(r->sin); free(r->h);
     free(r->hidden_states); free(r->logits);
     layer_acts_free(&r->acts);
+    hybrid_acts_free(&r->hy);
     memset(r, 0, sizeof *r);
 }
 
@@ -580,6 +608,7 @@ static int mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Confi
  * the last row: logits_to_keep=1). Returns the number of logit rows. */
 int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T,
                    int logits_from, TraceCtx *trace) {
+    if (m->cfg.hybrid) return hybrid_forward(m, cache, r, ids, T, logits_from, trace);  /* section 3b */
     const Config *c = &m->cfg;
     int D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads;
     int d = c->head_dim, L = c->num_hidden_layers, V = c->vocab_size;
@@ -653,6 +682,379 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     matmul(r->logits, normed + (size_t)logits_from * D, m->lm_head, rows, D, V);
     TRACE(trace, r->logits, "logits");
     return rows;
+}
+
+/* ===========================================================================
+ * 3b. The hybrid target (Qwen3_5ForCausalLM: Gated DeltaNet layers between
+ *     gated full-attention layers), transformers' modeling_qwen3_5.py
+ * ======================================================================== */
+
+/* rmsnorm_zero_centred: out (n) = (x * rsqrt(mean(x^2) + eps)) * (1 + w)
+ * (Qwen3_5RMSNorm: the weight is stored centred on zero). -1: the sum of
+ * squares was not finite. */
+static int rmsnorm_zero_centred(real *out, const real *x, const real *w, int n, real eps) {
+    real ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    if (!isfinite(ss)) return -1;
+    real inv = (real)1 / (real)sqrt((double)(ss / (real)n + eps));
+    for (int i = 0; i < n; i++) out[i] = (x[i] * inv) * ((real)1 + w[i]);
+    return 0;
+}
+
+static int rmsnorm_zero_centred_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
+    int bad = 0;
+    for (int row = 0; row < rows; row++)
+        bad |= rmsnorm_zero_centred(out + (size_t)row * n, x + (size_t)row * n, w, n, eps);
+    return bad;
+}
+
+/* rmsnorm_gated (Qwen3_5RMSNormGated, "norm before gate"; NOT zero-centred):
+ *   out (n) = w * (x * rsqrt(mean(x^2) + eps)) * silu(z) */
+void rmsnorm_gated(real *out, const real *x, const real *z, const real *w, int n, real eps) {
+    real ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    real inv = (real)1 / (real)sqrt((double)(ss / (real)n + eps));
+    for (int i = 0; i < n; i++) out[i] = (w[i] * (x[i] * inv)) * silu(z[i]);
+}
+
+/* l2norm (transformers' l2norm, eps inside the sum): x (n) *= rsqrt(sum(x^2) + 1e-6) */
+static void l2norm(real *x, int n) {
+    real ss = 0;
+    for (int i = 0; i < n; i++) ss += x[i] * x[i];
+    real inv = (real)1 / (real)sqrt((double)(ss + (real)1e-6));
+    for (int i = 0; i < n; i++) x[i] = x[i] * inv;
+}
+
+/* softplus as torch computes it (threshold 20: x itself above it) */
+static real softplus(real x) { return x > (real)20 ? x : (real)log1p((double)exp_real(x)); }
+static real sigmoid(real x) { return (real)1 / ((real)1 + exp_real(-x)); }
+
+/* partial RoPE (apply_rotary_pos_emb of Qwen3.5): the first rd dims of the
+ * head vector x (d) rotate as rope_apply does over rd dims (cos, sin rows of
+ * rd), the other d - rd dims pass through */
+static void rope_apply_partial(real *out, const real *x, const real *cos_, const real *sin_, int rd, int head_dim) {
+    rope_apply(out, x, cos_, sin_, rd);
+    for (int i = rd; i < head_dim; i++) out[i] = x[i];
+}
+
+/* gated_delta_rule (torch_recurrent_gated_delta_rule), token by token; for
+ * value head h the q/k head is h / (Hv / Hk) (repeat_interleave):
+ *   S = S * exp(g_t)                       decay the state (dk, dv)
+ *   kv_mem = k_t^T S                       what S recalls for k_t     (dv)
+ *   delta = (v_t - kv_mem) * beta_t        the correction             (dv)
+ *   S = S + k_t delta^T                    write it (outer product)
+ *   o_t = (q_t / sqrt(dk))^T S             read with the scaled query (dv)
+ * q, k (T, Hk, dk) l2-normalised; v (T, Hv, dv); g, beta (T, Hv). */
+void gated_delta_rule(real *core, real *state, const real *q, const real *k, const real *v, const real *g,
+                      const real *beta, int T, int Hk, int dk, int Hv, int dv) {
+    real scale = (real)sqrt((double)dk);
+    real kv_mem[1024], delta[1024], qs[1024];   /* dv, dv, dk: at most 1024 (formats/load.c checks) */
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < Hv; h++) {
+            int j = h / (Hv / Hk);
+            const real *q_t = q + ((size_t)t * Hk + j) * dk, *k_t = k + ((size_t)t * Hk + j) * dk;
+            const real *v_t = v + ((size_t)t * Hv + h) * dv;
+            real *S = state + (size_t)h * dk * dv;          /* (dk, dv) */
+            real decay = exp_real(g[(size_t)t * Hv + h]), b = beta[(size_t)t * Hv + h];
+            for (int i = 0; i < dk * dv; i++) S[i] = S[i] * decay;
+            for (int e = 0; e < dv; e++) kv_mem[e] = 0;
+            for (int i = 0; i < dk; i++)
+                for (int e = 0; e < dv; e++) kv_mem[e] += S[(size_t)i * dv + e] * k_t[i];
+            for (int e = 0; e < dv; e++) delta[e] = (v_t[e] - kv_mem[e]) * b;
+            for (int i = 0; i < dk; i++)
+                for (int e = 0; e < dv; e++) S[(size_t)i * dv + e] = S[(size_t)i * dv + e] + k_t[i] * delta[e];
+            if (!core) continue;
+            for (int i = 0; i < dk; i++) qs[i] = q_t[i] / scale;
+            real *o_t = core + ((size_t)t * Hv + h) * dv;
+            for (int e = 0; e < dv; e++) o_t[e] = 0;
+            for (int i = 0; i < dk; i++)
+                for (int e = 0; e < dv; e++) o_t[e] += S[(size_t)i * dv + e] * qs[i];
+        }
+    }
+}
+
+/* The rollback (the MLX backend's _GDNStateCapture.rollback): after the
+ * verify of a block, crop(n) keeps m = n - start tokens of the last call;
+ * each Gated DeltaNet layer's recurrent state becomes the state after those
+ * m tokens and its conv state the last K-1 conv inputs up to there,
+ * conv_in[m : m + K - 1]. We REPLAY the rule over the first m tokens from
+ * the state before the call (kept with the call's q, k, v, g, beta), as the
+ * oracle's HybridCache does, rather than saving the state after every token
+ * of the verify: the same values (the same loop over the same inputs), and
+ * it keeps one state per layer instead of B, which for a real Qwen3.5 (32
+ * value heads of 128 x 128) is the difference between 2 MB and 2B MB per
+ * layer. The attention layers' K/V crop as always (cache->len). */
+static void cache_rollback_linear(KVCache *c, int n) {
+    for (int l = 0; l < c->n_layers; l++) {
+        LinearState *st = &c->linear[l];
+        if (!st->C) continue;                              /* a full-attention layer */
+        int m = n - st->start;                             /* tokens of the last call kept */
+        if (m < 0) m = 0;                                  /* (dflash_generate never crops that far) */
+        if (m >= st->last_T) continue;                     /* everything kept */
+        memcpy(st->state, st->state_in, sizeof(real) * st->Hv * st->dk * st->dv);
+        gated_delta_rule(NULL, st->state, st->q, st->k, st->v, st->g, st->beta, m, st->Hk, st->dk, st->Hv, st->dv);
+        memmove(st->conv_state, st->conv_in + (size_t)m * st->C, sizeof(real) * (st->K - 1) * st->C);
+        st->last_T = m;
+    }
+}
+
+static int linear_state_init(LinearState *st, const Config *cfg, int cap_T) {
+    memset(st, 0, sizeof *st);
+    st->K = cfg->linear_conv_kernel_dim;
+    st->Hk = cfg->linear_num_key_heads, st->dk = cfg->linear_key_head_dim;
+    st->Hv = cfg->linear_num_value_heads, st->dv = cfg->linear_value_head_dim;
+    st->C = 2 * st->Hk * st->dk + st->Hv * st->dv;
+    st->cap_T = cap_T;
+    size_t S = (size_t)st->Hv * st->dk * st->dv;
+    st->conv_state = reals(st->K - 1 > 0 ? st->K - 1 : 1, st->C, "conv_state");
+    st->state = reals(S, 1, "recurrent state");
+    st->state_in = reals(S, 1, "recurrent state_in");
+    st->conv_in = reals((size_t)st->K - 1 + cap_T, st->C, "conv_in");
+    st->q = reals(cap_T, (size_t)st->Hk * st->dk, "linear q");
+    st->k = reals(cap_T, (size_t)st->Hk * st->dk, "linear k");
+    st->v = reals(cap_T, (size_t)st->Hv * st->dv, "linear v");
+    st->g = reals(cap_T, st->Hv, "linear g");
+    st->beta = reals(cap_T, st->Hv, "linear beta");
+    return st->conv_state && st->state && st->state_in && st->conv_in && st->q && st->k && st->v && st->g &&
+           st->beta ? 0 : -1;
+}
+
+static void linear_state_free(LinearState *st) {
+    real *bufs[] = {st->conv_state, st->state, st->state_in, st->conv_in, st->q, st->k, st->v, st->g, st->beta};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(st, 0, sizeof *st);
+}
+
+static int hybrid_acts_init(HybridActs *y, const Config *c, int T) {
+    int qd = c->num_attention_heads * c->head_dim, Hv = c->linear_num_value_heads;
+    int vd = Hv * c->linear_value_head_dim, C = 2 * c->linear_num_key_heads * c->linear_key_head_dim + vd;
+    y->qg = reals(T, 2 * (size_t)qd, "q_proj (query and gate)");
+    y->gate = reals(T, qd, "gate");
+    y->qkv = reals(T, C, "in_proj_qkv");
+    y->z = reals(T, vd, "in_proj_z");
+    y->b = reals(T, Hv, "in_proj_b");
+    y->a = reals(T, Hv, "in_proj_a");
+    y->conv_out = reals(T, C, "conv_out");
+    y->core = reals(T, vd, "core_out");
+    y->norm_out = reals(T, vd, "norm_out");
+    return y->qg && y->gate && y->qkv && y->z && y->b && y->a && y->conv_out && y->core && y->norm_out ? 0 : -1;
+}
+
+static void hybrid_acts_free(HybridActs *y) {
+    real *bufs[] = {y->qg, y->gate, y->qkv, y->z, y->b, y->a, y->conv_out, y->core, y->norm_out};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) free(bufs[i]);
+    memset(y, 0, sizeof *y);
+}
+
+/* gated_attention (Qwen3_5Attention) of layer l for T tokens at positions
+ * past..past+T-1: xb (T, D) -> a->attn_output (T, D).
+ *   q_proj(xb) (T, H, 2d): per head the query (first d) then the gate (last d)
+ *   q = q_norm(query), k = k_norm(k_proj(xb)) (zero-centred, per head), v = v_proj(xb)
+ *   partial RoPE on the first rd dims, the cache, causal attention
+ *   attn_output = o_proj(attn * sigmoid(gate)) */
+static int gated_attention(const Model *m, int l, KVCache *cache, TargetRun *r, int T, int past, TraceCtx *trace) {
+    const Config *c = &m->cfg;
+    const LayerWeights *w = &m->layers[l];
+    LayerActs *a = &r->acts;
+    HybridActs *y = &r->hy;
+    int D = c->hidden_size, H = c->num_attention_heads, Hkv = c->num_key_value_heads, d = c->head_dim;
+    int rd = c->rotary_dim, S = past + T, bad = 0;
+    real eps = (real)c->rms_norm_eps;
+    matmul(y->qg, a->xb, w->q_proj, T, D, 2 * H * d);
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < H; h++)
+            for (int i = 0; i < d; i++) {
+                a->q[((size_t)t * H + h) * d + i] = y->qg[((size_t)t * H + h) * 2 * d + i];
+                y->gate[((size_t)t * H + h) * d + i] = y->qg[((size_t)t * H + h) * 2 * d + d + i];
+            }
+    matmul(a->k, a->xb, w->k_proj, T, D, Hkv * d);
+    matmul(a->v, a->xb, w->v_proj, T, D, Hkv * d);
+    if (rmsnorm_zero_centred_rows(a->q, a->q, w->q_norm, T * H, d, eps)) bad = 1;
+    if (rmsnorm_zero_centred_rows(a->k, a->k, w->k_norm, T * Hkv, d, eps)) bad = 1;
+    TRACE(trace, a->q, "layers.%d.self_attn.q", l);
+    TRACE(trace, y->gate, "layers.%d.self_attn.gate", l);
+    TRACE(trace, a->k, "layers.%d.self_attn.k", l);
+    TRACE(trace, a->v, "layers.%d.self_attn.v", l);
+    for (int t = 0; t < T; t++) {
+        for (int h = 0; h < H; h++)
+            rope_apply_partial(a->q_rope + ((size_t)t * H + h) * d, a->q + ((size_t)t * H + h) * d,
+                               r->cos + (size_t)t * rd, r->sin + (size_t)t * rd, rd, d);
+        for (int h = 0; h < Hkv; h++)
+            rope_apply_partial(a->k_rope + ((size_t)t * Hkv + h) * d, a->k + ((size_t)t * Hkv + h) * d,
+                               r->cos + (size_t)t * rd, r->sin + (size_t)t * rd, rd, d);
+    }
+    TRACE(trace, a->q_rope, "layers.%d.self_attn.q_rope", l);
+    TRACE(trace, a->k_rope, "layers.%d.self_attn.k_rope", l);
+    cache_append(cache, l, a->k_rope, a->v, T);
+    if (attention(a->attn, a->scores, a->att, a->q_rope, cache_key(cache, l, 0), cache_value(cache, l, 0), T, S,
+                  cache->capacity, H, Hkv, d, /*causal=*/1, past, 0))
+        sum_fault(&r->fault, "layers.%d.self_attn.attn_weights", l);
+    TRACE(trace, a->scores, "layers.%d.self_attn.attn_scores", l);
+    TRACE(trace, a->att, "layers.%d.self_attn.attn_weights", l);
+    for (size_t i = 0; i < (size_t)T * H * d; i++) a->attn[i] = a->attn[i] * sigmoid(y->gate[i]);
+    matmul(a->attn_output, a->attn, w->o_proj, T, H * d, D);
+    TRACE(trace, a->attn_output, "layers.%d.self_attn.attn_output", l);
+    return bad;
+}
+
+/* gated_deltanet (Qwen3_5GatedDeltaNet) of layer l for T tokens: xb (T, D)
+ * -> a->attn_output (T, D), continuing from the layer's conv and recurrent
+ * states in cache->linear[l] and leaving there the states after the T tokens
+ * (and the call's conv_in, q, k, v, g, beta, state_in: the rollback's).
+ *   qkv = in_proj_qkv(xb) (T, C), z, b, a
+ *   conv_in = [conv_state ; qkv] (K-1+T, C); conv_out[t, c] = silu(sum_j w[c, j] conv_in[t+j, c])
+ *   q | k | v = conv_out split (C = Hk*dk | Hk*dk | Hv*dv); q, k l2-normalised
+ *   g = -exp(A_log) * softplus(a + dt_bias), beta = sigmoid(b)
+ *   core = the gated delta rule; out_proj(gated RMSNorm(core, z)) */
+static void gated_deltanet(const Model *m, int l, KVCache *cache, TargetRun *r, int T, TraceCtx *trace) {
+    const Config *c = &m->cfg;
+    const LayerWeights *w = &m->layers[l];
+    LayerActs *a = &r->acts;
+    HybridActs *y = &r->hy;
+    LinearState *st = &cache->linear[l];
+    int D = c->hidden_size, K = st->K, C = st->C, Hk = st->Hk, dk = st->dk, Hv = st->Hv, dv = st->dv;
+    int kd = Hk * dk;
+    matmul(y->qkv, a->xb, w->in_proj_qkv, T, D, C);
+    matmul(y->z, a->xb, w->in_proj_z, T, D, Hv * dv);
+    matmul(y->b, a->xb, w->in_proj_b, T, D, Hv);
+    matmul(y->a, a->xb, w->in_proj_a, T, D, Hv);
+    TRACE(trace, y->qkv, "layers.%d.linear_attn.in_proj_qkv", l);
+    TRACE(trace, y->z, "layers.%d.linear_attn.in_proj_z", l);
+    TRACE(trace, y->b, "layers.%d.linear_attn.in_proj_b", l);
+    TRACE(trace, y->a, "layers.%d.linear_attn.in_proj_a", l);
+    TRACE(trace, st->conv_state, "layers.%d.linear_attn.conv_state_in", l);
+    TRACE(trace, st->state, "layers.%d.linear_attn.state_in", l);
+
+    /* the short convolution over the carried K-1 rows and the T new ones */
+    st->start = cache->len;
+    st->last_T = T;
+    memcpy(st->state_in, st->state, sizeof(real) * Hv * dk * dv);
+    memcpy(st->conv_in, st->conv_state, sizeof(real) * (K - 1) * C);
+    memcpy(st->conv_in + (size_t)(K - 1) * C, y->qkv, sizeof(real) * T * C);
+    TRACE(trace, st->conv_in, "layers.%d.linear_attn.conv_in", l);
+    for (int t = 0; t < T; t++)
+        for (int ch = 0; ch < C; ch++) {
+            real acc = 0;
+            for (int j = 0; j < K; j++) acc += st->conv_in[(size_t)(t + j) * C + ch] * w->conv1d[(size_t)ch * K + j];
+            y->conv_out[(size_t)t * C + ch] = silu(acc);
+        }
+    TRACE(trace, y->conv_out, "layers.%d.linear_attn.conv_out", l);
+
+    /* q, k (l2-normalised per head), v; g and beta per value head */
+    for (int t = 0; t < T; t++) {
+        const real *row = y->conv_out + (size_t)t * C;
+        memcpy(st->q + (size_t)t * kd, row, sizeof(real) * kd);
+        memcpy(st->k + (size_t)t * kd, row + kd, sizeof(real) * kd);
+        memcpy(st->v + (size_t)t * Hv * dv, row + 2 * kd, sizeof(real) * Hv * dv);
+        for (int j = 0; j < Hk; j++) {
+            l2norm(st->q + (size_t)t * kd + (size_t)j * dk, dk);
+            l2norm(st->k + (size_t)t * kd + (size_t)j * dk, dk);
+        }
+        for (int h = 0; h < Hv; h++) {
+            real A = exp_real(w->A_log[h]);
+            st->g[(size_t)t * Hv + h] = -A * softplus(y->a[(size_t)t * Hv + h] + w->dt_bias[h]);
+            st->beta[(size_t)t * Hv + h] = sigmoid(y->b[(size_t)t * Hv + h]);
+        }
+    }
+    TRACE(trace, st->q, "layers.%d.linear_attn.q", l);
+    TRACE(trace, st->k, "layers.%d.linear_attn.k", l);
+    TRACE(trace, st->v, "layers.%d.linear_attn.v", l);
+    TRACE(trace, st->g, "layers.%d.linear_attn.g", l);
+    TRACE(trace, st->beta, "layers.%d.linear_attn.beta", l);
+
+    /* the gated delta rule from the carried state; the conv state moves on */
+    gated_delta_rule(y->core, st->state, st->q, st->k, st->v, st->g, st->beta, T, Hk, dk, Hv, dv);
+    memcpy(st->conv_state, st->conv_in + (size_t)T * C, sizeof(real) * (K - 1) * C);
+    TRACE(trace, y->core, "layers.%d.linear_attn.core_out", l);
+    TRACE(trace, st->state, "layers.%d.linear_attn.state_out", l);
+    TRACE(trace, st->conv_state, "layers.%d.linear_attn.conv_state_out", l);
+
+    /* gated RMSNorm per value head, then out_proj */
+    for (int t = 0; t < T; t++)
+        for (int h = 0; h < Hv; h++) {
+            size_t o = ((size_t)t * Hv + h) * dv;
+            rmsnorm_gated(y->norm_out + o, y->core + o, y->z + o, w->linear_norm, dv, (real)c->rms_norm_eps);
+        }
+    TRACE(trace, y->norm_out, "layers.%d.linear_attn.norm_out", l);
+    matmul(a->attn_output, y->norm_out, w->out_proj, T, Hv * dv, D);
+    TRACE(trace, a->attn_output, "layers.%d.linear_attn.out_proj", l);
+}
+
+/* hybrid_forward: target_forward for a hybrid target (Qwen3_5ForCausalLM with
+ * output_hidden_states=True): the same embedding, residual stream, MLP,
+ * hidden states and head, with zero-centred norms, partial RoPE, and each
+ * layer's mixer a gated full attention or a Gated DeltaNet. */
+static int hybrid_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids, int T, int logits_from,
+                          TraceCtx *trace) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, L = c->num_hidden_layers, V = c->vocab_size;
+    int past = cache->len, S = past + T;
+    real eps = (real)c->rms_norm_eps;
+    LayerActs *a = &r->acts;
+    trace_sizes(trace, T, S, 0);
+    r->fault = (SumFault){NULL, -1};
+
+    /* position_ids = [past, past+T); RoPE over the first rotary_dim dims */
+    for (int t = 0; t < T; t++) r->pos[t] = past + t;
+    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, c->rotary_dim);
+    TRACE(trace, ids, "input_ids");
+    TRACE(trace, r->pos, "position_ids");
+    TRACE(trace, r->angles, "rope_angles");
+    TRACE(trace, r->cos, "cos");
+    TRACE(trace, r->sin, "sin");
+
+    for (int t = 0; t < T; t++)
+        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
+    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
+    TRACE(trace, r->h, "hidden_states.0");
+
+    for (int l = 0; l < L; l++) {
+        const LayerWeights *w = &m->layers[l];
+        /* h = h + mixer(input_layernorm(h)) */
+        if (rmsnorm_zero_centred_rows(a->xb, r->h, w->input_layernorm, T, D, eps))
+            sum_fault(&r->fault, "layers.%d.input_layernorm", l);
+        TRACE(trace, a->xb, "layers.%d.input_layernorm", l);
+        if (c->layer_linear[l]) gated_deltanet(m, l, cache, r, T, trace);
+        else if (gated_attention(m, l, cache, r, T, past, trace)) sum_fault(&r->fault, "layers.%d.self_attn.q", l);
+        for (size_t i = 0; i < (size_t)T * D; i++) a->h_mid[i] = r->h[i] + a->attn_output[i];
+
+        /* h = h + mlp(post_attention_layernorm(h)), the norm zero-centred */
+        int I = c->intermediate_size;
+        if (rmsnorm_zero_centred_rows(a->xb2, a->h_mid, w->post_attention_layernorm, T, D, eps))
+            sum_fault(&r->fault, "layers.%d.post_attention_layernorm", l);
+        TRACE(trace, a->xb2, "layers.%d.post_attention_layernorm", l);
+        matmul(a->gate, a->xb2, w->gate_proj, T, D, I);
+        TRACE(trace, a->gate, "layers.%d.mlp.gate_proj", l);
+        matmul(a->up, a->xb2, w->up_proj, T, D, I);
+        TRACE(trace, a->up, "layers.%d.mlp.up_proj", l);
+        for (size_t i = 0; i < (size_t)T * I; i++) a->act[i] = silu(a->gate[i]) * a->up[i];
+        TRACE(trace, a->act, "layers.%d.mlp.act", l);
+        matmul(a->mlp_out, a->act, w->down_proj, T, I, D);
+        TRACE(trace, a->mlp_out, "layers.%d.mlp.down_proj", l);
+        for (size_t i = 0; i < (size_t)T * D; i++) r->h[i] = a->h_mid[i] + a->mlp_out[i];
+
+        memcpy(hidden_state(r, c, l + 1, T), r->h, sizeof(real) * T * D);
+        if (l + 1 < L) TRACE(trace, r->h, "hidden_states.%d", l + 1);
+    }
+    cache->len = S;
+
+    real *normed = hidden_state(r, c, L, T);
+    if (rmsnorm_zero_centred_rows(normed, r->h, m->norm, T, D, eps)) sum_fault(&r->fault, "hidden_states.%d", L);
+    TRACE(trace, normed, "hidden_states.%d", L);
+    int rows = T - logits_from;
+    matmul(r->logits, normed + (size_t)logits_from * D, m->lm_head, rows, D, V);
+    TRACE(trace, r->logits, "logits");
+    return rows;
+}
+
+/* the states a hybrid target's cache holds after the crop of a verify */
+static void trace_rollback(TraceCtx *trace, const KVCache *c) {
+    if (!c->linear) return;
+    for (int l = 0; l < c->n_layers; l++) {
+        if (!c->linear[l].C) continue;
+        TRACE(trace, c->linear[l].state, "rollback.layers.%d.state", l);
+        TRACE(trace, c->linear[l].conv_state, "rollback.layers.%d.conv_state", l);
+    }
 }
 
 /* ===========================================================================
@@ -1056,6 +1458,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
         res->target_forwards++;
         trace_end(trace);
         round_log(ri, block, posterior, B, acc, start, past_key_values_draft->len, past_key_values_target->len);
+        trace_rollback(trace, past_key_values_target);  /* a hybrid target's states after the crop */
 
         /* stop if any stop id appears anywhere in output_ids[n:] */
         if (any_stop(p, output_ids + n, max_length + B - n)) break;

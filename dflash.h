@@ -100,6 +100,20 @@ typedef struct {
     int rope_llama3;
     double rope_factor, rope_low_freq_factor, rope_high_freq_factor;
     int rope_original_max_position_embeddings;
+    /* A hybrid target (Qwen3_5ForCausalLM, model_type "qwen3_5_text", or the
+     * text_config of a nested "qwen3_5" config): Gated DeltaNet layers
+     * (layer_linear[l] = 1, "linear_attention") between gated full-attention
+     * layers; zero-centred norms (1 + w), partial RoPE on the first rotary_dim
+     * dims of every head, q_proj giving query and gate. hybrid_nested: the
+     * tensors are "model.language_model.*" (model.visual.*, mtp.* ignored). */
+    int hybrid, hybrid_nested;
+    int layer_linear[DFLASH_MAX_LAYERS];
+    int rotary_dim;                   /* rd = int(head_dim * partial_rotary_factor) */
+    int linear_conv_kernel_dim;       /* K  */
+    int linear_num_key_heads;         /* Hk */
+    int linear_key_head_dim;          /* dk */
+    int linear_num_value_heads;       /* Hv (a multiple of Hk) */
+    int linear_value_head_dim;        /* dv */
 } Config;
 
 /* One Qwen3 (or Llama) decoder layer. Linear weights are [out, in] (y = x W^T). */
@@ -115,6 +129,17 @@ typedef struct {
     real *gate_proj;                /* (I, D) */
     real *up_proj;                  /* (I, D) */
     real *down_proj;                /* (D, I) */
+    /* hybrid target, full-attention layer: q_proj is (2*H*d, D), query and gate
+     * per head; hybrid target, Gated DeltaNet layer (C = 2*Hk*dk + Hv*dv): */
+    real *in_proj_qkv;              /* (C, D) */
+    real *in_proj_z;                /* (Hv*dv, D) */
+    real *in_proj_b;                /* (Hv, D) */
+    real *in_proj_a;                /* (Hv, D) */
+    real *conv1d;                   /* (C, 1, K) depthwise causal conv */
+    real *A_log;                    /* (Hv) */
+    real *dt_bias;                  /* (Hv) */
+    real *linear_norm;              /* (dv) the gated RMSNorm's weight (not zero-centred) */
+    real *out_proj;                 /* (D, Hv*dv) */
 } LayerWeights;
 
 /* A model: the target (Qwen3ForCausalLM) or the draft (DFlashDraftModel). */
@@ -145,7 +170,24 @@ typedef struct {
     int len;               /* positions it holds now (get_seq_length) */
     real *key;             /* (L, Hkv, capacity, d), after k_norm and RoPE */
     real *value;           /* (L, Hkv, capacity, d) */
+    /* a hybrid target's Gated DeltaNet layers (NULL otherwise); see LinearState */
+    struct LinearState *linear;  /* (L), used only where cfg.layer_linear[l] */
 } KVCache;
+
+/* The carried state of one Gated DeltaNet layer, and what its last forward
+ * call needs kept for the rollback (dflash.c, "The rollback"). */
+typedef struct LinearState {
+    int K, C, Hk, dk, Hv, dv, cap_T;
+    real *conv_state;  /* (K-1, C)     the last K-1 in_proj_qkv rows seen (zeros at first)  */
+    real *state;       /* (Hv, dk, dv) the recurrent state after the last token              */
+    /* the last call (T tokens): the rollback replays its first m tokens */
+    int start, last_T;  /* its first position (the cache length before it), its tokens */
+    real *state_in;    /* (Hv, dk, dv) the state before it                                   */
+    real *conv_in;     /* (K-1+T, C)   conv_state then its in_proj_qkv rows                  */
+    real *q, *k;       /* (T, Hk, dk)  l2-normalised (q not yet scaled)                      */
+    real *v;           /* (T, Hv, dv)                                                         */
+    real *g, *beta;    /* (T, Hv)                                                             */
+} LinearState;
 
 /* ---------------------------------------------------------------------------
  * The trace hook: how dflash.c hands out every intermediate tensor.
@@ -175,6 +217,9 @@ typedef struct {
     int V, D, I, H, Hkv, d, k, L;  /* the target's sizes                   */
     int b, N;          /* training (train/train.c): sequences per batch, blocks per
                           sequence; S is then the sequence length and D..k the draft's */
+    /* a hybrid target (rd 0 otherwise): rotary dims; Gated DeltaNet key heads
+     * of dk, value heads of dv, conv channels C = 2*Hk*dk + Hv*dv, kernel K */
+    int rd, Hk, dk, Hv, dv, C, K;
 } TraceDims;
 
 /* One tensor as dflash.c hands it over. */
@@ -304,6 +349,20 @@ typedef struct {
     int layer;
 } SumFault;
 
+/* A hybrid target's extra activations for one call of T tokens (dflash.c,
+ * "The hybrid target"); a Gated DeltaNet layer's conv_in, q, k, v, g, beta
+ * live in its LinearState (the rollback reads them). Zero in a dense run. */
+typedef struct {
+    real *qg;          /* (T, 2*H*d)   q_proj(xb): per head query then gate     */
+    real *gate;        /* (T, H*d)     the gate halves, heads side by side      */
+    real *qkv;         /* (T, C)       in_proj_qkv(xb)                          */
+    real *z;           /* (T, Hv*dv)   in_proj_z(xb)                            */
+    real *b, *a;       /* (T, Hv)      in_proj_b(xb), in_proj_a(xb)             */
+    real *conv_out;    /* (T, C)       silu(depthwise causal conv of conv_in)  */
+    real *core;        /* (T, Hv, dv)  the gated delta rule's output            */
+    real *norm_out;    /* (T, Hv*dv)   gated RMSNorm(core, z)                   */
+} HybridActs;
+
 /* Everything the target forward writes, sized for at most cap_T tokens. */
 typedef struct {
     int cap_T;
@@ -315,6 +374,7 @@ typedef struct {
     real *logits;         /* (T, V)                                           */
     LayerActs acts;       /* one layer's activations, reused layer by layer   */
     SumFault fault;       /* the first non-finite sum of the last forward     */
+    HybridActs hy;        /* a hybrid target's extra activations (else zero)  */
 } TargetRun;
 
 /* Everything the draft forward writes, sized for cap_ctx context rows and a
@@ -349,7 +409,13 @@ typedef struct {
 
 int  cache_init(KVCache *c, const Config *cfg, int capacity);
 void cache_free(KVCache *c);
-void cache_crop(KVCache *c, int n);   /* keep the first n positions */
+void cache_crop(KVCache *c, int n);   /* keep the first n positions (a hybrid's linear layers roll back) */
+/* The gated delta rule, recurrent form, over T tokens: state (Hv, dk, dv) is
+ * updated in place; core (T, Hv, dv) gets the outputs (NULL: not kept). */
+void gated_delta_rule(real *core, real *state, const real *q, const real *k, const real *v, const real *g,
+                      const real *beta, int T, int Hk, int dk, int Hv, int dv);
+/* The gated RMSNorm of one value head: out (dv) = w * norm(x) * silu(z) */
+void rmsnorm_gated(real *out, const real *x, const real *z, const real *w, int n, real eps);
 int  target_run_init(TargetRun *r, const Config *c, int cap_T, int cap_S);
 void target_run_free(TargetRun *r);
 /* T tokens at positions cache->len.., appended to the cache; fills

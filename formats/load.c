@@ -419,12 +419,190 @@ static int config_draft(Config *c, const Json *root, const char *path) {
     return 0;
 }
 
+
+/* ---- a hybrid target: Qwen3.5's text model (Qwen3_5ForCausalLM, model_type
+ * "qwen3_5_text"), or the text_config of a nested "qwen3_5" config
+ * (Qwen3_5ForConditionalGeneration; its tensors are model.language_model.*,
+ * model.visual.* and mtp.* are ignored as transformers does). Keys absent
+ * take Qwen3_5TextConfig's defaults; what is not implemented is refused by
+ * name: MoE (num_experts > 0, qwen3_5_moe), rope types other than "default",
+ * attn_output_gate false, activations other than silu, attention bias. */
+
+/* is root (a config.json) a Qwen3.5 text target, plain or nested? */
+static int config_is_hybrid(const Json *root) {
+    const Json *mt = json_get(root, "model_type"), *tc = json_get(root, "text_config");
+    if (mt && mt->type == JSON_STRING && strncmp(mt->string, "qwen3_5", 7) == 0) return 1;
+    if (tc && tc->type == JSON_OBJECT) return 1;
+    const Json *a = json_get(root, "architectures");
+    if (a && a->type == JSON_ARRAY)
+        for (int i = 0; i < a->n; i++)
+            if (a->items[i].type == JSON_STRING && strncmp(a->items[i].string, "Qwen3_5", 7) == 0) return 1;
+    return 0;
+}
+
+/* an optional integer key: its value (lo..hi) or the default */
+static int cfg_int_or(const Json *root, const char *path, const char *key, int lo, int hi, int dflt, int *out) {
+    const Json *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) { *out = dflt; return 0; }
+    return cfg_int(root, path, key, lo, hi, out);
+}
+static int cfg_double_or(const Json *root, const char *path, const char *key, double lo, double hi, double dflt,
+                         double *out) {
+    const Json *v = json_get(root, key);
+    if (!v || v->type == JSON_NULL) { *out = dflt; return 0; }
+    return cfg_double(root, path, key, lo, hi, out);
+}
+
+static int config_hybrid(Config *c, const Json *top, const char *path) {
+    char got[96], sub[600];
+    const Json *tc = json_get(top, "text_config"), *root = top;
+    const Json *mt = json_get(top, "model_type");
+    if (tc && tc->type != JSON_OBJECT) {
+        dflash_set_error("%s: field \"text_config\": expected an object, got %s", path, json_describe(tc, got, sizeof got));
+        return -1;
+    }
+    if (tc) {
+        root = tc;
+        c->hybrid_nested = 1;
+        snprintf(sub, sizeof sub, "%.500s: text_config", path);
+        mt = json_get(tc, "model_type");
+    } else {
+        snprintf(sub, sizeof sub, "%.500s", path);
+    }
+    if (mt && !(mt->type == JSON_STRING && (strcmp(mt->string, "qwen3_5_text") == 0 || strcmp(mt->string, "qwen3_5") == 0))) {
+        dflash_set_error("%s: field \"model_type\": expected \"qwen3_5_text\" (or \"qwen3_5\" with a text_config; "
+                         "the MoE variant qwen3_5_moe is not implemented), got %s", sub, json_describe(mt, got, sizeof got));
+        return -1;
+    }
+    c->hybrid = 1;
+    int ne = 0;
+    if (cfg_int_or(root, sub, "num_experts", 0, 1 << 20, 0, &ne)) return -1;
+    if (ne > 0) {
+        dflash_set_error("%s: field \"num_experts\": expected 0 (mixture-of-experts Qwen3.5 is not implemented), "
+                         "got %d", sub, ne);
+        return -1;
+    }
+    const Json *gate = json_get(root, "attn_output_gate");
+    if (gate && !(gate->type == JSON_BOOL && gate->boolean)) {
+        dflash_set_error("%s: field \"attn_output_gate\": expected true (Qwen3_5Attention always gates; an ungated "
+                         "attention is not implemented), got %s", sub, json_describe(gate, got, sizeof got));
+        return -1;
+    }
+    if (cfg_int(root, sub, "hidden_size", 1, MAX_DIM, &c->hidden_size) ||
+        cfg_int(root, sub, "intermediate_size", 1, MAX_DIM, &c->intermediate_size) ||
+        cfg_int(root, sub, "num_hidden_layers", 1, MAX_LAYERS, &c->num_hidden_layers) ||
+        cfg_int(root, sub, "num_attention_heads", 1, MAX_DIM, &c->num_attention_heads) ||
+        cfg_int(root, sub, "num_key_value_heads", 1, MAX_DIM, &c->num_key_value_heads) ||
+        cfg_int(root, sub, "vocab_size", 1, MAX_VOCAB, &c->vocab_size) ||
+        cfg_int_or(root, sub, "head_dim", 2, MAX_DIM, 256, &c->head_dim) ||
+        cfg_int_or(root, sub, "max_position_embeddings", 1, 1 << 20, 32768, &c->max_position_embeddings) ||
+        cfg_double_or(root, sub, "rms_norm_eps", 0, 1, 1e-6, &c->rms_norm_eps) ||
+        cfg_int_or(root, sub, "linear_conv_kernel_dim", 1, 64, 4, &c->linear_conv_kernel_dim) ||
+        cfg_int_or(root, sub, "linear_key_head_dim", 1, 1024, 128, &c->linear_key_head_dim) ||
+        cfg_int_or(root, sub, "linear_value_head_dim", 1, 1024, 128, &c->linear_value_head_dim) ||
+        cfg_int_or(root, sub, "linear_num_key_heads", 1, MAX_DIM, 16, &c->linear_num_key_heads) ||
+        cfg_int_or(root, sub, "linear_num_value_heads", 1, MAX_DIM, 32, &c->linear_num_value_heads))
+        return -1;
+    if (config_check_reals(c, sub) != 0) return -1;
+    if (c->num_attention_heads % c->num_key_value_heads != 0) {
+        dflash_set_error("%s: field \"num_attention_heads\": expected a multiple of num_key_value_heads (%d), got %d",
+                         sub, c->num_key_value_heads, c->num_attention_heads);
+        return -1;
+    }
+    if (c->linear_num_value_heads % c->linear_num_key_heads != 0) {
+        dflash_set_error("%s: field \"linear_num_value_heads\": expected a multiple of linear_num_key_heads (%d), "
+                         "got %d", sub, c->linear_num_key_heads, c->linear_num_value_heads);
+        return -1;
+    }
+    if ((long)c->num_attention_heads * c->head_dim * 2 > MAX_DIM ||
+        (long)c->linear_num_key_heads * c->linear_key_head_dim * 2 +
+                (long)c->linear_num_value_heads * c->linear_value_head_dim > MAX_DIM) {
+        dflash_set_error("%s: the attention or linear-attention projections are above %d outputs", sub, MAX_DIM);
+        return -1;
+    }
+    /* the config keys of Qwen3 that mean the same here */
+    if (config_computed_keys(c, root, sub, 0) != 0) return -1;
+    if (tc) {  /* nested: transformers reads tie_word_embeddings at the top first */
+        const Json *tie = json_get(top, "tie_word_embeddings");
+        if (tie && tie->type == JSON_BOOL) c->tie_word_embeddings = tie->boolean;
+    }
+    /* layer_types, or full_attention_interval (default 4): layer i is linear
+     * if (i + 1) % interval, else full attention */
+    const Json *lt = json_get(root, "layer_types");
+    if (lt && lt->type != JSON_NULL) {
+        if (lt->type != JSON_ARRAY || lt->n != c->num_hidden_layers) {
+            dflash_set_error("%s: field \"layer_types\": expected a list of %d \"linear_attention\" or "
+                             "\"full_attention\", got %s", sub, c->num_hidden_layers, json_describe(lt, got, sizeof got));
+            return -1;
+        }
+        for (int i = 0; i < lt->n; i++) {
+            const Json *v = &lt->items[i];
+            int lin = v->type == JSON_STRING && strcmp(v->string, "linear_attention") == 0;
+            if (!lin && !(v->type == JSON_STRING && strcmp(v->string, "full_attention") == 0)) {
+                dflash_set_error("%s: field \"layer_types\"[%d]: expected \"linear_attention\" or \"full_attention\", "
+                                 "got %s", sub, i, json_describe(v, got, sizeof got));
+                return -1;
+            }
+            c->layer_linear[i] = lin;
+        }
+    } else {
+        int interval;
+        if (cfg_int_or(root, sub, "full_attention_interval", 1, MAX_LAYERS, 4, &interval)) return -1;
+        for (int i = 0; i < c->num_hidden_layers; i++) c->layer_linear[i] = (i + 1) % interval != 0;
+    }
+    /* RoPE: rope_parameters {rope_type "default", rope_theta, partial_rotary_factor,
+     * mrope_section, mrope_interleaved} (the three mrope grids are equal for
+     * text: plain RoPE), or the legacy top-level rope_theta / partial_rotary_factor */
+    const Json *rs = json_get(root, "rope_scaling"), *rp = json_get(root, "rope_parameters");
+    if (rs && rs->type != JSON_NULL) {
+        const Json *rt = json_get(rs, "rope_type");
+        if (!rt) rt = json_get(rs, "type");
+        if (!(rt && rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) {
+            dflash_set_error("%s: field \"rope_scaling\": expected null or rope_type \"default\" (other RoPE types are "
+                             "not implemented for Qwen3.5), got %s", sub, json_describe(rs, got, sizeof got));
+            return -1;
+        }
+    }
+    double theta = 10000.0, prf = 0.25;
+    if (cfg_double_or(root, sub, "rope_theta", 1, 1e30, 10000.0, &theta) ||
+        cfg_double_or(root, sub, "partial_rotary_factor", 0, 1, 0.25, &prf))
+        return -1;
+    if (rp && rp->type != JSON_NULL) {
+        char rsub[700];
+        snprintf(rsub, sizeof rsub, "%.600s: rope_parameters", sub);
+        if (rp->type != JSON_OBJECT) {
+            dflash_set_error("%s: expected an object, got %s", rsub, json_describe(rp, got, sizeof got));
+            return -1;
+        }
+        const Json *rt = json_get(rp, "rope_type");
+        if (rt && !(rt->type == JSON_STRING && strcmp(rt->string, "default") == 0)) {
+            dflash_set_error("%s: field \"rope_type\": expected \"default\" (other RoPE types are not implemented), "
+                             "got %s", rsub, json_describe(rt, got, sizeof got));
+            return -1;
+        }
+        if (cfg_double_or(rp, rsub, "rope_theta", 1, 1e30, theta, &theta) ||
+            cfg_double_or(rp, rsub, "partial_rotary_factor", 0, 1, prf, &prf))
+            return -1;
+    }
+    c->rope_theta = theta;
+    c->rotary_dim = (int)(c->head_dim * prf);
+    if (c->rotary_dim < 2 || c->rotary_dim % 2 != 0) {
+        dflash_set_error("%s: partial_rotary_factor %g x head_dim %d = rotary dims %d: expected an even number >= 2",
+                         sub, prf, c->head_dim, c->rotary_dim);
+        return -1;
+    }
+    if (config_eos(c, root, sub) != 0) return -1;
+    if (tc && c->n_eos == 0 && config_eos(c, top, path) != 0) return -1;
+    return 0;
+}
+
 static int config_parse(Config *c, const char *path, const char *text, size_t len, int draft) {
     Json root;
     memset(c, 0, sizeof *c);
     if (json_parse(text, len, path, &root) != 0) return -1;
     int rc = -1;
     if (root.type != JSON_OBJECT) dflash_set_error("%s: expected a JSON object", path);
+    else if (!draft && config_is_hybrid(&root)) rc = config_hybrid(c, &root, path);
     else if (config_sizes(c, &root, path, draft) == 0 && config_computed_keys(c, &root, path, draft) == 0 &&
              config_rope(c, &root, path) == 0 && config_layer_types(c, &root, path, draft) == 0 &&
              config_eos(c, &root, path) == 0 && (!draft || config_draft(c, &root, path) == 0))
@@ -438,7 +616,7 @@ static int config_parse(Config *c, const char *path, const char *text, size_t le
 typedef struct {
     char name[96];
     int ndim;
-    int64_t shape[2];
+    int64_t shape[3];
     real **dst;          /* the Model field that will point at it; NULL: must be absent (tied lm_head) */
     int found;
     int dtype;           /* ST_F32, ST_BF16, ST_F16 (from the file's header) */
@@ -449,6 +627,61 @@ typedef struct {
 enum { ST_F32, ST_BF16, ST_F16 };
 static const char *const ST_READ_NAMES[] = {"F32", "BF16", "F16"};
 static const int ST_READ_SIZES[] = {4, 2, 2};
+
+
+/* a hybrid target's tensors (Qwen3_5ForCausalLM's keys; nested configs put
+ * them under model.language_model.) */
+static int tensor_table_hybrid(Model *m, TensorSpec **out_specs, int *out_n) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, L = c->num_hidden_layers;
+    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d;
+    int Hv = c->linear_num_value_heads, vd = Hv * c->linear_value_head_dim;
+    int C = 2 * c->linear_num_key_heads * c->linear_key_head_dim + vd;
+    int n = 0, cap = 14 * L + 8;
+    TensorSpec *s = xcalloc((size_t)cap, sizeof(TensorSpec), "tensor table");
+    if (!s) return -1;
+    const char *pre = c->hybrid_nested ? "model.language_model." : "model.";
+#define ADD3(ptr, nd, s0, s1, s2, ...) do { \
+        snprintf(s[n].name, sizeof s[n].name, __VA_ARGS__); \
+        s[n].ndim = nd; s[n].shape[0] = s0; s[n].shape[1] = s1; s[n].shape[2] = s2; s[n].dst = ptr; n++; } while (0)
+    ADD3(&m->embed_tokens, 2, c->vocab_size, D, 0, "%sembed_tokens.weight", pre);
+    for (int l = 0; l < L; l++) {
+        LayerWeights *w = &m->layers[l];
+        ADD3(&w->input_layernorm, 1, D, 0, 0, "%slayers.%d.input_layernorm.weight", pre, l);
+        if (c->layer_linear[l]) {
+            ADD3(&w->in_proj_qkv, 2, C, D, 0, "%slayers.%d.linear_attn.in_proj_qkv.weight", pre, l);
+            ADD3(&w->in_proj_z, 2, vd, D, 0, "%slayers.%d.linear_attn.in_proj_z.weight", pre, l);
+            ADD3(&w->in_proj_b, 2, Hv, D, 0, "%slayers.%d.linear_attn.in_proj_b.weight", pre, l);
+            ADD3(&w->in_proj_a, 2, Hv, D, 0, "%slayers.%d.linear_attn.in_proj_a.weight", pre, l);
+            ADD3(&w->conv1d, 3, C, 1, c->linear_conv_kernel_dim, "%slayers.%d.linear_attn.conv1d.weight", pre, l);
+            ADD3(&w->A_log, 1, Hv, 0, 0, "%slayers.%d.linear_attn.A_log", pre, l);
+            ADD3(&w->dt_bias, 1, Hv, 0, 0, "%slayers.%d.linear_attn.dt_bias", pre, l);
+            ADD3(&w->linear_norm, 1, c->linear_value_head_dim, 0, 0, "%slayers.%d.linear_attn.norm.weight", pre, l);
+            ADD3(&w->out_proj, 2, D, vd, 0, "%slayers.%d.linear_attn.out_proj.weight", pre, l);
+        } else {
+            ADD3(&w->q_proj, 2, 2 * qd, D, 0, "%slayers.%d.self_attn.q_proj.weight", pre, l);
+            ADD3(&w->k_proj, 2, kvd, D, 0, "%slayers.%d.self_attn.k_proj.weight", pre, l);
+            ADD3(&w->v_proj, 2, kvd, D, 0, "%slayers.%d.self_attn.v_proj.weight", pre, l);
+            ADD3(&w->o_proj, 2, D, qd, 0, "%slayers.%d.self_attn.o_proj.weight", pre, l);
+            ADD3(&w->q_norm, 1, d, 0, 0, "%slayers.%d.self_attn.q_norm.weight", pre, l);
+            ADD3(&w->k_norm, 1, d, 0, 0, "%slayers.%d.self_attn.k_norm.weight", pre, l);
+        }
+        ADD3(&w->post_attention_layernorm, 1, D, 0, 0, "%slayers.%d.post_attention_layernorm.weight", pre, l);
+        ADD3(&w->gate_proj, 2, I, D, 0, "%slayers.%d.mlp.gate_proj.weight", pre, l);
+        ADD3(&w->up_proj, 2, I, D, 0, "%slayers.%d.mlp.up_proj.weight", pre, l);
+        ADD3(&w->down_proj, 2, D, I, 0, "%slayers.%d.mlp.down_proj.weight", pre, l);
+    }
+    ADD3(&m->norm, 1, D, 0, 0, "%snorm.weight", pre);
+    ADD3(c->tie_word_embeddings ? NULL : &m->lm_head, 2, c->vocab_size, D, 0, "lm_head.weight");
+    /* ignored, as transformers' Qwen3_5ForCausalLM ignores them: the vision
+     * tower and the multi-token-prediction head (ndim -1: a name prefix) */
+    ADD3(NULL, -1, 0, 0, 0, "model.visual.");
+    ADD3(NULL, -1, 0, 0, 0, "mtp.");
+#undef ADD3
+    *out_specs = s;
+    *out_n = n;
+    return 0;
+}
 
 static int tensor_table(Model *m, TensorSpec **out_specs, int *out_n) {
     const Config *c = &m->cfg;
@@ -462,6 +695,10 @@ static int tensor_table(Model *m, TensorSpec **out_specs, int *out_n) {
 #define ADD(ptr, nd, s0, s1, ...) do { \
         snprintf(s[n].name, sizeof s[n].name, __VA_ARGS__); \
         s[n].ndim = nd; s[n].shape[0] = s0; s[n].shape[1] = s1; s[n].dst = ptr; n++; } while (0)
+    if (c->hybrid) {
+        free(s);
+        return tensor_table_hybrid(m, out_specs, out_n);
+    }
     if (!c->is_draft) ADD(&m->embed_tokens, 2, c->vocab_size, D, "model.embed_tokens.weight");
     for (int l = 0; l < L; l++) {
         LayerWeights *w = &m->layers[l];
@@ -494,7 +731,11 @@ static int tensor_table(Model *m, TensorSpec **out_specs, int *out_n) {
     return 0;
 }
 
-static int64_t spec_numel(const TensorSpec *s) { return s->ndim == 1 ? s->shape[0] : s->shape[0] * s->shape[1]; }
+static int64_t spec_numel(const TensorSpec *s) {
+    int64_t n = 1;
+    for (int i = 0; i < s->ndim; i++) n *= s->shape[i];
+    return n;
+}
 
 static int cmp_begin(const void *a, const void *b) {
     const TensorSpec *x = *(const TensorSpec *const *)a, *y = *(const TensorSpec *const *)b;
@@ -522,6 +763,14 @@ static const char *const SAFETENSORS_DTYPES[] = {"F64", "F32", "F16", "BF16", "I
 static void absent_error(const char *path, const char *name, const char *what) {
     if (strcmp(name, "lm_head.weight") == 0) dflash_set_error("%s: " TIED_MSG, path, what);
     else dflash_set_error("%s: " LLAMA_MSG, path, what, name);
+}
+
+/* a tensor the table ignores (a name prefix with ndim -1: a hybrid target's
+ * model.visual.* and mtp.*) */
+static int st_ignored(const TensorSpec *specs, int n_specs, const char *name) {
+    for (int j = 0; j < n_specs; j++)
+        if (specs[j].ndim < 0 && strncmp(name, specs[j].name, strlen(specs[j].name)) == 0) return 1;
+    return 0;
 }
 
 /* st_check_file: buf is a whole safetensors file (len bytes), file number
@@ -563,7 +812,7 @@ static int st_check_file(const unsigned char *buf, size_t len, TensorSpec *specs
         goto done;
     }
     int64_t data_size = (int64_t)(len - 8 - hlen);
-    int n_here = 0;
+    int n_here = 0, n_ignored = 0;  /* ignored tensors (st_ignored) leave holes in the tiling */
 
     for (int i = 0; i < root.n; i++) {
         const char *name = root.keys[i];
@@ -577,6 +826,7 @@ static int st_check_file(const unsigned char *buf, size_t len, TensorSpec *specs
             continue;
         }
         TensorSpec *s = NULL;
+        if (st_ignored(specs, n_specs, name)) { n_ignored++; continue; }
         for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
         if (!s) { dflash_set_error("%s: unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
         if (!s->dst) { absent_error(path, s->name, "the file also holds"); goto done; }
@@ -686,7 +936,7 @@ static int st_check_file(const unsigned char *buf, size_t len, TensorSpec *specs
                              (long long)order[j]->begin, (long long)at);
             goto done;
         }
-        if (order[j]->begin > at) {
+        if (order[j]->begin > at && !n_ignored) {
             dflash_set_error("%s: hole of %lld bytes before tensor \"%s\" (begins at byte %lld, expected %lld)", path,
                              (long long)(order[j]->begin - at), order[j]->name, (long long)order[j]->begin,
                              (long long)at);
@@ -694,7 +944,7 @@ static int st_check_file(const unsigned char *buf, size_t len, TensorSpec *specs
         }
         at = order[j]->end;
     }
-    if (at != data_size) {
+    if (at != data_size && !(n_ignored && at < data_size)) {
         dflash_set_error("%s: %lld trailing bytes after the last tensor (expected the data section to end at "
                          "byte %lld, got %lld)", path, (long long)(data_size - at), (long long)at,
                          (long long)data_size);
@@ -832,6 +1082,7 @@ static const char *st_nonfinite_name(const unsigned char *src, int dtype, int64_
 /* st_read_index: dir/model.safetensors.index.json. Gives every tensor of the
  * table its shard (specs[].shard) and the list of shard file names (each
  * a plain file name in dir, malloc'd). 0, or -1 with dflash_errmsg. */
+
 static int st_read_index(const char *path, TensorSpec *specs, int n_specs, char **names, int *n_names) {
     size_t len;
     char *text;
@@ -855,6 +1106,7 @@ static int st_read_index(const char *path, TensorSpec *specs, int n_specs, char 
         const char *name = wm->keys[i];
         const Json *f = &wm->items[i];
         TensorSpec *s = NULL;
+        if (st_ignored(specs, n_specs, name)) continue;
         for (int j = 0; j < n_specs; j++) if (strcmp(specs[j].name, name) == 0) s = &specs[j];
         if (!s) { dflash_set_error("%s: field \"weight_map\": unexpected tensor \"%.200s\" (not part of this model)", path, name); goto done; }
         if (!s->dst) { absent_error(path, s->name, "the index also names"); goto done; }
@@ -1069,10 +1321,12 @@ int model_load(Model *m, const char *dir, int expect_draft) {
         m->lm_head = m->embed_tokens;  /* the same matrix, no copy */
         m->tied = 1;
     }
-    rope_inv_freq(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta);
+    /* a hybrid target rotates the first rotary_dim dims only: inv_freq has rotary_dim/2 entries */
+    int rope_dims = m->cfg.hybrid ? m->cfg.rotary_dim : m->cfg.head_dim;
+    rope_inv_freq(m->inv_freq, rope_dims, m->cfg.rope_theta);
     if (m->cfg.rope_llama3) rope_llama3(m->inv_freq, m->cfg.head_dim, &m->cfg);
     snprintf(path, sizeof path, "%s/config.json", dir);
-    if (check_rope(m->inv_freq, m->cfg.head_dim, m->cfg.rope_theta, m->cfg.max_position_embeddings, path) != 0) goto fail;
+    if (check_rope(m->inv_freq, rope_dims, m->cfg.rope_theta, m->cfg.max_position_embeddings, path) != 0) goto fail;
     free(specs);
     return 0;
 fail:

@@ -54,6 +54,10 @@ const TraceName *dflash_trace_name_in(const TraceDims *dims, const char *name, i
             if (trace_name_matches(dflash_lm_trace_names[i].pattern, name, num_layers)) return &dflash_lm_trace_names[i];
         return NULL;
     }
+    if (dims && dims->rd > 0)  /* a hybrid target's run: its own rows first */
+        for (int i = 0; i < dflash_n_hybrid_trace_names; i++)
+            if (trace_name_matches(dflash_hybrid_trace_names[i].pattern, name, num_layers))
+                return &dflash_hybrid_trace_names[i];
     return dflash_trace_name(name, num_layers);
 }
 
@@ -78,6 +82,9 @@ static long dim_value(const char *sym, size_t len, const TraceDims *dm) {
         {"H", offsetof(TraceDims, H)}, {"Hkv", offsetof(TraceDims, Hkv)}, {"d", offsetof(TraceDims, d)},
         {"k", offsetof(TraceDims, k)}, {"L", offsetof(TraceDims, L)}, {"b", offsetof(TraceDims, b)},
         {"N", offsetof(TraceDims, N)},
+        {"rd", offsetof(TraceDims, rd)}, {"Hk", offsetof(TraceDims, Hk)}, {"dk", offsetof(TraceDims, dk)},
+        {"Hv", offsetof(TraceDims, Hv)}, {"dv", offsetof(TraceDims, dv)}, {"C", offsetof(TraceDims, C)},
+        {"K", offsetof(TraceDims, K)},
     };
     if (sym[0] >= '0' && sym[0] <= '9') return strtol(sym, NULL, 10);
     for (size_t i = 0; i < sizeof DIMS / sizeof DIMS[0]; i++)
@@ -280,6 +287,56 @@ const TraceName dflash_trace_names[] = {
 #undef IDS
 #undef HEADS
 const int dflash_n_trace_names = (int)(sizeof dflash_trace_names / sizeof dflash_trace_names[0]);
+
+/* ---- A hybrid target (Qwen3.5 text: dflash.c section 3b): the rows that
+ * differ from the dense target's or are new. A run with a hybrid target
+ * (TraceDims.rd > 0) looks a name up here first, then in the table above. */
+const TraceName dflash_hybrid_trace_names[] = {
+    {"P.rope_angles", "T,rd/2", TRACE_REAL, "RoPE angles = position * inv_freq over the rd = int(d * partial_rotary_factor) "
+     "rotary dims", "rope_cos_sin"},
+    {"P.cos", "T,rd", TRACE_REAL, "cos(cat(angles, angles)): only the first rd dims of a head rotate", "rope_cos_sin"},
+    {"P.sin", "T,rd", TRACE_REAL, "sin(cat(angles, angles))", "rope_cos_sin"},
+    {"P.layers.{l}.self_attn.gate", "T,H*d", TRACE_REAL,
+     "the gate half of q_proj (per head: query d, then gate d), heads side by side, before the sigmoid",
+     "gated_attention"},
+    {"P.layers.{l}.self_attn.q", "H,T,d", TRACE_HEADS, "q = q_norm(query half of q_proj(X)), zero-centred, before RoPE",
+     "gated_attention"},
+    {"P.layers.{l}.self_attn.attn_output", "T,D", TRACE_REAL, "o_proj(attention output * sigmoid(gate))", "gated_attention"},
+    {"P.layers.{l}.linear_attn.in_proj_qkv", "T,C", TRACE_REAL, "in_proj_qkv(X): the conv's input rows (q | k | v channels)",
+     "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.in_proj_z", "T,Hv*dv", TRACE_REAL, "in_proj_z(X): the output gate", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.in_proj_b", "T,Hv", TRACE_REAL, "in_proj_b(X): beta before the sigmoid", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.in_proj_a", "T,Hv", TRACE_REAL, "in_proj_a(X): the decay's input", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.conv_state_in", "K-1,C", TRACE_REAL,
+     "the conv rows the cache held before the call (zeros at the prefill)", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.state_in", "Hv,dk,dv", TRACE_REAL,
+     "the recurrent state before the call (zeros at the prefill)", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.conv_in", "K-1+T,C", TRACE_REAL, "conv_state_in rows, then the T in_proj_qkv rows",
+     "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.conv_out", "T,C", TRACE_REAL, "silu(depthwise causal conv of conv_in), kernel K",
+     "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.q", "T,Hk,dk", TRACE_REAL, "query split of conv_out, l2-normalised (not yet scaled)",
+     "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.k", "T,Hk,dk", TRACE_REAL, "key split of conv_out, l2-normalised", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.v", "T,Hv,dv", TRACE_REAL, "value split of conv_out", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.g", "T,Hv", TRACE_REAL, "g = -exp(A_log) * softplus(a + dt_bias): the log decay",
+     "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.beta", "T,Hv", TRACE_REAL, "beta = sigmoid(b): the write strength", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.core_out", "T,Hv,dv", TRACE_REAL, "the gated delta rule's output (recurrent form)",
+     "gated_delta_rule"},
+    {"P.layers.{l}.linear_attn.state_out", "Hv,dk,dv", TRACE_REAL, "the recurrent state after the call", "gated_delta_rule"},
+    {"P.layers.{l}.linear_attn.conv_state_out", "K-1,C", TRACE_REAL, "the last K-1 rows of conv_in", "gated_deltanet"},
+    {"P.layers.{l}.linear_attn.norm_out", "T,Hv*dv", TRACE_REAL, "gated RMSNorm w * norm(core_out) * silu(z), per value head",
+     "rmsnorm_gated"},
+    {"P.layers.{l}.linear_attn.out_proj", "T,D", TRACE_REAL, "out_proj(norm_out): the layer's mixer output",
+     "gated_deltanet"},
+    {"verify{r}.rollback.layers.{l}.state", "Hv,dk,dv", TRACE_REAL,
+     "after the crop: the state after the accepted acceptance_length+1 tokens of the block (a replay from state_in)",
+     "cache_rollback_linear"},
+    {"verify{r}.rollback.layers.{l}.conv_state", "K-1,C", TRACE_REAL,
+     "after the crop: conv_in[m : m+K-1], m = acceptance_length+1", "cache_rollback_linear"},
+};
+const int dflash_n_hybrid_trace_names = (int)(sizeof dflash_hybrid_trace_names / sizeof dflash_hybrid_trace_names[0]);
 
 /* ---- Training (train/train.c, `dflash train --trace`): every name a traced
  * training step emits, in the order it computes them: s is the step (from

@@ -46,6 +46,10 @@ typedef struct {
 
 extern const TraceName dflash_trace_names[];
 extern const int dflash_n_trace_names;
+/* A hybrid target's rows (Qwen3.5 text; TRACE.md "Hybrid targets"): looked up
+ * first by dflash_trace_name_in when the sizes are a hybrid run's (rd > 0). */
+extern const TraceName dflash_hybrid_trace_names[];
+extern const int dflash_n_hybrid_trace_names;
 /* The training step's rows (train/train.c; TRACE.md "Training"): names
  * "train{s}.*", shapes in b, S, N, B and the draft's sizes. */
 extern const TraceName dflash_train_trace_names[];

@@ -71,6 +71,8 @@ static int cmd_md(const char *template_path) {
             found++;
         } else if (n == 13 && strncmp(line, "@TRAIN_NAMES@", 13) == 0) {  /* train/train.c's names */
             print_table(stdout, dflash_train_trace_names, dflash_n_train_trace_names);
+        } else if (n == 14 && strncmp(line, "@HYBRID_NAMES@", 14) == 0) {  /* a hybrid target's rows */
+            print_table(stdout, dflash_hybrid_trace_names, dflash_n_hybrid_trace_names);
         } else if (n == 16 && strncmp(line, "@LM_TRAIN_NAMES@", 16) == 0) {  /* train/train.c's lm_step names */
             print_table(stdout, dflash_lm_trace_names, dflash_n_lm_trace_names);
         } else {
