@@ -40,7 +40,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var: shared with the other generator */
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var, the template's lines: shared with the other generator */
 #include <sys/stat.h>
 
 #define ROUND 1          /* the round the chapter tells */
@@ -632,52 +632,27 @@ static void w_eval_table(void) {
             P("| %s | %d | %d | %s ± %s | %s |\n", EV[k].T, EV[k].B, EV[k].rounds, f3(EV[k].tau), f3(EV[k].tau_se), f2(EV[k].speedup));
 }
 
-static const struct { const char *name; void (*write)(void); } BLOCKS[] = {  /* tables: IN_TABLE set */
+static const Block BLOCKS[] = {  /* tables: IN_TABLE set */
     {"PROMPT_TABLE", w_prompt_table}, {"VERIFY_TABLE", w_verify_table}, {"ATTN_TABLE", w_attn_table},
     {"ACC_TABLE", w_acc_table},       {"EVAL_TABLE", w_eval_table},
 };
 
 /* ---- the template: mkwalk's rules (a line @NAME@ a block, @name@ a value) */
-static int is_block_line(const char *l, size_t n) {
-    if (n < 3 || l[0] != '@' || l[n - 1] != '@') return 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        if (!((l[i] >= 'A' && l[i] <= 'Z') || (l[i] >= '0' && l[i] <= '9') || l[i] == '_')) return 0;
-    return 1;
-}
 static void expand(const char *path) {
     size_t len;
     char *text;
     if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
     int lineno = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        const char *l = text + pos;
-        size_t n = e - pos;
-        pos = e + 1;
+    const char *l;
+    size_t n, pos = 0;
+    while (template_line(text, len, &pos, &l, &n)) {
         lineno++;
         if (is_block_line(l, n)) {
-            size_t k = 0, nb = sizeof BLOCKS / sizeof BLOCKS[0];
-            while (k < nb && !(strlen(BLOCKS[k].name) == n - 2 && strncmp(BLOCKS[k].name, l + 1, n - 2) == 0)) k++;
-            if (k == nb) flag_bad("%s:%d: no block writer %.*s", path, lineno, (int)n, l);
-            else IN_TABLE = 1, BLOCKS[k].write(), IN_TABLE = 0;
+            const Block *b = find_block(BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], path, lineno, l, n);
+            if (b) IN_TABLE = 1, b->write(), IN_TABLE = 0;
             continue;
         }
-        for (size_t i = 0; i < n; i++) {
-            if (l[i] == '@' && i + 1 < n && isalpha((unsigned char)l[i + 1])) {
-                size_t j = i + 1;
-                while (j < n && (isalnum((unsigned char)l[j]) || l[j] == '_')) j++;
-                if (j < n && l[j] == '@') {
-                    const char *v = var(l + i + 1, j - i - 1);
-                    if (!v) flag_bad("%s:%d: no value @%.*s@", path, lineno, (int)(j - i - 1), l + i + 1);
-                    else P("%s", v);
-                    i = j;
-                    continue;
-                }
-            }
-            fputc(l[i], md);
-        }
-        fputc('\n', md);
+        put_line(md, path, lineno, l, n);
     }
     free(text);
 }

@@ -41,7 +41,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var: shared with the other generator */
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var, the template's lines: shared with the other generator */
 
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
@@ -1512,10 +1512,7 @@ static char *train_mask_svg(size_t *len) {
     return buf;
 }
 
-static const struct {
-    const char *name;
-    void (*write)(void);
-} BLOCKS[] = {
+static const Block BLOCKS[] = {
     {"SETTINGS", w_settings},
     {"FIG_TIMELINE", w_fig_timeline},
     {"RUN_TABLE", w_run_table},
@@ -1556,12 +1553,6 @@ static const struct {
 
 /* ---- the template ------------------------------------------------------ */
 
-static int is_block_line(const char *l, size_t n) {
-    if (n < 3 || l[0] != '@' || l[n - 1] != '@') return 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        if (!((l[i] >= 'A' && l[i] <= 'Z') || (l[i] >= '0' && l[i] <= '9') || l[i] == '_')) return 0;
-    return 1;
-}
 
 /* one @CODE fn|first|last@ line (without the @ and the newline); @TCODE
  * quotes train/train.c */
@@ -1588,12 +1579,9 @@ static void expand(const char *path) {
     char *text;
     if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
     int lineno = 0, in_code = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        const char *l = text + pos;
-        size_t n = e - pos;
-        pos = e + 1;
+    const char *l;
+    size_t n, pos = 0;
+    while (template_line(text, len, &pos, &l, &n)) {
         lineno++;
         int is_code = n > 7 && (strncmp(l, "@CODE ", 6) == 0 || strncmp(l, "@TCODE ", 7) == 0) && l[n - 1] == '@';
         if (in_code && !is_code) { P("```\n"); in_code = 0; }
@@ -1603,28 +1591,11 @@ static void expand(const char *path) {
             continue;
         }
         if (is_block_line(l, n)) {
-            size_t k = 0, nb = sizeof BLOCKS / sizeof BLOCKS[0];
-            while (k < nb && !(strlen(BLOCKS[k].name) == n - 2 && strncmp(BLOCKS[k].name, l + 1, n - 2) == 0)) k++;
-            if (k == nb) flag_bad("%s:%d: no block writer %.*s", path, lineno, (int)n, l);
-            else BLOCKS[k].write();
+            const Block *b = find_block(BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], path, lineno, l, n);
+            if (b) b->write();
             continue;
         }
-        /* @name@ values; any other '@' is itself */
-        for (size_t i = 0; i < n; i++) {
-            if (l[i] == '@' && i + 1 < n && isalpha((unsigned char)l[i + 1])) {
-                size_t j = i + 1;
-                while (j < n && (isalnum((unsigned char)l[j]) || l[j] == '_')) j++;
-                if (j < n && l[j] == '@') {
-                    const char *v = var(l + i + 1, j - i - 1);
-                    if (!v) flag_bad("%s:%d: no value @%.*s@", path, lineno, (int)(j - i - 1), l + i + 1);
-                    else P("%s", v);
-                    i = j;
-                    continue;
-                }
-            }
-            fputc(l[i], md);
-        }
-        fputc('\n', md);
+        put_line(md, path, lineno, l, n);
     }
     if (in_code) P("```\n");
     free(text);
