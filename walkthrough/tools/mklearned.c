@@ -31,6 +31,7 @@
  */
 #include "dflash.h"
 #include "formats/files.h"
+#include "formats/tracenames.h"
 #include "tokenizer/tokenizer.h"
 
 #include <ctype.h>
@@ -155,12 +156,12 @@ static struct {
     double head_ctx;          /* its mean weight on the context, over the mask rows */
 } RUN;
 
-static const NpyValues *attn(void) { return get("draft%d.layers.%d.self_attn.attn_weights", ROUND, LAYER); }
+static const NpyValues *attn(void) { return get("draft%d.layers.%d." TN_ATTN_WEIGHTS, ROUND, LAYER); }
 static double A(int h, int q, int k) { return val(attn(), ((size_t)h * RUN.B + q) * RUN.S + k); }
 
 static int has_round(int r) {
     char n[64];
-    snprintf(n, sizeof n, "verify%d.acceptance_length", r);
+    snprintf(n, sizeof n, "verify%d." TN_ACCEPTANCE, r);
     return has(n);
 }
 
@@ -193,32 +194,32 @@ static void read_run(const char *heldout) {
     free(text);
     check(RUN.prompt_line > 0, "the traced prompt is a line of %s", heldout);
 
-    RUN.B = (int)get("verify%d.input_ids", ROUND)->n;
+    RUN.B = (int)get("verify%d." TN_INPUT_IDS, ROUND)->n;
     check(RUN.B >= 4 && RUN.B <= MAXB, "block size %d in 4..%d", RUN.B, MAXB);
-    const NpyValues *lg = get("verify%d.logits", ROUND);
+    const NpyValues *lg = get("verify%d." TN_LOGITS, ROUND);
     RUN.V = RUN.B ? (int)(lg->n / (size_t)RUN.B) : 0;
     const NpyValues *a = attn();
     RUN.H = a->ndim == 3 ? (int)a->shape[0] : 0;
     RUN.S = a->ndim == 3 ? (int)a->shape[2] : 0;
-    RUN.Lc = (int)get("draft%d.target_hidden_raw", ROUND)->shape[0];
-    RUN.start = (int)ival(get("verify%d.position_ids", ROUND), 0);
-    RUN.acc = (int)ival(get("verify%d.acceptance_length", ROUND), 0);
+    RUN.Lc = (int)get("draft%d." TN_TARGET_HIDDEN_RAW, ROUND)->shape[0];
+    RUN.start = (int)ival(get("verify%d." TN_POSITION_IDS, ROUND), 0);
+    RUN.acc = (int)ival(get("verify%d." TN_ACCEPTANCE, ROUND), 0);
     check(ROUND != 1 || (RUN.start == RUN.n && RUN.Lc == RUN.n && RUN.S == RUN.n + RUN.B),
           "round 1: the context is the prompt (start %d, Lc %d, S %d)", RUN.start, RUN.Lc, RUN.S);
     for (int i = 0; i < RUN.B; i++) {
-        RUN.block[i] = ival(get("verify%d.input_ids", ROUND), i);
-        RUN.posterior[i] = ival(get("verify%d.sampled", ROUND), i);
+        RUN.block[i] = ival(get("verify%d." TN_INPUT_IDS, ROUND), i);
+        RUN.posterior[i] = ival(get("verify%d." TN_SAMPLED, ROUND), i);
         /* greedy: the posterior is the argmax of the target's logits (first index on ties) */
         int best = 0;
         for (int v = 1; v < RUN.V; v++)
             if (val(lg, (size_t)i * RUN.V + v) > val(lg, (size_t)i * RUN.V + best)) best = v;
         check(best == RUN.posterior[i], "verify%d.sampled[%d] is the argmax of verify%d.logits[%d]", ROUND, i, ROUND, i);
     }
-    check(RUN.block[0] == ival(get("draft%d.block_output_ids", ROUND), 0), "the anchor is the block's first id");
+    check(RUN.block[0] == ival(get("draft%d." TN_BLOCK_OUTPUT_IDS, ROUND), 0), "the anchor is the block's first id");
     for (int i = 0; i + 1 < RUN.B; i++) {
-        RUN.match[i] = ival(get("verify%d.match", ROUND), i);
-        RUN.cumprod[i] = ival(get("verify%d.cumprod", ROUND), i);
-        check(RUN.block[i + 1] == ival(get("draft%d.sampled", ROUND), i), "verify input %d is the draft's proposal", i + 1);
+        RUN.match[i] = ival(get("verify%d." TN_MATCH, ROUND), i);
+        RUN.cumprod[i] = ival(get("verify%d." TN_CUMPROD, ROUND), i);
+        check(RUN.block[i + 1] == ival(get("draft%d." TN_SAMPLED, ROUND), i), "verify input %d is the draft's proposal", i + 1);
         check(RUN.match[i] == (RUN.block[i + 1] == RUN.posterior[i]), "match[%d] = (proposal %d == posterior[%d])", i, i + 1, i);
         check(RUN.cumprod[i] == (RUN.match[i] && (i == 0 || RUN.cumprod[i - 1])), "cumprod[%d]", i);
     }
@@ -227,7 +228,7 @@ static void read_run(const char *heldout) {
     check(acc == RUN.acc, "acceptance_length %d = the cumprod's ones %d", RUN.acc, acc);
     while (RUN.R < 100000 && has_round(RUN.R + 1)) RUN.R++;
     long tot = 0;
-    for (int r = 1; r <= RUN.R; r++) tot += ival(get("verify%d.acceptance_length", r), 0) + 1;
+    for (int r = 1; r <= RUN.R; r++) tot += ival(get("verify%d." TN_ACCEPTANCE, r), 0) + 1;
     RUN.tau = RUN.R ? (double)tot / RUN.R : 0;
     const NpyValues *ap = get("acceptance_per_position");
     for (int i = 0; i + 1 < RUN.B; i++) RUN.run_acc[i] = val(ap, i);
@@ -390,7 +391,7 @@ static const char *f3(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.3f", x)
 static int ZH;
 #define T(en, zh) (ZH ? (zh) : (en))
 
-static double logit(int row, long v) { return val(get("verify%d.logits", ROUND), (size_t)row * RUN.V + (size_t)v); }
+static double logit(int row, long v) { return val(get("verify%d." TN_LOGITS, ROUND), (size_t)row * RUN.V + (size_t)v); }
 
 /* the checks the prose relies on, and the values it prints */
 static void values(void) {
@@ -513,7 +514,7 @@ static void values(void) {
     }
     /* the rounds after this one accept less; no round of the run accepts a 4th proposal */
     for (int r = ROUND + 1; r <= RUN.R; r++)
-        check(ival(get("verify%d.acceptance_length", r), 0) < acc, "round %d accepts fewer than round %d", r, ROUND);
+        check(ival(get("verify%d." TN_ACCEPTANCE, r), 0) < acc, "round %d accepts fewer than round %d", r, ROUND);
     check(B > 4 && RUN.run_acc[3] == 0, "no round of the run accepts proposal 4");
     /* the eval */
     const EvalRow *e2 = eval_row("0", 2), *e4 = eval_row("0", 4), *e8 = eval_row("0", 8), *e16 = eval_row("0", 16);
