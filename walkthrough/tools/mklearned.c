@@ -683,14 +683,10 @@ int main(int argc, char **argv) {
     char *data[2] = {NULL, NULL};
     size_t len[2] = {0, 0};
     for (ZH = 0; ZH < 2 && !bad; ZH++) {
-        md = open_memstream(&data[ZH], &len[ZH]);
-        if (!md) { fprintf(stderr, "mklearned: out of memory\n"); return 1; }
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", tdir, tpl[ZH]);
-        vars_free();
-        values();
-        expand(path);
-        fclose(md);
+        if (fill_page(&md, &data[ZH], &len[ZH], tdir, tpl[ZH], values, expand) != 0) {
+            fprintf(stderr, "mklearned: out of memory\n");
+            return 1;
+        }
     }
     vars_free();
     int rc = 0;

@@ -1700,14 +1700,10 @@ int main(int argc, char **argv) {
         for (ZH = 0; ZH < 2; ZH++) {
             Page *o = &out[n_out++];
             snprintf(o->name, sizeof o->name, "%s", name[ZH]);
-            md = open_memstream(&o->data, &o->len);
-            if (!md) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", tdir, tpl[ZH]);
-            vars_free();
-            values();
-            expand(path);
-            fclose(md);
+            if (fill_page(&md, &o->data, &o->len, tdir, tpl[ZH], values, expand) != 0) {
+                fprintf(stderr, "mkwalk: out of memory\n");
+                return 1;
+            }
         }
         vars_free();
         if (HAVE_TRAIN && !bad) {   /* the training chapter's figure */

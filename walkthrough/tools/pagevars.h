@@ -112,4 +112,20 @@ static void put_line(FILE *out, const char *path, int lineno, const char *l, siz
     }
     fputc('\n', out);
 }
+
+/* One page into memory (*data, *len): *page (the generator's page stream)
+ * opened on it, the values set afresh by values(), the template tdir/tpl
+ * filled by expand. 0, or -1 when the stream cannot be opened. */
+static int fill_page(FILE **page, char **data, size_t *len, const char *tdir, const char *tpl, void (*values)(void),
+                     void (*expand)(const char *path)) {
+    *page = open_memstream(data, len);
+    if (!*page) return -1;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/%s", tdir, tpl);
+    vars_free();
+    values();
+    expand(path);
+    fclose(*page);
+    return 0;
+}
 #endif
