@@ -41,7 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var, the template's lines: shared with the other generator */
+#define PAGE_CHECK_WHAT "the chapter's claim no longer holds"
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
 #include <sys/stat.h>
 
 #define ROUND 1          /* the round the chapter tells */
@@ -49,15 +50,7 @@
 #define MAXB 64
 
 /* ---- errors: the first failure is kept, nothing is written ---------------- */
-static void check(int ok, const char *fmt, ...) {
-    if (ok) return;
-    char m[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    flag_bad("the chapter's claim no longer holds: %s", m);
-}
+/* check: pagevars.h */
 
 /* ---- tensors: TRACE_DIR/<name>.npy ------------------------------------- */
 static const char *TDIR;
@@ -375,16 +368,6 @@ static const ExRun *ex(const char *name) {
 }
 
 /* ---- values: @name@ ------------------------------------------------------ */
-/* integers joined by sep */
-static const char *ints(const long *v, int n, const char *sep) {
-    static char b[8][2048];
-    static int k;
-    char *o = b[k++ % 8];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 2000; i++) len += (size_t)snprintf(o + len, 2048 - len, "%s%ld", i ? sep : "", v[i]);
-    return o;
-}
 static const char *f2(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.2f", x < 0.005 && x > -0.005 ? 0.0 : x); return b; }
 static const char *f3(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.3f", x); return b; }
 

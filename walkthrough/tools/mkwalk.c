@@ -42,7 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var, the template's lines: shared with the other generator */
+#define PAGE_CHECK_WHAT "cross-check failed"
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
 
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
@@ -183,15 +184,7 @@ static double at3(const Tensor *t, long a, long b, long c) {
     return val(t, (size_t)((a * dim(t, 1) + b) * dim(t, 2) + c));
 }
 
-static void check(int ok, const char *fmt, ...) {
-    if (ok) return;
-    char m[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    flag_bad("cross-check failed: %s", m);
-}
+/* check: pagevars.h */
 
 /* ===========================================================================
  * 4. Vocabulary and token words.
@@ -565,16 +558,6 @@ static const char *pwords(const long *ids, int n) {
     size_t len = 0;
     o[0] = 0;
     for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", word(ids[i]));
-    return o;
-}
-/* integers joined by sep */
-static const char *ints(const long *v, int n, const char *sep) {
-    static char b[8][512];
-    static int k;
-    char *o = b[k++ % 8];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 480; i++) len += (size_t)snprintf(o + len, 512 - len, "%s%ld", i ? sep : "", v[i]);
     return o;
 }
 

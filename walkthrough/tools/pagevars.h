@@ -1,9 +1,9 @@
 /* walkthrough/tools/pagevars.h - what the page generators mkwalk.c and
- * mklearned.c share: the first failure (kept, nothing written), the
- * @name@ values a template's lines are filled from, and the template's
- * lines (@NAME@ alone: a block; @name@ in a line: a value). Static
- * functions, included by each generator once (each is one translation
- * unit). */
+ * mklearned.c share: the first failure (kept, nothing written), the check
+ * of a claim a page makes, the @name@ values a template's lines are filled
+ * from, and the template's lines (@NAME@ alone: a block; @name@ in a line:
+ * a value). Static functions, included by each generator once (each is one
+ * translation unit). */
 #ifndef PAGEVARS_H
 #define PAGEVARS_H
 #include <ctype.h>
@@ -23,7 +23,31 @@ static void flag_bad(const char *fmt, ...) {
     va_end(ap);
 }
 
+/* A claim the page makes, checked against the trace: when it does not hold,
+ * flag_bad with PAGE_CHECK_WHAT (each generator defines it before including
+ * this file: what a failed check is called) and the formatted claim. */
+static void check(int ok, const char *fmt, ...) {
+    if (ok) return;
+    char m[512];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(m, sizeof m, fmt, ap);
+    va_end(ap);
+    flag_bad("%s: %s", PAGE_CHECK_WHAT, m);
+}
+
 /* ---- values: @name@ ---------------------------------------------------- */
+
+/* integers joined by sep (one of 8 rotating buffers; at most ~2000 characters) */
+static const char *ints(const long *v, int n, const char *sep) {
+    static char b[8][2048];
+    static int k;
+    char *o = b[k++ % 8];
+    size_t len = 0;
+    o[0] = 0;
+    for (int i = 0; i < n && len < 2000; i++) len += (size_t)snprintf(o + len, 2048 - len, "%s%ld", i ? sep : "", v[i]);
+    return o;
+}
 typedef struct {
     char name[32];
     char *val;
