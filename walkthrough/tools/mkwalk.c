@@ -447,7 +447,7 @@ static void read_run(void) {
     RUN.B = (int)dim(get("draft1." TN_BLOCK_OUTPUT_IDS), 0);
     RUN.V = (int)dim(get("draft1." TN_LOGITS), 1);
     check(RUN.B >= 2 && RUN.B <= 16, "block size %d in 2..16", RUN.B);
-    const Tensor *ang = get("draft1.rope_angles");
+    const Tensor *ang = get("draft1." TN_ROPE_ANGLES);
     RUN.inv_freq_first = at2(ang, 1, 0) - at2(ang, 0, 0);
     RUN.inv_freq_last = at2(ang, 1, RUN.d / 2 - 1) - at2(ang, 0, RUN.d / 2 - 1);
 
@@ -916,7 +916,7 @@ static void w_math_rope(void) {
 
 static void w_rope_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *ang = get("draft1.rope_angles"), *cs = get("draft1.cos"), *sn = get("draft1.sin");
+    const Tensor *ang = get("draft1." TN_ROPE_ANGLES), *cs = get("draft1.cos"), *sn = get("draft1.sin");
     int half = RUN.d / 2;
     P(T("| position | used by | angle pair 0 | cos | sin | angle pair %d | cos |\n",
         "| 位置 | 用于 | 第 0 对角度 | cos | sin | 第 %d 对角度 | cos |\n"), half - 1);
