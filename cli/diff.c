@@ -1232,7 +1232,7 @@ static int diff_rounds(Diff *df) {
         for (int r = 0; r <= df->rounds[s]; r++) {
             char name[64];
             NpyArray t;
-            snprintf(name, sizeof name, "verify%d." TN_ACCEPTANCE, r);
+            snprintf(name, sizeof name, "verify%d.acceptance_length", r);
             df->acc[s][r] = r && load_named(df, s, name, &t) && t.kind != 'f' && t.n == 1 ? npy_i(&t, 0) : -1;
             if (r) npy_free(&t);
         }
@@ -1323,7 +1323,7 @@ static int other_divergence(const Diff *df) {
             const char *dot = strrchr(name, '.');
             int vr = name_round(name, "verify");
             int64_t acc = vr >= 1 && vr <= df->rounds[0] && df->acc[0] && dot &&
-                          (!strcmp(dot, "." TN_SAMPLED) || !strcmp(dot, "." TN_MATCH)) ? df->acc[0][vr] : -1;
+                          (!strcmp(dot, ".sampled") || !strcmp(dot, ".match")) ? df->acc[0][vr] : -1;
             /* floats are not ids (a manifest without dtypes does not say which are) */
             differs = a.kind == 'f' && o.kind == 'f' ? 0 : a.kind == 'f' || o.kind == 'f' || !same_shape(&a, &o);
             if (a.kind == 'f' && o.kind == 'f') a.n = 0;
@@ -1426,8 +1426,8 @@ static int run_other(Diff *df, const StrList *want) {
         has_sampled |= dot && !strcmp(dot, "." TN_SAMPLED);
         has_acc |= dot && !strcmp(dot, "." TN_ACCEPTANCE);
     }
-    if (rc == 0 && globs.n && has_sampled) rc = strlist_push(&globs, "*." TN_SAMPLED);
-    if (rc == 0 && globs.n && has_acc) rc = strlist_push(&globs, "*" TN_ACCEPTANCE);
+    if (rc == 0 && globs.n && has_sampled) rc = strlist_push(&globs, "*.sampled");
+    if (rc == 0 && globs.n && has_acc) rc = strlist_push(&globs, "*acceptance_length");
     size_t na = (size_t)m->argv.n + 4 + 2 * (size_t)globs.n;
     char **args = rc == 0 ? calloc(na, sizeof *args) : NULL;
     if (!args) {
