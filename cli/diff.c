@@ -65,6 +65,7 @@
 #include "cli/flags.h"
 #include "formats/files.h"
 #include "formats/manifest.h"
+#include "formats/tracenames.h"
 #include "trace.h"
 
 #include <errno.h>
@@ -350,10 +351,10 @@ static void factor_hints(const Diff *df, const char *name, const NpyArray *a, co
         name_constant(what, sizeof what, c1);
         fprintf(f, "  hint: B = %.6g x A on every value (a constant factor%s%s)\n", c1, what[0] ? ": " : "", what);
         /* an attention scale: A's is head_dim^-0.5, B's c times that */
-        const char *s = strstr(name, "self_attn.attn_scores");
+        const char *s = strstr(name, TN_ATTN_SCORES);
         if (s && c1 > 0) {
             char qname[512];
-            snprintf(qname, sizeof qname, "%.*sself_attn.q", (int)(s - name), name);
+            snprintf(qname, sizeof qname, "%.*s" TN_Q, (int)(s - name), name);
             int k = namemap_get(&df->ma->index, qname);
             NpyArray q;
             char *p = k >= 0 ? path_join(df->dir[0], df->ma->files.s[k]) : NULL;
@@ -368,7 +369,7 @@ static void factor_hints(const Diff *df, const char *name, const NpyArray *a, co
         }
         return;
     }
-    size_t cols = (size_t)a->shape[a->ndim - 1], rows_axis = a->ndim == 3 && strstr(name, "self_attn.") ? 1 : 0;
+    size_t cols = (size_t)a->shape[a->ndim - 1], rows_axis = a->ndim == 3 && strstr(name, TN_SELF_ATTN) ? 1 : 0;
     size_t rows = (size_t)a->shape[rows_axis], inner_r = 1;
     for (int d = (int)rows_axis + 1; d < a->ndim; d++) inner_r *= (size_t)a->shape[d];
     double *c = malloc(((cols > rows ? cols : rows) + 1) * sizeof *c);
@@ -377,7 +378,7 @@ static void factor_hints(const Diff *df, const char *name, const NpyArray *a, co
         double lo = c[0], hi = c[0];
         for (size_t j = 1; j < cols; j++) { lo = c[j] < lo ? c[j] : lo; hi = c[j] > hi ? c[j] : hi; }
         const char *dot = strrchr(name, '.');
-        if (dot && !strcmp(dot, ".rope_angles"))   /* angles = position x inv_freq: one factor per frequency */
+        if (dot && !strcmp(dot, "." TN_ROPE_ANGLES))   /* angles = position x inv_freq: one factor per frequency */
             fprintf(f, "  hint: B = A times one factor per column (the last axis: %zu factors from %.6g to %.6g; "
                        "column 0: %.6g): one factor per frequency of inv_freq: the frequency scaling (rope_scaling) "
                        "differs\n", cols, lo, hi, c[0]);
@@ -418,11 +419,17 @@ static int64_t dim0_of(const Diff *df, const char *name) {
     return d;
 }
 
+/* does a trace name end with tail (a name table tail, formats/tracenames.h)? */
+static int name_ends(const char *name, const char *tail) {
+    size_t n = strlen(name), t = strlen(tail);
+    return n >= t && strcmp(name + n - t, tail) == 0;
+}
+
 /* Which rows depart, when some do and some do not: a 2-D tensor's rows, an
  * attention tensor's [H, rows, ...] second axis. A draft layer's k, v and
  * k_rope hold Lc context rows then B block rows: named as such. */
 static void rows_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
-    int attn = a->ndim == 3 && strstr(name, "self_attn.") != NULL;
+    int attn = a->ndim == 3 && strstr(name, TN_SELF_ATTN) != NULL;
     if (!(a->ndim == 2 || attn) || a->n == 0) return;
     size_t ax = attn ? 1 : 0, R = (size_t)a->shape[ax], inner = (size_t)a->shape[a->ndim - 1];
     if (R < 2) return;
@@ -444,9 +451,9 @@ static void rows_hint(const Diff *df, const char *name, const NpyArray *a, const
         int n = 0;
         const char *tail = strrchr(name, '.');
         if (attn && sscanf(name, "draft%u.%n", &rd, &n) == 1 && n > 0 && tail &&
-            (!strcmp(tail, ".k") || !strcmp(tail, ".v") || !strcmp(tail, ".k_rope"))) {
+            (name_ends(name, "." TN_K) || name_ends(name, "." TN_V) || name_ends(name, "." TN_K_ROPE))) {
             char th[64];
-            snprintf(th, sizeof th, "draft%u.target_hidden_raw", rd);
+            snprintf(th, sizeof th, "draft%u." TN_TARGET_HIDDEN_RAW, rd);
             int64_t Lc = dim0_of(df, th);
             int ctx_only = Lc > 0 && (size_t)Lc < R, blk_only = ctx_only;
             for (size_t i = 0; Lc > 0 && i < R; i++) {
@@ -505,7 +512,7 @@ static int perm_hint(const NpyArray *a, const NpyArray *b, double tol, const cha
         printf("  hint: B holds A's values with the axes permuted: B's axes are A's (");
         for (int k = 0; k < nd; k++) printf(k ? ", %d" : "%d", p[k]);
         printf(")%s", b_is_perm && !same ? "" : ", read into A's shape (a reshape where a transpose was needed)");
-        if (nd == 3 && p[0] == 1 && p[1] == 0 && strstr(name, "self_attn."))
+        if (nd == 3 && p[0] == 1 && p[1] == 0 && strstr(name, TN_SELF_ATTN))
             printf(": heads and tokens swapped ([T, H, d] for the contract's [H, T, d])");
         printf("\n");
         return 1;
@@ -558,7 +565,7 @@ static void rmsnorm_of_a_hint(const NpyArray *a, const NpyArray *b, const FloatC
  * queries, the keys the cache 0..S-1). 1 when found. */
 static int attn_positions(const Diff *df, const char *name, size_t T, size_t S, int64_t *qpos, int64_t *kpos) {
     char pname[300];
-    snprintf(pname, sizeof pname, "%.*s.position_ids", (int)phase_len(name), name);
+    snprintf(pname, sizeof pname, "%.*s." TN_POSITION_IDS, (int)phase_len(name), name);
     NpyArray p;
     if (!load_named(df, 0, pname, &p)) return 0;
     int ok = p.kind != 'f' && p.ndim == 1 && (p.n == S || p.n == T) && S >= T;
@@ -572,7 +579,7 @@ static int attn_positions(const Diff *df, const char *name, size_t T, size_t S, 
  * mask hides), and how far from its query the nearest such key is. */
 static void mask_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
     const char *dot = strrchr(name, '.');
-    if (!dot || strcmp(dot, ".attn_weights") || a->ndim != 3) return;
+    if (!dot || !name_ends(name, "." TN_ATTN_WEIGHTS) || a->ndim != 3) return;
     size_t H = (size_t)a->shape[0], T = (size_t)a->shape[1], S = (size_t)a->shape[2], n = 0, first = 0;
     size_t hidden = 0, hfirst = 0;   /* the other way round: B exactly 0 where A gives weight */
     for (size_t k = 0; k < a->n; k++) {
@@ -648,7 +655,7 @@ static void diff_hints(const Diff *df, const char *name, const NpyArray *a, cons
     char saved[sizeof dflash_errmsg];
     memcpy(saved, dflash_errmsg, sizeof saved);
     /* heads: an attention tensor [H, ...] */
-    if (a->ndim == 3 && strstr(name, "self_attn.") && a->shape[0] > 1) {
+    if (a->ndim == 3 && strstr(name, TN_SELF_ATTN) && a->shape[0] > 1) {
         size_t H = (size_t)a->shape[0], per = a->n / H, dep = 0;
         char list[2][512] = {"", ""};
         for (size_t h = 0; h < H; h++) {
@@ -819,9 +826,9 @@ static int load_named(const Diff *df, int side, const char *name, NpyArray *t) {
 typedef struct { size_t pos, row; int64_t ta, tb; double va, vb, tol; } Tie;
 static int near_ties(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, Tie *first) {
     const char *dot = strrchr(name, '.');
-    if (!dot || strcmp(dot, ".sampled") != 0 || a->n == 0) return 0;
+    if (!dot || strcmp(dot, "." TN_SAMPLED) != 0 || a->n == 0) return 0;
     char lname[512];
-    snprintf(lname, sizeof lname, "%.*s.logits", (int)(dot - name), name);
+    snprintf(lname, sizeof lname, "%.*s." TN_LOGITS, (int)(dot - name), name);
     NpyArray L;
     if (!load_named(df, 0, lname, &L)) return 0;
     int all = L.kind == 'f' && L.ndim == 2 && L.shape[0] >= 1, any = 0;
@@ -929,7 +936,7 @@ static int diff_tensor(Diff *df, const char *name, const NpyArray *a, const NpyA
         }
         if (bad && !rounding && vr >= 1 && vr == df->tie_round && !df->diverged) {
             const char *dot = strrchr(name, '.');
-            rounding = dot && !strcmp(dot, ".match");
+            rounding = dot && !strcmp(dot, "." TN_MATCH);
             for (size_t k = 0; rounding && k < a->n; k++) {
                 if (npy_i(a, k) == npy_i(b, k)) continue;
                 int in = 0;
@@ -1718,8 +1725,8 @@ static int run_other(Diff *df, const StrList *want) {
     int has_sampled = 0, has_acc = 0;
     for (int i = 0; i < m->names.n; i++) {
         const char *dot = strrchr(m->names.s[i], '.');
-        has_sampled |= dot && !strcmp(dot, ".sampled");
-        has_acc |= dot && !strcmp(dot, ".acceptance_length");
+        has_sampled |= dot && !strcmp(dot, "." TN_SAMPLED);
+        has_acc |= dot && !strcmp(dot, "." TN_ACCEPTANCE);
     }
     if (rc == 0 && globs.n && has_sampled) rc = strlist_push(&globs, "*.sampled");
     if (rc == 0 && globs.n && has_acc) rc = strlist_push(&globs, "*acceptance_length");

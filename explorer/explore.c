@@ -39,6 +39,7 @@
 #include "formats/json.h"
 #include "formats/load.h"
 #include "formats/manifest.h"
+#include "formats/tracenames.h"
 
 #include <errno.h>
 #include <limits.h>
@@ -310,7 +311,7 @@ static size_t tensor_cap(const Entry *e) { return EXPLORE_TENSOR_VALUES / elem_b
  * what is left, each cut to the same number of values (halved until they
  * fit). Every loop runs over the entries, never over a shape. */
 static int is_attention(const char *name) {
-    const char *suffix = ".self_attn.attn_weights";
+    const char *suffix = "." TN_ATTN_WEIGHTS;
     size_t n = strlen(name), s = strlen(suffix);
     return n >= s && strcmp(name + n - s, suffix) == 0;
 }
@@ -557,6 +558,31 @@ static void put_vocab(FILE *f, const Vocab *v, const ByteVocab *bv) {
     }
 }
 
+/* The names the page's script finds tensors by, from the name table
+ * (formats/tracenames.h): "names":{"attn_weights":"self_attn.attn_weights",...};
+ * "heads": the tails of the tensors whose first axis is the head. */
+static void put_names(FILE *f) {
+    static const char *const names[][2] = {
+        {"attn_weights", TN_ATTN_WEIGHTS}, {"input_ids", TN_INPUT_IDS}, {"output_ids", TN_OUTPUT_IDS},
+        {"position_ids", TN_POSITION_IDS}, {"block_output_ids", TN_BLOCK_OUTPUT_IDS}, {"sampled", TN_SAMPLED},
+        {"match", TN_MATCH}, {"cumprod", TN_CUMPROD}, {"acceptance_length", TN_ACCEPTANCE},
+        {"target_hidden", TN_TARGET_HIDDEN}, {"target_hidden_raw", TN_TARGET_HIDDEN_RAW}, {"logits", TN_LOGITS}};
+    static const char *const heads[] = {TN_Q, TN_K, TN_V, TN_Q_ROPE, TN_K_ROPE, TN_ATTN_SCORES, TN_ATTN_WEIGHTS};
+    fputs("\"names\":{", f);
+    for (size_t i = 0; i < sizeof names / sizeof names[0]; i++) {
+        fputs(i ? "," : "", f);
+        put_json_string(f, names[i][0]);
+        fputc(':', f);
+        put_json_string(f, names[i][1]);
+    }
+    fputs(",\"heads\":[", f);
+    for (size_t i = 0; i < sizeof heads / sizeof heads[0]; i++) {
+        fputs(i ? "," : "", f);
+        put_json_string(f, heads[i]);
+    }
+    fputs("]}", f);
+}
+
 static int put_data(FILE *f, const Entries *es, const Vocab *v, const ByteVocab *bv) {
     size_t total = 0, left = 0;
     int cut = 0;
@@ -566,6 +592,8 @@ static int put_data(FILE *f, const Entries *es, const Vocab *v, const ByteVocab 
         cut += es->e[k].keep < es->e[k].a.n;
     }
     fputs("{\"format\":2,", f);
+    put_names(f);
+    fputc(',', f);
     put_vocab(f, v, bv);
     /* the bounds and what they left out, in total */
     fprintf(f, ",\"lim\":{\"page\":%zu,\"tensor\":%zu,\"values\":%zu,\"left\":%zu,\"cut\":%d}", EXPLORE_PAGE_VALUES,

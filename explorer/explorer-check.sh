@@ -89,6 +89,9 @@ render() {
     if [ -s "$tmp/page.urls" ]; then bad "$1$2: requests left the page:"; cat "$tmp/page.urls"; fi
 }
 
+page_name() {  # PAGE KEY: the name the page's data gives KEY ("names":{"KEY":"...",...}: the name table's)
+    grep -o '"names":{[^}]*}' "$1" | grep -o "\"$2\":\"[^\"]*\"" | head -n 1 | sed 's/^"[^"]*":"//; s/"$//'
+}
 html_escape() { sed 's/&/\&amp;/g; s/</\&lt;/g; s/>/\&gt;/g'; }
 
 check_page() {  # PAGE TRACE_DIR VOCAB LABEL
@@ -102,10 +105,15 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
         bad "$page holds a URL (above)"
     fi
     render "$page" "" || return 0
+    # the names tensors are found by: the name table's, as dflash explore wrote them into the page
+    acc_name=$(page_name "$page" acceptance_length) out_name=$(page_name "$page" output_ids)
+    attn_name=$(page_name "$page" attn_weights)
+    [ -n "$acc_name" ] && [ -n "$out_name" ] && [ -n "$attn_name" ] || { bad "$label: the page's data has no names"; return 0; }
+    attn_re=$(printf '%s' "$attn_name" | sed 's/\./\\./g')
     # acceptance lengths, round by round
     r=1
-    while [ -f "$dir/verify$r.acceptance_length.npy" ]; do
-        f="$dir/verify$r.acceptance_length.npy"
+    while [ -f "$dir/verify$r.$acc_name.npy" ]; do
+        f="$dir/verify$r.$acc_name.npy"
         npy_check "$f" '<i8' || return 0
         want=$(npy_data "$f" d8)
         got=$(sed -n "s/.*<td id=\"acc-$r\">\([^<]*\)<.*/\1/p" "$tmp/dom.html")
@@ -117,8 +125,8 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
     shown=$(grep -o '<td id="acc-[0-9]*">' "$tmp/dom.html" | wc -l)
     [ "$shown" -eq "$rounds" ] || bad "$label: the page shows $shown rounds, the trace has $rounds"
     # output ids and words
-    npy_check "$dir/output_ids.npy" '<i8' || return 0
-    want=$(npy_data "$dir/output_ids.npy" d8 | tr '\n' ' ' | sed 's/ $//')
+    npy_check "$dir/$out_name.npy" '<i8' || return 0
+    want=$(npy_data "$dir/$out_name.npy" d8 | tr '\n' ' ' | sed 's/ $//')
     got=$(sed -n 's/.*<span id="output-ids" class="mono">\([^<]*\)<.*/\1/p' "$tmp/dom.html")
     [ "$got" = "$want" ] || bad "$label: output ids shown \"$got\", trace \"$want\""
     words=$(for id in $want; do sed -n "$((id + 1))p" "$vocab"; done | tr '\n' ' ' | sed 's/ $//' | html_escape)
@@ -132,7 +140,7 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
     got=$(sed -n 's/.*<span id="steptitle">\([^<]*\)<.*/\1/p' "$tmp/dom.html")
     [ "$got" = "Overview of the run" ] || bad "$label: three left-arrow presses from step 4 land on \"$got\""
     # three attention cells picked at random
-    grep -o '"name":"[^"]*\.layers\.[0-9]*\.self_attn\.attn_weights"' "$dir/trace.jsonl" | sed 's/"name":"//; s/"$//' > "$tmp/attn.names"
+    grep -o '"name":"[^"]*\.layers\.[0-9]*\.'"$attn_re"'"' "$dir/trace.jsonl" | sed 's/"name":"//; s/"$//' > "$tmp/attn.names"
     n=$(wc -l < "$tmp/attn.names")
     [ "$n" -gt 0 ] || { bad "$label: no attention tensors in the trace"; return 0; }
     grep '^draft' "$tmp/attn.names" > "$tmp/attn.draft" || true
@@ -215,7 +223,7 @@ check_page() {  # PAGE TRACE_DIR VOCAB LABEL
     head -c 300 "$out/$label-attn.svg" | grep -q '<svg[^>]*xmlns="http://www.w3.org/2000/svg"' || bad "$label: the exported SVG has no SVG namespace"
     grep -q 'font-family="sans-serif"' "$out/$label-attn.svg" || bad "$label: the exported SVG names no generic font family"
     if grep -n -o -i -E '(src|href)[[:space:]]*=|url\(|@import' "$out/$label-attn.svg" | head -3 | grep .; then bad "$label: the exported SVG loads something"; fi
-    grep -q '<title>draft1.layers.0.self_attn.attn_weights\[1, ' "$out/$label-attn.svg" || bad "$label: the exported SVG is not head 1's heatmap"
+    grep -q "<title>draft1.layers.0.$attn_re\\[1, " "$out/$label-attn.svg" || bad "$label: the exported SVG is not head 1's heatmap"
     # shellcheck disable=SC2086
     timeout 120 "$CHROMIUM" $FLAGS --hide-scrollbars --window-size=700,500 \
         --screenshot="$out/$label-attn-svg.png" "file://$(pwd)/$out/$label-attn.svg" > /dev/null 2>&1 || bad "$label: the exported SVG does not render"

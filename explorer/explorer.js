@@ -7,6 +7,9 @@ window.onerror = function (msg, src, line, col, err) {
 };
 (function () {
 var D = JSON.parse(document.getElementById('trace-data').textContent);
+/* the names tensors are found by: the name table's (formats/tracenames.h), written by dflash explore */
+var N = D.names;
+function reEsc(x) { return x.replace(/[.*+?^${}()|[\]\\]/g, '\\$&'); }
 var T = {};
 D.tensors.forEach(function (t, i) { t.i = i; T[t.n] = t; });
 function $(id) { return document.getElementById(id); }
@@ -96,19 +99,20 @@ GLOSS.forEach(function (g) { g.push(globRe(g[0])); });
 function gloss(name) { for (var i = 0; i < GLOSS.length; i++) if (GLOSS[i][2].test(name)) return GLOSS[i]; return null; }
 
 /* ---- the run, derived from the tensors (each piece optional) ---- */
-var run = { prompt: get('input_ids') || get('prefill.input_ids') || [], out: get('output_ids'), rounds: [] };
+var run = { prompt: get(N.input_ids) || get('prefill.' + N.input_ids) || [], out: get(N.output_ids), rounds: [] };
 var roundNos = {};
 D.tensors.forEach(function (t) { var m = /^(draft|verify)(\d+)\./.exec(t.n); if (m) roundNos[+m[2]] = 1; });
 var rlist = Object.keys(roundNos).map(Number).sort(function (a, b) { return a - b; });
 rlist.forEach(function (r) {
-  var R = { r: r, blockIn: get('draft' + r + '.block_output_ids'), prop: get('draft' + r + '.sampled'),
-    block: get('verify' + r + '.input_ids'), post: get('verify' + r + '.sampled'), match: get('verify' + r + '.match'),
-    cum: get('verify' + r + '.cumprod'), dpos: get('draft' + r + '.position_ids'), vpos: get('verify' + r + '.position_ids') };
-  var a = get('verify' + r + '.acceptance_length');
+  var d = 'draft' + r + '.', v = 'verify' + r + '.';
+  var R = { r: r, blockIn: get(d + N.block_output_ids), prop: get(d + N.sampled),
+    block: get(v + N.input_ids), post: get(v + N.sampled), match: get(v + N.match),
+    cum: get(v + N.cumprod), dpos: get(d + N.position_ids), vpos: get(v + N.position_ids) };
+  var a = get(v + N.acceptance_length);
   R.acc = a ? a[0] : (R.cum ? R.cum.reduce(function (s, x) { return s + x; }, 0) : null);
   R.B = R.blockIn ? R.blockIn.length : R.block ? R.block.length : R.prop ? R.prop.length + 1 : null;
   R.start = R.vpos ? R.vpos[0] : (R.dpos && R.B ? R.dpos[R.dpos.length - R.B] : null);
-  var th = T['draft' + r + '.target_hidden_raw'];
+  var th = T[d + N.target_hidden_raw];
   R.Lc = th ? th.s[0] : (R.dpos && R.B ? R.dpos.length - R.B : null);
   R.dcache = R.dpos ? R.dpos[0] : null;
   if (!R.block && R.blockIn && R.prop) R.block = [R.blockIn[0]].concat(R.prop);
@@ -117,7 +121,7 @@ rlist.forEach(function (r) {
   run.rounds.push(R);
 });
 var B = run.rounds.length ? run.rounds[0].B : null;
-var ps = get('prefill.sampled');
+var ps = get('prefill.' + N.sampled);
 run.first = ps ? ps[0] : null;
 /* the token at each position, as far as the trace tells */
 function tokenAt(p) {
@@ -129,7 +133,7 @@ function tokenAt(p) {
 /* ---- views: overview, prefill, per round draft / verify / update, output (the
  * page's navigation; "Step 1..7" are the walkthrough's seven steps of a round) ---- */
 var STEPS = [{ k: 'overview', title: 'Overview of the run' }];
-if (T['prefill.input_ids'] || T['prefill.target_hidden'] || T['prefill.logits']) STEPS.push({ k: 'prefill', title: 'Prefill', cards: [1] });
+if (T['prefill.' + N.input_ids] || T['prefill.' + N.target_hidden] || T['prefill.' + N.logits]) STEPS.push({ k: 'prefill', title: 'Prefill', cards: [1] });
 run.rounds.forEach(function (R) {
   if (R.hasDraft) STEPS.push({ k: 'draft', r: R.r, title: 'Round ' + R.r + ': the draft proposes', cards: [2, 3, 4, 5] });
   if (R.hasVerify) {
@@ -393,8 +397,10 @@ function go(i) { cur = Math.max(0, Math.min(STEPS.length - 1, i)); renderStep();
 
 /* ---- attention heatmaps ---- */
 var attnGroups = {}, attnOrder = [];
+var ATTN_RE = new RegExp('^(.*)\\.layers\\.(\\d+)\\.' + reEsc(N.attn_weights) + '$');
+var HEADS_RE = new RegExp('\\.(' + N.heads.map(reEsc).join('|') + ')$');
 D.tensors.forEach(function (t) {
-  var m = /^(.*)\.layers\.(\d+)\.self_attn\.attn_weights$/.exec(t.n);
+  var m = ATTN_RE.exec(t.n);
   if (!m || t.s.length !== 3) return;
   if (!attnGroups[m[1]]) { attnGroups[m[1]] = []; attnOrder.push(m[1]); }
   attnGroups[m[1]][+m[2]] = t.n;
@@ -520,7 +526,7 @@ function exportLink(id, file, getSvg) {
 }
 function renderAttn() {
   var c = $('attnctl'); c.textContent = '';
-  if (!attn.g) { $('heatmap').textContent = 'This trace has no *.self_attn.attn_weights tensors.'; return; }
+  if (!attn.g) { $('heatmap').textContent = 'This trace has no *.' + N.attn_weights + ' tensors.'; return; }
   var layers = attnGroups[attn.g];
   var sg = el('select', { id: 'attn-group', 'aria-label': 'phase and round' });
   attnOrder.forEach(function (g) { var o = el('option', { value: g }, g); if (g === attn.g) o.selected = true; sg.appendChild(o); });
@@ -639,7 +645,7 @@ function showTensor(name) {
   if (s.length >= 3) {
     var lead = s.slice(0, s.length - 2), idx = [], r = tslice;
     for (var a = lead.length - 1; a >= 0; a--) { idx.unshift(r % lead[a]); r = Math.floor(r / lead[a]); }
-    ctl.appendChild(pager('tslice', 'slice [' + idx.join(', ') + ', :, :]' + (lead.length === 1 && /self_attn\.(q|k|v|q_rope|k_rope|attn_scores|attn_weights)$/.test(t.n) ? ' (head ' + tslice + ')' : '') + ':', tslice, slices, function (p) { tslice = p; trow = 0; showTensor(name); }));
+    ctl.appendChild(pager('tslice', 'slice [' + idx.join(', ') + ', :, :]' + (lead.length === 1 && HEADS_RE.test(t.n) ? ' (head ' + tslice + ')' : '') + ':', tslice, slices, function (p) { tslice = p; trow = 0; showTensor(name); }));
   }
   if (rpages > 1) ctl.appendChild(pager('trows', 'rows ' + trow * RW + '..' + (Math.min(rowsHere, (trow + 1) * RW) - 1) + ':', trow, rpages, function (p) { trow = p; showTensor(name); }));
   if (cpages > 1) ctl.appendChild(pager('tcols', 'columns ' + tcol * CW + '..' + (Math.min(cols, (tcol + 1) * CW) - 1) + ':', tcol, cpages, function (p) { tcol = p; showTensor(name); }));

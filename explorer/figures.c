@@ -45,6 +45,7 @@
 #include "formats/files.h"
 #include "formats/load.h"
 #include "formats/manifest.h"
+#include "formats/tracenames.h"
 #include "cli/flags.h"
 
 #include <stddef.h>
@@ -212,8 +213,8 @@ static void run_free(void) {
 }
 
 static int run_read(const Trace *m) {
-    if (load_ids(m, &RUN.in, "input_ids") != 0 || load_ids(m, &RUN.out, "output_ids") != 0 ||
-        load_ids(m, &RUN.first, "prefill.sampled") != 0)
+    if (load_ids(m, &RUN.in, TN_INPUT_IDS) != 0 || load_ids(m, &RUN.out, TN_OUTPUT_IDS) != 0 ||
+        load_ids(m, &RUN.first, "prefill." TN_SAMPLED) != 0)
         return -1;
     RUN.n = (int)RUN.in.n;
     RUN.n_out = (int)RUN.out.n;
@@ -221,7 +222,7 @@ static int run_read(const Trace *m) {
         dflash_set_error("%s: output_ids (%d) is shorter than input_ids (%d)", m->dir, RUN.n_out, RUN.n);
         return -1;
     }
-    while (RUN.R < FIG_MAX_ROUNDS && has(m, "verify%d.acceptance_length", RUN.R + 1)) RUN.R++;
+    while (RUN.R < FIG_MAX_ROUNDS && has(m, "verify%d." TN_ACCEPTANCE, RUN.R + 1)) RUN.R++;
     RUN.r = calloc((size_t)RUN.R + 1, sizeof(Round));
     RUN.keep = calloc((size_t)RUN.R * 3 + 1, sizeof(NpyValues));
     if (!RUN.r || !RUN.keep) { dflash_set_error("out of memory"); return -1; }
@@ -231,18 +232,18 @@ static int run_read(const Trace *m) {
         char nm[64];
         NpyValues acc, pos;
         NpyValues *blk = &RUN.keep[RUN.n_keep++], *post = &RUN.keep[RUN.n_keep++];
-        snprintf(nm, sizeof nm, "verify%d.acceptance_length", rn);
+        snprintf(nm, sizeof nm, "verify%d." TN_ACCEPTANCE, rn);
         if (load_ids(m, &acc, nm) != 0) return -1;
         r->acc = acc.n == 1 ? (int)acc.i[0] : -1;
         npy_values_free(&acc);
-        snprintf(nm, sizeof nm, "verify%d.position_ids", rn);
+        snprintf(nm, sizeof nm, "verify%d." TN_POSITION_IDS, rn);
         if (load_ids(m, &pos, nm) != 0) return -1;
         r->start = pos.n ? (int)pos.i[0] : -1;
         r->B = (int)pos.n;
         npy_values_free(&pos);
-        snprintf(nm, sizeof nm, "verify%d.input_ids", rn);
+        snprintf(nm, sizeof nm, "verify%d." TN_INPUT_IDS, rn);
         if (load_ids(m, blk, nm) != 0) return -1;
-        snprintf(nm, sizeof nm, "verify%d.sampled", rn);
+        snprintf(nm, sizeof nm, "verify%d." TN_SAMPLED, rn);
         if (load_ids(m, post, nm) != 0) return -1;
         if (r->B < 1 || (int)blk->n != r->B || (int)post->n != r->B || r->acc < 0 || r->acc >= r->B ||
             r->start < RUN.n || r->start > RUN.n_out + 1) {
@@ -252,11 +253,11 @@ static int run_read(const Trace *m) {
         }
         r->block = blk->i;
         r->posterior = post->i;
-        if (has(m, "draft%d.block_output_ids", rn) && has(m, "draft%d.position_ids", rn)) {
+        if (has(m, "draft%d." TN_BLOCK_OUTPUT_IDS, rn) && has(m, "draft%d." TN_POSITION_IDS, rn)) {
             NpyValues *bi = &RUN.keep[RUN.n_keep++];
-            snprintf(nm, sizeof nm, "draft%d.block_output_ids", rn);
+            snprintf(nm, sizeof nm, "draft%d." TN_BLOCK_OUTPUT_IDS, rn);
             if (load_ids(m, bi, nm) != 0) return -1;
-            snprintf(nm, sizeof nm, "draft%d.position_ids", rn);
+            snprintf(nm, sizeof nm, "draft%d." TN_POSITION_IDS, rn);
             if (load_ids(m, &pos, nm) != 0) return -1;
             r->Lc = (int)pos.n - r->B;
             npy_values_free(&pos);
@@ -512,8 +513,8 @@ static int axes_make(const Trace *m, Phase ph, int rn, int T, int S, Axes *a) {
      * them are cached rows at positions 0.. when the first new position says so */
     NpyValues pos;
     char nm[64];
-    if (ph == PH_PREFILL) snprintf(nm, sizeof nm, "prefill.position_ids");
-    else snprintf(nm, sizeof nm, "%s%d.position_ids", PHASE_NAME[ph], rn);
+    if (ph == PH_PREFILL) snprintf(nm, sizeof nm, "prefill." TN_POSITION_IDS);
+    else snprintf(nm, sizeof nm, "%s%d." TN_POSITION_IDS, PHASE_NAME[ph], rn);
     int have_pos = has(m, "%s", nm);
     if (have_pos && load_ids(m, &pos, nm) != 0) return -1;
     int np = have_pos ? (int)pos.n : 0;
@@ -583,7 +584,7 @@ static void heatmap(FILE *f, const NpyValues *A, int h, Phase ph, int rn, int la
     char tname[64];
     if (ph == PH_PREFILL) snprintf(tname, sizeof tname, "prefill");
     else snprintf(tname, sizeof tname, "%s%d", PHASE_NAME[ph], rn);
-    fprintf(f, "<text x=\"12\" y=\"44\" %s font-size=\"12\" fill=\"#555555\">%s.layers.%d.self_attn.attn_weights[%d]"
+    fprintf(f, "<text x=\"12\" y=\"44\" %s font-size=\"12\" fill=\"#555555\">%s.layers.%d." TN_ATTN_WEIGHTS "[%d]"
                ": %d queries x %d keys</text>\n", FONT, tname, layer, h, T, S);
     if (ax->block0 >= 0) {
         int xb = x0 + ax->block0 * cw;
@@ -699,8 +700,8 @@ static int draw_tensor(const Trace *m, const char *out_dir, Phase ph, int rn, in
                        int *n_drawn) {
     NpyValues A;
     if (ph == PH_PREFILL) {
-        if (load(m, &A, "prefill.layers.%d.self_attn.attn_weights", layer) != 0) return -1;
-    } else if (load(m, &A, "%s%d.layers.%d.self_attn.attn_weights", PHASE_NAME[ph], rn, layer) != 0) {
+        if (load(m, &A, "prefill.layers.%d." TN_ATTN_WEIGHTS, layer) != 0) return -1;
+    } else if (load(m, &A, "%s%d.layers.%d." TN_ATTN_WEIGHTS, PHASE_NAME[ph], rn, layer) != 0) {
         return -1;
     }
     int rc = -1;
@@ -869,9 +870,9 @@ int figures_main(int argc, char **argv) {
     for (int k = 0; k < m.m.names.n; k++) {
         const char *nm = m.m.names.s[k];
         int rn = 0, l = -1, end = 0, ph = -1;
-        if (sscanf(nm, "prefill.layers.%d.self_attn.attn_weights%n", &l, &end) == 1 && !nm[end]) ph = PH_PREFILL;
-        else if (sscanf(nm, "draft%d.layers.%d.self_attn.attn_weights%n", &rn, &l, &end) == 2 && !nm[end]) ph = PH_DRAFT;
-        else if (sscanf(nm, "verify%d.layers.%d.self_attn.attn_weights%n", &rn, &l, &end) == 2 && !nm[end]) ph = PH_VERIFY;
+        if (sscanf(nm, "prefill.layers.%d." TN_ATTN_WEIGHTS "%n", &l, &end) == 1 && !nm[end]) ph = PH_PREFILL;
+        else if (sscanf(nm, "draft%d.layers.%d." TN_ATTN_WEIGHTS "%n", &rn, &l, &end) == 2 && !nm[end]) ph = PH_DRAFT;
+        else if (sscanf(nm, "verify%d.layers.%d." TN_ATTN_WEIGHTS "%n", &rn, &l, &end) == 2 && !nm[end]) ph = PH_VERIFY;
         if (ph < 0 || l < 0 || rn < 0 || rn > RUN.R) continue;
         n_attn++;
         if (l > max_layer) max_layer = l;

@@ -59,6 +59,31 @@ extern const int dflash_n_train_trace_names;
 extern const TraceName dflash_lm_trace_names[];
 extern const int dflash_n_lm_trace_names;
 
+/* The last parts of the table's names, for code outside the tracer that
+ * finds a tensor by name (the explorer, dflash diff, the figures, the page
+ * generators): the rows of formats/tracenames.c are spelled with them, so a
+ * name looked up as "draft%d.layers.%d." TN_ATTN_WEIGHTS is the table's. */
+#define TN_SELF_ATTN        "self_attn."   /* every per-head tensor of a layer starts so */
+#define TN_Q                TN_SELF_ATTN "q"
+#define TN_K                TN_SELF_ATTN "k"
+#define TN_V                TN_SELF_ATTN "v"
+#define TN_Q_ROPE           TN_SELF_ATTN "q_rope"
+#define TN_K_ROPE           TN_SELF_ATTN "k_rope"
+#define TN_ATTN_SCORES      TN_SELF_ATTN "attn_scores"
+#define TN_ATTN_WEIGHTS     TN_SELF_ATTN "attn_weights"
+#define TN_INPUT_IDS        "input_ids"
+#define TN_POSITION_IDS     "position_ids"
+#define TN_ROPE_ANGLES      "rope_angles"
+#define TN_LOGITS           "logits"
+#define TN_SAMPLED          "sampled"
+#define TN_MATCH            "match"
+#define TN_CUMPROD          "cumprod"
+#define TN_ACCEPTANCE       "acceptance_length"
+#define TN_BLOCK_OUTPUT_IDS "block_output_ids"
+#define TN_TARGET_HIDDEN    "target_hidden"
+#define TN_TARGET_HIDDEN_RAW "target_hidden_raw"
+#define TN_OUTPUT_IDS       "output_ids"
+
 /* Does a full trace name match a table pattern? "P." matches "prefill." and
  * "verify<r>."; {l}, {r} match a decimal number; {L} only the number
  * num_layers, {i} only 1..num_layers-1 (so every name matches one row). */

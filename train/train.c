@@ -56,14 +56,14 @@
 typedef struct TrainRun TrainRun;   /* a step's activations (section 4) */
 static void run_free(TrainRun *r);
 
-/* The draft's trainable tensors in data-flow order. slot (may be NULL): where
- * each tensor's pointer lives in the Model (to point it elsewhere). Returns
- * the count; fills at most cap entries. */
-static int param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
-    const Config *c = &m->cfg;
-    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim;
-    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d;
-    int kD = c->n_target_layer_ids * D, n = 0;
+/* A list of trainable tensors (param_list, the draft's; lm_param_list, a
+ * target's): fills at most cap entries of out (may be NULL) and of slot (may
+ * be NULL: where each tensor's pointer lives in the Model, to point it
+ * elsewhere); returns the count. */
+typedef int ParamList(const Model *m, TrainParam *out, real **slot[], int cap);
+
+/* One entry of a ParamList: the tensor at ptr, nd dimensions s0 x s1, its
+ * key printed from the rest; reads and advances the list's n, out, slot, cap. */
 #define PARAM(ptr, nd, s0, s1, ...)                                                    \
     do {                                                                               \
         if (n < cap) {                                                                 \
@@ -78,6 +78,13 @@ static int param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
         }                                                                              \
         n++;                                                                           \
     } while (0)
+
+/* The draft's trainable tensors in data-flow order. */
+static int param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim;
+    int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d;
+    int kD = c->n_target_layer_ids * D, n = 0;
     PARAM(m->fc, 2, D, kD, "fc.weight");
     PARAM(m->hidden_norm, 1, D, 0, "hidden_norm.weight");
     for (int l = 0; l < c->num_hidden_layers; l++) {
@@ -95,9 +102,9 @@ static int param_list(const Model *m, TrainParam *out, real **slot[], int cap) {
         PARAM(w->down_proj, 2, D, I, "layers.%d.mlp.down_proj.weight", l);
     }
     PARAM(m->norm, 1, D, 0, "norm.weight");
-#undef PARAM
     return n;
 }
+static ParamList lm_param_list;   /* a target's (section 6) */
 
 int train_params(const Model *draft, TrainParam *out, int cap) { return param_list(draft, out, NULL, cap); }
 
@@ -124,27 +131,30 @@ void train_state_free(TrainState *st) {
     free(st);
 }
 
-/* Point the draft's tensors at one private buffer, in train_params order,
- * holding copies of their values (or zeros when copy is 0). */
-static int draft_own_weights(Model *draft, int copy, TrainParam **params_out, size_t **offset_out, int *n_out) {
-    int n = param_list(draft, NULL, NULL, 0);
+/* Point the model's tensors (those list names) at one private buffer, in
+ * list order, holding copies of their values (copy 1) or zeros; a tied
+ * lm_head follows the embedding. what names the buffer in an error. */
+static int own_weights(Model *m, ParamList *list, const char *what, int copy, TrainParam **params_out,
+                       size_t **offset_out, int *n_out) {
+    int n = list(m, NULL, NULL, 0);
     TrainParam *params = xcalloc(n, sizeof *params, "training parameter list");
     real ***slot = xcalloc(n, sizeof *slot, "training parameter slots");
     size_t *offset = xcalloc(n + 1, sizeof *offset, "training parameter offsets");
     real *buf = NULL;
     if (!params || !slot || !offset) goto fail;
-    param_list(draft, params, slot, n);
+    list(m, params, slot, n);
     for (int i = 0; i < n; i++) offset[i + 1] = offset[i] + param_size(&params[i]);
-    buf = xcalloc(offset[n], sizeof(real), "the draft's trainable weights");
+    buf = xcalloc(offset[n], sizeof(real), what);
     if (!buf) goto fail;
     for (int i = 0; i < n; i++) {
         if (copy) memcpy(buf + offset[i], params[i].data, sizeof(real) * param_size(&params[i]));
         *slot[i] = buf + offset[i];
         params[i].data = buf + offset[i];
     }
-    free(draft->data);   /* the widened copies (if any) are no longer pointed at */
-    draft->data = buf;
-    draft->n_params = offset[n];
+    if (m->tied) m->lm_head = m->embed_tokens;
+    free(m->data);   /* the widened copies (if any) are no longer pointed at */
+    m->data = buf;
+    m->n_params = offset[n];
     free(slot);
     *params_out = params;
     *offset_out = offset;
@@ -153,6 +163,50 @@ static int draft_own_weights(Model *draft, int copy, TrainParam **params_out, si
 fail:
     free(params); free(slot); free(offset);
     return -1;
+}
+
+/* The gradients in the weights' layout (g->layers allocated here, freed by
+ * the state): the tensors list names of a Model shaped as m, each pointing
+ * at its n entries of grad (offset, as own_weights made them); a tied
+ * lm_head's gradient is the embedding's. */
+static int grads_layout(ModelGrads *g, const Model *m, ParamList *list, real *grad, const size_t *offset, int n) {
+    Model gm;
+    memset(&gm, 0, sizeof gm);
+    gm.cfg = m->cfg;
+    gm.tied = m->tied;
+    gm.layers = xcalloc(m->cfg.num_hidden_layers, sizeof(LayerWeights), "gradient layers");
+    real ***slot = xcalloc(n, sizeof *slot, "gradient slots");
+    g->layers = gm.layers;
+    if (!gm.layers || !slot) { free(slot); return -1; }
+    list(&gm, NULL, slot, n);
+    for (int i = 0; i < n; i++) *slot[i] = grad + offset[i];
+    free(slot);
+    g->embed_tokens = gm.embed_tokens, g->norm = gm.norm;
+    g->lm_head = m->tied ? gm.embed_tokens : gm.lm_head;
+    g->fc = gm.fc, g->hidden_norm = gm.hidden_norm;
+    g->data = grad, g->n = offset[n];
+    return 0;
+}
+
+/* A new model's weights, in list order: RMSNorm weights (1-D) 1, every
+ * matrix N(0, 0.02^2) from one xorshift64* stream seeded with seed. */
+static void init_weights(TrainParam *params, int n, uint64_t seed) {
+    Rng g;
+    rng_seed(&g, seed);
+    for (int i = 0; i < n; i++) {
+        size_t count = param_size(&params[i]);
+        real *x = params[i].data;
+        if (params[i].ndim == 1) {   /* RMSNorm weights: 1 */
+            for (size_t j = 0; j < count; j++) x[j] = 1;
+            continue;
+        }
+        for (size_t j = 0; j < count; j += 2) {   /* N(0, 0.02^2), Box-Muller pairs */
+            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
+            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
+            x[j] = (real)(0.02 * rad * cos(ang));
+            if (j + 1 < count) x[j + 1] = (real)(0.02 * rad * sin(ang));
+        }
+    }
 }
 
 /* The draft's sliding_window: 0 when no layer is a sliding_attention layer
@@ -198,25 +252,15 @@ TrainState *train_state_new(Model *draft, const Model *target) {
     TrainState *st = xcalloc(1, sizeof *st, "training state");
     if (!st) return NULL;
     st->draft = draft;
-    if (draft_own_weights(draft, 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
+    if (own_weights(draft, param_list, "the draft's trainable weights", 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
     size_t total = st->offset[st->n];
     st->grad = xcalloc(total, sizeof(real), "gradients");
     st->m = xcalloc(total, sizeof(real), "AdamW exp_avg");
     st->v = xcalloc(total, sizeof(real), "AdamW exp_avg_sq");
-    if (!st->grad || !st->m || !st->v) { train_state_free(st); return NULL; }
-    /* the gradients in the weights' layout: a Model whose tensors point into grad */
-    Model gm;
-    memset(&gm, 0, sizeof gm);
-    gm.cfg = draft->cfg;
-    gm.layers = xcalloc(draft->cfg.num_hidden_layers, sizeof(LayerWeights), "gradient layers");
-    real ***slot = xcalloc(st->n, sizeof *slot, "gradient slots");
-    st->grads.layers = gm.layers;
-    if (!gm.layers || !slot) { free(slot); train_state_free(st); return NULL; }
-    param_list(&gm, NULL, slot, st->n);
-    for (int i = 0; i < st->n; i++) *slot[i] = st->grad + st->offset[i];
-    free(slot);
-    st->grads.fc = gm.fc, st->grads.hidden_norm = gm.hidden_norm, st->grads.norm = gm.norm;
-    st->grads.data = st->grad, st->grads.n = total;
+    if (!st->grad || !st->m || !st->v || grads_layout(&st->grads, draft, param_list, st->grad, st->offset, st->n) != 0) {
+        train_state_free(st);
+        return NULL;
+    }
     return st;
 }
 
@@ -254,27 +298,12 @@ int train_init_draft(Model *draft, const Config *dcfg, const Model *target, uint
     size_t *offset = NULL;
     int n = 0;
     if (!draft->layers || !draft->inv_freq || check_fit(draft, target) != 0 ||
-        draft_own_weights(draft, 0, &params, &offset, &n) != 0) {
+        own_weights(draft, param_list, "the draft's trainable weights", 0, &params, &offset, &n) != 0) {
         model_free(draft);
         return -1;
     }
     rope_inv_freq(draft->inv_freq, dcfg->head_dim, dcfg->rope_theta);
-    Rng g;
-    rng_seed(&g, seed);
-    for (int i = 0; i < n; i++) {
-        size_t count = param_size(&params[i]);
-        real *x = params[i].data;
-        if (params[i].ndim == 1) {   /* RMSNorm weights: 1 */
-            for (size_t j = 0; j < count; j++) x[j] = 1;
-            continue;
-        }
-        for (size_t j = 0; j < count; j += 2) {   /* N(0, 0.02^2), Box-Muller pairs */
-            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
-            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
-            x[j] = (real)(0.02 * rad * cos(ang));
-            if (j + 1 < count) x[j + 1] = (real)(0.02 * rad * sin(ang));
-        }
-    }
+    init_weights(params, n, seed);
     free(params);
     free(offset);
     return 0;
@@ -1245,30 +1274,61 @@ int train_loss_grad(const Model *draft, const Model *target, TrainState *st, con
  *                                                  TRAIN_DECAY_MATRICES only 2-D tensors)
  *   m = beta1 m + (1 - beta1) g;  v = beta2 v + (1 - beta2) g^2
  *   p -= lr / (1 - beta1^t) * m / (sqrt(v) / sqrt(1 - beta2^t) + eps) */
+typedef struct {
+    real decay, b1, b2, one_b1, one_b2, step_size, bc2_sqrt, eps;
+    int matrices_only;     /* TRAIN_DECAY_MATRICES: 1-D tensors are not decayed */
+} AdamW;
+
+/* The clipping coefficient min(1, max_norm / (norm + 1e-6)); 1 when
+ * max_norm is 0 (no clipping). */
+static double clip_coef(const TrainHyper *hp, double grad_norm) {
+    double coef = 1;
+    if (hp->max_grad_norm > 0) {
+        coef = hp->max_grad_norm / (grad_norm + 1e-6);
+        if (coef > 1) coef = 1;
+    }
+    return coef;
+}
+
+/* AdamW's constants at step t (the first step is t = 1). */
+static AdamW adamw_at(const TrainHyper *hp, long t) {
+    double bc1 = 1 - pow(hp->beta1, (double)t), bc2 = 1 - pow(hp->beta2, (double)t);
+    AdamW a;
+    a.decay = (real)(1 - hp->lr * hp->weight_decay), a.b1 = (real)hp->beta1, a.b2 = (real)hp->beta2;
+    a.one_b1 = (real)(1 - hp->beta1), a.one_b2 = (real)(1 - hp->beta2);
+    a.step_size = (real)(hp->lr / bc1), a.bc2_sqrt = (real)sqrt(bc2), a.eps = (real)hp->eps;
+    a.matrices_only = hp->decay_on == TRAIN_DECAY_MATRICES;
+    return a;
+}
+
+/* One tensor's AdamW step, its gradient g already clipped; m and v are its
+ * state. Returns 1 when an entry of the tensor is not finite after it. */
+static int adamw_tensor(const AdamW *a, const TrainParam *prm, const real *g, real *m, real *v) {
+    real *p = prm->data;
+    size_t n = param_size(prm);
+    real decay = a->matrices_only && prm->ndim < 2 ? (real)1 : a->decay;
+    int bad = 0;
+    for (size_t j = 0; j < n; j++) {
+        p[j] = p[j] * decay;
+        m[j] = m[j] * a->b1 + a->one_b1 * g[j];
+        v[j] = v[j] * a->b2 + a->one_b2 * (g[j] * g[j]);
+        real denom = (real)sqrt((double)v[j]) / a->bc2_sqrt + a->eps;
+        p[j] = p[j] + (-a->step_size) * (m[j] / denom);
+        bad |= !isfinite(p[j]);
+    }
+    return bad;
+}
+
 void train_update(TrainState *st, const TrainHyper *hp, double grad_norm) {
     size_t total = st->offset[st->n];
-    if (hp->max_grad_norm > 0) {
-        double coef = hp->max_grad_norm / (grad_norm + 1e-6);
-        if (coef < 1)
-            for (size_t i = 0; i < total; i++) st->grad[i] = st->grad[i] * (real)coef;
-    }
+    double coef = clip_coef(hp, grad_norm);
+    if (coef < 1)
+        for (size_t i = 0; i < total; i++) st->grad[i] = st->grad[i] * (real)coef;
     st->t++;
-    double bc1 = 1 - pow(hp->beta1, (double)st->t), bc2 = 1 - pow(hp->beta2, (double)st->t);
-    real decay = (real)(1 - hp->lr * hp->weight_decay), b1 = (real)hp->beta1, b2 = (real)hp->beta2;
-    real one_b1 = (real)(1 - hp->beta1), one_b2 = (real)(1 - hp->beta2);
-    real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2), eps = (real)hp->eps;
+    AdamW a = adamw_at(hp, st->t);
     for (int i = 0; i < st->n; i++) {
-        real *p = st->params[i].data;
-        size_t o = st->offset[i], n = param_size(&st->params[i]);
-        real decay_i = hp->decay_on == TRAIN_DECAY_MATRICES && st->params[i].ndim < 2 ? (real)1 : decay;
-        for (size_t j = 0; j < n; j++) {
-            real g = st->grad[o + j];
-            p[j] = p[j] * decay_i;
-            st->m[o + j] = st->m[o + j] * b1 + one_b1 * g;
-            st->v[o + j] = st->v[o + j] * b2 + one_b2 * (g * g);
-            real denom = (real)sqrt((double)st->v[o + j]) / bc2_sqrt + eps;
-            p[j] = p[j] + (-step_size) * (st->m[o + j] / denom);
-        }
+        size_t o = st->offset[i];
+        adamw_tensor(&a, &st->params[i], st->grad + o, st->m + o, st->v + o);
     }
 }
 
@@ -1308,9 +1368,10 @@ static TraceDims train_dims(const Model *dm, const Model *tm, const TrainBatch *
 }
 
 /* Hand one tensor "train{step}.<name>" to the hook as dflash.c hands its
- * own: the name, the buffer, the sizes. */
+ * own: the name, the buffer, the sizes (a target's step: dims->N = B = 0,
+ * the target rows). */
 static int emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
-    char full[128];
+    char full[160];
     snprintf(full, sizeof full, "train%d.%s", step, name);
     TraceHand hand = {full, {"train", step}, data, dims};
     return hook->tensor(hook->ctx, &hand);
@@ -1326,20 +1387,6 @@ static int lm_param_list(const Model *m, TrainParam *out, real **slot[], int cap
     const Config *c = &m->cfg;
     int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim, V = c->vocab_size;
     int qd = c->num_attention_heads * d, kvd = c->num_key_value_heads * d, n = 0;
-#define PARAM(ptr, nd, s0, s1, ...)                                                    \
-    do {                                                                               \
-        if (n < cap) {                                                                 \
-            if (out) {                                                                 \
-                snprintf(out[n].key, TRAIN_MAX_KEY, __VA_ARGS__);                      \
-                out[n].data = (ptr);                                                   \
-                out[n].ndim = (nd);                                                    \
-                out[n].shape[0] = (s0);                                                \
-                out[n].shape[1] = (s1);                                                \
-            }                                                                          \
-            if (slot) slot[n] = (real **)&(ptr);                                       \
-        }                                                                              \
-        n++;                                                                           \
-    } while (0)
     PARAM(m->embed_tokens, 2, V, D, "model.embed_tokens.weight");
     for (int l = 0; l < c->num_hidden_layers; l++) {
         const LayerWeights *w = &m->layers[l];
@@ -1359,7 +1406,6 @@ static int lm_param_list(const Model *m, TrainParam *out, real **slot[], int cap
     }
     PARAM(m->norm, 1, D, 0, "model.norm.weight");
     if (!m->tied) PARAM(m->lm_head, 2, V, D, "lm_head.weight");
-#undef PARAM
     return n;
 }
 
@@ -1384,39 +1430,6 @@ void lm_state_free(LmState *st) {
     free(st->grads.layers); free(st->clip_trace);
     run_free(&st->r);
     free(st);
-}
-
-/* Point the model's tensors (tensors listed by list) at one private buffer
- * holding copies of their values (copy 1) or zeros; a tied lm_head follows
- * the embedding. */
-static int own_weights(Model *m, int copy, TrainParam **params_out, size_t **offset_out, int *n_out) {
-    int n = lm_param_list(m, NULL, NULL, 0);
-    TrainParam *params = xcalloc(n, sizeof *params, "training parameter list");
-    real ***slot = xcalloc(n, sizeof *slot, "training parameter slots");
-    size_t *offset = xcalloc(n + 1, sizeof *offset, "training parameter offsets");
-    real *buf = NULL;
-    if (!params || !slot || !offset) goto fail;
-    lm_param_list(m, params, slot, n);
-    for (int i = 0; i < n; i++) offset[i + 1] = offset[i] + param_size(&params[i]);
-    buf = xcalloc(offset[n], sizeof(real), "the target's trainable weights");
-    if (!buf) goto fail;
-    for (int i = 0; i < n; i++) {
-        if (copy) memcpy(buf + offset[i], params[i].data, sizeof(real) * param_size(&params[i]));
-        *slot[i] = buf + offset[i];
-        params[i].data = buf + offset[i];
-    }
-    if (m->tied) m->lm_head = m->embed_tokens;
-    free(m->data);   /* the widened copies (if any) are no longer pointed at */
-    m->data = buf;
-    m->n_params = offset[n];
-    free(slot);
-    *params_out = params;
-    *offset_out = offset;
-    *n_out = n;
-    return 0;
-fail:
-    free(params); free(slot); free(offset);
-    return -1;
 }
 
 /* The activations of a target step: the layer's TrainLayer buffers and the
@@ -1481,7 +1494,7 @@ LmState *lm_state_new(Model *target, int b_max, int T_max) {
     if (!st) return NULL;
     st->target = target;
     st->b_max = b_max, st->T_max = T_max;
-    if (own_weights(target, 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
+    if (own_weights(target, lm_param_list, "the target's trainable weights", 1, &st->params, &st->offset, &st->n) != 0) { free(st); return NULL; }
     size_t total = st->offset[st->n], largest = 1;
     for (int i = 0; i < st->n; i++) if (param_size(&st->params[i]) > largest) largest = param_size(&st->params[i]);
     st->grad = xcalloc(total, sizeof(real), "gradients");
@@ -1492,20 +1505,10 @@ LmState *lm_state_new(Model *target, int b_max, int T_max) {
         lm_state_free(st);
         return NULL;
     }
-    Model gm;
-    memset(&gm, 0, sizeof gm);
-    gm.cfg = *c;
-    gm.tied = target->tied;
-    gm.layers = xcalloc(c->num_hidden_layers, sizeof(LayerWeights), "gradient layers");
-    real ***slot = xcalloc(st->n, sizeof *slot, "gradient slots");
-    st->grads.layers = gm.layers;
-    if (!gm.layers || !slot) { free(slot); lm_state_free(st); return NULL; }
-    lm_param_list(&gm, NULL, slot, st->n);
-    for (int i = 0; i < st->n; i++) *slot[i] = st->grad + st->offset[i];
-    free(slot);
-    st->grads.embed_tokens = gm.embed_tokens, st->grads.norm = gm.norm;
-    st->grads.lm_head = target->tied ? gm.embed_tokens : gm.lm_head;
-    st->grads.data = st->grad, st->grads.n = total;
+    if (grads_layout(&st->grads, target, lm_param_list, st->grad, st->offset, st->n) != 0) {
+        lm_state_free(st);
+        return NULL;
+    }
     return st;
 }
 
@@ -1543,15 +1546,9 @@ static TraceDims lm_dims(const Model *m, const LmBatch *bt) {
     return dims;
 }
 
-static int lm_emit(const TraceHook *hook, int step, const TraceDims *dims, const char *name, const void *data) {
-    char full[160];
-    snprintf(full, sizeof full, "train%d.%s", step, name);
-    TraceHand hand = {full, {"train", step}, data, dims};   /* dims->N = B = 0: the target rows */
-    return hook->tensor(hook->ctx, &hand);
-}
 #define LM_EMIT(hook, step, dims, name, data)                                                          \
     do {                                                                                               \
-        if ((hook) && lm_emit((hook), (step), (dims), (name), (data)) != 0) return -1;                 \
+        if ((hook) && emit((hook), (step), (dims), (name), (data)) != 0) return -1;                 \
     } while (0)
 
 /* The forward and the loss; with grad 1 the backward too (into st->grad,
@@ -1709,36 +1706,20 @@ int lm_eval_loss(const Model *target, LmState *st, const LmBatch *batch, double 
  * gradient, m, v and the parameter after the step. */
 static int lm_update(LmState *st, const TrainHyper *hp, double grad_norm, int step, const TraceHook *trace,
                      const TraceDims *dims, double *clip_out) {
-    double coef = 1;
-    if (hp->max_grad_norm > 0) {
-        coef = hp->max_grad_norm / (grad_norm + 1e-6);
-        if (coef > 1) coef = 1;
-    }
+    double coef = clip_coef(hp, grad_norm);
     *clip_out = coef;
     real lr_r = (real)hp->lr, coef_r = (real)coef;
     LM_EMIT(trace, step, dims, "lr", &lr_r);
     LM_EMIT(trace, step, dims, "clip_coef", &coef_r);
     st->t++;
-    double bc1 = 1 - pow(hp->beta1, (double)st->t), bc2 = 1 - pow(hp->beta2, (double)st->t);
-    real decay_all = (real)(1 - hp->lr * hp->weight_decay), b1 = (real)hp->beta1, b2 = (real)hp->beta2;
-    real one_b1 = (real)(1 - hp->beta1), one_b2 = (real)(1 - hp->beta2);
-    real step_size = (real)(hp->lr / bc1), bc2_sqrt = (real)sqrt(bc2), eps = (real)hp->eps;
+    AdamW a = adamw_at(hp, st->t);
     for (int i = 0; i < st->n; i++) {
         real *p = st->params[i].data, *g = st->grad + st->offset[i];
         real *m = st->m + st->offset[i], *v = st->v + st->offset[i];
         size_t n = param_size(&st->params[i]);
-        real decay = hp->decay_on == TRAIN_DECAY_MATRICES && st->params[i].ndim < 2 ? (real)1 : decay_all;
         if (coef < 1)
             for (size_t j = 0; j < n; j++) g[j] = g[j] * coef_r;
-        int bad = 0;
-        for (size_t j = 0; j < n; j++) {
-            p[j] = p[j] * decay;
-            m[j] = m[j] * b1 + one_b1 * g[j];
-            v[j] = v[j] * b2 + one_b2 * (g[j] * g[j]);
-            real denom = (real)sqrt((double)v[j]) / bc2_sqrt + eps;
-            p[j] = p[j] + (-step_size) * (m[j] / denom);
-            bad |= !isfinite(p[j]);
-        }
+        int bad = adamw_tensor(&a, &st->params[i], g, m, v);
         char name[TRAIN_MAX_KEY + 16];
         snprintf(name, sizeof name, "grad_clipped.%s", st->params[i].key);
         LM_EMIT(trace, step, dims, name, g);
@@ -1792,28 +1773,13 @@ int lm_init_target(Model *m, const Config *cfg, uint64_t seed) {
     size_t *offset = NULL;
     int n = 0;
     if (cfg->is_draft) dflash_set_error("train-target: the config is a draft's, not a target's");
-    if (cfg->is_draft || !m->layers || !m->inv_freq || own_weights(m, 0, &params, &offset, &n) != 0) {
+    if (cfg->is_draft || !m->layers || !m->inv_freq || own_weights(m, lm_param_list, "the target's trainable weights", 0, &params, &offset, &n) != 0) {
         model_free(m);
         return -1;
     }
     rope_inv_freq(m->inv_freq, cfg->head_dim, cfg->rope_theta);   /* as formats/load.c does */
     if (cfg->rope_llama3) rope_llama3(m->inv_freq, cfg->head_dim, cfg);
-    Rng g;
-    rng_seed(&g, seed);
-    for (int i = 0; i < n; i++) {
-        size_t count = param_size(&params[i]);
-        real *x = params[i].data;
-        if (params[i].ndim == 1) {   /* RMSNorm weights: 1 */
-            for (size_t j = 0; j < count; j++) x[j] = 1;
-            continue;
-        }
-        for (size_t j = 0; j < count; j += 2) {   /* N(0, 0.02^2), Box-Muller pairs */
-            double u1 = rng_uniform(&g), u2 = rng_uniform(&g);
-            double rad = sqrt(-2.0 * log(1.0 - u1)), ang = 6.283185307179586 * u2;
-            x[j] = (real)(0.02 * rad * cos(ang));
-            if (j + 1 < count) x[j + 1] = (real)(0.02 * rad * sin(ang));
-        }
-    }
+    init_weights(params, n, seed);
     free(params);
     free(offset);
     return 0;

@@ -244,16 +244,30 @@ static int train_parse_args(int argc, char **argv, TrainArgs *a) {
         dflash_set_error("--steps 0: writes the draft as it starts; --bench times steps (expected --steps >= 1)");
         return -1;
     }
-    if (a->warmup >= 0 && a->steps > 0 && a->warmup >= a->steps) {
-        dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
+    return train_check_steps(a->steps, a->warmup, a->stop_after);
+}
+
+int train_check_steps(long steps, long warmup, long stop_after) {
+    if (warmup >= 0 && steps > 0 && warmup >= steps) {
+        dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", steps, warmup);
         return -1;
     }
-    if (a->stop_after > 0 && a->steps >= 0 && a->stop_after >= a->steps) {
-        dflash_set_error("--stop-after: expected a step before the last (--steps %ld), got %ld", a->steps,
-                         a->stop_after);
+    if (stop_after > 0 && steps >= 0 && stop_after >= steps) {
+        dflash_set_error("--stop-after: expected a step before the last (--steps %ld), got %ld", steps, stop_after);
         return -1;
     }
     return 0;
+}
+
+int train_checkpoint_due(int s, int steps, long stop_after, long checkpoint_every, int *stop_now) {
+    *stop_now = ck_stop_signal || (stop_after > 0 && s == stop_after);
+    return *stop_now || (checkpoint_every > 0 && s % checkpoint_every == 0 && s < steps);
+}
+
+int train_stopped(int s) {
+    if (ck_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)ck_stop_signal, s);
+    else fprintf(stderr, "stopped after step %d (--stop-after)\n", s);
+    return ck_stop_signal ? 128 + ck_stop_signal : 0;
 }
 
 /* ===========================================================================
@@ -936,8 +950,8 @@ static int train_loop(TrainCmd *r) {
         rs->step = s, rs->adam_t = train_optimizer_step(r->st);
         rs->cursor = r->dr.cursor, rs->epoch_rng = r->dr.epoch_rng;
         rs->data_rng = r->data_rng, rs->anchor_rng = r->anchor_rng;
-        int stop_now = ck_stop_signal || (a->stop_after > 0 && s == a->stop_after);
-        if (stop_now || (a->checkpoint_every > 0 && s % a->checkpoint_every == 0 && s < steps)) {
+        int stop_now;
+        if (train_checkpoint_due(s, steps, a->stop_after, a->checkpoint_every, &stop_now)) {
             if (train_checkpoint(r) != 0) return -1;
             fprintf(stderr, "checkpoint: step %d written to %s%s\n", s, r->ck.dir,
                     stop_now ? " (resume with --resume and the same flags)" : "");
@@ -951,9 +965,7 @@ static int train_loop(TrainCmd *r) {
                     if (frc != 0) return -1;
                 }
             if (r->tracer) { int trc = trace_close(r->tracer); r->tracer = NULL; if (trc != 0) return -1; }
-            r->stop_rc = ck_stop_signal ? 128 + ck_stop_signal : 0;
-            if (ck_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)ck_stop_signal, s);
-            else fprintf(stderr, "stopped after step %d (--stop-after)\n", s);
+            r->stop_rc = train_stopped(s);
             return 1;
         }
     }

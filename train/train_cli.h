@@ -19,4 +19,17 @@ int train_main(int argc, char **argv);
  * trainers) */
 void fmt_duration(char *buf, size_t size, double s);
 
+/* Both trainers' step flags: --warmup below --steps, --stop-after before
+ * the last step (a negative value: not given). 0, or -1 (dflash_errmsg). */
+int train_check_steps(long steps, long warmup, long stop_after);
+
+/* After step s of steps: *stop_now is 1 when the run stops here (SIGINT,
+ * SIGTERM, or s is --stop-after); returns 1 when a checkpoint is due (then,
+ * or every --checkpoint-every steps before the last). */
+int train_checkpoint_due(int s, int steps, long stop_after, long checkpoint_every, int *stop_now);
+
+/* The stop after step s (a signal or --stop-after) told on stderr; returns
+ * the exit status: 128 + the signal, or 0. */
+int train_stopped(int s);
+
 #endif /* TRAIN_CLI_H */

@@ -190,16 +190,7 @@ static int tt_parse_args(int argc, char **argv, TtArgs *a) {
         return -1;
     }
     if (!a->out) { dflash_set_error("--out: missing (the folder the trained target goes to)"); return -1; }
-    if (a->warmup >= 0 && a->steps >= 0 && a->steps > 0 && a->warmup >= a->steps) {
-        dflash_set_error("--warmup: expected fewer steps than --steps (%ld), got %ld", a->steps, a->warmup);
-        return -1;
-    }
-    if (a->stop_after > 0 && a->steps >= 0 && a->stop_after >= a->steps) {
-        dflash_set_error("--stop-after: expected a step before the last (--steps %ld), got %ld", a->steps,
-                         a->stop_after);
-        return -1;
-    }
-    return 0;
+    return train_check_steps(a->steps, a->warmup, a->stop_after);
 }
 
 /* ===========================================================================
@@ -838,8 +829,8 @@ static int tt_loop(TtCmd *tc) {
             fprintf(stderr, "step %d/%d  loss %.4f  lr %.3e  grad norm %.3f  %.0f tok/s  elapsed %s  ETA %s\n", step,
                     steps, ls.loss, hp.lr, ls.grad_norm, el > 0 ? (double)tc->tokens_run / el : 0.0, e1, e2);
         }
-        int stop_now = ck_stop_signal || (a->stop_after > 0 && step == a->stop_after);
-        if (stop_now || (a->checkpoint_every > 0 && step % a->checkpoint_every == 0 && step < steps)) {
+        int stop_now;
+        if (train_checkpoint_due(step, steps, a->stop_after, a->checkpoint_every, &stop_now)) {
             if (write_checkpoint(r, ck) != 0) return -1;
             fprintf(stderr, "checkpoint: step %d written to %s%s\n", step, ck->dir,
                     stop_now ? " (resume with --resume and the same flags)" : "");
@@ -847,9 +838,7 @@ static int tt_loop(TtCmd *tc) {
         if (stop_now) {
             if (tc->logf) { int lrc = out_commit(tc->logf); tc->logf = NULL; if (lrc != 0) return -1; }
             if (tc->tracer) { int trc = trace_close(tc->tracer); tc->tracer = NULL; if (trc != 0) return -1; }
-            tc->rc = ck_stop_signal ? 128 + ck_stop_signal : 0;
-            if (ck_stop_signal) fprintf(stderr, "stopped by signal %d after step %d\n", (int)ck_stop_signal, step);
-            else fprintf(stderr, "stopped after step %d (--stop-after)\n", step);
+            tc->rc = train_stopped(step);
             return 1;
         }
     }

@@ -31,6 +31,7 @@
  */
 #include "dflash.h"
 #include "formats/files.h"
+#include "formats/tracenames.h"
 #include "tokenizer/tokenizer.h"
 
 #include <ctype.h>
@@ -40,7 +41,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var: shared with the other generator */
+#define PAGE_CHECK_WHAT "the chapter's claim no longer holds"
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
 #include <sys/stat.h>
 
 #define ROUND 1          /* the round the chapter tells */
@@ -48,15 +50,7 @@
 #define MAXB 64
 
 /* ---- errors: the first failure is kept, nothing is written ---------------- */
-static void check(int ok, const char *fmt, ...) {
-    if (ok) return;
-    char m[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    flag_bad("the chapter's claim no longer holds: %s", m);
-}
+/* check: pagevars.h */
 
 /* ---- tensors: TRACE_DIR/<name>.npy ------------------------------------- */
 static const char *TDIR;
@@ -155,12 +149,12 @@ static struct {
     double head_ctx;          /* its mean weight on the context, over the mask rows */
 } RUN;
 
-static const NpyValues *attn(void) { return get("draft%d.layers.%d.self_attn.attn_weights", ROUND, LAYER); }
+static const NpyValues *attn(void) { return get("draft%d.layers.%d." TN_ATTN_WEIGHTS, ROUND, LAYER); }
 static double A(int h, int q, int k) { return val(attn(), ((size_t)h * RUN.B + q) * RUN.S + k); }
 
 static int has_round(int r) {
     char n[64];
-    snprintf(n, sizeof n, "verify%d.acceptance_length", r);
+    snprintf(n, sizeof n, "verify%d." TN_ACCEPTANCE, r);
     return has(n);
 }
 
@@ -193,32 +187,32 @@ static void read_run(const char *heldout) {
     free(text);
     check(RUN.prompt_line > 0, "the traced prompt is a line of %s", heldout);
 
-    RUN.B = (int)get("verify%d.input_ids", ROUND)->n;
+    RUN.B = (int)get("verify%d." TN_INPUT_IDS, ROUND)->n;
     check(RUN.B >= 4 && RUN.B <= MAXB, "block size %d in 4..%d", RUN.B, MAXB);
-    const NpyValues *lg = get("verify%d.logits", ROUND);
+    const NpyValues *lg = get("verify%d." TN_LOGITS, ROUND);
     RUN.V = RUN.B ? (int)(lg->n / (size_t)RUN.B) : 0;
     const NpyValues *a = attn();
     RUN.H = a->ndim == 3 ? (int)a->shape[0] : 0;
     RUN.S = a->ndim == 3 ? (int)a->shape[2] : 0;
-    RUN.Lc = (int)get("draft%d.target_hidden_raw", ROUND)->shape[0];
-    RUN.start = (int)ival(get("verify%d.position_ids", ROUND), 0);
-    RUN.acc = (int)ival(get("verify%d.acceptance_length", ROUND), 0);
+    RUN.Lc = (int)get("draft%d." TN_TARGET_HIDDEN_RAW, ROUND)->shape[0];
+    RUN.start = (int)ival(get("verify%d." TN_POSITION_IDS, ROUND), 0);
+    RUN.acc = (int)ival(get("verify%d." TN_ACCEPTANCE, ROUND), 0);
     check(ROUND != 1 || (RUN.start == RUN.n && RUN.Lc == RUN.n && RUN.S == RUN.n + RUN.B),
           "round 1: the context is the prompt (start %d, Lc %d, S %d)", RUN.start, RUN.Lc, RUN.S);
     for (int i = 0; i < RUN.B; i++) {
-        RUN.block[i] = ival(get("verify%d.input_ids", ROUND), i);
-        RUN.posterior[i] = ival(get("verify%d.sampled", ROUND), i);
+        RUN.block[i] = ival(get("verify%d." TN_INPUT_IDS, ROUND), i);
+        RUN.posterior[i] = ival(get("verify%d." TN_SAMPLED, ROUND), i);
         /* greedy: the posterior is the argmax of the target's logits (first index on ties) */
         int best = 0;
         for (int v = 1; v < RUN.V; v++)
             if (val(lg, (size_t)i * RUN.V + v) > val(lg, (size_t)i * RUN.V + best)) best = v;
         check(best == RUN.posterior[i], "verify%d.sampled[%d] is the argmax of verify%d.logits[%d]", ROUND, i, ROUND, i);
     }
-    check(RUN.block[0] == ival(get("draft%d.block_output_ids", ROUND), 0), "the anchor is the block's first id");
+    check(RUN.block[0] == ival(get("draft%d." TN_BLOCK_OUTPUT_IDS, ROUND), 0), "the anchor is the block's first id");
     for (int i = 0; i + 1 < RUN.B; i++) {
-        RUN.match[i] = ival(get("verify%d.match", ROUND), i);
-        RUN.cumprod[i] = ival(get("verify%d.cumprod", ROUND), i);
-        check(RUN.block[i + 1] == ival(get("draft%d.sampled", ROUND), i), "verify input %d is the draft's proposal", i + 1);
+        RUN.match[i] = ival(get("verify%d." TN_MATCH, ROUND), i);
+        RUN.cumprod[i] = ival(get("verify%d." TN_CUMPROD, ROUND), i);
+        check(RUN.block[i + 1] == ival(get("draft%d." TN_SAMPLED, ROUND), i), "verify input %d is the draft's proposal", i + 1);
         check(RUN.match[i] == (RUN.block[i + 1] == RUN.posterior[i]), "match[%d] = (proposal %d == posterior[%d])", i, i + 1, i);
         check(RUN.cumprod[i] == (RUN.match[i] && (i == 0 || RUN.cumprod[i - 1])), "cumprod[%d]", i);
     }
@@ -227,7 +221,7 @@ static void read_run(const char *heldout) {
     check(acc == RUN.acc, "acceptance_length %d = the cumprod's ones %d", RUN.acc, acc);
     while (RUN.R < 100000 && has_round(RUN.R + 1)) RUN.R++;
     long tot = 0;
-    for (int r = 1; r <= RUN.R; r++) tot += ival(get("verify%d.acceptance_length", r), 0) + 1;
+    for (int r = 1; r <= RUN.R; r++) tot += ival(get("verify%d." TN_ACCEPTANCE, r), 0) + 1;
     RUN.tau = RUN.R ? (double)tot / RUN.R : 0;
     const NpyValues *ap = get("acceptance_per_position");
     for (int i = 0; i + 1 < RUN.B; i++) RUN.run_acc[i] = val(ap, i);
@@ -374,23 +368,13 @@ static const ExRun *ex(const char *name) {
 }
 
 /* ---- values: @name@ ------------------------------------------------------ */
-/* integers joined by sep */
-static const char *ints(const long *v, int n, const char *sep) {
-    static char b[8][2048];
-    static int k;
-    char *o = b[k++ % 8];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 2000; i++) len += (size_t)snprintf(o + len, 2048 - len, "%s%ld", i ? sep : "", v[i]);
-    return o;
-}
 static const char *f2(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.2f", x < 0.005 && x > -0.005 ? 0.0 : x); return b; }
 static const char *f3(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.3f", x); return b; }
 
 static int ZH;
 #define T(en, zh) (ZH ? (zh) : (en))
 
-static double logit(int row, long v) { return val(get("verify%d.logits", ROUND), (size_t)row * RUN.V + (size_t)v); }
+static double logit(int row, long v) { return val(get("verify%d." TN_LOGITS, ROUND), (size_t)row * RUN.V + (size_t)v); }
 
 /* the checks the prose relies on, and the values it prints */
 static void values(void) {
@@ -513,7 +497,7 @@ static void values(void) {
     }
     /* the rounds after this one accept less; no round of the run accepts a 4th proposal */
     for (int r = ROUND + 1; r <= RUN.R; r++)
-        check(ival(get("verify%d.acceptance_length", r), 0) < acc, "round %d accepts fewer than round %d", r, ROUND);
+        check(ival(get("verify%d." TN_ACCEPTANCE, r), 0) < acc, "round %d accepts fewer than round %d", r, ROUND);
     check(B > 4 && RUN.run_acc[3] == 0, "no round of the run accepts proposal 4");
     /* the eval */
     const EvalRow *e2 = eval_row("0", 2), *e4 = eval_row("0", 4), *e8 = eval_row("0", 8), *e16 = eval_row("0", 16);
@@ -632,52 +616,27 @@ static void w_eval_table(void) {
             P("| %s | %d | %d | %s ± %s | %s |\n", EV[k].T, EV[k].B, EV[k].rounds, f3(EV[k].tau), f3(EV[k].tau_se), f2(EV[k].speedup));
 }
 
-static const struct { const char *name; void (*write)(void); } BLOCKS[] = {  /* tables: IN_TABLE set */
+static const Block BLOCKS[] = {  /* tables: IN_TABLE set */
     {"PROMPT_TABLE", w_prompt_table}, {"VERIFY_TABLE", w_verify_table}, {"ATTN_TABLE", w_attn_table},
     {"ACC_TABLE", w_acc_table},       {"EVAL_TABLE", w_eval_table},
 };
 
 /* ---- the template: mkwalk's rules (a line @NAME@ a block, @name@ a value) */
-static int is_block_line(const char *l, size_t n) {
-    if (n < 3 || l[0] != '@' || l[n - 1] != '@') return 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        if (!((l[i] >= 'A' && l[i] <= 'Z') || (l[i] >= '0' && l[i] <= '9') || l[i] == '_')) return 0;
-    return 1;
-}
 static void expand(const char *path) {
     size_t len;
     char *text;
     if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
     int lineno = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        const char *l = text + pos;
-        size_t n = e - pos;
-        pos = e + 1;
+    const char *l;
+    size_t n, pos = 0;
+    while (template_line(text, len, &pos, &l, &n)) {
         lineno++;
         if (is_block_line(l, n)) {
-            size_t k = 0, nb = sizeof BLOCKS / sizeof BLOCKS[0];
-            while (k < nb && !(strlen(BLOCKS[k].name) == n - 2 && strncmp(BLOCKS[k].name, l + 1, n - 2) == 0)) k++;
-            if (k == nb) flag_bad("%s:%d: no block writer %.*s", path, lineno, (int)n, l);
-            else IN_TABLE = 1, BLOCKS[k].write(), IN_TABLE = 0;
+            const Block *b = find_block(BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], path, lineno, l, n);
+            if (b) IN_TABLE = 1, b->write(), IN_TABLE = 0;
             continue;
         }
-        for (size_t i = 0; i < n; i++) {
-            if (l[i] == '@' && i + 1 < n && isalpha((unsigned char)l[i + 1])) {
-                size_t j = i + 1;
-                while (j < n && (isalnum((unsigned char)l[j]) || l[j] == '_')) j++;
-                if (j < n && l[j] == '@') {
-                    const char *v = var(l + i + 1, j - i - 1);
-                    if (!v) flag_bad("%s:%d: no value @%.*s@", path, lineno, (int)(j - i - 1), l + i + 1);
-                    else P("%s", v);
-                    i = j;
-                    continue;
-                }
-            }
-            fputc(l[i], md);
-        }
-        fputc('\n', md);
+        put_line(md, path, lineno, l, n);
     }
     free(text);
 }
@@ -707,14 +666,10 @@ int main(int argc, char **argv) {
     char *data[2] = {NULL, NULL};
     size_t len[2] = {0, 0};
     for (ZH = 0; ZH < 2 && !bad; ZH++) {
-        md = open_memstream(&data[ZH], &len[ZH]);
-        if (!md) { fprintf(stderr, "mklearned: out of memory\n"); return 1; }
-        char path[4096];
-        snprintf(path, sizeof path, "%s/%s", tdir, tpl[ZH]);
-        vars_free();
-        values();
-        expand(path);
-        fclose(md);
+        if (fill_page(&md, &data[ZH], &len[ZH], tdir, tpl[ZH], values, expand) != 0) {
+            fprintf(stderr, "mklearned: out of memory\n");
+            return 1;
+        }
     }
     vars_free();
     int rc = 0;

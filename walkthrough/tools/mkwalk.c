@@ -29,6 +29,7 @@
  */
 #include "dflash.h"
 #include "formats/files.h"
+#include "formats/tracenames.h"
 #include "formats/load.h"
 #include "formats/manifest.h"
 
@@ -41,7 +42,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, def, var: shared with the other generator */
+#define PAGE_CHECK_WHAT "cross-check failed"
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
 
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
@@ -182,15 +184,7 @@ static double at3(const Tensor *t, long a, long b, long c) {
     return val(t, (size_t)((a * dim(t, 1) + b) * dim(t, 2) + c));
 }
 
-static void check(int ok, const char *fmt, ...) {
-    if (ok) return;
-    char m[512];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(m, sizeof m, fmt, ap);
-    va_end(ap);
-    flag_bad("cross-check failed: %s", m);
-}
+/* check: pagevars.h */
 
 /* ===========================================================================
  * 4. Vocabulary and token words.
@@ -431,7 +425,7 @@ static void read_run(void) {
     while (find("prefill.hidden_states.%d", RUN.L + 1)) RUN.L++;
     const Tensor *hs0 = get("prefill.hidden_states.0");
     RUN.D = (int)dim(hs0, 1);
-    const Tensor *th = get("prefill.target_hidden");
+    const Tensor *th = get("prefill." TN_TARGET_HIDDEN);
     RUN.kD = (int)dim(th, 1);
     RUN.k = RUN.D ? RUN.kD / RUN.D : 0;
     check(RUN.k > 0 && RUN.k < 16 && RUN.k * RUN.D == RUN.kD, "target_hidden width %d is k * %d", RUN.kD, RUN.D);
@@ -445,55 +439,55 @@ static void read_run(void) {
             }
         check(RUN.layer_ids[j] >= 0, "slice %d of prefill.target_hidden equals no hidden_states[i]", j);
     }
-    const Tensor *q = get("draft1.layers.0.self_attn.q");
+    const Tensor *q = get("draft1.layers.0." TN_Q);
     RUN.H = (int)dim(q, 0);
     RUN.d = (int)dim(q, 2);
-    RUN.Hkv = (int)dim(get("draft1.layers.0.self_attn.k"), 0);
+    RUN.Hkv = (int)dim(get("draft1.layers.0." TN_K), 0);
     while (find("draft1.layers.%d", RUN.N)) RUN.N++;
-    RUN.B = (int)dim(get("draft1.block_output_ids"), 0);
-    RUN.V = (int)dim(get("draft1.logits"), 1);
+    RUN.B = (int)dim(get("draft1." TN_BLOCK_OUTPUT_IDS), 0);
+    RUN.V = (int)dim(get("draft1." TN_LOGITS), 1);
     check(RUN.B >= 2 && RUN.B <= 16, "block size %d in 2..16", RUN.B);
-    const Tensor *ang = get("draft1.rope_angles");
+    const Tensor *ang = get("draft1." TN_ROPE_ANGLES);
     RUN.inv_freq_first = at2(ang, 1, 0) - at2(ang, 0, 0);
     RUN.inv_freq_last = at2(ang, 1, RUN.d / 2 - 1) - at2(ang, 0, RUN.d / 2 - 1);
 
-    while (RUN.R < 16 && find("draft%d.block_output_ids", RUN.R + 1)) RUN.R++;
+    while (RUN.R < 16 && find("draft%d." TN_BLOCK_OUTPUT_IDS, RUN.R + 1)) RUN.R++;
     int B = RUN.B;
     for (int ri = 0; ri < RUN.R; ri++) {
         Round *r = &RUN.r[ri];
         int rn = ri + 1;
-        const Tensor *pos = get("verify%d.position_ids", rn);
+        const Tensor *pos = get("verify%d." TN_POSITION_IDS, rn);
         r->start = (int)ival(pos, 0);
-        r->acc = (int)ival(get("verify%d.acceptance_length", rn), 0);
+        r->acc = (int)ival(get("verify%d." TN_ACCEPTANCE, rn), 0);
         r->start_after = r->start + r->acc + 1;
-        r->Lc = (int)dim(get("draft%d.target_hidden_raw", rn), 0);
-        r->draft_cache_before = (int)ival(get("draft%d.position_ids", rn), 0);
-        r->S = (int)dim(get("draft%d.layers.0.self_attn.attn_weights", rn), 2);
+        r->Lc = (int)dim(get("draft%d." TN_TARGET_HIDDEN_RAW, rn), 0);
+        r->draft_cache_before = (int)ival(get("draft%d." TN_POSITION_IDS, rn), 0);
+        r->S = (int)dim(get("draft%d.layers.0." TN_ATTN_WEIGHTS, rn), 2);
         for (int i = 0; i < B; i++) {
-            r->block_in[i] = ival(get("draft%d.block_output_ids", rn), (size_t)i);
-            r->block[i] = ival(get("verify%d.input_ids", rn), (size_t)i);
-            r->posterior[i] = ival(get("verify%d.sampled", rn), (size_t)i);
+            r->block_in[i] = ival(get("draft%d." TN_BLOCK_OUTPUT_IDS, rn), (size_t)i);
+            r->block[i] = ival(get("verify%d." TN_INPUT_IDS, rn), (size_t)i);
+            r->posterior[i] = ival(get("verify%d." TN_SAMPLED, rn), (size_t)i);
         }
         for (int i = 0; i + 1 < B; i++) {
-            r->match[i] = ival(get("verify%d.match", rn), (size_t)i);
-            r->cumprod[i] = ival(get("verify%d.cumprod", rn), (size_t)i);
-            check(r->block[i + 1] == ival(get("draft%d.sampled", rn), (size_t)i),
+            r->match[i] = ival(get("verify%d." TN_MATCH, rn), (size_t)i);
+            r->cumprod[i] = ival(get("verify%d." TN_CUMPROD, rn), (size_t)i);
+            check(r->block[i + 1] == ival(get("draft%d." TN_SAMPLED, rn), (size_t)i),
                   "round %d: verify input %d is the draft's proposal", rn, i + 1);
         }
         /* the bookkeeping the update step relies on */
         check(r->S == r->draft_cache_before + r->Lc + B, "round %d: S = cache + Lc + B", rn);
-        check((int)ival(get("draft%d.position_ids", rn), (size_t)(r->Lc + B - 1)) == r->start + B - 1,
+        check((int)ival(get("draft%d." TN_POSITION_IDS, rn), (size_t)(r->Lc + B - 1)) == r->start + B - 1,
               "round %d: draft position_ids end at start + B - 1", rn);
         if (ri > 0) {
             const Round *p = &RUN.r[ri - 1];
             check(r->start == p->start_after, "round %d starts where round %d ended", rn, rn - 1);
             check(r->draft_cache_before == p->start, "round %d: draft cache = previous start", rn);
             check(r->Lc == p->acc + 1, "round %d: Lc = previous acc + 1", rn);
-            check(same_rows(get("verify%d.target_hidden", rn - 1), 0, get("draft%d.target_hidden_raw", rn),
+            check(same_rows(get("verify%d." TN_TARGET_HIDDEN, rn - 1), 0, get("draft%d." TN_TARGET_HIDDEN_RAW, rn),
                             r->Lc, RUN.kD),
                   "draft%d.target_hidden_raw = verify%d.target_hidden[:acc+1]", rn, rn - 1);
         } else {
-            check(same_rows(get("prefill.target_hidden"), 0, get("draft1.target_hidden_raw"), RUN.n, RUN.kD),
+            check(same_rows(get("prefill." TN_TARGET_HIDDEN), 0, get("draft1." TN_TARGET_HIDDEN_RAW), RUN.n, RUN.kD),
                   "draft1.target_hidden_raw = prefill.target_hidden");
         }
     }
@@ -566,16 +560,6 @@ static const char *pwords(const long *ids, int n) {
     for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", word(ids[i]));
     return o;
 }
-/* integers joined by sep */
-static const char *ints(const long *v, int n, const char *sep) {
-    static char b[8][512];
-    static int k;
-    char *o = b[k++ % 8];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 480; i++) len += (size_t)snprintf(o + len, 512 - len, "%s%ld", i ? sep : "", v[i]);
-    return o;
-}
 
 /* q@5 . k@2 of head 0 (the original walkthrough's example), computed three ways */
 static struct { int qrow, kj; double rot, rel, none, a; } Q5K2;
@@ -585,9 +569,9 @@ static struct { double self, peak, off1, off2, sink, ctx; } ANG;
 static void compute_checks(void) {
     const Round *r = &RUN.r[0];
     const Tensor *cs = get("draft1.cos"), *sn = get("draft1.sin");
-    const Tensor *q = get("draft1.layers.0.self_attn.q"), *k = get("draft1.layers.0.self_attn.k");
-    const Tensor *qr = get("draft1.layers.0.self_attn.q_rope"), *kr = get("draft1.layers.0.self_attn.k_rope");
-    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights");
+    const Tensor *q = get("draft1.layers.0." TN_Q), *k = get("draft1.layers.0." TN_K);
+    const Tensor *qr = get("draft1.layers.0." TN_Q_ROPE), *kr = get("draft1.layers.0." TN_K_ROPE);
+    const Tensor *A = get("draft1.layers.0." TN_ATTN_WEIGHTS);
     int S = r->S, d = RUN.d, half = d / 2, P0 = r->draft_cache_before, Lc = r->Lc;
     int qrow = 5 - r->start, kj = 2 - P0;
     double s_rot = dot_row(qr, 0, qrow, kr, 0, kj, d);
@@ -677,8 +661,8 @@ static void values(void) {
     }
     /* Step 1 */
     {
-        long a, b, s = ival(get("prefill.sampled"), 0);
-        const Tensor *lg = get("prefill.logits");
+        long a, b, s = ival(get("prefill." TN_SAMPLED), 0);
+        const Tensor *lg = get("prefill." TN_LOGITS);
         top2(lg, 0, &a, &b);
         def("p_top", "%s", mw(a));
         def("p_top_logit", "%s", fx(at2(lg, 0, a), 4));
@@ -705,7 +689,7 @@ static void values(void) {
     def("anchor_id", "%ld", r->block_in[0]);
     def("embed_value", "%s", fx(at2(get("draft1.noise_embedding"), 0, r->block_in[0]), 4));
     {
-        const Tensor *q = get("draft1.layers.0.self_attn.q"), *k = get("draft1.layers.0.self_attn.k");
+        const Tensor *q = get("draft1.layers.0." TN_Q), *k = get("draft1.layers.0." TN_K);
         double q0 = at3(q, 1, 1, 0), qh = at3(q, 1, 1, half), qs = at3(q, 1, 1, half - 1);
         double len0 = sqrt(q0 * q0 + qh * qh);
         def("mask_len0", "%s", fx(len0, 4));
@@ -728,7 +712,7 @@ static void values(void) {
     else def("s_ctx", T("at most %.2e in magnitude", "绝对值至多 %.2e"), ANG.ctx);
     {
         /* the planted heads' weight on keys after the query's own position, times the largest |v| there */
-        const Tensor *A = get("draft1.layers.0.self_attn.attn_weights"), *v = get("draft1.layers.0.self_attn.v");
+        const Tensor *A = get("draft1.layers.0." TN_ATTN_WEIGHTS), *v = get("draft1.layers.0." TN_V);
         double mass = 0;
         for (int h = 1; h <= 3 && h < RUN.H; h++)
             for (int t = 0; t < B; t++)
@@ -770,7 +754,7 @@ static void values(void) {
     def("tau2", "%d", r2->acc + 1);
     def("bonus2", "%s", mw(r2->posterior[r2->acc]));
     def("start2_after", "%d", r2->start_after);
-    def("S_verify2", "%ld", (long)dim(get("verify2.layers.0.self_attn.attn_weights"), 2));
+    def("S_verify2", "%ld", (long)dim(get("verify2.layers.0." TN_ATTN_WEIGHTS), 2));
 }
 
 /* ---- block writers: @NAME@ --------------------------------------------- */
@@ -806,7 +790,7 @@ static void w_run_table(void) {
               "| | block（位置） | draft 提议 | target 的 posterior | match / cumprod | acc（接受的提议数） | tau（本轮新增 token） | start |\n"));
     P("|---|---|---|---|---|---|---|---|\n");
     P("| prefill | %s (0..%d) | | %s | | | | %d |\n", mwords(RUN.out, RUN.n), RUN.n - 1,
-      mw(ival(get("prefill.sampled"), 0)), RUN.n);
+      mw(ival(get("prefill." TN_SAMPLED), 0)), RUN.n);
     for (int ri = 0; ri < RUN.R; ri++) {
         const Round *r = &RUN.r[ri];
         P(T("| round %d | ", "| 第 %d 轮 | "), ri + 1);
@@ -825,7 +809,7 @@ static void w_math_context(void) {
 }
 
 static void w_step1_table(void) {
-    const Tensor *th = get("prefill.target_hidden");
+    const Tensor *th = get("prefill." TN_TARGET_HIDDEN);
     int D = RUN.D;
     P("%s", T("| row | word | ", "| 行 | 词 | "));
     for (int j = 0; j < RUN.k; j++)
@@ -886,7 +870,7 @@ static void w_math_q(void) {
 
 static void w_q_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *q = get("draft1.layers.0.self_attn.q");
+    const Tensor *q = get("draft1.layers.0." TN_Q);
     int half = RUN.d / 2;
     P(T("| head 1, row | position | token | q[0] | q[%d] | q[%d] | norm of q |\n",
         "| head 1 的行 | 位置 | token | q[0] | q[%d] | q[%d] | q 的模长 |\n"), half, half - 1);
@@ -905,7 +889,7 @@ static void w_math_kv(void) {
 
 static void w_kv_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *k = get("draft1.layers.0.self_attn.k"), *v = get("draft1.layers.0.self_attn.v");
+    const Tensor *k = get("draft1.layers.0." TN_K), *v = get("draft1.layers.0." TN_V);
     int Lc = r->Lc, half = RUN.d / 2;
     P(T("| K/V index | position | source | token | head 1: k[0] | k[16] | k[%d] | head 1: v, largest component |\n",
         "| K/V 序号 | 位置 | 来源 | token | head 1：k[0] | k[16] | k[%d] | head 1：v 的最大分量 |\n"), half - 1);
@@ -932,7 +916,7 @@ static void w_math_rope(void) {
 
 static void w_rope_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *ang = get("draft1.rope_angles"), *cs = get("draft1.cos"), *sn = get("draft1.sin");
+    const Tensor *ang = get("draft1." TN_ROPE_ANGLES), *cs = get("draft1.cos"), *sn = get("draft1.sin");
     int half = RUN.d / 2;
     P(T("| position | used by | angle pair 0 | cos | sin | angle pair %d | cos |\n",
         "| 位置 | 用于 | 第 0 对角度 | cos | sin | 第 %d 对角度 | cos |\n"), half - 1);
@@ -955,13 +939,13 @@ static void w_q5k2(void) {
       T("distance 0: a different score", "距离 0：得分不同"));
     P("%-62s= %10s\n", l4, fx(Q5K2.rot * 0.125, 4));
     P("%-62s= %10s\n", "A[0][q@5][k@2], the softmax of head 0's row q@5 of scores", fx(Q5K2.a, 4));
-    P("  (draft1.layers.0.self_attn.attn_weights[0][%d][%d])\n", Q5K2.qrow, Q5K2.kj);
+    P("  (draft1.layers.0." TN_ATTN_WEIGHTS "[0][%d][%d])\n", Q5K2.qrow, Q5K2.kj);
     P("```\n");
 }
 
 static void w_angle_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *qr = get("draft1.layers.0.self_attn.q_rope"), *kr = get("draft1.layers.0.self_attn.k_rope");
+    const Tensor *qr = get("draft1.layers.0." TN_Q_ROPE), *kr = get("draft1.layers.0." TN_K_ROPE);
     P("| head | ");
     for (int t = 0; t < RUN.B; t++) P(T("q@%d (distance %d) | ", "q@%d（距离 %d） | "), r->start + t, t);
     P(T("q@%d vs a mask key |\n|---|", "q@%d 对一个 mask key |\n|---|"), r->start + RUN.B - 1);
@@ -998,7 +982,7 @@ static const char *head_role_text(int h) {
 
 static void w_attn_text(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights");
+    const Tensor *A = get("draft1.layers.0." TN_ATTN_WEIGHTS);
     int Lc = r->Lc, S = r->S, P0 = r->draft_cache_before;
     P("```text\n");
     for (int h = 0; h < RUN.H; h++) {
@@ -1026,7 +1010,7 @@ static void w_attn_text(void) {
 
 static void w_ctx_weight_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights");
+    const Tensor *A = get("draft1.layers.0." TN_ATTN_WEIGHTS);
     P("| head | ");
     for (int t = 0; t < RUN.B; t++) P("q@%d | ", r->start + t);
     P("\n|---|");
@@ -1045,7 +1029,7 @@ static void w_ctx_weight_table(void) {
 
 static void w_out5_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *A = get("draft1.layers.0.self_attn.attn_weights"), *v = get("draft1.layers.0.self_attn.v");
+    const Tensor *A = get("draft1.layers.0." TN_ATTN_WEIGHTS), *v = get("draft1.layers.0." TN_V);
     int h = 2, t = 5 - r->start;
     long tok = r->block_in[0];
     P(T("| j | position | source | A[2][q@5][j] | v_j[%ld] | A v_j[%ld] |\n",
@@ -1100,7 +1084,7 @@ static void w_math_draft_logits(void) {
 
 static void w_draft_logits_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *lg = get("draft1.logits");
+    const Tensor *lg = get("draft1." TN_LOGITS);
     P("%s", T("| logits row | position | argmax | logit | runner-up | logit |\n",
               "| logits 行 | 位置 | argmax | logit | 第二名 | logit |\n"));
     P("|---|---|---|---|---|---|\n");
@@ -1120,7 +1104,7 @@ static void w_math_acc(void) {
 
 static void w_verify_table(void) {
     const Round *r = &RUN.r[0];
-    const Tensor *lg = get("verify1.logits");
+    const Tensor *lg = get("verify1." TN_LOGITS);
     int B = RUN.B;
     P("%s", T("| i | position | token in | target's next (posterior[i]) | logit | draft's guess block[i+1] | match | cumprod |\n",
               "| i | 位置 | 输入 token | target 的下一个（posterior[i]） | logit | draft 的猜测 block[i+1] | match | cumprod |\n"));
@@ -1186,7 +1170,7 @@ static void w_cache_table(void) {
 static void w_round2_table(void) {
     const Round *r = &RUN.r[1];
     int B = RUN.B;
-    const Tensor *A = get("draft2.layers.0.self_attn.attn_weights");
+    const Tensor *A = get("draft2.layers.0." TN_ATTN_WEIGHTS);
     P("| head | ");
     for (int t = 0; t < B; t++) P(T("q@%d attends to | ", "q@%d 关注 | "), r->start + t);
     P("\n|---|");
@@ -1512,10 +1496,7 @@ static char *train_mask_svg(size_t *len) {
     return buf;
 }
 
-static const struct {
-    const char *name;
-    void (*write)(void);
-} BLOCKS[] = {
+static const Block BLOCKS[] = {
     {"SETTINGS", w_settings},
     {"FIG_TIMELINE", w_fig_timeline},
     {"RUN_TABLE", w_run_table},
@@ -1556,12 +1537,6 @@ static const struct {
 
 /* ---- the template ------------------------------------------------------ */
 
-static int is_block_line(const char *l, size_t n) {
-    if (n < 3 || l[0] != '@' || l[n - 1] != '@') return 0;
-    for (size_t i = 1; i + 1 < n; i++)
-        if (!((l[i] >= 'A' && l[i] <= 'Z') || (l[i] >= '0' && l[i] <= '9') || l[i] == '_')) return 0;
-    return 1;
-}
 
 /* one @CODE fn|first|last@ line (without the @ and the newline); @TCODE
  * quotes train/train.c */
@@ -1588,12 +1563,9 @@ static void expand(const char *path) {
     char *text;
     if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
     int lineno = 0, in_code = 0;
-    for (size_t pos = 0; pos < len;) {
-        size_t e = pos;
-        while (e < len && text[e] != '\n') e++;
-        const char *l = text + pos;
-        size_t n = e - pos;
-        pos = e + 1;
+    const char *l;
+    size_t n, pos = 0;
+    while (template_line(text, len, &pos, &l, &n)) {
         lineno++;
         int is_code = n > 7 && (strncmp(l, "@CODE ", 6) == 0 || strncmp(l, "@TCODE ", 7) == 0) && l[n - 1] == '@';
         if (in_code && !is_code) { P("```\n"); in_code = 0; }
@@ -1603,28 +1575,11 @@ static void expand(const char *path) {
             continue;
         }
         if (is_block_line(l, n)) {
-            size_t k = 0, nb = sizeof BLOCKS / sizeof BLOCKS[0];
-            while (k < nb && !(strlen(BLOCKS[k].name) == n - 2 && strncmp(BLOCKS[k].name, l + 1, n - 2) == 0)) k++;
-            if (k == nb) flag_bad("%s:%d: no block writer %.*s", path, lineno, (int)n, l);
-            else BLOCKS[k].write();
+            const Block *b = find_block(BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], path, lineno, l, n);
+            if (b) b->write();
             continue;
         }
-        /* @name@ values; any other '@' is itself */
-        for (size_t i = 0; i < n; i++) {
-            if (l[i] == '@' && i + 1 < n && isalpha((unsigned char)l[i + 1])) {
-                size_t j = i + 1;
-                while (j < n && (isalnum((unsigned char)l[j]) || l[j] == '_')) j++;
-                if (j < n && l[j] == '@') {
-                    const char *v = var(l + i + 1, j - i - 1);
-                    if (!v) flag_bad("%s:%d: no value @%.*s@", path, lineno, (int)(j - i - 1), l + i + 1);
-                    else P("%s", v);
-                    i = j;
-                    continue;
-                }
-            }
-            fputc(l[i], md);
-        }
-        fputc('\n', md);
+        put_line(md, path, lineno, l, n);
     }
     if (in_code) P("```\n");
     free(text);
@@ -1728,14 +1683,10 @@ int main(int argc, char **argv) {
         for (ZH = 0; ZH < 2; ZH++) {
             Page *o = &out[n_out++];
             snprintf(o->name, sizeof o->name, "%s", name[ZH]);
-            md = open_memstream(&o->data, &o->len);
-            if (!md) { fprintf(stderr, "mkwalk: out of memory\n"); return 1; }
-            char path[4096];
-            snprintf(path, sizeof path, "%s/%s", tdir, tpl[ZH]);
-            vars_free();
-            values();
-            expand(path);
-            fclose(md);
+            if (fill_page(&md, &o->data, &o->len, tdir, tpl[ZH], values, expand) != 0) {
+                fprintf(stderr, "mkwalk: out of memory\n");
+                return 1;
+            }
         }
         vars_free();
         if (HAVE_TRAIN && !bad) {   /* the training chapter's figure */
