@@ -436,7 +436,7 @@ define quiet_build
 endef
 # (the checks' make, named without $(MAKE) so that make -n test does not run the tests)
 TEST_MAKE := $(MAKE)
-test: ## build (quietly) and run the tests a student needs; last line "N passed, M failed, K skipped" (README, Performance: its time)
+test: ## build (quietly) and run the tests a student needs; last line "N passed, M failed, K skipped" (README, "Tests": its time)
 	$(call quiet_build,test,$(TEST_PROGRAMS) $(TESTS))
 	@MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures $(addprefix --check ,$(TEST_CHECKS)) $(TESTS)
 test-long: ## what make test leaves out: the pitfall, variant and signature programs and their suites, the long sweeps in full, learned-check

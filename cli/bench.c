@@ -13,7 +13,7 @@
  *   4. DFlash against target-only decoding on the same prompts, same kernel;
  *   5. the default run (./dflash, loading included), as a separate process;
  *
- * then the targets of issue 15 (README: Performance) with met / NOT met.
+ * then the targets of issue 15 (docs/performance.md) with met / NOT met.
  * Times are medians of repetitions; the targets are ratios. */
 #include "dflash.h"
 #include "cli/bench.h"
@@ -386,7 +386,7 @@ done:
     return rc;
 }
 
-/* The learned pair (README: "The learned pair"): the first LEARNED_PROMPTS
+/* The learned pair (docs/learned.md): the first LEARNED_PROMPTS
  * held-out prompts of toy_weights/learned/heldout.ids, their first
  * LEARNED_PROMPT_LEN ids (as learned/learned.sh eval cuts them), 128 new
  * tokens past the stop ids (as dflash eval decodes); ids 0..V-1. 0 when the
@@ -434,7 +434,7 @@ int bench_main(void) {
     int trained = access("toy_weights/trained/draft/model.safetensors", R_OK) == 0;
     if (trained && bench_set("toy_weights/trained", trn, 4, 0, &t, NULL) != 0) return -1;
     if (!trained) printf("\n(toy_weights/trained absent: `make train` makes it, then this bench decodes it too)\n");
-    /* the learned target (README: "The learned target"): > 100 MB of F32
+    /* the learned target (docs/learned.md): > 100 MB of F32
      * weights, far beyond the L2, the regime speculative decoding is for */
     ForwardCosts fl;
     int learned = access("toy_weights/learned/target/model.safetensors", R_OK) == 0, learned_V = 0;

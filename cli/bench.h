@@ -1,6 +1,6 @@
 /* cli/bench.h - `dflash bench` (cli/bench.c): the kernel against the read
  * roofline, T-token target forwards, DFlash against target-only decoding
- * (README: Performance). Defines bench_main, the subcommand.
+ * (docs/performance.md). Defines bench_main, the subcommand.
  */
 #ifndef DFLASH_BENCH_H
 #define DFLASH_BENCH_H

@@ -31,8 +31,8 @@
 #include <unistd.h>
 
 
-/* --help. README.md's "The program" shows this text verbatim (tests/test_usage.c
- * checks that, and that every flag parse_args accepts is listed here). */
+/* --help (tests/test_usage.c checks that every flag parse_args accepts is
+ * listed here, and that no page holds a copy of it). */
 static const char *const USAGE[] = {  /* parts: C11 compilers need not take a longer string */
     "usage: dflash [OPTIONS]                          generate; no options: the walkthrough run\n"
     "       dflash diff DIR_A DIR_B [DIFF OPTIONS]    compare traces: A the reference, B the port\n"
@@ -47,7 +47,7 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "       dflash train-tokenizer --vocab-size N --out FILE CORPUS...   a byte-level BPE (--help)\n"
     "       dflash gguf --weights DIR OUT_DIR          the pair as llama.cpp's GGUF files: OUT_DIR/target.gguf,\n"
     "                   (or --target DIR --draft DIR)  OUT_DIR/draft.gguf; --vocab FILE: vocab.txt or\n"
-    "                                                  tokenizer.json (README: \"llama.cpp\")\n"
+    "                                                  tokenizer.json (docs/gguf.md)\n"
     "\n"
     "options (each flag: its value, its range, its default):\n"
     "  --weights DIR         the weight set: DIR/{target,draft}/{config.json,model.safetensors}\n"

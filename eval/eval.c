@@ -12,7 +12,7 @@
  *     decode forwards of the target-only runs, and tau / cost: the decode
  *     speedup it implies.
  *
- * README.md, "Held-out evaluation: dflash eval", says how prompts are cut
+ * docs/evaluation.md says how prompts are cut
  * and how each figure is computed. */
 #include "dflash.h"
 #include "eval/eval.h"
@@ -35,7 +35,7 @@ static const char *const EVAL_USAGE =
     "usage: dflash eval (--weights DIR | --target DIR [--draft DIR])\n"
     "                   (--text FILE | --ids-file FILE | --ids-stream FILE) [OPTIONS]\n"
     "decoded held-out evaluation: DFlash and the baselines on prompts cut from FILE\n"
-    "(README.md, \"Held-out evaluation: dflash eval\")\n"
+    "(docs/evaluation.md)\n"
     "  --weights DIR         DIR/target, DIR/draft (if present) and DIR/vocab.txt\n"
     "  --target DIR          the target's folder\n"
     "  --draft DIR           with --target: the DFlash draft's folder (without one the dflash\n"

@@ -50,7 +50,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
-/* The page's bounds (README, "The trace explorer"). Values are counted as
+/* The page's bounds (docs/explorer.md). Values are counted as
  * the bytes they take in the trace's dtype on the page: 4 per float32, 8 per
  * float64 or integer (base64 makes floats 4/3 larger in the file).
  *   EXPLORE_PAGE_VALUES   all values on one page: 8 MiB (a page of at most

@@ -697,7 +697,7 @@ document.addEventListener('keydown', function (e) {
     attn.layer = (attn.layer + (e.key === ']' ? 1 : Ln - 1)) % Ln; renderAttn();
   }
 });
-/* The URL fragment picks the first view (README, "The trace explorer"):
+/* The URL fragment picks the first view (docs/explorer.md):
  *   #view=K (or #step=K)  the K-th view (1..) of the navigation
  *   #keys=N               then press the right arrow N times (-N: the left one)
  *   #attn=GROUP&layer=L&head=H   the heatmap: GROUP prefill, draftR or verifyR,

@@ -295,7 +295,7 @@ static FILE *out_begin(const char *dir, const char *name) {
     }
     char *path = path_join(dir, name);
     if (!path) return NULL;
-    OutFile *o = out_open(path, "dflash figures");
+    OutFile *o = out_open(path, "OUT_DIR");
     free(path);
     if (!o) return NULL;
     OUTS.o[OUTS.n++] = o;

@@ -1,6 +1,6 @@
 // gguf/llama_check.mjs - greedy decoding in llama.cpp (through node-llama-cpp)
 // from token ids: the real-engine check of `dflash gguf` (gguf/llama-check.sh,
-// `make llama-check`; README, "llama.cpp").
+// `make llama-check`; docs/gguf.md).
 //
 //   node gguf/llama_check.mjs NODE_MODULES_DIR MODEL.gguf N IDS [IDS ...]
 //

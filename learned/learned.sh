@@ -1,6 +1,6 @@
 #!/bin/sh
-# learned/learned.sh data|draft|experiments|experiment-full NAME|steps-full N|pitfall-full NAME|run|eval|regress - the learned pair (README: "The
-# learned pair"): the DFlash draft of the learned English target
+# learned/learned.sh data|draft|experiments|experiment-full NAME|steps-full N|pitfall-full NAME|run|eval|regress - the learned pair
+# (docs/learned.md): the DFlash draft of the learned English target
 # (toy_weights/learned/target/, learned/learned_target.sh), trained, run and
 # evaluated. Run from the repository root after `make dflash`; make
 # learned-draft, make run-learned and make eval-learned call it.
@@ -9,9 +9,10 @@
 #          beside its files; the data (build/learned/data.txt) and the
 #          training log (toy_weights/learned/draft-train.log) on the way
 #   run    ./dflash on the pair, --rounds, the first held-out prompt
-#   eval   dflash eval on the held-out prompts (README.md, "The learned
-#          pair"): DFlash's rows to toy_weights/learned/eval.tsv, the
-#          baselines' (greedy) to toy_weights/learned/eval-baselines.tsv
+#   eval   dflash eval on the held-out prompts (docs/evaluation.md):
+#          DFlash's rows to build/learned/eval.tsv, the baselines'
+#          (greedy) to build/learned/eval-baselines.tsv; UPDATE=1: the
+#          committed toy_weights/learned/ ones
 #   data   build/learned/data.txt only (the first half of draft; draft and
 #          experiments make it when it is absent or its stamp, data.txt.stamp,
 #          names other weights, prompts or recipe)

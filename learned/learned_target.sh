@@ -1,5 +1,5 @@
 #!/bin/sh
-# learned/learned_target.sh train|resume|eval|prompts|check - the learned target (README: "The learned target").
+# learned/learned_target.sh train|resume|eval|prompts|check - the learned target (docs/learned.md).
 #
 #   train  (make learned-target) the whole recipe, from the corpus to the
 #          committed folder: the tokenizer trained on build/learned/train.txt,

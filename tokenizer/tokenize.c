@@ -1,7 +1,7 @@
 /* tokenizer/tokenize.c - `dflash tokenize` (text -> ids, ids -> text through a
  * tokenizer.json, tokenizer/tokenizer.c) and `dflash train-tokenizer` (a
  * byte-level BPE trained on text files, written as a tokenizer.json that
- * Hugging Face's library loads). README.md, "Text: tokenizer.json", says
+ * Hugging Face's library loads). docs/tokenizer.md says
  * what they do; NOTES.md, "Tokenizer", why. */
 #include "tokenizer/tokenize.h"
 #include "dflash.h"

@@ -1,7 +1,7 @@
 // tokenizer/tokenizer_check.mjs - Hugging Face's own tokenizer (npm `tokenizers`,
 // the Rust library prebuilt) on a set of texts: the reference side of
 // `make tokenizer-check` (tokenizer/tokenizer-check.sh) and the generator of the
-// committed pairs in tokenizer/tests/cases/ (README, "Text: tokenizer.json").
+// committed pairs in tokenizer/tests/cases/ (docs/tokenizer.md).
 //
 //   node tokenizer/tokenizer_check.mjs NODE_MODULES_DIR TOKENIZER.json TEXTS.inp OUT_PREFIX
 //       writes OUT_PREFIX.out (encode(text): the ids of each text, one line

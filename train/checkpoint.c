@@ -100,7 +100,7 @@ int ckdir_open(CkDir *o, const char *dir, const char *label, const char *cmd, co
     }
     for (int k = 0; k < n_files; k++) o->names[k] = files[k];
     o->names[n_files] = CKDIR_MARKER;
-    o->cmd = cmd, o->files = o->names, o->n_files = n_files + 1;
+    o->cmd = cmd, o->label = label, o->files = o->names, o->n_files = n_files + 1;
     size_t n = strlen(dir);
     while (n > 1 && dir[n - 1] == '/') n--;
     if (n == 0 || n > 4000) { dflash_set_error("%s: expected a folder name of 1..4000 characters", label); return -1; }
@@ -199,7 +199,7 @@ int ckdir_begin(CkDir *o, const char *label) {
 OutFile *ckdir_file(CkDir *o, int which, char **path_out) {
     char *p = path_join(o->tmp, o->files[which]);
     if (!p) return NULL;
-    OutFile *f = out_open(p, o->cmd);
+    OutFile *f = out_open(p, o->label);
     if (!f) { free(p); return NULL; }
     *path_out = p;
     return f;

@@ -48,7 +48,8 @@ void ck_signals_restore(CkSignals *s);
 typedef struct {
     char *dir, *tmp, *lock;
     int lock_fd, exists;
-    const char *cmd;                 /* "dflash train-target": messages, the OutFiles, the marker */
+    const char *cmd;                 /* "dflash train-target": messages, the marker */
+    const char *label;               /* "--out", "--checkpoint": its files' messages */
     const char *const *files;        /* the files it may hold, the marker last */
     int n_files;
     const char *names[16];           /* (the list behind files) */

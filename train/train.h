@@ -30,7 +30,7 @@ typedef struct {
     double gamma;            /* <= 0: no decay */
     int causal_block;        /* 0: a block's queries see the whole block (DFlash, the published
                                 mask); 1: only its positions 0..k (EAGLE-style causal, an
-                                experiment: README "What training teaches") */
+                                experiment: walkthrough/training/README.md) */
     int decay_on;            /* TRAIN_DECAY_ALL (0): weight decay on every tensor (torch.optim.AdamW
                                 over model.parameters(): dflash train's default, SpecForge's way);
                                 TRAIN_DECAY_MATRICES: only the 2-D tensors, norm weights get none

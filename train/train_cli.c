@@ -45,7 +45,7 @@
  * 1. Flags
  * ======================================================================== */
 
-/* README.md's "Training" shows this text verbatim (tests/test_usage.c).
+/* dflash train --help (tests/test_usage.c checks its flags).
  * Three strings (C11 promises string literals of 4095 characters only). */
 static const char *const TRAIN_USAGE[3] = {
     "usage: dflash train --target DIR (--draft DIR | --draft-config FILE) --out DIR\n"
@@ -53,7 +53,7 @@ static const char *const TRAIN_USAGE[3] = {
     "       dflash train --bench [--target DIR --draft DIR]   time training steps, write nothing\n"
     "\n"
     "Trains a DFlash draft against a frozen target (SpecForge's OnlineDFlashModel, loss\n"
-    "\"dflash\"; README.md \"Training\", NOTES.md \"Training: the command\") and writes it\n"
+    "\"dflash\"; docs/training.md, NOTES.md \"Training: the command\") and writes it\n"
     "as a Hugging Face draft folder.\n"
     "\n"
     "models:\n"
@@ -127,7 +127,7 @@ static const char *const TRAIN_USAGE[3] = {
     "                        under the training mask: per-position acceptance and tau printed\n"
     "  --save-data FILE      write the sequences trained on, in --data's format\n"
     "  --log FILE            every step's loss, the evaluation and the held-out sequences\n"
-    "                        (README.md \"What training teaches\")\n"
+    "                        (walkthrough/training/README.md)\n"
     "  --trace DIR           every step's tensors: DIR/train{s}.<name>.npy and trace.jsonl\n"
     "  --bench               time training steps (default --batch 2 --seq-len 32 --steps 2: a\n"
     "                        warm-up step, then the timed ones) on random ids, write nothing\n"
@@ -450,7 +450,7 @@ static uint64_t fnv_words(uint64_t h, const void *data, size_t len) {
 #define FNV_BASIS 0xcbf29ce484222325ull
 
 /* outputs against inputs and each other, before anything is read or
- * written: formats/files.c's one check (README.md, "Your files") */
+ * written: formats/files.c's one check (docs/your-files.md) */
 static int train_check_outputs(TrainCmd *r) {
     const TrainArgs *a = &r->a;
     const char *inputs[5];
@@ -474,13 +474,15 @@ static int train_check_outputs(TrainCmd *r) {
     OutPath outs[5] = {{a->out, "the draft folder (--out)", 1}, {a->trace_dir, "the trace directory (--trace)", 1},
                        {a->log, "the log (--log)", 0}, {a->save_data, "the saved data (--save-data)", 0},
                        {ck_dir, "the checkpoint folder (--checkpoint)", 1}};
-    if (out_check_paths("dflash train", outs, 5, inputs, n_inputs) != 0) {
-        /* dflash_print_error adds the prefix once */
-        if (strncmp(dflash_errmsg, "dflash train: ", 14) == 0)
-            memmove(dflash_errmsg, dflash_errmsg + 14, strlen(dflash_errmsg + 14) + 1);
-        return -1;
-    }
-    return 0;
+    return train_outputs_apart("dflash train", outs, 5, inputs, n_inputs);
+}
+
+int train_outputs_apart(const char *cmd, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs) {
+    if (out_check_paths(cmd, outs, n_out, inputs, n_inputs) == 0) return 0;
+    size_t n = strlen(cmd);   /* dflash_print_error adds the prefix once */
+    if (strncmp(dflash_errmsg, cmd, n) == 0 && strncmp(dflash_errmsg + n, ": ", 2) == 0)
+        memmove(dflash_errmsg, dflash_errmsg + n + 2, strlen(dflash_errmsg + n + 2) + 1);
+    return -1;
 }
 
 /* the models: the target, the draft (loaded or seeded), and every check of

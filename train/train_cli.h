@@ -5,6 +5,7 @@
 #define TRAIN_CLI_H
 
 #include "dflash.h"
+#include "formats/files.h"
 
 #include <stddef.h>
 
@@ -31,5 +32,8 @@ int train_checkpoint_due(int s, int steps, long stop_after, long checkpoint_ever
 /* The stop after step s (a signal or --stop-after) told on stderr; returns
  * the exit status: 128 + the signal, or 0. */
 int train_stopped(int s);
+/* out_check_paths for command cmd ("dflash train"), its message without the
+ * "cmd: " that dflash_print_error adds once: 0, or -1 with dflash_errmsg */
+int train_outputs_apart(const char *cmd, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs);
 
 #endif /* TRAIN_CLI_H */

@@ -163,7 +163,7 @@ int data_check(const Seqs *s, const char *what, int S, int B, int N) {
         int n = s->len[i] < S ? s->len[i] : S;
         if (train_anchor_count(s->mask + s->off[i], 1, n, B, N) < 1) {
             dflash_set_error("%s: no valid anchor: expected at least 2 positions 0..%d (its first %d ids less a block) "
-                             "with loss mask 1 (SpecForge's anchor count rule; README.md \"Training\")", where, n - B, n);
+                             "with loss mask 1 (SpecForge's anchor count rule; docs/training.md)", where, n - B, n);
             return -1;
         }
     }

@@ -11,7 +11,7 @@
 # fractions must equal the acceptance_per_position line ./dflash --rounds
 # prints). Each run must reproduce the held-out sequence (DFlash is
 # lossless and the sequence is the target's greedy continuation): otherwise
-# the script fails. README.md, "What training teaches".
+# the script fails. walkthrough/training/README.md.
 set -eu
 export LC_ALL=C
 DFLASH=${DFLASH:-./dflash}   # the program (make: ./dflash)

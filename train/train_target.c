@@ -54,7 +54,7 @@ static const char *const TT_USAGE[2] = {
     "                           (--data FILE... | --batches FILE) [OPTIONS]\n"
     "\n"
     "Next-token training of a Qwen3 or Llama target (transformers' ForCausalLMLoss,\n"
-    "clip_grad_norm_, torch.optim.AdamW; README.md \"The learned target\").\n"
+    "clip_grad_norm_, torch.optim.AdamW; docs/learned.md).\n"
     "\n"
     "models:\n"
     "  --config FILE         a new target from this config.json (seeded initialisation:\n"
@@ -549,8 +549,7 @@ static int tt_paths(TtCmd *tc) {
     if (a->tokenizer && !(resume_own && a->tokenizer == tc->tok_default)) inputs[n_in++] = a->tokenizer;
     if (a->batches) inputs[n_in++] = a->batches;
     OutPath outs[4] = {{a->out, "--out", 1}, {ck_dir, "--checkpoint", 1}, {a->log, "--log", 0}, {a->trace_dir, "--trace", 1}};
-    if (out_check_paths("dflash train-target", outs, 4, inputs, n_in) != 0) return -1;
-    return 0;
+    return train_outputs_apart("dflash train-target", outs, 4, inputs, n_in);
 }
 
 /* the model (a config's, initialised later, or a folder's) and the tokenizer */
@@ -736,7 +735,7 @@ static int tt_open(TtCmd *tc) {
     if (ckdir_open(od, a->out, "--out", "dflash train-target", OUT_FILES, OF_N) != 0 ||
         ckdir_open(ck, ck_dir, "--checkpoint", "dflash train-target", OUT_FILES, OF_N) != 0)
         return -1;
-    if (a->log && !(tc->logf = out_open(a->log, "dflash train-target"))) return -1;
+    if (a->log && !(tc->logf = out_open(a->log, "--log"))) return -1;
     if (a->trace_dir && !(tc->tracer = trace_open(a->trace_dir, NULL, NULL, 0))) return -1;
     if (!(tc->batch_ids = malloc(sizeof(int) * (size_t)b * (size_t)T))) { dflash_set_error("out of memory"); return -1; }
 

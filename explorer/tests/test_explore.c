@@ -33,7 +33,7 @@
 #include "tests/testutil.h"
 
 
-/* the bounds README.md documents ("The trace explorer") */
+/* the bounds docs/explorer.md documents */
 #define EXPLORE_PAGE_VALUES_TEST ((size_t)8 << 20)
 #define EXPLORE_TENSOR_VALUES_TEST ((size_t)2 << 20)
 

@@ -233,6 +233,14 @@ static void test_bad_input(void **state) {
         snprintf(args, sizeof args, "%s %s", base, bad[i][0]);
         refused(&s, args, bad[i][1]);
     }
+    /* an output inside another: one line, the command named once (it was
+     * "dflash train-target: dflash train-target: --log ...") */
+    snprintf(args, sizeof args, "%s --log %s/o", base, s.dir);
+    refused(&s, args, "may not be --out");
+    char *said = tu_read(tu_path(s.dir, "err.txt"), NULL);
+    assert_non_null(said);
+    if (strncmp(said, "dflash train-target: --log ", 27) != 0) fail_msg("the refusal reads: %s", said);
+    free(said);
     /* no model, two models, no data */
     snprintf(args, sizeof args, "--tokenizer %s --data %s --out %s/o", s.tok, s.data, s.dir);
     refused(&s, args, "--config FILE, --target DIR or --resume DIR");
