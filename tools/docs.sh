@@ -100,7 +100,7 @@ learned_trace() {
 # the exercises' runs, each "@@ NAME" and its --rounds output (mklearned reads the answers there)
 learned_runs() {
     for run in "greedy:" "b4:--block-size 4" "t07:--temperature 0.7 --seed 1"; do
-        echo "@@ ${run%%:*}" && ./dflash $LEARNED_PAIR --ids "$(learned_ids)" ${run#*:} --rounds || return 1
+        echo "@@ ${run%%:*}" && ./dflash $LEARNED_PAIR --ids "$(learned_ids)" ${run#*:} --rounds --print-ids || return 1
     done
 }
 gen_learned() {
