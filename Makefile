@@ -412,8 +412,12 @@ $(call program,build/san/tests/bin/test_train_double,double-san,train/tests/test
 # [Makefile:...: test] Error 1", on stderr after the summary line.)
 # The suites make test leaves to make test-long (grep the suites for
 # build/pitfalls/, build/signatures/, build/variants/): test_parity runs one
-# pitfall program, built alone (below), and stays.
-LONG_ONLY_TESTS = tests/bin/test_pitfalls tests/bin/test_train_pitfalls tests/bin/test_diff_hints
+# pitfall program, built alone (below), and stays. test_learned (the learned
+# pair: 100 MB of weights decoded, a fifth of make test's CPU seconds) and
+# test_figures (the figures extra: every heatmap of several runs drawn) are
+# extras' suites that kept make test over its 30 s once built: make test-long
+# runs them.
+LONG_ONLY_TESTS = tests/bin/test_pitfalls tests/bin/test_train_pitfalls tests/bin/test_diff_hints tests/bin/test_learned tests/bin/test_figures
 TESTS       = $(filter-out $(LONG_ONLY_TESTS),$(ALL_TESTS))
 TEST_CHECKS = standalone-check trace-md-check examples-check
 # what the suites of make test and TEST_CHECKS run: test_replay
@@ -440,9 +444,9 @@ test: ## build (quietly) and run the tests a student needs; last line "N passed,
 	$(call quiet_build,test,$(TEST_PROGRAMS) $(TESTS))
 	@MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures $(addprefix --check ,$(TEST_CHECKS)) $(TESTS)
 test-long: ## what make test leaves out: the pitfall, variant and signature programs and their suites, the long sweeps in full, learned-check
-	$(call quiet_build,test-long,$(TEST_LONG_PROGRAMS) $(LONG_TESTS))
+	$(call quiet_build,test-long,$(TEST_LONG_PROGRAMS) $(LONG_TESTS) $(LONG_ONLY_TESTS))
 	@DFLASH_TEST_LONG=1 MAKE='$(TEST_MAKE)' sh tools/run-tests.sh --fixtures --label 'long sweeps in full' --check learned-check \
-	  $(filter $(LONG_TESTS),$(ALL_TESTS))
+	  $(filter $(LONG_TESTS) $(LONG_ONLY_TESTS),$(ALL_TESTS))
 # the checks that are not suites and the fixtures (make test runs them itself)
 test-pre: $(TEST_CHECKS) test-fixtures
 test-fixtures: dflash-float dflash-double weights
