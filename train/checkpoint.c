@@ -332,7 +332,8 @@ void ck_state_write(FILE *f, const char *format, const CkField *fields, int n, c
         case CK_LONG: fprintf(f, "%ld", *(const long *)p); break;
         case CK_SIZE: fprintf(f, "%zu", *(const size_t *)p); break;
         case CK_INT: fprintf(f, "%d", *(const int *)p); break;
-        case CK_U64: fprintf(f, "\"%llu\"", (unsigned long long)*(const uint64_t *)p); break;
+        case CK_U64:
+        case CK_HASH: fprintf(f, "\"%llu\"", (unsigned long long)*(const uint64_t *)p); break;
         case CK_REAL: {
             char num[40];
             json_number(num, sizeof num, *(const double *)p);
@@ -367,7 +368,11 @@ int ck_state_read(const char *path, const char *format, const char *what, const 
         const Json *x = json_get(&j, fields[k].key);
         void *p = b + fields[k].off;
         CkKind kind = fields[k].kind;
-        if (kind == CK_U64) {
+        if (kind == CK_HASH && !x) {
+            *(uint64_t *)p = 0;
+            continue;
+        }
+        if (kind == CK_U64 || kind == CK_HASH) {
             char *end = NULL;
             errno = 0;
             unsigned long long u = x && x->type == JSON_STRING ? strtoull(x->string, &end, 10) : 0;
@@ -405,6 +410,7 @@ const char *ck_disagree(const CkField *fields, int n, const void *a, const void 
         case CK_SIZE: same = *(const size_t *)x == *(const size_t *)y; break;
         case CK_INT: same = *(const int *)x == *(const int *)y; break;
         case CK_U64: same = *(const uint64_t *)x == *(const uint64_t *)y; break;
+        case CK_HASH: same = *(const uint64_t *)x == *(const uint64_t *)y || !*(const uint64_t *)x; break;
         default: same = *(const double *)x == *(const double *)y; break;
         }
         if (!same) return fields[k].flag;

@@ -100,7 +100,9 @@ int ck_read_weights(const char *dir, TrainParam *params, TrainParam *m, TrainPar
 
 /* ---- trainer_state.json ----------------------------------------------------- */
 
-typedef enum { CK_LONG, CK_SIZE, CK_INT, CK_REAL, CK_U64 } CkKind;
+/* CK_HASH: a uint64_t fingerprint, written as CK_U64; a checkpoint written
+ * before it lacks it: read as 0, and 0 agrees with anything */
+typedef enum { CK_LONG, CK_SIZE, CK_INT, CK_REAL, CK_U64, CK_HASH } CkKind;
 /* One field of a state struct: its key, its C type, its offset; flag: the
  * command-line flag that sets it (the settings a resume must agree on), or
  * NULL (the position). CK_U64 is written as a decimal string (JSON numbers

@@ -436,7 +436,7 @@ static int log_add(TrainCmd *r, const char *fmt, ...) {
 }
 
 /* FNV-1a over 64-bit words (a fingerprint, not a defence) */
-static uint64_t fnv_words(uint64_t h, const void *data, size_t len) {
+uint64_t fnv_words(uint64_t h, const void *data, size_t len) {
     const unsigned char *p = data;
     size_t k = 0;
     for (; k + 8 <= len; k += 8) {

@@ -32,6 +32,10 @@ int train_checkpoint_due(int s, int steps, long stop_after, long checkpoint_ever
 /* The stop after step s (a signal or --stop-after) told on stderr; returns
  * the exit status: 128 + the signal, or 0. */
 int train_stopped(int s);
+/* FNV-1a 64 over len bytes, a word at a time (start: h = 0xcbf29ce484222325):
+ * the trainers' fingerprints of their target, data and tokenizer, which
+ * a checkpoint records and --resume checks */
+uint64_t fnv_words(uint64_t h, const void *data, size_t len);
 /* out_check_paths for command cmd ("dflash train"), its message without the
  * "cmd: " that dflash_print_error adds once: 0, or -1 with dflash_errmsg */
 int train_outputs_apart(const char *cmd, const OutPath *outs, int n_out, const char *const *inputs, int n_inputs);

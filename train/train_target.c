@@ -41,6 +41,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <stdarg.h>
 #include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
@@ -62,7 +63,8 @@ static const char *const TT_USAGE[2] = {
     "  --target DIR          or: continue from this target folder's weights (its tokenizer.json\n"
     "                        is the default --tokenizer)\n"
     "  --resume DIR          or: continue a run from its checkpoint (weights, AdamW state, data\n"
-    "                        position, PRNG); the other training flags must be the run's own\n"
+    "                        position, PRNG, the log so far); the other training flags, the\n"
+    "                        --data and the tokenizer must be the run's own (checked)\n"
     "  --tokenizer FILE      the tokenizer.json --data and --heldout are read through (a byte-level\n"
     "                        BPE with <|endoftext|>; dflash train-tokenizer writes one)\n"
     "  --out DIR             the trained target: config.json, model.safetensors, tokenizer.json,\n"
@@ -359,9 +361,10 @@ static void write_config_json(FILE *f, const Config *c, const char *dtype, int e
 
 /* The files a folder of this command may hold: an existing --out or
  * --checkpoint holding anything else is not replaced. */
-enum { OF_CONFIG, OF_MODEL, OF_TOKENIZER, OF_GENCONFIG, OF_OPTIMIZER, OF_STATE, OF_N };
+enum { OF_CONFIG, OF_MODEL, OF_TOKENIZER, OF_GENCONFIG, OF_OPTIMIZER, OF_STATE, OF_LOG, OF_N };
 static const char *const OUT_FILES[OF_N] = {"config.json", "model.safetensors", "tokenizer.json",
-                                            "generation_config.json", "optimizer.safetensors", "trainer_state.json"};
+                                            "generation_config.json", "optimizer.safetensors", "trainer_state.json",
+                                            "train.log"};
 
 /* ===========================================================================
  * 4. The run
@@ -379,6 +382,9 @@ typedef struct {
     uint64_t epoch_rng;
     double elapsed;   /* training seconds so far */
     long tokens;      /* tokens trained so far */
+    /* fingerprints (FNV-1a 64, 0: not recorded, a checkpoint written before
+     * them): the tokenizer.json's bytes, the training stream's token ids */
+    uint64_t tokenizer_hash, data_hash;
 } RunState;
 
 /* trainer_state.json: the position, then the settings (with the flag that
@@ -393,7 +399,9 @@ static const CkField RUN_STATE_FIELDS[] = {
     {"lr", CK_REAL, RS(lr), "--lr"}, {"weight_decay", CK_REAL, RS(weight_decay), "--weight-decay"},
     {"max_grad_norm", CK_REAL, RS(max_grad_norm), "--max-grad-norm"}, {"adam_eps", CK_REAL, RS(adam_eps), "--adam-eps"},
     {"beta2", CK_REAL, RS(beta2), "--beta2"}, {"schedule", CK_INT, RS(schedule), "--schedule"},
-    {"decay_on", CK_INT, RS(decay_on), "--decay-on"}, {"seed", CK_U64, RS(seed), "--seed"}};
+    {"decay_on", CK_INT, RS(decay_on), "--decay-on"}, {"seed", CK_U64, RS(seed), "--seed"},
+    {"tokenizer_hash", CK_HASH, RS(tokenizer_hash), "--tokenizer"},
+    {"data_hash", CK_HASH, RS(data_hash), "--data (its token ids)"}};
 #undef RS
 #define N_RUN_STATE_FIELDS ((int)(sizeof RUN_STATE_FIELDS / sizeof RUN_STATE_FIELDS[0]))
 #define TT_CHECKPOINT_FORMAT "dflash train-target checkpoint 1"
@@ -440,7 +448,10 @@ static int write_model_files(Run *r, CkDir *o, const char *st_dtype, const char 
     return ckdir_file_done(o, f, p);
 }
 
-static int write_checkpoint(Run *r, CkDir *o) {
+/* a checkpoint: the model files, AdamW's state, the position and settings,
+ * and --log's lines so far (log: NULL without --log), which a resumed run
+ * writes again before its own, so that its --log holds the whole run's */
+static int write_checkpoint(Run *r, CkDir *o, const char *log, size_t log_len) {
     if (ckdir_begin(o, "--checkpoint") != 0) return -1;
     if (write_model_files(r, o, CK_REAL_DTYPE, CK_REAL_TORCH) != 0) goto fail;
     if (ck_write_optimizer(o, OF_OPTIMIZER, r->m, r->v, r->n_params) != 0) goto fail;
@@ -449,6 +460,7 @@ static int write_checkpoint(Run *r, CkDir *o) {
     if (!f) goto fail;
     ck_state_write(out_stream(f), TT_CHECKPOINT_FORMAT, RUN_STATE_FIELDS, N_RUN_STATE_FIELDS, &r->rs);
     if (ckdir_file_done(o, f, p) != 0) goto fail;
+    if (log && ckdir_write_text(o, OF_LOG, log, log_len) != 0) goto fail;
     if (ckdir_commit(o, "--checkpoint") != 0) goto fail;
     return 0;
 fail:
@@ -510,6 +522,8 @@ typedef struct {
     int have_tok;
     Tracer *tracer;
     OutFile *logf;
+    char *log_text;   /* every line of --log so far (a checkpoint's train.log) */
+    size_t log_len, log_cap;
     int *batch_ids;
     char ck_default[4200], tok_default[4200];
     const char *ck_dir;
@@ -521,6 +535,30 @@ typedef struct {
     long tokens_run;
     int rc;   /* tt_loop stopped early: the exit status */
 } TtCmd;
+
+/* A line (or lines) of --log: into the file and into log_text, which the
+ * checkpoints carry (-1 with dflash_errmsg: out of memory) */
+static int tt_log(TtCmd *tc, const char *fmt, ...) {
+    if (!tc->logf) return 0;
+    va_list ap, aq;
+    va_start(ap, fmt);
+    va_copy(aq, ap);
+    int n = vsnprintf(NULL, 0, fmt, ap);
+    va_end(ap);
+    if (n < 0) { va_end(aq); dflash_set_error("--log: a line that cannot be formatted"); return -1; }
+    if (tc->log_len + (size_t)n + 1 > tc->log_cap) {
+        size_t cap = tc->log_cap ? tc->log_cap : 4096;
+        while (tc->log_len + (size_t)n + 1 > cap) cap *= 2;
+        char *t = realloc(tc->log_text, cap);
+        if (!t) { va_end(aq); dflash_set_error("out of memory (--log)"); return -1; }
+        tc->log_text = t, tc->log_cap = cap;
+    }
+    vsnprintf(tc->log_text + tc->log_len, (size_t)n + 1, fmt, aq);
+    va_end(aq);
+    fwrite(tc->log_text + tc->log_len, 1, (size_t)n, out_stream(tc->logf));
+    tc->log_len += (size_t)n;
+    return 0;
+}
 
 /* the paths: the outputs against the inputs, before anything is read */
 static int tt_paths(TtCmd *tc) {
@@ -657,6 +695,10 @@ static int tt_state(TtCmd *tc) {
     s->schedule = a->schedule;
     s->decay_on = a->decay_on;
     s->seed = a->seed;
+    /* the fingerprints --resume checks: another tokenizer or other data is
+     * another run (the stream's ids cover the text and its tokenizer) */
+    s->tokenizer_hash = r->tok_json ? fnv_words(0xcbf29ce484222325ull, r->tok_json, r->tok_len) : 0;
+    s->data_hash = tc->train.n ? fnv_words(0xcbf29ce484222325ull, tc->train.ids, sizeof(int) * tc->train.n) : 0;
 
     /* the state: weights made private, gradients, AdamW, activations */
     if (a->config) {
@@ -754,11 +796,22 @@ static int tt_open(TtCmd *tc) {
             a->weight_decay, s->decay_on == TRAIN_DECAY_ALL ? "all tensors" : "matrices", a->max_grad_norm, a->beta2,
             a->adam_eps, (unsigned long long)a->seed, a->threads, a->threads > 1 ? "s" : "",
             first_step > 1 ? ", resumed" : "");
-    if (tc->logf) {
-        fprintf(out_stream(tc->logf), "# dflash train-target log\ncommand dflash");
-        for (int i = 0; i < tc->argc; i++) fprintf(out_stream(tc->logf), " %s", tc->argv[i]);
-        fputc('\n', out_stream(tc->logf));
+    if (tc->logf && a->resume) {   /* the run's log so far (a checkpoint's train.log), then this command */
+        char *lp = path_join(a->resume, OUT_FILES[OF_LOG]), *text = NULL;
+        size_t len = 0;
+        struct stat lst;
+        int have = lp && stat(lp, &lst) == 0;   /* a checkpoint written before it carried the log: none */
+        int rrc = have ? file_read_all(lp, &text, &len) : 0;
+        free(lp);
+        if (rrc != 0) return -1;
+        int arc = have ? tt_log(tc, "%.*s", (int)len, text) : 0;
+        free(text);
+        if (arc != 0 || tt_log(tc, "resumed after step %d: dflash", first_step - 1) != 0) return -1;
+    } else if (tt_log(tc, "# dflash train-target log\ncommand dflash") != 0) {
+        return -1;
     }
+    for (int i = 0; i < tc->argc; i++) if (tt_log(tc, " %s", tc->argv[i]) != 0) return -1;
+    if (tt_log(tc, "\n") != 0) return -1;
     tc->n_weights = n_weights;
     return 0;
 }
@@ -816,8 +869,9 @@ static int tt_loop(TtCmd *tc) {
         if (step == first_step) tc->first_loss = ls.loss;
         tc->last_loss = ls.loss;
         if (tc->logf) {   /* flushed each step: a long run's log can be followed in its partial file */
-            fprintf(out_stream(tc->logf), "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f cpu_ms %.1f\n", step,
-                    ls.loss, hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3, dcpu * 1e3);
+            if (tt_log(tc, "step %d loss %.6f lr %.6e grad_norm %.6f clip %.6f ms %.1f cpu_ms %.1f\n", step, ls.loss,
+                       hp.lr, ls.grad_norm, ls.clip_coef, dt * 1e3, dcpu * 1e3) != 0)
+                return -1;
             fflush(out_stream(tc->logf));
         }
         if (step == first_step || step == steps || step % a->log_every == 0) {
@@ -830,7 +884,8 @@ static int tt_loop(TtCmd *tc) {
         }
         int stop_now;
         if (train_checkpoint_due(step, steps, a->stop_after, a->checkpoint_every, &stop_now)) {
-            if (write_checkpoint(r, ck) != 0) return -1;
+            if (write_checkpoint(r, ck, tc->logf ? (tc->log_text ? tc->log_text : "") : NULL, tc->log_len) != 0)
+                return -1;
             fprintf(stderr, "checkpoint: step %d written to %s%s\n", step, ck->dir,
                     stop_now ? " (resume with --resume and the same flags)" : "");
         }
@@ -862,8 +917,9 @@ static int tt_finish(TtCmd *tc) {
         if (evaluate(r, held, b > 0 ? b : 1, T > 2 ? T : 2, &lpt, &bpb, &n) != 0) return -1;
         fprintf(stderr, "heldout: %ld documents, %zu bytes, %ld predicted tokens: loss %.4f per token, %.4f bits per "
                         "byte (%.1f s)\n", held->documents, held->bytes, n, lpt, bpb, now_seconds() - t0);
-        if (tc->logf) fprintf(out_stream(tc->logf), "heldout documents %ld bytes %zu tokens %ld loss %.6f bpb %.6f\n",
-                          held->documents, held->bytes, n, lpt, bpb);
+        if (tt_log(tc, "heldout documents %ld bytes %zu tokens %ld loss %.6f bpb %.6f\n", held->documents, held->bytes,
+                   n, lpt, bpb) != 0)
+            return -1;
     }
     int bf16 = a->bf16;
     if (ckdir_begin(od, "--out") != 0 ||
@@ -901,6 +957,7 @@ static void tt_free(TtCmd *tc) {
     ck_signals_restore(&tc->sig);
     if (tc->tracer) trace_discard(tc->tracer);
     out_abort(tc->logf);
+    free(tc->log_text);
     ckdir_release(&tc->od);
     ckdir_release(&tc->ck);
     free(tc->batch_ids);

@@ -123,14 +123,57 @@ static void test_resume_bit_identical(void **state) {
     setup_run(&s);
     /* uninterrupted */
     assert_int_equal(tu_runf("./dflash train-target --config %s --tokenizer %s --data %s --steps 12 " COMMON
-                         " --out %s/full 2>/dev/null", s.cfg, s.tok, s.data, s.dir), 0);
+                         " --out %s/full --log %s/full.log 2>/dev/null", s.cfg, s.tok, s.data, s.dir, s.dir), 0);
     /* split at step 5, then resumed; the checkpoint is a loadable folder */
     assert_int_equal(tu_runf("./dflash train-target --config %s --tokenizer %s --data %s --steps 12 " COMMON
-                         " --out %s/split --stop-after 5 2>/dev/null", s.cfg, s.tok, s.data, s.dir), 0);
+                         " --out %s/split --stop-after 5 --log %s/split.log 2>/dev/null", s.cfg, s.tok, s.data, s.dir,
+                         s.dir), 0);
     assert_false(tu_exists(tu_path(s.dir, "split")));
     assert_true(tu_exists(tu_path(s.dir, "split.checkpoint/optimizer.safetensors")));
+    /* the resume is refused with other data or another tokenizer (both were
+     * accepted and trained on), naming the flag; the checkpoint stays */
+    char other[300];
+    snprintf(other, sizeof other, "%s/other.txt", s.dir);
+    Buf ox = {0};   /* as long as the data, other words */
+    for (int i = 0; i < 60; i++) {
+        char doc[128];
+        snprintf(doc, sizeof doc, "A %d%s dog saw the box %d.\n%%\n", i, i % 3 ? "th" : "rd", i * 5 % 13);
+        buf_add(&ox, doc, strlen(doc));
+    }
+    assert_int_equal(tu_write(other, ox.b, ox.n), 0);
+    free(ox.b);
+    const char *flag[2] = {"--data", "--tokenizer"};
+    for (int k = 0; k < 2; k++) {
+        char tok2[300] = "";
+        if (k == 1) {   /* another tokenizer: trained on the other text */
+            snprintf(tok2, sizeof tok2, "%s/tok2.json", s.dir);
+            assert_int_equal(tu_runf("./dflash train-tokenizer --vocab-size 259 --out %s %s 2>/dev/null", tok2, other),
+                             0);
+        }
+        assert_int_equal(tu_runf("./dflash train-target --resume %s/split.checkpoint --data %s%s%s --steps 12 " COMMON
+                             " --out %s/x 2>%s/err", s.dir, k == 0 ? other : s.data, k ? " --tokenizer " : "", tok2,
+                             s.dir, s.dir), 2);
+        char *msg = tu_read(tu_path(s.dir, "err"), NULL);
+        assert_non_null(msg);
+        if (!strstr(msg, "had another") || !strstr(msg, flag[k])) fail_msg("%s: %s", flag[k], msg);
+        free(msg);
+    }
     assert_int_equal(tu_runf("./dflash train-target --resume %s/split.checkpoint --data %s --steps 12 " COMMON
-                         " --out %s/split 2>/dev/null", s.dir, s.data, s.dir), 0);
+                         " --out %s/split --log %s/split.log 2>/dev/null", s.dir, s.data, s.dir, s.dir), 0);
+    /* the resumed run's --log holds the whole run's steps, as the
+     * uninterrupted run's does (it held the resumed steps only) */
+    char *logs[2] = {tu_read(tu_path(s.dir, "full.log"), NULL), tu_read(tu_path(s.dir, "split.log"), NULL)};
+    assert_non_null(logs[0]);
+    assert_non_null(logs[1]);
+    for (int k = 0; k < 2; k++)
+        for (int st = 1; st <= 12; st++) {
+            char want[32];
+            snprintf(want, sizeof want, "\nstep %d loss ", st);
+            if (!strstr(logs[k], want)) fail_msg("%s.log has no step %d:\n%s", k ? "split" : "full", st, logs[k]);
+        }
+    assert_non_null(strstr(logs[1], "\nresumed after step 5: dflash train-target --resume "));
+    free(logs[0]);
+    free(logs[1]);
     char a[300], b[300];
     /* every file of the folder, not only the weights (the resumed run's
      * config comes from the checkpoint's config.json, not from --config) */
