@@ -297,6 +297,28 @@ static void test_load_plain_and_nested(void **state) {
     drop_set(dir, &t, &d);
 }
 
+/* dflash train-target has no Gated DeltaNet backward: a hybrid target (as
+ * --target, or its config as --config) is refused with one line, exit 2
+ * (it ran the dense trainer on the missing q_proj and crashed, SIGSEGV) */
+static void test_train_target_refuses_a_hybrid(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), cmd[2048];
+    assert_non_null(dir);
+    write_hybrid_set(dir, 0, 0, "");
+    char batches[600];   /* one batch of token ids (the set's vocabulary is too small for a tokenizer) */
+    snprintf(batches, sizeof batches, "%s/b.json", dir);
+    tu_write_text(batches, "{\"batches\": [{\"input_ids\": [[1, 2, 3, 4, 5, 6]], \"loss_mask\": [[1, 1, 1, 1, 1, 1]]}]}\n");
+    const char *as[2] = {"--target %s/target", "--config %s/target/config.json"};
+    for (int k = 0; k < 2; k++) {
+        char from[600];
+        snprintf(from, sizeof from, as[k], dir);
+        snprintf(cmd, sizeof cmd, "./dflash train-target %s --batches %s --steps 1 --out %s/o", from, batches, dir);
+        tu_expect_refusal(dir, cmd, "a hybrid (Qwen3.5) target: train-target trains Qwen3 and Llama targets only");
+    }
+    tu_rmtree(dir);
+    free(dir);
+}
+
 /* layer_types absent: full_attention_interval (layer i is linear if (i + 1) %
  * interval); rope_parameters absent: the top-level rope_theta and
  * partial_rotary_factor (transformers' legacy keys) */
@@ -593,6 +615,7 @@ int main(void) {
         cmocka_unit_test(test_rollback_equals_fresh_prefill),
         cmocka_unit_test(test_greedy_dflash_equals_ar),
         cmocka_unit_test(test_trace_states_chain),
+        cmocka_unit_test(test_train_target_refuses_a_hybrid),
     };
     return cmocka_run_group_tests_name("hybrid targets: loader, kernels, rollback, lossless", tests, NULL, NULL);
 }

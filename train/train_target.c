@@ -603,6 +603,12 @@ static int tt_load(TtCmd *tc) {
         r->cfg = r->model.cfg;
         r->have_model = 1;
     }
+    if (r->cfg.hybrid) {   /* train/train.c's target is Qwen3's or Llama's: no Gated DeltaNet backward */
+        dflash_set_error("%s: a hybrid (Qwen3.5) target: train-target trains Qwen3 and Llama targets only (it "
+                         "has no Gated DeltaNet backward)",
+                         a->config ? a->config : a->target ? a->target : a->resume);
+        return -1;
+    }
     int V = tc->V = r->cfg.vocab_size;
 
     /* the tokenizer */
