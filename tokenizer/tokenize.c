@@ -30,7 +30,8 @@ static const char *const USAGE_TOKENIZE =
     "  --file F           the text to encode is F's bytes (UTF-8), instead of TEXT\n"
     "  --no-special       no post-processor tokens (Hugging Face's add_special_tokens=False;\n"
     "                     special tokens written in the text are still their ids)\n"
-    "  --decode I,J,...   write the tokens' bytes to stdout, nothing added (no newline)\n"
+    "  --decode I,J,...   write the tokens' bytes to stdout, nothing added (no newline); the\n"
+    "                     ids comma- or space-separated, or [I J ...] as ./dflash lists them\n"
     "  -h, --help         this text\n"
     "\n"
     "Prints the ids comma-separated on one line (the form --ids takes).\n";
@@ -52,22 +53,42 @@ static const char *const USAGE_TRAIN_TOK =
 
 /* ---- dflash tokenize */
 
+/* --decode: the ids in the forms ./dflash prints them and takes them:
+ * comma-separated (--ids), white-space-separated (--print-ids' line), or a
+ * bracketed list ([5 6 7], the --rounds log with --print-ids) */
 static int parse_ids(const char *s, IntList *ids) {
     const char *p = s;
-    if (!*p) { dflash_set_error("--decode: expected ids I,J,... (0..2147483647), got nothing"); return -1; }
+    int n = 0;
+    while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+    int bracket = *p == '[';
+    if (bracket) p++;
     for (;;) {
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (bracket && *p == ']') {
+            p++;
+            while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+            if (*p || n == 0) goto bad;
+            return 0;
+        }
+        if (!*p && !bracket && n > 0) return 0;
         char *end;
         errno = 0;
         if (*p < '0' || *p > '9') goto bad;
         long long v = strtoll(p, &end, 10);
         if (errno || v > 2147483647) goto bad;
         if (int_list_push(ids, (int)v)) return -1;
-        if (*end == 0) return 0;
-        if (*end != ',') goto bad;
-        p = end + 1;
+        n++;
+        p = end;
+        while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+        if (*p == ',') {  /* a comma is followed by an id */
+            p++;
+            while (*p == ' ' || *p == '\t' || *p == '\n') p++;
+            if (*p < '0' || *p > '9') goto bad;
+        }
     }
 bad:
-    dflash_set_error("--decode: expected ids I,J,... (0..2147483647, comma-separated), got \"%.60s\" at \"%.20s\"", s, p);
+    if (!*s) dflash_set_error("--decode: expected ids I,J,... (0..2147483647), got nothing");
+    else dflash_set_error("--decode: expected ids I,J,... or I J ... (0..2147483647), got \"%.60s\" at \"%.20s\"", s, p);
     return -1;
 }
 
@@ -133,7 +154,12 @@ int tokenize_main(int argc, char **argv) {
     IntList ids = {0};
     char *buf = NULL, *out = NULL;
     size_t len = 0;
-    if (tok_load(&t, tokpath) != 0) { dflash_print_error("dflash tokenize", ""); return 2; }
+    /* --decode reads the file as ./dflash reads it to print output (a file
+     * that cannot encode still decodes) */
+    if ((decode ? tok_load_decoder(&t, tokpath) : tok_load(&t, tokpath)) != 0) {
+        dflash_print_error("dflash tokenize", "");
+        return 2;
+    }
     if (decode) {
         size_t n;
         if (parse_ids(decode, &ids) || tok_decode(&t, ids.v, ids.n, &out, &n)) goto fail;

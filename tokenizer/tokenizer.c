@@ -797,15 +797,11 @@ static int read_encoder(Tokenizer *t, const char *path, const Json *root) {
     while (t->n_slots < 2 * (size_t)t->n_ids) t->n_slots *= 2;
     if (!(t->slot = calloc(t->n_slots, sizeof *t->slot))) { dflash_set_error("%s: out of memory", path); return -1; }
     for (int i = 0; i < t->n_ids; i++) if (t->bytes[i] && !t->is_added[i]) tok_index(t, i);
+    /* the one-byte tokens; a vocabulary without some (the toy sets' 64 words)
+     * encodes the texts whose pieces never need them (bpe_piece) */
     for (int b = 0; b < 256; b++) {
         unsigned char c = (unsigned char)b;
-        if ((t->byte_id[b] = tok_find(t, &c, 1)) < 0) {
-            char ch[3];
-            tok_byte_char(c, ch);
-            dflash_set_error("%s: model.vocab: no token for the byte 0x%02X (\"%s\"): a byte-level vocabulary has all 256",
-                             path, b, ch);
-            return -1;
-        }
+        t->byte_id[b] = tok_find(t, &c, 1);
     }
 
     /* model.merges: "a b" or [a, b], in rank order */
@@ -929,6 +925,26 @@ static int bpe_piece(const Tokenizer *t, const unsigned char *s, int n, IntList 
     }
     int *id = buf, *next = buf + n, *prev = buf + 2 * n, nh = 0;
     for (int i = 0; i < n; i++) id[i] = t->byte_id[s[i]], next[i] = i + 1 < n ? i + 1 : -1, prev[i] = i - 1;
+    for (int i = 0; i < n; i++) {
+        if (id[i] >= 0) continue;
+        /* Hugging Face's library drops a byte the vocabulary has no token for
+         * (no unk_token, no byte_fallback) and merges across the gap: text
+         * would be lost without a word, so it is refused, naming the byte */
+        char ch[3], shown[256];
+        size_t m = 0;
+        tok_byte_char(s[i], ch);
+        for (int k = 0; k < n && m + 8 < sizeof shown; k++) {  /* the piece on one line, cut at a character */
+            if (m + 12 >= sizeof shown && (s[k] & 0xC0) != 0x80) break;
+            if (s[k] < 0x20 || s[k] == 0x7F || s[k] == '"' || s[k] == '\\') m += (size_t)snprintf(shown + m, 8, "\\x%02X", s[k]);
+            else shown[m++] = (char)s[k];
+        }
+        shown[m] = 0;
+        dflash_set_error("the byte 0x%02X (\"%s\") of the piece \"%s\" has no token in this vocabulary, and the piece "
+                         "is none (Hugging Face's library would drop the byte)", s[i], ch, shown);
+        if (buf != stack_ids) free(buf);
+        if (heap != stack_heap) free(heap);
+        return -1;
+    }
     for (int i = 0; i + 1 < n; i++) {
         int r = merge_rank(t, id[i], id[i + 1]);
         if (r >= 0) heap_push(heap, &nh, (Cand){r, i});

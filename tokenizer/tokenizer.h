@@ -12,6 +12,8 @@
  *                  around $A, e.g. Llama-3's BOS) or a Sequence of those
  *   decoder        null or ByteLevel
  *   added_tokens   matched in the text before anything else (leftmost, longest)
+ *   model.vocab    byte-level strings; a byte without a token (the toy sets'
+ *                  64 words) refuses the texts that need it, at tok_encode
  *
  *   Tokenizer t;
  *   if (tok_load(&t, "tokenizer.json") != 0) ... dflash_errmsg
@@ -89,7 +91,7 @@ int  tok_load(Tokenizer *t, const char *path);
 /* tok_parse: text (len bytes) as a tokenizer.json named path */
 int  tok_parse(Tokenizer *t, const char *path, const char *text, size_t len);
 void tok_free(Tokenizer *t);
-/* decoding only (output of a toy set whose tokenizer.json has no merges):
+/* decoding only (output, whatever the file's pre-tokenizer or merges):
  * what encoding needs may be missing or unsupported, then t->no_encode
  * says why; the vocabulary and added tokens are read as tok_load reads them */
 int  tok_load_decoder(Tokenizer *t, const char *path);

@@ -970,13 +970,24 @@ static int q3_write_generation_config(const char *path) {
     return rc;
 }
 
-/* tokenizer.json: a Hugging Face byte-level BPE tokenizer over the 64 ids,
- * as Qwen's is written: model.vocab maps each token's byte-level string
- * (every byte b shown as GPT-2's bytes_to_unicode(b): "\xc4\xa0" is U+0120
- * "Ġ", standing for the byte 0x20, a space) to its id; the special tokens
- * are added_tokens, outside model.vocab. Ids 61 and 62 are the two bytes of
- * "é" (0xC3, 0xA9) on their own, so decoding must join bytes, not
- * characters. Merges are left empty: the program only decodes. */
+/* tokenizer.json: a Hugging Face byte-level BPE tokenizer over the 64 ids
+ * that encodes the words to their ids, as both Hugging Face's library and
+ * tokenizer/tokenizer.c read it: model.vocab maps each token's byte-level
+ * string (every byte b shown as GPT-2's bytes_to_unicode(b): "\xc4\xa0" is
+ * U+0120 "Ġ", standing for the byte 0x20, a space) to its id; the special
+ * tokens are added_tokens, and in model.vocab too (Hugging Face's library
+ * numbers an added token model.vocab lacks from model.vocab's size up,
+ * whatever id the file gives: 61, 62, 63 here). Ids 61 and 62 are the two
+ * bytes of "é" (0xC3, 0xA9) on their own, so decoding must join bytes, not
+ * characters. 64 ids leave no room for the 256 bytes and the tokens merges
+ * would build a word from, so the words are whole tokens: Llama-3's
+ * pre-tokenizer (its Split regex, then ByteLevel) cuts " cat" out of "The cat
+ * sat", and ignore_merges (as Llama-3's files set it) makes a piece that is a
+ * token that token; merges stay empty. llama.cpp ties ignore_merges to that
+ * pre-tokenizer ("llama-bpe"), so dflash gguf converts the file as it is. A
+ * piece that is no token falls back to its bytes, and most bytes have no
+ * token here: Hugging Face's library then drops them, tokenizer/tokenizer.c
+ * refuses the text naming the byte. */
 static const char *const Q3_TOKENS[Q3_VOCAB] = {
     "The", "\xc4\xa0" "cat", "\xc4\xa0" "sat", NULL /* 3 <|im_end|> */, NULL /* 4 <|endoftext|> */,
     "\xc4\xa0" "on", "\xc4\xa0" "the", "\xc4\xa0" "mat", ".", "\xc4\xa0" "A", "\xc4\xa0" "dog", "\xc4\xa0" "saw",
@@ -1000,17 +1011,18 @@ static int q3_write_tokenizer(const char *path) {
         text_add(&t, "%s\n    {\"id\": %d, \"content\": \"%s\", \"single_word\": false, \"lstrip\": false, "
                      "\"rstrip\": false, \"normalized\": false, \"special\": true}", i ? "," : "", ADDED[i].id,
                  ADDED[i].content);
-    text_add(&t, "\n  ],\n  \"normalizer\": {\"type\": \"NFC\"},\n  \"pre_tokenizer\": {\"type\": \"ByteLevel\", "
-                 "\"add_prefix_space\": false, \"trim_offsets\": false, \"use_regex\": true},\n"
+    /* Llama-3's Split regex, written as its tokenizer.json writes it (JSON escapes) */
+    text_add(&t, "\n  ],\n  \"normalizer\": {\"type\": \"NFC\"},\n  \"pre_tokenizer\": {\"type\": \"Sequence\", "
+                 "\"pretokenizers\": [{\"type\": \"Split\", \"pattern\": {\"Regex\": \"(?i:'s|'t|'re|'ve|'m|'ll|'d)|"
+                 "[^\\\\r\\\\n\\\\p{L}\\\\p{N}]?\\\\p{L}+|\\\\p{N}{1,3}| ?[^\\\\s\\\\p{L}\\\\p{N}]+[\\\\r\\\\n]*|"
+                 "\\\\s*[\\\\r\\\\n]+|\\\\s+(?!\\\\S)|\\\\s+\"}, \"behavior\": \"Isolated\", \"invert\": false}, "
+                 "{\"type\": \"ByteLevel\", \"add_prefix_space\": false, \"trim_offsets\": true, \"use_regex\": false}]},\n"
                  "  \"post_processor\": null,\n  \"decoder\": {\"type\": \"ByteLevel\", \"add_prefix_space\": false, "
                  "\"trim_offsets\": false, \"use_regex\": true},\n  \"model\": {\n    \"type\": \"BPE\",\n"
-                 "    \"dropout\": null,\n    \"unk_token\": null,\n    \"byte_fallback\": false,\n    \"vocab\": {");
-    int first = 1;
-    for (int i = 0; i < Q3_VOCAB; i++) {
-        if (!Q3_TOKENS[i]) continue;
-        text_add(&t, "%s\n      \"%s\": %d", first ? "" : ",", Q3_TOKENS[i], i);
-        first = 0;
-    }
+                 "    \"dropout\": null,\n    \"unk_token\": null,\n    \"byte_fallback\": false,\n"
+                 "    \"ignore_merges\": true,\n    \"vocab\": {");
+    for (int i = 0, k = 0; i < Q3_VOCAB; i++)  /* a special token's text is its byte-level string (ASCII) */
+        text_add(&t, "%s\n      \"%s\": %d", i ? "," : "", Q3_TOKENS[i] ? Q3_TOKENS[i] : ADDED[k++].content, i);
     text_add(&t, "\n    },\n    \"merges\": []\n  }\n}\n");
     int rc = write_text_file(path, &t);
     free(t.s);

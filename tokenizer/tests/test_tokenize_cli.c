@@ -130,6 +130,165 @@ static void test_end_to_end(void **state) {
     free(t);
 }
 
+/* ---- the toy sets' tokenizer.json (toy_weights/gen.c) encode their words */
+
+/* model.vocab's byte-level string -> its bytes (GPT-2's table, from
+ * tok_byte_char); -1 when a character is not in it */
+static int unbyte(const char *s, char *out) {
+    int n = 0;
+    while (*s) {
+        int b = 0;
+        for (; b < 256; b++) {
+            char ch[3];
+            tok_byte_char((unsigned char)b, ch);
+            if (strncmp(s, ch, strlen(ch)) == 0) { s += strlen(ch); break; }
+        }
+        if (b == 256) return -1;
+        out[n++] = (char)b;
+    }
+    out[n] = 0;
+    return n;
+}
+
+/* the id model.vocab gives the byte-level string w (-1 none) */
+static int vocab_id(const Json *vocab, const char *w) {
+    const Json *v = json_get(vocab, w);
+    return v && v->is_integer ? (int)v->integer : -1;
+}
+
+/* every token of a toy set's vocabulary whose bytes are UTF-8, as a text,
+ * encodes to its own id; sentences of them to the ids model.vocab lists;
+ * `dflash tokenize` and `--prompt` give those ids; a text with a byte the
+ * vocabulary lacks is refused naming it. The ids come from the file's
+ * model.vocab, read here as JSON, not from the encoder. */
+static void toy_set_encodes(const char *set) {
+    char path[600], cmd[2000], bytes[256];
+    snprintf(path, sizeof path, "toy_weights/%s/target/tokenizer.json", set);
+    if (!tu_exists(path)) tu_skip("no %s (make weights)", path);
+    size_t len = 0;
+    char *text = tu_read(path, &len);
+    assert_non_null(text);
+    Json root;
+    assert_int_equal(json_parse(text, len, path, &root), 0);
+    const Json *model = json_get(&root, "model"), *vocab = json_get(model, "vocab");
+    assert_non_null(vocab);
+    assert_int_equal(vocab->type, JSON_OBJECT);
+    Tokenizer t;
+    if (tok_load(&t, path) != 0) fail_msg("%s", dflash_errmsg);
+    int tried = 0;
+    for (int i = 0; i < vocab->n; i++) {
+        int n = unbyte(vocab->keys[i], bytes);
+        assert_true(n > 0);
+        if (tok_utf8_check(bytes, (size_t)n) != (size_t)n) continue;  /* half of "é" */
+        IntList ids = {0};
+        if (tok_encode(&t, bytes, (size_t)n, 1, &ids) != 0) fail_msg("%s: \"%s\": %s", set, bytes, dflash_errmsg);
+        if (ids.n != 1 || ids.v[0] != (int)vocab->items[i].integer)
+            fail_msg("%s: \"%s\" (%s) gave %zu ids, the first %d; model.vocab says %d", set, bytes, vocab->keys[i], ids.n,
+                     ids.n ? ids.v[0] : -1, (int)vocab->items[i].integer);
+        int_list_free(&ids);
+        tried++;
+    }
+    assert_true(tried >= 58);
+    /* sentences: each word's id from model.vocab */
+    static const char *const SENT[][12] = {
+        {"The", "\xc4\xa0" "cat", "\xc4\xa0" "sat", "\xc4\xa0" "on", "\xc4\xa0" "the", "\xc4\xa0" "mat", ".", NULL},
+        {"The", "\xc4\xa0" "dog", "\xc4\xa0" "saw", "\xc4\xa0" "a", "\xc4\xa0" "red", "\xc4\xa0" "bird", "!", "\xc4\x8a", NULL},
+        {"The", "\xc4\xa0" "caf\xc3\x83\xc2\xa9", "\xc4\xa0\xc3\xa2\xc4\xa2\xc4\xb6", "\xc4\xa0" "yes", "?", "\xc4\xa0", "\xc4\xa0" "no", NULL},
+    };
+    for (size_t k = 0; k < sizeof SENT / sizeof SENT[0]; k++) {
+        char sentence[256] = "", want[256] = "", got[256] = "";
+        for (int j = 0; SENT[k][j]; j++) {
+            int id = vocab_id(vocab, SENT[k][j]);
+            assert_true(id >= 0);
+            assert_true(unbyte(SENT[k][j], bytes) > 0);
+            strcat(sentence, bytes);
+            snprintf(want + strlen(want), sizeof want - strlen(want), j ? ",%d" : "%d", id);
+        }
+        IntList ids = {0};
+        if (tok_encode(&t, sentence, strlen(sentence), 1, &ids) != 0) fail_msg("%s: \"%s\": %s", set, sentence, dflash_errmsg);
+        for (size_t j = 0; j < ids.n; j++) snprintf(got + strlen(got), sizeof got - strlen(got), j ? ",%d" : "%d", ids.v[j]);
+        if (strcmp(got, want)) fail_msg("%s: \"%s\": got %s, model.vocab says %s", set, sentence, got, want);
+        int_list_free(&ids);
+        if (k == 0) {  /* the same through the command line: dflash tokenize, --prompt */
+            int st;
+            snprintf(cmd, sizeof cmd, "./dflash tokenize --weights toy_weights/%s '%s' 2>&1", set, sentence);
+            char *out = tu_sh(cmd, &st);
+            if (st != 0 || strncmp(out, want, strlen(want)) || strcmp(out + strlen(want), "\n"))
+                fail_msg("dflash tokenize --weights toy_weights/%s: exit %d: %s (want %s)", set, st, out, want);
+            free(out);
+            snprintf(cmd, sizeof cmd, "./dflash --weights toy_weights/%s --prompt 'The cat sat' --max-new-tokens 2 "
+                                      "--print-ids 2>&1", set);
+            out = tu_sh(cmd, &st);
+            char *line2 = strchr(out, '\n');
+            if (st != 0 || !line2 || strncmp(line2 + 1, "0 1 2 ", 6))
+                fail_msg("--prompt 'The cat sat' on %s: exit %d: %s (want the ids 0 1 2 first)", set, st, out);
+            free(out);
+        }
+    }
+    /* a byte the vocabulary has no token for, in a piece that is none: refused */
+    IntList ids = {0};
+    assert_int_equal(tok_encode(&t, "The cow", 7, 1, &ids), -1);
+    assert_non_null(strstr(dflash_errmsg, "the byte 0x63 (\"c\") of the piece \" cow\" has no token"));
+    int_list_free(&ids);
+    tok_free(&t);
+    json_free(&root);
+    free(text);
+}
+static void test_toy_qwen3_layout_encodes(void **state) { (void)state; toy_set_encodes("qwen3-layout"); }
+static void test_toy_sliding_encodes(void **state) { (void)state; toy_set_encodes("sliding"); }
+
+/* `dflash tokenize --decode` takes the ids as ./dflash prints them
+ * (--print-ids: space-separated; the --rounds log: [I J ...]) and decodes a
+ * file as ./dflash reads it for output (one that cannot encode included) */
+static void test_decode_what_dflash_prints(void **state) {
+    (void)state;
+    if (!tu_exists("toy_weights/qwen3-layout/target/tokenizer.json")) tu_skip("no toy_weights/qwen3-layout (make weights)");
+    int st;
+    char *run = tu_sh("./dflash --weights toy_weights/qwen3-layout --ids 5,6,7 --max-new-tokens 3 --print-ids 2>&1", &st);
+    assert_int_equal(st, 0);
+    char *nl = strchr(run, '\n');
+    assert_non_null(nl);
+    *nl = 0;   /* run: the text; nl + 1: the ids, space-separated */
+    char *ids = nl + 1;
+    ids[strcspn(ids, "\n")] = 0;
+    assert_non_null(strchr(ids, ' '));
+    assert_null(strchr(run, '\\'));   /* nothing escaped in this text */
+    char cmd[1200];
+    snprintf(cmd, sizeof cmd, "./dflash tokenize --weights toy_weights/qwen3-layout --decode '%s' 2>&1", ids);
+    char *out = tu_sh(cmd, &st);
+    if (st != 0 || strcmp(out, run)) fail_msg("--decode '%s': exit %d: \"%s\", dflash printed \"%s\"", ids, st, out, run);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./dflash tokenize --weights toy_weights/qwen3-layout --decode '[%s]' 2>&1", ids);
+    out = tu_sh(cmd, &st);
+    if (st != 0 || strcmp(out, run)) fail_msg("--decode '[%s]': exit %d: \"%s\"", ids, st, out);
+    free(out);
+    free(run);
+    /* a tokenizer.json ./dflash decodes output with but cannot encode with */
+    char *t = tu_tmpdir();
+    tu_write_text(tu_path(t, "tok.json"), "{\"added_tokens\":[{\"id\":2,\"content\":\"<|end|>\"}],\"decoder\":{\"type\":"
+                                          "\"ByteLevel\"},\"model\":{\"type\":\"BPE\",\"vocab\":{\"a\":0,\"\\u0120b\":1}}}");
+    snprintf(cmd, sizeof cmd, "./dflash tokenize --tokenizer %s/tok.json --decode 0,1,2 2>&1", t);
+    out = tu_sh(cmd, &st);
+    if (st != 0 || strcmp(out, "a b<|end|>")) fail_msg("--decode of a decode-only file: exit %d: %s", st, out);
+    free(out);
+    snprintf(cmd, sizeof cmd, "./dflash tokenize --tokenizer %s/tok.json ab 2>&1", t);  /* encoding it: refused */
+    out = tu_sh(cmd, &st);
+    assert_int_equal(st, 2);
+    assert_non_null(strstr(out, "pre_tokenizer"));
+    free(out);
+    /* malformed lists: one line, exit 2 */
+    static const char *const BAD[] = {"5,,6", "5,", "[]", "[5 6", "5 x", "5]"};
+    for (size_t k = 0; k < sizeof BAD / sizeof BAD[0]; k++) {
+        snprintf(cmd, sizeof cmd, "./dflash tokenize --tokenizer %s/tok.json --decode '%s' 2>&1", t, BAD[k]);
+        out = tu_sh(cmd, &st);
+        if (st != 2 || !strstr(out, "--decode: expected ids") || strchr(out, '\n') != out + strlen(out) - 1)
+            fail_msg("--decode '%s': exit %d: %s", BAD[k], st, out);
+        free(out);
+    }
+    tu_rmtree(t);
+    free(t);
+}
+
 /* the trainer is deterministic: two runs, one file */
 static void test_train_deterministic(void **state) {
     (void)state;
@@ -220,6 +379,9 @@ static void test_train_one_long_word(void **state) {
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_end_to_end),
+        cmocka_unit_test(test_toy_qwen3_layout_encodes),
+        cmocka_unit_test(test_toy_sliding_encodes),
+        cmocka_unit_test(test_decode_what_dflash_prints),
         cmocka_unit_test(test_train_deterministic),
         cmocka_unit_test(test_train_runs),
         cmocka_unit_test(test_train_one_long_word),
