@@ -470,7 +470,7 @@ unicode-tables: ## regenerate tokenizer/unicode_tables.h from /usr/share/unicode
 # make tokenizer-check: npm's tokenizers (Hugging Face's Rust library) on the real
 # Qwen3 and Llama-3.1 tokenizer.json files against ours (tokenizer/tokenizer-check.sh);
 # skips with the reason without npm. The install goes to build/tokenizer-check.
-tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1 and a trained tokenizer.json; the speed ratio
+tokenizer-check: dflash tests/bin/test_tokenizer toy_weights/qwen3-layout/.stamp toy_weights/sliding/.stamp ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1, a trained and the toy sets' tokenizer.json; the speed ratio
 	@tokenizer/tokenizer-check.sh
 
 llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm

@@ -13,7 +13,12 @@
 #   3. dflash train-tokenizer trains a fresh tokenizer.json (README.md,
 #      NOTES.md, TRACE.md); HF loads it, and `dflash tokenize --file` gives
 #      HF's ids for every text, with and without special tokens.
-#   4. Speed, in this one run on the same 1 MB text: HF's encode call (the
+#   4. The toy sets' tokenizer.json files (toy_weights/gen.c: qwen3-layout,
+#      sliding) on texts.inp and tokenizer/tests/cases/toy.inp: `dflash
+#      tokenize` gives HF's ids and `--decode` HF's text, or refuses a text
+#      that needs a byte the 64 tokens lack, and then HF dropped text (its
+#      decode is not the text); the toy texts' words all encode.
+#   5. Speed, in this one run on the same 1 MB text: HF's encode call (the
 #      fastest of 3) against the whole `dflash tokenize --file` process (the
 #      fastest of 3: reading the 11 MB tokenizer.json included); the ratio
 #      HF seconds / dflash seconds (1 = parity) is printed for README.
@@ -90,7 +95,46 @@ for ((i = 0; i < n; i++)); do
 done
 if [ $bad -eq 0 ]; then echo "tokenizer-check: a fresh dflash train-tokenizer file: HF loads it, $n texts, dflash tokenize gives HF's ids"; else fail=1; fi
 
-# 4. speed on 1 MB of text
+# 4. the toy sets' files, generated as make weights writes them
+for set in qwen3-layout sliding; do
+    f=toy_weights/$set/target/tokenizer.json
+    for inp in texts toy; do
+        node tokenizer/tokenizer_check.mjs "$MOD" "$f" $T/$inp.inp "$gen/$set-$inp"
+        rm -f "$gen"/toytext* "$gen"/toydec*
+        # each text, HF's decode of its ids, and whether HF lost text (its decode is not the NFC text)
+        node -e '
+const fs = require("fs"), sep = "\n__dflash_tokenizer_test__\n", [inp, dec, dir] = process.argv.slice(1);
+const t = fs.readFileSync(inp, "utf8").split(sep), d = fs.readFileSync(dec, "utf8").split(sep);
+t.forEach((x, i) => { fs.writeFileSync(dir + "/toytext" + i, x); fs.writeFileSync(dir + "/toydec" + i, d[i]);
+                      fs.writeFileSync(dir + "/toylost" + i, d[i] === x.normalize("NFC") ? "0" : "1"); });
+' $T/$inp.inp "$gen/$set-$inp.dec" "$gen"
+        mapfile -t want < "$gen/$set-$inp.out"
+        n=${#want[@]} same=0 refused=0 bad=0
+        for ((i = 0; i < n; i++)); do
+            if got=$(./dflash tokenize --tokenizer "$f" --file "$gen/toytext$i" 2> "$gen/toyerr"); then
+                : > "$gen/toyours$i"   # no ids (an empty text): nothing to decode
+                [ -z "$got" ] || ./dflash tokenize --tokenizer "$f" --decode "$got" > "$gen/toyours$i"
+                if [ "$got" = "${want[$i]}" ] && cmp -s "$gen/toyours$i" "$gen/toydec$i"; then same=$((same + 1)); continue; fi
+                echo "tokenizer-check: $set, $inp text $i: HF ${want[$i]:0:200}"
+                echo "                                     ours ${got:0:200} (or its decode differs)"
+            elif grep -q "has no token in this vocabulary" "$gen/toyerr" && [ "$(cat "$gen/toylost$i")" = 1 ]; then
+                refused=$((refused + 1)); continue
+            else
+                echo "tokenizer-check: $set, $inp text $i: ours refused it ($(cat "$gen/toyerr")), HF encoded it whole: ${want[$i]:0:200}"
+            fi
+            bad=$((bad + 1))
+        done
+        if [ $inp = toy ] && [ $refused -ne 2 ]; then   # "The cow sat" and "A dog ...": no " cow", no "A"
+            echo "tokenizer-check: $set: $refused of the toy texts refused, expected 2 (the others' pieces are tokens)"
+            bad=$((bad + 1))
+        fi
+        if [ $bad -eq 0 ]; then
+            echo "tokenizer-check: $set's tokenizer.json, $inp.inp: $same of $n texts give HF's ids and decode, $refused refused where HF drops bytes"
+        else fail=1; fi
+    done
+done
+
+# 5. speed on 1 MB of text
 big="$gen/bench.txt"
 : > "$big"
 while [ "$(stat -c %s "$big")" -lt 1048576 ]; do cat README.md NOTES.md $T/texts.inp >> "$big"; done
