@@ -78,7 +78,9 @@
 #include <string.h>
 #include <fcntl.h>
 #include <signal.h>
-#include <spawn.h>
+#ifdef __linux__
+#include <sys/prctl.h>
+#endif
 #include <sys/stat.h>
 #include <sys/wait.h>
 #include <time.h>
@@ -1599,6 +1601,60 @@ static void end_child(pid_t pid, const sigset_t *wake, int *status) {
     while (waitpid(pid, status, 0) < 0 && errno == EINTR) {}
 }
 
+/* Start bin with args, its stdout and stderr into log (created 0600), its
+ * signal mask *mask (diff's before it blocked the stop signals). On Linux
+ * the child is killed (SIGKILL) when diff dies, even of SIGKILL, which no
+ * handler sees: PR_SET_PDEATHSIG, set in the child before exec, then
+ * getppid() checked, as diff may have died before the prctl. The child
+ * reports a failure before or at exec through a close-on-exec pipe. The
+ * pid, or -1 with errno. */
+static pid_t spawn_child(const char *bin, char **args, const char *log, const sigset_t *mask) {
+    int fds[2];
+    if (pipe(fds) != 0) return -1;
+    if (fcntl(fds[0], F_SETFD, FD_CLOEXEC) != 0 || fcntl(fds[1], F_SETFD, FD_CLOEXEC) != 0) {
+        int e = errno;
+        close(fds[0]), close(fds[1]);
+        errno = e;
+        return -1;
+    }
+#ifdef __linux__
+    pid_t parent = getpid();
+#endif
+    pid_t pid = fork();
+    if (pid == 0) {  /* the child: async-signal-safe calls only */
+        int e = 0;
+#ifdef __linux__
+        if (prctl(PR_SET_PDEATHSIG, SIGKILL) != 0) e = errno;
+        else if (getppid() != parent) _exit(127);   /* diff is gone already */
+#endif
+        int fd = e ? -1 : open(log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
+        if (!e && fd < 0) e = errno;
+        if (!e && ((fd != 1 && dup2(fd, 1) < 0) || dup2(1, 2) < 0)) e = errno;
+        if (!e) {
+            if (fd != 1) close(fd);
+            sigprocmask(SIG_SETMASK, mask, NULL);
+            execve(bin, args, environ);
+            e = errno;
+        }
+        ssize_t w = write(fds[1], &e, sizeof e);
+        (void)w;
+        _exit(127);
+    }
+    int e = pid < 0 ? errno : 0;
+    close(fds[1]);
+    if (pid > 0) {  /* exec'd: the pipe closes with nothing in it */
+        ssize_t r;
+        while ((r = read(fds[0], &e, sizeof e)) < 0 && errno == EINTR) {}
+        if (r == (ssize_t)sizeof e) {
+            while (waitpid(pid, NULL, 0) < 0 && errno == EINTR) {}
+            pid = -1;
+        } else e = 0;
+    }
+    close(fds[0]);
+    errno = e;
+    return pid;
+}
+
 /* Run bin with args, its stdout and stderr into log, and wait for it. The
  * run ends with diff: SIGINT, SIGTERM and SIGHUP are blocked while it runs,
  * and one of them ends the child (end_child) before diff dies of it, through
@@ -1613,19 +1669,10 @@ static int run_child(Diff *df, const char *kind, const char *bin, char **args, c
     sigaddset(&wake, SIGHUP);
     sigaddset(&wake, SIGCHLD);
     sigprocmask(SIG_BLOCK, &wake, &old);
-    posix_spawn_file_actions_t fa;
-    posix_spawn_file_actions_init(&fa);
-    posix_spawn_file_actions_addopen(&fa, 1, log, O_WRONLY | O_CREAT | O_TRUNC, 0600);
-    posix_spawn_file_actions_adddup2(&fa, 1, 2);
-    posix_spawnattr_t at;
-    posix_spawnattr_init(&at);
-    posix_spawnattr_setsigmask(&at, &old);   /* the child as diff was before */
-    posix_spawnattr_setflags(&at, POSIX_SPAWN_SETSIGMASK);
-    pid_t pid;
-    int e = posix_spawn(&pid, bin, &fa, &at, args, environ), sig = 0, over = 0;
-    posix_spawn_file_actions_destroy(&fa);
-    posix_spawnattr_destroy(&at);
-    if (e != 0) {
+    pid_t pid = spawn_child(bin, args, log, &old);
+    int sig = 0, over = 0;
+    if (pid < 0) {
+        int e = errno;
         sigprocmask(SIG_SETMASK, &old, NULL);
         errno = e;
         return -1;

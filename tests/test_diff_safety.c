@@ -440,10 +440,12 @@ static int running(pid_t pid) {
     return close && close[1] == ' ' && close[2] != 'Z' && close[2] != 'X';
 }
 
-/* SIGTERM to diff while the double build runs A's flags (400 tokens on the
- * random set): diff dies of it, and the run is gone with it */
-static void test_sigterm_ends_the_double_run(void **state) {
-    (void)state;
+/* `sig` to diff while the double build runs A's flags (400 tokens on the
+ * random set): diff dies of it, and the run is gone with it. SIGTERM: diff
+ * ends its run before it dies; SIGKILL, which diff cannot see: the kernel
+ * kills the run when diff dies (PR_SET_PDEATHSIG, Linux), which the test
+ * waits for by looking, a bounded number of times, not by sleeping. */
+static void signal_ends_the_double_run(int sig) {
     if (!tu_exists("toy_weights/random/target/config.json")) {
         print_message("     skipped: no toy_weights/random (make weights)\n");
         skip();
@@ -470,17 +472,26 @@ static void test_sigterm_ends_the_double_run(void **state) {
         nanosleep(&(struct timespec){0, 1000000}, NULL);
     }
     if (!child) fail_msg("diff ran no double build");
-    assert_int_equal(kill(pid, SIGTERM), 0);
+    assert_int_equal(kill(pid, sig), 0);
     int st = wait_raw(pid);
     int alive = running(child);
+    /* SIGKILL: the kernel's signal to the orphan, and its end, take a moment
+     * (bounded: 10000 looks, 1 ms apart) */
+    for (int k = 0; alive && sig == SIGKILL && k < 10000; k++) {
+        nanosleep(&(struct timespec){0, 1000000}, NULL);
+        alive = running(child);
+    }
     if (alive) kill(child, SIGKILL);   /* the old behaviour: do not leave it running */
-    if (!WIFSIGNALED(st) || WTERMSIG(st) != SIGTERM) fail_msg("expected diff to die of SIGTERM, got status 0x%x", st);
-    if (alive) fail_msg("diff died of SIGTERM and left its double build's run %d running", (int)child);
-    assert_tmp_empty(t);
+    if (!WIFSIGNALED(st) || WTERMSIG(st) != sig) fail_msg("expected diff to die of signal %d, got status 0x%x", sig, st);
+    if (alive) fail_msg("diff died of signal %d and left its double build's run %d running", sig, (int)child);
+    if (sig == SIGTERM) assert_tmp_empty(t);   /* SIGKILL: diff could not clean up */
     unlink(op);
     unlink(ep);
     done_scratch(t);
 }
+
+static void test_sigterm_ends_the_double_run(void **state) { (void)state; signal_ends_the_double_run(SIGTERM); }
+static void test_sigkill_ends_the_double_run(void **state) { (void)state; signal_ends_the_double_run(SIGKILL); }
 
 /* ---- links out of the trace folder ------------------------------------------- */
 
@@ -533,6 +544,7 @@ int main(void) {
         cmocka_unit_test(test_recorded_flags_are_escaped),
         cmocka_unit_test(test_huge_round_number_is_bounded),
         cmocka_unit_test(test_sigterm_ends_the_double_run),
+        cmocka_unit_test(test_sigkill_ends_the_double_run),
         cmocka_unit_test(test_links_out_of_the_trace_are_refused),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
