@@ -81,7 +81,7 @@ FUZZ_LIB_fuzz_batches = dflash formats/json formats/load tokenizer/tokenizer for
 # fuzz_figures #includes explorer/figures.c and runs figures_main whole
 FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer trace formats/files formats/manifest cli/flags
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
-          toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp
+          toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp toy_weights/hybrid/.stamp
 
 # ---- build modes: name -> compiler and flags ----------------------------------
 realdef = $(if $(filter double,$(1)),-DDFLASH_DOUBLE)
@@ -287,7 +287,8 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 	touch $@
 # the sliding-window draft set and the LlamaForCausalLM set (gen.c, sections 11-12)
 # and the lm-tiny target (section 13: the committed target-training oracle trace's)
-toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: toy_weights/%/.stamp: toy_weights/gen
+# and the hybrid Qwen3.5 set (section 14: Gated DeltaNet + gated attention, ~115 MB)
+toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp toy_weights/hybrid/.stamp: toy_weights/%/.stamp: toy_weights/gen
 	rm -rf toy_weights/$*
 	./toy_weights/gen $* toy_weights/$*
 	touch $@
@@ -355,8 +356,8 @@ learned-sampling: tests/bin/test_learned ## T > 0 on the learned pair against th
 # make run: the build quietly (its output in build/run.log, shown when it
 # fails), then the walkthrough's run; it also leaves walkthrough/explorer.html
 # in place, where the walkthrough and the exercises send the student.
-run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
-	@echo "make run: ./dflash, the toy weights (toy_weights/, ~379 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
+run: ## build ./dflash, the toy weights (~496 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
+	@echo "make run: ./dflash, the toy weights (toy_weights/, ~496 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
 	@mkdir -p build && $(MAKE) --no-print-directory dflash weights walkthrough/explorer.html > build/run.log 2>&1 || \
 	  { tail -n 20 build/run.log; echo "make run: the build failed (whole log: build/run.log)"; exit 1; }
 	./dflash
@@ -615,4 +616,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace explorer/embed eval/ngram toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk walkthrough/tools/mklearned build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny toy_weights/hybrid walkthrough/tools/mkwalk walkthrough/tools/mklearned build
