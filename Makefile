@@ -267,7 +267,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
+.PHONY: all help run run-hybrid bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
@@ -367,6 +367,11 @@ run: ## build ./dflash, the toy weights (~496 MB, once) and walkthrough/explorer
 # such run: docs/performance/bench.txt; `make performance` regenerates the page)
 bench: dflash weights ## the kernel vs the read roofline, T-token forwards, DFlash vs target-only
 	./dflash bench
+
+# the hybrid (Qwen3.5) set's round log: each round also says where every
+# Gated DeltaNet layer's state and conv window are rolled back to
+run-hybrid: dflash toy_weights/hybrid/.stamp ## the hybrid Qwen3.5 set on "The cat sat" with --rounds: where each linear layer is rolled back to, per round
+	./dflash --weights toy_weights/hybrid --prompt "The cat sat" --rounds
 
 debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 

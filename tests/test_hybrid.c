@@ -23,7 +23,12 @@
  *     table with its shape, and the states chain: a linear layer's state_in
  *     and conv_state_in in round r are the rollback states of round r-1 (the
  *     prefill's state_out in round 1), and the rollback conv state is
- *     conv_in[acc+1 : acc+K] of the verify. */
+ *     conv_in[acc+1 : acc+K] of the verify;
+ *   - the round log (--rounds): each round's rollback line names the
+ *     position the accepted count on the same round's line gives, and the
+ *     traced state there equals a fresh prefill up to that position;
+ *   - a draft of another head_dim and intermediate_size traces with its own
+ *     shapes. */
 #include "dflash.c"
 #include "formats/load.c"
 #include "formats/tracenames.h"
@@ -673,6 +678,76 @@ static void test_trace_draft_sizes(void **state) {
     free(dir);
 }
 
+/* the round log's rollback lines (cli/main.c, --rounds) on the suite's set:
+ * in every round the position printed is the block's first position + the
+ * accepted count printed on the same round's line, the conv window the K-1
+ * positions up to it; and the state the run's cache holds after the round
+ * (traced: verify{r}.rollback.layers.{l}.state) equals a fresh prefill of
+ * the output up to that printed position, for every linear layer */
+static void test_round_log_rollback(void **state) {
+    (void)state;
+    Model t, d;
+    char *dir = load_set(&t, &d, 0, 0), cmd[1400];
+    snprintf(cmd, sizeof cmd, "./dflash --weights %s --ids 3,9,1,17 --block-size 4 --max-new-tokens 12 --ignore-eos --rounds", dir);
+    char *log = tu_capture(cmd);
+    /* the same run in this process, traced */
+    Store *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    TraceHook hook = {store_hand, st};
+    const int prompt[4] = {3, 9, 1, 17};
+    GenParams gp = {.max_new_tokens = 12, .block_size = 4, .trace = &hook};
+    GenResult res;
+    if (dflash_generate(&d, &t, prompt, 4, &gp, &res) != 0) fail_msg("%s", dflash_errmsg);
+    int rounds = 0, rolled = 0;
+    for (const char *at = strstr(log, "round "); at; at = strstr(at + 1, "\nround ")) {
+        if (*at == '\n') at++;
+        int r, a, b, acc, p, lo, hi;
+        assert_int_equal(sscanf(at, "round %d: block in %*[^]] ] at positions %d..%d", &r, &a, &b), 3);
+        const char *k = strstr(at, "accepted ");
+        assert_non_null(k);
+        assert_int_equal(sscanf(k, "accepted %d", &acc), 1);
+        const char *rb = strstr(at, "rollback    linear layers 0,2: state after position ");
+        if (!rb) fail_msg("round %d: no rollback line in:\n%s", r, log);
+        assert_int_equal(sscanf(rb, "rollback    linear layers 0,2: state after position %d", &p), 1);
+        const char *w = strstr(rb, "conv window positions ");
+        assert_non_null(w);
+        assert_int_equal(sscanf(w, "conv window positions %d..%d", &lo, &hi), 2);
+        assert_int_equal(p, a + acc);
+        assert_int_equal(hi, p);
+        assert_int_equal(lo, p - (HK - 2));
+        assert_true(strstr(rb, acc < 3 ? "replayed over" : "nothing to roll back") < strchr(rb, '\n'));
+        rolled += acc < 3;
+        /* a fresh prefill of output[0..p] */
+        assert_true(r <= res.n_rounds && res.rounds[r - 1].acceptance_length == acc);
+        KVCache f;
+        TargetRun rf;
+        assert_int_equal(cache_init(&f, &t.cfg, 64), 0);
+        assert_int_equal(target_run_init(&rf, &t.cfg, 64, 64), 0);
+        int ids[64];
+        for (int i = 0; i <= p; i++) ids[i] = i < 4 ? prompt[i] : res.output_ids[i];
+        assert_true(p + 1 <= res.n_output || r == res.n_rounds);
+        target_forward(&t, &f, &rf, ids, p + 1, p, NULL);
+        for (int l = 0; l < HL; l += 2) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "verify%d.rollback.layers.%d.state", r, l);
+            const double *got = stored(st, nm, NULL);
+            double m = 0;
+            for (int i = 0; i < HHV * HDK * HDV; i++) m = fmax(m, fabs(got[i] - (double)f.linear[l].state[i]));
+            if (m > 1e-5) fail_msg("round %d layer %d: the rollback state differs from a prefill of 0..%d by %g", r, l, p, m);
+        }
+        target_run_free(&rf);
+        cache_free(&f);
+        rounds++;
+    }
+    assert_int_equal(rounds, res.n_rounds);
+    assert_true(rolled > 0);  /* some round did roll back */
+    for (int i = 0; i < st->n; i++) free(st->data[i]);
+    free(st);
+    free(log);
+    gen_result_free(&res);
+    drop_set(dir, &t, &d);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_plain_and_nested),
@@ -684,6 +759,7 @@ int main(void) {
         cmocka_unit_test(test_greedy_dflash_equals_ar),
         cmocka_unit_test(test_trace_states_chain),
         cmocka_unit_test(test_trace_draft_sizes),
+        cmocka_unit_test(test_round_log_rollback),
         cmocka_unit_test(test_train_target_refuses_a_hybrid),
     };
     return cmocka_run_group_tests_name("hybrid targets: loader, kernels, rollback, lossless", tests, NULL, NULL);
