@@ -256,6 +256,8 @@ $(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/ma
 # mklearned (the chapter "One round on English text", walkthrough/learned/) reads the learned
 # pair's trace with formats/files.c and its tokenizer.json with tokenizer/tokenizer.c
 $(call program,walkthrough/tools/mklearned,host,walkthrough/tools/mklearned formats/json formats/files tokenizer/tokenizer dflash,$(LDLIBS))
+# mkhybrid (the chapter "A recurrent state in the loop", walkthrough/hybrid/) reads two traces of the hybrid set
+$(call program,walkthrough/tools/mkhybrid,host,walkthrough/tools/mkhybrid formats/json formats/files dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -268,7 +270,7 @@ $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(cal
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
 .PHONY: all help run run-hybrid bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
-        docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
+        docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check hybrid-walk hybrid-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
 
@@ -510,9 +512,9 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # (gdb), docs/performance.md and README's speed summary (the committed bench
 # transcript docs/performance/bench.txt). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
-DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
+DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned walkthrough/tools/mkhybrid
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough learned pitfalls training performance
+	sh tools/docs.sh write trace-md walkthrough learned hybrid pitfalls training performance
 	sh walkthrough/tools/gdb-check.sh --write
 # two lanes side by side (each is one process at a time; they share no
 # output): the mistakes pages' 60 real runs and diffs, and the rest; each
@@ -521,11 +523,11 @@ docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check the pag
 	@rc=0; d=$$(mktemp -d); \
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
 	{ { sh tools/doccheck.sh --selftest && sh tools/doccheck.sh || echo 1 > $$d/b.rc; \
-	    sh tools/docs.sh check trace-md walkthrough learned training performance || echo 1 > $$d/b.rc; \
+	    sh tools/docs.sh check trace-md walkthrough learned hybrid training performance || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
 	    sh explorer/explorer-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
-	    for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do \
+	    for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md walkthrough/hybrid/README.md walkthrough/hybrid/README.zh.md; do \
 	      sh walkthrough/tools/exercises-check.sh $$p 2 || echo 1 > $$d/b.rc; done; } > $$d/b.log 2>&1; } & \
 	wait; cat $$d/b.log $$d/a.log; [ -f $$d/a.rc ] || [ -f $$d/b.rc ] && rc=1; rm -rf $$d; \
 	[ $$rc = 0 ] && echo "docs-check: every generated file is current and every check passed" || \
@@ -544,6 +546,11 @@ learned-walk: dflash walkthrough/tools/mklearned ## regenerate walkthrough/learn
 learned-walk-check: dflash walkthrough/tools/mklearned ## fail if walkthrough/learned/ differs from a regeneration, or its exercises' answers fail
 	@sh tools/docs.sh check learned
 	@for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do sh walkthrough/tools/exercises-check.sh $$p 2 || exit 1; done
+hybrid-walk: dflash weights walkthrough/tools/mkhybrid ## regenerate walkthrough/hybrid/ (one round on the hybrid Qwen3.5 set: the rollback of its states)
+	sh tools/docs.sh write hybrid
+hybrid-walk-check: dflash weights walkthrough/tools/mkhybrid ## fail if walkthrough/hybrid/ differs from a regeneration, or its exercises' answers fail
+	@sh tools/docs.sh check hybrid
+	@for p in walkthrough/hybrid/README.md walkthrough/hybrid/README.zh.md; do sh walkthrough/tools/exercises-check.sh $$p 2 || exit 1; done
 # walkthrough/explorer.html (8 MB, every value of the default run) is made,
 # not committed: `make` writes it whenever ./dflash or the weights change.
 walkthrough/explorer.html: dflash $(WEIGHTS)
@@ -621,4 +628,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace explorer/embed eval/ngram toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny toy_weights/hybrid walkthrough/tools/mkwalk walkthrough/tools/mklearned build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny toy_weights/hybrid walkthrough/tools/mkwalk walkthrough/tools/mklearned walkthrough/tools/mkhybrid build
