@@ -611,6 +611,32 @@ static int mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Confi
     return bad;
 }
 
+/* forward_begin: the start of a target forward, dense or hybrid, for T
+ * tokens after past cached ones: position_ids = [past, past+T), their RoPE
+ * cos/sin over the first rd dims of a head (the head_dim; a hybrid target's
+ * rotary_dim), and hidden_states[0] = embed_tokens(input_ids) in r->h */
+static void forward_begin(const Model *m, TargetRun *r, const int *ids, int T, int past, int rd, TraceCtx *trace) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size;
+    trace_sizes(trace, T, past + T, 0);
+    r->fault = (SumFault){NULL, -1};
+
+    /* position_ids = [past, past+T); RoPE cos/sin for them */
+    for (int t = 0; t < T; t++) r->pos[t] = past + t;
+    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, rd);
+    TRACE(trace, ids, "input_ids");
+    TRACE(trace, r->pos, "position_ids");
+    TRACE(trace, r->angles, "rope_angles");
+    TRACE(trace, r->cos, "cos");
+    TRACE(trace, r->sin, "sin");
+
+    /* hidden_states[0] = embed_tokens(input_ids) */
+    for (int t = 0; t < T; t++)
+        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
+    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
+    TRACE(trace, r->h, "hidden_states.0");
+}
+
 /* target_forward: T tokens at positions pos0..pos0+T-1 (pos0 must equal the
  * cache length), appended to the target KV cache. Fills r->hidden_states
  * (L+1, T, D) and the logits of rows logits_from..T-1 (the prefill keeps only
@@ -625,23 +651,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     int S = past + T;               /* keys after appending */
     real eps = (real)c->rms_norm_eps;
     LayerActs *a = &r->acts;
-    trace_sizes(trace, T, S, 0);
-    r->fault = (SumFault){NULL, -1};
-
-    /* position_ids = [past, past+T); RoPE cos/sin for them */
-    for (int t = 0; t < T; t++) r->pos[t] = past + t;
-    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, d);
-    TRACE(trace, ids, "input_ids");
-    TRACE(trace, r->pos, "position_ids");
-    TRACE(trace, r->angles, "rope_angles");
-    TRACE(trace, r->cos, "cos");
-    TRACE(trace, r->sin, "sin");
-
-    /* hidden_states[0] = embed_tokens(input_ids) */
-    for (int t = 0; t < T; t++)
-        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
-    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
-    TRACE(trace, r->h, "hidden_states.0");
+    forward_begin(m, r, ids, T, past, d, trace);   /* positions, RoPE over all d dims, hidden_states[0] */
 
     for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
@@ -1000,22 +1010,7 @@ static int hybrid_forward(const Model *m, KVCache *cache, TargetRun *r, const in
     int past = cache->len, S = past + T;
     real eps = (real)c->rms_norm_eps;
     LayerActs *a = &r->acts;
-    trace_sizes(trace, T, S, 0);
-    r->fault = (SumFault){NULL, -1};
-
-    /* position_ids = [past, past+T); RoPE over the first rotary_dim dims */
-    for (int t = 0; t < T; t++) r->pos[t] = past + t;
-    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, c->rotary_dim);
-    TRACE(trace, ids, "input_ids");
-    TRACE(trace, r->pos, "position_ids");
-    TRACE(trace, r->angles, "rope_angles");
-    TRACE(trace, r->cos, "cos");
-    TRACE(trace, r->sin, "sin");
-
-    for (int t = 0; t < T; t++)
-        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
-    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
-    TRACE(trace, r->h, "hidden_states.0");
+    forward_begin(m, r, ids, T, past, c->rotary_dim, trace);   /* RoPE over the first rotary_dim dims only */
 
     for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
