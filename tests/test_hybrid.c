@@ -32,6 +32,7 @@
 #include "dflash.c"
 #include "formats/load.c"
 #include "formats/tracenames.h"
+#include "formats/files.h"
 #include "tests/testutil.h"
 
 /* ---- a small hybrid set, written here ------------------------------------- */
@@ -748,6 +749,35 @@ static void test_round_log_rollback(void **state) {
     drop_set(dir, &t, &d);
 }
 
+/* dflash train with a hybrid target (frozen: only its forward): each
+ * sequence of a batch gets the target's features from a fresh state. Two
+ * identical sequences in one batch must get identical target_hidden rows
+ * (the second started from the first's final Gated DeltaNet state when the
+ * cache was reset by its length alone) */
+static void test_train_draft_fresh_state_per_sequence(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), p[600], cmd[2400];
+    assert_non_null(dir);
+    write_hybrid_set(dir, 0, 0, "");
+    snprintf(p, sizeof p, "%s/data.txt", dir);
+    tu_write_text(p, "3 9 1 17 4 7 12 2\n3 9 1 17 4 7 12 2\n");
+    snprintf(cmd, sizeof cmd, "./dflash train --target %s/target --draft %s/draft --data %s --seq-len 8 --batch 2 "
+             "--anchors 1 --steps 1 --trace %s/tr --out %s/out > %s/log 2>&1", dir, dir, p, dir, dir, dir);
+    if (system(cmd) != 0) fail_msg("%s failed", cmd);
+    snprintf(p, sizeof p, "%s/tr/train1.target_hidden.npy", dir);
+    NpyValues v;
+    if (npy_read_values(p, &v) != 0) fail_msg("%s", dflash_errmsg);
+    assert_int_equal(v.ndim, 3);
+    assert_int_equal(v.shape[0], 2);
+    size_t half = v.n / 2;
+    double m = 0;
+    for (size_t i = 0; i < half; i++) m = fmax(m, fabs(v.f[i] - v.f[half + i]));
+    if (m != 0) fail_msg("the two identical sequences' target features differ by %g", m);
+    npy_values_free(&v);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_plain_and_nested),
@@ -760,6 +790,7 @@ int main(void) {
         cmocka_unit_test(test_trace_states_chain),
         cmocka_unit_test(test_trace_draft_sizes),
         cmocka_unit_test(test_round_log_rollback),
+        cmocka_unit_test(test_train_draft_fresh_state_per_sequence),
         cmocka_unit_test(test_train_target_refuses_a_hybrid),
     };
     return cmocka_run_group_tests_name("hybrid targets: loader, kernels, rollback, lossless", tests, NULL, NULL);
