@@ -81,7 +81,7 @@ FUZZ_LIB_fuzz_batches = dflash formats/json formats/load tokenizer/tokenizer for
 # fuzz_figures #includes explorer/figures.c and runs figures_main whole
 FUZZ_LIB_fuzz_figures = dflash formats/tracenames formats/json formats/load tokenizer/tokenizer trace formats/files formats/manifest cli/flags
 WEIGHTS = toy_weights/random/.stamp toy_weights/walkthrough/.stamp toy_weights/qwen3-layout/.stamp \
-          toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp
+          toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp toy_weights/hybrid/.stamp
 
 # ---- build modes: name -> compiler and flags ----------------------------------
 realdef = $(if $(filter double,$(1)),-DDFLASH_DOUBLE)
@@ -256,6 +256,8 @@ $(call program,walkthrough/tools/mkwalk,host,walkthrough/tools/mkwalk formats/ma
 # mklearned (the chapter "One round on English text", walkthrough/learned/) reads the learned
 # pair's trace with formats/files.c and its tokenizer.json with tokenizer/tokenizer.c
 $(call program,walkthrough/tools/mklearned,host,walkthrough/tools/mklearned formats/json formats/files tokenizer/tokenizer dflash,$(LDLIBS))
+# mkhybrid (the chapter "A recurrent state in the loop", walkthrough/hybrid/) reads two traces of the hybrid set
+$(call program,walkthrough/tools/mkhybrid,host,walkthrough/tools/mkhybrid formats/json formats/files dflash,$(LDLIBS))
 # the weight generator uses no libm: the files are bit-identical everywhere
 $(call program,toy_weights/gen,host,toy_weights/gen,)
 $(foreach t,$(TEST_NAMES),$(call program,tests/bin/$(t),$(R),$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
@@ -267,8 +269,8 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
-        docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
+.PHONY: all help run run-hybrid bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
+        docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check hybrid-walk hybrid-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
 
@@ -287,7 +289,8 @@ toy_weights/qwen3-layout/.stamp: toy_weights/gen
 	touch $@
 # the sliding-window draft set and the LlamaForCausalLM set (gen.c, sections 11-12)
 # and the lm-tiny target (section 13: the committed target-training oracle trace's)
-toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp: toy_weights/%/.stamp: toy_weights/gen
+# and the hybrid Qwen3.5 set (section 14: Gated DeltaNet + gated attention, ~115 MB)
+toy_weights/sliding/.stamp toy_weights/llama/.stamp toy_weights/lm-tiny/.stamp toy_weights/hybrid/.stamp: toy_weights/%/.stamp: toy_weights/gen
 	rm -rf toy_weights/$*
 	./toy_weights/gen $* toy_weights/$*
 	touch $@
@@ -355,8 +358,8 @@ learned-sampling: tests/bin/test_learned ## T > 0 on the learned pair against th
 # make run: the build quietly (its output in build/run.log, shown when it
 # fails), then the walkthrough's run; it also leaves walkthrough/explorer.html
 # in place, where the walkthrough and the exercises send the student.
-run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
-	@echo "make run: ./dflash, the toy weights (toy_weights/, ~379 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
+run: ## build ./dflash, the toy weights (~496 MB, once) and walkthrough/explorer.html quietly, then the walkthrough run ("The cat sat", block 4)
+	@echo "make run: ./dflash, the toy weights (toy_weights/, ~496 MB, once) and walkthrough/explorer.html (build log: build/run.log)"
 	@mkdir -p build && $(MAKE) --no-print-directory dflash weights walkthrough/explorer.html > build/run.log 2>&1 || \
 	  { tail -n 20 build/run.log; echo "make run: the build failed (whole log: build/run.log)"; exit 1; }
 	./dflash
@@ -366,6 +369,11 @@ run: ## build ./dflash, the toy weights (~379 MB, once) and walkthrough/explorer
 # such run: docs/performance/bench.txt; `make performance` regenerates the page)
 bench: dflash weights ## the kernel vs the read roofline, T-token forwards, DFlash vs target-only
 	./dflash bench
+
+# the hybrid (Qwen3.5) set's round log: each round also says where every
+# Gated DeltaNet layer's state and conv window are rolled back to
+run-hybrid: dflash toy_weights/hybrid/.stamp ## the hybrid Qwen3.5 set on "The cat sat" with --rounds: where each linear layer is rolled back to, per round
+	./dflash --weights toy_weights/hybrid --prompt "The cat sat" --rounds
 
 debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 
@@ -504,9 +512,9 @@ standalone-check: ## cc -c dflash.c alone, beside dflash.h only: no trace_*/json
 # (gdb), docs/performance.md and README's speed summary (the committed bench
 # transcript docs/performance/bench.txt). The runs are bit-reproducible, so the files are byte-identical on
 # every machine: docs-check (CI) fails when a committed one is stale.
-DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned
+DOCS_PROGRAMS = dflash dflash-double pitfall-programs dflash-debug weights tools/mktrace walkthrough/tools/mkwalk walkthrough/tools/mklearned walkthrough/tools/mkhybrid
 docs: $(DOCS_PROGRAMS) ## regenerate every generated page and figure (then read the diff and commit)
-	sh tools/docs.sh write trace-md walkthrough learned pitfalls training performance
+	sh tools/docs.sh write trace-md walkthrough learned hybrid pitfalls training performance
 	sh walkthrough/tools/gdb-check.sh --write
 # two lanes side by side (each is one process at a time; they share no
 # output): the mistakes pages' 60 real runs and diffs, and the rest; each
@@ -515,11 +523,11 @@ docs-check: $(DOCS_PROGRAMS) walkthrough/explorer.html js-check ## check the pag
 	@rc=0; d=$$(mktemp -d); \
 	{ sh tools/docs.sh check pitfalls > $$d/a.log 2>&1 || echo 1 > $$d/a.rc; } & \
 	{ { sh tools/doccheck.sh --selftest && sh tools/doccheck.sh || echo 1 > $$d/b.rc; \
-	    sh tools/docs.sh check trace-md walkthrough learned training performance || echo 1 > $$d/b.rc; \
+	    sh tools/docs.sh check trace-md walkthrough learned hybrid training performance || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/gdb-check.sh || echo 1 > $$d/b.rc; \
 	    sh explorer/explorer-check.sh || echo 1 > $$d/b.rc; \
 	    sh walkthrough/tools/exercises-check.sh walkthrough/exercises.md || echo 1 > $$d/b.rc; \
-	    for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do \
+	    for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md walkthrough/hybrid/README.md walkthrough/hybrid/README.zh.md; do \
 	      sh walkthrough/tools/exercises-check.sh $$p 2 || echo 1 > $$d/b.rc; done; } > $$d/b.log 2>&1; } & \
 	wait; cat $$d/b.log $$d/a.log; [ -f $$d/a.rc ] || [ -f $$d/b.rc ] && rc=1; rm -rf $$d; \
 	[ $$rc = 0 ] && echo "docs-check: every generated file is current and every check passed" || \
@@ -538,6 +546,11 @@ learned-walk: dflash walkthrough/tools/mklearned ## regenerate walkthrough/learn
 learned-walk-check: dflash walkthrough/tools/mklearned ## fail if walkthrough/learned/ differs from a regeneration, or its exercises' answers fail
 	@sh tools/docs.sh check learned
 	@for p in walkthrough/learned/README.md walkthrough/learned/README.zh.md; do sh walkthrough/tools/exercises-check.sh $$p 2 || exit 1; done
+hybrid-walk: dflash weights walkthrough/tools/mkhybrid ## regenerate walkthrough/hybrid/ (one round on the hybrid Qwen3.5 set: the rollback of its states)
+	sh tools/docs.sh write hybrid
+hybrid-walk-check: dflash weights walkthrough/tools/mkhybrid ## fail if walkthrough/hybrid/ differs from a regeneration, or its exercises' answers fail
+	@sh tools/docs.sh check hybrid
+	@for p in walkthrough/hybrid/README.md walkthrough/hybrid/README.zh.md; do sh walkthrough/tools/exercises-check.sh $$p 2 || exit 1; done
 # walkthrough/explorer.html (8 MB, every value of the default run) is made,
 # not committed: `make` writes it whenever ./dflash or the weights change.
 walkthrough/explorer.html: dflash $(WEIGHTS)
@@ -615,4 +628,4 @@ fuzz: $(patsubst %,build/fuzz/fuzz_%,$(FUZZ_TARGETS)) ## libFuzzer targets, FUZZ
 
 clean: ## remove every build product and the generated weights
 	rm -rf dflash dflash-debug dflash-float dflash-double examples/hook_harness .buildflags tests/bin tools/mktrace explorer/embed eval/ngram toy_weights/gen \
-	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny walkthrough/tools/mkwalk walkthrough/tools/mklearned build
+	       toy_weights/random toy_weights/walkthrough toy_weights/qwen3-layout toy_weights/trained toy_weights/sliding toy_weights/llama toy_weights/lm-tiny toy_weights/hybrid walkthrough/tools/mkwalk walkthrough/tools/mklearned walkthrough/tools/mkhybrid build

@@ -101,6 +101,8 @@ struct TraceCtx {
     TracePhase ph;          /* "prefill" | "draft" | "verify" | "final", round */
     char prefix[32];        /* "prefill", "draft1", "verify1", "" (final)  */
     TraceDims dims;         /* the sizes the table's shapes refer to       */
+    int sizes[2][4];        /* I, H, Hkv, d of the target [0] and the draft [1]:
+                             * dims gets the draft's in a draft phase */
     int failed;             /* the hook failed: the run stops              */
     GenResult *res;         /* trace_end adds each phase's seconds to it   */
     double t_begin;         /* when the phase began (now_seconds)          */
@@ -121,9 +123,14 @@ static void TRACE(TraceCtx *trace, const void *buffer, const char *name_fmt, ...
 /* trace_start: the TraceCtx of one run; with no hook (NULL) every TRACE line
  * returns at once and only the phases' seconds are kept. The sizes that do
  * not change during the run are set here; trace_sizes sets the per-call ones. */
-static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, int n, int B, int n_ids,
-                             GenResult *res) {
+static TraceCtx *trace_start(TraceCtx *trace, const TraceHook *hook, const Config *tcfg, const Config *dcfg, int n,
+                             int B, int n_ids, GenResult *res) {
     memset(trace, 0, sizeof *trace);
+    const Config *own[2] = {tcfg, dcfg ? dcfg : tcfg};
+    for (int i = 0; i < 2; i++) {
+        trace->sizes[i][0] = own[i]->intermediate_size, trace->sizes[i][1] = own[i]->num_attention_heads;
+        trace->sizes[i][2] = own[i]->num_key_value_heads, trace->sizes[i][3] = own[i]->head_dim;
+    }
     trace->hook = hook;
     trace->res = res;
     trace->ph.phase = "prefill";   /* input_ids is filed under the prefill */
@@ -149,6 +156,8 @@ static void trace_begin(TraceCtx *trace, const char *phase, int round) {
     if (strcmp(phase, "prefill") == 0) snprintf(trace->prefix, sizeof trace->prefix, "prefill");
     else if (strcmp(phase, "final") == 0) trace->prefix[0] = 0;
     else snprintf(trace->prefix, sizeof trace->prefix, "%s%d", phase, round);
+    const int *z = trace->sizes[strcmp(phase, "draft") == 0];  /* the draft's I, H, Hkv, d may differ */
+    trace->dims.I = z[0], trace->dims.H = z[1], trace->dims.Hkv = z[2], trace->dims.d = z[3];
 }
 
 /* the end of a phase: its seconds go to the result's prefill, draft or verify time */
@@ -602,6 +611,32 @@ static int mlp_block(real *out, LayerActs *a, const LayerWeights *w, const Confi
     return bad;
 }
 
+/* forward_begin: the start of a target forward, dense or hybrid, for T
+ * tokens after past cached ones: position_ids = [past, past+T), their RoPE
+ * cos/sin over the first rd dims of a head (the head_dim; a hybrid target's
+ * rotary_dim), and hidden_states[0] = embed_tokens(input_ids) in r->h */
+static void forward_begin(const Model *m, TargetRun *r, const int *ids, int T, int past, int rd, TraceCtx *trace) {
+    const Config *c = &m->cfg;
+    int D = c->hidden_size;
+    trace_sizes(trace, T, past + T, 0);
+    r->fault = (SumFault){NULL, -1};
+
+    /* position_ids = [past, past+T); RoPE cos/sin for them */
+    for (int t = 0; t < T; t++) r->pos[t] = past + t;
+    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, rd);
+    TRACE(trace, ids, "input_ids");
+    TRACE(trace, r->pos, "position_ids");
+    TRACE(trace, r->angles, "rope_angles");
+    TRACE(trace, r->cos, "cos");
+    TRACE(trace, r->sin, "sin");
+
+    /* hidden_states[0] = embed_tokens(input_ids) */
+    for (int t = 0; t < T; t++)
+        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
+    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
+    TRACE(trace, r->h, "hidden_states.0");
+}
+
 /* target_forward: T tokens at positions pos0..pos0+T-1 (pos0 must equal the
  * cache length), appended to the target KV cache. Fills r->hidden_states
  * (L+1, T, D) and the logits of rows logits_from..T-1 (the prefill keeps only
@@ -616,23 +651,7 @@ int target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids,
     int S = past + T;               /* keys after appending */
     real eps = (real)c->rms_norm_eps;
     LayerActs *a = &r->acts;
-    trace_sizes(trace, T, S, 0);
-    r->fault = (SumFault){NULL, -1};
-
-    /* position_ids = [past, past+T); RoPE cos/sin for them */
-    for (int t = 0; t < T; t++) r->pos[t] = past + t;
-    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, d);
-    TRACE(trace, ids, "input_ids");
-    TRACE(trace, r->pos, "position_ids");
-    TRACE(trace, r->angles, "rope_angles");
-    TRACE(trace, r->cos, "cos");
-    TRACE(trace, r->sin, "sin");
-
-    /* hidden_states[0] = embed_tokens(input_ids) */
-    for (int t = 0; t < T; t++)
-        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
-    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
-    TRACE(trace, r->h, "hidden_states.0");
+    forward_begin(m, r, ids, T, past, d, trace);   /* positions, RoPE over all d dims, hidden_states[0] */
 
     for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
@@ -991,22 +1010,7 @@ static int hybrid_forward(const Model *m, KVCache *cache, TargetRun *r, const in
     int past = cache->len, S = past + T;
     real eps = (real)c->rms_norm_eps;
     LayerActs *a = &r->acts;
-    trace_sizes(trace, T, S, 0);
-    r->fault = (SumFault){NULL, -1};
-
-    /* position_ids = [past, past+T); RoPE over the first rotary_dim dims */
-    for (int t = 0; t < T; t++) r->pos[t] = past + t;
-    rope_cos_sin(r->angles, r->cos, r->sin, r->pos, T, m->inv_freq, c->rotary_dim);
-    TRACE(trace, ids, "input_ids");
-    TRACE(trace, r->pos, "position_ids");
-    TRACE(trace, r->angles, "rope_angles");
-    TRACE(trace, r->cos, "cos");
-    TRACE(trace, r->sin, "sin");
-
-    for (int t = 0; t < T; t++)
-        memcpy(r->h + (size_t)t * D, m->embed_tokens + (size_t)ids[t] * D, sizeof(real) * D);
-    memcpy(hidden_state(r, c, 0, T), r->h, sizeof(real) * T * D);
-    TRACE(trace, r->h, "hidden_states.0");
+    forward_begin(m, r, ids, T, past, c->rotary_dim, trace);   /* RoPE over the first rotary_dim dims only */
 
     for (int l = 0; l < L; l++) {
         const LayerWeights *w = &m->layers[l];
@@ -1387,7 +1391,7 @@ int dflash_generate(const Model *draft, const Model *target, const int *input_id
     real *target_hidden = run.target_hidden;
     KVCache *past_key_values_target = &run.past_key_values_target, *past_key_values_draft = &run.past_key_values_draft;
     TargetRun *tr = &run.tr;  DraftRun *dr = &run.dr;
-    TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, n, B, n_ids, res);
+    TraceCtx trace_ctx, *trace = trace_start(&trace_ctx, p->trace, tcfg, dcfg, n, B, n_ids, res);
     Rng rng;
     rng_seed(&rng, p->seed);
     int rc = -1;
@@ -1504,7 +1508,7 @@ int ar_generate(const Model *target, const int *input_ids, int n_prompt, const G
     int *out = run.output_ids;
     KVCache *cache = &run.past_key_values_target;
     TargetRun *tr = &run.tr;
-    TraceCtx clock, *trace = trace_start(&clock, NULL, tcfg, n, 1, 0, res);  /* AR runs are not traced */
+    TraceCtx clock, *trace = trace_start(&clock, NULL, tcfg, NULL, n, 1, 0, res);  /* AR runs are not traced */
     Rng rng;
     rng_seed(&rng, p->seed);
     int len = n;

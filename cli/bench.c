@@ -405,6 +405,93 @@ static int learned_cases(BenchCase *cases, int ids[][LEARNED_PROMPT_LEN], int V)
     return n == LEARNED_PROMPTS ? n : 0;
 }
 
+/* ---- the hybrid (Qwen3.5) target next to the dense one -------------------
+ * toy_weights/hybrid's target (9 Gated DeltaNet + 3 gated attention layers)
+ * and the walkthrough's (12 attention layers), the same D, heads and vocab:
+ * the T-token forward (T = 1..8, 16) on a cache of HY_SHORT positions, and
+ * the 1-token forward on caches of HY_SHORT and HY_LONG positions. A
+ * Gated DeltaNet layer reads a fixed state per token whatever the context;
+ * an attention layer reads every cached key and value, so its cost grows
+ * with the context. Medians of FWD_REPS round-robin repetitions (every
+ * forward of both targets once per repetition). */
+#define HY_SHORT 16
+#define HY_LONG 256
+static int bench_hybrid(void) {
+    static const char *dirs[2] = {"toy_weights/walkthrough/target", "toy_weights/hybrid/target"};
+    static const char *label[2] = {"dense", "hybrid"};
+    static const int Ts[] = {1, 2, 3, 4, 5, 6, 7, 8, 16}, ctx[2] = {HY_SHORT, HY_LONG};
+    enum { NT = sizeof Ts / sizeof Ts[0] };
+    if (access("toy_weights/hybrid/target/model.safetensors", R_OK) != 0) {
+        printf("\n(toy_weights/hybrid absent: `make weights` makes it, then this bench times its forward too)\n");
+        return 0;
+    }
+    Model m[2];
+    KVCache kv[2][2];
+    TargetRun tr[2];
+    static double tt[2][NT][FWD_REPS], tl[2][2][FWD_REPS];
+    int pre[HY_LONG], ids[16], rc = -1, loaded = 0, ready = 0;
+    memset(m, 0, sizeof m);
+    for (; loaded < 2; loaded++)
+        if (model_load(&m[loaded], dirs[loaded], 0) != 0) goto done;
+    for (; ready < 2; ready++) {
+        const Config *c = &m[ready].cfg;
+        if (cache_init(&kv[ready][0], c, HY_LONG + 16) != 0) goto done;
+        if (cache_init(&kv[ready][1], c, HY_LONG + 16) != 0) { cache_free(&kv[ready][0]); goto done; }
+        if (target_run_init(&tr[ready], c, HY_LONG, HY_LONG + 16) != 0) {
+            cache_free(&kv[ready][0]), cache_free(&kv[ready][1]);
+            goto done;
+        }
+        for (int i = 0; i < HY_LONG; i++) pre[i] = 2 + i % (c->vocab_size - 2);   /* words, no <eos>/<mask> */
+        for (int k = 0; k < 2; k++) target_forward(&m[ready], &kv[ready][k], &tr[ready], pre, ctx[k], ctx[k] - 1, NULL);
+    }
+    for (int i = 0; i < 16; i++) ids[i] = 2 + i;
+    for (int r = 0; r < FWD_REPS; r++)
+        for (int j = 0; j < 2; j++) {
+            for (int k = 0; k < NT; k++) {
+                double t0 = now_seconds();
+                target_forward(&m[j], &kv[j][0], &tr[j], ids, Ts[k], 0, NULL);
+                tt[j][k][r] = now_seconds() - t0;
+                cache_crop(&kv[j][0], HY_SHORT);
+            }
+            for (int k = 0; k < 2; k++) {
+                double t0 = now_seconds();
+                target_forward(&m[j], &kv[j][k], &tr[j], ids, 1, 0, NULL);
+                tl[j][k][r] = now_seconds() - t0;
+                cache_crop(&kv[j][k], ctx[k]);
+            }
+        }
+    const Config *hc = &m[1].cfg;
+    int n_lin = 0;
+    for (int l = 0; l < hc->num_hidden_layers; l++) n_lin += hc->layer_linear[l];
+    printf("\n== the hybrid (Qwen3.5) target's forward next to the dense one: toy_weights/hybrid (%d Gated DeltaNet +\n"
+           "%d gated attention layers) and toy_weights/walkthrough (%d attention layers); medians of %d round-robin\n"
+           "repetitions\n", n_lin, hc->num_hidden_layers - n_lin, m[0].cfg.num_hidden_layers, FWD_REPS);
+    printf("T-token forward on a cache of %d positions (ms; cost = time / 1-token time):\n  T          ", HY_SHORT);
+    for (int k = 0; k < NT; k++) printf("%7d", Ts[k]);
+    for (int j = 0; j < 2; j++) {
+        printf("\n  %-6s ms  ", label[j]);
+        for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * median(tt[j][k], FWD_REPS));
+        printf("\n  %-6s cost", label[j]);
+        for (int k = 0; k < NT; k++) printf("%7.2f", median(tt[j][k], FWD_REPS) / median(tt[j][0], FWD_REPS));
+    }
+    printf("\n1-token forward on a cache of %d and of %d positions (a linear layer's state is the same size at "
+           "both;\nan attention layer reads %d times the keys and values):\n", HY_SHORT, HY_LONG, HY_LONG / HY_SHORT);
+    for (int j = 0; j < 2; j++) {
+        double a = median(tl[j][0], FWD_REPS), b = median(tl[j][1], FWD_REPS);
+        printf("  %-6s %.2f ms at %d, %.2f ms at %d: %+.1f%%\n", label[j], 1e3 * a, HY_SHORT, 1e3 * b, HY_LONG,
+               100 * (b - a) / a);
+    }
+    rc = 0;
+done:
+    if (rc != 0) printf("dflash bench: %s\n", dflash_errmsg);
+    for (int j = 0; j < ready; j++) {
+        cache_free(&kv[j][0]), cache_free(&kv[j][1]);
+        target_run_free(&tr[j]);
+    }
+    for (int j = 0; j < loaded; j++) model_free(&m[j]);
+    return rc;
+}
+
 int bench_main(void) {
     /* The walkthrough set: the two stories (short: the prefill, paid by both
      * sides, weighs on the ratio) and long runs past <eos> (the successor
@@ -467,6 +554,7 @@ int bench_main(void) {
     if (def < 0) return -1;
     printf("\nthe default run (./dflash: load the walkthrough set, decode \"The cat sat\"), its own process: %.3f s "
            "(median of %d)\n", def, BENCH_REPS);
+    if (bench_hybrid() != 0) return -1;
 
     double roof = fc.fwd_s[1] / fc.probe_s, c4 = fc.fwd_s[4] / fc.fwd_s[1];
     printf("\ntargets (ratios measured in this run):\n");

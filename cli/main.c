@@ -330,8 +330,29 @@ static FILE *RUN_OUT;
 
 /* first_new: the token sampled at prefill, -1 when none was kept (--max-new-tokens 0);
  * stopped: the output ends at a stop id (else, if cut, at --max-new-tokens) */
-static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, int B, int n_prompt, int first_new,
-                         int stopped) {
+/* a hybrid target's round: where every linear layer's recurrent state and
+ * conv window are rolled back to after the verify of positions s..s+B-1 that
+ * kept the anchor and acc proposals: the state after position p = s + acc
+ * (dflash.c, cache_rollback_linear: replayed over those acc + 1 tokens from
+ * the state before the verify), the window the K-1 inputs up to p */
+static void print_rollback(const Config *tc, const RoundInfo *ri, int B) {
+    int acc = ri->acceptance_length, p = ri->start_before + acc, K = tc->linear_conv_kernel_dim;
+    fprintf(RUN_OUT, "         rollback    linear layers ");
+    for (int l = 0, n = 0; l < tc->num_hidden_layers; l++)
+        if (tc->layer_linear[l]) fprintf(RUN_OUT, n++ ? ",%d" : "%d", l);
+    fprintf(RUN_OUT, ": state after position %d ", p);
+    if (acc + 1 < B) fprintf(RUN_OUT, "(replayed over %d of the %d verified tokens: the anchor + %d accepted)", acc + 1, B, acc);
+    else fprintf(RUN_OUT, "(all %d verified tokens kept: nothing to roll back)", B);
+    int lo = p - (K - 2);
+    fprintf(RUN_OUT, ", conv window positions %d..%d", lo < 0 ? 0 : lo, p);
+    if (lo < 0) fprintf(RUN_OUT, " after %d zero rows", -lo);
+    fprintf(RUN_OUT, "\n");
+}
+
+/* tc: the target's config (a hybrid target's rounds also say where its
+ * linear layers are rolled back to) */
+static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv, const Config *tc, int B, int n_prompt,
+                         int first_new, int stopped) {
     fprintf(RUN_OUT, "prefill: ");
     print_words(RUN_OUT, v, bv, r->output_ids, n_prompt, put_one_line);
     if (first_new >= 0) {
@@ -394,6 +415,7 @@ static void print_rounds(const GenResult *r, const Vocab *v, const ByteVocab *bv
             fprintf(RUN_OUT, "; draft cache %d -> %d positions (0..%d)", ri->draft_cache_before, ri->draft_cache_after,
                    ri->draft_cache_after - 1);
         fprintf(RUN_OUT, "\n");
+        if (tc->hybrid) print_rollback(tc, ri, B);
     }
     if (B > 1 && r->n_rounds > 0) {
         int count[DFLASH_MAX_BLOCK] = {0};
@@ -748,7 +770,7 @@ static void run_report(const Run *r) {
     for (int i = 0; shown > res->n_prompt && i < r->p.n_stop; i++)
         if (res->output_ids[shown - 1] == r->p.stop_ids[i]) { shown--; break; }
     if (r->a.rounds && r->dflash_mode)
-        print_rounds(res, &r->vocab, &r->tok, r->p.block_size, res->n_prompt,
+        print_rounds(res, &r->vocab, &r->tok, &r->target.cfg, r->p.block_size, res->n_prompt,
                      res->n_prompt < res->n_output ? res->output_ids[res->n_prompt] : -1, shown < res->n_output);
     print_words(RUN_OUT, &r->vocab, &r->tok, res->output_ids, shown, put_text);
     fprintf(RUN_OUT, "\n");

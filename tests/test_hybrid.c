@@ -23,10 +23,16 @@
  *     table with its shape, and the states chain: a linear layer's state_in
  *     and conv_state_in in round r are the rollback states of round r-1 (the
  *     prefill's state_out in round 1), and the rollback conv state is
- *     conv_in[acc+1 : acc+K] of the verify. */
+ *     conv_in[acc+1 : acc+K] of the verify;
+ *   - the round log (--rounds): each round's rollback line names the
+ *     position the accepted count on the same round's line gives, and the
+ *     traced state there equals a fresh prefill up to that position;
+ *   - a draft of another head_dim and intermediate_size traces with its own
+ *     shapes. */
 #include "dflash.c"
 #include "formats/load.c"
 #include "formats/tracenames.h"
+#include "formats/files.h"
 #include "tests/testutil.h"
 
 /* ---- a small hybrid set, written here ------------------------------------- */
@@ -142,29 +148,31 @@ static void target_tensors(HSet *s, const char *pre, int tied) {
     if (!tied) hadd(s, "lm_head.weight", 2, HV, HD, 0, 0, 1.5f);
 }
 
-/* the draft: 1 layer, 2 heads of head_dim 8 (the target's: the trace's draft
- * shapes use the target's d) */
-static void draft_tensors(HSet *s) {
+/* the draft: 1 layer, 2 heads of head_dim dh, intermediate di (the
+ * target's 8 and 32, or other sizes: test_trace_draft_sizes) */
+static void draft_tensors_sized(HSet *s, int dh, int di) {
     char nm[128];
     s->n = 0;
     s->rng = 777;
 #define T(suffix, nd, a, b, base, noise) snprintf(nm, sizeof nm, "layers.0.%s", suffix); hadd(s, nm, nd, a, b, 0, base, noise)
     T("input_layernorm.weight", 1, HD, 0, 1, 0.1f);
-    T("self_attn.q_proj.weight", 2, 2 * HDH, HD, 0, 0.43f);
-    T("self_attn.k_proj.weight", 2, HDH, HD, 0, 0.43f);
-    T("self_attn.v_proj.weight", 2, HDH, HD, 0, 0.43f);
-    T("self_attn.o_proj.weight", 2, HD, 2 * HDH, 0, 0.5f);
-    T("self_attn.q_norm.weight", 1, HDH, 0, 1, 0.1f);
-    T("self_attn.k_norm.weight", 1, HDH, 0, 1, 0.1f);
+    T("self_attn.q_proj.weight", 2, 2 * dh, HD, 0, 0.43f);
+    T("self_attn.k_proj.weight", 2, dh, HD, 0, 0.43f);
+    T("self_attn.v_proj.weight", 2, dh, HD, 0, 0.43f);
+    T("self_attn.o_proj.weight", 2, HD, 2 * dh, 0, 0.5f);
+    T("self_attn.q_norm.weight", 1, dh, 0, 1, 0.1f);
+    T("self_attn.k_norm.weight", 1, dh, 0, 1, 0.1f);
     T("post_attention_layernorm.weight", 1, HD, 0, 1, 0.1f);
-    T("mlp.gate_proj.weight", 2, HI, HD, 0, 0.43f);
-    T("mlp.up_proj.weight", 2, HI, HD, 0, 0.43f);
-    T("mlp.down_proj.weight", 2, HD, HI, 0, 0.3f);
+    T("mlp.gate_proj.weight", 2, di, HD, 0, 0.43f);
+    T("mlp.up_proj.weight", 2, di, HD, 0, 0.43f);
+    T("mlp.down_proj.weight", 2, HD, di, 0, 0.3f);
 #undef T
     hadd(s, "fc.weight", 2, HD, 2 * HD, 0, 0, 0.3f);
     hadd(s, "hidden_norm.weight", 1, HD, 0, 0, 1, 0.1f);
     hadd(s, "norm.weight", 1, HD, 0, 0, 1, 0.1f);
 }
+
+static void draft_tensors(HSet *s) { draft_tensors_sized(s, HDH, HI); }
 
 /* the text config's keys (no braces); extra is spliced in first */
 static void text_config(char *buf, size_t size, const char *extra, int tied) {
@@ -180,13 +188,13 @@ static void text_config(char *buf, size_t size, const char *extra, int tied) {
              extra, HD, HI, HL, HH, HKV, HDH, HV, tied ? "true" : "false", HK, HDK, HDV, HHK, HHV);
 }
 
-static const char DRAFT_CONFIG[] =
-    "{\"architectures\":[\"DFlashDraftModel\"],\"model_type\":\"qwen3\",\"hidden_size\":16,"
-    "\"intermediate_size\":32,\"num_hidden_layers\":1,\"num_attention_heads\":2,"
-    "\"num_key_value_heads\":1,\"head_dim\":8,\"vocab_size\":24,\"rms_norm_eps\":1e-6,"
-    "\"rope_theta\":10000.0,\"max_position_embeddings\":256,\"tie_word_embeddings\":false,"
-    "\"num_target_layers\":4,\"block_size\":4,"
-    "\"dflash_config\":{\"mask_token_id\":23,\"target_layer_ids\":[0,2]}}";
+#define DRAFT_CONFIG_FMT                                                                      \
+    "{\"architectures\":[\"DFlashDraftModel\"],\"model_type\":\"qwen3\",\"hidden_size\":16,"     \
+    "\"intermediate_size\":%d,\"num_hidden_layers\":1,\"num_attention_heads\":2,"               \
+    "\"num_key_value_heads\":1,\"head_dim\":%d,\"vocab_size\":24,"                             \
+    "\"rms_norm_eps\":1e-6,\"rope_theta\":10000.0,\"max_position_embeddings\":256,\"tie_word_embeddings\":false," \
+    "\"num_target_layers\":4,\"block_size\":4,"                                               \
+    "\"dflash_config\":{\"mask_token_id\":23,\"target_layer_ids\":[0,2]}}"
 
 /* DIR/target (plain layout, or nested: qwen3_5 + text_config, two shards with
  * model.visual.* and mtp.* tensors) and DIR/draft; extra goes into the text config */
@@ -236,7 +244,22 @@ static void write_hybrid_set(const char *dir, int nested, int tied, const char *
     hwrite(p, &s, 0, s.n);
     hset_free(&s);
     snprintf(p, sizeof p, "%s/draft/config.json", dir);
-    tu_write_text(p, DRAFT_CONFIG);
+    char dcfg[800];
+    snprintf(dcfg, sizeof dcfg, DRAFT_CONFIG_FMT, HI, HDH);
+    tu_write_text(p, dcfg);
+}
+
+/* DIR/draft again, its heads of head_dim dh and its MLP of di */
+static void write_draft_sized(const char *dir, int dh, int di) {
+    char p[1200], dcfg[800];
+    HSet s = {0};
+    draft_tensors_sized(&s, dh, di);
+    snprintf(p, sizeof p, "%s/draft/model.safetensors", dir);
+    hwrite(p, &s, 0, s.n);
+    hset_free(&s);
+    snprintf(p, sizeof p, "%s/draft/config.json", dir);
+    snprintf(dcfg, sizeof dcfg, DRAFT_CONFIG_FMT, di, dh);
+    tu_write_text(p, dcfg);
 }
 
 static char *load_set(Model *t, Model *d, int nested, int tied) {
@@ -605,6 +628,156 @@ static void test_trace_states_chain(void **state) {
     drop_set(dir, &t, &d);
 }
 
+/* a draft whose head_dim and intermediate_size differ from the target's
+ * (a published Qwen3.5 drafter's head_dim is 128, its target's 256): the
+ * draft phases' names have the draft's shapes, the target's the target's
+ * (the trace took every size from the target, and a traced run read past
+ * the draft's buffers) */
+static void test_trace_draft_sizes(void **state) {
+    (void)state;
+    enum { DH = 4, DI = 20 };
+    char *dir = tu_tmpdir(), p[400];
+    assert_non_null(dir);
+    write_hybrid_set(dir, 0, 0, "");
+    write_draft_sized(dir, DH, DI);
+    Model t, d;
+    snprintf(p, sizeof p, "%s/target", dir);
+    if (model_load(&t, p, 0) != 0) fail_msg("%s", dflash_errmsg);
+    snprintf(p, sizeof p, "%s/draft", dir);
+    if (model_load(&d, p, 1) != 0) fail_msg("%s", dflash_errmsg);
+    assert_int_equal(check_pair(&t, &d), 0);
+    Store *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    TraceHook hook = {store_hand, st};
+    const int prompt[4] = {3, 9, 1, 17};
+    GenParams gp = {.max_new_tokens = 8, .block_size = 4, .trace = &hook};
+    GenResult res, ar;
+    if (dflash_generate(&d, &t, prompt, 4, &gp, &res) != 0) fail_msg("%s", dflash_errmsg);
+    int64_t c;
+    stored(st, "draft1.layers.0.self_attn.q", &c);
+    assert_int_equal(c, 4 * 2 * DH);             /* B x H x the draft's d */
+    stored(st, "draft1.rope_angles", &c);
+    assert_int_equal(c, (4 + 4) * DH / 2);       /* (Lc + B) x d/2 */
+    stored(st, "draft1.layers.0.mlp.act", &c);
+    assert_int_equal(c, 4 * DI);
+    stored(st, "verify1.layers.1.self_attn.q", &c);  /* the target's sizes again */
+    assert_int_equal(c, 4 * HH * HDH);
+    stored(st, "verify1.layers.1.mlp.act", &c);
+    assert_int_equal(c, 4 * HI);
+    /* and the traced run is the untraced one */
+    GenParams plain = {.max_new_tokens = 8, .block_size = 1};
+    assert_int_equal(ar_generate(&t, prompt, 4, &plain, &ar), 0);
+    assert_int_equal(ar.n_output, res.n_output);
+    assert_memory_equal(ar.output_ids, res.output_ids, sizeof(int) * (size_t)ar.n_output);
+    for (int i = 0; i < st->n; i++) free(st->data[i]);
+    free(st);
+    gen_result_free(&res);
+    gen_result_free(&ar);
+    model_free(&t);
+    model_free(&d);
+    tu_rmtree(dir);
+    free(dir);
+}
+
+/* the round log's rollback lines (cli/main.c, --rounds) on the suite's set:
+ * in every round the position printed is the block's first position + the
+ * accepted count printed on the same round's line, the conv window the K-1
+ * positions up to it; and the state the run's cache holds after the round
+ * (traced: verify{r}.rollback.layers.{l}.state) equals a fresh prefill of
+ * the output up to that printed position, for every linear layer */
+static void test_round_log_rollback(void **state) {
+    (void)state;
+    Model t, d;
+    char *dir = load_set(&t, &d, 0, 0), cmd[1400];
+    snprintf(cmd, sizeof cmd, "./dflash --weights %s --ids 3,9,1,17 --block-size 4 --max-new-tokens 12 --ignore-eos --rounds", dir);
+    char *log = tu_capture(cmd);
+    /* the same run in this process, traced */
+    Store *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    TraceHook hook = {store_hand, st};
+    const int prompt[4] = {3, 9, 1, 17};
+    GenParams gp = {.max_new_tokens = 12, .block_size = 4, .trace = &hook};
+    GenResult res;
+    if (dflash_generate(&d, &t, prompt, 4, &gp, &res) != 0) fail_msg("%s", dflash_errmsg);
+    int rounds = 0, rolled = 0;
+    for (const char *at = strstr(log, "round "); at; at = strstr(at + 1, "\nround ")) {
+        if (*at == '\n') at++;
+        int r, a, b, acc, p, lo, hi;
+        assert_int_equal(sscanf(at, "round %d: block in %*[^]] ] at positions %d..%d", &r, &a, &b), 3);
+        const char *k = strstr(at, "accepted ");
+        assert_non_null(k);
+        assert_int_equal(sscanf(k, "accepted %d", &acc), 1);
+        const char *rb = strstr(at, "rollback    linear layers 0,2: state after position ");
+        if (!rb) fail_msg("round %d: no rollback line in:\n%s", r, log);
+        assert_int_equal(sscanf(rb, "rollback    linear layers 0,2: state after position %d", &p), 1);
+        const char *w = strstr(rb, "conv window positions ");
+        assert_non_null(w);
+        assert_int_equal(sscanf(w, "conv window positions %d..%d", &lo, &hi), 2);
+        assert_int_equal(p, a + acc);
+        assert_int_equal(hi, p);
+        assert_int_equal(lo, p - (HK - 2));
+        assert_true(strstr(rb, acc < 3 ? "replayed over" : "nothing to roll back") < strchr(rb, '\n'));
+        rolled += acc < 3;
+        /* a fresh prefill of output[0..p] */
+        assert_true(r <= res.n_rounds && res.rounds[r - 1].acceptance_length == acc);
+        KVCache f;
+        TargetRun rf;
+        assert_int_equal(cache_init(&f, &t.cfg, 64), 0);
+        assert_int_equal(target_run_init(&rf, &t.cfg, 64, 64), 0);
+        int ids[64];
+        for (int i = 0; i <= p; i++) ids[i] = i < 4 ? prompt[i] : res.output_ids[i];
+        assert_true(p + 1 <= res.n_output || r == res.n_rounds);
+        target_forward(&t, &f, &rf, ids, p + 1, p, NULL);
+        for (int l = 0; l < HL; l += 2) {
+            char nm[96];
+            snprintf(nm, sizeof nm, "verify%d.rollback.layers.%d.state", r, l);
+            const double *got = stored(st, nm, NULL);
+            double m = 0;
+            for (int i = 0; i < HHV * HDK * HDV; i++) m = fmax(m, fabs(got[i] - (double)f.linear[l].state[i]));
+            if (m > 1e-5) fail_msg("round %d layer %d: the rollback state differs from a prefill of 0..%d by %g", r, l, p, m);
+        }
+        target_run_free(&rf);
+        cache_free(&f);
+        rounds++;
+    }
+    assert_int_equal(rounds, res.n_rounds);
+    assert_true(rolled > 0);  /* some round did roll back */
+    for (int i = 0; i < st->n; i++) free(st->data[i]);
+    free(st);
+    free(log);
+    gen_result_free(&res);
+    drop_set(dir, &t, &d);
+}
+
+/* dflash train with a hybrid target (frozen: only its forward): each
+ * sequence of a batch gets the target's features from a fresh state. Two
+ * identical sequences in one batch must get identical target_hidden rows
+ * (the second started from the first's final Gated DeltaNet state when the
+ * cache was reset by its length alone) */
+static void test_train_draft_fresh_state_per_sequence(void **state) {
+    (void)state;
+    char *dir = tu_tmpdir(), p[600], cmd[2400];
+    assert_non_null(dir);
+    write_hybrid_set(dir, 0, 0, "");
+    snprintf(p, sizeof p, "%s/data.txt", dir);
+    tu_write_text(p, "3 9 1 17 4 7 12 2\n3 9 1 17 4 7 12 2\n");
+    snprintf(cmd, sizeof cmd, "./dflash train --target %s/target --draft %s/draft --data %s --seq-len 8 --batch 2 "
+             "--anchors 1 --steps 1 --trace %s/tr --out %s/out > %s/log 2>&1", dir, dir, p, dir, dir, dir);
+    if (system(cmd) != 0) fail_msg("%s failed", cmd);
+    snprintf(p, sizeof p, "%s/tr/train1.target_hidden.npy", dir);
+    NpyValues v;
+    if (npy_read_values(p, &v) != 0) fail_msg("%s", dflash_errmsg);
+    assert_int_equal(v.ndim, 3);
+    assert_int_equal(v.shape[0], 2);
+    size_t half = v.n / 2;
+    double m = 0;
+    for (size_t i = 0; i < half; i++) m = fmax(m, fabs(v.f[i] - v.f[half + i]));
+    if (m != 0) fail_msg("the two identical sequences' target features differ by %g", m);
+    npy_values_free(&v);
+    tu_rmtree(dir);
+    free(dir);
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_load_plain_and_nested),
@@ -615,6 +788,9 @@ int main(void) {
         cmocka_unit_test(test_rollback_equals_fresh_prefill),
         cmocka_unit_test(test_greedy_dflash_equals_ar),
         cmocka_unit_test(test_trace_states_chain),
+        cmocka_unit_test(test_trace_draft_sizes),
+        cmocka_unit_test(test_round_log_rollback),
+        cmocka_unit_test(test_train_draft_fresh_state_per_sequence),
         cmocka_unit_test(test_train_target_refuses_a_hybrid),
     };
     return cmocka_run_group_tests_name("hybrid targets: loader, kernels, rollback, lossless", tests, NULL, NULL);

@@ -17,6 +17,11 @@
 #                from a trace of the default run; the chapter "How the draft
 #                learned this" and figures/train_attn_mask.svg from a trace of
 #                one training step (train_trace below)
+#   hybrid       the chapter "A recurrent state in the loop" (walkthrough/tools/mkhybrid,
+#                from walkthrough/tools/hybrid.md.in and hybrid.zh.md.in):
+#                walkthrough/hybrid/README.md, README.zh.md, from the hybrid set's
+#                traced run (`make run-hybrid`), a run over the text its round 1
+#                keeps, and the exercises' runs (gen_hybrid below)
 #   learned      the chapter "One round on English text" (walkthrough/tools/mklearned,
 #                from the templates walkthrough/tools/learned.md.in and
 #                learned.zh.md.in): walkthrough/learned/README.md, README.zh.md and
@@ -114,6 +119,20 @@ gen_learned() {
         cp "$tmp/learned-figures/${f#figures/}" "$1/walkthrough/learned/$f" || return 1
     done
 }
+# the hybrid chapter: `make run-hybrid`'s run traced, a run over the text its
+# round 1 keeps (the fresh prefill the rolled-back state is compared with),
+# and the exercises' runs ("@@ NAME" and the --rounds output)
+HYBRID="--weights toy_weights/hybrid"
+gen_hybrid() {
+    mkdir -p "$1/walkthrough/hybrid" &&
+    ./dflash $HYBRID --prompt "The cat sat" --trace "$tmp/hybrid" > /dev/null &&
+    ./dflash $HYBRID --prompt "The cat sat on the mat" --max-new-tokens 1 --trace "$tmp/hybrid-prefix" > /dev/null &&
+    { for run in b4:"--block-size 4" b2:"--block-size 2"; do
+        echo "@@ ${run%%:*}" && ./dflash $HYBRID --prompt "The cat sat" ${run#*:} --rounds || return 1
+      done; } > "$tmp/hybrid-runs.txt" &&
+    ./walkthrough/tools/mkhybrid "$tmp/hybrid" "$tmp/hybrid-prefix" toy_weights/hybrid/vocab.txt "$tmp/hybrid-runs.txt" \
+        "$1/walkthrough/hybrid" > /dev/null
+}
 gen_explorer() {
     mkdir -p "$1/walkthrough" && walk_trace &&
     ./dflash explore --vocab toy_weights/walkthrough/vocab.txt "$tmp/trace" "$1/walkthrough/explorer.html"
@@ -157,6 +176,21 @@ check_learned_refuses() {
     fi
     grep -q 'block 4 gives a higher tau' "$tmp/learned-bad.err" && [ ! -e "$tmp/learned-bad/README.md" ] ||
         { echo "learned-check: mklearned did not refuse the altered runs as expected:"; cat "$tmp/learned-bad.err"; return 1; }
+}
+
+# hybrid's second half: mkhybrid refuses runs that contradict exercise 1 (a
+# block-2 round made to replay), and writes nothing
+check_hybrid_refuses() {
+    awk '/^@@ / { run = $2 } run == "b2" && /state after position/ && !done { sub(/\(all [0-9]* verified tokens kept: nothing to roll back\)/, "(replayed over 1 of the 2 verified tokens: the anchor + 0 accepted)"); done = 1 } { print }' \
+        "$tmp/hybrid-runs.txt" > "$tmp/hybrid-runs-bad.txt"
+    cmp -s "$tmp/hybrid-runs.txt" "$tmp/hybrid-runs-bad.txt" && { echo "hybrid-check: the runs have no block-2 rollback line to alter"; return 1; }
+    mkdir -p "$tmp/hybrid-bad"
+    if ./walkthrough/tools/mkhybrid "$tmp/hybrid" "$tmp/hybrid-prefix" toy_weights/hybrid/vocab.txt "$tmp/hybrid-runs-bad.txt" \
+        "$tmp/hybrid-bad" > /dev/null 2> "$tmp/hybrid-bad.err"; then
+        echo "hybrid-check: mkhybrid wrote the pages from runs that contradict them"; return 1
+    fi
+    grep -q 'at block 2 no round replays' "$tmp/hybrid-bad.err" && [ ! -e "$tmp/hybrid-bad/README.md" ] ||
+        { echo "hybrid-check: mkhybrid did not refuse the altered runs as expected:"; cat "$tmp/hybrid-bad.err"; return 1; }
 }
 
 # performance: docs/performance.md from the template docs/performance.md.in,
@@ -296,11 +330,12 @@ sets() {
     trace-md) echo trace_md;;
     walkthrough) echo walk;;
     learned) echo learned;;
+    hybrid) echo hybrid;;
     explorer) echo explorer;;
     pitfalls) echo pitfalls;;
     training) echo training;;
     performance) echo performance;;
-    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, learned, explorer, pitfalls, training, performance)" >&2; return 1;;
+    *) echo "docs.sh: no set '$1' (trace-md, walkthrough, learned, hybrid, explorer, pitfalls, training, performance)" >&2; return 1;;
     esac
 }
 
@@ -338,6 +373,7 @@ for set in "$@"; do
         done
         if [ $set = trace-md ] && [ $bad = 0 ]; then check_trace_names || bad=1; fi
         if [ $set = learned ] && [ $bad = 0 ]; then check_learned_refuses || bad=1; fi
+        if [ $set = hybrid ] && [ $bad = 0 ]; then check_hybrid_refuses || bad=1; fi
         if [ $set = performance ] && [ $bad = 0 ]; then check_performance "$out" || bad=1; fi
         if [ $bad = 0 ]; then echo "$set-check: $(echo $files): each equals a fresh regeneration"
         else echo "$set-check: FAILED (make $set regenerates; read the diff, then commit)"; fail=1; fi

@@ -14,6 +14,10 @@
  *   toy_weights/gen lm-tiny OUTDIR        a tiny Qwen3ForCausalLM target only,
  *                                         for the committed target-training
  *                                         oracle trace of tests/ (section 13)
+ *   toy_weights/gen hybrid OUTDIR         a hybrid Qwen3.5 target (Gated
+ *                                         DeltaNet + gated attention) and a
+ *                                         planted draft that is often wrong
+ *                                         (section 14)
  *
  * Each run writes, in the Hugging Face layout the reference code loads:
  *   OUTDIR/vocab.txt                  one token per line, line number = id
@@ -208,6 +212,7 @@ typedef struct {
     int n_sliding;               /* draft layers 0..n_sliding-1 are sliding_attention */
     int sliding_window;
     const char *rope_scaling;    /* JSON, written verbatim; NULL: null */
+    int hybrid;                  /* section 14: the draft's planted mistakes */
 } Config;
 
 static Config make_config(int is_draft, int n_kv_heads) {
@@ -238,12 +243,13 @@ struct Tensor {
     char name[96];
     int ndim;       /* 1 or 2 */
     int shape[2];   /* [rows] or [rows, cols] */
+    int mid1;       /* written as [rows, 1, cols] (a depthwise conv1d weight) */
     double base;
     double noise;   /* half-width of the uniform noise */
     PlantFn plant;  /* or NULL */
 };
 
-#define MAX_TENSORS 160
+#define MAX_TENSORS 192
 
 typedef struct {
     const char *set;  /* "random" or "walkthrough": part of the PRNG key */
@@ -445,8 +451,11 @@ static int sink_dim(const Config *c) { return c->head_dim / 2 - 1; }
  * best wrong distance (cos 1 = 0.5403), so both margins are equal. */
 static double sink_weight(void) { return 0.5 * (1.0 + cos_taylor(1.0)); }
 
+static int hybrid_look(int m, int tok); /* section 14 */
+
 /* look_m(t): what head m writes for anchor t (lm_head then adds one NEXT). */
-static int look(int m, int tok) {
+static int look(int m, int tok, const Config *c) {
+    if (c->hybrid) return hybrid_look(m, tok);  /* the hybrid set's mistakes */
     if (m == 1) return tok;
     if (m == 2) return NEXT[tok];
     if (tok == PLANTED_ANCHOR) return PLANTED_LOOK3; /* the planted mistake */
@@ -522,7 +531,7 @@ static void plant_look_o(float *w, const Tensor *t, const Config *c) {
         for (int row = 0; row < D; row++)
             memset(w + (size_t)row * HD + (size_t)m * d, 0, sizeof(float) * (size_t)d);
         for (int tok = 0; tok < V; tok++)
-            if (tok != TOK_MASK) w[(size_t)look(m, tok) * HD + (size_t)m * d + tok] = 1.0f;
+            if (tok != TOK_MASK) w[(size_t)look(m, tok, c) * HD + (size_t)m * d + tok] = 1.0f;
     }
 }
 
@@ -794,7 +803,7 @@ static int write_safetensors_part(const char *path, const TensorList *tl, const 
         const Tensor *t = &tl->t[i];
         size_t bytes = esize * tensor_numel(t);
         text_add(&h, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%d", t->name, bf16 ? "BF16" : "F32", t->shape[0]);
-        if (t->ndim == 2) text_add(&h, ",%d", t->shape[1]);
+        if (t->ndim == 2) text_add(&h, t->mid1 ? ",1,%d" : ",%d", t->shape[1]);
         text_add(&h, "],\"data_offsets\":[%zu,%zu]}", offset, offset + bytes);
         offset += bytes;
         if (tensor_numel(t) > max_numel) max_numel = tensor_numel(t);
@@ -856,7 +865,7 @@ static int write_safetensors(const char *path, const TensorList *tl, const Confi
 /* ===========================================================================
  * 9. main
  * =========================================================================== */
-static TensorList target_tensors, draft_tensors; /* static: ~30 KB each */
+static TensorList target_tensors, draft_tensors; /* static: ~36 KB each */
 
 static int join(char *out, size_t cap, const char *dir, const char *name) {
     if ((size_t)snprintf(out, cap, "%s/%s", dir, name) >= cap) {
@@ -1206,14 +1215,167 @@ static int lm_tiny_main(const char *outdir) {
     return 0;
 }
 
+/* ===========================================================================
+ * 14. The hybrid set: a Qwen3.5 target in miniature and an often-wrong draft
+ * ===========================================================================
+ * Target: Qwen3_5ForCausalLM (model_type qwen3_5_text), the walkthrough's
+ * size (12 layers, D 512, 8 heads of d 64) with Qwen3.5's layout: layer_types
+ * three linear_attention (Gated DeltaNet) to one full_attention (layers 3, 7,
+ * 11 full; full_attention_interval 4), the full layers gated (q_proj gives the
+ * query and an output gate per head, 2 H d rows) with 2 KV heads,
+ * partial_rotary_factor 0.25 (RoPE on the first 16 of 64 dims), every RMSNorm
+ * but the gated one zero-centred (weights around 0, applied as 1 + w). The
+ * linear layers as a Qwen3.5 in miniature (Qwen3.5 has 16 key heads and 32
+ * value heads of 128 dims, kernel 4): HY_HK = 4 key heads and HY_HV = 8
+ * value heads (Hv = 2 Hk: value heads 2j and 2j+1 share key head j), dk = dv
+ * = 64, conv kernel 4, so C = 2*4*64 + 8*64 = 1024 conv channels and a state
+ * of 8 x 64 x 64 per layer. intermediate_size HY_I = 512 (the walkthrough's
+ * is 1536) keeps the set modest (~90 MB target). The target is planted as
+ * the walkthrough's (section 7): embed = sqrt(D) e_t, lm_head maps t to
+ * NEXT[t], the layers' updates small (WT_OUT) and pseudo-random, so its
+ * greedy story is the walkthrough's, token for token; the final norm weight
+ * is exactly 0 (scale 1, zero-centred). Every Gated DeltaNet layer still
+ * does its full work (conv, decay, delta rule, state), so the round log and
+ * the rollback have real states to show; the bigram output does not depend
+ * on them (a learned hybrid target does not exist here: train-target has no
+ * Gated DeltaNet backward).
+ *
+ * Draft: the walkthrough's planted draft (2 layers, block 4), reading target
+ * layers 2, 7 and 10 (two linear, one full), with its look-ahead heads
+ * planted wrong for most anchors (hybrid_look below), so most rounds reject
+ * and every acceptance 0..3 occurs: on "The cat sat" the four rounds accept
+ * 2, 0, 1 and 3 draft tokens. */
+#define HY_LAYERS 12
+#define HY_INTERVAL 4      /* layer i is full attention iff (i + 1) % 4 == 0 */
+#define HY_KV 2            /* KV heads of the full layers (Qwen3.5: 2)      */
+#define HY_I 512           /* intermediate_size                             */
+#define HY_HK 4            /* linear_num_key_heads                          */
+#define HY_HV 8            /* linear_num_value_heads                        */
+#define HY_DK 64           /* linear_key_head_dim                           */
+#define HY_DV 64           /* linear_value_head_dim                         */
+#define HY_K 4             /* linear_conv_kernel_dim                        */
+#define HY_C (2 * HY_HK * HY_DK + HY_HV * HY_DV) /* conv channels (1024)    */
+
+/* HY_MISS[anchor]: which look-ahead head (1..3) writes a wrong word for
+ * this anchor, 0 none. The cat story's anchors are chosen so that "The cat
+ * sat" accepts 2 ("on": the third proposal wrong), 0 ("in"), 1 ("a") and 3
+ * (".": all right); every other anchor t misses at head t % 4. */
+static int hybrid_miss(int tok) {
+    switch (tok) {
+    case TOK_on: return 3;
+    case TOK_in: return 1;
+    case TOK_a: return 2;
+    case TOK_DOT: return 0;
+    default: return tok % 4;
+    }
+}
+
+/* look_m for the hybrid draft: the right word (as section 7's look, without
+ * its one planted mistake), or for head hybrid_miss(t) a wrong one: "fish",
+ * which lm_head turns into the proposal "can" (or "cat" -> "sat" where "can"
+ * would be right) */
+static int hybrid_look(int m, int tok) {
+    int right = m == 1 ? tok : m == 2 ? NEXT[tok] : NEXT[NEXT[tok]];  /* tok is a word: never -1 */
+    if (m != hybrid_miss(tok)) return right;
+    return NEXT[right] == TOK_can ? TOK_cat : TOK_fish;
+}
+
+static int hybrid_is_linear(int l) { return (l + 1) % HY_INTERVAL != 0; }
+
+/* one Qwen3.5 decoder layer, named model.layers.N., in the forward's order */
+static void add_hybrid_layer(TensorList *tl, const Config *c, int l) {
+    int D = c->hidden_size, I = c->intermediate_size, d = c->head_dim;
+    int Hq = c->num_attention_heads * d, Hk = c->num_key_value_heads * d, Vd = HY_HV * HY_DV;
+    char name[96];
+#define HY_T(suffix, rows, cols, base, noise)                                  \
+    (snprintf(name, sizeof name, "model.layers.%d.%s", l, suffix), add_tensor(tl, name, rows, cols, base, noise))
+    HY_T("input_layernorm.weight", D, 0, 0.0, WT_NORM_NOISE);                          /* (D), zero-centred */
+    if (hybrid_is_linear(l)) {
+        HY_T("linear_attn.in_proj_qkv.weight", HY_C, D, 0.0, uniform_bound(WT_IN, D));  /* (C, D) */
+        HY_T("linear_attn.in_proj_z.weight", Vd, D, 0.0, uniform_bound(WT_IN, D));      /* (Hv*dv, D) */
+        HY_T("linear_attn.in_proj_b.weight", HY_HV, D, 0.0, uniform_bound(WT_IN, D));   /* (Hv, D) */
+        HY_T("linear_attn.in_proj_a.weight", HY_HV, D, 0.0, uniform_bound(0.5, D));     /* (Hv, D) */
+        HY_T("linear_attn.conv1d.weight", HY_C, HY_K, 0.0, sqrt_newton(3.0 / HY_K))->mid1 = 1; /* (C, 1, K) */
+        HY_T("linear_attn.A_log", HY_HV, 0, -1.5, 1.0);     /* A = exp(A_log) in (0.08, 0.61) */
+        HY_T("linear_attn.dt_bias", HY_HV, 0, -1.0, 1.0);
+        HY_T("linear_attn.norm.weight", HY_DV, 0, 1.0, WT_NORM_NOISE);                  /* (dv), NOT zero-centred */
+        HY_T("linear_attn.out_proj.weight", D, Vd, 0.0, uniform_bound(WT_OUT, Vd));     /* (D, Hv*dv) */
+    } else {
+        HY_T("self_attn.q_proj.weight", 2 * Hq, D, 0.0, uniform_bound(WT_IN, D));       /* (2*H*d, D): query | gate */
+        HY_T("self_attn.k_proj.weight", Hk, D, 0.0, uniform_bound(WT_IN, D));           /* (Hkv*d, D) */
+        HY_T("self_attn.v_proj.weight", Hk, D, 0.0, uniform_bound(WT_IN, D));           /* (Hkv*d, D) */
+        HY_T("self_attn.o_proj.weight", D, Hq, 0.0, uniform_bound(WT_OUT, Hq));         /* (D, H*d) */
+        HY_T("self_attn.q_norm.weight", d, 0, 0.0, WT_NORM_NOISE);                      /* (d), zero-centred */
+        HY_T("self_attn.k_norm.weight", d, 0, 0.0, WT_NORM_NOISE);
+    }
+    HY_T("post_attention_layernorm.weight", D, 0, 0.0, WT_NORM_NOISE);                 /* (D), zero-centred */
+    HY_T("mlp.gate_proj.weight", I, D, 0.0, uniform_bound(WT_IN, D));                  /* (I, D) */
+    HY_T("mlp.up_proj.weight", I, D, 0.0, uniform_bound(WT_IN, D));                    /* (I, D) */
+    HY_T("mlp.down_proj.weight", D, I, 0.0, uniform_bound(WT_OUT, I));                 /* (D, I) */
+#undef HY_T
+}
+
+/* config.json of the target: a Qwen3.5 text config as transformers writes
+ * it (sorted keys; mrope_section splits the 8 rotary pairs 3/3/2 as Qwen3.5
+ * splits its 32 as 11/11/10; for text all three grids are equal) */
+static int hybrid_write_config(const char *path, const Config *c) {
+    Text t = {0};
+    text_add(&t, "{\n  \"architectures\": [\"Qwen3_5ForCausalLM\"],\n  \"attention_bias\": false,\n"
+                 "  \"attention_dropout\": 0.0,\n  \"attn_output_gate\": true,\n  \"eos_token_id\": %d,\n"
+                 "  \"full_attention_interval\": %d,\n  \"head_dim\": %d,\n  \"hidden_act\": \"silu\",\n"
+                 "  \"hidden_size\": %d,\n  \"intermediate_size\": %d,\n  \"layer_types\": [",
+             TOK_EOS, HY_INTERVAL, c->head_dim, c->hidden_size, c->intermediate_size);
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        text_add(&t, "%s\"%s\"", l ? ", " : "", hybrid_is_linear(l) ? "linear_attention" : "full_attention");
+    text_add(&t, "],\n  \"linear_conv_kernel_dim\": %d,\n  \"linear_key_head_dim\": %d,\n"
+                 "  \"linear_num_key_heads\": %d,\n  \"linear_num_value_heads\": %d,\n"
+                 "  \"linear_value_head_dim\": %d,\n  \"max_position_embeddings\": %d,\n"
+                 "  \"model_type\": \"qwen3_5_text\",\n  \"num_attention_heads\": %d,\n"
+                 "  \"num_hidden_layers\": %d,\n  \"num_key_value_heads\": %d,\n  \"rms_norm_eps\": %s,\n"
+                 "  \"rope_parameters\": {\"mrope_interleaved\": true, \"mrope_section\": [3, 3, 2], "
+                 "\"partial_rotary_factor\": 0.25, \"rope_theta\": 10000000.0, \"rope_type\": \"default\"},\n"
+                 "  \"tie_word_embeddings\": false,\n  \"torch_dtype\": \"float32\",\n  \"vocab_size\": %d\n}\n",
+             HY_K, HY_DK, HY_HK, HY_HV, HY_DV, c->max_position_embeddings, c->num_attention_heads,
+             c->num_hidden_layers, c->num_key_value_heads, c->rms_norm_eps, c->vocab_size);
+    int rc = write_text_file(path, &t);
+    free(t.s);
+    return rc;
+}
+
+static int hybrid_main(const char *outdir) {
+    Config tc = make_config(0, HY_KV), dc = make_config(1, 8);
+    tc.intermediate_size = HY_I;
+    dc.hybrid = 1;
+    dc.target_layer_ids[0] = 2, dc.target_layer_ids[1] = 7, dc.target_layer_ids[2] = 10;
+    target_tensors.set = draft_tensors.set = "hybrid";
+    int V = tc.vocab_size, D = tc.hidden_size;
+    add_tensor(&target_tensors, "model.embed_tokens.weight", V, D, 0.0, 0.0)->plant = plant_embed; /* (V, D) */
+    for (int l = 0; l < tc.num_hidden_layers; l++) add_hybrid_layer(&target_tensors, &tc, l);
+    add_tensor(&target_tensors, "model.norm.weight", D, 0, 0.0, 0.0);  /* zero-centred: exactly scale 1 */
+    add_tensor(&target_tensors, "lm_head.weight", V, D, 0.0, 0.0)->plant = plant_lm_head;
+    build_walkthrough_draft(&draft_tensors, &dc);
+    char tdir[4096], ddir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
+    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
+    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
+    if (join(path, sizeof path, tdir, "config.json") || hybrid_write_config(path, &tc)) return 1;
+    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, &tc))
+        return 1;
+    if (join(path, sizeof path, ddir, "config.json") || write_config(path, &dc)) return 1;
+    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, &dc))
+        return 1;
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "lm-tiny") == 0) return lm_tiny_main(argv[2]);
+    if (argc == 3 && strcmp(argv[1], "hybrid") == 0) return hybrid_main(argv[2]);
     int layout = argc >= 3 && (strcmp(argv[1], "qwen3-layout") == 0 || strcmp(argv[1], "sliding") == 0 ||
                                strcmp(argv[1], "llama") == 0);
     if (layout && (argc == 3 || (argc == 4 && strcmp(argv[3], "f32") == 0)))
         return strcmp(argv[1], "llama") == 0 ? llama_main(argv[2], argc == 4) : q3_main(argv[2], argc == 4, argv[1]);
     if (argc != 3 || (strcmp(argv[1], "random") != 0 && strcmp(argv[1], "walkthrough") != 0)) {
-        fprintf(stderr, "usage: %s random|walkthrough|lm-tiny OUTDIR\n       %s qwen3-layout|sliding|llama OUTDIR [f32]\n",
+        fprintf(stderr, "usage: %s random|walkthrough|lm-tiny|hybrid OUTDIR\n       %s qwen3-layout|sliding|llama OUTDIR [f32]\n",
                 argv[0], argv[0]);
         return 1;
     }

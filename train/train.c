@@ -1169,7 +1169,7 @@ static int forward_backward(const Model *dm, const Model *tm, TrainState *st, co
                    sizeof(real) * (size_t)S * kD);
             continue;
         }
-        cache.len = 0;
+        cache_crop(&cache, 0);  /* a hybrid target's Gated DeltaNet states back to zero too */
         target_forward(tm, &cache, &tr, bt->input_ids + (size_t)bi * S, S, S - 1, NULL);
         train_context_features(r->target_hidden + (size_t)bi * S * kD, &tr, tm, dm, S);
     }

@@ -528,7 +528,7 @@ int drawer_features(Drawer *d, const Model *draft, const Model *target, TrainBat
         int q = d->rows[r];
         if (!d->have[q]) {
             if (!cache.key && (cache_init(&cache, tc, S) != 0 || target_run_init(&tr, tc, S, S) != 0)) goto done;
-            cache.len = 0;
+            cache_crop(&cache, 0);  /* a hybrid target's Gated DeltaNet states back to zero too */
             target_forward(target, &cache, &tr, d->ids + (size_t)r * S, S, S - 1, NULL);
             train_context_features(d->feat + (size_t)q * per, &tr, target, draft, S);
             d->have[q] = 1;
