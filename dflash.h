@@ -435,6 +435,8 @@ void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out)
 __attribute__((weak)) void kernel_set_threads(int threads);
 __attribute__((weak)) void kernel_pack_weights(const Model *m);
 __attribute__((weak)) void kernel_unpack_weights(const Model *m);
+__attribute__((weak)) int kernel_threads(void);            /* the count kernel_set_threads set */
+__attribute__((weak)) size_t kernel_packed_bytes(void);    /* the packed copies' bytes now */
 int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum of squares not finite */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
                   const real *inv_freq, int head_dim);

@@ -236,6 +236,10 @@ static size_t tile_elems(int n_in) { return (size_t)((n_in + KERNEL_SUMS - 1) / 
         int o = o_lo;                                                                                         \
         for (; o + R <= o_hi; o += R) {                                                                       \
             const real *w0 = j->w + (size_t)o * j->n_in;                                                      \
+            if (o + 2 * R <= o_hi) {   /* the next R rows, into L2 */                                         \
+                const char *next = (const char *)(w0 + (size_t)R * j->n_in);                                  \
+                for (size_t b = 0; b < (size_t)R * j->n_in * sizeof(real); b += 64) PREFETCH_L2(next + b);    \
+            }                                                                                                 \
             TOKENS(R, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, R)                                             \
         }                                                                                                     \
         for (; o < o_hi; o++) {   /* the last rows, one at a time */                                          \
@@ -467,6 +471,8 @@ void kernel_set_threads(int threads) {
     pool.threads = threads;
     pthread_mutex_unlock(&pool.busy);
 }
+
+int kernel_threads(void) { return pool.threads; }
 
 /* the job on the pool's threads; 0, or -1 (then nothing was run) when the
  * pool is in use by another caller or has no threads */
