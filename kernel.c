@@ -75,10 +75,6 @@
 #define KERNEL_UNROLL
 #endif
 #define KERNEL_INLINE inline __attribute__((always_inline))
-#if defined(__GNUC__) && !defined(__clang__)
-/* the vectors are passed only between inlined functions: no ABI to keep */
-#pragma GCC diagnostic ignored "-Wpsabi"
-#endif
 
 /* ---- the vectors: 16 reals, lane j = partial sum j ----------------------- */
 typedef real vreal __attribute__((vector_size(KERNEL_SUMS * sizeof(real))));
@@ -86,23 +82,23 @@ typedef uint16_t vu16 __attribute__((vector_size(KERNEL_SUMS * 2)));
 typedef uint32_t vu32 __attribute__((vector_size(KERNEL_SUMS * 4)));
 typedef float vf32 __attribute__((vector_size(KERNEL_SUMS * 4)));
 
-static KERNEL_INLINE vreal load_real(const real *p) {
-    vreal v;
-    memcpy(&v, p, sizeof v);   /* an unaligned vector load */
-    return v;
+/* (the vectors go out through pointers: no vector is returned, so no
+ * calling convention of vectors is involved, only inlined loads) */
+static KERNEL_INLINE void load_real(vreal *v, const real *p) {
+    memcpy(v, p, sizeof *v);   /* an unaligned vector load */
 }
 
 /* 16 BF16 numbers (the upper halves of floats) widened: exact */
-static KERNEL_INLINE vreal load_bf16(const uint16_t *p) {
+static KERNEL_INLINE void load_bf16(vreal *v, const uint16_t *p) {
     vu16 h;
     memcpy(&h, p, sizeof h);
     vu32 u = __builtin_convertvector(h, vu32) << 16;
     vf32 f;
     memcpy(&f, &u, sizeof f);
 #ifdef DFLASH_DOUBLE
-    return __builtin_convertvector(f, vreal);
+    *v = __builtin_convertvector(f, vreal);
 #else
-    return f;
+    *v = f;
 #endif
 }
 
@@ -164,10 +160,12 @@ static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t 
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
     for (int g = 0; g < G; g++) {
         vreal xv[4];
-        KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) xv[tt] = load_real(xt + (size_t)tt * n_in + (size_t)g * KERNEL_SUMS);
+        KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) load_real(&xv[tt], xt + (size_t)tt * n_in + (size_t)g * KERNEL_SUMS);
         KERNEL_UNROLL for (int r = 0; r < R; r++) {
             size_t off = r * rs + g * gs;
-            vreal wv = bf ? load_bf16((const uint16_t *)w0 + off) : load_real((const real *)w0 + off);
+            vreal wv;
+            if (bf) load_bf16(&wv, (const uint16_t *)w0 + off);
+            else load_real(&wv, (const real *)w0 + off);
             KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) acc[r * TT + tt] += wv * xv[tt];
         }
     }

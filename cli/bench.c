@@ -429,9 +429,11 @@ int bench_main(void) {
     BenchSummary w = {0}, r = {0}, t = {0};
     ForwardCosts fc;
     double t0 = now_seconds();
+    char nthreads[32] = "one thread";   /* dflash bench --threads N: kernel.c's */
+    if (kernel_threads && kernel_threads() > 1) snprintf(nthreads, sizeof nthreads, "%d threads", kernel_threads());
     printf("dflash bench: the kernel against the memory roofline, and DFlash vs target-only decoding,\n"
-           "greedy, %s build, %d thread%s, all in this one run (load average at the start: %.2f)\n", REAL_NAME,
-           kernel_threads ? kernel_threads() : 1, kernel_threads && kernel_threads() > 1 ? "s" : "", load_average());
+           "greedy, %s build, %s, all in this one run (load average at the start: %.2f)\n", REAL_NAME, nthreads,
+           load_average());
     if (bench_set("toy_weights/walkthrough", walk, 4, 0, &w, &fc) != 0) return -1;
     if (bench_set("toy_weights/random", rnd, 2, 0, &r, NULL) != 0) return -1;
     int trained = access("toy_weights/trained/draft/model.safetensors", R_OK) == 0;
