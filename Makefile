@@ -380,6 +380,8 @@ debug: dflash-debug weights ## the -O0 -g3 build (./dflash-debug) for gdb
 # ---- tests (cmocka) --------------------------------------------------------
 # test_train again in double: the finite-difference gradient checks run there
 $(call program,tests/bin/test_train_double,double,train/tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
+# test_kernel again at -O0 (the -debug mode's flags, kernel.c linked): kernel.c's matmul against dflash.c's there too
+$(call program,tests/bin/test_kernel_O0,$(R)-debug,tests/test_kernel $(TEST_LIB),$(LDLIBS) -lcmocka)
 # The suites in the order they start (and are printed): the longest first,
 # so that the last to start on two cores are short ones and the longest is
 # not left running alone at the end (CPU seconds of each, measured alone on
@@ -388,7 +390,7 @@ $(call program,tests/bin/test_train_double,double,train/tests/test_train $(TEST_
 # all others below 3); a suite not listed starts after these, in name order.
 TEST_FIRST = test_train_pitfalls test_pitfalls test_learned test_trace_run test_layouts test_figures test_train_cli \
              test_safety test_core test_diff_hints test_train_double test_replay test_train_target
-TEST_ALL   = $(TEST_NAMES) test_train_double
+TEST_ALL   = $(TEST_NAMES) test_train_double test_kernel_O0
 ALL_TESTS  = $(addprefix tests/bin/,$(filter $(TEST_ALL),$(TEST_FIRST)) $(filter-out $(TEST_FIRST),$(TEST_ALL)))
 $(call program,build/san/tests/bin/test_train_double,double-san,train/tests/test_train $(TEST_LIB),$(LDLIBS) -lcmocka)
 

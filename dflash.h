@@ -429,6 +429,14 @@ int  target_forward(const Model *m, KVCache *cache, TargetRun *r, const int *ids
  */
 /* out = x W^T: dflash.c's naive loop, or kernel.c's same-bits kernel in the programs that link it */
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out);
+/* kernel.c's switches (its header comment says what they do): output rows
+ * over n threads (same bits), and a loaded model's read-only matrices packed.
+ * Weak: NULL in the -debug builds, which do not link kernel.c (test first). */
+__attribute__((weak)) void kernel_set_threads(int threads);
+__attribute__((weak)) void kernel_pack_weights(const Model *m);
+__attribute__((weak)) void kernel_unpack_weights(const Model *m);
+__attribute__((weak)) int kernel_threads(void);            /* the count kernel_set_threads set */
+__attribute__((weak)) size_t kernel_packed_bytes(void);    /* the packed copies' bytes now */
 int  rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps);  /* -1: a sum of squares not finite */
 void rope_cos_sin(real *angles, real *cos_, real *sin_, const int *pos, int P,
                   const real *inv_freq, int head_dim);

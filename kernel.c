@@ -2,10 +2,47 @@
  *
  * dflash.c's matmul is the naive loop that defines the summation order: each
  * dot product keeps KSUMS = 16 partial sums, partial j adding the products of
- * i = j, j+16, j+32, ... in increasing i, then the 16 partials added pairwise.
- * This file computes exactly those sums in exactly that order, four rows of
- * W at a time, so every result is the same bits (tests/test_kernel.c compares
- * the two with memcmp for T = 1..16 and odd shapes).
+ * i = j, j+16, j+32, ... in increasing i, then the 16 partials added pairwise
+ * (sum_partials: p[j] += p[j+8], then +4, +2, +1). This file computes exactly
+ * those sums in exactly that order, so every result is the same bits
+ * (tests/test_kernel.c compares the two with memcmp for T = 1..16, odd
+ * shapes, packed and BF16 weights, 1..3 threads, every instruction set this
+ * machine has, at -O2 and -O0).
+ *
+ * How it does it:
+ *   - The 16 partial sums of one dot product are one GCC vector of 16 reals
+ *     (lane j = partial j): `acc += w * x` on vectors is partial j += w[i] *
+ *     x[i] for the 16 lanes at once, the same IEEE operations.
+ *   - A tile of R rows of W by TT tokens keeps its R x TT vectors in
+ *     registers and reads each weight once per TT tokens, each x once per R
+ *     rows. The tile fits the instruction set's registers: AVX-512 (32 zmm)
+ *     4 x 4 in float, 4 x 2 in double; AVX2 (16 ymm) 2 x 2 in float, 2 x 1 in
+ *     double; the default (SSE2) 2 x 1 and 1 x 1. One function per
+ *     instruction set (target attributes), chosen once at the first call.
+ *   - The R x TT dot products of a tile are finished together: a butterfly of
+ *     shuffles adds the halves of pairs of vectors (lanes j and j+8, then
+ *     j+4, ...: sum_partials' tree, the lower lane first as there), four
+ *     rounds, and dot n ends in lane bitreverse(n) of one vector.
+ *   - Packed weights (opt-in, read-only weights only): kernel_pack_weights(m)
+ *     registers a loaded model's matrices; at its first use each becomes one
+ *     contiguous stream per 4-row tile (16 columns of row 0, of row 1, of
+ *     row 2, of row 3, then the next 16 columns; zero-padded to whole
+ *     tiles), so a tile reads one stream the prefetcher follows; from T = 4
+ *     the next tile is also prefetched into L2. A matrix whose every value is
+ *     a BF16 number (the low 16 bits of its floats zero: a BF16 file, widened
+ *     on load) is packed as those upper 16 bits and widened again in
+ *     registers (exact): half the bytes read. Memory: a packed copy costs
+ *     4 bytes per weight (2 for BF16) on top of the loaded weights, which
+ *     dflash.c keeps (kernel_packed_bytes() says how much). Weights that
+ *     change (the trainers update theirs in place) must not be packed:
+ *     nothing packs unless asked, the trainers do not ask, and
+ *     kernel_unpack_weights(m) must be called before the model is freed or
+ *     written. (A few sampled values are checked at every use, so a freed
+ *     and reloaded model is caught; that is a guard, not a proof.)
+ *   - Threads (off by default): kernel_set_threads(n) splits the output rows
+ *     of a large enough matmul over n threads in contiguous ranges of whole
+ *     4-row tiles; every output is the same operations in the same order, so
+ *     the bits do not depend on n. A small pool, started at the first use.
  *
  * How the two are wired: dflash.c declares its matmul weak, and this file's
  * matmul is an ordinary (strong) definition of the same function, so a
@@ -16,96 +53,464 @@
  * DFLASH_SRC, TEST_LIB). The -debug builds do not (DEBUG_SRC), so in gdb
  * `break matmul` stops in one place, dflash.c's loop; nor do the small
  * tools that link dflash.c for its helpers, nor examples/hook_harness (a
- * port's harness links dflash.c alone, TRACE.md). Only this file uses
- * GCC's vector-friendly loops and target_clones; no intrinsics, no fast-math
- * (-ffp-contract=off, as everywhere). Why 16 sums and why this shape of
- * kernel: NOTES.md, "matmul and losslessness".
+ * port's harness links dflash.c alone, TRACE.md). Only this file uses GCC
+ * vector extensions and target attributes; no intrinsics, no fast-math
+ * (-ffp-contract=off, as everywhere: no FMA). Why 16 sums: NOTES.md,
+ * "matmul and losslessness".
  */
 #include "dflash.h"
 
+#include <pthread.h>
 #include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
 
 #define KERNEL_SUMS 16   /* dflash.c's KSUMS: the partial sums of one dot product */
+#define PACK_R 4         /* rows of W per packed tile */
 
 #if defined(__GNUC__) && !defined(__clang__)
 #define KERNEL_UNROLL _Pragma("GCC unroll 16")
 #else
 #define KERNEL_UNROLL
 #endif
-
-#if defined(__GNUC__)
 #define KERNEL_INLINE inline __attribute__((always_inline))
-#else
-#define KERNEL_INLINE inline
-#endif
 
-/* p[0] + ... + p[15] as dflash.c's sum_partials adds them: a pairwise tree,
- * (p0+p8)+(p4+p12)... in 4 rounds */
-static KERNEL_INLINE real kernel_sum_partials(real *p) {
-    KERNEL_UNROLL for (int half = KERNEL_SUMS / 2; half >= 1; half /= 2)
-        KERNEL_UNROLL for (int j = 0; j < half; j++) p[j] += p[j + half];
-    return p[0];
+/* ---- the vectors: 16 reals, lane j = partial sum j ----------------------- */
+typedef real vreal __attribute__((vector_size(KERNEL_SUMS * sizeof(real))));
+typedef uint16_t vu16 __attribute__((vector_size(KERNEL_SUMS * 2)));
+typedef uint32_t vu32 __attribute__((vector_size(KERNEL_SUMS * 4)));
+typedef float vf32 __attribute__((vector_size(KERNEL_SUMS * 4)));
+
+/* (the vectors go out through pointers: no vector is returned, so no
+ * calling convention of vectors is involved, only inlined loads) */
+static KERNEL_INLINE void load_real(vreal *v, const real *p) {
+    memcpy(v, p, sizeof *v);   /* an unaligned vector load */
 }
 
-/* The kernel computes the same sums four rows of W at a time: kernel_tile
- * holds the 4 x 16 partial sums of one token's x . W[o0..o0+3] and reads each
- * weight once; matmul takes every token in turn against those 4 rows (from
- * memory for the first token, from the L1 cache for the rest). */
-#define TILE_R 4
+/* 16 BF16 numbers (the upper halves of floats) widened: exact */
+static KERNEL_INLINE void load_bf16(vreal *v, const uint16_t *p) {
+    vu16 h;
+    memcpy(&h, p, sizeof h);
+    vu32 u = __builtin_convertvector(h, vu32) << 16;
+    vf32 f;
+    memcpy(&f, &u, sizeof f);
+#ifdef DFLASH_DOUBLE
+    *v = __builtin_convertvector(f, vreal);
+#else
+    *v = f;
+#endif
+}
 
-/* out[t][o0 + r] = x[t] . W[o0 + r] for r < nr (nr <= TILE_R, a constant
- * once inlined, so the compiler unrolls the r and j loops and keeps acc in
- * registers) */
-static KERNEL_INLINE void kernel_tile(real *out, const real *x, const real *w, int n_in, int n_out,
-                                      int t, int o0, int nr) {
-    real acc[TILE_R][KERNEL_SUMS];
-    for (int r = 0; r < nr; r++)
-        for (int j = 0; j < KERNEL_SUMS; j++) acc[r][j] = 0;
-    int n_full = n_in - n_in % KERNEL_SUMS;   /* whole groups of 16 */
-    for (int i = 0; i < n_full; i += KERNEL_SUMS)
-        KERNEL_UNROLL for (int r = 0; r < nr; r++) {
-            const real *x_ti = x + (size_t)t * n_in + i, *w_ri = w + (size_t)(o0 + r) * n_in + i;
-            KERNEL_UNROLL for (int j = 0; j < KERNEL_SUMS; j++) acc[r][j] += w_ri[j] * x_ti[j];
+static KERNEL_INLINE real widen_bf16(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float f;
+    memcpy(&f, &u, sizeof f);
+    return (real)f;
+}
+
+/* ---- finishing 16 dot products at once: sum_partials' tree ---------------
+ * One round with half h: every vector holds dot products in segments of 2h
+ * lanes; a pair (a, b) becomes one vector of segments of h lanes, segment k
+ * of a then of b, each lane the sum of lane j (first) and lane j + h of its
+ * dot product's segment: p[j] += p[j + h]. After the rounds h = 8, 4, 2, 1
+ * the dot product n of 16 vectors is in lane bitreverse(n) of one. A vector
+ * without a partner is paired with itself (its lanes are then doubled). */
+#define SHUF __builtin_shufflevector
+#define round8(a, b) ( \
+    SHUF(a, b, 0, 1, 2, 3, 4, 5, 6, 7, 16, 17, 18, 19, 20, 21, 22, 23) + \
+    SHUF(a, b, 8, 9, 10, 11, 12, 13, 14, 15, 24, 25, 26, 27, 28, 29, 30, 31))
+#define round4(a, b) ( \
+    SHUF(a, b, 0, 1, 2, 3, 16, 17, 18, 19, 8, 9, 10, 11, 24, 25, 26, 27) + \
+    SHUF(a, b, 4, 5, 6, 7, 20, 21, 22, 23, 12, 13, 14, 15, 28, 29, 30, 31))
+#define round2(a, b) ( \
+    SHUF(a, b, 0, 1, 16, 17, 4, 5, 20, 21, 8, 9, 24, 25, 12, 13, 28, 29) + \
+    SHUF(a, b, 2, 3, 18, 19, 6, 7, 22, 23, 10, 11, 26, 27, 14, 15, 30, 31))
+#define round1(a, b) ( \
+    SHUF(a, b, 0, 16, 2, 18, 4, 20, 6, 22, 8, 24, 10, 26, 12, 28, 14, 30) + \
+    SHUF(a, b, 1, 17, 3, 19, 5, 21, 7, 23, 9, 25, 11, 27, 13, 29, 15, 31))
+
+/* the n <= 16 vectors of acc finished: dot k in lane bitreverse(k) of acc[0] */
+static KERNEL_INLINE void finish_dots(vreal *acc, int n) {
+    int m = (n + 1) / 2;
+    KERNEL_UNROLL for (int k = 0; k < m; k++) acc[k] = round8(acc[2 * k], acc[2 * k + 1 < n ? 2 * k + 1 : 2 * k]);
+    n = m, m = (n + 1) / 2;
+    KERNEL_UNROLL for (int k = 0; k < m; k++) acc[k] = round4(acc[2 * k], acc[2 * k + 1 < n ? 2 * k + 1 : 2 * k]);
+    n = m, m = (n + 1) / 2;
+    KERNEL_UNROLL for (int k = 0; k < m; k++) acc[k] = round2(acc[2 * k], acc[2 * k + 1 < n ? 2 * k + 1 : 2 * k]);
+    n = m;
+    acc[0] = round1(acc[0], acc[n > 1 ? 1 : 0]);
+}
+
+static KERNEL_INLINE int bitreverse4(int k) {
+    return ((k & 1) << 3) | ((k & 2) << 1) | ((k & 4) >> 1) | ((k & 8) >> 3);
+}
+
+/* ---- one tile: out[t0 + tt][o0 + r] for r < nr <= R, tt < TT -------------
+ * Row r of the tile, columns 16g .. 16g + 15, are the 16 weights at w0 +
+ * r * rs + g * gs (unpacked: rs = n_in, gs = 16; packed: rs = 16, gs = 64);
+ * bf: they are BF16 (uint16_t). A last, shorter group of columns (n_in not a
+ * multiple of 16) reaches the first partials only, as in dflash.c. R, TT and
+ * bf are constants once inlined: the loops unroll, acc stays in registers. */
+static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int n_in,
+                               int n_out, int t0, int o0, int R, int TT, int nr) {
+    vreal acc[KERNEL_SUMS];
+    KERNEL_UNROLL for (int k = 0; k < R * TT; k++) acc[k] = (vreal){0};
+    const real *xt = x + (size_t)t0 * n_in;
+    int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
+    for (int g = 0; g < G; g++) {
+        vreal xv[4];
+        KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) load_real(&xv[tt], xt + (size_t)tt * n_in + (size_t)g * KERNEL_SUMS);
+        KERNEL_UNROLL for (int r = 0; r < R; r++) {
+            size_t off = r * rs + g * gs;
+            vreal wv;
+            if (bf) load_bf16(&wv, (const uint16_t *)w0 + off);
+            else load_real(&wv, (const real *)w0 + off);
+            KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) acc[r * TT + tt] += wv * xv[tt];
         }
-    for (int i = n_full; i < n_in; i++)   /* the last, shorter group: only the first partials */
-        for (int r = 0; r < nr; r++) acc[r][i - n_full] += w[(size_t)(o0 + r) * n_in + i] * x[(size_t)t * n_in + i];
-    for (int r = 0; r < nr; r++) out[(size_t)t * n_out + o0 + r] = kernel_sum_partials(acc[r]);
+    }
+    for (int j = 0; j < rem; j++)   /* the last, shorter group */
+        for (int r = 0; r < R; r++) {
+            size_t off = r * rs + (size_t)G * gs + j;
+            real wj = bf ? widen_bf16(((const uint16_t *)w0)[off]) : ((const real *)w0)[off];
+            for (int tt = 0; tt < TT; tt++) acc[r * TT + tt][j] += wj * xt[(size_t)tt * n_in + (size_t)G * KERNEL_SUMS + j];
+        }
+    finish_dots(acc, R * TT);
+    for (int r = 0; r < nr; r++)
+        for (int tt = 0; tt < TT; tt++) out[(size_t)(t0 + tt) * n_out + o0 + r] = acc[0][bitreverse4(r * TT + tt)];
 }
 
-/* Function multi-versioning (GCC, x86-64 glibc; clang 14 exports no `matmul`
- * for train/train.c then): one clone per instruction set, the same IEEE
- * operations in the same order, so the same bits. DFLASH_NO_CLONES (the
- * Makefile's -debug modes, which do not link this file anyway) turns it off. */
-#if defined(__x86_64__) && defined(__GLIBC__) && defined(__has_attribute) && !defined(__clang__) && \
-    !defined(DFLASH_NO_CLONES)
-#if __has_attribute(target_clones)
-#define KERNEL_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#endif
-#endif
-#ifndef KERNEL_CLONES
-#define KERNEL_CLONES
+/* ---- a range of output rows, every token ---------------------------------- */
+typedef struct {
+    real *out;
+    const real *x, *w;        /* w: the matrix as dflash.c passes it */
+    const void *pk;           /* or its packed tiles (NULL: none) */
+    int bf, T, n_in, n_out;
+} MatJob;
+
+/* the elements of one packed 4-row tile */
+static size_t tile_elems(int n_in) { return (size_t)((n_in + KERNEL_SUMS - 1) / KERNEL_SUMS) * PACK_R * KERNEL_SUMS; }
+
+/* all the tokens against rows o .. o + nr - 1 (nr <= R), TT tokens at a time */
+#define TOKENS(R, TT, W0, RS, GS, BF, NR)                                                                     \
+    for (int t0 = 0; t0 < j->T; t0 += TT) {                                                                   \
+        int nt = j->T - t0 < TT ? j->T - t0 : TT;                                                             \
+        if (nt == TT) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, TT, NR);                 \
+        else if (nt == 3) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, (TT > 3 ? 3 : 1), NR); \
+        else if (nt == 2) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, (TT > 2 ? 2 : 1), NR); \
+        else tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, 1, NR);                           \
+    }
+
+#if defined(__GNUC__)
+#define PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
+#else
+#define PREFETCH_L2(p) ((void)(p))
 #endif
 
-/* A hint to start reading the next tile's 4 rows from memory while this
- * tile computes (a tile's rows are short streams the hardware prefetcher
- * finds late); it changes no value. */
-#if defined(__GNUC__)
-#define PREFETCH(p) __builtin_prefetch(p)
+/* rows [o_lo, o_hi) of out (o_lo a multiple of PACK_R), an R x TT tile at a
+ * time (R divides PACK_R). TT = 3 tokens left in a TT = 4 tile run as 3;
+ * with TT = 2, 3 tokens run as 2 + 1. */
+#define ROWS_FUNCTION(NAME, ATTR, R, TT)                                                                      \
+    ATTR static void NAME(const MatJob *j, int o_lo, int o_hi) {                                              \
+        if (j->pk) {                                                                                          \
+            size_t te = tile_elems(j->n_in), esz = j->bf ? 2 : sizeof(real);                                  \
+            for (int o = o_lo; o < o_hi; o += R) {                                                            \
+                int nr = o_hi - o < R ? o_hi - o : R;                                                         \
+                size_t at = (size_t)(o / PACK_R) * te + (size_t)(o % PACK_R) * KERNEL_SUMS;                   \
+                if (j->T >= 4 && o % PACK_R == 0 && o + PACK_R < o_hi) {   /* the next tile, into L2 */       \
+                    const char *next = (const char *)j->pk + (at + te) * esz;                                 \
+                    for (size_t b = 0; b < te * esz; b += 64) PREFETCH_L2(next + b);                          \
+                }                                                                                             \
+                if (j->bf) {                                                                                  \
+                    const uint16_t *w0 = (const uint16_t *)j->pk + at;                                        \
+                    TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 1, nr)                               \
+                } else {                                                                                      \
+                    const real *w0 = (const real *)j->pk + at;                                                \
+                    TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 0, nr)                               \
+                }                                                                                             \
+            }                                                                                                 \
+            return;                                                                                           \
+        }                                                                                                     \
+        int o = o_lo;                                                                                         \
+        for (; o + R <= o_hi; o += R) {                                                                       \
+            const real *w0 = j->w + (size_t)o * j->n_in;                                                      \
+            if (o + 2 * R <= o_hi) {   /* the next R rows, into L2 */                                         \
+                const char *next = (const char *)(w0 + (size_t)R * j->n_in);                                  \
+                for (size_t b = 0; b < (size_t)R * j->n_in * sizeof(real); b += 64) PREFETCH_L2(next + b);    \
+            }                                                                                                 \
+            TOKENS(R, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, R)                                             \
+        }                                                                                                     \
+        for (; o < o_hi; o++) {   /* the last rows, one at a time */                                          \
+            const real *w0 = j->w + (size_t)o * j->n_in;                                                      \
+            TOKENS(1, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 1)                                             \
+        }                                                                                                     \
+    }
+
+/* One function per instruction set (x86-64 with GCC or clang), chosen once:
+ * the same IEEE operations in the same order in each, so the same bits. */
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define KERNEL_X86 1
+#ifdef DFLASH_DOUBLE
+ROWS_FUNCTION(rows_avx512, __attribute__((target("avx512f"))), 4, 2)
+ROWS_FUNCTION(rows_avx2, __attribute__((target("avx2"))), 2, 1)
+ROWS_FUNCTION(rows_default, , 1, 1)
 #else
-#define PREFETCH(p) ((void)(p))
+ROWS_FUNCTION(rows_avx512, __attribute__((target("avx512f"))), 4, 4)
+ROWS_FUNCTION(rows_avx2, __attribute__((target("avx2"))), 2, 2)
+ROWS_FUNCTION(rows_default, , 2, 1)
 #endif
+#else
+ROWS_FUNCTION(rows_default, , 2, 1)
+#endif
+
+typedef void (*RowsFn)(const MatJob *j, int o_lo, int o_hi);
+static RowsFn rows_fn;   /* NULL until the first call */
+
+/* The instruction set's function: "avx512f", "avx2" or "default" if this
+ * processor has it (0), else -1 (and none chosen); NULL: the best one.
+ * tests/test_kernel.c runs each in turn. */
+int kernel_select(const char *isa) {
+    RowsFn f = NULL;
+#ifdef KERNEL_X86
+    __builtin_cpu_init();
+    int has512 = __builtin_cpu_supports("avx512f"), has2 = __builtin_cpu_supports("avx2");
+    if (!isa) f = has512 ? rows_avx512 : has2 ? rows_avx2 : rows_default;
+    else if (strcmp(isa, "avx512f") == 0) f = has512 ? rows_avx512 : NULL;
+    else if (strcmp(isa, "avx2") == 0) f = has2 ? rows_avx2 : NULL;
+#else
+    if (!isa) f = rows_default;
+#endif
+    if (isa && strcmp(isa, "default") == 0) f = rows_default;
+    if (!f) return -1;
+    rows_fn = f;
+    return 0;
+}
+
+/* ---- packed copies of read-only matrices ----------------------------------
+ * A table of the matrices kernel_pack_weights registered, by address; each
+ * packed at its first matmul (the shape is known there). */
+#define PACK_SAMPLES 8
+typedef struct {
+    const real *w;              /* the matrix dflash.c passes; NULL: a free slot */
+    int n_in, n_out, bf;        /* n_in 0: registered, not packed yet */
+    void *pk;
+    size_t bytes;
+    real sample[PACK_SAMPLES];  /* w's values at pack time, checked at every use */
+} Packed;
+
+static Packed *packed;
+static int n_packed, cap_packed;
+static pthread_mutex_t packed_mu = PTHREAD_MUTEX_INITIALIZER;
+
+static size_t sample_at(int k, size_t n) { return (size_t)k * (n - 1) / (PACK_SAMPLES - 1); }
+
+/* register w (packed at its first use); 0, or -1 when out of memory (then
+ * it is simply not packed) */
+int kernel_pack_matrix(const real *w) {
+    if (!w) return 0;
+    pthread_mutex_lock(&packed_mu);
+    int rc = 0;
+    for (int i = 0; i < n_packed; i++)
+        if (packed[i].w == w) goto done;
+    if (n_packed == cap_packed) {
+        int cap = cap_packed ? 2 * cap_packed : 64;
+        Packed *p = realloc(packed, sizeof *p * (size_t)cap);
+        if (!p) { rc = -1; goto done; }
+        packed = p, cap_packed = cap;
+    }
+    memset(&packed[n_packed], 0, sizeof packed[n_packed]);
+    packed[n_packed++].w = w;
+done:
+    pthread_mutex_unlock(&packed_mu);
+    return rc;
+}
+
+void kernel_unpack_matrix(const real *w) {
+    pthread_mutex_lock(&packed_mu);
+    for (int i = 0; i < n_packed; i++)
+        if (packed[i].w == w) {
+            free(packed[i].pk);
+            packed[i] = packed[--n_packed];
+            break;
+        }
+    pthread_mutex_unlock(&packed_mu);
+}
+
+/* calls f on every matrix of m that dflash.c passes to matmul */
+static void each_matrix(const Model *m, void (*f)(const real *w)) {
+    for (int l = 0; m->layers && l < m->cfg.num_hidden_layers; l++) {
+        const LayerWeights *L = &m->layers[l];
+        const real *mats[] = {L->q_proj, L->k_proj, L->v_proj, L->o_proj, L->gate_proj, L->up_proj, L->down_proj,
+                              L->in_proj_qkv, L->in_proj_z, L->in_proj_b, L->in_proj_a, L->out_proj};
+        for (size_t k = 0; k < sizeof mats / sizeof mats[0]; k++) f(mats[k]);
+    }
+    f(m->lm_head);
+    f(m->fc);
+}
+
+static void pack_one(const real *w) { (void)kernel_pack_matrix(w); }
+
+/* opt-in, for a model whose weights stay as loaded until
+ * kernel_unpack_weights: its matrices packed at their first use */
+void kernel_pack_weights(const Model *m) { each_matrix(m, pack_one); }
+
+void kernel_unpack_weights(const Model *m) { each_matrix(m, kernel_unpack_matrix); }
+
+size_t kernel_packed_bytes(void) {
+    size_t b = 0;
+    pthread_mutex_lock(&packed_mu);
+    for (int i = 0; i < n_packed; i++) b += packed[i].bytes;
+    pthread_mutex_unlock(&packed_mu);
+    return b;
+}
+
+/* every value a BF16 number: its float's low 16 bits zero (in double: a
+ * float, and that float's low 16 bits zero) */
+static int all_bf16(const real *w, size_t n) {
+    for (size_t i = 0; i < n; i++) {
+        float f = (float)w[i];
+        uint32_t u;
+        memcpy(&u, &f, sizeof u);
+        if ((u & 0xffff) != 0 || (real)f != w[i]) return 0;
+    }
+    return 1;
+}
+
+/* p's packed copy for this shape, made now if needed; 0 on success */
+static int pack_entry(Packed *p, int n_in, int n_out) {
+    size_t n = (size_t)n_in * n_out;
+    if (p->pk && p->n_in == n_in && p->n_out == n_out) {
+        int same = 1;
+        for (int k = 0; k < PACK_SAMPLES; k++) same &= memcmp(&p->w[sample_at(k, n)], &p->sample[k], sizeof(real)) == 0;
+        if (same) return 0;
+    }
+    free(p->pk);
+    p->pk = NULL, p->bytes = 0;
+    int bf = all_bf16(p->w, n);
+    size_t te = tile_elems(n_in), tiles = (size_t)(n_out + PACK_R - 1) / PACK_R, esz = bf ? 2 : sizeof(real);
+    size_t bytes = (tiles * te * esz + 63) / 64 * 64;
+    void *pk = aligned_alloc(64, bytes);
+    if (!pk) return -1;
+    memset(pk, 0, bytes);
+    for (int o = 0; o < n_out; o++)
+        for (int i = 0; i < n_in; i++) {
+            size_t at = (size_t)(o / PACK_R) * te + (size_t)(i / KERNEL_SUMS) * PACK_R * KERNEL_SUMS +
+                        (size_t)(o % PACK_R) * KERNEL_SUMS + (size_t)(i % KERNEL_SUMS);
+            real v = p->w[(size_t)o * n_in + i];
+            if (bf) {
+                float f = (float)v;
+                uint32_t u;
+                memcpy(&u, &f, sizeof u);
+                ((uint16_t *)pk)[at] = (uint16_t)(u >> 16);
+            } else {
+                ((real *)pk)[at] = v;
+            }
+        }
+    for (int k = 0; k < PACK_SAMPLES; k++) p->sample[k] = p->w[sample_at(k, n)];
+    p->pk = pk, p->bytes = bytes, p->bf = bf, p->n_in = n_in, p->n_out = n_out;
+    return 0;
+}
+
+/* w's packed copy into j (or none) */
+static void find_packed(MatJob *j) {
+    j->pk = NULL, j->bf = 0;
+    pthread_mutex_lock(&packed_mu);
+    for (int i = 0; i < n_packed; i++)
+        if (packed[i].w == j->w) {
+            if (pack_entry(&packed[i], j->n_in, j->n_out) == 0) j->pk = packed[i].pk, j->bf = packed[i].bf;
+            break;
+        }
+    pthread_mutex_unlock(&packed_mu);
+}
+
+/* ---- threads: a small pool, each worker a contiguous range of rows -------- */
+#define KERNEL_MAX_THREADS 64
+#define KERNEL_MIN_WORK (1L << 16)   /* multiply-adds below which one thread runs the matmul */
+static struct {
+    pthread_mutex_t mu, busy;      /* busy: one matmul at a time uses the pool */
+    pthread_cond_t go, done;
+    int threads, started;          /* wanted; workers running (threads - 1 at most) */
+    unsigned long generation;      /* bumped for each job */
+    int pending;                   /* workers not finished with this job */
+    const MatJob *job;
+    int chunk;                     /* rows per worker, a multiple of PACK_R */
+    pthread_t tid[KERNEL_MAX_THREADS];
+} pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
+          1, 0, 0, 0, NULL, 0, {0}};
+
+static void run_chunk(const MatJob *j, int k, int chunk) {
+    int lo = k * chunk, hi = (k + 1) * chunk;
+    if (hi > j->n_out) hi = j->n_out;
+    if (lo < hi) rows_fn(j, lo, hi);
+}
+
+static void *worker(void *arg) {
+    int k = (int)(intptr_t)arg;   /* 1 .. threads - 1; the caller does 0 */
+    unsigned long seen = 0;
+    pthread_mutex_lock(&pool.mu);
+    for (;;) {
+        while (pool.generation == seen) pthread_cond_wait(&pool.go, &pool.mu);
+        seen = pool.generation;
+        const MatJob *j = pool.job;
+        int chunk = pool.chunk;
+        pthread_mutex_unlock(&pool.mu);
+        run_chunk(j, k, chunk);
+        pthread_mutex_lock(&pool.mu);
+        if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+    }
+    return NULL;
+}
+
+/* the threads matmul splits its output rows over (1: none, the default) */
+void kernel_set_threads(int threads) {
+    if (threads < 1) threads = 1;
+    if (threads > KERNEL_MAX_THREADS) threads = KERNEL_MAX_THREADS;
+    pthread_mutex_lock(&pool.busy);
+    pool.threads = threads;
+    pthread_mutex_unlock(&pool.busy);
+}
+
+int kernel_threads(void) { return pool.threads; }
+
+/* the job on the pool's threads; 0, or -1 (then nothing was run) when the
+ * pool is in use by another caller or has no threads */
+static int run_threaded(const MatJob *j) {
+    if (pthread_mutex_trylock(&pool.busy) != 0) return -1;
+    int n = pool.threads;
+    while (pool.started < n - 1 &&
+           pthread_create(&pool.tid[pool.started], NULL, worker, (void *)(intptr_t)(pool.started + 1)) == 0)
+        pool.started++;
+    if (n > pool.started + 1) n = pool.started + 1;
+    int chunk = ((j->n_out + n - 1) / n + PACK_R - 1) / PACK_R * PACK_R;
+    if (n <= 1 || chunk >= j->n_out) {
+        pthread_mutex_unlock(&pool.busy);
+        return -1;
+    }
+    pthread_mutex_lock(&pool.mu);
+    pool.job = j, pool.chunk = chunk, pool.pending = pool.started;
+    pool.generation++;
+    pthread_cond_broadcast(&pool.go);
+    pthread_mutex_unlock(&pool.mu);
+    run_chunk(j, 0, chunk);
+    pthread_mutex_lock(&pool.mu);
+    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
+    pthread_mutex_unlock(&pool.mu);
+    pthread_mutex_unlock(&pool.busy);
+    return 0;
+}
 
 /* matmul: out (T, n_out) = x (T, n_in) @ W^T, dflash.c's matmul's bits */
-KERNEL_CLONES
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
-    int o = 0;
-    for (; o + TILE_R <= n_out; o += TILE_R) {
-        if (o + 2 * TILE_R <= n_out) {   /* rows o+4 .. o+7, one cache line of 64 bytes at a time */
-            const char *next = (const char *)(w + (size_t)(o + TILE_R) * n_in);
-            for (size_t b = 0; b < (size_t)TILE_R * n_in * sizeof(real); b += 64) PREFETCH(next + b);
-        }
-        for (int t = 0; t < T; t++) kernel_tile(out, x, w, n_in, n_out, t, o, TILE_R);
+    if (T <= 0 || n_out <= 0) return;
+    if (!rows_fn) kernel_select(NULL);
+    MatJob j = {out, x, w, NULL, 0, T, n_in, n_out};
+    if (n_in <= 0) {   /* empty sums: +0, as dflash.c's */
+        for (size_t k = 0; k < (size_t)T * n_out; k++) out[k] = 0;
+        return;
     }
-    for (; o < n_out; o++)   /* the last n_out % 4 rows, one at a time */
-        for (int t = 0; t < T; t++) kernel_tile(out, x, w, n_in, n_out, t, o, 1);
+    if (n_packed > 0) find_packed(&j);
+    if (pool.threads > 1 && (long)T * n_in * n_out >= KERNEL_MIN_WORK && run_threaded(&j) == 0) return;
+    rows_fn(&j, 0, n_out);
 }
+
+/* ==== end of the matmul ==== */

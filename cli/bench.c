@@ -300,6 +300,7 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, int b
     if (model_load(&target, path, 0) != 0) goto done;
     snprintf(path, sizeof path, "%s/draft", set);
     if (model_load(&draft, path, 1) != 0) goto done;
+    if (kernel_pack_weights) kernel_pack_weights(&target), kernel_pack_weights(&draft);   /* as ./dflash runs */
     if (check_pair(&target, &draft) != 0) goto done;
     if (fc && bench_forward(&target, 16, fc) != 0) goto done;
     int B = block ? block : draft.cfg.block_size, eos = cases[0].ids ? -1 : vocab_find(&vocab, "<eos>");
@@ -377,9 +378,11 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, int b
     printf("(tau: tokens per round, bonus included; histogram: rounds with tau = 1/2/.../B;\n"
            " times are medians of %d repetitions, DFlash side split into prefill / draft / verify;\n"
            " speedup = AR time / DFlash time for the same output, checked equal)\n", BENCH_REPS);
-    sum->bytes = sizeof(real) * (target.n_params + draft.n_params) + kv_bytes;
+    sum->bytes = sizeof(real) * (target.n_params + draft.n_params) + kv_bytes +
+                 (kernel_packed_bytes ? kernel_packed_bytes() : 0);   /* kernel.c's packed copies */
     rc = 0;
 done:
+    if (kernel_unpack_weights) kernel_unpack_weights(&target), kernel_unpack_weights(&draft);
     model_free(&target);
     model_free(&draft);
     vocab_free(&vocab);
@@ -513,8 +516,10 @@ int bench_main(void) {
     BenchSummary w = {0}, r = {0}, t = {0};
     ForwardCosts fc;
     double t0 = now_seconds();
+    char nthreads[32] = "one thread";   /* dflash bench --threads N: kernel.c's */
+    if (kernel_threads && kernel_threads() > 1) snprintf(nthreads, sizeof nthreads, "%d threads", kernel_threads());
     printf("dflash bench: the kernel against the memory roofline, and DFlash vs target-only decoding,\n"
-           "greedy, %s build, one thread, all in this one run (load average at the start: %.2f)\n", REAL_NAME,
+           "greedy, %s build, %s, all in this one run (load average at the start: %.2f)\n", REAL_NAME, nthreads,
            load_average());
     if (bench_set("toy_weights/walkthrough", walk, 4, 0, &w, &fc) != 0) return -1;
     if (bench_set("toy_weights/random", rnd, 2, 0, &r, NULL) != 0) return -1;
@@ -530,8 +535,10 @@ int bench_main(void) {
         memset(&lt, 0, sizeof lt);
         printf("\n== toy_weights/learned (the learned target: %s)\n", "8 layers, hidden 512, BF16 widened to " REAL_NAME);
         if (model_load(&lt, "toy_weights/learned/target", 0) != 0) return -1;
+        if (kernel_pack_weights) kernel_pack_weights(&lt);
         int brc = bench_forward(&lt, 64, &fl);
         learned_V = lt.cfg.vocab_size;
+        if (kernel_unpack_weights) kernel_unpack_weights(&lt);
         model_free(&lt);
         if (brc != 0) return -1;
     }

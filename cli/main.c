@@ -39,7 +39,7 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "       dflash explore TRACE_DIR OUT.html [--vocab FILE]   one offline HTML page to explore a trace\n"
     "       dflash figures TRACE_DIR OUT_DIR [--round R] [--layer L] [--head H]\n"
     "                      [--phase draft|prefill|verify] [--vocab FILE]   a trace's figures as SVG files\n"
-    "       dflash bench                              DFlash vs target-only decoding, timed\n"
+    "       dflash bench [--threads N]                DFlash vs target-only decoding, timed\n"
     "       dflash train [TRAIN OPTIONS]              train a draft (dflash train --help)\n"
     "       dflash eval [EVAL OPTIONS]                DFlash and the baselines on held-out prompts\n"
     "                                                 (dflash eval --help)\n"
@@ -94,6 +94,8 @@ static const char *const USAGE[] = {  /* parts: C11 compilers need not take a lo
     "                        (default: every name)\n"
     "  --replay DIR          follow the tokens of the trace in DIR (a port's): its prompt, first\n"
     "                        token, verified blocks and kept lengths (TRACE.md, \"Replay\")\n"
+    "  --threads N           the matmuls' output rows split over N threads, 1..64, the same bits\n"
+    "                        as one (default 1; the -debug build runs one)\n"
     "  -h, --help            this text\n"
     "\n",
     DIFF_HELP,
@@ -109,7 +111,7 @@ typedef struct {
     int n_filters;
     int mode;          /* --mode: 0 dflash, 1 ar */
     int draft_window;  /* --draft-window: -1 not given, 0 trained, 1 flash, 2 full */
-    long max_new_tokens, block_size;
+    long max_new_tokens, block_size, threads;
     int print_ids, rounds, ignore_eos, raw_bytes, chat, mode_given;
     int n_stop, stop_ids[DFLASH_MAX_STOP];
     double temperature;
@@ -141,6 +143,7 @@ const Flag MAIN_FLAGS[] = {
     {.name = "--trace-text", .kind = FLAG_STRING, .field = MA(trace_text)},
     {.name = "--trace-filter", .kind = FLAG_STRINGS, .field = MA(filters), .count = MA(n_filters), .max = 32},
     {.name = "--replay", .kind = FLAG_STRING, .field = MA(replay)},
+    {.name = "--threads", .kind = FLAG_INT, .field = MA(threads), .lo = 1, .hi = 64},
     FLAG_TABLE_END};
 #undef MA
 
@@ -149,6 +152,7 @@ static int parse_args(int argc, char **argv, Args *a) {
     memset(a, 0, sizeof *a);
     a->max_new_tokens = 16;
     a->block_size = -1;  /* from the draft's config.json */
+    a->threads = 1;
     a->draft_window = -1;
     a->mode = -1;        /* not given: dflash, or ar for a set without draft/ (main) */
     a->rounds = argc == 1;  /* the bare walkthrough run shows its rounds */
@@ -602,6 +606,7 @@ static int run_models(Run *r) {
     r->set_name = a->weights ? a->weights : a->target;
     if (run_vocab(r) != 0) return -1;
     if (model_load(&r->target, r->tdir, 0) != 0) return -1;
+    if (kernel_pack_weights) kernel_pack_weights(&r->target);   /* read-only from here on (kernel.c) */
     if (a->chat && !r->have_tok) {
         dflash_set_error("--chat: wraps the prompt for a tokenizer.json; %.500s has vocab.txt words", r->set_name);
         return -1;
@@ -632,6 +637,7 @@ static int run_models(Run *r) {
         }
         if (model_load(&r->draft, r->ddir, 1) != 0) return -1;
         r->have_draft = 1;
+        if (kernel_pack_weights) kernel_pack_weights(&r->draft);
         /* --draft-window: a sliding layer's window one-sided and causal
          * (trained, formats/load.c's default), two-sided, or none (full) */
         for (int l = 0; a->draft_window >= 0 && l < r->draft.cfg.num_hidden_layers; l++) {
@@ -796,6 +802,10 @@ static void run_free(Run *r) {
     free(r->prompt);
     gen_result_free(&r->res);
     replay_free(&r->replay);
+    if (kernel_unpack_weights) {   /* the packed copies go before the weights */
+        if (r->have_draft) kernel_unpack_weights(&r->draft);
+        kernel_unpack_weights(&r->target);
+    }
     if (r->have_draft) model_free(&r->draft);
     model_free(&r->target);
     vocab_free(&r->vocab);
@@ -816,7 +826,14 @@ int main(int argc, char **argv) {
     for (size_t i = 0; argc > 1 && i < sizeof COMMANDS / sizeof COMMANDS[0]; i++)
         if (strcmp(argv[1], COMMANDS[i].name) == 0) return finish(COMMANDS[i].main(argc - 1, argv + 1));
     if (argc > 1 && strcmp(argv[1], "bench") == 0) {
-        if (argc > 2) { fprintf(stderr, "dflash: bench takes no arguments\n"); return finish(2); }
+        long threads = 1;
+        if (argc == 4 && strcmp(argv[2], "--threads") == 0) {
+            if (flags_int("--threads", argv[3], 1, 64, &threads) != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
+        } else if (argc > 2) {
+            fprintf(stderr, "dflash: bench takes no arguments but --threads N\n");
+            return finish(2);
+        }
+        if (kernel_set_threads) kernel_set_threads((int)threads);
         if (bench_main() != 0) { dflash_print_error("dflash bench", ""); return finish(2); }
         return finish(0);
     }
@@ -825,6 +842,7 @@ int main(int argc, char **argv) {
     int pa = parse_args(argc, argv, &r.a);
     if (pa < 0) { dflash_print_error("dflash", ""); return finish(2); }
     if (pa == 1) { for (int i = 0; USAGE[i]; i++) fputs(USAGE[i], stdout); return finish(0); }
+    if (kernel_set_threads) kernel_set_threads((int)r.a.threads);
     if (r.a.replay && replay_exec(argv) != 0) { dflash_print_error("dflash", ""); return finish(2); }
     raw_bytes = r.a.raw_bytes;
     log_ids = r.a.print_ids;

@@ -61,6 +61,7 @@ static const char *const EVAL_USAGE =
     "  --per-prompt FILE     also write each prompt's rounds and tokens in every row's runs,\n"
     "                        tab-separated (T, method, B, prompt, rounds, tokens): paired\n"
     "                        comparisons of two drafts on the same prompts\n"
+    "  --threads N           the matmuls' output rows over N threads, 1..64, the same bits (default 1)\n"
     "  -h, --help            this text\n";
 
 #define EVAL_MAX_LIST 16
@@ -70,7 +71,7 @@ static const char *const METHOD_NAMES[M_COUNT] = {"dflash", "copy", "ngram", "lo
 typedef struct {
     const char *weights, *target, *draft, *text, *ids_file, *ids_stream, *log, *per_prompt;
     const char *blocks_s, *temps_s, *methods_s;  /* the lists as given */
-    long prompts, prompt_len, new_tokens, ngram_min, ngram_max;
+    long prompts, prompt_len, new_tokens, ngram_min, ngram_max, threads;
     int n_blocks, blocks[EVAL_MAX_LIST];
     int n_temps;
     double temps[EVAL_MAX_LIST];
@@ -102,6 +103,7 @@ const Flag EVAL_FLAGS[] = {
     {.name = "--ngram-max", .kind = FLAG_INT, .field = EA(ngram_max), .lo = 1, .hi = 64},
     {.name = "--seed", .kind = FLAG_U64, .field = EA(seed)},
     {.name = "--stop-at-eos", .kind = FLAG_SWITCH, .field = EA(stop_at_eos)},
+    {.name = "--threads", .kind = FLAG_INT, .field = EA(threads), .lo = 1, .hi = 64},
     FLAG_TABLE_END};
 #undef EA
 
@@ -173,7 +175,7 @@ static int cell_of(const EvalArgs *a, int k, int *ti, int *m, int *bi) {
 /* 0: run; 1: --help; -1: bad arguments */
 static int eval_parse(int argc, char **argv, EvalArgs *a) {
     memset(a, 0, sizeof *a);
-    a->prompts = 64, a->prompt_len = 16, a->new_tokens = 128, a->ngram_min = 1, a->ngram_max = 4;
+    a->prompts = 64, a->prompt_len = 16, a->new_tokens = 128, a->ngram_min = 1, a->ngram_max = 4, a->threads = 1;
     static const int def_blocks[] = {2, 4, 8, 16};
     static const double def_temps[] = {0, 0.7, 1};
     a->n_blocks = 4;
@@ -338,11 +340,13 @@ static int eval_open(Eval *e) {
         if (out_check_paths(a->log ? "--log" : "--per-prompt", o, n_out, inputs, 4) != 0) return -1;
     }
     if (model_load(&e->target, e->tdir, 0) != 0) return -1;
+    if (kernel_pack_weights) kernel_pack_weights(&e->target);   /* read-only from here on (kernel.c) */
     char cfgp[4200];
     snprintf(cfgp, sizeof cfgp, "%s/config.json", e->ddir);
     if (e->ddir[0] && (a->draft || access(cfgp, R_OK) == 0)) {
         if (model_load(&e->draft, e->ddir, 1) != 0) return -1;
         e->have_draft = 1;
+        if (kernel_pack_weights) kernel_pack_weights(&e->draft);
         if (check_pair(&e->target, &e->draft) != 0) return -1;
     }
     if (!a->methods_given) for (int m = 0; m < M_COUNT; m++) a->use[m] = m != M_DFLASH || e->have_draft;
@@ -584,6 +588,7 @@ static void eval_free(Eval *e) {
     free(e->ar_cpu);
     free(e->ar_fwd);
     free(e->prompts);
+    if (kernel_unpack_weights) kernel_unpack_weights(&e->draft), kernel_unpack_weights(&e->target);
     if (e->have_draft) model_free(&e->draft);
     model_free(&e->target);
     vocab_free(&e->vocab);
@@ -595,6 +600,7 @@ int eval_main(int argc, char **argv) {
     int pa = eval_parse(argc, argv, &e.a);
     if (pa == 1) { fputs(EVAL_USAGE, stdout); return 0; }
     if (pa < 0) { dflash_print_error("dflash eval", ""); return 2; }
+    if (kernel_set_threads) kernel_set_threads((int)e.a.threads);
     int rc = 2, total_fail = 0;
     if (eval_open(&e) != 0 || eval_alloc(&e) != 0) goto done;
     if (e.a.log && !(e.log = out_open(e.a.log, "--log"))) goto done;
