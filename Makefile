@@ -58,6 +58,8 @@ TEST_LIB           = kernel formats/tracenames formats/json tokenizer/tokenizer 
 TEST_LIB_test_hook = dflash kernel formats/tracenames formats/json formats/load tokenizer/tokenizer formats/files
 # test_flags includes cli/main.c (its main renamed) and checks every subcommand's flag table
 TEST_LIB_test_flags = $(filter-out cli/main,$(DFLASH_SRC))
+# test_layouts #includes cli/bench.c, whose learned-pair table runs eval/lookup.c's drafters
+TEST_LIB_test_layouts = $(TEST_LIB) eval/lookup
 # test_json #includes formats/json.c and formats/manifest.c (their key comparisons counted)
 TEST_LIB_test_json = dflash formats/files
 # test_tokenizer #includes tokenizer/tokenizer.c
