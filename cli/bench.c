@@ -287,9 +287,8 @@ static int bench_forward(const Model *target, int ctx, ForwardCosts *fc) {
     printf("weights a 1-token forward reads: %.1f MB; read probe (plain C sum over those bytes): %.2f ms = %.1f GB/s\n",
            fc->bytes / 1e6, 1e3 * fc->probe_s, fc->bytes / fc->probe_s / 1e9);
     printf("1-token target forward: %.2f ms = %.2fx the roofline\n", 1e3 * fc->fwd_s[1], fc->fwd_s[1] / fc->probe_s);
-    printf("T-token target forward (cost = time / 1-token time; matmuls: the forward's matmul calls timed alone,\n"
-           "same shapes and weights, right after each forward; rest: the median of forward - matmuls, in ms, per token\n"
-           "and as a share of the forward):\n  T       ");
+    printf("T-token target forward (cost = time / 1-token time; matmuls: its matmul calls alone, same shapes,\n"
+           "right after it; rest: forward - matmuls, paired medians):\n  T       ");
     for (int k = 0; k < NT; k++) printf("%7d", Ts[k]);
     printf("\n  ms      ");
     for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]]);
@@ -299,9 +298,7 @@ static int bench_forward(const Model *target, int ctx, ForwardCosts *fc) {
     for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->fwd_s[Ts[k]] / Ts[k]);
     printf("\n  matmuls ");   /* the same matmul calls alone, same shapes: their medians */
     for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->mm_s[Ts[k]]);
-    printf("\n  rest    ");   /* forward - matmuls: attention, norms, RoPE, activations, copies */
-    for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->rest_s[Ts[k]]);
-    printf("\n  rest/tok");
+    printf("\n  rest/tok");   /* forward - matmuls: attention, norms, RoPE, activations, copies */
     for (int k = 0; k < NT; k++) printf("%7.2f", 1e3 * fc->rest_s[Ts[k]] / Ts[k]);
     printf("\n  rest %%  ");
     for (int k = 0; k < NT; k++) printf("%7.0f", 100 * fc->rest_s[Ts[k]] / fc->fwd_s[Ts[k]]);
@@ -445,9 +442,11 @@ static int bench_set(const char *set, const BenchCase *cases, int n_cases, int b
     }
     sum->speedup_all = sum_ar / sum_df;
     sum->speedup_long = long_df > 0 ? long_ar / long_df : 0;
-    printf("(tau: tokens per round, bonus included; histogram: rounds with tau = 1/2/.../B;\n"
-           " times are medians of %d repetitions, DFlash side split into prefill / draft / verify;\n"
-           " speedup = AR time / DFlash time for the same output, checked equal)\n", BENCH_REPS);
+    static int told;   /* the legend once */
+    if (!told++)
+        printf("(tau: tokens per round, bonus included; histogram: rounds with tau = 1/2/.../B;\n"
+               " times are medians of %d repetitions, DFlash side split into prefill / draft / verify;\n"
+               " speedup = AR time / DFlash time for the same output, checked equal)\n", BENCH_REPS);
     sum->bytes = sizeof(real) * (target.n_params + draft.n_params) + kv_bytes;
     rc = 0;
 done:
@@ -608,9 +607,8 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
                ps->tau[i] / (ps->verify[i] + ps->draft[i]), ps->speedup[i], "yes", n_cases * PAIR_REPS,
                n_cases * PAIR_REPS);
     }
-    printf("(tau: tokens per round, the bonus included; verify, draft: a round's, in 1-token decode forwards of\n"
-           " these runs; cost = verify + draft; speedup = target-only time / the method's, summed over the prompts,\n"
-           " prefill included; lossless: runs whose output equals target-only decoding's)\n");
+    printf("(verify, draft: a round's, in 1-token decode forwards of these runs; speedup: target-only time /\n"
+           " the method's, prefill included; lossless: runs whose output equals target-only decoding's)\n");
 
     /* what a DFlash round costs, and what the speedup should be from it */
     const Config *dc = &draft.cfg, *tc = &target.cfg;
@@ -622,38 +620,51 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
     mo = calloc((size_t)2 * DFLASH_MAX_BLOCK * wide, sizeof(real));
     if (!mx || !mo) { dflash_set_error("bench: out of memory"); goto done; }
     for (size_t i = 0; i < (size_t)2 * DFLASH_MAX_BLOCK * wide; i++) mx[i] = (real)((int)(i % 13) - 6) / 64;
+    /* the unit of the draft's parts: 1-token target forwards (cache of 64) timed in the same loop */
+    KVCache kv;
+    TargetRun tr;
+    int pre[64], one = 1;
+    if (cache_init(&kv, tc, 65) != 0) goto done;
+    if (target_run_init(&tr, tc, 64, 65) != 0) { cache_free(&kv); goto done; }
+    for (int i = 0; i < 64; i++) pre[i] = i % tc->vocab_size;
+    target_forward(&target, &kv, &tr, pre, 64, 63, NULL);
     double f1 = fl->fwd_s[1], scale = (double)PUB_DRAFT_LAYERS / PUB_TARGET_LAYERS /
                                       ((double)dc->num_hidden_layers / tc->num_hidden_layers);
-    printf("\n== what a DFlash round costs on the learned pair, in 1-token target forwards (the forward table above:\n"
-           "%.2f ms; the draft's matmuls timed alone at the round's shapes, medians of %d, Lc = tau context rows)\n",
-           1e3 * f1, FWD_REPS);
-    printf("%3s %6s %8s %8s %7s %8s %8s %8s %9s %9s %9s %9s\n", "B", "tau", "verify", "verify", "draft", "draft",
-           "lm_head", "draft mm", "predicted", "measured", "for 2.0x", "published");
-    printf("%3s %6s %8s %8s %7s %8s %8s %8s %9s %9s %9s %9s\n", "", "", "fwd T=B", "in runs", "round", "layers",
-           "B-1 rows", "alone", "speedup", "speedup", "cost <=", "draft");
+    printf("\n== what a DFlash round costs on the learned pair, in 1-token target forwards (verify fwd T=B: the\n"
+           "forward table's; lm_head on B-1 rows and the draft's matmuls: timed alone at the round's shapes, Lc =\n"
+           "tau, each against a 1-token forward in the same loop, medians of %d; the rest: the runs above)\n", FWD_REPS);
+    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "B", "tau", "verify", "verify", "draft", "draft",
+           "lm_head", "draft mm", "predicted", "predicted", "measured", "for 2.0x", "published");
+    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "", "", "fwd T=B", "in runs", "round", "layers",
+           "B-1 rows", "alone", "fwd T=B", "in runs", "speedup", "cost <=", "draft");
     for (int i = 0; i < N_PAIR_ROWS; i++) {
         if (!PAIR_ROWS[i].dflash) continue;
         int B = PAIR_ROWS[i].B, Lc = (int)lround(ps->tau[i]);
         if (Lc < 1) Lc = 1;
         if (Lc > B) Lc = B;
-        double tl[FWD_REPS], th[FWD_REPS];
+        double tl[FWD_REPS], th[FWD_REPS], tf[FWD_REPS];
         draft_matmuls_once(&draft, &target, B, Lc, mx, mo, &tl[0], &th[0]);   /* warm-up */
-        for (int r = 0; r < FWD_REPS; r++) draft_matmuls_once(&draft, &target, B, Lc, mx, mo, &tl[r], &th[r]);
-        double ml = median(tl, FWD_REPS) / f1, mh = median(th, FWD_REPS) / f1;
-        /* in these runs' units: the round's drafting in 1-token decode forwards of the runs */
-        double dr = ps->draft[i], vB = fl->fwd_s[B] / f1, layers = dr - mh;
+        for (int r = 0; r < FWD_REPS; r++) {
+            double t0 = now_seconds();
+            target_forward(&target, &kv, &tr, &one, 1, 0, NULL);
+            tf[r] = now_seconds() - t0;
+            cache_crop(&kv, 64);
+            draft_matmuls_once(&draft, &target, B, Lc, mx, mo, &tl[r], &th[r]);
+            tl[r] /= tf[r], th[r] /= tf[r];   /* paired: the forward just before */
+        }
+        double ml = median(tl, FWD_REPS), mh = median(th, FWD_REPS);
+        double dr = ps->draft[i], vB = fl->fwd_s[B] / f1, vR = ps->verify[i], layers = dr - mh;
         double pub = layers * scale + mh;   /* the draft's layers at the published proportion, lm_head as is */
-        printf("%3d %6.2f %8.2f %8.2f %7.2f %8.2f %8.2f %8.2f %8.2fx %8.2fx %9.2f %8.2fx\n", B, ps->tau[i], vB,
-               ps->verify[i], dr, layers, mh, ml + mh, ps->tau[i] / (vB + dr), ps->speedup[i], ps->tau[i] / 2,
-               ps->tau[i] / (vB + pub));
+        printf("%3d %6.2f %8.2f %8.2f %7.2f %7.2f %8.2f %8.2f %8.2fx %8.2fx %8.2fx %8.2f %8.2fx\n", B, ps->tau[i], vB,
+               vR, dr, layers, mh, ml + mh, ps->tau[i] / (vB + dr), ps->tau[i] / (vR + dr), ps->speedup[i],
+               ps->tau[i] / 2, ps->tau[i] / (vR + pub));
     }
-    printf("(verify: the B-token target forward, from the forward table (cache of 64) and as measured in the runs\n"
-           " (longer caches); draft round: the runs' drafting per round; its lm_head on B-1 rows timed alone, the\n"
-           " layers = the rest (fc, %d layers, their attention, norms, sampling); draft mm alone: all its matmuls;\n"
-           " predicted = tau / (verify fwd T=B + draft round), measured: the table above, prefill included;\n"
-           " for 2.0x: the round cost (verify + draft) that 2.0x needs at this tau; published draft: the predicted\n"
-           " speedup with the draft's layers scaled to %d draft layers over a %d-layer target (z-lab's DFlash-b16\n"
-           " drafts: %d/%d = %.2f of the target's layers, here %d/%d = %.2f), the lm_head as measured)\n",
+    cache_free(&kv);
+    target_run_free(&tr);
+    printf("(draft layers = draft round - lm_head (fc, %d layers, sampling); draft mm: its matmuls alone;\n"
+           " predicted = tau / (verify + draft); for 2.0x: the round cost 2.0x needs; published draft: predicted\n"
+           " from the runs with the draft's layers scaled to %d draft layers over a %d-layer target (z-lab's\n"
+           " DFlash-b16 drafts: %d/%d = %.2f of the target's layers; here %d/%d = %.2f))\n",
            dc->num_hidden_layers, PUB_DRAFT_LAYERS, PUB_TARGET_LAYERS, PUB_DRAFT_LAYERS, PUB_TARGET_LAYERS,
            (double)PUB_DRAFT_LAYERS / PUB_TARGET_LAYERS, dc->num_hidden_layers, tc->num_hidden_layers,
            (double)dc->num_hidden_layers / tc->num_hidden_layers);
