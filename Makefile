@@ -561,11 +561,11 @@ pitfalls: dflash dflash-double pitfall-programs weights ## regenerate walkthroug
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash dflash-double pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
-# docs/performance.md and README's speed summary: from the committed transcript
-# docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
-performance: ## regenerate docs/performance.md and README's speed summary from docs/performance/bench.txt
+# docs/performance.md, README's speed summary and docs/learned.md's speed statement: from the
+# committed transcript docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
+performance: ## regenerate docs/performance.md, README's and learned.md's speed statements from docs/performance/bench.txt
 	sh tools/docs.sh write performance
-performance-check: ## fail if docs/performance.md or README's speed summary differ from the transcript's numbers
+performance-check: ## fail if docs/performance.md, README's or learned.md's speed statements differ from the transcript's numbers
 	@sh tools/docs.sh check performance
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are
