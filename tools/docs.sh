@@ -181,7 +181,7 @@ perf_vars() { # TRANSCRIPT
     /^== the target forward against/ { tf = tf == "" ? "WT" : "LT"; next }
     /^== DFlash vs target-only decoding: / {
         set = $6; sub(/^toy_weights\//, "", set); b = $NF; sub(/\)$/, "", b)
-        sec = set == "walkthrough" ? "WALK" : set == "random" ? "RANDOM" : set == "learned" ? "LP_B" b : ""
+        sec = set == "walkthrough" ? "WALK" : set == "random" ? "RANDOM" : set == "trained" ? "TRAINED" : set == "learned" ? "LP_B" b : ""
         if (sec == "") { print "perf_vars: an unknown set in: " $0 > "/dev/stderr"; bad = 1 }
         put(sec "_BLOCK", b)
         next
