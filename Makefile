@@ -58,6 +58,8 @@ TEST_LIB           = kernel formats/tracenames formats/json tokenizer/tokenizer 
 TEST_LIB_test_hook = dflash kernel formats/tracenames formats/json formats/load tokenizer/tokenizer formats/files
 # test_flags includes cli/main.c (its main renamed) and checks every subcommand's flag table
 TEST_LIB_test_flags = $(filter-out cli/main,$(DFLASH_SRC))
+# test_layouts #includes cli/bench.c, whose learned-pair table runs eval/lookup.c's drafters
+TEST_LIB_test_layouts = $(TEST_LIB) eval/lookup
 # test_json #includes formats/json.c and formats/manifest.c (their key comparisons counted)
 TEST_LIB_test_json = dflash formats/files
 # test_tokenizer #includes tokenizer/tokenizer.c
@@ -574,11 +576,11 @@ pitfalls: dflash dflash-double pitfall-programs weights ## regenerate walkthroug
 	sh tools/docs.sh write pitfalls
 pitfalls-check: dflash dflash-double pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
-# docs/performance.md and README's speed summary: from the committed transcript
-# docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
-performance: ## regenerate docs/performance.md and README's speed summary from docs/performance/bench.txt
+# docs/performance.md, README's speed summary and docs/learned.md's speed statement: from the
+# committed transcript docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
+performance: ## regenerate docs/performance.md, README's and learned.md's speed statements from docs/performance/bench.txt
 	sh tools/docs.sh write performance
-performance-check: ## fail if docs/performance.md or README's speed summary differ from the transcript's numbers
+performance-check: ## fail if docs/performance.md, README's or learned.md's speed statements differ from the transcript's numbers
 	@sh tools/docs.sh check performance
 # The gdb guide: walkthrough/gdb.md is generated from gdb.md.in by running its
 # commands in gdb on the -O0 -g3 build (transcripts and line numbers are

@@ -42,9 +42,10 @@
 #                against the logs they wrote; and walkthrough/training/learned.md
 #                with figures/learned_*.svg (learned/mkexperiments.sh) from the logs
 #                of `make learned-experiments` (walkthrough/training/learned-logs/)
-#   performance  docs/performance.md (from docs/performance.md.in) and README.md's
-#                speed summary, from the committed transcript of one `dflash
-#                bench`, docs/performance/bench.txt, and
+#   performance  docs/performance.md (from docs/performance.md.in), README.md's
+#                speed summary and docs/learned.md's speed statement, from the
+#                committed transcript of one `dflash bench`,
+#                docs/performance/bench.txt, and
 #                toy_weights/learned/eval.tsv (perf_vars below)
 # The runs are bit-reproducible and the generators print fixed formats, so
 # the files are byte-identical on every machine. Run from the repository
@@ -214,7 +215,7 @@ perf_vars() { # TRANSCRIPT
     /^== the target forward against/ { tf = tf == "" ? "WT" : "LT"; next }
     /^== DFlash vs target-only decoding: / {
         set = $6; sub(/^toy_weights\//, "", set); b = $NF; sub(/\)$/, "", b)
-        sec = set == "walkthrough" ? "WALK" : set == "random" ? "RANDOM" : set == "learned" ? "LP_B" b : ""
+        sec = set == "walkthrough" ? "WALK" : set == "random" ? "RANDOM" : set == "trained" ? "TRAINED" : set == "learned" ? "LP_B" b : ""
         if (sec == "") { print "perf_vars: an unknown set in: " $0 > "/dev/stderr"; bad = 1 }
         put(sec "_BLOCK", b)
         next
@@ -233,6 +234,39 @@ perf_vars() { # TRANSCRIPT
         if (!(sec in tmin) || t < tmin[sec]) tmin[sec] = t
         if (!(sec in tmax) || t > tmax[sec]) tmax[sec] = t
     }
+    # the forward table split: the work outside the matmuls, per token and as a share of the forward
+    /^  matmuls / && tf != "" { put(tf "_MM1_MS", $2); put(tf "_MM8_MS", $9) }
+    /^  rest\/tok/ && tf != "" { put(tf "_REST1_MS", $2); put(tf "_REST4_TOK", $5); put(tf "_REST8_TOK", $9); put(tf "_REST16_TOK", $10) }
+    /^  rest % / && tf != "" { put(tf "_REST1_PCT", $3); put(tf "_REST8_PCT", $10); put(tf "_REST16_PCT", $11) }
+    # the learned pair: one table, DFlash and the other drafters against target-only decoding
+    /^== the learned pair: / { sec = "PAIR"; next }
+    /^== what a DFlash round costs/ { sec = "DC"; next }
+    /^== / { sec = ""; }
+    sec == "PAIR" && /^1-token decode forward|round robin; 1-token/ { put("PAIR_T1_MS", $(NF-1)) }
+    sec == "PAIR" && /held-out prompts of/ { put("PAIR_PROMPTS", $1); put("PAIR_NEW", $7) }
+    sec == "PAIR" && $1 ~ /^(dflash|ngram|lookup)$/ && $2 ~ /^[0-9]+$/ {
+        k = "LP_" toupper($1) "_B" $2
+        put(k "_TAU", $4); put(k "_VERIFY", $5); put(k "_DRAFT", $6); put(k "_COST", $7); put(k "_X", num($9))
+        put(k "_CMP", cmp(num($9)))
+    }
+    # B tau verify-fwd verify-runs draft layers lm_head mm predicted-fwd predicted-runs measured for-2.0x published
+    sec == "DC" && $1 ~ /^[0-9]+$/ && NF == 13 {
+        k = "DC_B" $1
+        put(k "_VFWD", $3); put(k "_VRUN", $4); put(k "_DRAFT", $5); put(k "_LAYERS", $6); put(k "_HEAD", $7)
+        put(k "_MM", $8); put(k "_PREDF", num($9)); put(k "_PRED", num($10)); put(k "_MEAS", num($11)); put(k "_NEED", $12)
+        put(k "_PUB", num($13)); put(k "_COST", sprintf("%.2f", $4 + $5))
+        put(k "_VBOUND", $4 + 0 > $12 + 0 ? "alone is over that bound" : "alone is within it, and the draft is what is left")
+    }
+    sec == "DC" && /layers scaled to [0-9]+ draft layers over a [0-9]+-layer target/ {
+        l = $0; sub(/.*layers scaled to /, "", l); split(l, f, " "); put("PUB_LAYERS", f[1]); put("PUB_TARGET", num(f[6])) }
+    sec == "DC" && /; here [0-9]+\/[0-9]+ = / { l = $0; sub(/.*; here /, "", l); split(l, f, "/"); put("DRAFT_LAYERS", f[1]); put("TARGET_LAYERS", f[2] + 0) }
+    /^  learned pair, best block each side/ {
+        l = $0; sub(/.*: DFlash /, "", l); split(l, f, " ")
+        put("LP_BEST_X", num(f[1])); put("LP_BEST_B", f[6]); put("LP_MET", l ~ /NOT met$/ ? "not met" : "met")
+        put("LP_BEST_CMP", cmp(num(f[1]))) }
+    /^  learned pair, the best other drafter:/ {
+        put("BASE_BEST_NAME", $7 == "ngram" ? "the n-gram drafter" : $7 == "lookup" ? "lookup decoding" : $7)
+        put("BASE_BEST_X", num($8)); put("BASE_BEST_B", num($11)); put("LP_VS_BASE", $13 == "behind" ? "behind" : "ahead of") }
     sec != "" && /^total, all runs/ { put(sec "_ALL", num($NF)); put(sec "_ALL_CMP", cmp(num($NF))) }
     sec != "" && /^total, long runs/ { put(sec "_LONG", num($NF)); put(sec "_LONG_CMP", cmp(num($NF))) }
     /^peak resident memory:/ { put("PEAK_MIB", $4); put("MODEL_MIB", $(NF-2)) }
@@ -297,10 +331,40 @@ perf_readme() { # PAGE
     { print }
     END { if (n != 1 || skip) { print "docs.sh: README.md needs one speed block (<!-- speed: ... --> to <!-- /speed -->)" > "/dev/stderr"; exit 1 } }' README.md
 }
+# docs/learned.md's speed statement, between its markers `<!-- speed-learned:
+# ... -->` and `<!-- /speed-learned -->`: this template, filled as the page
+perf_learned_tpl() {
+    cat <<'EOF'
+<!-- speed-learned: generated by tools/docs.sh write performance -->
+On this machine, one thread, at its best block (@LP_BEST_B@) DFlash is
+@LP_BEST_CMP@ target-only decoding on the pair, @LP_BEST_X@x, and @LP_VS_BASE@
+@BASE_BEST_NAME@ (@BASE_BEST_X@x); over the @EV_PROMPTS@ held-out prompts
+@EV_B4_WALL@x / @EV_B8_WALL@x / @EV_B16_WALL@x at block 4 / 8 / 16. A round
+at block 8 keeps @LP_DFLASH_B8_TAU@ tokens but costs @DC_B8_VRUN@ 1-token
+forwards to verify and @DC_B8_DRAFT@ to draft
+([performance](performance.md) decomposes it and says what would close the
+gap to 2.0x).
+<!-- /speed-learned -->
+EOF
+}
+# FILE with the lines between the markers of BLOCK's first line replaced by BLOCK
+perf_block() { # FILE BLOCK
+    awk -v blockf="$2" '
+    BEGIN {
+        while ((getline l < blockf) > 0) { if (s == "") { open = l; sub(/ generated.*/, "", open) } s = s l "\n"; last = l }
+    }
+    index($0, open) == 1 { printf "%s", s; skip = 1; n++; next }
+    skip { if ($0 == last) skip = 0; next }
+    { print }
+    END { if (n != 1 || skip) { print "docs.sh: " FILENAME " needs one " open " ... block" > "/dev/stderr"; exit 1 } }' "$1"
+}
 gen_performance() {
     mkdir -p "$1/docs" && perf_vars "$PERF_BENCH" > "$tmp/perf-vars" &&
     perf_fill "$tmp/perf-vars" docs/performance.md.in "$PERF_BENCH" > "$1/docs/performance.md" &&
-    perf_readme "$1/docs/performance.md" > "$1/README.md"
+    perf_readme "$1/docs/performance.md" > "$1/README.md" &&
+    perf_learned_tpl > "$tmp/perf-learned.in" &&
+    perf_fill "$tmp/perf-vars" "$tmp/perf-learned.in" "$PERF_BENCH" > "$tmp/perf-learned" &&
+    perf_block docs/learned.md "$tmp/perf-learned" > "$1/docs/learned.md"
 }
 # performance's second half: the page keeps no @NAME@; README.md stays within
 # 2,500 words and the page within 2,000; and the numbers come from the
@@ -323,6 +387,18 @@ check_performance() {
     grep '0\.50x' "$tmp/perf-bad-speed" | grep -q 'slower than' &&
         ! cmp -s "$tmp/perf-bad/README.md" "$1/README.md" ||
         { echo "performance-check: README's summary did not follow an altered transcript (walkthrough totals 0.50x)"; return 1; }
+    # and the learned pair's: DFlash's tau at block 8 made 9.99 must reach README's summary and learned.md
+    awk '/^== / { p = /^== the learned pair: / } p && $1 == "dflash" && $2 == "8" { $4 = "9.99" } { print }' \
+        "$PERF_BENCH" > "$tmp/perf-bad2.txt"
+    cmp -s "$PERF_BENCH" "$tmp/perf-bad2.txt" && { echo "performance-check: the transcript has no learned-pair DFlash row at block 8 to alter"; return 1; }
+    rm -rf "$tmp/perf-bad" && mkdir -p "$tmp/perf-bad/docs" && perf_vars "$tmp/perf-bad2.txt" > "$tmp/perf-bad-vars" &&
+    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$tmp/perf-bad2.txt" > "$tmp/perf-bad/docs/performance.md" &&
+    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" &&
+    perf_fill "$tmp/perf-bad-vars" "$tmp/perf-learned.in" "$tmp/perf-bad2.txt" > "$tmp/perf-bad-learned" &&
+    perf_block docs/learned.md "$tmp/perf-bad-learned" > "$tmp/perf-bad/docs/learned.md" || return 1
+    sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" | grep -q 'keeps 9\.99 tokens' &&
+        grep -q 'keeps 9\.99 tokens' "$tmp/perf-bad/docs/learned.md" ||
+        { echo "performance-check: README's summary or learned.md did not follow an altered transcript (tau 9.99 at block 8)"; return 1; }
 }
 
 sets() {
