@@ -504,9 +504,10 @@ static int bench_hybrid(void) {
     static double tt[2][NT][FWD_REPS], tl[2][2][FWD_REPS];
     int pre[HY_LONG], ids[16], rc = -1, loaded = 0, ready = 0;
     memset(m, 0, sizeof m);
-    for (; loaded < 2; loaded++)
+    for (; loaded < 2; loaded++) {
         if (model_load(&m[loaded], dirs[loaded], 0) != 0) goto done;
         if (kernel_pack_weights) kernel_pack_weights(&m[loaded]);   /* as ./dflash runs */
+    }
     for (; ready < 2; ready++) {
         const Config *c = &m[ready].cfg;
         if (cache_init(&kv[ready][0], c, HY_LONG + 16) != 0) goto done;
