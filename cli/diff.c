@@ -49,7 +49,14 @@
  * draft key), a constant factor (named: sqrt(2)), one factor per column or
  * row, permuted axes, which other tensor of A (same phase, same shape) B's
  * tensor or one of its column blocks equals, whether B is A before a final
- * RMSNorm, and a near tie behind a differing sampled id.
+ * RMSNorm, and a near tie behind a differing sampled id. A hybrid target's
+ * (Qwen3.5) mistakes are named from the values: the state after a crop
+ * matched against A's states after each token of the verify (recomputed
+ * from A's traced inputs of the call: not rolled back, off by one, replayed
+ * from the state after the whole block), the conv window against A's
+ * conv_in rows, a tensor rounded to bf16, a state restarted from zero, a
+ * zero-centred norm read as w * x, heads from q_proj's wrong rows, RoPE
+ * tables over the whole head (hybrid_hints).
  * Exit: 0 every tensor of A is in B and agrees; 1 some differ or are
  * missing from B; 2 bad input (usage, unreadable directory, manifest or
  * .npy, a manifest contradicting a header) or no name in common.
