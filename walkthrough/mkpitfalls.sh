@@ -214,7 +214,7 @@ while read -r name; do
     echo "<details><summary>dflash diff on the $d set (first lines)</summary>"
     echo
     echo '```'
-    if [ "$d" = hybrid ]; then awk '/^differs: /{exit} /^first departure: |^  hint: /{print}' "$tmp/d_$d.txt"
+    if [ "$d" = hybrid ]; then awk '/^differs: /{exit} /^first departure: |^  hint: |^  shape: /{print}' "$tmp/d_$d.txt"
     else awk '/^differs: /{exit} {print}' "$tmp/d_$d.txt" | head -n 12; fi
     echo '```'
     echo
