@@ -49,7 +49,14 @@
  * draft key), a constant factor (named: sqrt(2)), one factor per column or
  * row, permuted axes, which other tensor of A (same phase, same shape) B's
  * tensor or one of its column blocks equals, whether B is A before a final
- * RMSNorm, and a near tie behind a differing sampled id.
+ * RMSNorm, and a near tie behind a differing sampled id. A hybrid target's
+ * (Qwen3.5) mistakes are named from the values: the state after a crop
+ * matched against A's states after each token of the verify (recomputed
+ * from A's traced inputs of the call: not rolled back, off by one, replayed
+ * from the state after the whole block), the conv window against A's
+ * conv_in rows, a tensor rounded to bf16, a state restarted from zero, a
+ * zero-centred norm read as w * x, heads from q_proj's wrong rows, RoPE
+ * tables over the whole head (hybrid_hints).
  * Exit: 0 every tensor of A is in B and agrees; 1 some differ or are
  * missing from B; 2 bad input (usage, unreadable directory, manifest or
  * .npy, a manifest contradicting a header) or no name in common.
@@ -530,6 +537,9 @@ static int name_round(const char *name, const char *kind);
  * does not have (q_norm / k_norm on a target without them). */
 static void rmsnorm_of_a_hint(const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
     if (a->ndim < 2 || r->any_nonfinite) return;
+    size_t nonzero = 0;
+    for (size_t i = 0; i < b->n && !nonzero; i++) nonzero = npy_f(b, i) != 0;
+    if (!nonzero) return;   /* B all zeros: any norm with weight 0 */
     size_t D = (size_t)a->shape[a->ndim - 1], T = D ? a->n / D : 0;
     if (D < 2 || T < 2) return;
     double *inv = malloc(T * sizeof *inv), *g = malloc(D * sizeof *g);
@@ -649,6 +659,261 @@ static void adamw_hint(const Diff *df, const char *name, const NpyArray *a, cons
                "(TRACE.md, \"Training\")\n", worst, gtol);
     }
     npy_free(&g);
+}
+
+/* ---- a hybrid target (Qwen3.5): the mistakes of a port's Gated DeltaNet
+ * layers and gated attention, named from the values (TRACE.md "Hybrid
+ * targets"). The trace holds no state per token of a verify: the states
+ * after each of its tokens are recomputed here from A's own traced inputs
+ * of the call (state_in, k, v, g, beta), the gated delta rule in double
+ * (gdr_step), and B's state after the crop is matched against them. ---- */
+
+/* A's tensor PREFIX TAIL (side 0), 1 loaded as floats of `ndim` axes, else 0 */
+static int load_a(const Diff *df, const char *prefix, const char *tail, int ndim, NpyArray *t) {
+    char n[600];
+    snprintf(n, sizeof n, "%s%s", prefix, tail);
+    if (!load_named(df, 0, n, t)) return 0;
+    if (t->kind != 'f' || t->ndim != ndim) { npy_free(t); return 0; }
+    return 1;
+}
+
+/* is A's trace a hybrid target's (a linear_attn name in it)? */
+static int hybrid_trace(const Diff *df) {
+    for (int k = 0; k < df->ma->names.n; k++)
+        if (strstr(df->ma->names.s[k], ".linear_attn.")) return 1;
+    return 0;
+}
+
+/* every value of b within tol of c[] */
+static int equals_vals(const NpyArray *b, const double *c, size_t n, double tol) {
+    if (b->n != n) return 0;
+    for (size_t i = 0; i < n; i++) {
+        double y = npy_f(b, i);
+        if (!isfinite(y) || fabs(y - c[i]) > tol) return 0;
+    }
+    return 1;
+}
+
+/* one token t of the gated delta rule (dflash.c gated_delta_rule) on S (Hv, dk, dv), in double */
+static void gdr_step(double *S, const NpyArray *k, const NpyArray *v, const NpyArray *g, const NpyArray *beta, size_t t,
+                     size_t Hk, size_t dk, size_t Hv, size_t dv, double *kv_mem) {
+    for (size_t h = 0; h < Hv; h++) {
+        size_t j = h / (Hv / Hk);
+        double *Sh = S + h * dk * dv, decay = exp(npy_f(g, t * Hv + h)), bt = npy_f(beta, t * Hv + h);
+        for (size_t i = 0; i < dk * dv; i++) Sh[i] *= decay;
+        for (size_t e = 0; e < dv; e++) kv_mem[e] = 0;
+        for (size_t i = 0; i < dk; i++)
+            for (size_t e = 0; e < dv; e++) kv_mem[e] += Sh[i * dv + e] * npy_f(k, (t * Hk + j) * dk + i);
+        for (size_t e = 0; e < dv; e++) kv_mem[e] = (npy_f(v, (t * Hv + h) * dv + e) - kv_mem[e]) * bt;
+        for (size_t i = 0; i < dk; i++)
+            for (size_t e = 0; e < dv; e++) Sh[i * dv + e] += npy_f(k, (t * Hk + j) * dk + i) * kv_mem[e];
+    }
+}
+
+/* B's verify{r}.rollback.layers.{l}.state or .conv_state (the first
+ * departure): which of A's states of round r's verify it is. The state:
+ * A's state after k of the verify's T tokens (k = 0: state_in), for every
+ * k; the right one is k = m = acceptance_length + 1. Or the m kept tokens
+ * replayed from A's state AFTER the call (state_out). The conv window: A's
+ * conv_in rows o..o+K-2 for every o; the right one is o = m. */
+static void rollback_hint(const Diff *df, const char *name, const NpyArray *b, double tol) {
+    unsigned rd, l;
+    int n = 0;
+    char kind[32];
+    if (sscanf(name, "verify%u.rollback.layers.%u.%31s%n", &rd, &l, kind, &n) != 3 || name[n] || rd > 1000000)
+        return;
+    int conv = !strcmp(kind, "conv_state");
+    if (!conv && strcmp(kind, "state")) return;
+    int64_t acc = acc_at(df, 0, (int)rd);
+    if (acc < 0) return;
+    size_t m = (size_t)acc + 1;
+    char pre[200], pos_name[64];
+    snprintf(pre, sizeof pre, "verify%u.layers.%u.linear_attn.", rd, l);
+    snprintf(pos_name, sizeof pos_name, "verify%u.position_ids", rd);
+    NpyArray pos;
+    long long p0 = -1;
+    if (load_named(df, 0, pos_name, &pos) && pos.kind != 'f' && pos.n > 0) p0 = (long long)npy_i(&pos, 0);
+    npy_free(&pos);
+    if (conv) {
+        NpyArray ci;
+        if (!load_a(df, pre, "conv_in", 2, &ci)) return;
+        size_t C = (size_t)ci.shape[1], K1 = b->ndim == 2 ? (size_t)b->shape[0] : 0;
+        size_t T = (size_t)ci.shape[0] >= K1 ? (size_t)ci.shape[0] - K1 : 0;
+        double *w = K1 && b->n == K1 * C ? malloc(K1 * C * sizeof *w) : NULL;
+        for (size_t o = 0; w && o <= T; o++) {
+            if (o == m) continue;
+            for (size_t i = 0; i < K1 * C; i++) w[i] = npy_f(&ci, o * C + i);
+            if (!equals_vals(b, w, K1 * C, tol)) continue;
+            printf("  hint: B's conv window after the crop is A's conv_in rows %zu..%zu (the last K-1 = %zu inputs "
+                   "after %zu of the verify's %zu tokens), A's rows %zu..%zu (after the m = acceptance_length + 1 "
+                   "= %zu kept tokens): ", o, o + K1 - 1, K1, o, T, m, m + K1 - 1, m);
+            if (o == T) printf("the conv window was not rolled back to the accepted position (it holds the whole "
+                               "block's last inputs, A's conv_state_out)\n");
+            else if (o + 1 == m || o == m + 1)
+                printf("the conv window was rolled back to the wrong offset, off by one (one token %s)\n",
+                       o < m ? "short" : "too far");
+            else printf("the conv window was rolled back to the wrong offset\n");
+            break;
+        }
+        free(w);
+        npy_free(&ci);
+        return;
+    }
+    NpyArray s_in, s_out, k, v, g, beta;
+    int ok = load_a(df, pre, "state_in", 3, &s_in) & load_a(df, pre, "state_out", 3, &s_out) &
+             load_a(df, pre, "k", 3, &k) & load_a(df, pre, "v", 3, &v) & load_a(df, pre, "g", 2, &g) &
+             load_a(df, pre, "beta", 2, &beta);
+    size_t T = ok ? (size_t)k.shape[0] : 0, Hk = ok ? (size_t)k.shape[1] : 0, dk = ok ? (size_t)k.shape[2] : 0;
+    size_t Hv = ok ? (size_t)s_in.shape[0] : 0, dv = ok ? (size_t)s_in.shape[2] : 0, N = Hv * dk * dv;
+    ok = ok && T > 0 && Hk > 0 && Hv % Hk == 0 && dv <= 4096 && (size_t)s_in.shape[1] == dk && s_out.n == N &&
+         b->n == N && (size_t)v.shape[0] == T && (size_t)v.shape[1] == Hv && (size_t)v.shape[2] == dv &&
+         g.n == T * Hv && beta.n == T * Hv && m <= T;
+    double *S = ok ? malloc(N * sizeof *S) : NULL, *kv = ok ? malloc(dv * sizeof *kv) : NULL;
+    if (S && kv) {
+        for (size_t i = 0; i < N; i++) S[i] = npy_f(&s_in, i);
+        size_t found = T + 1;
+        for (size_t kk = 0; kk <= T && found > T; kk++) {
+            if (kk > 0) gdr_step(S, &k, &v, &g, &beta, kk - 1, Hk, dk, Hv, dv, kv);
+            if (kk != m && equals_vals(b, S, N, tol)) found = kk;
+        }
+        char at[64] = "", want[64] = "";
+        if (p0 >= 0 && found <= T) {
+            snprintf(at, sizeof at, ", position %lld", p0 + (long long)found - 1);
+            snprintf(want, sizeof want, ", position %lld", p0 + (long long)m - 1);
+        }
+        if (found <= T) {
+            printf("  hint: B's state after the crop is A's recurrent state after %zu of the verify's %zu tokens%s "
+                   "(recomputed from A's state_in, k, v, g, beta), A's after %zu%s (m = acceptance_length + 1): ",
+                   found, T, found ? at : " (before the verify: state_in)", m, want);
+            if (found == T) printf("the recurrent state was not rolled back to the accepted position (it is the "
+                                   "state after the whole block)\n");
+            else if (found + 1 == m || found == m + 1)
+                printf("the recurrent state was rolled back to the wrong position, off by one (one token %s)\n",
+                       found < m ? "short" : "too far: the first rejected draft's");
+            else if (found == 0) printf("the kept tokens never entered it (restored, not replayed)\n");
+            else printf("the recurrent state was rolled back to the wrong position\n");
+        } else {
+            for (size_t i = 0; i < N; i++) S[i] = npy_f(&s_out, i);
+            for (size_t t = 0; t < m; t++) gdr_step(S, &k, &v, &g, &beta, t, Hk, dk, Hv, dv, kv);
+            if (equals_vals(b, S, N, tol))
+                printf("  hint: B's state after the crop is the m = %zu kept tokens replayed from A's state AFTER the "
+                       "whole block (state_out), not from the state before the verify (state_in): the state the "
+                       "rollback restarts from was taken after the whole block\n", m);
+        }
+    }
+    free(S);
+    free(kv);
+    NpyArray *all[] = {&s_in, &s_out, &k, &v, &g, &beta};
+    for (size_t i = 0; i < 6; i++) npy_free(all[i]);
+}
+
+/* round to bfloat16 (nearest, ties to even) */
+static double bf16_of(double x) {
+    float f = (float)x;
+    uint32_t u;
+    memcpy(&u, &f, 4);
+    if ((u & 0x7f800000u) == 0x7f800000u) return x;
+    u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
+    memcpy(&f, &u, 4);
+    return f;
+}
+
+/* The hybrid hints at a float tensor's first departure */
+static void hybrid_hints(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b, const FloatCmp *r) {
+    if (r->any_nonfinite || a->n == 0) return;
+    if (strstr(name, ".rollback.layers.")) rollback_hint(df, name, b, r->tol);
+    /* B is A rounded to bf16: every B value a bfloat16, A's not, and B within half a bf16 step of A */
+    size_t not_bf16_a = 0, fits = 1;
+    for (size_t i = 0; i < a->n && fits; i++) {
+        double x = npy_f(a, i), y = npy_f(b, i);
+        not_bf16_a += bf16_of(x) != x;
+        fits = bf16_of(y) == y && fabs(y - x) <= fabs(x) / 256 + r->tol / 100;
+    }
+    if (fits && not_bf16_a > a->n / 2)
+        printf("  hint: every value of B is a bfloat16 and B is A rounded to bf16 (within half a bf16 step): B "
+               "keeps this tensor in bf16, A in full precision%s\n",
+               name_ends(name, ".state_out") || strstr(name, ".rollback.layers.")
+                   ? " (the recurrent state stored in the model's dtype; the reference keeps it in float32)" : "");
+    /* a linear layer's carried state all zeros where A's is not */
+    if (name_ends(name, ".linear_attn.state_in") || name_ends(name, ".linear_attn.conv_state_in")) {
+        int zero = 1;
+        for (size_t i = 0; i < b->n && zero; i++) zero = npy_f(b, i) == 0;
+        if (zero)
+            printf("  hint: B's %s is all zeros where A's carries the tokens before this call: the call restarted "
+                   "from a zero state instead of the cache's (a multi-token call run as a fresh sequence)\n",
+                   name_ends(name, "conv_state_in") ? "conv window" : "recurrent state");
+    }
+    if (!hybrid_trace(df)) return;
+    /* a zero-centred norm (x * (1 + w)) computed as a plain one (x * w): B = A * w / (1 + w) per column */
+    if ((name_ends(name, ".input_layernorm") || name_ends(name, ".post_attention_layernorm") ||
+         name_ends(name, "." TN_Q) || name_ends(name, "." TN_K)) && a->ndim >= 2) {
+        size_t cols = (size_t)a->shape[a->ndim - 1];
+        double *c = malloc(cols * sizeof *c);
+        if (c && cols >= 2 && a->n / cols >= 2 && factor_fits(a, b, r->tol, 1, cols, c)) {
+            double lo = INFINITY, hi = -INFINITY;
+            int near0 = 1;
+            for (size_t j = 0; j < cols; j++) {
+                double w = c[j] != 1 ? c[j] / (1 - c[j]) : INFINITY;
+                near0 &= fabs(w) < 1;
+                lo = w < lo ? w : lo;
+                hi = w > hi ? w : hi;
+            }
+            if (near0)
+                printf("  hint: a zero-centred norm (Qwen3.5: x * (1 + w)) read as a plain RMSNorm (x * w): the factors c "
+                       "per column are w / (1 + w) for w = c / (1 - c) from %.4g to %.4g, weights centred on zero as "
+                       "Qwen3.5 stores them: B multiplies by w where A multiplies by 1 + w\n", lo, hi);
+        }
+        free(c);
+    }
+    /* heads of B equal to other heads of A: q_proj's query and gate rows mixed up */
+    if (a->ndim == 3 && name_ends(name, "." TN_Q) && a->shape[0] >= 2 && a->shape[0] <= 256) {
+        size_t H = (size_t)a->shape[0], per = a->n / H, moved = 0, halves = 1;
+        char list[600] = "";
+        for (size_t h = 0; h < H; h++) {
+            size_t hit = H;
+            for (size_t h2 = 0; h2 < H && hit == H; h2++) {
+                int same = 1;
+                for (size_t i = 0; i < per && same; i++) same = fabs(npy_f(b, h * per + i) - npy_f(a, h2 * per + i)) <= r->tol;
+                if (same) hit = h2;
+            }
+            halves &= h % 2 == 0 ? hit == h / 2 : hit == H;
+            if (hit != H && hit != h) {
+                moved++;
+                size_t len = strlen(list);
+                if (len < sizeof list - 40) snprintf(list + len, sizeof list - len, "%s B %zu = A %zu", len ? ";" : "", h, hit);
+            }
+        }
+        if (moved)
+            printf("  hint: B's heads are other heads of A:%s%s\n", list,
+                   halves ? " (B's head 2j is A's head j, its odd heads none of A's): q_proj's output read as "
+                            "[all queries | all gates], when per head it holds the query (head_dim rows) then the "
+                            "gate: the query and the gate come from the wrong rows" : "");
+    }
+}
+
+/* A hybrid target's RoPE tables (rope_angles (T, rd/2), cos, sin (T, rd))
+ * of another width in B: B's span the whole head (head_dim, the last axis
+ * of A's self_attn.q) where A's span only its rotary part */
+static void rope_shape_hint(const Diff *df, const char *name, const NpyArray *a, const NpyArray *b) {
+    int angles = name_ends(name, "." TN_ROPE_ANGLES);
+    if (!(angles || name_ends(name, ".cos") || name_ends(name, ".sin")) || a->ndim != 2 || b->ndim != 2 ||
+        a->shape[0] != b->shape[0] || b->shape[1] <= a->shape[1] || !hybrid_trace(df))
+        return;
+    int64_t d = -1;
+    size_t pl = phase_len(name);
+    for (int k = 0; k < df->ma->names.n && d < 0; k++) {
+        const char *o = df->ma->names.s[k];
+        if (phase_len(o) != pl || strncmp(o, name, pl) || !name_ends(o, "." TN_Q)) continue;
+        char *p = path_join(df->dir[0], df->ma->files.s[k]);
+        NpyArray q;
+        if (p && npy_open(p, &q) == 0 && q.ndim == 3) d = q.shape[2];
+        free(p);
+    }
+    int64_t rot_a = a->shape[1] * (angles ? 2 : 1), rot_b = b->shape[1] * (angles ? 2 : 1);
+    if (d > 0 && rot_b == d && rot_a < d)
+        printf("  hint: B's RoPE tables span the whole head (%lld dims, head_dim: the last axis of A's q), A's only "
+               "its first %lld dims (the rotary part, partial_rotary_factor %g): B rotates the whole head instead "
+               "of its rotary part\n", (long long)d, (long long)rot_a, (double)rot_a / (double)d);
 }
 
 /* Hints for the first departure of a float tensor (printed when certain). */
@@ -781,6 +1046,7 @@ static void diff_hints(const Diff *df, const char *name, const NpyArray *a, cons
     rmsnorm_of_a_hint(a, b, r);
     mask_hint(df, name, a, b, r);
     adamw_hint(df, name, a, b, r);
+    hybrid_hints(df, name, a, b, r);
     memcpy(dflash_errmsg, saved, sizeof saved);
 }
 
@@ -1180,6 +1446,7 @@ static int diff_one(Diff *df, const Manifest *ma, const Manifest *mb, int k) {
             printf(", B is ");
             print_shape(stdout, &b);
             printf("\n");
+            if (!strcmp(lead, "first departure: ")) rope_shape_hint(df, name, &a, &b);
             /* the same values in another axis order */
             if (!strcmp(lead, "first departure: ") && a.kind == 'f' && b.kind == 'f' && a.n == b.n &&
                 a.ndim == b.ndim && npy_load(pa, &a) == 0 && npy_load(pb, &b) == 0)

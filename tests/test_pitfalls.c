@@ -158,6 +158,12 @@ static char *plant_and_diff(const char *name, int max_new_tokens, double tempera
     return out;
 }
 
+/* the words of the hybrid hints: none of them may appear for a dense pitfall */
+static const char *const HYBRID_HINTS[] = {
+    "rolled back", "bfloat16", "restarted from a zero state", "zero-centred norm", "B's heads are other heads",
+    "RoPE tables span the whole head", "replayed from A's state AFTER",
+};
+
 static void test_each_pitfall_departs_where_it_enters(void **state) {
     (void)state;
     char ref[512];
@@ -215,6 +221,7 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
         if (rc != 1 || strcmp(first_departure(out), want) != 0)
             fail_msg("pitfall %s: diff exit %d, first departure \"%s\", expected exit 1 and \"%s\"; output:\n%.3000s",
                      name, rc, first_departure(out), want, out);
+        for (size_t h = 0; h < sizeof HYBRID_HINTS / sizeof HYBRID_HINTS[0]; h++) assert_not_contains(out, HYBRID_HINTS[h]);
         /* the hints that are certain */
         if (!strcmp(name, "causal-off-by-one")) {
             /* key p + 1 is let in for query p: weight where A's causal mask gives exactly 0, one ahead */
@@ -246,9 +253,13 @@ static void test_each_pitfall_departs_where_it_enters(void **state) {
         if (!strcmp(name, "last-hidden-prenorm")) assert_contains(out, "BEFORE a final RMSNorm");
         free(out);
     }
-    /* the series is exactly these, draft-at-temperature and sliding-as-full (below), each once */
-    assert_int_equal(g_n_names, n + 2);
+    /* the series is exactly these, draft-at-temperature and sliding-as-full (below), each once, and the
+     * hybrid target's (hybrid-*: tests/test_hybrid_pitfalls.c) */
+    int n_hybrid = 0;
+    for (int i = 0; i < g_n_names; i++) n_hybrid += !strncmp(g_names[i], "hybrid-", 7);
+    assert_int_equal(g_n_names - n_hybrid, n + 2);
     for (int i = 0; i < g_n_names; i++) {
+        if (!strncmp(g_names[i], "hybrid-", 7)) continue;
         int found = !strcmp(g_names[i], "draft-at-temperature") + !strcmp(g_names[i], "sliding-as-full");
         for (int k = 0; k < n; k++) found += !strcmp(g_names[i], WHERE[k].p);
         if (found != 1) fail_msg("%s lists %s, which this test covers %d times", SERIES, g_names[i], found);
@@ -476,6 +487,127 @@ static void test_clean_port_passes_with_margins(void **state) {
     free(m);
 }
 
+/* ---- the hybrid target's pitfalls (hybrid-*), on a hybrid set: toy_weights/hybrid,
+ * or the set DFLASH_HYBRID_SET names (a set of the oracle's make_hybrid.py has
+ * the same layout); skipped, saying why, when there is none. For each, the
+ * port's trace diffed against the correct one names the tensor where the
+ * mistake enters, derived here from the algorithm and the set's config:
+ *   - the rollback's mistakes enter at the crop of the first round whose
+ *     acceptance is below B-1 (the crop keeps m = acceptance + 1 < B of the
+ *     block's tokens; none is cut when the whole block is accepted), read
+ *     from the correct run, in the first linear-attention layer: its
+ *     verify{r}.rollback.layers.{l}.state, or .conv_state when only the conv
+ *     window is wrong;
+ *   - the bf16 state: the prefill's first state_out of a linear layer (the
+ *     state rounded when the call stores it);
+ *   - the restart: verify1's first conv_state_in of a linear layer (the
+ *     first multi-token call after the prefill, whose states are not zero);
+ *   - the norms: prefill.layers.0.input_layernorm (the first zero-centred norm);
+ *   - the gate rows: the first full-attention layer's self_attn.q in the prefill;
+ *   - RoPE on the whole head: prefill.rope_angles (its tables are another width).
+ * And the words diff names each by, from the values. The hybrid hints never
+ * fire on the dense pitfalls (test_each_pitfall_departs_where_it_enters
+ * checks their outputs) nor on a clean port of the hybrid run. */
+static const char *hybrid_set(void) {
+    const char *s = getenv("DFLASH_HYBRID_SET");
+    return s && *s ? s : "toy_weights/hybrid";
+}
+#define HYBRID_RUN "--ids 5,6,7,8,9,10,11,12 --max-new-tokens 8 --ignore-eos"
+
+
+static void test_hybrid_pitfalls(void **state) {
+    (void)state;
+    char tdir[600], ddir[600], cfgp[700], cmd[4000];
+    snprintf(tdir, sizeof tdir, "%s/target", hybrid_set());
+    snprintf(ddir, sizeof ddir, "%s/draft", hybrid_set());
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", tdir);
+    if (!tu_exists(cfgp))
+        tu_skip("no hybrid weight set at %s (make weights writes toy_weights/hybrid; DFLASH_HYBRID_SET names another)",
+                hybrid_set());
+    Config tc, dc;
+    patch_load_config(&tc, cfgp, 0);
+    snprintf(cfgp, sizeof cfgp, "%s/config.json", ddir);
+    patch_load_config(&dc, cfgp, 1);
+    assert_true(tc.hybrid);
+    int lin = -1, full = -1, B = dc.block_size;
+    for (int l = tc.num_hidden_layers - 1; l >= 0; l--) {
+        if (tc.layer_linear[l]) lin = l;
+        else full = l;
+    }
+    assert_true(lin >= 0 && full >= 0);
+    /* the correct run and its other-precision run */
+    char ref[512], other[512];
+    snprintf(ref, sizeof ref, "%s", dir_path("href"));
+    snprintf(other, sizeof other, "%s", dir_path("href-other"));
+    snprintf(cmd, sizeof cmd, "./dflash --target %s --draft %s " HYBRID_RUN " --trace %s && " OTHER_PRECISION
+             " --target %s --draft %s " HYBRID_RUN " --trace %s", tdir, ddir, ref, tdir, ddir, other);
+    assert_int_equal(tu_run(cmd, NULL), 0);
+    int r_crop = 1;
+    while (acceptance(ref, r_crop) == B - 1) r_crop++;
+    if (acceptance(ref, r_crop) < 0) fail_msg("the hybrid run has no round with a rejection (a crop that cuts)");
+    /* a clean port (the other precision) passes, no hint */
+    snprintf(cmd, sizeof cmd, "./dflash diff %s %s", ref, other);
+    assert_int_equal(tu_run(cmd, dir_path("hclean.txt")), 0);
+    char *clean = tu_read(dir_path("hclean.txt"), NULL);
+    assert_not_contains(clean, "hint:");
+    free(clean);
+
+    char rb_state[96], rb_conv[96], bf16[96], restart[96], norm[96], gate[96];
+    snprintf(rb_state, sizeof rb_state, "verify%d.rollback.layers.%d.state", r_crop, lin);
+    snprintf(rb_conv, sizeof rb_conv, "verify%d.rollback.layers.%d.conv_state", r_crop, lin);
+    snprintf(bf16, sizeof bf16, "prefill.layers.%d.linear_attn.state_out", lin);
+    snprintf(restart, sizeof restart, "verify1.layers.%d.linear_attn.conv_state_in", lin);
+    snprintf(norm, sizeof norm, "prefill.layers.0.input_layernorm");
+    snprintf(gate, sizeof gate, "prefill.layers.%d.self_attn.q", full);
+    int m = acceptance(ref, r_crop) + 1;   /* the tokens the crop keeps */
+    char not_rb[160], off[160], conv_off[160];
+    snprintf(not_rb, sizeof not_rb, "after %d of the verify's %d tokens", B, B);
+    snprintf(off, sizeof off, "after %d of the verify's %d tokens", m + 1, B);
+    snprintf(conv_off, sizeof conv_off, "after %d of the verify's %d tokens", m - 1, B);
+    static const struct { const char *p; int where; const char *hint, *hint2; } H[] = {
+        {"hybrid-state-not-rolled-back", 0, "the recurrent state was not rolled back to the accepted position", NULL},
+        {"hybrid-state-whole-block", 0, "the state the rollback restarts from was taken after the whole block", NULL},
+        {"hybrid-state-off-by-one", 0, "the recurrent state was rolled back to the wrong position, off by one (one token too far", NULL},
+        {"hybrid-conv-not-rolled-back", 1, "the conv window was not rolled back to the accepted position", NULL},
+        {"hybrid-conv-off-by-one", 1, "the conv window was rolled back to the wrong offset, off by one (one token short)", NULL},
+        {"hybrid-state-bf16", 2, "B is A rounded to bf16", "the recurrent state stored in the model's dtype"},
+        {"hybrid-restart-multi-token", 3, "the call restarted from a zero state instead of the cache's", NULL},
+        {"hybrid-norm-plain-w", 4, "a zero-centred norm (Qwen3.5: x * (1 + w)) read as a plain RMSNorm (x * w)", NULL},
+        {"hybrid-gate-rows", 5, "the query and the gate come from the wrong rows", "B's head 2j is A's head j"},
+        {"hybrid-rope-whole-head", 6, "B rotates the whole head instead of its rotary part", NULL},
+    };
+    const char *where[] = {rb_state, rb_conv, bf16, restart, norm, gate, "prefill.rope_angles"};
+    int n = (int)(sizeof H / sizeof H[0]);
+    for (int k = 0; k < n; k++) {
+        char port[512];
+        snprintf(port, sizeof port, "%s", dir_path("hport"));
+        snprintf(cmd, sizeof cmd, "./build/pitfalls/dflash-%s --target %s --draft %s " HYBRID_RUN " --trace %s", H[k].p, tdir,
+                 ddir, port);
+        if (tu_run(cmd, NULL) != 0) fail_msg("pitfall %s: `%s` failed (make pitfall-programs?)", H[k].p, cmd);
+        snprintf(cmd, sizeof cmd, "./dflash diff %s %s " OTHER_FLAG " %s", ref, port, other);
+        int rc = tu_run(cmd, dir_path("hdiff.txt"));
+        char *out = tu_read(dir_path("hdiff.txt"), NULL);
+        assert_non_null(out);
+        tu_rmtree(port);
+        if (rc != 1 || strcmp(first_departure(out), where[H[k].where]) != 0 || !strstr(out, H[k].hint) ||
+            (H[k].hint2 && !strstr(out, H[k].hint2)))
+            fail_msg("pitfall %s: diff exit %d, first departure \"%s\", expected exit 1, \"%s\" and the hint \"%s\"; "
+                     "output:\n%.3000s", H[k].p, rc, first_departure(out), where[H[k].where], H[k].hint, out);
+        /* the position named: the whole block, one past the kept tokens, one short */
+        if (!strcmp(H[k].p, "hybrid-state-not-rolled-back")) assert_contains(out, not_rb);
+        if (!strcmp(H[k].p, "hybrid-state-off-by-one")) assert_contains(out, off);
+        if (!strcmp(H[k].p, "hybrid-conv-off-by-one")) assert_contains(out, conv_off);
+        free(out);
+    }
+    /* every hybrid-* of the series is one of these, once */
+    for (int i = 0; i < g_n_names; i++) {
+        if (strncmp(g_names[i], "hybrid-", 7)) continue;
+        int found = 0;
+        for (int k = 0; k < n; k++) found += !strcmp(g_names[i], H[k].p);
+        if (found != 1) fail_msg("%s lists %s, which this test covers %d times", SERIES, g_names[i], found);
+    }
+}
+
 int main(void) {
     const struct CMUnitTest tests[] = {
         cmocka_unit_test(test_clean_source_and_no_pitfall_flag),
@@ -484,6 +616,7 @@ int main(void) {
         cmocka_unit_test(test_each_pitfall_departs_where_it_enters),
         cmocka_unit_test(test_draft_at_temperature),
         cmocka_unit_test(test_sliding_as_full),
+        cmocka_unit_test(test_hybrid_pitfalls),
         cmocka_unit_test(test_last_hidden_prenorm_rounds_as_trace_md_says),
         cmocka_unit_test(test_truncated_port_fails),
         cmocka_unit_test(test_clean_port_passes_with_margins),

@@ -2,7 +2,9 @@
 # walkthrough/mkpitfalls.sh OUT.md - writes walkthrough/pitfalls.md from the
 # patches and real runs: for every pitfall (walkthrough/pitfalls/NAME.diff,
 # in the order of walkthrough/pitfalls/series), its patch, and on the three toy
-# weight sets (walkthrough, random, sliding) the correct run (./dflash) and the run of the program with the
+# weight sets (walkthrough, random, sliding; a hybrid target's pitfall, hybrid-NAME,
+# on the hybrid set toy_weights/hybrid alone, or HYBRID_SET: skipped, saying so, when
+# it is absent) the correct run (./dflash) and the run of the program with the
 # mistake (build/pitfalls/dflash-NAME), both traced, then
 # `./dflash diff correct port`; where the port's tokens and tau equal the
 # correct run's, the reason given comes from `./dflash diff --only` on the
@@ -21,6 +23,12 @@ args_walkthrough='--weights toy_weights/walkthrough --prompt "The cat sat"'
 args_random='--weights toy_weights/random --prompt "A dog saw" --max-new-tokens 8 --ignore-eos'
 # and the sliding set (draft layers 0..3 sliding_attention, window 6), a prompt longer than the window
 args_sliding='--target toy_weights/sliding/target --draft toy_weights/sliding/draft --ids 5,6,7,8,9,10,11,12 --max-new-tokens 16 --ignore-eos'
+# and the hybrid set (a Qwen3.5-style target: Gated DeltaNet layers, 3 linear : 1 full), for the
+# hybrid-* pitfalls: a run whose rounds reject drafts, so that the crop cuts (the rollback's mistakes)
+hybrid=${HYBRID_SET:-toy_weights/hybrid}
+args_hybrid="--target $hybrid/target --draft $hybrid/draft --ids 5,3,16 --max-new-tokens 16 --ignore-eos"
+have_hybrid=0
+[ -f "$hybrid/target/config.json" ] && [ -f "$hybrid/draft/config.json" ] && have_hybrid=1
 
 # the pitfalls, in order, from walkthrough/pitfalls/series; each one's
 # description is the text of its patch before the "--- a/FILE" line (first
@@ -29,6 +37,7 @@ args_sliding='--target toy_weights/sliding/target --draft toy_weights/sliding/dr
 dir=walkthrough/pitfalls
 sed -e 's/#.*//' -e '/^[[:space:]]*$/d' "$dir/series" > "$tmp/list"
 : > "$tmp/glance"
+: > "$tmp/glance_h"
 [ -s "$tmp/list" ] || { echo "mkpitfalls: no pitfall listed in $dir/series" >&2; exit 1; }
 what() { head -n 1 "$dir/$1.diff"; }
 story() { sed -n '3,/^--- a\//p' "$dir/$1.diff" | sed '$d' | tr '\n' ' ' | sed 's/  */ /g; s/ $//'; }
@@ -86,7 +95,9 @@ echo '`verifyN.logits`) depart. The runs:'
 echo
 echo '- walkthrough set: `./dflash '"$args_walkthrough"'` (block 4, 16 new tokens);'
 echo '- random set: `./dflash '"$args_random"'`;'
-echo '- sliding set: `./dflash '"$args_sliding"'` (block 6).'
+echo '- sliding set: `./dflash '"$args_sliding"'` (block 6);'
+echo '- hybrid set, for the hybrid target'"'"'s pitfalls (`hybrid-*`: a Qwen3.5-style target, Gated DeltaNet'
+echo '  layers between gated attention layers) alone: `./dflash '"$args_hybrid"'`.'
 echo
 echo 'Many mistakes change nothing on one set or the other. Most often a tensor'
 echo 'departs but never flips an argmax, so no proposal and no pick changes; on the'
@@ -105,7 +116,9 @@ echo
 # the correct runs, once, and the double build's trace of each (C-other):
 # every diff judges rounding by it (--double) instead of running the double
 # build itself on the same flags (the same output; ~2 s CPU a diff less)
-for set in walkthrough random sliding; do
+sets_all="walkthrough random sliding"
+[ $have_hybrid = 1 ] && sets_all="$sets_all hybrid"
+for set in $sets_all; do
     eval "a=\$args_$set"
     eval "./dflash $a --trace $tmp/c_$set" > "$tmp/c_$set.txt"
     eval "./dflash-double $a --trace $tmp/c_$set-other" > /dev/null
@@ -127,10 +140,17 @@ while read -r name; do
     patch_of "$name"
     echo '```'
     echo
+    case $name in hybrid-*) sets=hybrid;; *) sets="walkthrough random sliding";; esac
+    : > "$tmp/verdicts"; glance="| [\`$name\`](#$n-$name)"
+    if [ "$sets" = hybrid ] && [ $have_hybrid = 0 ]; then
+        echo "Not run here: there is no hybrid weight set at \`$hybrid\` (\`make weights\` writes \`toy_weights/hybrid\`)."
+        echo
+        echo "$glance | not run: no hybrid set |" >> "$tmp/glance_h"
+        continue
+    fi
     echo '| weight set | run | tau | output | first departure (`dflash diff correct port`) |'
     echo '|---|---|---|---|---|'
-    : > "$tmp/verdicts"; glance="| [\`$name\`](#$n-$name)"
-    for set in walkthrough random sliding; do
+    for set in $sets; do
         eval "a=\$args_$set"
         c=$tmp/c_$set
         if [ -n "$extra" ]; then   # a correct run with the same flags
@@ -186,14 +206,16 @@ while read -r name; do
     done
     echo
     cat "$tmp/verdicts"
-    echo "$glance |" >> "$tmp/glance"
+    if [ "$sets" = hybrid ]; then echo "$glance |" >> "$tmp/glance_h"; else echo "$glance |" >> "$tmp/glance"; fi
     echo
-    # the first departure's lines (random set, or sliding for its own pitfall: where the mistake shows)
-    d=random; [ "$name" = sliding-as-full ] && d=sliding
+    # the first departure's lines (random set, or sliding for its own pitfall, hybrid for the
+    # hybrid target's: where the mistake shows); the hybrid's with their hints
+    d=random; [ "$name" = sliding-as-full ] && d=sliding; [ "$sets" = hybrid ] && d=hybrid
     echo "<details><summary>dflash diff on the $d set (first lines)</summary>"
     echo
     echo '```'
-    awk '/^differs: /{exit} {print}' "$tmp/d_$d.txt" | head -n 12
+    if [ "$d" = hybrid ]; then awk '/^differs: /{exit} /^first departure: |^  hint: |^  shape: /{print}' "$tmp/d_$d.txt"
+    else awk '/^differs: /{exit} {print}' "$tmp/d_$d.txt" | head -n 12; fi
     echo '```'
     echo
     echo '</details>'
@@ -204,6 +226,12 @@ echo
 echo '| pitfall | walkthrough set | random set | sliding set |'
 echo '|---|---|---|---|'
 cat "$tmp/glance"
+echo
+echo 'The hybrid target'"'"'s (each run on the hybrid set alone):'
+echo
+echo '| pitfall | hybrid set |'
+echo '|---|---|'
+cat "$tmp/glance_h"
 echo
 cat "$tmp/body"
 } > "$out"
