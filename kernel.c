@@ -120,7 +120,7 @@ void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out)
  * dflash.c does, on the same operands, in the same order; what changes is
  * which independent operations run side by side:
  *   - attention: query t's output o_t[i] = sum over keys s of a[s] * v_s[i]
- *     adds in increasing s for every i, as dflash.c's loop does, but 16
+ *     adds in increasing s for every i, as dflash.c's loop does, but 32
  *     dimensions i at a time in registers instead of reloading o_t[i] from
  *     memory for each s (that loop was 3/4 of the work outside the matmuls);
  *     the scores are dflash.c's dot, inlined; the mask is three plain loops.
@@ -130,7 +130,7 @@ void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out)
  *   - apply_rotary_pos_emb: the same products and sums per dimension, a
  *     chunk of dimensions at a time.
  * The softmax's max and sum stay one running loop each, and its exp is
- * dflash.c's exp_real (libm's expf): another exp gives other bits.
+ * dflash.c's exp_real's (libm's expf): another exp gives other bits.
  * ======================================================================== */
 #include <math.h>
 #include <string.h>
@@ -172,17 +172,26 @@ static OPS_INLINE real ops_dot(const real *a, const real *b, int n) {
     return sum;
 }
 
+/* dflash.c's exp_real, here where it can be inlined: libm's expf for float, exp for double */
+static OPS_INLINE real ops_exp(real x) {
+#ifdef DFLASH_DOUBLE
+    return exp(x);
+#else
+    return expf(x);
+#endif
+}
+
 /* dflash.c's softmax over n values in place, the same three loops */
 static OPS_INLINE int ops_softmax(real *x, int n) {
     real mx = x[0];
     for (int i = 1; i < n; i++) if (x[i] > mx) mx = x[i];
     real sum = 0;
-    for (int i = 0; i < n; i++) { x[i] = exp_real(x[i] - mx); sum += x[i]; }
+    for (int i = 0; i < n; i++) { x[i] = ops_exp(x[i] - mx); sum += x[i]; }
     for (int i = 0; i < n; i++) x[i] = x[i] / sum;
     return isfinite(sum) ? 0 : -1;
 }
 
-#define OPS_DIMS 16   /* output dimensions of one query kept in registers */
+#define OPS_DIMS 32   /* output dimensions of one query kept in registers */
 
 /* o[i0 .. i0+nd) = sum over s in [lo, hi) of a[s] * v[s][i], each i from 0
  * in increasing s (dflash.c: o_t[i] = 0, then o_t[i] += a[s] * v[s][i]) */

@@ -5,7 +5,7 @@
  * replaces those); the plain names are kernel.c's, the ones the speed
  * builds run. Every output must be the SAME BITS from both (memcmp), for the
  * model's sizes and odd ones: head_dim not a multiple of the kernel's 8- or
- * 16-wide chunks, row counts not a multiple of its 8-row groups, grouped KV
+ * 32-wide chunks, row counts not a multiple of its 8-row groups, grouped KV
  * heads, causal and not, sliding windows, non-finite inputs. The inputs span
  * many magnitudes, so any other order of the adds changes low bits (the last
  * test checks that it does). Built in every mode the tests are (float,
@@ -90,7 +90,7 @@ static void check_attention(AttCase c, int poison) {
     for (int k = 0; k < 2; k++) { free(out[k]); free(sc[k]); free(att[k]); }
 }
 
-/* head_dim 1..70 (below, at and around the 8- and 16-wide chunks), several
+/* head_dim 1..70 (below, at and around the 8- and 32-wide chunks), several
  * T and S, MHA and grouped heads, causal or not */
 static void test_attention_equals_reference_odd_shapes(void **state) {
     (void)state;
@@ -191,7 +191,7 @@ static void check_rotary(int q_len, int k_len, int H, int Hkv, int d) {
     for (int j = 0; j < 2; j++) { free(qr[j]); free(kr[j]); }
 }
 
-/* every even head_dim 2..80 (half-widths around the 16-wide chunk), the
+/* every even head_dim 2..80 (half-widths around the 32-wide chunk), the
  * target's q_len == k_len and the draft's q_len < k_len */
 static void test_rope_equals_reference(void **state) {
     (void)state;
