@@ -123,7 +123,8 @@ void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out)
  *     adds in increasing s for every i, as dflash.c's loop does, but 32
  *     dimensions i at a time in registers instead of reloading o_t[i] from
  *     memory for each s (that loop was 3/4 of the work outside the matmuls);
- *     the scores are dflash.c's dot, inlined; the mask is three plain loops.
+ *     the scores are dflash.c's dot, four keys at a time; the mask is three
+ *     plain loops.
  *   - rmsnorm_rows: each row's sum of squares is one running sum in
  *     increasing i (a chain of dependent adds); eight rows' chains run
  *     side by side (q_norm and k_norm have T * H rows of d).
@@ -161,15 +162,25 @@ int attention(real *out, real *scores, real *att, const real *q, const real *key
               int T, int S, int cap, int n_heads, int n_kv_heads, int head_dim,
               int causal, int q_pos0, int window);
 
-/* dflash.c's dot: 8 partial sums (i mod 8) added pairwise, then the rest in order */
-static OPS_INLINE real ops_dot(const real *a, const real *b, int n) {
-    real part[8] = {0};
-    int i = 0;
-    for (; i + 8 <= n; i += 8)
-        OPS_UNROLL for (int l = 0; l < 8; l++) part[l] += a[i + l] * b[i + l];
-    real sum = ((part[0] + part[1]) + (part[2] + part[3])) + ((part[4] + part[5]) + (part[6] + part[7]));
-    for (; i < n; i++) sum += a[i] * b[i];
-    return sum;
+#define OPS_KEYS 4   /* keys scored together, sharing the query's loads */
+
+/* sc[j] = dot(q, k_j, n) * scale for the nk keys k_j = k + j * n (nk <= OPS_KEYS,
+ * a constant once inlined): dflash.c's dot for each, 8 partial sums (i mod 8)
+ * added pairwise, then the rest of the row in order */
+static OPS_INLINE void ops_scores(real *sc, const real *q, const real *k, int n, real scale, int nk) {
+    real part[OPS_KEYS][8];
+    OPS_UNROLL for (int j = 0; j < nk; j++)
+        OPS_UNROLL for (int l = 0; l < 8; l++) part[j][l] = 0;
+    int n8 = n - n % 8;
+    for (int i = 0; i < n8; i += 8)
+        OPS_UNROLL for (int j = 0; j < nk; j++)
+            OPS_UNROLL for (int l = 0; l < 8; l++) part[j][l] += q[i + l] * k[(size_t)j * n + i + l];
+    for (int j = 0; j < nk; j++) {
+        real *p = part[j];
+        real sum = ((p[0] + p[1]) + (p[2] + p[3])) + ((p[4] + p[5]) + (p[6] + p[7]));
+        for (int i = n8; i < n; i++) sum += q[i] * k[(size_t)j * n + i];
+        sc[j] = sum * scale;
+    }
 }
 
 /* dflash.c's exp_real, here where it can be inlined: libm's expf for float, exp for double */
@@ -224,7 +235,9 @@ int attention(real *out, real *scores, real *att, const real *q, const real *key
             int p = q_pos0 + t, lo = 0, hi = causal ? p + 1 : S;
             if (window > 0 && lo < p - window + 1) lo = p - window + 1;
             if (window > 0 && hi > p + window) hi = p + window;
-            for (int s = 0; s < S; s++) sc[s] = ops_dot(q_t, k_h + (size_t)s * head_dim, head_dim) * scale;
+            int s = 0;
+            for (; s + OPS_KEYS <= S; s += OPS_KEYS) ops_scores(sc + s, q_t, k_h + (size_t)s * head_dim, head_dim, scale, OPS_KEYS);
+            for (; s < S; s++) ops_scores(sc + s, q_t, k_h + (size_t)s * head_dim, head_dim, scale, 1);
             for (int s = 0; s < lo; s++) a[s] = 0;   /* 0 <= lo <= p < hi <= S */
             for (int s = lo; s < hi; s++) a[s] = sc[s];
             for (int s = hi; s < S; s++) a[s] = 0;
