@@ -272,6 +272,7 @@ static int rmsnorm(real *out, const real *x, const real *w, int n, real eps) {
 
 /* rmsnorm_rows: each of `rows` consecutive vectors of n values, in place
  * safe; -1 when a row's sum of squares was not finite */
+__attribute__((weak))   /* kernel.c's, where it is linked, replaces this one */
 int rmsnorm_rows(real *out, const real *x, const real *w, int rows, int n, real eps) {
     int bad = 0;
     for (int row = 0; row < rows; row++) bad |= rmsnorm(out + (size_t)row * n, x + (size_t)row * n, w, n, eps);
@@ -361,6 +362,7 @@ real exp_real(real x) {
  * are the Lc context rows plus the B block rows and the queries are the
  * block only, so the queries land on the block's positions start..start+B-1
  * (walkthrough Step 4.3). */
+__attribute__((weak))   /* kernel.c's, where it is linked, replaces this one */
 void apply_rotary_pos_emb(real *q_rope, real *k_rope, const real *q, const real *k,
                           const real *cos_, const real *sin_, int q_len, int k_len,
                           int n_heads, int n_kv_heads, int head_dim) {
@@ -424,9 +426,10 @@ real dot(const real *a, const real *b, int n) {
  * causal, (window-1, window-1) when not. Masked weights are exactly 0, as
  * exp(finfo.min - max) is 0 in the reference. Query head h reads KV head
  * h / (H / Hkv). -1 when a softmax sum was not finite. */
-static int attention(real *out, real *scores, real *att, const real *q, const real *key, const real *value,
-                      int T, int S, int cap, int n_heads, int n_kv_heads, int head_dim,
-                      int causal, int q_pos0, int window) {
+__attribute__((weak))   /* kernel.c's attention, where it is linked, replaces this one */
+int attention(real *out, real *scores, real *att, const real *q, const real *key, const real *value,
+              int T, int S, int cap, int n_heads, int n_kv_heads, int head_dim,
+              int causal, int q_pos0, int window) {
     real scale = (real)(1.0 / sqrt((double)head_dim));  /* head_dim ** -0.5 */
     int group = n_heads / n_kv_heads, bad = 0;
     for (int h = 0; h < n_heads; h++) {
