@@ -484,8 +484,13 @@ llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's
 # sliding set as --draft-window flash (gguf/llama-spec.sh). Skips without
 # npm or cmake. Not in CI: the llama.cpp build alone took far longer than
 # CI's 30-minute budget allows on a busy machine (NOTES.md, "GGUF").
-llama-spec-check: dflash weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
+llama-spec-check: dflash build/gguf/dflash-ggml-bf16 weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
 	@gguf/llama-spec.sh
+
+# ./dflash with ggml's BF16 matmul emulated (the activations rounded to BF16
+# before each weight product, gguf/ggml_bf16.c in kernel.c's place): what
+# llama-spec-check compares the BF16 sets against
+$(call program,build/gguf/dflash-ggml-bf16,$(R),$(filter-out kernel,$(DFLASH_SRC)) gguf/ggml_bf16,$(LDLIBS))
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader

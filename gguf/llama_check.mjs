@@ -61,9 +61,25 @@ import path from "node:path";
 // copies an F32 single-file target (config.json, model.safetensors) with
 // vocab_size VOCAB_SIZE: embed_tokens and lm_head get zero rows up to it (a
 // real tokenizer's vocabulary on a tiny model: only its vocabulary matters).
+//
+//   node gguf/llama_check.mjs NODE_MODULES_DIR --f32 SRC_TARGET OUT_TARGET
+//
+// copies a single-file target with every tensor F32 (BF16 widened exactly):
+// the F32 GGUF of a BF16 target (gguf/llama-bench.sh).
+//
+//   node gguf/llama_check.mjs NODE_MODULES_DIR --bench CTX MODEL.gguf [MODEL.gguf ...]
+//
+// llama.cpp's T-token forward (gguf/llama-bench.sh, make llama-bench): for
+// each model, one thread, F32 K/V, flash attention off, a cache of CTX
+// positions, then FWD_REPS round-robin repetitions of T = 1..8, 16 tokens
+// decoded after them (every token's logits computed, as a DFlash verify
+// needs them; the cache cropped back to CTX after each), as ./dflash bench
+// times its own. Prints "bench MODEL T median_ms" lines.
 const [modulesDir, modelPath, nArg, ...prompts] = process.argv.slice(2);
 const draftOnly = modelPath === "--draft";
 if (modelPath === "--widen") await widen(nArg, ...prompts);
+if (modelPath === "--f32") await widen(nArg, prompts[0], null, null);
+if (modelPath === "--bench") await bench(Number(nArg), prompts);
 if (modelPath === "--tokenizer-case") await tokenizerCase(nArg, ...prompts);
 if (modelPath === "--tokenize") {
     const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
@@ -123,12 +139,47 @@ await context.dispose();
 await model.dispose();
 await llama.dispose();
 
+async function bench(ctxLen, models) {
+    const REPS = 11, Ts = [1, 2, 3, 4, 5, 6, 7, 8, 16];
+    const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
+    const llama = await lib.getLlama({gpu: false, build: "never", logLevel: lib.LlamaLogLevel.error});
+    for (const mp of models) {
+        const model = await llama.loadModel({modelPath: mp, gpuLayers: 0});
+        const context = await model.createContext({contextSize: 128, batchSize: 64, threads: 1, flashAttention: false, sequences: 1,
+                                                   experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32"});
+        const seq = context.getSequence(), V = model.tokens.count ?? 2048;
+        // the cache: positions 0..ctxLen-1 (ids i % V), as ./dflash bench fills it
+        await seq.evaluateWithoutGeneratingNewTokens(Array.from({length: ctxLen}, (_, i) => i % V));
+        const ids = Array.from({length: 16}, (_, i) => (i + 1) % V);
+        const once = async (T) => {
+            const t0 = performance.now();
+            await seq.controlledEvaluate(ids.slice(0, T).map((t) => [t, {generateNext: {token: true}}]));
+            const ms = performance.now() - t0;
+            await seq.eraseContextTokenRanges([{start: ctxLen, end: ctxLen + T}]);
+            return ms;
+        };
+        for (const T of Ts) await once(T);   // warm-up
+        const times = Ts.map(() => []);
+        for (let r = 0; r < REPS; r++)
+            for (let k = 0; k < Ts.length; k++) times[k].push(await once(Ts[k]));
+        for (let k = 0; k < Ts.length; k++) {
+            const v = times[k].sort((a, b) => a - b);
+            console.log(`bench ${mp} ${Ts[k]} ${v[REPS >> 1].toFixed(4)}`);
+        }
+        await context.dispose();
+        await model.dispose();
+    }
+    await llama.dispose();
+    process.exit(0);
+}
+
 async function widen(src, out, vocabArg, eosArg) {
     const fs = await import("node:fs");
-    const V = Number(vocabArg), eos = Number(eosArg);
     const cfg = JSON.parse(fs.readFileSync(path.join(src, "config.json"), "utf8"));
-    const old = cfg.vocab_size;
-    Object.assign(cfg, {vocab_size: V, eos_token_id: eos, bos_token_id: eos});
+    const old = cfg.vocab_size, f32 = vocabArg === null;  // f32: every tensor F32, the vocabulary as it is
+    const V = f32 ? old : Number(vocabArg), eos = Number(eosArg);
+    if (f32) cfg.torch_dtype = cfg.dtype = "float32";
+    else Object.assign(cfg, {vocab_size: V, eos_token_id: eos, bos_token_id: eos});
     const b = fs.readFileSync(path.join(src, "model.safetensors"));
     const hl = Number(b.readBigUInt64LE(0)), header = JSON.parse(b.subarray(8, 8 + hl).toString("utf8"));
     const names = Object.keys(header).filter((k) => k !== "__metadata__");
@@ -138,8 +189,12 @@ async function widen(src, out, vocabArg, eosArg) {
     for (const k of names) {
         const t = header[k], data = b.subarray(8 + hl + t.data_offsets[0], 8 + hl + t.data_offsets[1]);
         let shape = t.shape, bytes = data;
-        if (t.dtype !== "F32") throw new Error(`${k}: ${t.dtype}, expected F32`);
-        if ((k === "model.embed_tokens.weight" || k === "lm_head.weight") && shape[0] === old) {
+        if (f32 && t.dtype === "BF16") {  // BF16 is the top half of an F32: exact
+            const w = Buffer.alloc(data.length * 2);
+            for (let i = 0; i < data.length / 2; i++) w.writeUInt16LE(data.readUInt16LE(2 * i), 4 * i + 2);
+            bytes = w;
+        } else if (t.dtype !== "F32") throw new Error(`${k}: ${t.dtype}, expected F32`);
+        if (!f32 && (k === "model.embed_tokens.weight" || k === "lm_head.weight") && shape[0] === old) {
             shape = [V, shape[1]];
             bytes = Buffer.alloc(V * shape[1] * 4);
             data.copy(bytes);
