@@ -267,7 +267,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
+.PHONY: all help run bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check llama-bench \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
@@ -491,6 +491,14 @@ llama-spec-check: dflash build/gguf/dflash-ggml-bf16 weights ## llama.cpp's spec
 # before each weight product, gguf/ggml_bf16.c in kernel.c's place): what
 # llama-spec-check compares the BF16 sets against
 $(call program,build/gguf/dflash-ggml-bf16,$(R),$(filter-out kernel,$(DFLASH_SRC)) gguf/ggml_bf16,$(LDLIBS))
+
+# make llama-bench: llama.cpp's T-token forward (node-llama-cpp's prebuilt
+# library, one thread) of the learned target's F32 and BF16 GGUF files against
+# this program's (build/gguf/fwdtime, the speed build's kernel), alternated
+# in one run, as ratios (gguf/llama-bench.sh). Not in CI: a timing, not a test.
+$(call program,build/gguf/fwdtime,$(R),gguf/fwdtime dflash kernel formats/load formats/json formats/files formats/manifest tokenizer/tokenizer,$(LDLIBS))
+llama-bench: dflash build/gguf/fwdtime ## llama.cpp's T-token forward of the learned target (F32, BF16 GGUF) against ours, as ratios; skips without npm
+	@gguf/llama-bench.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader
