@@ -473,7 +473,7 @@ unicode-tables: ## regenerate tokenizer/unicode_tables.h from /usr/share/unicode
 tokenizer-check: dflash tests/bin/test_tokenizer ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1 and a trained tokenizer.json; the speed ratio
 	@tokenizer/tokenizer-check.sh
 
-llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm
+llama-check: dflash build/gguf/dflash-ggml-bf16 weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm
 	@gguf/llama-check.sh
 
 # llama.cpp's own DFlash speculative decoding (llama-speculative-simple,

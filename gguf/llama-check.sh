@@ -126,6 +126,34 @@ for h in $hysets; do
     done
 done
 
+# BF16 weights, measured (printed, not required): llama.cpp's greedy ids on
+# the BF16 targets (qwen3-layout, sliding) against --mode ar's, and against
+# build/gguf/dflash-ggml-bf16's (ggml's rounding of the activations to BF16
+# before each weight product, emulated): how many new tokens agree before the
+# first difference, on 12 prompts of 100 new tokens
+BFPROMPTS="58,20,25,8 61,62,25 8,58,25,20 3,4,5 10,11 20,21,22 30 40,41 50,51,52,53 5,9,13 60,2 33,44"
+agree() {  # $1 $2: id lines, $3 prompt length: the new tokens equal before the first difference
+    node -e 'const [a, b, n] = [process.argv[1].split(" "), process.argv[2].split(" "), Number(process.argv[3])];
+let i = 0; while (i < a.length && a[i] === b[i]) i++; console.log(i - n);' "$1" "$2" "$3"
+}
+for set in qwen3-layout sliding; do
+    out="$DIR/$set"
+    ./dflash gguf --weights "toy_weights/$set" "$out" > /dev/null
+    # shellcheck disable=SC2086
+    mapfile -t got < <(node gguf/llama_check.mjs "$MOD" "$out/target.gguf" 100 $BFPROMPTS 2> "$DIR/$set.node.log")
+    i=0 ours= emu= full_ours=0 full_emu=0
+    for p in $BFPROMPTS; do
+        n=$(echo "$p" | tr ',' ' ' | wc -w)
+        a=$(agree "$(./dflash --weights "toy_weights/$set" --mode ar --ids "$p" --max-new-tokens 100 --ignore-eos --print-ids | sed -n 2p)" "${got[$i]:-}" "$n")
+        b=$(agree "$(build/gguf/dflash-ggml-bf16 --weights "toy_weights/$set" --mode ar --ids "$p" --max-new-tokens 100 --ignore-eos --print-ids | sed -n 2p)" "${got[$i]:-}" "$n")
+        ours="$ours $a" emu="$emu $b"
+        [ "$a" -ge 100 ] && full_ours=$((full_ours + 1))
+        [ "$b" -ge 100 ] && full_emu=$((full_emu + 1))
+        i=$((i + 1))
+    done
+    echo "llama-check: BF16 $set: llama.cpp's greedy ids agree with --mode ar's for [$ours ] new tokens (all 100 in $full_ours of 12 prompts), with ggml's BF16 rounding emulated for [$emu ] (all 100 in $full_emu of 12)"
+done
+
 # the drafts: llama.cpp's dflash loader accepts every key and tensor, and reads
 # target_layers as target_layer_ids + 1 (the draft cannot run here: its
 # context needs the target's, which the binding does not pass)
