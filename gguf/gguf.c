@@ -217,7 +217,8 @@ static int source_add_file(Source *s, const char *path, int draft, const Hybrid 
             if (!conv || d != 1) t->shape[conv && d == 2 ? 1 : d] = (uint64_t)sh->items[d].integer;
             numel *= (uint64_t)sh->items[d].integer;
         }
-        if (t->vreorder && (t->vcols ? t->ndim != 2 || t->shape[1] % t->vhd : (t->shape[0] - t->vrow0) % t->vhd)) {
+        uint64_t vn = t->vcols ? (t->ndim == 2 ? t->shape[1] : 0) : t->shape[0] > t->vrow0 ? t->shape[0] - t->vrow0 : 0;
+        if (t->vreorder && (vn == 0 || vn % t->vhd || vn / t->vhd % (uint64_t)t->hk)) {
             dflash_set_error("%s: tensor \"%.150s\": its value heads do not divide its shape", path, t->hf);
             goto out;
         }
