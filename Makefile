@@ -271,7 +271,7 @@ $(call program,build/san/dflash-float,float-san,$(DFLASH_SRC),$(LDLIBS))
 $(foreach t,$(TEST_NAMES),$(call program,build/san/tests/bin/$(t),$(R)-san,$(call test_src,$(t)) $(or $(TEST_LIB_$(t)),$(TEST_LIB)),$(LDLIBS) -lcmocka))
 $(foreach f,$(FUZZ_TARGETS),$(call program,build/fuzz/fuzz_$(f),$(R)-fuzz,tests/fuzz/fuzz_$(f) $(or $(FUZZ_LIB_fuzz_$(f)),$(FUZZ_LIB)),$(LDLIBS)))
 
-.PHONY: all help run run-hybrid bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check \
+.PHONY: all help run run-hybrid bench debug weights learned-draft run-learned eval-learned learned-experiments learned-train-pitfalls variant-programs test test-pre test-fixtures test-long standalone-check sanitize memcheck fuzz clean js-check llama-check tokenizer-check unicode-tables llama-spec-check llama-bench \
         docs docs-check trace-md trace-md-check walkthrough walkthrough-check learned-walk learned-walk-check hybrid-walk hybrid-walk-check explorer explorer-check \
         gdb-guide gdb-check gdb-typed-check exercises-check pitfalls pitfalls-check pitfall-programs examples-check train-pitfall-runs \
         learned-data learned-target learned-target-eval learned-check learned-sampling performance performance-check
@@ -485,7 +485,7 @@ unicode-tables: ## regenerate tokenizer/unicode_tables.h from /usr/share/unicode
 tokenizer-check: dflash tests/bin/test_tokenizer toy_weights/qwen3-layout/.stamp toy_weights/sliding/.stamp ## HF's tokenizers (npm) and ours agree on Qwen3, Llama-3.1, a trained and the toy sets' tokenizer.json; the speed ratio
 	@tokenizer/tokenizer-check.sh
 
-llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm
+llama-check: dflash build/gguf/dflash-ggml-bf16 weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's ids from dflash gguf's files, and tokenizes as dflash tokenize; skips without npm
 	@gguf/llama-check.sh
 
 # llama.cpp's own DFlash speculative decoding (llama-speculative-simple,
@@ -496,8 +496,21 @@ llama-check: dflash weights ## llama.cpp (node-llama-cpp, npm) gives --mode ar's
 # sliding set as --draft-window flash (gguf/llama-spec.sh). Skips without
 # npm or cmake. Not in CI: the llama.cpp build alone took far longer than
 # CI's 30-minute budget allows on a busy machine (NOTES.md, "GGUF").
-llama-spec-check: dflash weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
+llama-spec-check: dflash build/gguf/dflash-ggml-bf16 weights ## llama.cpp's speculative-simple (built from node-llama-cpp's bundled source) drafts our ids from dflash gguf's files; skips without npm
 	@gguf/llama-spec.sh
+
+# ./dflash with ggml's BF16 matmul emulated (the activations rounded to BF16
+# before each weight product, gguf/ggml_bf16.c in kernel.c's place): what
+# llama-spec-check compares the BF16 sets against
+$(call program,build/gguf/dflash-ggml-bf16,$(R),$(filter-out kernel,$(DFLASH_SRC)) gguf/ggml_bf16,$(LDLIBS))
+
+# make llama-bench: llama.cpp's T-token forward (node-llama-cpp's prebuilt
+# library, one thread) of the learned target's F32 and BF16 GGUF files against
+# this program's (build/gguf/fwdtime, the speed build's kernel), alternated
+# in one run, as ratios (gguf/llama-bench.sh). Not in CI: a timing, not a test.
+$(call program,build/gguf/fwdtime,$(R),gguf/fwdtime dflash kernel formats/load formats/json formats/files formats/manifest tokenizer/tokenizer,$(LDLIBS))
+llama-bench: dflash build/gguf/fwdtime ## llama.cpp's T-token forward of the learned target (F32, BF16 GGUF) against ours, as ratios; skips without npm
+	@gguf/llama-bench.sh
 
 # dflash.c compiles on its own with no flags, beside dflash.h and nothing
 # else, and calls nothing of the tracer, the trace-name table or the JSON reader

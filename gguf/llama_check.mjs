@@ -61,9 +61,38 @@ import path from "node:path";
 // copies an F32 single-file target (config.json, model.safetensors) with
 // vocab_size VOCAB_SIZE: embed_tokens and lm_head get zero rows up to it (a
 // real tokenizer's vocabulary on a tiny model: only its vocabulary matters).
+//
+//   node gguf/llama_check.mjs NODE_MODULES_DIR --f32 SRC_TARGET OUT_TARGET
+//
+// copies a single-file target with every tensor F32 (BF16 widened exactly):
+// the F32 GGUF of a BF16 target (gguf/llama-bench.sh).
+//
+//   node gguf/llama_check.mjs NODE_MODULES_DIR --hybrid OUT_DIR SEED
+//
+// writes a small random hybrid target (Qwen3_5ForCausalLM: 8 layers, every
+// 4th full attention; Gated DeltaNet with Hk 2, Hv 4 (value heads grouped
+// by key head: the converter reorders them), dk = dv = 16, conv 4; partial
+// RoPE 0.25; vocabulary 64, eos 0) with OUT_DIR/vocab.txt: llama.cpp's qwen35
+// must decode dflash gguf's file of it as --mode ar does (gguf/llama-check.sh).
+// Uniform weights from a seeded generator, scaled as the Qwen3.5 layout
+// needs them to matter: zero-centred norms 0 +- 0.1, q/k norms 1 +- 0.1, the
+// gated norm 1 +- 0.1, decays exp(g) from ~0.5 to ~0.999, lm_head at scale 4.
+//
+//   node gguf/llama_check.mjs NODE_MODULES_DIR --bench CTX MODEL.gguf [MODEL.gguf ...]
+//
+// llama.cpp's T-token forward (gguf/llama-bench.sh, make llama-bench): for
+// each model, one thread, F32 K/V, flash attention off, a cache of CTX
+// positions, then FWD_REPS round-robin repetitions of T = 1..8, 16 tokens
+// decoded after them (every token's logits computed, as a DFlash verify
+// needs them; the cache cropped back to CTX after each), as ./dflash bench
+// times its own. Prints "bench MODEL T WALL_MS CPU_MS" lines (medians; the
+// CPU time is the process's, process.cpuUsage: every thread of it).
 const [modulesDir, modelPath, nArg, ...prompts] = process.argv.slice(2);
 const draftOnly = modelPath === "--draft";
 if (modelPath === "--widen") await widen(nArg, ...prompts);
+if (modelPath === "--f32") await widen(nArg, prompts[0], null, null);
+if (modelPath === "--hybrid") await hybrid(nArg, Number(prompts[0] || 1));
+if (modelPath === "--bench") await bench(Number(nArg), prompts);
 if (modelPath === "--tokenizer-case") await tokenizerCase(nArg, ...prompts);
 if (modelPath === "--tokenize") {
     const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
@@ -123,12 +152,111 @@ await context.dispose();
 await model.dispose();
 await llama.dispose();
 
+async function hybrid(out, seed) {
+    const fs = await import("node:fs");
+    const D = 64, L = 8, I = 128, H = 4, KV = 2, d = 16, Hk = 2, Hv = 4, dk = 16, dv = 16, K = 4, V = 64;
+    const C = 2 * Hk * dk + Hv * dv;
+    let st = (seed * 2654435761 + 12345) >>> 0;
+    const rnd = () => { st = (Math.imul(st, 1664525) + 1013904223) >>> 0; return st / 4294967296; };   // [0, 1)
+    const uni = (n, c, h) => Float32Array.from({length: n}, () => c + h * (2 * rnd() - 1));
+    const lin = (o, i, scale = 1) => uni(o * i, 0, scale * Math.sqrt(3 / i));   // RMS scale / sqrt(fan_in)
+    const t = [];
+    const put = (name, shape, data) => t.push([name, shape, data]);
+    put("model.embed_tokens.weight", [V, D], uni(V * D, 0, Math.sqrt(3)));
+    for (let l = 0; l < L; l++) {
+        const p = `model.layers.${l}.`;
+        put(p + "input_layernorm.weight", [D], uni(D, 0, 0.1));
+        if ((l + 1) % 4 === 0) {
+            put(p + "self_attn.q_proj.weight", [2 * H * d, D], lin(2 * H * d, D));
+            put(p + "self_attn.k_proj.weight", [KV * d, D], lin(KV * d, D));
+            put(p + "self_attn.v_proj.weight", [KV * d, D], lin(KV * d, D));
+            put(p + "self_attn.o_proj.weight", [D, H * d], lin(D, H * d, 0.5));
+            put(p + "self_attn.q_norm.weight", [d], uni(d, 1, 0.1));
+            put(p + "self_attn.k_norm.weight", [d], uni(d, 1, 0.1));
+        } else {
+            const a = p + "linear_attn.";
+            put(a + "in_proj_qkv.weight", [C, D], lin(C, D));
+            put(a + "in_proj_z.weight", [Hv * dv, D], lin(Hv * dv, D));
+            put(a + "in_proj_b.weight", [Hv, D], lin(Hv, D));
+            put(a + "in_proj_a.weight", [Hv, D], lin(Hv, D, 0.5));
+            put(a + "conv1d.weight", [C, 1, K], uni(C * K, 0, Math.sqrt(3 / K)));
+            put(a + "A_log", [Hv], Float32Array.from({length: Hv}, () => Math.log(0.02 + 0.98 * rnd())));
+            put(a + "dt_bias", [Hv], uni(Hv, -1, 1));
+            put(a + "norm.weight", [dv], uni(dv, 1, 0.1));
+            put(a + "out_proj.weight", [D, Hv * dv], lin(D, Hv * dv, 0.5));
+        }
+        put(p + "post_attention_layernorm.weight", [D], uni(D, 0, 0.1));
+        put(p + "mlp.gate_proj.weight", [I, D], lin(I, D));
+        put(p + "mlp.up_proj.weight", [I, D], lin(I, D));
+        put(p + "mlp.down_proj.weight", [D, I], lin(D, I, 0.5));
+    }
+    put("model.norm.weight", [D], uni(D, 0, 0.1));
+    put("lm_head.weight", [V, D], lin(V, D, 4));
+    const header = {__metadata__: {format: "pt"}};
+    let off = 0;
+    for (const [name, shape, data] of t) { header[name] = {dtype: "F32", shape, data_offsets: [off, off + 4 * data.length]}; off += 4 * data.length; }
+    let hs = JSON.stringify(header);
+    hs += " ".repeat((8 - (hs.length % 8)) % 8);
+    const len = Buffer.alloc(8);
+    len.writeBigUInt64LE(BigInt(hs.length));
+    const cfg = {architectures: ["Qwen3_5ForCausalLM"], model_type: "qwen3_5_text", attention_bias: false, attn_output_gate: true,
+                 eos_token_id: 0, full_attention_interval: 4, head_dim: d, hidden_act: "silu", hidden_size: D, intermediate_size: I,
+                 layer_types: Array.from({length: L}, (_, l) => (l + 1) % 4 ? "linear_attention" : "full_attention"),
+                 linear_conv_kernel_dim: K, linear_key_head_dim: dk, linear_num_key_heads: Hk, linear_num_value_heads: Hv,
+                 linear_value_head_dim: dv, max_position_embeddings: 4096, num_attention_heads: H, num_hidden_layers: L,
+                 num_key_value_heads: KV, rms_norm_eps: 1e-6, tie_word_embeddings: false, torch_dtype: "float32", vocab_size: V,
+                 rope_parameters: {mrope_interleaved: true, mrope_section: [1, 1, 0], partial_rotary_factor: 0.25,
+                                   rope_theta: 10000000.0, rope_type: "default"}};
+    fs.mkdirSync(out, {recursive: true});
+    fs.writeFileSync(path.join(out, "config.json"), JSON.stringify(cfg, null, 1) + "\n");
+    fs.writeFileSync(path.join(out, "model.safetensors"),
+                     Buffer.concat([len, Buffer.from(hs), ...t.map(([, , x]) => Buffer.from(x.buffer, x.byteOffset, x.byteLength))]));
+    fs.writeFileSync(path.join(out, "vocab.txt"), ["<eos>", ...Array.from({length: V - 2}, (_, i) => `t${i + 1}`), "<mask>"].join("\n") + "\n");
+    process.exit(0);
+}
+
+async function bench(ctxLen, models) {
+    const REPS = 11, Ts = [1, 2, 3, 4, 5, 6, 7, 8, 16];
+    const lib = await import(pathToFileURL(path.join(modulesDir, "node-llama-cpp", "dist", "index.js")).href);
+    const llama = await lib.getLlama({gpu: false, build: "never", logLevel: lib.LlamaLogLevel.error});
+    for (const mp of models) {
+        const model = await llama.loadModel({modelPath: mp, gpuLayers: 0});
+        const context = await model.createContext({contextSize: 128, batchSize: 64, threads: 1, flashAttention: false, sequences: 1,
+                                                   experimentalKvCacheKeyType: "F32", experimentalKvCacheValueType: "F32"});
+        const seq = context.getSequence(), V = model.tokens.count ?? 2048;
+        // the cache: positions 0..ctxLen-1 (ids i % V), as ./dflash bench fills it
+        await seq.evaluateWithoutGeneratingNewTokens(Array.from({length: ctxLen}, (_, i) => i % V));
+        const ids = Array.from({length: 16}, (_, i) => (i + 1) % V);
+        const once = async (T) => {
+            const t0 = performance.now(), u0 = process.cpuUsage();
+            await seq.controlledEvaluate(ids.slice(0, T).map((t) => [t, {generateNext: {token: true}}]));
+            const ms = performance.now() - t0, u = process.cpuUsage(u0);
+            await seq.eraseContextTokenRanges([{start: ctxLen, end: ctxLen + T}]);
+            return [ms, (u.user + u.system) / 1e3];
+        };
+        for (const T of Ts) await once(T);   // warm-up
+        const wall = Ts.map(() => []), cpu = Ts.map(() => []);
+        for (let r = 0; r < REPS; r++)
+            for (let k = 0; k < Ts.length; k++) {
+                const [w, c] = await once(Ts[k]);
+                wall[k].push(w), cpu[k].push(c);
+            }
+        const med = (v) => v.sort((a, b) => a - b)[REPS >> 1].toFixed(4);
+        for (let k = 0; k < Ts.length; k++) console.log(`bench ${mp} ${Ts[k]} ${med(wall[k])} ${med(cpu[k])}`);
+        await context.dispose();
+        await model.dispose();
+    }
+    await llama.dispose();
+    process.exit(0);
+}
+
 async function widen(src, out, vocabArg, eosArg) {
     const fs = await import("node:fs");
-    const V = Number(vocabArg), eos = Number(eosArg);
     const cfg = JSON.parse(fs.readFileSync(path.join(src, "config.json"), "utf8"));
-    const old = cfg.vocab_size;
-    Object.assign(cfg, {vocab_size: V, eos_token_id: eos, bos_token_id: eos});
+    const old = cfg.vocab_size, f32 = vocabArg === null;  // f32: every tensor F32, the vocabulary as it is
+    const V = f32 ? old : Number(vocabArg), eos = Number(eosArg);
+    if (f32) cfg.torch_dtype = cfg.dtype = "float32";
+    else Object.assign(cfg, {vocab_size: V, eos_token_id: eos, bos_token_id: eos});
     const b = fs.readFileSync(path.join(src, "model.safetensors"));
     const hl = Number(b.readBigUInt64LE(0)), header = JSON.parse(b.subarray(8, 8 + hl).toString("utf8"));
     const names = Object.keys(header).filter((k) => k !== "__metadata__");
@@ -138,8 +266,12 @@ async function widen(src, out, vocabArg, eosArg) {
     for (const k of names) {
         const t = header[k], data = b.subarray(8 + hl + t.data_offsets[0], 8 + hl + t.data_offsets[1]);
         let shape = t.shape, bytes = data;
-        if (t.dtype !== "F32") throw new Error(`${k}: ${t.dtype}, expected F32`);
-        if ((k === "model.embed_tokens.weight" || k === "lm_head.weight") && shape[0] === old) {
+        if (f32 && t.dtype === "BF16") {  // BF16 is the top half of an F32: exact
+            const w = Buffer.alloc(data.length * 2);
+            for (let i = 0; i < data.length / 2; i++) w.writeUInt16LE(data.readUInt16LE(2 * i), 4 * i + 2);
+            bytes = w;
+        } else if (t.dtype !== "F32") throw new Error(`${k}: ${t.dtype}, expected F32`);
+        if (!f32 && (k === "model.embed_tokens.weight" || k === "lm_head.weight") && shape[0] === old) {
             shape = [V, shape[1]];
             bytes = Buffer.alloc(V * shape[1] * 4);
             data.copy(bytes);

@@ -16,6 +16,9 @@
  *     the draft's config.json), tokenizer.ggml.mask_token_id, the gpt2
  *     vocabulary (tokens = vocab.txt's lines or tokenizer.json's ids, an empty
  *     merges array that is present), for walkthrough, random and qwen3-layout;
+ *   - a hybrid target (toy_weights/hybrid, when made) as llama.cpp's qwen35:
+ *     names, the converter's value transforms and value-head reorder worked
+ *     out here, its keys; layer_types off the interval refused;
  *   - the reader fails on a flipped data byte and on a misaligned offset;
  *   - bad input: exit 2, one line, no OUT_DIR left behind.
  * Needs `make weights` and ./dflash. */
@@ -499,6 +502,163 @@ static void test_qwen3_layout(void **s) { (void)s; check_set("qwen3-layout"); }
 /* draft layers 0..3 sliding (window 6), layer 4 full */
 static void test_sliding(void **s) { (void)s; check_set("sliding"); }
 
+/* A hybrid target (toy_weights/hybrid: Qwen3_5ForCausalLM) as llama.cpp's
+ * qwen35, worked out here from the converter's rules (Qwen3_5TextModel,
+ * Qwen3NextModel.modify_tensors, _LinearAttentionVReorderBase): every source
+ * tensor under its qwen35 name, ne = the shape reversed (conv1d's (C, 1, K)
+ * squeezed), F32 here; the values: norms but linear_attn.norm as 1 + w,
+ * A_log as -exp; value heads grouped by key head [g0 v0..v(r-1), g1 ...]
+ * become tiled [g0 v0, g1 v0, ...] (output head j * Hk + g = source head
+ * g * r + j) along in_proj_qkv's and conv1d's value rows, in_proj_z's,
+ * in_proj_a's, in_proj_b's, A_log's and dt_bias's rows, out_proj's columns;
+ * and the keys llama.cpp's qwen35 loader reads. Skipped without the set. */
+static void test_hybrid_qwen35(void **s) {
+    (void)s;
+    const char *set = "toy_weights/hybrid";
+    char p[1200], out[600], cmd[2400];
+    snprintf(p, sizeof p, "%s/target/model.safetensors", set);
+    if (!tu_exists(p)) tu_skip("%s missing (make weights)", p);
+    snprintf(out, sizeof out, "%s/hybrid", TMP);
+    snprintf(cmd, sizeof cmd, "./dflash gguf --weights %s %s >/dev/null", set, out);
+    assert_int_equal(system(cmd), 0);
+    Gg g;
+    if (gg_load(&g, tu_path(out, "target.gguf")) != 0) fail_msg("%s", g.err);
+    snprintf(p, sizeof p, "%s/target/config.json", set);
+    Json c = read_json(p);
+    int Hk = (int)jint(&c, "linear_num_key_heads"), Hv = (int)jint(&c, "linear_num_value_heads");
+    int dk = (int)jint(&c, "linear_key_head_dim"), dv = (int)jint(&c, "linear_value_head_dim"), r = Hv / Hk;
+    kv_str_is(&g, "general.architecture", "qwen35");
+    assert_int_equal(kv_u32(&g, "qwen35.block_count"), jint(&c, "num_hidden_layers"));
+    assert_int_equal(kv_u32(&g, "qwen35.ssm.conv_kernel"), jint(&c, "linear_conv_kernel_dim"));
+    assert_int_equal(kv_u32(&g, "qwen35.ssm.state_size"), dk);
+    assert_int_equal(kv_u32(&g, "qwen35.ssm.group_count"), Hk);
+    assert_int_equal(kv_u32(&g, "qwen35.ssm.time_step_rank"), Hv);
+    assert_int_equal(kv_u32(&g, "qwen35.ssm.inner_size"), Hv * dv);
+    assert_int_equal(kv_u32(&g, "qwen35.full_attention_interval"), jint(&c, "full_attention_interval"));
+    const Json *rp = json_get(&c, "rope_parameters");
+    assert_int_equal(kv_u32(&g, "qwen35.rope.dimension_count"),
+                     (long long)(jint(&c, "head_dim") * jnum(rp, "partial_rotary_factor")));
+    assert_true(kv_f32(&g, "qwen35.rope.freq_base") == (float)jnum(rp, "rope_theta"));
+    const Kv *sec = kv_find(&g, "qwen35.rope.dimension_sections");
+    const Json *ms = json_get(rp, "mrope_section");
+    assert_non_null(sec);
+    assert_int_equal(sec->arr_type, V_I32);
+    assert_int_equal(sec->arr_n, 4);
+    for (int k = 0; k < 4; k++) assert_int_equal(le32(sec->val + 4 * k), k < ms->n ? ms->items[k].integer : 0);
+    static const char *const names[][2] = {
+        {"input_layernorm.weight", "attn_norm.weight"}, {"post_attention_layernorm.weight", "post_attention_norm.weight"},
+        {"self_attn.q_proj.weight", "attn_q.weight"}, {"self_attn.k_proj.weight", "attn_k.weight"},
+        {"self_attn.v_proj.weight", "attn_v.weight"}, {"self_attn.o_proj.weight", "attn_output.weight"},
+        {"self_attn.q_norm.weight", "attn_q_norm.weight"}, {"self_attn.k_norm.weight", "attn_k_norm.weight"},
+        {"mlp.gate_proj.weight", "ffn_gate.weight"}, {"mlp.up_proj.weight", "ffn_up.weight"},
+        {"mlp.down_proj.weight", "ffn_down.weight"}, {"linear_attn.in_proj_qkv.weight", "attn_qkv.weight"},
+        {"linear_attn.in_proj_z.weight", "attn_gate.weight"}, {"linear_attn.in_proj_b.weight", "ssm_beta.weight"},
+        {"linear_attn.in_proj_a.weight", "ssm_alpha.weight"}, {"linear_attn.conv1d.weight", "ssm_conv1d.weight"},
+        {"linear_attn.A_log", "ssm_a"}, {"linear_attn.dt_bias", "ssm_dt.bias"},
+        {"linear_attn.norm.weight", "ssm_norm.weight"}, {"linear_attn.out_proj.weight", "ssm_out.weight"},
+    };
+    snprintf(p, sizeof p, "%s/target/model.safetensors", set);
+    size_t len = 0;
+    unsigned char *b = tu_map(p, &len);
+    assert_non_null(b);
+    uint64_t hn = 0;
+    for (int i = 7; i >= 0; i--) hn = hn << 8 | b[i];
+    Json h;
+    assert_int_equal(json_parse((char *)b + 8, hn, p, &h), 0);
+    int n_src = 0, n_moved = 0;
+    for (int k = 0; k < h.n; k++) {
+        const char *hf = h.keys[k];
+        if (strcmp(hf, "__metadata__") == 0) continue;
+        n_src++;
+        const Json *e = &h.items[k], *sh = json_get(e, "shape"), *of = json_get(e, "data_offsets");
+        assert_string_equal(json_get(e, "dtype")->string, "F32");
+        char name[160] = "", sub[160] = "";
+        int l = -1, end = 0;
+        if (sscanf(hf, "model.layers.%d.%n", &l, &end) == 1) {
+            snprintf(sub, sizeof sub, "%s", hf + end);
+            for (size_t m = 0; m < sizeof names / sizeof names[0]; m++)
+                if (strcmp(sub, names[m][0]) == 0) snprintf(name, sizeof name, "blk.%d.%s", l, names[m][1]);
+        } else if (strcmp(hf, "model.embed_tokens.weight") == 0) snprintf(name, sizeof name, "token_embd.weight");
+        else if (strcmp(hf, "model.norm.weight") == 0) snprintf(name, sizeof name, "output_norm.weight");
+        else if (strcmp(hf, "lm_head.weight") == 0) snprintf(name, sizeof name, "output.weight");
+        if (!name[0]) fail_msg("%s: no expected name", hf);
+        const Ti *t = ti_find(&g, name);
+        if (!t) fail_msg("%s: no tensor %s", hf, name);
+        /* the shape, squeezed, in numpy order */
+        uint64_t shape[2] = {1, 1};
+        int nd = 0;
+        for (int d = 0; d < sh->n; d++)
+            if (!(sh->n == 3 && d == 1)) shape[nd++] = (uint64_t)sh->items[d].integer;
+        assert_int_equal(t->ndim, nd);
+        for (int d = 0; d < nd; d++) assert_int_equal(t->ne[d], shape[nd - 1 - d]);
+        assert_int_equal(t->type, 0);
+        uint64_t rows = shape[0], cols = nd == 2 ? shape[1] : 1;
+        /* the value head reorder: which rows (from row0, heads of hd rows) or columns */
+        int rowwise = 0, colwise = 0;
+        uint64_t row0 = 0, hd = 0;
+        if (!strcmp(sub, "linear_attn.in_proj_qkv.weight") || !strcmp(sub, "linear_attn.conv1d.weight"))
+            rowwise = 1, row0 = 2 * (uint64_t)Hk * dk, hd = dv;
+        else if (!strcmp(sub, "linear_attn.in_proj_z.weight")) rowwise = 1, hd = dv;
+        else if (!strcmp(sub, "linear_attn.in_proj_a.weight") || !strcmp(sub, "linear_attn.in_proj_b.weight") ||
+                 !strcmp(sub, "linear_attn.A_log") || !strcmp(sub, "linear_attn.dt_bias"))
+            rowwise = 1, hd = 1;
+        else if (!strcmp(sub, "linear_attn.out_proj.weight")) colwise = 1, hd = dv;
+        size_t hl = strlen(hf);
+        int plus1 = hl >= 11 && !strcmp(hf + hl - 11, "norm.weight") && strcmp(sub, "linear_attn.norm.weight");
+        int negexp = !strcmp(sub, "linear_attn.A_log");
+        const unsigned char *src = b + 8 + hn + of->items[0].integer, *dst = g.buf + g.data + t->off;
+        for (uint64_t i = 0; i < rows; i++)
+            for (uint64_t j = 0; j < cols; j++) {
+                uint64_t si = i, sj = j;  /* the source element the output's (i, j) comes from */
+                if (rowwise && i >= row0) {
+                    uint64_t head = (i - row0) / hd, jj = head / (uint64_t)Hk, gg = head % (uint64_t)Hk;
+                    si = row0 + (gg * (uint64_t)r + jj) * hd + (i - row0) % hd;
+                }
+                if (colwise) {
+                    uint64_t head = j / hd, jj = head / (uint64_t)Hk, gg = head % (uint64_t)Hk;
+                    sj = (gg * (uint64_t)r + jj) * hd + j % hd;
+                }
+                n_moved += si != i || sj != j;
+                float x, got;
+                uint32_t u = le32(src + 4 * (si * cols + sj)), v = le32(dst + 4 * (i * cols + j));
+                memcpy(&x, &u, 4);
+                memcpy(&got, &v, 4);
+                float want = plus1 ? x + 1.0f : negexp ? -expf(x) : x;
+                if (memcmp(&got, &want, 4) != 0)
+                    fail_msg("%s -> %s: element (%llu, %llu) is %.9g, expected %.9g", hf, name, (unsigned long long)i,
+                             (unsigned long long)j, got, want);
+            }
+    }
+    assert_int_equal(g.n_t, n_src);
+    assert_true(r == 1 || n_moved > 0);  /* with Hv > Hk, the reorder moved something */
+    json_free(&h);
+    tu_unmap(b, len);
+    json_free(&c);
+    gg_free(&g);
+    /* what llama.cpp's qwen35 cannot hold is refused: layer_types that are not
+     * every full_attention_interval-th layer full attention (its loader
+     * derives the pattern from the interval) -- exit 2, one line, nothing written */
+    snprintf(cmd, sizeof cmd,
+             "mkdir -p %s/iv/target && ln -s \"$PWD/%s/draft\" %s/iv/draft && cp %s/vocab.txt %s/iv/ && "
+             "ln -s \"$PWD/%s/target/model.safetensors\" %s/iv/target/ && "
+             "sed 's/\"full_attention_interval\": *[0-9]*/\"full_attention_interval\": 3/' %s/target/config.json > %s/iv/target/config.json && "
+             "grep -q '\"full_attention_interval\": 3' %s/iv/target/config.json",
+             TMP, set, TMP, set, TMP, set, TMP, set, TMP, TMP);
+    assert_int_equal(system(cmd), 0);
+    snprintf(cmd, sizeof cmd, "./dflash gguf --weights %s/iv %s/iv-out 2>%s/iv-err", TMP, TMP, TMP);
+    int st = system(cmd);
+    assert_true(WIFEXITED(st));
+    snprintf(p, sizeof p, "%s/iv-err", TMP);
+    char *err = tu_read(p, NULL);
+    assert_non_null(err);
+    if (WEXITSTATUS(st) != 2 || strncmp(err, "dflash gguf: ", 13) != 0 || !strstr(err, "full_attention_interval") ||
+        strchr(err, '\n') != err + strlen(err) - 1)
+        fail_msg("exit %d: %s", WEXITSTATUS(st), err);
+    free(err);
+    snprintf(p, sizeof p, "%s/iv-out", TMP);
+    assert_false(tu_exists(p));
+}
+
 /* the reader can fail: one data byte changed, one offset made misaligned */
 static void test_reader_catches_damage(void **s) {
     (void)s;
@@ -685,6 +845,7 @@ int main(void) {
         cmocka_unit_test(test_random),
         cmocka_unit_test(test_qwen3_layout),
         cmocka_unit_test(test_sliding),
+        cmocka_unit_test(test_hybrid_qwen35),
         cmocka_unit_test(test_reader_catches_damage),
         cmocka_unit_test(test_refusals),
         cmocka_unit_test(test_tokenizer_json_rules),

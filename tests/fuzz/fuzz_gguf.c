@@ -6,7 +6,9 @@
  *                (gguf.c re-reads the headers itself to find each tensor's
  *                bytes), as a draft when bit 1 is set;
  *   bits 2-4:    a sliding window 0..7 for the one draft layer of the
- *                metadata written (dflash.attention.sliding_window*).
+ *                metadata written (dflash.attention.sliding_window*);
+ *   bit 5:       a target's tensors read as a hybrid's (qwen35 names, the
+ *                value transforms, the value-head reorder; Hk 2, Hv 4).
  * The rest is written to a file in a fresh directory (the readers take a
  * path). Checked: a refusal sets a message; an accepted vocabulary has
  * every id's token, a known token type, every merge; an accepted tensor
@@ -60,7 +62,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         atexit(remove_root);
     }
     if (size < 1) return 0;
-    int mode = data[0] & 1, draft = data[0] >> 1 & 1, window = data[0] >> 2 & 7;
+    int mode = data[0] & 1, draft = data[0] >> 1 & 1, window = data[0] >> 2 & 7, hybrid = data[0] >> 5 & 1;
+    static const Hybrid hy = {2, 4, 2, 2};  /* bit 5: read as a hybrid target's tensors (qwen35 names, reorders) */
     FILE *f = fopen(path, "wb");
     if (!f) abort();
     if (size > 1 && fwrite(data + 1, 1, size - 1, f) != size - 1) abort();
@@ -92,13 +95,13 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     } else {
         Source s;
         memset(&s, 0, sizeof s);
-        if (source_add_file(&s, path, draft) == 0) {
+        if (source_add_file(&s, path, draft, hybrid && !draft ? &hy : NULL) == 0) {
             for (int i = 0; i < s.n; i++) {
                 const Tensor *t = &s.t[i];
                 uint64_t numel = t->shape[0] * (t->ndim == 2 ? t->shape[1] : 1);
                 int esize = t->dtype == GT_F32 ? 4 : 2;
                 if (!t->name[0] || t->src_bytes != numel * (uint64_t)esize || t->src_off + t->src_bytes > size - 1 ||
-                    t->out_bytes != (t->ndim == 1 ? numel * 4 : t->src_bytes))
+                    t->out_bytes != (t->type == GT_F32 ? numel * 4 : t->src_bytes) || (t->ndim == 1 && t->type != GT_F32))
                     abort();
             }
             static char *one_tok[1] = {(char *)"a"};
