@@ -26,7 +26,7 @@ args_sliding='--target toy_weights/sliding/target --draft toy_weights/sliding/dr
 # and the hybrid set (a Qwen3.5-style target: Gated DeltaNet layers, 3 linear : 1 full), for the
 # hybrid-* pitfalls: a run whose rounds reject drafts, so that the crop cuts (the rollback's mistakes)
 hybrid=${HYBRID_SET:-toy_weights/hybrid}
-args_hybrid="--target $hybrid/target --draft $hybrid/draft --ids 5,3,16 --max-new-tokens 16 --ignore-eos"
+args_hybrid="--target $hybrid/target --draft $hybrid/draft --ids 5,6,7,8,9,10,11,12 --max-new-tokens 8 --ignore-eos"
 have_hybrid=0
 [ -f "$hybrid/target/config.json" ] && [ -f "$hybrid/draft/config.json" ] && have_hybrid=1
 
