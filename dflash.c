@@ -232,7 +232,7 @@ static int check_sums(const SumFault *f, const char *phase, int round) {
  * This loop is the definition, written as plainly as it can be (as llm.c's
  * matmul_forward_naive "serves as an algorithmic reference"). The programs
  * built for speed run kernel.c's matmul instead, the same sums in the same
- * order, four rows of W at a time (tests/test_kernel.c: the same bits);
+ * order, a tile of rows and tokens at a time (tests/test_kernel.c: same bits);
  * `weak` lets that one replace this one when kernel.c is linked.
  * Why 16 sums: NOTES.md, "matmul and losslessness".
  */
