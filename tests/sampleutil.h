@@ -59,7 +59,8 @@ typedef struct {
     const Model *t;
     KVCache kv;
     TargetRun tr;
-    int n_prompt, prefix[TU_MAX_K];
+    const int *prompt;
+    int n_prompt, prefix[TU_MAX_K], *ids;  /* ids (n_prompt + K): the prompt, then the prefix */
     double temp, *dist;  /* (K, V): the conditional after each depth's prefix */
     TuExact *e;
 } TuWalk;
@@ -78,9 +79,13 @@ static inline void tu_walk(TuWalk *w, int depth, double pp) {
     if (depth > 0) tu_add_cell(e, depth, tu_seq_key(w->prefix, depth, V), pp);
     if (depth == e->K) return;
     double *d = w->dist + (size_t)depth * V;
-    if (depth > 0) {  /* the prompt's K/V stay in the cache; the prefix follows it */
-        cache_crop(&w->kv, w->n_prompt);
-        target_forward(w->t, &w->kv, &w->tr, w->prefix, depth, depth - 1, NULL);
+    if (depth > 0) {  /* a fresh cache, the prompt and the prefix in one forward: no crop, no rollback */
+        cache_free(&w->kv);
+        assert_int_equal(cache_init(&w->kv, &w->t->cfg, w->n_prompt + e->K), 0);
+        memcpy(w->ids, w->prompt, sizeof(int) * (size_t)w->n_prompt);
+        memcpy(w->ids + w->n_prompt, w->prefix, sizeof(int) * (size_t)depth);
+        int n = w->n_prompt + depth;
+        target_forward(w->t, &w->kv, &w->tr, w->ids, n, n - 1, NULL);
         tu_softmax_temp(w->tr.logits, V, w->temp, d);
         e->forwards++;
     }
@@ -98,10 +103,12 @@ static inline void tu_exact_build(TuExact *e, const Model *t, const int *prompt,
     e->K = K, e->N = N, e->V = t->cfg.vocab_size;
     assert_true(K >= 1 && K <= TU_MAX_K && pow((double)e->V, K) < 1.8e19);
     TuWalk w = {0};
-    w.t = t, w.n_prompt = n, w.temp = temp, w.e = e;
+    w.t = t, w.prompt = prompt, w.n_prompt = n, w.temp = temp, w.e = e;
+    w.ids = malloc(sizeof(int) * (size_t)(n + K));
+    assert_non_null(w.ids);
     w.dist = malloc(sizeof(double) * (size_t)K * (size_t)e->V);
     assert_non_null(w.dist);
-    int cap_T = n > K ? n : K;
+    int cap_T = n + K;
     assert_int_equal(cache_init(&w.kv, &t->cfg, n + K), 0);
     assert_int_equal(target_run_init(&w.tr, &t->cfg, cap_T, n + K), 0);
     target_forward(t, &w.kv, &w.tr, prompt, n, n - 1, NULL);  /* P(t1) */
@@ -112,6 +119,7 @@ static inline void tu_exact_build(TuExact *e, const Model *t, const int *prompt,
     target_run_free(&w.tr);
     cache_free(&w.kv);
     free(w.dist);
+    free(w.ids);
 }
 
 static inline void tu_exact_free(TuExact *e) {

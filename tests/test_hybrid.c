@@ -34,6 +34,7 @@
 #include "formats/tracenames.h"
 #include "formats/files.h"
 #include "tests/testutil.h"
+#include "tests/sampleutil.h"
 
 /* ---- a small hybrid set, written here ------------------------------------- */
 
@@ -544,6 +545,48 @@ static void test_greedy_dflash_equals_ar(void **state) {
 }
 
 
+/* Sampling at T = 1 on the hybrid set is lossless in distribution: the first
+ * three new tokens of target-only decoding and of DFlash at blocks 2 and 3 fit
+ * the exact target distribution (tests/sampleutil.h: a second computation,
+ * a fresh forward of each prefix); the third token comes after a rollback
+ * whenever round 1 rejected, so a state rolled back wrong shows (each
+ * rollback pitfall of walkthrough/pitfalls/ fails it). 600 seeds a mode (3000 with
+ * DFLASH_TEST_LONG). */
+static void test_temperature_sampling_is_lossless(void **state) {
+    (void)state;
+    Model t, d;
+    char *dir = load_set(&t, &d, 0, 0);
+    int prompt[4] = {3, 9, 1, 17}, N = tu_long() ? 3000 : 600;
+    double temp = 1.0;
+    TuExact P;
+    tu_exact_build(&P, &t, prompt, 4, temp, 3, N);
+    int *obs = malloc(sizeof(int) * 3 * (size_t)N);
+    assert_non_null(obs);
+    for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
+        int accepted = 0, rejected = 0;
+        for (int s = 0; s < N; s++) {
+            GenParams gp = {.max_new_tokens = 3, .block_size = mode == 0 ? 1 : mode + 1, .temperature = temp,
+                            .seed = (uint64_t)s};
+            GenResult r;
+            if (mode == 0) assert_int_equal(ar_generate(&t, prompt, 4, &gp, &r), 0);
+            else assert_int_equal(dflash_generate(&d, &t, prompt, 4, &gp, &r), 0);
+            assert_true(r.n_output >= 7);
+            for (int k = 0; k < 3; k++) obs[3 * s + k] = r.output_ids[4 + k];
+            for (int i = 0; i < r.n_rounds; i++) {
+                accepted += r.rounds[i].acceptance_length;
+                rejected += r.rounds[i].acceptance_length < mode;
+            }
+            gen_result_free(&r);
+        }
+        tu_assert_fits(&P, 3, obs, 3, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
+        if (mode > 0) assert_true(rejected > 0);   /* rounds that rolled the state back */
+        (void)accepted;
+    }
+    free(obs);
+    tu_exact_free(&P);
+    drop_set(dir, &t, &d);
+}
+
 /* ---- the trace: names, shapes, the chain of states ------------------------- */
 
 typedef struct {
@@ -787,6 +830,7 @@ int main(void) {
         cmocka_unit_test(test_gated_rmsnorm_by_hand),
         cmocka_unit_test(test_rollback_equals_fresh_prefill),
         cmocka_unit_test(test_greedy_dflash_equals_ar),
+        cmocka_unit_test(test_temperature_sampling_is_lossless),
         cmocka_unit_test(test_trace_states_chain),
         cmocka_unit_test(test_trace_draft_sizes),
         cmocka_unit_test(test_round_log_rollback),
