@@ -393,7 +393,7 @@ static void probe_row(FilterProbe *f, const char *pattern, int L, int Ld, int ro
 }
 
 int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
-                        int block_size, int max_rounds) {
+                        int block_size, int max_rounds, int hybrid) {
     int rounds = max_rounds < 1000 ? max_rounds : 1000;
     for (int k = 0; k < n_filters; k++) {
         FilterProbe f;
@@ -407,6 +407,8 @@ int trace_check_filters(const char *const *filters, int n_filters, int target_la
             if (draft_only && block_size <= 1) continue;  /* block size 1: no draft, nothing for it */
             probe_row(&f, pat, target_layers, draft_layers, rounds);
         }
+        for (int i = 0; hybrid && i < dflash_n_hybrid_trace_names && !f.matched; i++)
+            probe_row(&f, dflash_hybrid_trace_names[i].pattern, target_layers, draft_layers, rounds);
         if (f.matched) continue;
         char close[400] = "";
         for (int m = 0; m < 3 && f.best[m] < (1 << 30); m++)

@@ -52,9 +52,10 @@ int trace_check_outputs(const char *dir, const char *text_path, const char *cons
  * that matches no name a run of this shape can emit: a target of
  * target_layers layers, a draft of draft_layers (block_size 1: no draft
  * names), at most max_rounds rounds (round numbers above 1000 are not
- * tried). Called before any output is opened. */
+ * tried); hybrid: the target is a hybrid (Qwen3.5) one, whose names
+ * (dflash_hybrid_trace_names) count too. Called before any output is opened. */
 int trace_check_filters(const char *const *filters, int n_filters, int target_layers, int draft_layers,
-                        int block_size, int max_rounds);
+                        int block_size, int max_rounds, int hybrid);
 /* The (up to) three of names[0..n) closest to glob, ", "-separated, into
  * out: an edit distance where '*' and '?' match for free. "none" when n 0. */
 void glob_closest(const char *glob, char *const *names, int n, char *out, size_t size);

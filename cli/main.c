@@ -749,7 +749,8 @@ static int run_trace_open(Run *r, int argc, char **argv) {
     const Args *a = &r->a;
     if (!r->dflash_mode) { dflash_set_error("--trace: traces are written in --mode dflash only"); return -1; }
     if (trace_check_filters(a->filters, a->n_filters, r->target.cfg.num_hidden_layers,
-                            r->have_draft ? r->draft.cfg.num_hidden_layers : 0, r->p.block_size, r->p.max_new_tokens) != 0)
+                            r->have_draft ? r->draft.cfg.num_hidden_layers : 0, r->p.block_size, r->p.max_new_tokens,
+                            r->target.cfg.hybrid) != 0)
         return -1;
     r->tracer = trace_open(a->trace_dir, a->trace_text, a->filters, a->n_filters);
     /* the run's flags, for `dflash diff` to rerun on the other precision's build; without the trace's
