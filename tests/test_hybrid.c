@@ -33,6 +33,7 @@
 #include "formats/load.c"
 #include "formats/tracenames.h"
 #include "formats/files.h"
+#include "trace.h"
 #include "tests/testutil.h"
 #include "tests/sampleutil.h"
 
