@@ -37,6 +37,7 @@ int main(int argc, char **argv) {
     Model m;
     memset(&m, 0, sizeof m);
     if (model_load(&m, argv[1], 0) != 0) { dflash_print_error("fwdtime", ""); return 1; }
+    if (kernel_pack_weights) kernel_pack_weights(&m);   /* as ./dflash runs: packed, BF16 kept as BF16 */
     const Config *c = &m.cfg;
     KVCache kv;
     TargetRun tr;
@@ -68,6 +69,7 @@ int main(int argc, char **argv) {
     }
     cache_free(&kv);
     target_run_free(&tr);
+    if (kernel_unpack_weights) kernel_unpack_weights(&m);
     model_free(&m);
     return 0;
 }

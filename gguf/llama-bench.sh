@@ -7,7 +7,7 @@
 # attention off, every row's logits) on two GGUF files of
 # toy_weights/learned/target: as it is (BF16) and an F32 copy (--f32, BF16
 # widened exactly); this program is build/gguf/fwdtime (the speed build's
-# kernel, the weights widened to F32 as ./dflash runs them). Each side
+# kernel, the weights packed as ./dflash runs them: BF16 kept as BF16). Each side
 # times T = 1..8, 16 tokens after a cache of 64 positions as ./dflash bench
 # does (medians of 11 round-robin repetitions); ROUNDS rounds alternate the
 # sides, so a change of load hits all of them alike, and each number is the
