@@ -296,12 +296,21 @@ perf_vars() { # TRANSCRIPT
         print "EV_PROMPTS", $c["prompts"]
     }' toy_weights/learned/eval.tsv
 }
-# TEMPLATE with @NAME@ replaced from VARS and the line @BENCH@ by TRANSCRIPT;
-# a name with no value fails (naming it)
+# TEMPLATE with @NAME@ replaced from VARS and the line @BENCH@ by TRANSCRIPT
+# (its hybrid-target section left out: the page is about the dense pairs, and
+# docs/performance/bench.txt holds it whole); a name with no value fails (naming it)
 perf_fill() { # VARS TEMPLATE TRANSCRIPT
     awk -v bench="$3" '
     NR == FNR { v[$1] = substr($0, length($1) + 2); next }
-    $0 == "@BENCH@" { while ((getline l < bench) > 0) print l; close(bench); next }
+    $0 == "@BENCH@" {
+        skip = 0
+        while ((getline l < bench) > 0) {
+            if (l ~ /^== the hybrid/) { skip = 1; print "(the hybrid target'"'"'s section: docs/performance/bench.txt)"; print "" }
+            else if (l ~ /^targets \(ratios/) skip = 0
+            if (!skip) print l
+        }
+        close(bench); next
+    }
     {
         out = ""; s = $0
         while (match(s, /@[A-Za-z0-9_]+@/)) {
