@@ -614,8 +614,9 @@ gdb-typed-check: dflash-debug weights ## type the guide into gdb in tmux and com
 SAN_LINKS = toy_weights walkthrough tools cli formats train learned tokenizer eval gguf explorer examples Makefile README.md NOTES.md TRACE.md dflash.c dflash.h trace.c
 # test_learned is left out: it decodes the learned pair (100 MB of weights)
 # through the kernels test_core and test_layouts already run here, and took
-# 146 s CPU under ASan (7.5 s plain), the largest share of CI's sanitize step
-SAN_TESTS = $(filter-out tests/bin/test_learned,$(ALL_TESTS))
+# 146 s CPU under ASan (7.5 s plain), the largest share of CI's sanitize step;
+# test_kernel_O0 too: the same source as test_kernel, which runs here
+SAN_TESTS = $(filter-out tests/bin/test_learned tests/bin/test_kernel_O0,$(ALL_TESTS))
 SAN_PROGRAMS = $(addprefix build/san/,dflash build/dflash-replay dflash-debug dflash-float dflash-double $(PITFALL_PROGRAMS) $(TRAIN_PITFALL_PROGRAMS) $(SIGNATURE_PROGRAMS) $(SAN_TESTS))
 sanitize: weights $(SAN_PROGRAMS) ## the test suite under ASan+UBSan (build/san/, make test's subset)
 	@for f in $(SAN_LINKS); do ln -sfn ../../$$f build/san/$$f; done
