@@ -24,14 +24,20 @@
 #          XPROMPTS held-out prompts; an experiment whose two logs are there
 #          is not run again (stop it any time: the next run goes on)
 #   experiment-full NAME  one experiment at the committed draft's recipe
-#          (its 500 steps, 64 prompts): XLOGS/NAME-full.log, .eval.tsv
-#   steps-full N  the committed draft's recipe at N steps instead of STEPS
-#          (the same data, seed, warm-up; the cosine stretched over N): how
-#          decoded tau grows with training, XLOGS/stepsN-full.log, .eval.tsv
+#          but XFULLSTEPS (500) steps, 64 prompts: XLOGS/NAME-full.log,
+#          .eval.tsv, compared with the 500-step pair (that recipe at 500
+#          steps, the committed draft until it was trained for STEPS; its
+#          figures frozen in XLOGS/pair500.eval.tsv, .log, .prompts.tsv)
+#   steps-full N  the committed draft's recipe at N steps instead of
+#          XFULLSTEPS (the same data, seed, warm-up; the cosine stretched
+#          over N): how decoded tau grows with training, XLOGS/stepsN-full.log,
+#          .eval.tsv (steps-full 1500 is the committed draft's run)
 #   pitfall-full NAME  one training pitfall (walkthrough/train-pitfalls/,
 #          build/pitfalls/dflash-train-NAME) trained from scratch at that
-#          recipe, the committed pair its clean run: TLOGS/NAME.log, .eval.tsv,
-#          .prompts.tsv (NAME clean: the committed pair's .eval.tsv, .prompts.tsv)
+#          recipe and XFULLSTEPS steps, the 500-step pair its clean run:
+#          TLOGS/NAME.log, .eval.tsv, .prompts.tsv (NAME clean: the 500-step
+#          pair trained again by the clean ./dflash, the same bits, decoded
+#          the same way)
 #   regress  toy_weights/learned/draft-regression.txt: rounds and tokens
 #          (accepted + bonus) of greedy DFlash at blocks 4, 8, 16 on the first
 #          4 held-out prompts, 48 new tokens, no stop (learned/tests/test_learned.c
@@ -53,9 +59,10 @@
 # fortune, as dflash eval decodes),
 # two prompts at a time (JOBS; the order of the lines does not depend on it);
 # then dflash train from a new draft (seeded) on those sequences, the prompt
-# at loss mask 0. Deterministic: the same files give the same bytes. It keeps
-# within 30 minutes here: a step was timed first with `./dflash train --bench
-# --target toy_weights/learned/target --draft ...` to set STEPS.
+# at loss mask 0. Deterministic: the same files give the same bytes. STEPS
+# is the step count at which decoded greedy tau at block 8 on the 64 held-out
+# prompts reaches 3.5 (3.54 at 1500; 2.67 at 500: `steps-full N` measured it).
+# TIME: filled by the lead
 set -eu
 export LC_ALL=C
 DFLASH=${DFLASH:-./dflash}
@@ -63,13 +70,13 @@ LEARNED=${LEARNED:-toy_weights/learned}
 NEW=${NEW:-128}
 SAMPLES=${SAMPLES:-1}
 JOBS=${JOBS:-2}
-STEPS=${STEPS:-500}
+STEPS=${STEPS:-1500}
 LEARNED_RECIPE=${LEARNED_RECIPE:---batch 4 --lr 1e-3 --warmup 25 --gamma 7 --anchors 32 --seed 42 --heldout 32}
 THREADS=${THREADS:-2}   # dflash train --threads: the bits do not depend on it
-# the experiments: a shorter recipe than the committed draft's (its 500 steps
-# take 23 minutes; ten experiments of them would take hours), the same for
-# every row, the base row included; two experiments at a time (XJOBS), each
-# trained with one thread (the bits do not depend on it)
+# the experiments: a shorter recipe than the committed draft's (ten
+# experiments of its length would take many hours), the same for every row,
+# the base row included; two experiments at a time (XJOBS), each trained
+# with one thread (the bits do not depend on it)
 XSTEPS=${XSTEPS:-120}
 XRECIPE=${XRECIPE:---batch 4 --lr 1e-3 --warmup 8 --anchors 32 --seed 42 --heldout 32}
 XPROMPTS=${XPROMPTS:-32}
@@ -77,6 +84,9 @@ XJOBS=${XJOBS:-2}
 XLOGS=${XLOGS:-walkthrough/training/learned-logs}
 XWINDOW=${XWINDOW:-16}   # the sliding experiment's sliding_window
 TLOGS=${TLOGS:-walkthrough/train-pitfalls/learned-runs}   # pitfall-full's logs
+# experiment-full, steps-full and pitfall-full: the committed recipe at 500
+# steps (the 500-step pair's), so that their committed logs stay comparable
+XFULLSTEPS=${XFULLSTEPS:-500}
 NICE=${NICE:-nice -n 10}
 target=$LEARNED/target
 draft=$LEARNED/draft
@@ -283,8 +293,9 @@ experiment_decode() {  # the fields of one experiment_list line
     echo "learned.sh: $name: $XLOGS/$name.log and $name.eval.tsv written ($(date -u +%H:%M:%S))" >&2
 }
 
-# one run at the committed draft's recipe, then its decoding on PROMPTS
-# (64) held-out prompts at blocks 8 and 16: LOGDIR/NAME.log and .eval.tsv
+# one run at the committed draft's recipe at XFULLSTEPS steps, then its
+# decoding on PROMPTS (64) held-out prompts at blocks 8 and 16: LOGDIR/NAME.log
+# and .eval.tsv
 full_run() {  # $1 name, $2 trainer, $3 decoder, $4 config, $5 logdir, then dflash train's flags
     name=$1 trainer=$2 decoder=$3 conf=$4 logs=$5
     shift 5
@@ -299,7 +310,7 @@ full_run() {  # $1 name, $2 trainer, $3 decoder, $4 config, $5 logdir, then dfla
         echo "learned.sh: $name: training ($(date -u +%H:%M:%S))" >&2
         # the committed recipe, then the run's own flags (the last of a flag wins)
         $NICE "$trainer" train --target "$target" --draft-config "$x/$conf.json" --data build/learned/data.txt --out "$x/$name" \
-            --steps "$STEPS" $LEARNED_RECIPE "$@" --threads "$THREADS" --log-every 25 --log "$x/$name.log.tmp" ||
+            --steps "$XFULLSTEPS" $LEARNED_RECIPE "$@" --threads "$THREADS" --log-every 25 --log "$x/$name.log.tmp" ||
             die "$name: dflash train failed"
         mv "$x/$name.log.tmp" "$x/$name.log"
     fi
@@ -320,11 +331,12 @@ full_decode() {  # $1 name, $2 decoder, $3 draft, $4 logdir
 
 case ${1:-} in
 experiment-full)
-    # one experiment at the committed draft's recipe (LEARNED_RECIPE, STEPS,
-    # THREADS) and its 64 prompts: XLOGS/NAME-full.log and .eval.tsv, beside
-    # the committed pair's figures (the page shows the row when it is there)
+    # one experiment at the committed draft's recipe (LEARNED_RECIPE,
+    # XFULLSTEPS, THREADS) and its 64 prompts: XLOGS/NAME-full.log and
+    # .eval.tsv, beside the 500-step pair's figures (the page shows the row
+    # when it is there)
     line=$(experiment_list | awk -v n="${2:-}" '$1 == n') && [ -n "$line" ] && [ "${2:-}" != base ] ||
-        die "experiment-full NAME: NAME is one of the experiments but base (the committed pair is base at this recipe)"
+        die "experiment-full NAME: NAME is one of the experiments but base (the 500-step pair is base at this recipe)"
     set -- $line
     name=$1 trainer=$2 decoder=$3 conf=$4
     shift 5
@@ -332,24 +344,24 @@ experiment-full)
     full_run "$name-full" "$trainer" "$decoder" "$conf" "$XLOGS" "$@"
     ;;
 steps-full)
-    # the committed recipe, longer: the base row at N steps (the last
-    # --steps dflash train is given wins)
+    # the committed recipe at N steps: the base row at N steps (the last
+    # --steps dflash train is given wins: XFULLSTEPS, then N)
     case ${2:-} in ''|*[!0-9]*) die "steps-full N: N is a number of steps";; esac
-    [ "$2" != "$STEPS" ] || die "steps-full $2: the committed pair is that run"
+    [ "$2" != "$XFULLSTEPS" ] || die "steps-full $2: the 500-step pair is that run ($XLOGS/pair500.*)"
     full_run "steps$2-full" ./dflash ./dflash base "$XLOGS" --steps "$2"
     ;;
 pitfall-full)
-    # one training pitfall at the committed draft's recipe, from scratch
-    # (the same data, seed and steps: the committed pair is its clean run):
-    # TLOGS/NAME.log and NAME.eval.tsv (walkthrough/train-pitfalls.md's
-    # learned-pair table)
-    # (NAME clean: the committed pair's decoding the same way, the rows they are paired with)
+    # one training pitfall at the committed draft's recipe and XFULLSTEPS
+    # steps, from scratch (the same data, seed and steps: the 500-step pair
+    # is its clean run): TLOGS/NAME.log and NAME.eval.tsv
+    # (walkthrough/train-pitfalls.md's learned-pair table)
+    # (NAME clean: the 500-step pair trained again by the clean ./dflash and
+    # decoded the same way, the rows they are paired with; its decoding is
+    # XLOGS/pair500.eval.tsv's, which walkthrough/mktrainpitfalls.sh checks)
     [ -n "${2:-}" ] && { [ "$2" = clean ] || grep -qx -- "$2" walkthrough/train-pitfalls/series; } ||
         die "pitfall-full NAME: NAME is clean or a line of walkthrough/train-pitfalls/series"
     if [ "$2" = clean ]; then
-        need_target
-        need_draft
-        full_decode clean ./dflash "$draft" "$TLOGS"
+        full_run clean ./dflash ./dflash base "$TLOGS"
     else
         full_run "$2" "build/pitfalls/dflash-train-$2" ./dflash base "$TLOGS"
     fi

@@ -1,7 +1,8 @@
 #!/bin/sh
 # learned/mkexperiments.sh LOGDIR OUTDIR - the learned pair's experiments page and
 # its figures from the committed logs of `make learned-experiments`
-# (learned/learned.sh experiments) and the committed pair's evaluation:
+# (learned/learned.sh experiments, experiment-full, steps-full), the 500-step
+# pair's frozen figures and the committed pair's evaluation:
 #   OUTDIR/learned.md                    walkthrough/training/learned.md.in with
 #                                        its @...@ lines replaced by tables
 #   OUTDIR/figures/learned_loss.svg      training loss of every experiment
@@ -13,7 +14,11 @@
 #   OUTDIR/figures/learned_temperature.svg  the committed pair's acceptance per
 #                                        position at block 16, T = 0, 0.7, 1
 # Every number comes from LOGDIR/NAME.log (dflash train --log),
-# LOGDIR/NAME.eval.tsv (dflash eval --log) and toy_weights/learned/eval.tsv;
+# LOGDIR/NAME.eval.tsv (dflash eval --log), toy_weights/learned/eval.tsv and
+# draft-train.log (the committed pair: run "pair") and LOGDIR/pair500.eval.tsv,
+# pair500.log, pair500.prompts.tsv (run "pair500": the committed recipe at 500
+# steps, the draft committed before the 1500-step one, its figures frozen
+# there: every -full row is trained at 500 steps and compared with it);
 # tools/docs.sh's "training" set regenerates them and make docs-check fails
 # when a committed file differs.
 set -eu
@@ -23,16 +28,21 @@ logs=${1:?usage: learned/mkexperiments.sh LOGDIR OUTDIR}
 out=${2:?usage: learned/mkexperiments.sh LOGDIR OUTDIR}
 tmpl=walkthrough/training/learned.md.in
 pair=toy_weights/learned/eval.tsv
+pair_log=toy_weights/learned/draft-train.log
 # experiment-full rows (learned/learned.sh experiment-full NAME) and the
-# committed recipe trained longer (steps-full N): shown when their logs are there
+# committed recipe at other step counts (steps-full N): shown when their logs
+# are there
 FULL="no-injection-full causal-full layers1-full gamma0-full gamma4-full train4-full train8-full sliding-full steps1500-full"
-# the committed pair's decoding prompt by prompt (learned/learned.sh pitfall-full
-# clean): a -full row with its own NAME.prompts.tsv is compared paired by prompt
-PAIR_PROMPTS=${PAIR_PROMPTS:-walkthrough/train-pitfalls/learned-runs/clean.prompts.tsv}
-NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed $FULL"
+# the 500-step pair's decoding prompt by prompt (learned/learned.sh pitfall-full
+# clean's, frozen): a -full row with its own NAME.prompts.tsv is compared with
+# it paired by prompt
+PAIR_PROMPTS=${PAIR_PROMPTS:-$logs/pair500.prompts.tsv}
+NAMES="base no-injection layers1 causal train4 train8 gamma0 gamma4 sliding sliding-imposed pair500 $FULL"
 [ -f "$logs/base.log" ] && [ -f "$logs/base.eval.tsv" ] ||
     { echo "mkexperiments.sh: $logs/base.log or base.eval.tsv missing (make learned-experiments)" >&2; exit 2; }
-[ -f "$pair" ] || { echo "mkexperiments.sh: $pair missing (make eval-learned)" >&2; exit 2; }
+[ -f "$pair" ] && [ -f "$pair_log" ] || { echo "mkexperiments.sh: $pair or $pair_log missing (make learned-draft eval-learned)" >&2; exit 2; }
+[ -f "$logs/pair500.log" ] && [ -f "$logs/pair500.eval.tsv" ] ||
+    { echo "mkexperiments.sh: $logs/pair500.log or pair500.eval.tsv missing (the 500-step pair's frozen figures)" >&2; exit 2; }
 mkdir -p "$out/figures"
 
 # one summary: per run "run NAME setup... final_loss L first_loss F eval ..."
@@ -42,7 +52,7 @@ mkdir -p "$out/figures"
 sum=$out/learned-summary.txt
 : > "$sum"
 summarise() {  # $1 name, $2 training log
-    awk -v name="$1" -v losses="$([ "$1" = pair ] && echo 0)" -f "$root/tools/runsummary.awk" "$2" >> "$sum"
+    awk -v name="$1" -v losses="$(case $1 in pair|pair500) echo 0;; esac)" -f "$root/tools/runsummary.awk" "$2" >> "$sum"
 }
 for n in $NAMES; do
     [ -f "$logs/$n.log" ] && [ -f "$logs/$n.eval.tsv" ] || continue
@@ -51,9 +61,9 @@ for n in $NAMES; do
         { printf "dec %s %s %s %s %s %s %s %s %s %s\n", name, $col["T"], $col["B"], $col["tau"], $col["tau_se"], $col["rounds"],
                  $col["acceptance"], $col["acceptance_se"], $col["prompts"], $col["lossless_fail"] }' "$logs/$n.eval.tsv" >> "$sum"
 done
-# "paired NAME B tau d se lower higher n": a -full row against the pair,
-# paired by prompt (learned/paired.awk), when both per-prompt files are there;
-# the pair's tau from them must be eval.tsv's
+# "paired NAME B tau d se lower higher n": a -full row against the 500-step
+# pair, paired by prompt (learned/paired.awk), when both per-prompt files are
+# there; the pair's tau from them must be pair500.eval.tsv's
 for n in $FULL; do
     [ -f "$logs/$n.prompts.tsv" ] && [ -f "$logs/$n.eval.tsv" ] && [ -f "$PAIR_PROMPTS" ] || continue
     for B in 8 16; do
@@ -61,19 +71,33 @@ for n in $FULL; do
             { echo "mkexperiments.sh: $n.prompts.tsv and $PAIR_PROMPTS are not the same prompts at block $B" >&2; exit 1; }
         set -- $p
         want=$(awk -F '\t' -v B=$B 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
-            $c["T"] == 0 && $c["method"] == "dflash" && $c["B"] == B { printf "%.4f", $c["tau"] }' "$pair")
+            $c["T"] == 0 && $c["method"] == "dflash" && $c["B"] == B { printf "%.4f", $c["tau"] }' "$logs/pair500.eval.tsv")
         [ "$(awk -v a="$1" -v d="$2" 'BEGIN { printf "%.4f", a - d }')" = "$want" ] ||
-            { echo "mkexperiments.sh: $PAIR_PROMPTS does not sum to $pair's tau at block $B" >&2; exit 1; }
+            { echo "mkexperiments.sh: $PAIR_PROMPTS does not sum to $logs/pair500.eval.tsv's tau at block $B" >&2; exit 1; }
         echo "paired $n $B $p" >> "$sum"
     done
 done
-summarise pair toy_weights/learned/draft-train.log
+summarise pair "$pair_log"
 awk -F '\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
     $col["method"] == "dflash" { printf "dec pair %s %s %s %s %s %s %s %s %s\n", $col["T"], $col["B"], $col["tau"], $col["tau_se"], $col["rounds"],
                                  $col["acceptance"], $col["acceptance_se"], $col["prompts"], $col["lossless_fail"] }' "$pair" >> "$sum"
+# a run of the committed draft's steps is the committed draft (the same
+# recipe, data and seed: the same bits, whatever the threads), so its greedy
+# decoding must be the committed pair's, row for row (pair500 before the
+# 1500-step draft was committed, steps1500-full after)
+steps_of() { sed -n 's/^setup steps \([0-9]*\) .*/\1/p' "$1"; }
+psteps=$(steps_of "$pair_log")
+[ -n "$psteps" ] || { echo "mkexperiments.sh: $pair_log has no setup line" >&2; exit 1; }
+for n in pair500 $FULL; do
+    [ -f "$logs/$n.log" ] && [ -f "$logs/$n.eval.tsv" ] && [ "$(steps_of "$logs/$n.log")" = "$psteps" ] || continue
+    case $n in pair500|steps*-full) ;; *) continue;; esac
+    rows() { awk -v n="$1" '$1 == "dec" && $2 == n && $3 == 0 && ($4 == 8 || $4 == 16) { printf "%s %.4f %s %s\n", $4, $5, $7, $10 }' "$sum"; }
+    [ -n "$(rows "$n")" ] && [ "$(rows "$n")" = "$(rows pair)" ] ||
+        { echo "mkexperiments.sh: $logs/$n has the committed draft's $psteps steps but decodes otherwise than $pair at T 0, blocks 8 and 16" >&2; exit 1; }
+done
 
 # ---- the page -------------------------------------------------------------
-awk -v tmpl="$tmpl" -v full="$FULL" '
+awk -v tmpl="$tmpl" -v full="$FULL" -v psteps="$psteps" -v xsteps="$(steps_of "$logs/pair500.log")" '
 function field(line, key,    i, n, f) {
     n = split(line, f, " ")
     for (i = 1; i < n; i++) if (f[i] == key) return f[i + 1]
@@ -90,10 +114,10 @@ function tau(name, B,    d) {
     split(d, f, " ")
     return sprintf("%.2f &plusmn; %.2f", f[5], f[6])
 }
-function ref(name) { return name ~ /-full$/ ? "pair" : "base" }   # a -full row against the committed pair
+function ref(name) { return name ~ /-full$/ ? "pair500" : "base" }   # a -full row against the 500-step pair
 function verdict(name, B,    d, b, x, y, D, se, how) {   # against its reference at block B
     d = dec[name, 0, B]; b = dec[ref(name), 0, B]
-    if (d == "" || b == "" || name == "base" || name == "pair") return "-"
+    if (d == "" || b == "" || name == "base" || name == "pair" || name == "pair500") return "-"
     split(d, x, " "); split(b, y, " ")
     D = x[5] - y[5]; se = sqrt(x[6] * x[6] + y[6] * y[6]); how = "se"
     if ((name, B) in paired) { split(paired[name, B], x, " "); D = x[5]; se = x[6]; how = "paired se" }
@@ -108,7 +132,7 @@ function acc1(name, B,    d, f) {   # acceptance at position 1 +- its se
 }
 function verdict1(name, B,    d, b, x, y, D, se) {   # position 1 against its reference at block B
     d = dec[name, 0, B]; b = dec[ref(name), 0, B]
-    if (d == "" || b == "" || name == "base" || name == "pair") return "-"
+    if (d == "" || b == "" || name == "base" || name == "pair" || name == "pair500") return "-"
     split(d, x, " "); split(b, y, " ")
     D = first(x[8]) - first(y[8]); se = sqrt(first(x[9]) ^ 2 + first(y[9]) ^ 2)
     return sprintf("%+.3f (%s)", D, (D > 2 * se || D < -2 * se) ? "beyond 2 se" : "within 2 se")
@@ -122,7 +146,7 @@ function row(name, what,    r) {
 }
 FILENAME != tmpl && /^run / { run[$2] = $0 }
 FILENAME != tmpl && /^paired / { paired[$2, $3] = $0 }
-FILENAME != tmpl && /^dec / { dec[$2, $3, $4] = $0; acc[$2, $3, $4] = $8; if ($2 != "pair") fails += $11
+FILENAME != tmpl && /^dec / { dec[$2, $3, $4] = $0; acc[$2, $3, $4] = $8; if ($2 != "pair" && $2 != "pair500") fails += $11
                               if ($2 == "base" && $3 == 0 && $4 == 16) { rounds16 = $7; prompts16 = $10 } }
 FILENAME == tmpl {
     if ($0 == "@SETUP@") {
@@ -133,10 +157,12 @@ FILENAME == tmpl {
                field(r, "seq_len"), field(r, "block"), field(r, "lr"), field(r, "warmup"), field(r, "schedule"),
                field(r, "anchors"), field(r, "gamma"), field(r, "sequences"), field(r, "seed")
     } else if ($0 == "@TABLE@") {
-        print "| run | what differs from the base recipe | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | tau at 16 minus base (a -full row: minus pair) | block 16: acceptance at position 1 | position 1 minus base (-full: pair) | block 16: acceptance at positions 1-4 |"
+        print "| run | what differs from the base recipe | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | tau at 16 minus base (a -full row: minus pair500) | block 16: acceptance at position 1 | position 1 minus base (-full: pair500) | block 16: acceptance at positions 1-4 |"
         print "|---|---|---:|---:|---:|---:|---|---:|---|---|"
         print row("base", "nothing: block-bidirectional, trained at block 16, gamma 7, target layers 1, 4, 6")
-        print row("pair", "the committed draft: the base row trained for " field(run["pair"], "steps") " steps (64 prompts)")
+        print row("pair", "the committed draft: the base row trained for " psteps " steps (64 prompts)")
+        print row("pair500", "the 500-step pair: the committed draft'\''s recipe stopped at " xsteps " steps (64 prompts)" \
+                  (xsteps == psteps ? ", the committed draft itself" : "") "; every -full row is compared with it")
         print row("no-injection", "no KV injection: the block sees no context key, trained and decoded so (`variants/no-injection-train.diff`, `variants/no-injection-run.diff`)")
         print row("layers1", "one target layer (4) instead of three")
         print row("causal", "`--block-attention causal`, decoded causal too (the inference pitfall `draft-causal.diff`)")
@@ -150,9 +176,10 @@ FILENAME == tmpl {
         for (i = 1; i <= n; i++) if (run[X[i]] != "") {
             b = X[i]; sub(/-full$/, "", b)
             if (b ~ /^steps[0-9]+$/)
-                print row(X[i], "the committed draft'\''s recipe at " field(run[X[i]], "steps") " steps instead of " field(run["pair"], "steps") " (64 prompts): against the committed pair")
+                print row(X[i], "the committed draft'\''s recipe at " field(run[X[i]], "steps") " steps instead of " xsteps " (64 prompts)" \
+                          (field(run[X[i]], "steps") == psteps ? ", the committed draft'\''s run (the same decoding, checked)" : "") ": against pair500")
             else
-                print row(X[i], b " at the committed draft'\''s recipe (" field(run[X[i]], "steps") " steps, 64 prompts): against the committed pair")
+                print row(X[i], b " at the committed draft'\''s recipe (" field(run[X[i]], "steps") " steps, 64 prompts): against pair500")
         }
     } else if ($0 == "@BLOCKS@") {
         print "| trained at | decoded at block 2 | block 4 | block 8 | block 16 |"
@@ -163,7 +190,9 @@ FILENAME == tmpl {
     } else if ($0 == "@STEPS@") {
         print "| run | steps | prompts decoded | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | block 16: acceptance at position 1 |"
         print "|---|---:|---:|---:|---:|---:|---:|---:|"
-        n = split("base pair steps1500-full", X, " ")
+        n = split("base pair500 pair", X, " ")
+        m = split(full, Y, " ")
+        for (i = 1; i <= m; i++) if (Y[i] ~ /^steps[0-9]+-full$/ && run[Y[i]] != "") X[++n] = Y[i]
         for (i = 1; i <= n; i++) {
             r = run[X[i]]; d = dec[X[i], 0, 16]
             if (r == "" || d == "") { printf "| %s | | | not run | | | | |\n", X[i]; continue }
@@ -191,7 +220,7 @@ FILENAME == tmpl {
             item = sprintf("%s (%s)", X[i], substr(v, 1, index(v, " ") - 1))
             if (v ~ /beyond/) beyond = beyond (beyond == "" ? "" : ", ") item; else within = within (within == "" ? "" : ", ") item
         }
-        printf "**Against the base row at block 16** (a -full row: against the committed pair), decoded tau beyond twice the standard error of the difference: %s. Within it: %s.\n", beyond == "" ? "none" : beyond, within == "" ? "none" : within
+        printf "**Against the base row at block 16** (a -full row: against the 500-step pair), decoded tau beyond twice the standard error of the difference: %s. Within it: %s.\n", beyond == "" ? "none" : beyond, within == "" ? "none" : within
         beyond = ""; within = ""
         for (i = 1; i <= n; i++) {
             v = verdict1(X[i], 16); if (v == "-") continue
@@ -199,7 +228,12 @@ FILENAME == tmpl {
             if (v ~ /beyond/) beyond = beyond (beyond == "" ? "" : ", ") item; else within = within (within == "" ? "" : ", ") item
         }
         printf "\n**Acceptance at position 1** (block 16), beyond twice the standard error of the difference: %s. Within it: %s.\n", beyond == "" ? "none" : beyond, within == "" ? "none" : within
-    } else print
+    } else {
+        # in the prose: @PAIR_STEPS@ the committed draft'\''s steps, @FULL_STEPS@ the 500-step pair'\''s
+        gsub(/@PAIR_STEPS@/, psteps); gsub(/@FULL_STEPS@/, xsteps)
+        if ($0 ~ /@[A-Z_]+@/) { print "mkexperiments.sh: " tmpl ": an unknown @...@ in: " $0 > "/dev/stderr"; exit 1 }
+        print
+    }
 }' "$sum" "$tmpl" > "$out/learned.md"
 
 # ---- the figures (explorer/figures.c's style: sans-serif, plain shapes) -----------

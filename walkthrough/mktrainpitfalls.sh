@@ -62,12 +62,15 @@ dec_pos() {
 rounds() { awk '{ r += NF } END { print r }' "$1"; }
 
 # ---- on the learned pair: each pitfall's draft trained from scratch by the
-# committed pair's recipe (learned/learned.sh pitfall-full NAME, make
-# learned-train-pitfalls), decoded on its 64 held-out prompts; the clean run
-# is the committed pair (pitfall-full clean: its decoding, the same way)
+# committed pair's recipe at 500 steps (learned/learned.sh pitfall-full NAME,
+# make learned-train-pitfalls), decoded on its 64 held-out prompts; the clean
+# run is the 500-step pair (pitfall-full clean: trained again and decoded the
+# same way), whose figures are frozen in walkthrough/training/learned-logs/
+# pair500.* (the committed draft is trained longer: not these runs' clean run)
 lruns=${TRAIN_PITFALL_LEARNED:-$dir/learned-runs}
-pair_eval=${TRAIN_PITFALL_PAIR_EVAL:-toy_weights/learned/eval.tsv}
-pair_log=${TRAIN_PITFALL_PAIR_LOG:-toy_weights/learned/draft-train.log}
+pair_eval=${TRAIN_PITFALL_PAIR_EVAL:-walkthrough/training/learned-logs/pair500.eval.tsv}
+pair_log=${TRAIN_PITFALL_PAIR_LOG:-walkthrough/training/learned-logs/pair500.log}
+pair_prompts=${TRAIN_PITFALL_PAIR_PROMPTS:-walkthrough/training/learned-logs/pair500.prompts.tsv}
 # NAME B -> "tau se" from NAME.eval.tsv (T 0, dflash, block B)
 l_tau() {
     awk -F'\t' -v B="$2" 'NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
@@ -91,17 +94,21 @@ learned_section() {
         echo 'No pitfall has been run on the learned pair yet (`make learned-train-pitfalls`).'
         return 0
     fi
-    # the clean decoding is the committed pair's evaluation, row for row
+    # the clean decoding is the 500-step pair's evaluation, row for row, and
+    # prompt for prompt
     for B in 8 16; do
         [ "$(l_tau "$lruns/clean.eval.tsv" $B)" = "$(l_tau "$pair_eval" $B)" ] ||
             { echo "mktrainpitfalls: $lruns/clean.eval.tsv at block $B is not $pair_eval's row (decode it again)" >&2; exit 1; }
     done
+    cmp -s "$lruns/clean.prompts.tsv" "$pair_prompts" ||
+        { echo "mktrainpitfalls: $lruns/clean.prompts.tsv is not $pair_prompts" >&2; exit 1; }
     steps=$(last_step "$pair_log")
     echo 'The same pitfalls on the learned pair ([the training chapter](training/learned.md)): each'
-    echo "pitfall's draft is trained from scratch by the committed draft's own recipe ($steps steps of batch 4, the"
+    echo "pitfall's draft is trained from scratch by the committed draft's own recipe stopped at $steps steps (batch 4, the"
     echo 'same data in the same order, seed 42, `learned/learned.sh pitfall-full NAME`, 20 to 45 minutes'
     echo 'of one core each on the machines they ran on, `blocks-see-each-other` about twice that: its blocks attend to each other),'
-    echo 'so the committed pair is the clean run. The clean `./dflash` decodes each draft'
+    echo "so the $steps-step pair (\`walkthrough/training/learned-logs/pair500.*\`) is the clean run (the committed draft is"
+    echo 'the same recipe trained longer: [Training longer](training/learned.md#training-longer)). The clean `./dflash` decodes each draft'
     echo 'greedily on the 64 held-out prompts, 128 new tokens each (`walkthrough/train-pitfalls/learned-runs/`:'
     echo 'the training log, `dflash eval --log` and `--per-prompt`). A difference is **beyond the noise** when'
     echo 'it exceeds twice its standard error, paired by prompt (both drafts decode the same prompts; the'
@@ -110,7 +117,7 @@ learned_section() {
     echo '| pitfall | loss, last 10 steps | teacher-forced tau (its own code) | decoded tau, block 8 | decoded tau, block 16 | block 16 minus clean, ± paired s.e. | prompts lower / higher at block 16 | verdict |'
     echo '|---|---|---|---|---|---|---|---|'
     c8=$(l_tau "$lruns/clean.eval.tsv" 8); c16=$(l_tau "$lruns/clean.eval.tsv" 16)
-    echo "| clean (the committed pair) | $(loss_mean "$pair_log" $((steps - 9)) "$steps") | $(self_tau "$pair_log") | $(printf '%.2f &plusmn; %.2f' $c8) | $(printf '%.2f &plusmn; %.2f' $c16) | | | |"
+    echo "| clean (the $steps-step pair) | $(loss_mean "$pair_log" $((steps - 9)) "$steps") | $(self_tau "$pair_log") | $(printf '%.2f &plusmn; %.2f' $c8) | $(printf '%.2f &plusmn; %.2f' $c16) | | | |"
     beyond="" within="" fooled="" better="" same=""
     for name in $have; do
         ls_=$(last_step "$lruns/$name.log")
@@ -205,7 +212,7 @@ echo "  $(grep -vc "^#" "$runs/data.txt") sequences of up to 24 ids the target w
 echo "  \`runs/data.txt\`, the same ids in the same order for every run), $L AdamW steps of batch 2 with 4"
 echo '  anchors per sequence and block size 4, SpecForge'"'"'s other defaults (lr 6e-4 with a cosine'
 echo '  schedule, gamma 7, clipping at 1). This is a short recipe on a random target, sized for a shared'
-echo '  2-core machine (the README'"'"'s trained toy set has 150 steps, the learned pair'"'"'s draft 500 steps of'
+echo '  2-core machine (the README'"'"'s trained toy set has 150 steps, the learned pair'"'"'s pitfall runs 500 steps of'
 echo '  batch 4 on English text: [below](#on-the-learned-pair)), so the absolute numbers'
 echo '  here are small; what matters is each column against the clean run'"'"'s;'
 echo '- **loss**: the training loss, the mean over steps 1-10 and over the last 10 steps (each step sees'
