@@ -332,10 +332,8 @@ learned-target-eval: dflash eval/ngram build/learned/train.txt ## the learned ta
 learned-check: ## the committed toy_weights/learned/ against its SHA256SUMS
 	@sh learned/learned_target.sh check
 
-# ---- the learned pair (issue 33; learned/learned.sh, the recipe at its top) ------
-# toy_weights/learned/target/ comes from its own branch; until it is merged
-# these stop with one line saying what is missing.
-learned-draft: dflash ## train the learned target's DFlash draft (<= 30 min): toy_weights/learned/draft/ + SHA256SUMS
+# ---- the learned pair (learned/learned.sh, the recipe at its top) ------
+learned-draft: dflash ## train the learned target's DFlash draft (about 1.5 h, 2 threads): toy_weights/learned/draft/ + SHA256SUMS
 	sh learned/learned.sh draft
 run-learned: dflash ## the learned pair on the first held-out prompt, with --rounds
 	sh learned/learned.sh run

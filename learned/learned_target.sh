@@ -74,7 +74,7 @@ eval)
     done
     ;;
 prompts)
-    # the learned pair's prompts (learned/learned.sh, issue 33): <|endoftext|>
+    # the learned pair's prompts (learned/learned.sh): <|endoftext|>
     # then the first 8 tokens of a document, one prompt a line, ids
     # separated by spaces; documents 0, 50, 100, ... of train.txt (256 of
     # them) and every held-out document (the first 128) with at least 16

@@ -164,10 +164,10 @@ check_trace_names() {
 }
 
 # learned's second half: mklearned refuses a claim the runs do not support
-# (here block 4's tau made lower than block 16's: exercise 1 says higher), and
+# (here block 4's tau made higher than block 16's: exercise 1 says lower), and
 # writes nothing
 check_learned_refuses() {
-    awk '/^@@ / { run = $2 } run == "b4" && /tokens per round \(tau\)/ { sub(/\(tau\): [0-9.]*/, "(tau): 1.00") } { print }' \
+    awk '/^@@ / { run = $2 } run == "b4" && /tokens per round \(tau\)/ { sub(/\(tau\): [0-9.]*/, "(tau): 9.00") } { print }' \
         "$tmp/learned-runs.txt" > "$tmp/learned-runs-bad.txt"
     cmp -s "$tmp/learned-runs.txt" "$tmp/learned-runs-bad.txt" && { echo "learned-check: the runs have no block-4 tau to alter"; return 1; }
     mkdir -p "$tmp/learned-bad"
@@ -175,7 +175,7 @@ check_learned_refuses() {
         toy_weights/learned/eval.tsv "$tmp/learned-runs-bad.txt" "$tmp/learned-bad" > /dev/null 2> "$tmp/learned-bad.err"; then
         echo "learned-check: mklearned wrote the pages from runs that contradict them"; return 1
     fi
-    grep -q 'block 4 gives a higher tau' "$tmp/learned-bad.err" && [ ! -e "$tmp/learned-bad/README.md" ] ||
+    grep -q 'block 4 gives a lower tau' "$tmp/learned-bad.err" && [ ! -e "$tmp/learned-bad/README.md" ] ||
         { echo "learned-check: mklearned did not refuse the altered runs as expected:"; cat "$tmp/learned-bad.err"; return 1; }
 }
 
