@@ -43,7 +43,7 @@
 #include <string.h>
 
 #define PAGE_CHECK_WHAT "cross-check failed"
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, md, def, the template's lines, the pages' files: shared with the other generators */
 
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
@@ -508,10 +508,7 @@ static void read_run(void) {
  *    for the few table headers and cells that have words.
  * ======================================================================== */
 
-static FILE *md;  /* the page being written (a memory stream) */
-#define P(...) fprintf(md, __VA_ARGS__)
-static int ZH;    /* writing the Chinese edition */
-#define T(en, zh) (ZH ? (zh) : (en))
+/* md, P, ZH, T: pagevars.h */
 
 static double dot_row(const Tensor *a, long ha, long ra, const Tensor *b, long hb, long rb, int n) {
     double s = 0;
@@ -1619,15 +1616,8 @@ typedef struct {
     size_t len;
 } Page;
 
-/* dir/name, written beside and renamed into place (formats/files.c's OutFile) */
-static int write_file(const char *dir, const Page *o) {
-    char *path = path_join(dir, o->name);
-    OutFile *f = path ? out_open(path, "mkwalk") : NULL;
-    free(path);
-    if (!f) return -1;
-    fwrite(o->data, 1, o->len, out_stream(f));
-    return out_commit(f);
-}
+/* dir/name, written beside and renamed into place (pagevars.h) */
+static int write_file(const char *dir, const Page *o) { return write_page(dir, o->name, o->data, o->len, "mkwalk"); }
 
 int main(int argc, char **argv) {
     /* --train TRAIN_DIR TARGET_DIR, anywhere after the first three */
@@ -1683,7 +1673,7 @@ int main(int argc, char **argv) {
         for (ZH = 0; ZH < 2; ZH++) {
             Page *o = &out[n_out++];
             snprintf(o->name, sizeof o->name, "%s", name[ZH]);
-            if (fill_page(&md, &o->data, &o->len, tdir, tpl[ZH], values, expand) != 0) {
+            if (fill_page(&o->data, &o->len, tdir, tpl[ZH], values, expand) != 0) {
                 fprintf(stderr, "mkwalk: out of memory\n");
                 return 1;
             }
