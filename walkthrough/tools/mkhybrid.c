@@ -30,6 +30,7 @@
 #include <string.h>
 
 #define PAGE_CHECK_WHAT "the chapter's claim no longer holds"
+#define PAGE_VOCAB     /* pagevars.h: words_load, word, mw, pwords */
 #define PAGE_CHAPTER   /* pagevars.h: the editions; get, get_in, has, val, ival; the runs */
 #include "walkthrough/tools/pagevars.h"
 
@@ -42,34 +43,11 @@
 /* the traces: TDIR (pagevars.h: get, has) and the prefix run's */
 static const char *PDIR;
 
-/* ---- words: vocab.txt, one per line ------------------------------------- */
-static char *VOCAB_TEXT;
-static const char *WORDS[256];
-static int NWORDS;
-static void read_vocab(const char *path) {
-    size_t len;
-    if (file_read_all(path, &VOCAB_TEXT, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
-    for (char *p = VOCAB_TEXT, *l; NWORDS < 256 && (l = cut_line(&p));) WORDS[NWORDS++] = l;
-}
-/* a token as a code span: `mat` */
+/* ---- words: vocab.txt, one per line (pagevars.h: words_load, word, pwords) */
+/* a token as a code span (mw): `mat`; one outside vocab.txt is flagged */
 static const char *w(long id) {
-    static char b[16][64];
-    static int k;
-    char *o = b[k++ % 16];
-    if (id < 0 || id >= NWORDS) { flag_bad("token id %ld outside vocab.txt", id); o[0] = 0; return o; }
-    snprintf(o, 64, "`%s`", WORDS[id]);
-    return o;
-}
-/* words of ids joined by spaces, plain (for a code span around them) */
-static const char *words(const long *ids, int n) {
-    static char b[4][512];
-    static int k;
-    char *o = b[k++ % 4];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 480; i++)
-        len += (size_t)snprintf(o + len, 512 - len, "%s%s", i ? " " : "", ids[i] >= 0 && ids[i] < NWORDS ? WORDS[ids[i]] : "?");
-    return o;
+    if (id < 0 || id >= NVOC) flag_bad("token id %ld outside vocab.txt", id);
+    return mw(id);
 }
 
 /* ---- the run ----------------------------------------------------------- */
@@ -191,11 +169,11 @@ static void values(void) {
     def("layer", "%d", LAYER);
     def("n", "%d", RUN.n);
     def("n_1", "%d", RUN.n - 1);
-    def("prompt", "%s", words(RUN.prompt, RUN.n));
+    def("prompt", "%s", pwords(RUN.prompt, RUN.n));
     {
         int m = RUN.n_out;
         while (m > RUN.n && RUN.out[m - 1] == 0) m--;   /* the text without the stop id */
-        def("output", "%s", words(RUN.out + RUN.n, m - RUN.n));
+        def("output", "%s", pwords(RUN.out + RUN.n, m - RUN.n));
     }
     def("B", "%d", B);
     def("B_1", "%d", B - 1);
@@ -233,8 +211,8 @@ static void values(void) {
     def("rejected", "%s", w(RUN.block[acc + 1]));
     def("rejected_pos", "%d", s0 + acc + 1);
     def("bonus", "%s", w(RUN.posterior[acc]));
-    def("kept", "%s", words(RUN.block, acc + 1));
-    def("kept_text", "%s", words(RUN.out, p + 1));
+    def("kept", "%s", pwords(RUN.block, acc + 1));
+    def("kept_text", "%s", pwords(RUN.out, p + 1));
     def("discarded", "%d", B - acc - 2);
     def("conv_lo", "%d", p - RUN.K + 2);
     def("conv_rows_lo", "%d", acc + 1);
@@ -338,7 +316,7 @@ int main(int argc, char **argv) {
     const char *tdir = template_dir_arg(argc, argv, 5, "mkhybrid TRACE_DIR PREFIX_TRACE_DIR VOCAB_TXT RUNS_TXT OUT_DIR");
     if (!tdir) return 2;
     TDIR = argv[1], PDIR = argv[2];
-    read_vocab(argv[3]);
+    if (words_load(argv[3]) != 0) flag_bad("%s", dflash_errmsg);
     read_run();
     S_IN = get("verify%d.layers.%d.linear_attn.state_in", ROUND, LAYER);
     S_OUT = get("verify%d.layers.%d.linear_attn.state_out", ROUND, LAYER);
@@ -349,6 +327,6 @@ int main(int argc, char **argv) {
     static const char *const tpl[2] = {"hybrid.md.in", "hybrid.zh.md.in"};
     int rc = write_editions("mkhybrid", argv[5], tdir, tpl, values, expand);
     tensors_free();
-    free(VOCAB_TEXT);
+    words_free();
     return rc;
 }

@@ -43,6 +43,7 @@
 #include <string.h>
 
 #define PAGE_CHECK_WHAT "cross-check failed"
+#define PAGE_VOCAB   /* pagevars.h: words_load, word, mw, pwords */
 #include "walkthrough/tools/pagevars.h"   /* flag_bad, check, md, def, the template's lines, the pages' files: shared with the other generators */
 
 /* ===========================================================================
@@ -190,33 +191,7 @@ static double at3(const Tensor *t, long a, long b, long c) {
  * 4. Vocabulary and token words.
  * ======================================================================== */
 
-static char **VOC;
-static int NVOC;
-
-static int words_load(const char *path) {
-    size_t len;
-    char *text;
-    if (file_read_all(path, &text, &len) != 0) return -1;
-    int lines = 0;
-    for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
-    VOC = calloc((size_t)lines + 1, sizeof(char *));
-    if (!VOC) { free(text); dflash_set_error("out of memory"); return -1; }
-    size_t p = 0;
-    while (p < len) {
-        size_t e = p;
-        while (e < len && text[e] != '\n') e++;
-        char *w = malloc(e - p + 1);
-        if (!w) { free(text); dflash_set_error("out of memory"); return -1; }
-        memcpy(w, text + p, e - p);
-        w[e - p] = 0;
-        VOC[NVOC++] = w;
-        p = e + 1;
-    }
-    free(text);
-    return 0;
-}
-
-static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; }
+/* VOC, words_load, word, mw, pwords: pagevars.h (PAGE_VOCAB) */
 
 /* ===========================================================================
  * 4b. Code quotes. Every line of C the pages show is read out of dflash.c
@@ -371,12 +346,6 @@ static char *rbuf(void) {
     return bufs[k++ % 16];
 }
 
-/* a token for Markdown prose and tables: in a code span, so "<mask>" shows */
-static const char *mw(long id) {
-    char *b = rbuf();
-    snprintf(b, 128, "`%s`", word(id));
-    return b;
-}
 
 /* fixed-point number without "-0.0000" */
 static const char *fx(double x, int decimals) {
@@ -545,16 +514,6 @@ static const char *mwords(const long *ids, int n) {
     size_t len = 0;
     o[0] = 0;
     for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", mw(ids[i]));
-    return o;
-}
-/* the same, plain words: on the mat */
-static const char *pwords(const long *ids, int n) {
-    static char b[4][1024];
-    static int k;
-    char *o = b[k++ % 4];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", word(ids[i]));
     return o;
 }
 
@@ -1702,7 +1661,6 @@ int main(int argc, char **argv) {
     free(SRC);
     free(SRC2);
     if (HAVE_TRAIN) model_free(&TM);
-    for (int i = 0; i < NVOC; i++) free(VOC[i]);
-    free(VOC);
+    words_free();
     return rc;
 }

@@ -3,9 +3,10 @@
  * written), the check of a claim a page makes, the page being written and
  * its edition, the @name@ values a template's lines are filled from, the
  * template's lines (@NAME@ alone: a block; @name@ in a line: a value), the
- * pages' files, and for a chapter generator (PAGE_CHAPTER defined before the
- * include: mklearned, mkhybrid) the filling and writing of its two editions,
- * the tensors it reads one by one and its exercises' runs. Static functions,
+ * pages' files; with PAGE_VOCAB defined before the include (mkwalk,
+ * mkhybrid) a vocab.txt's words; with PAGE_CHAPTER (mklearned, mkhybrid) the
+ * filling and writing of a chapter's two editions, the tensors it reads one
+ * by one and its exercises' runs. Static functions,
  * included by each generator once (each is one translation unit). */
 #ifndef PAGEVARS_H
 #define PAGEVARS_H
@@ -180,6 +181,66 @@ static int write_page(const char *dir, const char *name, const char *data, size_
     fwrite(data, 1, len, out_stream(f));
     return out_commit(f);
 }
+
+#ifdef PAGE_VOCAB
+/* ==== words: a vocab.txt, one token a line (PAGE_VOCAB: mkwalk, mkhybrid) */
+
+static char **VOC;
+static int NVOC;
+
+/* path's lines as the words of ids 0, 1, ... 0, or -1 with dflash_errmsg set. */
+static int words_load(const char *path) {
+    size_t len;
+    char *text;
+    if (file_read_all(path, &text, &len) != 0) return -1;
+    int lines = 0;
+    for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
+    VOC = calloc((size_t)lines + 1, sizeof(char *));
+    if (!VOC) { free(text); dflash_set_error("out of memory"); return -1; }
+    size_t p = 0;
+    while (p < len) {
+        size_t e = p;
+        while (e < len && text[e] != '\n') e++;
+        char *w = malloc(e - p + 1);
+        if (!w) { free(text); dflash_set_error("out of memory"); return -1; }
+        memcpy(w, text + p, e - p);
+        w[e - p] = 0;
+        VOC[NVOC++] = w;
+        p = e + 1;
+    }
+    free(text);
+    return 0;
+}
+
+static void words_free(void) {
+    for (int i = 0; i < NVOC; i++) free(VOC[i]);
+    free(VOC);
+    VOC = NULL, NVOC = 0;
+}
+
+static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; }
+
+/* a token for Markdown prose and tables: in a code span, so "<mask>" shows
+ * (one of 16 rotating buffers) */
+static const char *mw(long id) {
+    static char b[16][128];
+    static int k;
+    char *o = b[k++ % 16];
+    snprintf(o, 128, "`%s`", word(id));
+    return o;
+}
+
+/* words joined by spaces, plain: on the mat (one of 4 rotating buffers) */
+static const char *pwords(const long *ids, int n) {
+    static char b[4][1024];
+    static int k;
+    char *o = b[k++ % 4];
+    size_t len = 0;
+    o[0] = 0;
+    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", word(ids[i]));
+    return o;
+}
+#endif
 
 #ifdef PAGE_CHAPTER
 /* ==== a chapter (mklearned, mkhybrid): two editions of README.md from
