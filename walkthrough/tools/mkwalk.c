@@ -43,7 +43,7 @@
 #include <string.h>
 
 #define PAGE_CHECK_WHAT "cross-check failed"
-#define PAGE_VOCAB   /* pagevars.h: words_load, word, mw, pwords */
+#define PAGE_VOCAB   /* pagevars.h: words_load, word, mw, pwords, words_joined */
 #include "walkthrough/tools/pagevars.h"   /* flag_bad, check, md, def, the template's lines, the pages' files: shared with the other generators */
 
 /* ===========================================================================
@@ -191,7 +191,7 @@ static double at3(const Tensor *t, long a, long b, long c) {
  * 4. Vocabulary and token words.
  * ======================================================================== */
 
-/* VOC, words_load, word, mw, pwords: pagevars.h (PAGE_VOCAB) */
+/* VOC, words_load, word, mw, pwords, words_joined: pagevars.h (PAGE_VOCAB) */
 
 /* ===========================================================================
  * 4b. Code quotes. Every line of C the pages show is read out of dflash.c
@@ -507,15 +507,7 @@ static void top2(const Tensor *t, long row, long *i1, long *i2) {
 
 
 /* a list of token words, each in a code span: `on` `the` `mat` */
-static const char *mwords(const long *ids, int n) {
-    static char b[8][1024];
-    static int k;
-    char *o = b[k++ % 8];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", mw(ids[i]));
-    return o;
-}
+static const char *mwords(const long *ids, int n) { return words_joined(ids, n, mw); }
 
 /* q@5 . k@2 of head 0 (the original walkthrough's example), computed three ways */
 static struct { int qrow, kj; double rot, rel, none, a; } Q5K2;

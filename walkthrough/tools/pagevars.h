@@ -230,16 +230,19 @@ static const char *mw(long id) {
     return o;
 }
 
-/* words joined by spaces, plain: on the mat (one of 4 rotating buffers) */
-static const char *pwords(const long *ids, int n) {
-    static char b[4][1024];
+/* the tokens ids[0..n), each as one(id), joined by spaces (one of 8
+ * rotating buffers; at most ~900 characters) */
+static const char *words_joined(const long *ids, int n, const char *(*one)(long)) {
+    static char b[8][1024];
     static int k;
-    char *o = b[k++ % 4];
+    char *o = b[k++ % 8];
     size_t len = 0;
     o[0] = 0;
-    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", word(ids[i]));
+    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", one(ids[i]));
     return o;
 }
+/* plain words: on the mat */
+static const char *pwords(const long *ids, int n) { return words_joined(ids, n, word); }
 #endif
 
 #ifdef PAGE_CHAPTER
