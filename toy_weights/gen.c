@@ -875,6 +875,23 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
     return 0;
 }
 
+/* A pair of the flat layout under outdir: vocab.txt, target/config.json
+ * (write_target_config: the target's own config) and model.safetensors of
+ * target_tensors, draft/config.json and model.safetensors of draft_tensors.
+ * 0, or 1 (the failure reported). */
+static int write_pair(const char *outdir, const Config *tc, const Config *dc,
+                      int (*write_target_config)(const char *path, const Config *c)) {
+    char tdir[4096], ddir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
+    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
+    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
+    if (join(path, sizeof path, tdir, "config.json") || write_target_config(path, tc)) return 1;
+    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, tc)) return 1;
+    if (join(path, sizeof path, ddir, "config.json") || write_config(path, dc)) return 1;
+    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, dc)) return 1;
+    return 0;
+}
+
 /* ===========================================================================
  * 10. The qwen3-layout set: a published checkpoint's layout, small
  * ===========================================================================
@@ -1354,17 +1371,7 @@ static int hybrid_main(const char *outdir) {
     add_tensor(&target_tensors, "model.norm.weight", D, 0, 0.0, 0.0);  /* zero-centred: exactly scale 1 */
     add_tensor(&target_tensors, "lm_head.weight", V, D, 0.0, 0.0)->plant = plant_lm_head;
     build_walkthrough_draft(&draft_tensors, &dc);
-    char tdir[4096], ddir[4096], path[4200];
-    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
-    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
-    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
-    if (join(path, sizeof path, tdir, "config.json") || hybrid_write_config(path, &tc)) return 1;
-    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, &tc))
-        return 1;
-    if (join(path, sizeof path, ddir, "config.json") || write_config(path, &dc)) return 1;
-    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, &dc))
-        return 1;
-    return 0;
+    return write_pair(outdir, &tc, &dc, hybrid_write_config);
 }
 
 int main(int argc, char **argv) {
@@ -1393,16 +1400,5 @@ int main(int argc, char **argv) {
         build_random_target(&target_tensors, &tc);
         build_random_draft(&draft_tensors, &dc);
     }
-
-    char tdir[4096], ddir[4096], path[4200];
-    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
-    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
-    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
-    if (join(path, sizeof path, tdir, "config.json") || write_config(path, &tc)) return 1;
-    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, &tc))
-        return 1;
-    if (join(path, sizeof path, ddir, "config.json") || write_config(path, &dc)) return 1;
-    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, &dc))
-        return 1;
-    return 0;
+    return write_pair(outdir, &tc, &dc, write_config);
 }
