@@ -1,7 +1,8 @@
 /* tests/sampleutil.h - sampling with T > 0 is lossless in distribution: the
- * exact distribution of the first K new tokens and the chi-square of observed
- * runs against it (tests/test_core.c: DFlash on the tiny set; test_lookup.c:
- * the lookup drafters; test_learned.c: DFlash on the learned pair). Include
+ * exact distribution of the first K new tokens, the runs of one decoding mode
+ * and the chi-square of observed runs against it (tests/test_core.c: DFlash on
+ * the tiny set; test_hybrid.c: on the hybrid set; test_lookup.c: the lookup
+ * drafters; test_learned.c: DFlash on the learned pair). Include
  * after testutil.h (and after dflash.c: it runs target_forward).
  *
  * The exact distribution is a second computation, independent of the generate
@@ -217,6 +218,30 @@ static inline TuFit tu_assert_fits(const TuExact *e, int k, const int *obs, int 
     TuFit f = tu_fit(e, k, obs, stride);
     if (!f.pass) fail_msg("%s: chi-square %.1f over %d degrees of freedom (limit %.1f)", what, f.chi2, f.df, f.limit);
     return f;
+}
+
+/* One mode of a lossless check: the first K new tokens of seeds 0..N-1 from
+ * prompt[0..n) at temperature temp, by target-only decoding (B 1:
+ * ar_generate) or DFlash at block B (draft d), into obs[K s + k]. Each run
+ * must give n + K tokens (exact), or at least that many (not exact); its
+ * rounds' accepted proposals add to *accepted, those that rejected one
+ * (accepted < B - 1) to *rejected. (tests/test_core.c, test_hybrid.c) */
+static inline void tu_sample_mode(const Model *d, const Model *t, const int *prompt, int n, int B, double temp, int K,
+                                  int N, int exact, int *obs, int *accepted, int *rejected) {
+    for (int s = 0; s < N; s++) {
+        GenParams gp = {.max_new_tokens = K, .block_size = B, .temperature = temp, .seed = (uint64_t)s};
+        GenResult r;
+        if (B == 1) assert_int_equal(ar_generate(t, prompt, n, &gp, &r), 0);
+        else assert_int_equal(dflash_generate(d, t, prompt, n, &gp, &r), 0);
+        if (exact) assert_int_equal(r.n_output, n + K);
+        else assert_true(r.n_output >= n + K);
+        for (int k = 0; k < K; k++) obs[K * s + k] = r.output_ids[n + k];
+        for (int i = 0; i < r.n_rounds; i++) {
+            *accepted += r.rounds[i].acceptance_length;
+            *rejected += r.rounds[i].acceptance_length < B - 1;
+        }
+        gen_result_free(&r);
+    }
 }
 
 #endif /* SAMPLEUTIL_H */

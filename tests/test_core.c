@@ -452,21 +452,9 @@ static void test_temperature_sampling_is_lossless_in_distribution(void **state) 
     int *obs = malloc(sizeof(int) * 2 * (size_t)N);
     assert_non_null(obs);
     for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
-        int accepted = 0;
-        for (int s = 0; s < N; s++) {
-            GenParams gp = {0};
-            gp.max_new_tokens = 2;
-            gp.block_size = mode == 0 ? 1 : mode + 1;
-            gp.temperature = temp;
-            gp.seed = (uint64_t)s;
-            GenResult r;
-            if (mode == 0) assert_int_equal(ar_generate(&t, prompt, 2, &gp, &r), 0);
-            else assert_int_equal(dflash_generate(&d, &t, prompt, 2, &gp, &r), 0);
-            assert_int_equal(r.n_output, 4);
-            obs[2 * s] = r.output_ids[2], obs[2 * s + 1] = r.output_ids[3];
-            for (int i = 0; i < r.n_rounds; i++) accepted += r.rounds[i].acceptance_length;
-            gen_result_free(&r);
-        }
+        int accepted = 0, rejected = 0;
+        tu_sample_mode(&d, &t, prompt, 2, mode + 1, temp, 2, N, 1, obs, &accepted, &rejected);
+        (void)rejected;
         tu_assert_fits(&P, 2, obs, 2, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
         /* the draft path was exercised: some, not all, proposals accepted */
         if (mode > 0) assert_true(accepted > 0 && accepted < N * mode);

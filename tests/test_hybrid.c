@@ -565,20 +565,7 @@ static void test_temperature_sampling_is_lossless(void **state) {
     assert_non_null(obs);
     for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
         int accepted = 0, rejected = 0;
-        for (int s = 0; s < N; s++) {
-            GenParams gp = {.max_new_tokens = 3, .block_size = mode == 0 ? 1 : mode + 1, .temperature = temp,
-                            .seed = (uint64_t)s};
-            GenResult r;
-            if (mode == 0) assert_int_equal(ar_generate(&t, prompt, 4, &gp, &r), 0);
-            else assert_int_equal(dflash_generate(&d, &t, prompt, 4, &gp, &r), 0);
-            assert_true(r.n_output >= 7);
-            for (int k = 0; k < 3; k++) obs[3 * s + k] = r.output_ids[4 + k];
-            for (int i = 0; i < r.n_rounds; i++) {
-                accepted += r.rounds[i].acceptance_length;
-                rejected += r.rounds[i].acceptance_length < mode;
-            }
-            gen_result_free(&r);
-        }
+        tu_sample_mode(&d, &t, prompt, 4, mode + 1, temp, 3, N, 0, obs, &accepted, &rejected);
         tu_assert_fits(&P, 3, obs, 3, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
         if (mode > 0) assert_true(rejected > 0);   /* rounds that rolled the state back */
         (void)accepted;
