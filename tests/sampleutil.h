@@ -225,7 +225,7 @@ static inline TuFit tu_assert_fits(const TuExact *e, int k, const int *obs, int 
  * ar_generate) or DFlash at block B (draft d), into obs[K s + k]. Each run
  * must give n + K tokens (exact), or at least that many (not exact); its
  * rounds' accepted proposals add to *accepted, those that rejected one
- * (accepted < B - 1) to *rejected. (tests/test_core.c, test_hybrid.c) */
+ * (accepted < B - 1) to *rejected. */
 static inline void tu_sample_mode(const Model *d, const Model *t, const int *prompt, int n, int B, double temp, int K,
                                   int N, int exact, int *obs, int *accepted, int *rejected) {
     for (int s = 0; s < N; s++) {
@@ -242,6 +242,28 @@ static inline void tu_sample_mode(const Model *d, const Model *t, const int *pro
         }
         gen_result_free(&r);
     }
+}
+
+/* The lossless check of three modes at temperature temp, from prompt[0..n):
+ * target-only decoding (mode 0) and DFlash at blocks 2 and 3 (modes 1, 2),
+ * N seeds each (tu_sample_mode: exact as there), whose first K new tokens must
+ * fit the exact distribution (tu_assert_fits); accepted[mode] and
+ * rejected[mode] as tu_sample_mode counts them. (tests/test_core.c,
+ * test_hybrid.c) */
+static inline void tu_assert_modes_fit(const Model *d, const Model *t, const int *prompt, int n, double temp, int K,
+                                       int N, int exact, int accepted[3], int rejected[3]) {
+    static const char *const what[3] = {"autoregressive", "DFlash block 2", "DFlash block 3"};
+    TuExact P;
+    tu_exact_build(&P, t, prompt, n, temp, K, N);
+    int *obs = malloc(sizeof(int) * (size_t)K * (size_t)N);
+    assert_non_null(obs);
+    for (int mode = 0; mode < 3; mode++) {
+        accepted[mode] = rejected[mode] = 0;
+        tu_sample_mode(d, t, prompt, n, mode + 1, temp, K, N, exact, obs, &accepted[mode], &rejected[mode]);
+        tu_assert_fits(&P, K, obs, K, what[mode]);
+    }
+    free(obs);
+    tu_exact_free(&P);
 }
 
 #endif /* SAMPLEUTIL_H */
