@@ -7,7 +7,8 @@
 # then for 6 prompts each (12 cases), 200 new tokens past any <eos>:
 #   ./dflash --weights toy_weights/SET --mode ar --ids P --max-new-tokens 200 --ignore-eos --print-ids
 #   node gguf/llama_check.mjs ... target.gguf 200 P   (one thread, F32 K/V, flash attention off)
-# and the two id lines must be equal; then llama.cpp's dflash loader loads each
+# and the two id lines must be equal (greedy_cases); the same for the hybrid
+# (Qwen3.5) targets, 4 prompts each (below); then llama.cpp's dflash loader loads each
 # draft.gguf (walkthrough, random, qwen3-layout) and must read target_layers as
 # the config's target_layer_ids + 1; then the tokenization case (below, "the
 # tokenization case"): llama.cpp's tokenizer on dflash gguf's vocabularies
@@ -85,7 +86,7 @@ for set in walkthrough random; do
     ./dflash gguf --weights "toy_weights/$set" "$out" > /dev/null
     greedy_cases "$set" "$out/target.gguf" "$DIR/$set.node.log" "${PROMPTS[$set]}" --weights "toy_weights/$set"
 done
-# the hybrid target (Qwen3.5 layout, llama.cpp's qwen35): two random ones
+# the hybrid targets (Qwen3.5 layout, llama.cpp's qwen35): two random ones
 # (gguf/llama_check.mjs --hybrid, value heads grouped by key head, which
 # dflash gguf reorders as the converter does) and toy_weights/hybrid when
 # made; dflash gguf needs a pair, so each gets a one-layer --steps 0 draft

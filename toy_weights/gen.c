@@ -234,8 +234,9 @@ static Config make_config(int is_draft, int n_kv_heads) {
  * 5. How a tensor is described
  * ===========================================================================
  * Every element starts as base + noise * uniform(-1, 1) (noise = 0: exactly
- * base, and no random numbers are drawn); then, for the walkthrough set, an
- * optional plant() function overwrites the hand-chosen entries. */
+ * base, and no random numbers are drawn); then, for the walkthrough and
+ * hybrid sets, an optional plant() function overwrites the hand-chosen
+ * entries. */
 typedef struct Tensor Tensor;
 typedef void (*PlantFn)(float *w, const Tensor *t, const Config *c);
 
@@ -252,7 +253,7 @@ struct Tensor {
 #define MAX_TENSORS 192
 
 typedef struct {
-    const char *set;  /* "random" or "walkthrough": part of the PRNG key */
+    const char *set;  /* the set's name ("random", "walkthrough", "hybrid", ...): part of the PRNG key */
     int n;
     Tensor t[MAX_TENSORS];
 } TensorList;

@@ -6,7 +6,7 @@
  * Reads DIR/trace.jsonl and the .npy files it lists (format 1.0, '<f4',
  * '<f8' or '<i8', C order: what trace.c writes), and the vocabulary, fills
  * TEMPLATE_DIR/README.md.in and README.zh.md.in (default walkthrough/tools;
- * section 7 says how) and writes OUT_DIR/README.md and OUT_DIR/README.zh.md.
+ * section 6 says how) and writes OUT_DIR/README.md and OUT_DIR/README.zh.md.
  * The C lines the pages quote are read from DFLASH_C (default: dflash.c in
  * the current directory; section 4b). Everything is built in memory first;
  * if any tensor is missing, any cross-check fails or a quoted line is no
