@@ -7,7 +7,8 @@
 # then for 6 prompts each (12 cases), 200 new tokens past any <eos>:
 #   ./dflash --weights toy_weights/SET --mode ar --ids P --max-new-tokens 200 --ignore-eos --print-ids
 #   node gguf/llama_check.mjs ... target.gguf 200 P   (one thread, F32 K/V, flash attention off)
-# and the two id lines must be equal; then llama.cpp's dflash loader loads each
+# and the two id lines must be equal (greedy_cases); the same for the hybrid
+# (Qwen3.5) targets, 4 prompts each (below); then llama.cpp's dflash loader loads each
 # draft.gguf (walkthrough, random, qwen3-layout) and must read target_layers as
 # the config's target_layer_ids + 1; then the tokenization case (below, "the
 # tokenization case"): llama.cpp's tokenizer on dflash gguf's vocabularies
@@ -51,6 +52,30 @@ fi
 # --install: only the install above (gguf/llama-spec.sh builds from its bundled source)
 [ "${1:-}" = --install ] && { echo "llama-check: node-llama-cpp $VERSION in $MOD"; exit 0; }
 
+# greedy_cases LABEL GGUF LOG PROMPTS DFLASH_ARGS...: llama.cpp's greedy ids
+# on GGUF (target.gguf; gguf/llama_check.mjs, its stderr to LOG), $N new
+# tokens from each of PROMPTS, against ./dflash DFLASH_ARGS --mode ar's; each
+# prompt a case (cases), a differing one printed and fail set
+greedy_cases() {
+    local label=$1 gguf=$2 log=$3 prompts=$4 i=0 p want
+    local -a got
+    shift 4
+    # shellcheck disable=SC2086
+    mapfile -t got < <(node gguf/llama_check.mjs "$MOD" "$gguf" "$N" $prompts 2> "$log")
+    for p in $prompts; do
+        want=$(./dflash "$@" --mode ar --ids "$p" --max-new-tokens "$N" --ignore-eos --print-ids | sed -n 2p)
+        cases=$((cases + 1))
+        if [ "${got[$i]:-}" != "$want" ]; then
+            echo "llama-check: $label, prompt $p: llama.cpp gave"
+            echo "  ${got[$i]:-(nothing; see $log)}"
+            echo "  dflash --mode ar gives"
+            echo "  $want"
+            fail=1
+        fi
+        i=$((i + 1))
+    done
+}
+
 declare -A PROMPTS=(
     [walkthrough]="2,3,4 12,13 18 22,23 26,27 30,31"
     [random]="2,3,4 12,13 29,28,27,26 18,19 5,6,7,8 33,1,0"
@@ -59,23 +84,9 @@ fail=0 cases=0
 for set in walkthrough random; do
     out="$DIR/$set"
     ./dflash gguf --weights "toy_weights/$set" "$out" > /dev/null
-    # shellcheck disable=SC2086
-    mapfile -t got < <(node gguf/llama_check.mjs "$MOD" "$out/target.gguf" "$N" ${PROMPTS[$set]} 2> "$DIR/$set.node.log")
-    i=0
-    for p in ${PROMPTS[$set]}; do
-        want=$(./dflash --weights "toy_weights/$set" --mode ar --ids "$p" --max-new-tokens "$N" --ignore-eos --print-ids | sed -n 2p)
-        cases=$((cases + 1))
-        if [ "${got[$i]:-}" != "$want" ]; then
-            echo "llama-check: $set, prompt $p: llama.cpp gave"
-            echo "  ${got[$i]:-(nothing; see $DIR/$set.node.log)}"
-            echo "  dflash --mode ar gives"
-            echo "  $want"
-            fail=1
-        fi
-        i=$((i + 1))
-    done
+    greedy_cases "$set" "$out/target.gguf" "$DIR/$set.node.log" "${PROMPTS[$set]}" --weights "toy_weights/$set"
 done
-# the hybrid target (Qwen3.5 layout, llama.cpp's qwen35): two random ones
+# the hybrid targets (Qwen3.5 layout, llama.cpp's qwen35): two random ones
 # (gguf/llama_check.mjs --hybrid, value heads grouped by key head, which
 # dflash gguf reorders as the converter does) and toy_weights/hybrid when
 # made; dflash gguf needs a pair, so each gets a one-layer --steps 0 draft
@@ -109,21 +120,9 @@ for h in $hysets; do
             > "$DIR/$name-draft.log" 2>&1 || { cat "$DIR/$name-draft.log"; echo "llama-check: $name: dflash train --steps 0 failed"; fail=1; continue; }
     fi
     ./dflash gguf --target "$h/target" --draft "$h/draft" --vocab "$vocab" "$out" > /dev/null || { echo "llama-check: $name: dflash gguf failed"; fail=1; continue; }
-    # shellcheck disable=SC2086
-    mapfile -t got < <(node gguf/llama_check.mjs "$MOD" "$out/target.gguf" "$N" $HYPROMPTS 2> "$DIR/$name.node.log")
-    i=0
-    for p in $HYPROMPTS; do
-        want=$(./dflash --target "$h/target" --mode ar --ids "$p" --max-new-tokens "$N" --ignore-eos --print-ids | sed -n 2p)
-        cases=$((cases + 1)) hycases=$((hycases + 1))
-        if [ "${got[$i]:-}" != "$want" ]; then
-            echo "llama-check: hybrid $name (qwen35), prompt $p: llama.cpp gave"
-            echo "  ${got[$i]:-(nothing; see $DIR/$name.node.log)}"
-            echo "  dflash --mode ar gives"
-            echo "  $want"
-            fail=1
-        fi
-        i=$((i + 1))
-    done
+    before=$cases
+    greedy_cases "hybrid $name (qwen35)" "$out/target.gguf" "$DIR/$name.node.log" "$HYPROMPTS" --target "$h/target"
+    hycases=$((hycases + cases - before))
 done
 
 # BF16 weights, measured (printed, not required): llama.cpp's greedy ids on

@@ -1,7 +1,8 @@
 /* tests/sampleutil.h - sampling with T > 0 is lossless in distribution: the
- * exact distribution of the first K new tokens and the chi-square of observed
- * runs against it (tests/test_core.c: DFlash on the tiny set; test_lookup.c:
- * the lookup drafters; test_learned.c: DFlash on the learned pair). Include
+ * exact distribution of the first K new tokens, the runs of one decoding mode
+ * and the chi-square of observed runs against it (tests/test_core.c: DFlash on
+ * the tiny set; test_hybrid.c: on the hybrid set; test_lookup.c: the lookup
+ * drafters; test_learned.c: DFlash on the learned pair). Include
  * after testutil.h (and after dflash.c: it runs target_forward).
  *
  * The exact distribution is a second computation, independent of the generate
@@ -217,6 +218,52 @@ static inline TuFit tu_assert_fits(const TuExact *e, int k, const int *obs, int 
     TuFit f = tu_fit(e, k, obs, stride);
     if (!f.pass) fail_msg("%s: chi-square %.1f over %d degrees of freedom (limit %.1f)", what, f.chi2, f.df, f.limit);
     return f;
+}
+
+/* One mode of a lossless check: the first K new tokens of seeds 0..N-1 from
+ * prompt[0..n) at temperature temp, by target-only decoding (B 1:
+ * ar_generate) or DFlash at block B (draft d), into obs[K s + k]. Each run
+ * must give n + K tokens (exact), or at least that many (not exact); its
+ * rounds' accepted proposals add to *accepted, those that rejected one
+ * (accepted < B - 1) to *rejected. */
+static inline void tu_sample_mode(const Model *d, const Model *t, const int *prompt, int n, int B, double temp, int K,
+                                  int N, int exact, int *obs, int *accepted, int *rejected) {
+    for (int s = 0; s < N; s++) {
+        GenParams gp = {.max_new_tokens = K, .block_size = B, .temperature = temp, .seed = (uint64_t)s};
+        GenResult r;
+        if (B == 1) assert_int_equal(ar_generate(t, prompt, n, &gp, &r), 0);
+        else assert_int_equal(dflash_generate(d, t, prompt, n, &gp, &r), 0);
+        if (exact) assert_int_equal(r.n_output, n + K);
+        else assert_true(r.n_output >= n + K);
+        for (int k = 0; k < K; k++) obs[K * s + k] = r.output_ids[n + k];
+        for (int i = 0; i < r.n_rounds; i++) {
+            *accepted += r.rounds[i].acceptance_length;
+            *rejected += r.rounds[i].acceptance_length < B - 1;
+        }
+        gen_result_free(&r);
+    }
+}
+
+/* The lossless check of three modes at temperature temp, from prompt[0..n):
+ * target-only decoding (mode 0) and DFlash at blocks 2 and 3 (modes 1, 2),
+ * N seeds each (tu_sample_mode: exact as there), whose first K new tokens must
+ * fit the exact distribution (tu_assert_fits); accepted[mode] and
+ * rejected[mode] as tu_sample_mode counts them. (tests/test_core.c,
+ * test_hybrid.c) */
+static inline void tu_assert_modes_fit(const Model *d, const Model *t, const int *prompt, int n, double temp, int K,
+                                       int N, int exact, int accepted[3], int rejected[3]) {
+    static const char *const what[3] = {"autoregressive", "DFlash block 2", "DFlash block 3"};
+    TuExact P;
+    tu_exact_build(&P, t, prompt, n, temp, K, N);
+    int *obs = malloc(sizeof(int) * (size_t)K * (size_t)N);
+    assert_non_null(obs);
+    for (int mode = 0; mode < 3; mode++) {
+        accepted[mode] = rejected[mode] = 0;
+        tu_sample_mode(d, t, prompt, n, mode + 1, temp, K, N, exact, obs, &accepted[mode], &rejected[mode]);
+        tu_assert_fits(&P, K, obs, K, what[mode]);
+    }
+    free(obs);
+    tu_exact_free(&P);
 }
 
 #endif /* SAMPLEUTIL_H */

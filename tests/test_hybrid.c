@@ -558,33 +558,9 @@ static void test_temperature_sampling_is_lossless(void **state) {
     Model t, d;
     char *dir = load_set(&t, &d, 0, 0);
     int prompt[4] = {3, 9, 1, 17}, N = tu_long() ? 3000 : 600;
-    double temp = 1.0;
-    TuExact P;
-    tu_exact_build(&P, &t, prompt, 4, temp, 3, N);
-    int *obs = malloc(sizeof(int) * 3 * (size_t)N);
-    assert_non_null(obs);
-    for (int mode = 0; mode < 3; mode++) {   /* AR, DFlash B=2, DFlash B=3 */
-        int accepted = 0, rejected = 0;
-        for (int s = 0; s < N; s++) {
-            GenParams gp = {.max_new_tokens = 3, .block_size = mode == 0 ? 1 : mode + 1, .temperature = temp,
-                            .seed = (uint64_t)s};
-            GenResult r;
-            if (mode == 0) assert_int_equal(ar_generate(&t, prompt, 4, &gp, &r), 0);
-            else assert_int_equal(dflash_generate(&d, &t, prompt, 4, &gp, &r), 0);
-            assert_true(r.n_output >= 7);
-            for (int k = 0; k < 3; k++) obs[3 * s + k] = r.output_ids[4 + k];
-            for (int i = 0; i < r.n_rounds; i++) {
-                accepted += r.rounds[i].acceptance_length;
-                rejected += r.rounds[i].acceptance_length < mode;
-            }
-            gen_result_free(&r);
-        }
-        tu_assert_fits(&P, 3, obs, 3, mode == 0 ? "autoregressive" : mode == 1 ? "DFlash block 2" : "DFlash block 3");
-        if (mode > 0) assert_true(rejected > 0);   /* rounds that rolled the state back */
-        (void)accepted;
-    }
-    free(obs);
-    tu_exact_free(&P);
+    int accepted[3], rejected[3];   /* AR, DFlash B=2, DFlash B=3 */
+    tu_assert_modes_fit(&d, &t, prompt, 4, 1.0, 3, N, 0, accepted, rejected);
+    for (int mode = 1; mode < 3; mode++) assert_true(rejected[mode] > 0);   /* rounds that rolled the state back */
     drop_set(dir, &t, &d);
 }
 
@@ -633,17 +609,29 @@ static const double *stored(const Store *st, const char *name, int64_t *count) {
     return NULL;
 }
 
+/* A DFlash run (block 4, max_new new tokens) of prompt[0..4) with every
+ * traced tensor stored: the store (store_free) and the run in *res */
+static Store *traced_run(const Model *d, const Model *t, const int *prompt, int max_new, GenResult *res) {
+    Store *st = calloc(1, sizeof *st);
+    assert_non_null(st);
+    TraceHook hook = {store_hand, st};
+    GenParams gp = {.max_new_tokens = max_new, .block_size = 4, .trace = &hook};
+    if (dflash_generate(d, t, prompt, 4, &gp, res) != 0) fail_msg("%s", dflash_errmsg);
+    return st;
+}
+
+static void store_free(Store *st) {
+    for (int i = 0; i < st->n; i++) free(st->data[i]);
+    free(st);
+}
+
 static void test_trace_states_chain(void **state) {
     (void)state;
     Model t, d;
     char *dir = load_set(&t, &d, 0, 0);
-    Store *st = calloc(1, sizeof *st);
-    assert_non_null(st);
-    TraceHook hook = {store_hand, st};
     const int prompt[4] = {3, 9, 1, 17};
-    GenParams p = {.max_new_tokens = 12, .block_size = 4, .trace = &hook};
     GenResult res;
-    if (dflash_generate(&d, &t, prompt, 4, &p, &res) != 0) fail_msg("%s", dflash_errmsg);
+    Store *st = traced_run(&d, &t, prompt, 12, &res);
     int64_t ns = (int64_t)HHV * HDK * HDV, nc = (int64_t)(HK - 1) * HC, c;
     /* the shapes the table gives the hybrid names */
     stored(st, "prefill.layers.0.linear_attn.state_out", &c);
@@ -677,8 +665,7 @@ static void test_trace_states_chain(void **state) {
             assert_memory_equal(stored(st, a, NULL) + (size_t)(acc + 1) * HC, stored(st, b, NULL),
                                 sizeof(double) * (size_t)nc);
         }
-    for (int i = 0; i < st->n; i++) free(st->data[i]);
-    free(st);
+    store_free(st);
     gen_result_free(&res);
     drop_set(dir, &t, &d);
 }
@@ -701,13 +688,9 @@ static void test_trace_draft_sizes(void **state) {
     snprintf(p, sizeof p, "%s/draft", dir);
     if (model_load(&d, p, 1) != 0) fail_msg("%s", dflash_errmsg);
     assert_int_equal(check_pair(&t, &d), 0);
-    Store *st = calloc(1, sizeof *st);
-    assert_non_null(st);
-    TraceHook hook = {store_hand, st};
     const int prompt[4] = {3, 9, 1, 17};
-    GenParams gp = {.max_new_tokens = 8, .block_size = 4, .trace = &hook};
     GenResult res, ar;
-    if (dflash_generate(&d, &t, prompt, 4, &gp, &res) != 0) fail_msg("%s", dflash_errmsg);
+    Store *st = traced_run(&d, &t, prompt, 8, &res);
     int64_t c;
     stored(st, "draft1.layers.0.self_attn.q", &c);
     assert_int_equal(c, 4 * 2 * DH);             /* B x H x the draft's d */
@@ -724,8 +707,7 @@ static void test_trace_draft_sizes(void **state) {
     assert_int_equal(ar_generate(&t, prompt, 4, &plain, &ar), 0);
     assert_int_equal(ar.n_output, res.n_output);
     assert_memory_equal(ar.output_ids, res.output_ids, sizeof(int) * (size_t)ar.n_output);
-    for (int i = 0; i < st->n; i++) free(st->data[i]);
-    free(st);
+    store_free(st);
     gen_result_free(&res);
     gen_result_free(&ar);
     model_free(&t);
@@ -747,13 +729,9 @@ static void test_round_log_rollback(void **state) {
     snprintf(cmd, sizeof cmd, "./dflash --weights %s --ids 3,9,1,17 --block-size 4 --max-new-tokens 12 --ignore-eos --rounds", dir);
     char *log = tu_capture(cmd);
     /* the same run in this process, traced */
-    Store *st = calloc(1, sizeof *st);
-    assert_non_null(st);
-    TraceHook hook = {store_hand, st};
     const int prompt[4] = {3, 9, 1, 17};
-    GenParams gp = {.max_new_tokens = 12, .block_size = 4, .trace = &hook};
     GenResult res;
-    if (dflash_generate(&d, &t, prompt, 4, &gp, &res) != 0) fail_msg("%s", dflash_errmsg);
+    Store *st = traced_run(&d, &t, prompt, 12, &res);
     int rounds = 0, rolled = 0;
     for (const char *at = strstr(log, "round "); at; at = strstr(at + 1, "\nround ")) {
         if (*at == '\n') at++;
@@ -797,8 +775,7 @@ static void test_round_log_rollback(void **state) {
     }
     assert_int_equal(rounds, res.n_rounds);
     assert_true(rolled > 0);  /* some round did roll back */
-    for (int i = 0; i < st->n; i++) free(st->data[i]);
-    free(st);
+    store_free(st);
     free(log);
     gen_result_free(&res);
     drop_set(dir, &t, &d);

@@ -234,8 +234,9 @@ static Config make_config(int is_draft, int n_kv_heads) {
  * 5. How a tensor is described
  * ===========================================================================
  * Every element starts as base + noise * uniform(-1, 1) (noise = 0: exactly
- * base, and no random numbers are drawn); then, for the walkthrough set, an
- * optional plant() function overwrites the hand-chosen entries. */
+ * base, and no random numbers are drawn); then, for the walkthrough and
+ * hybrid sets, an optional plant() function overwrites the hand-chosen
+ * entries. */
 typedef struct Tensor Tensor;
 typedef void (*PlantFn)(float *w, const Tensor *t, const Config *c);
 
@@ -252,7 +253,7 @@ struct Tensor {
 #define MAX_TENSORS 192
 
 typedef struct {
-    const char *set;  /* "random" or "walkthrough": part of the PRNG key */
+    const char *set;  /* the set's name ("random", "walkthrough", "hybrid", ...): part of the PRNG key */
     int n;
     Tensor t[MAX_TENSORS];
 } TensorList;
@@ -875,6 +876,23 @@ static int join(char *out, size_t cap, const char *dir, const char *name) {
     return 0;
 }
 
+/* A pair of the flat layout under outdir: vocab.txt, target/config.json
+ * (write_target_config: the target's own config) and model.safetensors of
+ * target_tensors, draft/config.json and model.safetensors of draft_tensors.
+ * 0, or 1 (the failure reported). */
+static int write_pair(const char *outdir, const Config *tc, const Config *dc,
+                      int (*write_target_config)(const char *path, const Config *c)) {
+    char tdir[4096], ddir[4096], path[4200];
+    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
+    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
+    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
+    if (join(path, sizeof path, tdir, "config.json") || write_target_config(path, tc)) return 1;
+    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, tc)) return 1;
+    if (join(path, sizeof path, ddir, "config.json") || write_config(path, dc)) return 1;
+    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, dc)) return 1;
+    return 0;
+}
+
 /* ===========================================================================
  * 10. The qwen3-layout set: a published checkpoint's layout, small
  * ===========================================================================
@@ -1354,17 +1372,7 @@ static int hybrid_main(const char *outdir) {
     add_tensor(&target_tensors, "model.norm.weight", D, 0, 0.0, 0.0);  /* zero-centred: exactly scale 1 */
     add_tensor(&target_tensors, "lm_head.weight", V, D, 0.0, 0.0)->plant = plant_lm_head;
     build_walkthrough_draft(&draft_tensors, &dc);
-    char tdir[4096], ddir[4096], path[4200];
-    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
-    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
-    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
-    if (join(path, sizeof path, tdir, "config.json") || hybrid_write_config(path, &tc)) return 1;
-    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, &tc))
-        return 1;
-    if (join(path, sizeof path, ddir, "config.json") || write_config(path, &dc)) return 1;
-    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, &dc))
-        return 1;
-    return 0;
+    return write_pair(outdir, &tc, &dc, hybrid_write_config);
 }
 
 int main(int argc, char **argv) {
@@ -1393,16 +1401,5 @@ int main(int argc, char **argv) {
         build_random_target(&target_tensors, &tc);
         build_random_draft(&draft_tensors, &dc);
     }
-
-    char tdir[4096], ddir[4096], path[4200];
-    if (join(tdir, sizeof tdir, outdir, "target") || join(ddir, sizeof ddir, outdir, "draft")) return 1;
-    if (mkdir_p(tdir) || mkdir_p(ddir)) return 1;
-    if (join(path, sizeof path, outdir, "vocab.txt") || write_vocab(path)) return 1;
-    if (join(path, sizeof path, tdir, "config.json") || write_config(path, &tc)) return 1;
-    if (join(path, sizeof path, tdir, "model.safetensors") || write_safetensors(path, &target_tensors, &tc))
-        return 1;
-    if (join(path, sizeof path, ddir, "config.json") || write_config(path, &dc)) return 1;
-    if (join(path, sizeof path, ddir, "model.safetensors") || write_safetensors(path, &draft_tensors, &dc))
-        return 1;
-    return 0;
+    return write_pair(outdir, &tc, &dc, write_config);
 }

@@ -25,14 +25,13 @@
 #include "dflash.h"
 #include "formats/files.h"
 
-#include <stdarg.h>
-#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #define PAGE_CHECK_WHAT "the chapter's claim no longer holds"
+#define PAGE_VOCAB     /* pagevars.h: words_load, word, mw, pwords */
+#define PAGE_CHAPTER   /* pagevars.h: the editions; get, get_in, has, val, ival; the runs */
 #include "walkthrough/tools/pagevars.h"
 
 #define ROUND 1          /* the round the chapter tells */
@@ -41,91 +40,14 @@
 #define MAXB 16
 #define MAXR 64
 
-/* ---- tensors: DIR/<name>.npy -------------------------------------------- */
-typedef struct { char name[112]; NpyValues v; } Tensor;
-static Tensor TS[256];
-static int NTS;
+/* the traces: TDIR (pagevars.h: get, has) and the prefix run's */
+static const char *PDIR;
 
-static const NpyValues *get_in(const char *dir, const char *fmt, ...) {
-    static NpyValues empty;
-    char name[96], key[112];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    snprintf(key, sizeof key, "%s|%s", dir == NULL ? "" : dir, name);
-    for (int k = 0; k < NTS; k++)
-        if (strcmp(TS[k].name, key) == 0) return &TS[k].v;
-    if (NTS == (int)(sizeof TS / sizeof TS[0])) { flag_bad("too many tensors"); return &empty; }
-    char file[128];
-    snprintf(file, sizeof file, "%s.npy", name);
-    char *path = path_join(dir, file);
-    Tensor *t = &TS[NTS];
-    if (!path || npy_read_values(path, &t->v) != 0) {
-        free(path);
-        flag_bad("%s has no tensor %s (%s)", dir, name, dflash_errmsg);
-        return &empty;
-    }
-    free(path);
-    snprintf(t->name, sizeof t->name, "%s", key);
-    NTS++;
-    return &t->v;
-}
-static const char *TDIR, *PDIR;
-#define get(...) get_in(TDIR, __VA_ARGS__)
-static int has(const char *fmt, ...) {
-    char name[96], file[128];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    snprintf(file, sizeof file, "%s.npy", name);
-    char *path = path_join(TDIR, file);
-    struct stat st;
-    int ok = path && stat(path, &st) == 0;
-    free(path);
-    return ok;
-}
-static double val(const NpyValues *t, size_t k) {
-    if (k >= t->n) { flag_bad("index %zu out of range (%zu values)", k, t->n); return 0; }
-    return t->is_int ? (double)t->i[k] : t->f[k];
-}
-static long ival(const NpyValues *t, size_t k) { return (long)val(t, k); }
-
-/* ---- words: vocab.txt, one per line ------------------------------------- */
-static char *VOCAB_TEXT;
-static const char *WORDS[256];
-static int NWORDS;
-static void read_vocab(const char *path) {
-    size_t len;
-    if (file_read_all(path, &VOCAB_TEXT, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
-    for (char *p = VOCAB_TEXT; *p && NWORDS < 256;) {
-        char *e = strchr(p, '\n');
-        if (e) *e = 0;
-        WORDS[NWORDS++] = p;
-        if (!e) break;
-        p = e + 1;
-    }
-}
-/* a token as a code span: `mat` */
+/* ---- words: vocab.txt, one per line (pagevars.h: words_load, word, pwords) */
+/* a token as a code span (mw): `mat`; one outside vocab.txt is flagged */
 static const char *w(long id) {
-    static char b[16][64];
-    static int k;
-    char *o = b[k++ % 16];
-    if (id < 0 || id >= NWORDS) { flag_bad("token id %ld outside vocab.txt", id); o[0] = 0; return o; }
-    snprintf(o, 64, "`%s`", WORDS[id]);
-    return o;
-}
-/* words of ids joined by spaces, plain (for a code span around them) */
-static const char *words(const long *ids, int n) {
-    static char b[4][512];
-    static int k;
-    char *o = b[k++ % 4];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 480; i++)
-        len += (size_t)snprintf(o + len, 512 - len, "%s%s", i ? " " : "", ids[i] >= 0 && ids[i] < NWORDS ? WORDS[ids[i]] : "?");
-    return o;
+    if (id < 0 || id >= NVOC) flag_bad("token id %ld outside vocab.txt", id);
+    return mw(id);
 }
 
 /* ---- the run ----------------------------------------------------------- */
@@ -195,30 +117,21 @@ static void read_runs(const char *path) {
     size_t len;
     if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
     ExRun *r = NULL;
-    for (char *p = text; *p;) {
-        char *e = strchr(p, '\n');
-        if (e) *e = 0;
+    for (char *p = text, *l; (l = cut_line(&p));) {
         char *q;
-        if (!strncmp(p, "@@ ", 3) && NEX < 8) {
+        if (!strncmp(l, "@@ ", 3) && NEX < 8) {
             r = &EX[NEX++];
             memset(r, 0, sizeof *r);
-            snprintf(r->name, sizeof r->name, "%s", p + 3);
-        } else if (r && !strncmp(p, "round ", 6)) {
+            snprintf(r->name, sizeof r->name, "%s", l + 3);
+        } else if (r && !strncmp(l, "round ", 6)) {
             r->rounds++;
-        } else if (r && (q = strstr(p, "state after position "))) {
-            r->replayed += strstr(p, "replayed over") != NULL;
+        } else if (r && (q = strstr(l, "state after position "))) {
+            r->replayed += strstr(l, "replayed over") != NULL;
             char *end = strchr(q, ')');
             if (!r->first_rb[0] && end) snprintf(r->first_rb, sizeof r->first_rb, "%.*s", (int)(end + 1 - q), q);
-        } else if (r && (q = strstr(p, "target forward passes: "))) {
-            r->forwards = atoi(q + 23);
-            char *t = strstr(p, "(tau): ");
-            if (t) {
-                int k = 0;
-                for (t += 7; ((*t >= '0' && *t <= '9') || *t == '.') && k < 15; t++) r->tau[k++] = *t;
-                r->tau[k] = 0;
-            }
+        } else if (r) {
+            summary_line(l, &r->forwards, r->tau);
         }
-        p = e ? e + 1 : p + strlen(p);
     }
     free(text);
 }
@@ -234,8 +147,6 @@ static const ExRun *ex(const char *name) {
 }
 
 /* ---- values ------------------------------------------------------------- */
-static int ZH;
-#define T(en, zh) (ZH ? (zh) : (en))
 static const char *f6(double x) { static char b[16][32]; static int k; char *o = b[k++ % 16]; snprintf(o, 32, "%.6f", x); return o; }
 static double maxdiff(const NpyValues *a, const NpyValues *b) {
     if (a->n != b->n) { flag_bad("two states of %zu and %zu values", a->n, b->n); return 0; }
@@ -258,11 +169,11 @@ static void values(void) {
     def("layer", "%d", LAYER);
     def("n", "%d", RUN.n);
     def("n_1", "%d", RUN.n - 1);
-    def("prompt", "%s", words(RUN.prompt, RUN.n));
+    def("prompt", "%s", pwords(RUN.prompt, RUN.n));
     {
         int m = RUN.n_out;
         while (m > RUN.n && RUN.out[m - 1] == 0) m--;   /* the text without the stop id */
-        def("output", "%s", words(RUN.out + RUN.n, m - RUN.n));
+        def("output", "%s", pwords(RUN.out + RUN.n, m - RUN.n));
     }
     def("B", "%d", B);
     def("B_1", "%d", B - 1);
@@ -300,8 +211,8 @@ static void values(void) {
     def("rejected", "%s", w(RUN.block[acc + 1]));
     def("rejected_pos", "%d", s0 + acc + 1);
     def("bonus", "%s", w(RUN.posterior[acc]));
-    def("kept", "%s", words(RUN.block, acc + 1));
-    def("kept_text", "%s", words(RUN.out, p + 1));
+    def("kept", "%s", pwords(RUN.block, acc + 1));
+    def("kept_text", "%s", pwords(RUN.out, p + 1));
     def("discarded", "%d", B - acc - 2);
     def("conv_lo", "%d", p - RUN.K + 2);
     def("conv_rows_lo", "%d", acc + 1);
@@ -346,9 +257,7 @@ static void values(void) {
     check(g->rounds == RUN.R && g->replayed == RUN.R - 1, "the runs' block-4 run is the traced one");
 }
 
-/* ---- the tables ------------------------------------------------------------ */
-static FILE *md;
-#define P(...) fprintf(md, __VA_ARGS__)
+/* ---- the tables (P: pagevars.h) ---------------------------------------------- */
 
 static void w_verify_table(void) {
     int acc = RUN.acc[ROUND - 1], s0 = RUN.start[ROUND - 1];
@@ -401,43 +310,13 @@ static const Block BLOCKS[] = {
     {"VERIFY_TABLE", w_verify_table}, {"STATE_TABLE", w_state_table}, {"ROUNDS_TABLE", w_rounds_table},
 };
 
-static void expand(const char *path) {
-    size_t len;
-    char *text;
-    if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
-    int lineno = 0;
-    const char *l;
-    size_t n, pos = 0;
-    while (template_line(text, len, &pos, &l, &n)) {
-        lineno++;
-        if (is_block_line(l, n)) {
-            const Block *b = find_block(BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], path, lineno, l, n);
-            if (b) b->write();
-            continue;
-        }
-        put_line(md, path, lineno, l, n);
-    }
-    free(text);
-}
-
-static int write_file(const char *dir, const char *name, const char *data, size_t len) {
-    char *path = path_join(dir, name);
-    OutFile *f = path ? out_open(path, "mkhybrid") : NULL;
-    free(path);
-    if (!f) return -1;
-    fwrite(data, 1, len, out_stream(f));
-    return out_commit(f);
-}
+static void expand(const char *path) { fill_template(path, BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], NULL); }
 
 int main(int argc, char **argv) {
-    if (argc < 6 || argc > 7) {
-        fprintf(stderr, "usage: mkhybrid TRACE_DIR PREFIX_TRACE_DIR VOCAB_TXT RUNS_TXT OUT_DIR "
-                        "[TEMPLATE_DIR (default walkthrough/tools)]\n");
-        return 2;
-    }
+    const char *tdir = template_dir_arg(argc, argv, 5, "mkhybrid TRACE_DIR PREFIX_TRACE_DIR VOCAB_TXT RUNS_TXT OUT_DIR");
+    if (!tdir) return 2;
     TDIR = argv[1], PDIR = argv[2];
-    const char *tdir = argc == 7 ? argv[6] : "walkthrough/tools";
-    read_vocab(argv[3]);
+    if (words_load(argv[3]) != 0) flag_bad("%s", dflash_errmsg);
     read_run();
     S_IN = get("verify%d.layers.%d.linear_attn.state_in", ROUND, LAYER);
     S_OUT = get("verify%d.layers.%d.linear_attn.state_out", ROUND, LAYER);
@@ -445,28 +324,9 @@ int main(int argc, char **argv) {
     S_NEXT = get("verify%d.layers.%d.linear_attn.state_in", ROUND + 1, LAYER);
     S_FRESH = get_in(PDIR, "prefill.layers.%d.linear_attn.state_out", LAYER);
     read_runs(argv[4]);
-    static const char *tpl[2] = {"hybrid.md.in", "hybrid.zh.md.in"}, *name[2] = {"README.md", "README.zh.md"};
-    char *data[2] = {NULL, NULL};
-    size_t len[2] = {0, 0};
-    for (ZH = 0; ZH < 2 && !bad; ZH++) {
-        if (fill_page(&md, &data[ZH], &len[ZH], tdir, tpl[ZH], values, expand) != 0) {
-            fprintf(stderr, "mkhybrid: out of memory\n");
-            return 1;
-        }
-    }
-    vars_free();
-    int rc = 0;
-    if (bad) {
-        fprintf(stderr, "mkhybrid: %s%s; nothing written\n", badmsg, bad > 1 ? " (and more)" : "");
-        rc = 1;
-    } else {
-        for (int i = 0; i < 2 && rc == 0; i++)
-            if (write_file(argv[5], name[i], data[i], len[i]) != 0) { fprintf(stderr, "mkhybrid: %s\n", dflash_errmsg); rc = 1; }
-        if (rc == 0) printf("mkhybrid: wrote README.md and README.zh.md to %s\n", argv[5]);
-    }
-    free(data[0]);
-    free(data[1]);
-    for (int k = 0; k < NTS; k++) npy_values_free(&TS[k].v);
-    free(VOCAB_TEXT);
+    static const char *const tpl[2] = {"hybrid.md.in", "hybrid.zh.md.in"};
+    int rc = write_editions("mkhybrid", argv[5], tdir, tpl, values, expand);
+    tensors_free();
+    words_free();
     return rc;
 }

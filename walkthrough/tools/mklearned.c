@@ -43,8 +43,8 @@
 #include <string.h>
 
 #define PAGE_CHECK_WHAT "the chapter's claim no longer holds"
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
-#include <sys/stat.h>
+#define PAGE_CHAPTER   /* pagevars.h: the editions; get, has, val, ival; the runs */
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, the template, the pages' files: shared with the other generators */
 
 #define ROUND 1          /* the round the chapter tells */
 #define LAYER 0          /* the draft layer whose head is shown */
@@ -53,50 +53,7 @@
 /* ---- errors: the first failure is kept, nothing is written ---------------- */
 /* check: pagevars.h */
 
-/* ---- tensors: TRACE_DIR/<name>.npy ------------------------------------- */
-static const char *TDIR;
-typedef struct { char name[96]; NpyValues v; } Tensor;
-static Tensor TS[192];   /* the tensors read so far (a round adds one: its acceptance_length) */
-static int NTS;
-
-static const NpyValues *get(const char *fmt, ...) {
-    static NpyValues empty;
-    char name[96];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(name, sizeof name, fmt, ap);
-    va_end(ap);
-    for (int k = 0; k < NTS; k++)
-        if (strcmp(TS[k].name, name) == 0) return &TS[k].v;
-    if (NTS == (int)(sizeof TS / sizeof TS[0])) { flag_bad("too many tensors"); return &empty; }
-    char file[128];
-    snprintf(file, sizeof file, "%s.npy", name);
-    char *path = path_join(TDIR, file);
-    Tensor *t = &TS[NTS];
-    if (!path || npy_read_values(path, &t->v) != 0) {
-        free(path);
-        flag_bad("the trace has no tensor %s (%s)", name, dflash_errmsg);
-        return &empty;
-    }
-    free(path);
-    snprintf(t->name, sizeof t->name, "%s", name);
-    NTS++;
-    return &t->v;
-}
-static int has(const char *name) {
-    char file[128];
-    snprintf(file, sizeof file, "%s.npy", name);
-    char *path = path_join(TDIR, file);
-    struct stat st;
-    int ok = path && stat(path, &st) == 0;
-    free(path);
-    return ok;
-}
-static double val(const NpyValues *t, size_t k) {
-    if (k >= t->n) { flag_bad("index %zu out of range (%zu values)", k, t->n); return 0; }
-    return t->is_int ? (double)t->i[k] : t->f[k];
-}
-static long ival(const NpyValues *t, size_t k) { return (long)val(t, k); }
+/* ---- tensors: TRACE_DIR/<name>.npy (pagevars.h: get, has, val, ival) -- */
 
 /* ---- token pieces: the tokenizer's bytes, escaped for a code span ------- */
 static Tokenizer TOK;
@@ -161,11 +118,7 @@ static int ctx_argmax(int h, int q) {
     return top;
 }
 
-static int has_round(int r) {
-    char n[64];
-    snprintf(n, sizeof n, "verify%d." TN_ACCEPTANCE, r);
-    return has(n);
-}
+static int has_round(int r) { return has("verify%d." TN_ACCEPTANCE, r); }
 
 static void read_run(const char *heldout) {
     const NpyValues *in = get("input_ids");
@@ -338,9 +291,7 @@ static void read_runs(const char *path) {
     size_t len;
     if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
     ExRun *r = NULL;
-    for (char *p = text; *p;) {
-        char *e = strchr(p, '\n');
-        if (e) *e = 0;
+    for (char *rest = text, *p; (p = cut_line(&rest));) {
         char *q;
         if (!strncmp(p, "@@ ", 3) && NEX < 8) {
             r = &EX[NEX++];
@@ -352,16 +303,9 @@ static void read_runs(const char *path) {
             char *end = strchr(q, '"');
             end = end ? strchr(end + 1, '"') : NULL;
             if (end) snprintf(r->keep1, sizeof r->keep1, "%.*s", (int)(end + 1 - q), q);
-        } else if (r && (q = strstr(p, "target forward passes: "))) {
-            r->forwards = atoi(q + 23);
-            char *t = strstr(p, "(tau): ");
-            if (t) {
-                int k = 0;
-                for (t += 7; (isdigit((unsigned char)*t) || *t == '.') && k < 15; t++) r->tau[k++] = *t;
-                r->tau[k] = 0;
-            }
+        } else if (r) {
+            summary_line(p, &r->forwards, r->tau);
         }
-        p = e ? e + 1 : p + strlen(p);
     }
     free(text);
 }
@@ -379,9 +323,6 @@ static const ExRun *ex(const char *name) {
 /* ---- values: @name@ ------------------------------------------------------ */
 static const char *f2(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.2f", x < 0.005 && x > -0.005 ? 0.0 : x); return b; }
 static const char *f3(double x) { char *b = rbuf(); snprintf(b, RBUF, "%.3f", x); return b; }
-
-static int ZH;
-#define T(en, zh) (ZH ? (zh) : (en))
 
 static double logit(int row, long v) { return val(get("verify%d." TN_LOGITS, ROUND), (size_t)row * RUN.V + (size_t)v); }
 
@@ -589,8 +530,6 @@ static void values(void) {
 }
 
 /* ---- the tables ------------------------------------------------------------ */
-static FILE *md;
-#define P(...) fprintf(md, __VA_ARGS__)
 
 static void w_prompt_table(void) {
     P("| %s | id | %s |\n|---:|---:|---|\n", T("position", "位置"), T("piece (its bytes)", "片段（它的字节）"));
@@ -659,68 +598,19 @@ static const Block BLOCKS[] = {  /* tables: IN_TABLE set */
 };
 
 /* ---- the template: mkwalk's rules (a line @NAME@ a block, @name@ a value) */
-static void expand(const char *path) {
-    size_t len;
-    char *text;
-    if (file_read_all(path, &text, &len) != 0) { flag_bad("%s", dflash_errmsg); return; }
-    int lineno = 0;
-    const char *l;
-    size_t n, pos = 0;
-    while (template_line(text, len, &pos, &l, &n)) {
-        lineno++;
-        if (is_block_line(l, n)) {
-            const Block *b = find_block(BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], path, lineno, l, n);
-            if (b) IN_TABLE = 1, b->write(), IN_TABLE = 0;
-            continue;
-        }
-        put_line(md, path, lineno, l, n);
-    }
-    free(text);
-}
-
-static int write_file(const char *dir, const char *name, const char *data, size_t len) {
-    char *path = path_join(dir, name);
-    OutFile *f = path ? out_open(path, "mklearned") : NULL;
-    free(path);
-    if (!f) return -1;
-    fwrite(data, 1, len, out_stream(f));
-    return out_commit(f);
-}
+static void expand(const char *path) { fill_template(path, BLOCKS, sizeof BLOCKS / sizeof BLOCKS[0], &IN_TABLE); }
 
 int main(int argc, char **argv) {
-    if (argc < 7 || argc > 8) {
-        fprintf(stderr, "usage: mklearned TRACE_DIR TOKENIZER_JSON HELDOUT_IDS EVAL_TSV RUNS_TXT OUT_DIR "
-                        "[TEMPLATE_DIR (default walkthrough/tools)]\n");
-        return 2;
-    }
+    const char *tdir = template_dir_arg(argc, argv, 6, "mklearned TRACE_DIR TOKENIZER_JSON HELDOUT_IDS EVAL_TSV RUNS_TXT OUT_DIR");
+    if (!tdir) return 2;
     TDIR = argv[1];
-    const char *tdir = argc == 8 ? argv[7] : "walkthrough/tools";
     if (tok_load_decoder(&TOK, argv[2]) != 0) { fprintf(stderr, "mklearned: %s\n", dflash_errmsg); return 1; }
     read_run(argv[3]);
     read_eval(argv[4]);
     read_runs(argv[5]);
-    static const char *tpl[2] = {"learned.md.in", "learned.zh.md.in"}, *name[2] = {"README.md", "README.zh.md"};
-    char *data[2] = {NULL, NULL};
-    size_t len[2] = {0, 0};
-    for (ZH = 0; ZH < 2 && !bad; ZH++) {
-        if (fill_page(&md, &data[ZH], &len[ZH], tdir, tpl[ZH], values, expand) != 0) {
-            fprintf(stderr, "mklearned: out of memory\n");
-            return 1;
-        }
-    }
-    vars_free();
-    int rc = 0;
-    if (bad) {
-        fprintf(stderr, "mklearned: %s%s; nothing written\n", badmsg, bad > 1 ? " (and more)" : "");
-        rc = 1;
-    } else {
-        for (int i = 0; i < 2 && rc == 0; i++)
-            if (write_file(argv[6], name[i], data[i], len[i]) != 0) { fprintf(stderr, "mklearned: %s\n", dflash_errmsg); rc = 1; }
-        if (rc == 0) printf("mklearned: wrote README.md and README.zh.md to %s\n", argv[6]);
-    }
-    free(data[0]);
-    free(data[1]);
-    for (int k = 0; k < NTS; k++) npy_values_free(&TS[k].v);
+    static const char *const tpl[2] = {"learned.md.in", "learned.zh.md.in"};
+    int rc = write_editions("mklearned", argv[6], tdir, tpl, values, expand);
+    tensors_free();
     tok_free(&TOK);
     return rc;
 }

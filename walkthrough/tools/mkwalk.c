@@ -6,7 +6,7 @@
  * Reads DIR/trace.jsonl and the .npy files it lists (format 1.0, '<f4',
  * '<f8' or '<i8', C order: what trace.c writes), and the vocabulary, fills
  * TEMPLATE_DIR/README.md.in and README.zh.md.in (default walkthrough/tools;
- * section 7 says how) and writes OUT_DIR/README.md and OUT_DIR/README.zh.md.
+ * section 6 says how) and writes OUT_DIR/README.md and OUT_DIR/README.zh.md.
  * The C lines the pages quote are read from DFLASH_C (default: dflash.c in
  * the current directory; section 4b). Everything is built in memory first;
  * if any tensor is missing, any cross-check fails or a quoted line is no
@@ -43,7 +43,8 @@
 #include <string.h>
 
 #define PAGE_CHECK_WHAT "cross-check failed"
-#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, def, var, ints, the template's lines: shared with the other generator */
+#define PAGE_VOCAB   /* pagevars.h: words_load, word, mw, pwords, words_joined */
+#include "walkthrough/tools/pagevars.h"   /* flag_bad, check, md, def, the template's lines, the pages' files: shared with the other generators */
 
 /* ===========================================================================
  * 1. Errors. Loading functions return -1 after writing dflash_errmsg (as
@@ -190,33 +191,7 @@ static double at3(const Tensor *t, long a, long b, long c) {
  * 4. Vocabulary and token words.
  * ======================================================================== */
 
-static char **VOC;
-static int NVOC;
-
-static int words_load(const char *path) {
-    size_t len;
-    char *text;
-    if (file_read_all(path, &text, &len) != 0) return -1;
-    int lines = 0;
-    for (size_t k = 0; k < len; k++) lines += text[k] == '\n';
-    VOC = calloc((size_t)lines + 1, sizeof(char *));
-    if (!VOC) { free(text); dflash_set_error("out of memory"); return -1; }
-    size_t p = 0;
-    while (p < len) {
-        size_t e = p;
-        while (e < len && text[e] != '\n') e++;
-        char *w = malloc(e - p + 1);
-        if (!w) { free(text); dflash_set_error("out of memory"); return -1; }
-        memcpy(w, text + p, e - p);
-        w[e - p] = 0;
-        VOC[NVOC++] = w;
-        p = e + 1;
-    }
-    free(text);
-    return 0;
-}
-
-static const char *word(long id) { return id >= 0 && id < NVOC ? VOC[id] : "?"; }
+/* VOC, words_load, word, mw, pwords, words_joined: pagevars.h (PAGE_VOCAB) */
 
 /* ===========================================================================
  * 4b. Code quotes. Every line of C the pages show is read out of dflash.c
@@ -371,12 +346,6 @@ static char *rbuf(void) {
     return bufs[k++ % 16];
 }
 
-/* a token for Markdown prose and tables: in a code span, so "<mask>" shows */
-static const char *mw(long id) {
-    char *b = rbuf();
-    snprintf(b, 128, "`%s`", word(id));
-    return b;
-}
 
 /* fixed-point number without "-0.0000" */
 static const char *fx(double x, int decimals) {
@@ -508,10 +477,7 @@ static void read_run(void) {
  *    for the few table headers and cells that have words.
  * ======================================================================== */
 
-static FILE *md;  /* the page being written (a memory stream) */
-#define P(...) fprintf(md, __VA_ARGS__)
-static int ZH;    /* writing the Chinese edition */
-#define T(en, zh) (ZH ? (zh) : (en))
+/* md, P, ZH, T: pagevars.h */
 
 static double dot_row(const Tensor *a, long ha, long ra, const Tensor *b, long hb, long rb, int n) {
     double s = 0;
@@ -541,25 +507,7 @@ static void top2(const Tensor *t, long row, long *i1, long *i2) {
 
 
 /* a list of token words, each in a code span: `on` `the` `mat` */
-static const char *mwords(const long *ids, int n) {
-    static char b[8][1024];
-    static int k;
-    char *o = b[k++ % 8];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", mw(ids[i]));
-    return o;
-}
-/* the same, plain words: on the mat */
-static const char *pwords(const long *ids, int n) {
-    static char b[4][1024];
-    static int k;
-    char *o = b[k++ % 4];
-    size_t len = 0;
-    o[0] = 0;
-    for (int i = 0; i < n && len < 900; i++) len += (size_t)snprintf(o + len, 1024 - len, "%s%s", i ? " " : "", word(ids[i]));
-    return o;
-}
+static const char *mwords(const long *ids, int n) { return words_joined(ids, n, mw); }
 
 /* q@5 . k@2 of head 0 (the original walkthrough's example), computed three ways */
 static struct { int qrow, kj; double rot, rel, none, a; } Q5K2;
@@ -1619,15 +1567,8 @@ typedef struct {
     size_t len;
 } Page;
 
-/* dir/name, written beside and renamed into place (formats/files.c's OutFile) */
-static int write_file(const char *dir, const Page *o) {
-    char *path = path_join(dir, o->name);
-    OutFile *f = path ? out_open(path, "mkwalk") : NULL;
-    free(path);
-    if (!f) return -1;
-    fwrite(o->data, 1, o->len, out_stream(f));
-    return out_commit(f);
-}
+/* dir/name, written beside and renamed into place (pagevars.h) */
+static int write_file(const char *dir, const Page *o) { return write_page(dir, o->name, o->data, o->len, "mkwalk"); }
 
 int main(int argc, char **argv) {
     /* --train TRAIN_DIR TARGET_DIR, anywhere after the first three */
@@ -1683,7 +1624,7 @@ int main(int argc, char **argv) {
         for (ZH = 0; ZH < 2; ZH++) {
             Page *o = &out[n_out++];
             snprintf(o->name, sizeof o->name, "%s", name[ZH]);
-            if (fill_page(&md, &o->data, &o->len, tdir, tpl[ZH], values, expand) != 0) {
+            if (fill_page(&o->data, &o->len, tdir, tpl[ZH], values, expand) != 0) {
                 fprintf(stderr, "mkwalk: out of memory\n");
                 return 1;
             }
@@ -1712,7 +1653,6 @@ int main(int argc, char **argv) {
     free(SRC);
     free(SRC2);
     if (HAVE_TRAIN) model_free(&TM);
-    for (int i = 0; i < NVOC; i++) free(VOC[i]);
-    free(VOC);
+    words_free();
     return rc;
 }
