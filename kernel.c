@@ -17,8 +17,10 @@
  *     registers and reads each weight once per TT tokens, each x once per R
  *     rows. The tile fits the instruction set's registers: AVX-512 (32 zmm)
  *     4 x 4 in float, 4 x 2 in double; AVX2 (16 ymm) 2 x 2 in float, 2 x 1 in
- *     double; the default (SSE2) 2 x 1 and 1 x 1. One function per
- *     instruction set (target attributes), chosen once at the first call.
+ *     double; the default (SSE2) 2 x 1 and 1 x 1. T tokens run as the fewest
+ *     tiles of at most TT tokens, sizes one apart at most (T = 7 as 4 + 3, not 4 + 2 +
+ *     1: a one-token tile widens each weight for one multiply). One function
+ *     per instruction set (target attributes), chosen once at the first call.
  *   - The R x TT dot products of a tile are finished together: a butterfly of
  *     shuffles adds the halves of pairs of vectors (lanes j and j+8, then
  *     j+4, ...: sum_partials' tree, the lower lane first as there), four
@@ -31,7 +33,10 @@
  *     the next tile is also prefetched into L2. A matrix whose every value is
  *     a BF16 number (the low 16 bits of its floats zero: a BF16 file, widened
  *     on load) is packed as those upper 16 bits and widened again in
- *     registers (exact): half the bytes read. Memory: a packed copy costs
+ *     registers (exact): half the bytes read. Its groups of 16 columns go in
+ *     pairs, a 32-bit word holding column i of the first group in its low
+ *     half and of the second in its high half, so one load and one integer
+ *     operation (u << 16, or u & 0xffff0000) widen 16 weights. Memory: a packed copy costs
  *     4 bytes per weight (2 for BF16) on top of the loaded weights, which
  *     dflash.c keeps (kernel_packed_bytes() says how much). Weights that
  *     change (the trainers update theirs in place) must not be packed:
@@ -88,11 +93,15 @@ static KERNEL_INLINE void load_real(vreal *v, const real *p) {
     memcpy(v, p, sizeof *v);   /* an unaligned vector load */
 }
 
-/* 16 BF16 numbers (the upper halves of floats) widened: exact */
-static KERNEL_INLINE void load_bf16(vreal *v, const uint16_t *p) {
-    vu16 h;
-    memcpy(&h, p, sizeof h);
-    vu32 u = __builtin_convertvector(h, vu32) << 16;
+/* 16 BF16 numbers widened (exact: a BF16 number is the upper half of a
+ * float). Packed BF16 weights hold two per 32-bit word (two groups of 16
+ * columns, kernel_pack's layout below): half 0, the words' low halves,
+ * moved up (u << 16); half 1, their high halves, in place (u & 0xffff0000).
+ * One load and one integer operation per 16 weights. */
+static KERNEL_INLINE void load_bf16_half(vreal *v, const uint32_t *p, int half) {
+    vu32 u;
+    memcpy(&u, p, sizeof u);
+    u = half ? (u & 0xffff0000u) : (u << 16);
     vf32 f;
     memcpy(&f, &u, sizeof f);
 #ifdef DFLASH_DOUBLE
@@ -102,8 +111,8 @@ static KERNEL_INLINE void load_bf16(vreal *v, const uint16_t *p) {
 #endif
 }
 
-static KERNEL_INLINE real widen_bf16(uint16_t h) {
-    uint32_t u = (uint32_t)h << 16;
+static KERNEL_INLINE real widen_bf16_half(uint32_t u, int half) {
+    u = half ? (u & 0xffff0000u) : (u << 16);
     float f;
     memcpy(&f, &u, sizeof f);
     return (real)f;
@@ -147,37 +156,62 @@ static KERNEL_INLINE int bitreverse4(int k) {
 }
 
 /* ---- one tile: out[t0 + tt][o0 + r] for r < nr <= R, tt < TT -------------
- * Row r of the tile, columns 16g .. 16g + 15, are the 16 weights at w0 +
- * r * rs + g * gs (unpacked: rs = n_in, gs = 16; packed: rs = 16, gs = 64);
- * bf: they are BF16 (uint16_t). A last, shorter group of columns (n_in not a
- * multiple of 16) reaches the first partials only, as in dflash.c. R, TT and
- * bf are constants once inlined: the loops unroll, acc stays in registers. */
+ * Row r of the tile, columns 16g .. 16g + 15, are 16 weights: unpacked, at
+ * w0 + r * rs + g * gs (rs = n_in, gs = 16); packed, at w0 + r * rs + g *
+ * gs (rs = 16, gs = 64); packed BF16 (bf), half g % 2 of the 16 words at w0
+ * + r * rs + (g / 2) * gs (rs = 16, gs = 64). A last, shorter group of
+ * columns (n_in not a multiple of 16) reaches the first partials only, as
+ * in dflash.c. R, TT, bf and half are constants once inlined: the loops
+ * unroll, acc stays in registers. */
+#define TILE_ACC 24   /* the largest R x TT (AVX-512, float: 4 x 6) */
+
+/* one group of 16 columns: each row's weights widened once, then every token */
+static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg, size_t rs, int bf, int half,
+                                     int n_in, int R, int TT) {
+    vreal wv[PACK_R];
+    KERNEL_UNROLL for (int r = 0; r < R; r++) {
+        if (bf) load_bf16_half(&wv[r], (const uint32_t *)wg + r * rs, half);
+        else load_real(&wv[r], (const real *)wg + r * rs);
+    }
+    KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
+        vreal xv;
+        load_real(&xv, xg + (size_t)tt * n_in);
+        KERNEL_UNROLL for (int r = 0; r < R; r++) acc[r * TT + tt] += wv[r] * xv;
+    }
+}
+
 static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int n_in,
                                int n_out, int t0, int o0, int R, int TT, int nr) {
-    vreal acc[KERNEL_SUMS];
+    vreal acc[TILE_ACC];
     KERNEL_UNROLL for (int k = 0; k < R * TT; k++) acc[k] = (vreal){0};
     const real *xt = x + (size_t)t0 * n_in;
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
-    for (int g = 0; g < G; g++) {
-        vreal xv[4];
-        KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) load_real(&xv[tt], xt + (size_t)tt * n_in + (size_t)g * KERNEL_SUMS);
-        KERNEL_UNROLL for (int r = 0; r < R; r++) {
-            size_t off = r * rs + g * gs;
-            vreal wv;
-            if (bf) load_bf16(&wv, (const uint16_t *)w0 + off);
-            else load_real(&wv, (const real *)w0 + off);
-            KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) acc[r * TT + tt] += wv * xv[tt];
+    if (bf) {   /* groups 2p and 2p + 1 share words: halves 0 and 1 */
+        const uint32_t *wp = (const uint32_t *)w0;
+        int g = 0;
+        for (; g + 2 <= G; g += 2, wp += gs) {
+            tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wp, rs, 1, 0, n_in, R, TT);
+            tile_group(acc, xt + (size_t)(g + 1) * KERNEL_SUMS, wp, rs, 1, 1, n_in, R, TT);
         }
+        if (g < G) tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wp, rs, 1, 0, n_in, R, TT);
+    } else {
+        for (int g = 0; g < G; g++)
+            tile_group(acc, xt + (size_t)g * KERNEL_SUMS, (const real *)w0 + (size_t)g * gs, rs, 0, 0, n_in, R, TT);
     }
     for (int j = 0; j < rem; j++)   /* the last, shorter group */
         for (int r = 0; r < R; r++) {
-            size_t off = r * rs + (size_t)G * gs + j;
-            real wj = bf ? widen_bf16(((const uint16_t *)w0)[off]) : ((const real *)w0)[off];
+            real wj = bf ? widen_bf16_half(((const uint32_t *)w0)[r * rs + (size_t)(G / 2) * gs + j], G % 2)
+                         : ((const real *)w0)[r * rs + (size_t)G * gs + j];
             for (int tt = 0; tt < TT; tt++) acc[r * TT + tt][j] += wj * xt[(size_t)tt * n_in + (size_t)G * KERNEL_SUMS + j];
         }
-    finish_dots(acc, R * TT);
-    for (int r = 0; r < nr; r++)
-        for (int tt = 0; tt < TT; tt++) out[(size_t)(t0 + tt) * n_out + o0 + r] = acc[0][bitreverse4(r * TT + tt)];
+    KERNEL_UNROLL for (int k0 = 0; k0 < R * TT; k0 += KERNEL_SUMS) {   /* 16 dot products at a time */
+        int n = R * TT - k0 < KERNEL_SUMS ? R * TT - k0 : KERNEL_SUMS;
+        finish_dots(acc + k0, n);
+        for (int k = 0; k < n; k++) {
+            int r = (k0 + k) / TT, tt = (k0 + k) % TT;
+            if (r < nr) out[(size_t)(t0 + tt) * n_out + o0 + r] = acc[k0][bitreverse4(k)];
+        }
+    }
 }
 
 /* ---- a range of output rows, every token ---------------------------------- */
@@ -188,17 +222,25 @@ typedef struct {
     int bf, T, n_in, n_out;
 } MatJob;
 
-/* the elements of one packed 4-row tile */
-static size_t tile_elems(int n_in) { return (size_t)((n_in + KERNEL_SUMS - 1) / KERNEL_SUMS) * PACK_R * KERNEL_SUMS; }
+/* the elements of one packed 4-row tile: reals, or for BF16 32-bit words (two groups' weights each) */
+static size_t tile_elems(int n_in, int bf) {
+    size_t groups = (size_t)(n_in + KERNEL_SUMS - 1) / KERNEL_SUMS;
+    return (bf ? (groups + 1) / 2 : groups) * PACK_R * KERNEL_SUMS;
+}
 
-/* all the tokens against rows o .. o + nr - 1 (nr <= R), TT tokens at a time */
+/* all the tokens against rows o .. o + nr - 1 (nr <= R): the fewest tiles
+ * of at most TT tokens, of sizes one apart at most (T = 7: 4 + 3; T = 16 with TT = 6:
+ * 6 + 5 + 5), so no tile is left with a token or two */
+#define TILE_TT(N, TT, W0, RS, GS, BF, R, NR) \
+    if (TT >= N && nt == N) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR);
 #define TOKENS(R, TT, W0, RS, GS, BF, NR)                                                                     \
-    for (int t0 = 0; t0 < j->T; t0 += TT) {                                                                   \
-        int nt = j->T - t0 < TT ? j->T - t0 : TT;                                                             \
-        if (nt == TT) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, TT, NR);                 \
-        else if (nt == 3) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, (TT > 3 ? 3 : 1), NR); \
-        else if (nt == 2) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, (TT > 2 ? 2 : 1), NR); \
-        else tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, 1, NR);                           \
+    for (int t0 = 0, tiles = (j->T + TT - 1) / TT; t0 < j->T; tiles--) {                                      \
+        int nt = (j->T - t0 + tiles - 1) / tiles;                                                             \
+        TILE_TT(6, TT, W0, RS, GS, BF, R, NR) else TILE_TT(5, TT, W0, RS, GS, BF, R, NR)                      \
+        else TILE_TT(4, TT, W0, RS, GS, BF, R, NR) else TILE_TT(3, TT, W0, RS, GS, BF, R, NR)                  \
+        else TILE_TT(2, TT, W0, RS, GS, BF, R, NR) else tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out,  \
+                                                             t0, o, R, 1, NR);                                 \
+        t0 += nt;                                                                                             \
     }
 
 #if defined(__GNUC__)
@@ -208,12 +250,11 @@ static size_t tile_elems(int n_in) { return (size_t)((n_in + KERNEL_SUMS - 1) / 
 #endif
 
 /* rows [o_lo, o_hi) of out (o_lo a multiple of PACK_R), an R x TT tile at a
- * time (R divides PACK_R). TT = 3 tokens left in a TT = 4 tile run as 3;
- * with TT = 2, 3 tokens run as 2 + 1. */
+ * time (R divides PACK_R), the tokens split as TOKENS says. */
 #define ROWS_FUNCTION(NAME, ATTR, R, TT)                                                                      \
     ATTR static void NAME(const MatJob *j, int o_lo, int o_hi) {                                              \
         if (j->pk) {                                                                                          \
-            size_t te = tile_elems(j->n_in), esz = j->bf ? 2 : sizeof(real);                                  \
+            size_t te = tile_elems(j->n_in, j->bf), esz = j->bf ? 4 : sizeof(real);                                  \
             for (int o = o_lo; o < o_hi; o += R) {                                                            \
                 int nr = o_hi - o < R ? o_hi - o : R;                                                         \
                 size_t at = (size_t)(o / PACK_R) * te + (size_t)(o % PACK_R) * KERNEL_SUMS;                   \
@@ -222,7 +263,7 @@ static size_t tile_elems(int n_in) { return (size_t)((n_in + KERNEL_SUMS - 1) / 
                     for (size_t b = 0; b < te * esz; b += 64) PREFETCH_L2(next + b);                          \
                 }                                                                                             \
                 if (j->bf) {                                                                                  \
-                    const uint16_t *w0 = (const uint16_t *)j->pk + at;                                        \
+                    const uint32_t *w0 = (const uint32_t *)j->pk + at;                                        \
                     TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 1, nr)                               \
                 } else {                                                                                      \
                     const real *w0 = (const real *)j->pk + at;                                                \
@@ -387,23 +428,23 @@ static int pack_entry(Packed *p, int n_in, int n_out) {
     free(p->pk);
     p->pk = NULL, p->bytes = 0;
     int bf = all_bf16(p->w, n);
-    size_t te = tile_elems(n_in), tiles = (size_t)(n_out + PACK_R - 1) / PACK_R, esz = bf ? 2 : sizeof(real);
+    size_t te = tile_elems(n_in, bf), tiles = (size_t)(n_out + PACK_R - 1) / PACK_R, esz = bf ? 4 : sizeof(real);
     size_t bytes = (tiles * te * esz + 63) / 64 * 64;
     void *pk = aligned_alloc(64, bytes);
     if (!pk) return -1;
     memset(pk, 0, bytes);
     for (int o = 0; o < n_out; o++)
         for (int i = 0; i < n_in; i++) {
-            size_t at = (size_t)(o / PACK_R) * te + (size_t)(i / KERNEL_SUMS) * PACK_R * KERNEL_SUMS +
-                        (size_t)(o % PACK_R) * KERNEL_SUMS + (size_t)(i % KERNEL_SUMS);
+            size_t g = (size_t)i / KERNEL_SUMS, in_tile = (size_t)(o % PACK_R) * KERNEL_SUMS + (size_t)(i % KERNEL_SUMS);
             real v = p->w[(size_t)o * n_in + i];
-            if (bf) {
+            if (bf) {   /* groups 2p and 2p + 1 in the low and high halves of the same words */
                 float f = (float)v;
                 uint32_t u;
                 memcpy(&u, &f, sizeof u);
-                ((uint16_t *)pk)[at] = (uint16_t)(u >> 16);
+                ((uint32_t *)pk)[(size_t)(o / PACK_R) * te + g / 2 * PACK_R * KERNEL_SUMS + in_tile] |=
+                    g % 2 ? (u & 0xffff0000u) : u >> 16;
             } else {
-                ((real *)pk)[at] = v;
+                ((real *)pk)[(size_t)(o / PACK_R) * te + g * PACK_R * KERNEL_SUMS + in_tile] = v;
             }
         }
     for (int k = 0; k < PACK_SAMPLES; k++) p->sample[k] = p->w[sample_at(k, n)];

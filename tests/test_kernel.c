@@ -73,9 +73,11 @@ static void check_shape_as(int T, int n_in, int n_out, int pack) {
     if (pack) assert_int_equal(kernel_pack_matrix(w), 0);
     matmul(fast, x, w, T, n_in, n_out);
     matmul_naive(ref, x, w, T, n_in, n_out);
-    if (pack) {   /* it was packed: 4-row tiles of 16-column groups, 2 bytes a weight for BF16 */
+    if (pack) {   /* it was packed: 4-row tiles of 16-column groups; BF16: 2 bytes a weight, the
+                   * groups in pairs (a 32-bit word holds a weight of each), an odd last one padded */
         size_t tiles = (size_t)(n_out + 3) / 4, groups = (size_t)(n_in + 15) / 16;
-        size_t want = (tiles * groups * 64 * (pack == 2 ? 2 : sizeof(real)) + 63) / 64 * 64;
+        size_t want = (tiles * groups * 64 * sizeof(real) + 63) / 64 * 64;
+        if (pack == 2) want = (tiles * ((groups + 1) / 2) * 64 * 4 + 63) / 64 * 64;
         if (kernel_packed_bytes() != want)
             fail_msg("T=%d n_in=%d n_out=%d: packed %zu bytes, expected %zu", T, n_in, n_out, kernel_packed_bytes(), want);
     }
@@ -184,7 +186,7 @@ static void test_another_order_gives_other_bits(void **state) {
 
 /* Threads split the output rows: the same bits on 1, 2 and 3 threads, on
  * shapes large enough to be split (kernel.c: 2^16 multiply-adds), row
- * counts not a multiple of the 4-row tile, unpacked and packed. */
+ * counts not a multiple of the 4-row tile, unpacked, packed and BF16. */
 static void test_threads_same_bits(void **state) {
     (void)state;
     static const int outs[] = {130, 37, 257}, ins[] = {512, 1543};
@@ -197,8 +199,9 @@ static void test_threads_same_bits(void **state) {
                 assert_non_null(x); assert_non_null(w); assert_non_null(ref); assert_non_null(got);
                 fill(x, T * n_in, (uint64_t)(T + 5));
                 fill(w, n_out * n_in, (uint64_t)(n_out + 6));
-                matmul_naive(ref, x, w, T, n_in, n_out);
-                for (int pack = 0; pack < 2; pack++) {
+                for (int pack = 0; pack < 3; pack++) {
+                    if (pack == 2) to_bf16(w, (size_t)n_out * n_in);
+                    matmul_naive(ref, x, w, T, n_in, n_out);
                     if (pack) assert_int_equal(kernel_pack_matrix(w), 0);
                     for (int th = 1; th <= 3; th++) {
                         kernel_set_threads(th);
