@@ -18,32 +18,38 @@
  *     rows. The tile fits the instruction set's registers: AVX-512 (32 zmm)
  *     4 x 4 in float, 4 x 2 in double; AVX2 (16 ymm) 2 x 2 in float, 2 x 1 in
  *     double; the default (SSE2) 2 x 1 and 1 x 1. T tokens run as the fewest
- *     tiles of at most TT tokens, sizes one apart at most (T = 7 as 4 + 3, not 4 + 2 +
- *     1: a one-token tile widens each weight for one multiply). One function
- *     per instruction set (target attributes), chosen once at the first call.
+ *     tiles of at most TT tokens, of sizes one apart at most (T = 7 as 4 +
+ *     3, not 4 + 2 + 1: a one-token tile widens each weight for one
+ *     multiply). One function per instruction set (target attributes),
+ *     chosen once at the first call.
  *   - The R x TT dot products of a tile are finished together: a butterfly of
  *     shuffles adds the halves of pairs of vectors (lanes j and j+8, then
  *     j+4, ...: sum_partials' tree, the lower lane first as there), four
- *     rounds, and dot n ends in lane bitreverse(n) of one vector.
+ *     rounds, and dot n ends in lane bitreverse(n) of one vector. A last,
+ *     shorter group of columns is added with a lane mask, so the
+ *     accumulators never leave the registers (a tile's fixed cost was a
+ *     fifth of a 512-wide tile's time when they did).
  *   - Packed weights (opt-in, read-only weights only): kernel_pack_weights(m)
  *     registers a loaded model's matrices; at its first use each becomes one
  *     contiguous stream per 4-row tile (16 columns of row 0, of row 1, of
  *     row 2, of row 3, then the next 16 columns; zero-padded to whole
- *     tiles), so a tile reads one stream the prefetcher follows; from T = 4
- *     the next tile is also prefetched into L2. A matrix whose every value is
- *     a BF16 number (the low 16 bits of its floats zero: a BF16 file, widened
- *     on load) is packed as those upper 16 bits and widened again in
- *     registers (exact): half the bytes read. Its groups of 16 columns go in
- *     pairs, a 32-bit word holding column i of the first group in its low
- *     half and of the second in its high half, so one load and one integer
- *     operation (u << 16, or u & 0xffff0000) widen 16 weights. Memory: a packed copy costs
- *     4 bytes per weight (2 for BF16) on top of the loaded weights, which
- *     dflash.c keeps (kernel_packed_bytes() says how much). Weights that
- *     change (the trainers update theirs in place) must not be packed:
- *     nothing packs unless asked, the trainers do not ask, and
- *     kernel_unpack_weights(m) must be called before the model is freed or
- *     written. (A few sampled values are checked at every use, so a freed
- *     and reloaded model is caught; that is a guard, not a proof.)
+ *     tiles), so a tile reads one stream; from T = 2 the tile prefetches
+ *     that stream PREFETCH_AHEAD bytes ahead into L2 as it goes (the
+ *     hardware's prefetch alone left a 4-token forward waiting on memory).
+ *     A matrix whose every value is a BF16 number (the low 16 bits of its
+ *     floats zero: a BF16 file, widened on load) is packed as those upper 16
+ *     bits and widened again in registers (exact): half the bytes read. Its
+ *     rows go in pairs, a 32-bit word holding column i of row 2k in its low
+ *     half and of row 2k + 1 in its high half, so one load and one integer
+ *     operation (u << 16, or u & 0xffff0000) widen 16 weights (a u16 load
+ *     widened took six operations, on the pipes the multiplies use).
+ *     Memory: a packed copy costs 4 bytes per weight (2 for BF16) on top of
+ *     the loaded weights, which dflash.c keeps (kernel_packed_bytes() says
+ *     how much). Weights that change (the trainers update theirs in place)
+ *     must not be packed: nothing packs unless asked, the trainers do not
+ *     ask, and kernel_unpack_weights(m) must be called before the model is
+ *     freed or written. (A few sampled values are checked at every use, so
+ *     a freed and reloaded model is caught; that is a guard, not a proof.)
  *   - Threads (off by default): kernel_set_threads(n) splits the output rows
  *     of a large enough matmul over n threads in contiguous ranges of whole
  *     4-row tiles; every output is the same operations in the same order, so
@@ -86,6 +92,11 @@ typedef real vreal __attribute__((vector_size(KERNEL_SUMS * sizeof(real))));
 typedef uint16_t vu16 __attribute__((vector_size(KERNEL_SUMS * 2)));
 typedef uint32_t vu32 __attribute__((vector_size(KERNEL_SUMS * 4)));
 typedef float vf32 __attribute__((vector_size(KERNEL_SUMS * 4)));
+#ifdef DFLASH_DOUBLE
+typedef int64_t vmask __attribute__((vector_size(KERNEL_SUMS * sizeof(real))));   /* a lane of vreal as bits */
+#else
+typedef int32_t vmask __attribute__((vector_size(KERNEL_SUMS * sizeof(real))));
+#endif
 
 /* (the vectors go out through pointers: no vector is returned, so no
  * calling convention of vectors is involved, only inlined loads) */
@@ -94,8 +105,8 @@ static KERNEL_INLINE void load_real(vreal *v, const real *p) {
 }
 
 /* 16 BF16 numbers widened (exact: a BF16 number is the upper half of a
- * float). Packed BF16 weights hold two per 32-bit word (two groups of 16
- * columns, kernel_pack's layout below): half 0, the words' low halves,
+ * float). Packed BF16 weights hold two per 32-bit word (the same column of
+ * two rows, pack_entry's layout below): half 0, the words' low halves,
  * moved up (u << 16); half 1, their high halves, in place (u & 0xffff0000).
  * One load and one integer operation per 16 weights. */
 static KERNEL_INLINE void load_bf16_half(vreal *v, const uint32_t *p, int half) {
@@ -155,22 +166,31 @@ static KERNEL_INLINE int bitreverse4(int k) {
     return ((k & 1) << 3) | ((k & 2) << 1) | ((k & 4) >> 1) | ((k & 8) >> 3);
 }
 
+#if defined(__GNUC__)
+#define PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
+#else
+#define PREFETCH_L2(p) ((void)(p))
+#endif
+#define PREFETCH_AHEAD 8192   /* bytes: how far ahead in a packed stream a multi-token tile prefetches */
+
 /* ---- one tile: out[t0 + tt][o0 + r] for r < nr <= R, tt < TT -------------
  * Row r of the tile, columns 16g .. 16g + 15, are 16 weights: unpacked, at
  * w0 + r * rs + g * gs (rs = n_in, gs = 16); packed, at w0 + r * rs + g *
- * gs (rs = 16, gs = 64); packed BF16 (bf), half g % 2 of the 16 words at w0
- * + r * rs + (g / 2) * gs (rs = 16, gs = 64). A last, shorter group of
- * columns (n_in not a multiple of 16) reaches the first partials only, as
- * in dflash.c. R, TT, bf and half are constants once inlined: the loops
- * unroll, acc stays in registers. */
-#define TILE_ACC 24   /* the largest R x TT (AVX-512, float: 4 x 6) */
+ * gs (rs = 16, gs = 64); packed BF16 (bf), with q = h0 + r (h0: the parity
+ * of the tile's first row), half q % 2 of the 16 words at w0 + (q / 2) * rs
+ * + g * gs (rs = 16, gs = 32). A last, shorter group of columns (n_in not a
+ * multiple of 16) reaches the first partials only, as in dflash.c. R, TT
+ * and bf are constants once inlined (h0 too when R is even): the loops
+ * unroll, acc stays in registers. pf: prefetch the packed stream
+ * PREFETCH_AHEAD bytes ahead (gs elements of esz bytes a group). */
+#define TILE_ACC 16   /* the largest R x TT (AVX-512, float: 4 x 4) */
 
 /* one group of 16 columns: each row's weights widened once, then every token */
-static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg, size_t rs, int bf, int half,
-                                     int n_in, int R, int TT) {
+static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg, size_t rs, int bf, int h0, int n_in,
+                                     int R, int TT) {
     vreal wv[PACK_R];
     KERNEL_UNROLL for (int r = 0; r < R; r++) {
-        if (bf) load_bf16_half(&wv[r], (const uint32_t *)wg + r * rs, half);
+        if (bf) load_bf16_half(&wv[r], (const uint32_t *)wg + (size_t)((h0 + r) / 2) * rs, (h0 + r) % 2);
         else load_real(&wv[r], (const real *)wg + r * rs);
     }
     KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
@@ -180,36 +200,55 @@ static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg,
     }
 }
 
-static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int n_in,
-                               int n_out, int t0, int o0, int R, int TT, int nr) {
+static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int h0,
+                               int n_in, int n_out, int t0, int o0, int R, int TT, int nr, int pf) {
     vreal acc[TILE_ACC];
     KERNEL_UNROLL for (int k = 0; k < R * TT; k++) acc[k] = (vreal){0};
     const real *xt = x + (size_t)t0 * n_in;
+    size_t esz = bf ? sizeof(uint32_t) : sizeof(real);
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
-    if (bf) {   /* groups 2p and 2p + 1 share words: halves 0 and 1 */
-        const uint32_t *wp = (const uint32_t *)w0;
-        int g = 0;
-        for (; g + 2 <= G; g += 2, wp += gs) {
-            tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wp, rs, 1, 0, n_in, R, TT);
-            tile_group(acc, xt + (size_t)(g + 1) * KERNEL_SUMS, wp, rs, 1, 1, n_in, R, TT);
-        }
-        if (g < G) tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wp, rs, 1, 0, n_in, R, TT);
-    } else {
-        for (int g = 0; g < G; g++)
-            tile_group(acc, xt + (size_t)g * KERNEL_SUMS, (const real *)w0 + (size_t)g * gs, rs, 0, 0, n_in, R, TT);
+    for (int g = 0; g < G; g++) {
+        const char *wg = (const char *)w0 + (size_t)g * gs * esz;
+        if (pf)
+            for (size_t b = 0; b < gs * esz; b += 64) PREFETCH_L2(wg + PREFETCH_AHEAD + b);
+        tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wg, rs, bf, h0, n_in, R, TT);
     }
-    for (int j = 0; j < rem; j++)   /* the last, shorter group */
-        for (int r = 0; r < R; r++) {
-            real wj = bf ? widen_bf16_half(((const uint32_t *)w0)[r * rs + (size_t)(G / 2) * gs + j], G % 2)
-                         : ((const real *)w0)[r * rs + (size_t)G * gs + j];
-            for (int tt = 0; tt < TT; tt++) acc[r * TT + tt][j] += wj * xt[(size_t)tt * n_in + (size_t)G * KERNEL_SUMS + j];
+    if (rem) {   /* the last, shorter group: lanes j < rem take w[j] * x[j], the others stay as they are */
+        vmask lane, keep;
+        for (int j = 0; j < KERNEL_SUMS; j++) lane[j] = j;
+        keep = lane >= rem;
+        vreal wv[PACK_R];
+        KERNEL_UNROLL for (int r = 0; r < R; r++) {
+            real wr[KERNEL_SUMS] = {0};
+            for (int j = 0; j < rem; j++)
+                wr[j] = bf ? widen_bf16_half(((const uint32_t *)w0)[(size_t)((h0 + r) / 2) * rs + (size_t)G * gs + j],
+                                             (h0 + r) % 2)
+                           : ((const real *)w0)[r * rs + (size_t)G * gs + j];
+            memcpy(&wv[r], wr, sizeof wr);
         }
+        KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
+            real xr[KERNEL_SUMS] = {0};
+            memcpy(xr, xt + (size_t)tt * n_in + (size_t)G * KERNEL_SUMS, sizeof(real) * (size_t)rem);
+            vreal xv;
+            memcpy(&xv, xr, sizeof xv);
+            KERNEL_UNROLL for (int r = 0; r < R; r++) {
+                vreal sum = acc[r * TT + tt] + wv[r] * xv;
+                vmask a, b;
+                memcpy(&a, &acc[r * TT + tt], sizeof a);
+                memcpy(&b, &sum, sizeof b);
+                a = (a & keep) | (b & ~keep);
+                memcpy(&acc[r * TT + tt], &a, sizeof a);
+            }
+        }
+    }
     KERNEL_UNROLL for (int k0 = 0; k0 < R * TT; k0 += KERNEL_SUMS) {   /* 16 dot products at a time */
         int n = R * TT - k0 < KERNEL_SUMS ? R * TT - k0 : KERNEL_SUMS;
         finish_dots(acc + k0, n);
-        for (int k = 0; k < n; k++) {
+        real dots[KERNEL_SUMS];
+        memcpy(dots, &acc[k0], sizeof dots);
+        KERNEL_UNROLL for (int k = 0; k < n; k++) {
             int r = (k0 + k) / TT, tt = (k0 + k) % TT;
-            if (r < nr) out[(size_t)(t0 + tt) * n_out + o0 + r] = acc[k0][bitreverse4(k)];
+            if (r < nr) out[(size_t)(t0 + tt) * n_out + o0 + r] = dots[bitreverse4(k)];
         }
     }
 }
@@ -222,52 +261,45 @@ typedef struct {
     int bf, T, n_in, n_out;
 } MatJob;
 
-/* the elements of one packed 4-row tile: reals, or for BF16 32-bit words (two groups' weights each) */
+/* the elements of one packed 4-row tile: reals, or for BF16 32-bit words (two rows' weights each) */
 static size_t tile_elems(int n_in, int bf) {
     size_t groups = (size_t)(n_in + KERNEL_SUMS - 1) / KERNEL_SUMS;
-    return (bf ? (groups + 1) / 2 : groups) * PACK_R * KERNEL_SUMS;
+    return groups * (bf ? PACK_R / 2 : PACK_R) * KERNEL_SUMS;
 }
 
 /* all the tokens against rows o .. o + nr - 1 (nr <= R): the fewest tiles
- * of at most TT tokens, of sizes one apart at most (T = 7: 4 + 3; T = 16 with TT = 6:
- * 6 + 5 + 5), so no tile is left with a token or two */
-#define TILE_TT(N, TT, W0, RS, GS, BF, R, NR) \
-    if (TT >= N && nt == N) tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR);
-#define TOKENS(R, TT, W0, RS, GS, BF, NR)                                                                     \
+ * of at most TT tokens, of sizes one apart at most (T = 7 with TT = 4: 4 +
+ * 3), so no tile is left with a token or two. PF: the tile prefetches (the
+ * first of a packed 4-row tile's, from T = 2). */
+#define TILE_TT(N, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                        \
+    if (TT >= N && nt == N) tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR, \
+                                 PF && t0 == 0);
+#define TOKENS(R, TT, W0, RS, GS, BF, H0, NR, PF)                                                             \
     for (int t0 = 0, tiles = (j->T + TT - 1) / TT; t0 < j->T; tiles--) {                                      \
         int nt = (j->T - t0 + tiles - 1) / tiles;                                                             \
-        TILE_TT(6, TT, W0, RS, GS, BF, R, NR) else TILE_TT(5, TT, W0, RS, GS, BF, R, NR)                      \
-        else TILE_TT(4, TT, W0, RS, GS, BF, R, NR) else TILE_TT(3, TT, W0, RS, GS, BF, R, NR)                  \
-        else TILE_TT(2, TT, W0, RS, GS, BF, R, NR) else tile(j->out, j->x, W0, RS, GS, BF, j->n_in, j->n_out,  \
-                                                             t0, o, R, 1, NR);                                 \
+        TILE_TT(4, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                         \
+        else TILE_TT(3, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+        else TILE_TT(2, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+        else tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, PF && t0 == 0);       \
         t0 += nt;                                                                                             \
     }
-
-#if defined(__GNUC__)
-#define PREFETCH_L2(p) __builtin_prefetch((p), 0, 2)
-#else
-#define PREFETCH_L2(p) ((void)(p))
-#endif
 
 /* rows [o_lo, o_hi) of out (o_lo a multiple of PACK_R), an R x TT tile at a
  * time (R divides PACK_R), the tokens split as TOKENS says. */
 #define ROWS_FUNCTION(NAME, ATTR, R, TT)                                                                      \
     ATTR static void NAME(const MatJob *j, int o_lo, int o_hi) {                                              \
         if (j->pk) {                                                                                          \
-            size_t te = tile_elems(j->n_in, j->bf), esz = j->bf ? 4 : sizeof(real);                                  \
+            size_t te = tile_elems(j->n_in, j->bf);                                                           \
             for (int o = o_lo; o < o_hi; o += R) {                                                            \
-                int nr = o_hi - o < R ? o_hi - o : R;                                                         \
-                size_t at = (size_t)(o / PACK_R) * te + (size_t)(o % PACK_R) * KERNEL_SUMS;                   \
-                if (j->T >= 4 && o % PACK_R == 0 && o + PACK_R < o_hi) {   /* the next tile, into L2 */       \
-                    const char *next = (const char *)j->pk + (at + te) * esz;                                 \
-                    for (size_t b = 0; b < te * esz; b += 64) PREFETCH_L2(next + b);                          \
-                }                                                                                             \
-                if (j->bf) {                                                                                  \
-                    const uint32_t *w0 = (const uint32_t *)j->pk + at;                                        \
-                    TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 1, nr)                               \
+                int nr = o_hi - o < R ? o_hi - o : R, pf = j->T >= 2 && o % PACK_R == 0;                      \
+                if (j->bf) {   /* rows 2k and 2k + 1 share words */                                           \
+                    const uint32_t *w0 = (const uint32_t *)j->pk + (size_t)(o / PACK_R) * te +                \
+                                         (size_t)(o % PACK_R / 2) * KERNEL_SUMS;                              \
+                    TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R / 2 * KERNEL_SUMS, 1, (R % 2 ? o % 2 : 0), nr, pf)  \
                 } else {                                                                                      \
-                    const real *w0 = (const real *)j->pk + at;                                                \
-                    TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 0, nr)                               \
+                    const real *w0 = (const real *)j->pk + (size_t)(o / PACK_R) * te +                        \
+                                     (size_t)(o % PACK_R) * KERNEL_SUMS;                                      \
+                    TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 0, 0, nr, pf)                        \
                 }                                                                                             \
             }                                                                                                 \
             return;                                                                                           \
@@ -279,11 +311,11 @@ static size_t tile_elems(int n_in, int bf) {
                 const char *next = (const char *)(w0 + (size_t)R * j->n_in);                                  \
                 for (size_t b = 0; b < (size_t)R * j->n_in * sizeof(real); b += 64) PREFETCH_L2(next + b);    \
             }                                                                                                 \
-            TOKENS(R, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, R)                                             \
+            TOKENS(R, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 0, R, 0)                                       \
         }                                                                                                     \
         for (; o < o_hi; o++) {   /* the last rows, one at a time */                                          \
             const real *w0 = j->w + (size_t)o * j->n_in;                                                      \
-            TOKENS(1, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 1)                                             \
+            TOKENS(1, TT, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 0, 1, 0)                                       \
         }                                                                                                     \
     }
 
@@ -435,16 +467,16 @@ static int pack_entry(Packed *p, int n_in, int n_out) {
     memset(pk, 0, bytes);
     for (int o = 0; o < n_out; o++)
         for (int i = 0; i < n_in; i++) {
-            size_t g = (size_t)i / KERNEL_SUMS, in_tile = (size_t)(o % PACK_R) * KERNEL_SUMS + (size_t)(i % KERNEL_SUMS);
+            size_t g = (size_t)i / KERNEL_SUMS, q = (size_t)(o % PACK_R), c = (size_t)(i % KERNEL_SUMS);
             real v = p->w[(size_t)o * n_in + i];
-            if (bf) {   /* groups 2p and 2p + 1 in the low and high halves of the same words */
+            if (bf) {   /* rows 2k and 2k + 1 in the low and high halves of the same words */
                 float f = (float)v;
                 uint32_t u;
                 memcpy(&u, &f, sizeof u);
-                ((uint32_t *)pk)[(size_t)(o / PACK_R) * te + g / 2 * PACK_R * KERNEL_SUMS + in_tile] |=
-                    g % 2 ? (u & 0xffff0000u) : u >> 16;
+                ((uint32_t *)pk)[(size_t)(o / PACK_R) * te + (g * PACK_R / 2 + q / 2) * KERNEL_SUMS + c] |=
+                    q % 2 ? (u & 0xffff0000u) : u >> 16;
             } else {
-                ((real *)pk)[(size_t)(o / PACK_R) * te + g * PACK_R * KERNEL_SUMS + in_tile] = v;
+                ((real *)pk)[(size_t)(o / PACK_R) * te + (g * PACK_R + q) * KERNEL_SUMS + c] = v;
             }
         }
     for (int k = 0; k < PACK_SAMPLES; k++) p->sample[k] = p->w[sample_at(k, n)];

@@ -73,11 +73,9 @@ static void check_shape_as(int T, int n_in, int n_out, int pack) {
     if (pack) assert_int_equal(kernel_pack_matrix(w), 0);
     matmul(fast, x, w, T, n_in, n_out);
     matmul_naive(ref, x, w, T, n_in, n_out);
-    if (pack) {   /* it was packed: 4-row tiles of 16-column groups; BF16: 2 bytes a weight, the
-                   * groups in pairs (a 32-bit word holds a weight of each), an odd last one padded */
+    if (pack) {   /* it was packed: 4-row tiles of 16-column groups, 2 bytes a weight for BF16 */
         size_t tiles = (size_t)(n_out + 3) / 4, groups = (size_t)(n_in + 15) / 16;
-        size_t want = (tiles * groups * 64 * sizeof(real) + 63) / 64 * 64;
-        if (pack == 2) want = (tiles * ((groups + 1) / 2) * 64 * 4 + 63) / 64 * 64;
+        size_t want = (tiles * groups * 64 * (pack == 2 ? 2 : sizeof(real)) + 63) / 64 * 64;
         if (kernel_packed_bytes() != want)
             fail_msg("T=%d n_in=%d n_out=%d: packed %zu bytes, expected %zu", T, n_in, n_out, kernel_packed_bytes(), want);
     }
