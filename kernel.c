@@ -181,8 +181,9 @@ static KERNEL_INLINE int bitreverse4(int k) {
  * + g * gs (rs = 16, gs = 32). A last, shorter group of columns (n_in not a
  * multiple of 16) reaches the first partials only, as in dflash.c. R, TT
  * and bf are constants once inlined (h0 too when R is even): the loops
- * unroll, acc stays in registers. pf: prefetch the packed stream
- * PREFETCH_AHEAD bytes ahead (gs elements of esz bytes a group). */
+ * unroll, acc stays in registers. pf: the bytes of the packed copy from w0
+ * on, whose stream the tile prefetches PREFETCH_AHEAD bytes ahead within
+ * them (gs elements of esz bytes a group; 0: no prefetch). */
 #define TILE_ACC 16   /* the largest R x TT (AVX-512, float: 4 x 4) */
 
 /* one group of 16 columns: each row's weights widened once, then every token */
@@ -201,7 +202,7 @@ static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg,
 }
 
 static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int h0,
-                               int n_in, int n_out, int t0, int o0, int R, int TT, int nr, int pf) {
+                               int n_in, int n_out, int t0, int o0, int R, int TT, int nr, size_t pf) {
     vreal acc[TILE_ACC];
     KERNEL_UNROLL for (int k = 0; k < R * TT; k++) acc[k] = (vreal){0};
     const real *xt = x + (size_t)t0 * n_in;
@@ -209,8 +210,9 @@ static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t 
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
     for (int g = 0; g < G; g++) {
         const char *wg = (const char *)w0 + (size_t)g * gs * esz;
-        if (pf)
-            for (size_t b = 0; b < gs * esz; b += 64) PREFETCH_L2(wg + PREFETCH_AHEAD + b);
+        size_t ahead = (size_t)g * gs * esz + PREFETCH_AHEAD;
+        if (ahead + gs * esz <= pf)
+            for (size_t b = 0; b < gs * esz; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
         tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wg, rs, bf, h0, n_in, R, TT);
     }
     if (rem) {   /* the last, shorter group: lanes j < rem take w[j] * x[j], the others stay as they are */
@@ -258,6 +260,7 @@ typedef struct {
     real *out;
     const real *x, *w;        /* w: the matrix as dflash.c passes it */
     const void *pk;           /* or its packed tiles (NULL: none) */
+    size_t pk_bytes;          /* their size */
     int bf, T, n_in, n_out;
 } MatJob;
 
@@ -269,18 +272,18 @@ static size_t tile_elems(int n_in, int bf) {
 
 /* all the tokens against rows o .. o + nr - 1 (nr <= R): the fewest tiles
  * of at most TT tokens, of sizes one apart at most (T = 7 with TT = 4: 4 +
- * 3), so no tile is left with a token or two. PF: the tile prefetches (the
- * first of a packed 4-row tile's, from T = 2). */
+ * 3), so no tile is left with a token or two. PF: tile's pf for the first
+ * token tile (the others find the weights in cache). */
 #define TILE_TT(N, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                        \
     if (TT >= N && nt == N) tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR, \
-                                 PF && t0 == 0);
+                                 t0 == 0 ? PF : 0);
 #define TOKENS(R, TT, W0, RS, GS, BF, H0, NR, PF)                                                             \
     for (int t0 = 0, tiles = (j->T + TT - 1) / TT; t0 < j->T; tiles--) {                                      \
         int nt = (j->T - t0 + tiles - 1) / tiles;                                                             \
         TILE_TT(4, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                         \
         else TILE_TT(3, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
         else TILE_TT(2, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
-        else tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, PF && t0 == 0);       \
+        else tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, t0 == 0 ? PF : 0);    \
         t0 += nt;                                                                                             \
     }
 
@@ -291,14 +294,16 @@ static size_t tile_elems(int n_in, int bf) {
         if (j->pk) {                                                                                          \
             size_t te = tile_elems(j->n_in, j->bf);                                                           \
             for (int o = o_lo; o < o_hi; o += R) {                                                            \
-                int nr = o_hi - o < R ? o_hi - o : R, pf = j->T >= 2 && o % PACK_R == 0;                      \
+                int nr = o_hi - o < R ? o_hi - o : R;                                                         \
+                size_t at = (size_t)(o / PACK_R) * te + (size_t)(o % PACK_R / (j->bf ? 2 : 1)) * KERNEL_SUMS;  \
+                size_t esz = j->bf ? sizeof(uint32_t) : sizeof(real);                                         \
+                /* the first R-row tile of each 4-row tile prefetches, from T = 2 */                          \
+                size_t pf = j->T >= 2 && o % PACK_R == 0 ? j->pk_bytes - at * esz : 0;                        \
                 if (j->bf) {   /* rows 2k and 2k + 1 share words */                                           \
-                    const uint32_t *w0 = (const uint32_t *)j->pk + (size_t)(o / PACK_R) * te +                \
-                                         (size_t)(o % PACK_R / 2) * KERNEL_SUMS;                              \
+                    const uint32_t *w0 = (const uint32_t *)j->pk + at;                                        \
                     TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R / 2 * KERNEL_SUMS, 1, (R % 2 ? o % 2 : 0), nr, pf)  \
                 } else {                                                                                      \
-                    const real *w0 = (const real *)j->pk + (size_t)(o / PACK_R) * te +                        \
-                                     (size_t)(o % PACK_R) * KERNEL_SUMS;                                      \
+                    const real *w0 = (const real *)j->pk + at;                                                \
                     TOKENS(R, TT, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 0, 0, nr, pf)                        \
                 }                                                                                             \
             }                                                                                                 \
@@ -486,11 +491,12 @@ static int pack_entry(Packed *p, int n_in, int n_out) {
 
 /* w's packed copy into j (or none) */
 static void find_packed(MatJob *j) {
-    j->pk = NULL, j->bf = 0;
+    j->pk = NULL, j->pk_bytes = 0, j->bf = 0;
     pthread_mutex_lock(&packed_mu);
     for (int i = 0; i < n_packed; i++)
         if (packed[i].w == j->w) {
-            if (pack_entry(&packed[i], j->n_in, j->n_out) == 0) j->pk = packed[i].pk, j->bf = packed[i].bf;
+            if (pack_entry(&packed[i], j->n_in, j->n_out) == 0)
+                j->pk = packed[i].pk, j->pk_bytes = packed[i].bytes, j->bf = packed[i].bf;
             break;
         }
     pthread_mutex_unlock(&packed_mu);
@@ -576,7 +582,7 @@ static int run_threaded(const MatJob *j) {
 void matmul(real *out, const real *x, const real *w, int T, int n_in, int n_out) {
     if (T <= 0 || n_out <= 0) return;
     if (!rows_fn) kernel_select(NULL);
-    MatJob j = {out, x, w, NULL, 0, T, n_in, n_out};
+    MatJob j = {.out = out, .x = x, .w = w, .T = T, .n_in = n_in, .n_out = n_out};   /* no packed copy yet */
     if (n_in <= 0) {   /* empty sums: +0, as dflash.c's */
         for (size_t k = 0; k < (size_t)T * n_out; k++) out[k] = 0;
         return;
