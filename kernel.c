@@ -172,7 +172,7 @@ static KERNEL_INLINE int bitreverse4(int k) {
 #else
 #define PREFETCH_L2(p) ((void)(p))
 #endif
-#define PREFETCH_AHEAD 8192   /* bytes: how far ahead in a packed stream a multi-token tile prefetches */
+#define PREFETCH_AHEAD 32768   /* bytes: how far ahead in a packed stream a multi-token tile prefetches */
 
 /* ---- one tile: out[t0 + tt][o0 + r] for r < nr <= R, tt < TT -------------
  * Row r of the tile, columns 16g .. 16g + 15, are 16 weights: unpacked, at
@@ -184,7 +184,11 @@ static KERNEL_INLINE int bitreverse4(int k) {
  * and bf are constants once inlined (h0 too when R is even): the loops
  * unroll, acc stays in registers. pf: the bytes of the packed copy from w0
  * on, whose stream the tile prefetches PREFETCH_AHEAD bytes ahead within
- * them (gs elements of esz bytes a group; 0: no prefetch). */
+ * them (gs elements of esz bytes a group; 0: no prefetch). The weights are
+ * read by `passes` tiles in turn (T tokens in several tiles), this one the
+ * pass-th: each prefetches 1/passes of the stream, so the memory is kept
+ * busy through every pass, not only the first (the others read the
+ * weights from cache). */
 #define TILE_ACC 24   /* the largest R x TT (AVX-512, float: 4 x 6) */
 
 /* one group of 16 columns: each row's weights widened once, then every token */
@@ -203,7 +207,8 @@ static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg,
 }
 
 static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int h0,
-                               int n_in, int n_out, int t0, int o0, int R, int TT, int nr, size_t pf) {
+                               int n_in, int n_out, int t0, int o0, int R, int TT, int nr, size_t pf, int pass,
+                               int passes) {
     vreal acc[TILE_ACC];
     KERNEL_UNROLL for (int k = 0; k < R * TT; k++) acc[k] = (vreal){0};
     const real *xt = x + (size_t)t0 * n_in;
@@ -211,9 +216,10 @@ static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t 
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
     for (int g = 0; g < G; g++) {
         const char *wg = (const char *)w0 + (size_t)g * gs * esz;
-        size_t ahead = (size_t)g * gs * esz + PREFETCH_AHEAD;
-        if (ahead + gs * esz <= pf)
-            for (size_t b = 0; b < gs * esz; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
+        if (pf) {
+            size_t span = gs * esz / (size_t)passes, ahead = ((size_t)pass * G + g) * span + PREFETCH_AHEAD;
+            for (size_t b = 0; b < span && ahead + b < pf; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
+        }
         tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wg, rs, bf, h0, n_in, R, TT);
     }
     if (rem) {   /* the last, shorter group: lanes j < rem take w[j] * x[j], the others stay as they are */
@@ -274,20 +280,19 @@ static size_t tile_elems(int n_in, int bf) {
 /* all the tokens against rows o .. o + nr - 1 (nr <= R): one tile when T
  * <= TT, else the fewest tiles of at most TTM <= TT tokens, of sizes one
  * apart at most (T = 8 with TTM = 5: 4 + 4), so no tile is left with a
- * token or two. PF: tile's pf for the first token tile (the others find
- * the weights in cache). */
+ * token or two. PF: tile's pf. */
 #define TILE_TT(N, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                        \
     if (TT >= N && nt == N) tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR, \
-                                 t0 == 0 ? PF : 0);
+                                 PF, passes - tiles, passes);
 #define TOKENS(R, TT, TTM, W0, RS, GS, BF, H0, NR, PF)                                                        \
-    for (int t0 = 0, tiles = j->T <= TT ? 1 : (j->T + TTM - 1) / TTM; t0 < j->T; tiles--) {                   \
+    for (int t0 = 0, passes = j->T <= TT ? 1 : (j->T + TTM - 1) / TTM, tiles = passes; t0 < j->T; tiles--) {  \
         int nt = (j->T - t0 + tiles - 1) / tiles;                                                             \
         TILE_TT(6, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                         \
         else TILE_TT(5, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
         else TILE_TT(4, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
         else TILE_TT(3, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
         else TILE_TT(2, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
-        else tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, t0 == 0 ? PF : 0);    \
+        else tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, PF, passes - tiles, passes); \
         t0 += nt;                                                                                             \
     }
 
