@@ -184,7 +184,7 @@ static void test_another_order_gives_other_bits(void **state) {
 
 /* Threads split the output rows: the same bits on 1, 2 and 3 threads, on
  * shapes large enough to be split (kernel.c: 2^16 multiply-adds), row
- * counts not a multiple of the 4-row tile, unpacked and packed. */
+ * counts not a multiple of the 4-row tile, unpacked, packed and BF16. */
 static void test_threads_same_bits(void **state) {
     (void)state;
     static const int outs[] = {130, 37, 257}, ins[] = {512, 1543};
@@ -197,8 +197,9 @@ static void test_threads_same_bits(void **state) {
                 assert_non_null(x); assert_non_null(w); assert_non_null(ref); assert_non_null(got);
                 fill(x, T * n_in, (uint64_t)(T + 5));
                 fill(w, n_out * n_in, (uint64_t)(n_out + 6));
-                matmul_naive(ref, x, w, T, n_in, n_out);
-                for (int pack = 0; pack < 2; pack++) {
+                for (int pack = 0; pack < 3; pack++) {
+                    if (pack == 2) to_bf16(w, (size_t)n_out * n_in);
+                    matmul_naive(ref, x, w, T, n_in, n_out);
                     if (pack) assert_int_equal(kernel_pack_matrix(w), 0);
                     for (int th = 1; th <= 3; th++) {
                         kernel_set_threads(th);
