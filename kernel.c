@@ -16,8 +16,10 @@
  *   - A tile of R rows of W by TT tokens keeps its R x TT vectors in
  *     registers and reads each weight once per TT tokens, each x once per R
  *     rows. The tile fits the instruction set's registers: AVX-512 (32 zmm)
- *     4 x 6 in float (24 accumulators, 4 weights, an x), 4 x 2 in double; AVX2 (16 ymm) 2 x 2 in float, 2 x 1 in
- *     double; the default (SSE2) 2 x 1 and 1 x 1. T tokens run as one tile
+ *     4 x 6 in float (24 accumulators, 4 weights, an x), 4 x 2 in double;
+ *     AVX2 (16 ymm) 2 x 3 in float, 2 x 1 in double, each vector there as
+ *     32-byte parts (tile_parts: under AVX2 GCC kept a 64-byte vector on the
+ *     stack); the default (SSE2) 2 x 1 and 1 x 1. T tokens run as one tile
  *     up to 6 (AVX-512, float), more as the fewest tiles of at most 5, of
  *     sizes one apart at most (T = 8 as 4 + 4, not 5 + 3; T = 11 as 4 + 4 +
  *     3, not 5 + 5 + 1: a one-token tile widens each weight for one
@@ -262,6 +264,156 @@ static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t 
     }
 }
 
+/* ---- the same tile with each 16-lane vector as ymm-sized parts ------------
+ * Under target("avx2") GCC keeps a 64-byte vector in memory (the machine's
+ * vectors are 32 bytes), so every `acc += w * x` went through the stack. Here
+ * each vector of 16 partial sums is KERNEL_PARTS vectors of KERNEL_LANES
+ * reals (float: 2 x 8, double: 4 x 4), part p holding partials p * LANES ..
+ * p * LANES + LANES - 1: the same multiply and add on the same lanes, so the
+ * same bits, in registers. The finish is sum_partials' tree again: its
+ * rounds with h >= LANES add whole parts (part p += part p + h / LANES, the
+ * lower first; for float round 8 is part 0 + part 1), the rest is the
+ * butterfly above on vectors of LANES lanes (dot n in lane bitreverse(n) of
+ * log2(LANES) bits). */
+#define KERNEL_LANES (32 / (int)sizeof(real))
+#define KERNEL_PARTS (KERNEL_SUMS / KERNEL_LANES)
+typedef real vpart __attribute__((vector_size(32)));
+typedef uint32_t vpu32 __attribute__((vector_size(KERNEL_LANES * 4)));
+typedef float vpf32 __attribute__((vector_size(KERNEL_LANES * 4)));
+#ifdef DFLASH_DOUBLE
+typedef int64_t vpmask __attribute__((vector_size(32)));
+#define pround2(a, b) (SHUF(a, b, 0, 1, 4, 5) + SHUF(a, b, 2, 3, 6, 7))
+#define pround1(a, b) (SHUF(a, b, 0, 4, 2, 6) + SHUF(a, b, 1, 5, 3, 7))
+#else
+typedef int32_t vpmask __attribute__((vector_size(32)));
+#define pround4(a, b) (SHUF(a, b, 0, 1, 2, 3, 8, 9, 10, 11) + SHUF(a, b, 4, 5, 6, 7, 12, 13, 14, 15))
+#define pround2(a, b) (SHUF(a, b, 0, 1, 8, 9, 4, 5, 12, 13) + SHUF(a, b, 2, 3, 10, 11, 6, 7, 14, 15))
+#define pround1(a, b) (SHUF(a, b, 0, 8, 2, 10, 4, 12, 6, 14) + SHUF(a, b, 1, 9, 3, 11, 5, 13, 7, 15))
+#endif
+
+/* KERNEL_LANES BF16 weights widened, as load_bf16_half widens 16 (p: the part's first word) */
+static KERNEL_INLINE void load_bf16_part(vpart *v, const uint32_t *p, int half) {
+    vpu32 u;
+    memcpy(&u, p, sizeof u);
+    u = half ? (u & 0xffff0000u) : (u << 16);
+    vpf32 f;
+    memcpy(&f, &u, sizeof f);
+#ifdef DFLASH_DOUBLE
+    *v = __builtin_convertvector(f, vpart);
+#else
+    *v = f;
+#endif
+}
+
+/* the n <= KERNEL_LANES dot products of acc, one vector each, finished: dot
+ * k in lane bitreverse(k) of acc[0] (finish_dots' rounds below h = LANES) */
+static KERNEL_INLINE void finish_parts(vpart *acc, int n) {
+    int m;
+#ifndef DFLASH_DOUBLE
+    m = (n + 1) / 2;
+    KERNEL_UNROLL for (int k = 0; k < m; k++) acc[k] = pround4(acc[2 * k], acc[2 * k + 1 < n ? 2 * k + 1 : 2 * k]);
+    n = m;
+#endif
+    m = (n + 1) / 2;
+    KERNEL_UNROLL for (int k = 0; k < m; k++) acc[k] = pround2(acc[2 * k], acc[2 * k + 1 < n ? 2 * k + 1 : 2 * k]);
+    n = m;
+    acc[0] = pround1(acc[0], acc[n > 1 ? 1 : 0]);
+}
+
+static KERNEL_INLINE int bitreverse_lanes(int k) {
+#ifdef DFLASH_DOUBLE
+    return ((k & 1) << 1) | ((k & 2) >> 1);
+#else
+    return ((k & 1) << 2) | (k & 2) | ((k & 4) >> 2);
+#endif
+}
+
+/* tile's arguments and meaning; one part of the 16 columns at a time, so a
+ * group holds R x TT x PARTS accumulators, R weights and an x. R x TT <=
+ * PARTS_ACC (a larger array, even unused, left GCC's double build keeping
+ * it on the stack) */
+#define PARTS_ACC 6   /* the largest R x TT (AVX2, float: 2 x 3) */
+static KERNEL_INLINE void tile_parts(real *out, const real *x, const void *w0, size_t rs, size_t gs, int bf, int h0,
+                                     int n_in, int n_out, int t0, int o0, int R, int TT, int nr, size_t pf, int pass,
+                                     int passes) {
+    vpart acc[PARTS_ACC][KERNEL_PARTS];
+    KERNEL_UNROLL for (int k = 0; k < R * TT; k++)
+        KERNEL_UNROLL for (int p = 0; p < KERNEL_PARTS; p++) acc[k][p] = (vpart){0};
+    const real *xt = x + (size_t)t0 * n_in;
+    size_t esz = bf ? sizeof(uint32_t) : sizeof(real);
+    int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
+    for (int g = 0; g < G; g++) {
+        const char *wg = (const char *)w0 + (size_t)g * gs * esz;
+        if (pf) {
+            size_t span = gs * esz / (size_t)passes, ahead = ((size_t)pass * G + g) * span + PREFETCH_AHEAD;
+            for (size_t b = 0; b < span && ahead + b < pf; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
+        }
+        const real *xg = xt + (size_t)g * KERNEL_SUMS;
+        KERNEL_UNROLL for (int p = 0; p < KERNEL_PARTS; p++) {
+            vpart wv[PACK_R];
+            KERNEL_UNROLL for (int r = 0; r < R; r++) {
+                if (bf) load_bf16_part(&wv[r], (const uint32_t *)wg + (size_t)((h0 + r) / 2) * rs + p * KERNEL_LANES,
+                                       (h0 + r) % 2);
+                else memcpy(&wv[r], (const real *)wg + r * rs + p * KERNEL_LANES, sizeof wv[r]);
+            }
+            KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
+                vpart xv;
+                memcpy(&xv, xg + (size_t)tt * n_in + p * KERNEL_LANES, sizeof xv);
+                KERNEL_UNROLL for (int r = 0; r < R; r++) acc[r * TT + tt][p] += wv[r] * xv;
+            }
+        }
+    }
+    if (rem) {   /* the last, shorter group: lanes j < rem take w[j] * x[j], the others stay as they are */
+        KERNEL_UNROLL for (int p = 0; p < KERNEL_PARTS; p++) {
+            vpmask lane, keep;
+            for (int j = 0; j < KERNEL_LANES; j++) lane[j] = p * KERNEL_LANES + j;
+            keep = lane >= rem;
+            vpart wv[PACK_R];
+            KERNEL_UNROLL for (int r = 0; r < R; r++) {
+                real wr[KERNEL_LANES] = {0};
+                for (int j = 0; j < KERNEL_LANES && p * KERNEL_LANES + j < rem; j++) {
+                    size_t c = (size_t)G * gs + (size_t)p * KERNEL_LANES + j;
+                    wr[j] = bf ? widen_bf16_half(((const uint32_t *)w0)[(size_t)((h0 + r) / 2) * rs + c], (h0 + r) % 2)
+                               : ((const real *)w0)[r * rs + c];
+                }
+                memcpy(&wv[r], wr, sizeof wr);
+            }
+            KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
+                real xr[KERNEL_LANES] = {0};
+                const real *xs = xt + (size_t)tt * n_in + (size_t)G * KERNEL_SUMS + p * KERNEL_LANES;
+                for (int j = 0; j < KERNEL_LANES && p * KERNEL_LANES + j < rem; j++) xr[j] = xs[j];
+                vpart xv;
+                memcpy(&xv, xr, sizeof xv);
+                KERNEL_UNROLL for (int r = 0; r < R; r++) {
+                    vpart sum = acc[r * TT + tt][p] + wv[r] * xv;
+                    vpmask a, b;
+                    memcpy(&a, &acc[r * TT + tt][p], sizeof a);
+                    memcpy(&b, &sum, sizeof b);
+                    a = (a & keep) | (b & ~keep);
+                    memcpy(&acc[r * TT + tt][p], &a, sizeof a);
+                }
+            }
+        }
+    }
+    /* sum_partials' first rounds: whole parts, p += p + np / 2, until one part */
+    vpart dot[PARTS_ACC];
+    KERNEL_UNROLL for (int k = 0; k < R * TT; k++) {
+        KERNEL_UNROLL for (int np = KERNEL_PARTS; np > 1; np /= 2)
+            KERNEL_UNROLL for (int p = 0; p < np / 2; p++) acc[k][p] = acc[k][p] + acc[k][p + np / 2];
+        dot[k] = acc[k][0];
+    }
+    KERNEL_UNROLL for (int k0 = 0; k0 < R * TT; k0 += KERNEL_LANES) {   /* LANES dot products at a time */
+        int n = R * TT - k0 < KERNEL_LANES ? R * TT - k0 : KERNEL_LANES;
+        finish_parts(dot + k0, n);
+        real dots[KERNEL_LANES];
+        memcpy(dots, &dot[k0], sizeof dots);
+        KERNEL_UNROLL for (int k = 0; k < n; k++) {
+            int r = (k0 + k) / TT, tt = (k0 + k) % TT;
+            if (r < nr) out[(size_t)(t0 + tt) * n_out + o0 + r] = dots[bitreverse_lanes(k)];
+        }
+    }
+}
+
 /* ---- a range of output rows, every token ---------------------------------- */
 typedef struct {
     real *out;
@@ -281,24 +433,24 @@ static size_t tile_elems(int n_in, int bf) {
  * <= TT, else the fewest tiles of at most TTM <= TT tokens, of sizes one
  * apart at most (T = 8 with TTM = 5: 4 + 4), so no tile is left with a
  * token or two. PF: tile's pf. */
-#define TILE_TT(N, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                        \
-    if (TT >= N && nt == N) tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR, \
+#define TILE_TT(TF, N, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+    if (TT >= N && nt == N) TF(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, (TT >= N ? N : 1), NR, \
                                  PF, passes - tiles, passes);
-#define TOKENS(R, TT, TTM, W0, RS, GS, BF, H0, NR, PF)                                                        \
+#define TOKENS(TF, R, TT, TTM, W0, RS, GS, BF, H0, NR, PF)                                                      \
     for (int t0 = 0, passes = j->T <= TT ? 1 : (j->T + TTM - 1) / TTM, tiles = passes; t0 < j->T; tiles--) {  \
         int nt = (j->T - t0 + tiles - 1) / tiles;                                                             \
-        TILE_TT(6, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                         \
-        else TILE_TT(5, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
-        else TILE_TT(4, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
-        else TILE_TT(3, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
-        else TILE_TT(2, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
-        else tile(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, PF, passes - tiles, passes); \
+        TILE_TT(TF, 6, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                         \
+        else TILE_TT(TF, 5, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+        else TILE_TT(TF, 4, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+        else TILE_TT(TF, 3, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+        else TILE_TT(TF, 2, TT, W0, RS, GS, BF, H0, R, NR, PF)                                                    \
+        else TF(j->out, j->x, W0, RS, GS, BF, H0, j->n_in, j->n_out, t0, o, R, 1, NR, PF, passes - tiles, passes); \
         t0 += nt;                                                                                             \
     }
 
 /* rows [o_lo, o_hi) of out (o_lo a multiple of PACK_R), an R x TT tile at a
  * time (R divides PACK_R), the tokens split as TOKENS says. */
-#define ROWS_FUNCTION(NAME, ATTR, R, TT, TTM)                                                                 \
+#define ROWS_FUNCTION(NAME, ATTR, TF, R, TT, TTM)                                                               \
     ATTR static void NAME(const MatJob *j, int o_lo, int o_hi) {                                              \
         if (j->pk) {                                                                                          \
             size_t te = tile_elems(j->n_in, j->bf);                                                           \
@@ -310,10 +462,10 @@ static size_t tile_elems(int n_in, int bf) {
                 size_t pf = j->T >= 2 && o % PACK_R == 0 ? j->pk_bytes - at * esz : 0;                        \
                 if (j->bf) {   /* rows 2k and 2k + 1 share words */                                           \
                     const uint32_t *w0 = (const uint32_t *)j->pk + at;                                        \
-                    TOKENS(R, TT, TTM, w0, KERNEL_SUMS, PACK_R / 2 * KERNEL_SUMS, 1, (R % 2 ? o % 2 : 0), nr, pf)  \
+                    TOKENS(TF, R, TT, TTM, w0, KERNEL_SUMS, PACK_R / 2 * KERNEL_SUMS, 1, (R % 2 ? o % 2 : 0), nr, pf)  \
                 } else {                                                                                      \
                     const real *w0 = (const real *)j->pk + at;                                                \
-                    TOKENS(R, TT, TTM, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 0, 0, nr, pf)                        \
+                    TOKENS(TF, R, TT, TTM, w0, KERNEL_SUMS, PACK_R * KERNEL_SUMS, 0, 0, nr, pf)                        \
                 }                                                                                             \
             }                                                                                                 \
             return;                                                                                           \
@@ -325,11 +477,11 @@ static size_t tile_elems(int n_in, int bf) {
                 const char *next = (const char *)(w0 + (size_t)R * j->n_in);                                  \
                 for (size_t b = 0; b < (size_t)R * j->n_in * sizeof(real); b += 64) PREFETCH_L2(next + b);    \
             }                                                                                                 \
-            TOKENS(R, TT, TTM, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 0, R, 0)                                       \
+            TOKENS(TF, R, TT, TTM, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 0, R, 0)                                       \
         }                                                                                                     \
         for (; o < o_hi; o++) {   /* the last rows, one at a time */                                          \
             const real *w0 = j->w + (size_t)o * j->n_in;                                                      \
-            TOKENS(1, TT, TTM, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 0, 1, 0)                                       \
+            TOKENS(TF, 1, TT, TTM, w0, (size_t)j->n_in, KERNEL_SUMS, 0, 0, 1, 0)                                       \
         }                                                                                                     \
     }
 
@@ -338,18 +490,19 @@ static size_t tile_elems(int n_in, int bf) {
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
 #define KERNEL_X86 1
 #ifdef DFLASH_DOUBLE
-ROWS_FUNCTION(rows_avx512, __attribute__((target("avx512f"))), 4, 2, 2)
-ROWS_FUNCTION(rows_avx2, __attribute__((target("avx2"))), 2, 1, 1)
-ROWS_FUNCTION(rows_default, , 1, 1, 1)
+ROWS_FUNCTION(rows_avx512, __attribute__((target("avx512f"))), tile, 4, 2, 2)
+ROWS_FUNCTION(rows_avx2, __attribute__((target("avx2"))), tile_parts, 2, 1, 1)
+ROWS_FUNCTION(rows_default, , tile, 1, 1, 1)
 #else
 /* (two 4 x 6 tiles ran 10-15% slower than three 4 x 4 at T = 12, measured;
- * one 4 x 6 tile 20% faster than 3 + 3 at T = 6: so TTM = 5) */
-ROWS_FUNCTION(rows_avx512, __attribute__((target("avx512f"))), 4, 6, 5)
-ROWS_FUNCTION(rows_avx2, __attribute__((target("avx2"))), 2, 2, 2)
-ROWS_FUNCTION(rows_default, , 2, 1, 1)
+ * one 4 x 6 tile 20% faster than 3 + 3 at T = 6: so TTM = 5. AVX2: 2 x 3,
+ * 12 ymm accumulators, ran 1.2-1.4x faster than 2 x 2 at T = 8 and 16) */
+ROWS_FUNCTION(rows_avx512, __attribute__((target("avx512f"))), tile, 4, 6, 5)
+ROWS_FUNCTION(rows_avx2, __attribute__((target("avx2"))), tile_parts, 2, 3, 3)
+ROWS_FUNCTION(rows_default, , tile, 2, 1, 1)
 #endif
 #else
-ROWS_FUNCTION(rows_default, , 2, 1, 1)
+ROWS_FUNCTION(rows_default, , tile, 2, 1, 1)
 #endif
 
 typedef void (*RowsFn)(const MatJob *j, int o_lo, int o_hi);
