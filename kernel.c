@@ -298,8 +298,8 @@ static KERNEL_INLINE void load_bf16_part(vpart *v, const uint32_t *p, int half) 
     u = half ? (u & 0xffff0000u) : (u << 16);
     vpf32 f;
     memcpy(&f, &u, sizeof f);
-#ifdef DFLASH_DOUBLE
-    *v = __builtin_convertvector(f, vpart);
+#ifdef DFLASH_DOUBLE   /* 4 lanes; lane by lane, as __builtin_convertvector went through the stack here */
+    *v = (vpart){f[0], f[1], f[2], f[3]};
 #else
     *v = f;
 #endif
