@@ -75,10 +75,12 @@
 #include "dflash.h"
 
 #include <pthread.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #define KERNEL_SUMS 16   /* dflash.c's KSUMS: the partial sums of one dot product */
 #define PACK_R 4         /* rows of W per packed tile */
@@ -667,19 +669,29 @@ static void find_packed(MatJob *j) {
 }
 
 /* ---- threads: a small pool, each worker a contiguous range of rows -------- */
+/* A job is handed over through two atomics: the caller publishes it by
+ * bumping `generation`, and each worker counts itself out of `pending`.
+ * Both sides first spin on the atomic for up to KERNEL_SPIN_NS (a forward
+ * calls matmul every few microseconds, and a sleeping thread takes tens of
+ * microseconds to wake: with a condition variable alone, two threads were
+ * slower than one on a 1-token forward), then sleep on a condition variable,
+ * so an idle pool costs no CPU. Which rows a thread computes does not depend
+ * on who waits how: the bits are the same. */
 #define KERNEL_MAX_THREADS 64
 #define KERNEL_MIN_WORK (1L << 16)   /* multiply-adds below which one thread runs the matmul */
+#define KERNEL_SPIN_NS 2000000L      /* how long a waiting thread spins before it sleeps: 2 ms */
 static struct {
-    pthread_mutex_t mu, busy;      /* busy: one matmul at a time uses the pool */
+    pthread_mutex_t mu, busy;      /* mu: the sleeping side; busy: one matmul at a time uses the pool */
     pthread_cond_t go, done;
     int threads, started;          /* wanted; workers running (threads - 1 at most) */
-    unsigned long generation;      /* bumped for each job */
-    int pending;                   /* workers not finished with this job */
+    atomic_ulong generation;       /* bumped for each job (release: job and chunk are set) */
+    atomic_int pending;            /* workers not finished with this job */
     const MatJob *job;
     int chunk;                     /* rows per worker, a multiple of PACK_R */
     pthread_t tid[KERNEL_MAX_THREADS];
+    unsigned long first_seen[KERNEL_MAX_THREADS];   /* generation when worker k was started */
 } pool = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, PTHREAD_COND_INITIALIZER,
-          1, 0, 0, 0, NULL, 0, {0}};
+          1, 0, 0, 0, NULL, 0, {0}, {0}};
 
 static void run_chunk(const MatJob *j, int k, int chunk) {
     int lo = k * chunk, hi = (k + 1) * chunk;
@@ -687,19 +699,45 @@ static void run_chunk(const MatJob *j, int k, int chunk) {
     if (lo < hi) rows_fn(j, lo, hi);
 }
 
+static long now_ns(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (long)ts.tv_sec * 1000000000L + ts.tv_nsec;
+}
+
+/* spin until generation != seen (want_new) or pending == 0 (!want_new), for
+ * at most KERNEL_SPIN_NS; 1 when that happened */
+static int spin_for(int want_new, unsigned long seen) {
+    long t0 = 0;
+    for (unsigned i = 0;; i++) {
+        if (want_new ? atomic_load_explicit(&pool.generation, memory_order_acquire) != seen
+                     : atomic_load_explicit(&pool.pending, memory_order_acquire) == 0)
+            return 1;
+        if ((i & 255) == 255) {   /* the clock now and then */
+            long t = now_ns();
+            if (t0 == 0) t0 = t;
+            else if (t - t0 > KERNEL_SPIN_NS) return 0;
+        }
+    }
+}
+
 static void *worker(void *arg) {
     int k = (int)(intptr_t)arg;   /* 1 .. threads - 1; the caller does 0 */
-    unsigned long seen = 0;
-    pthread_mutex_lock(&pool.mu);
+    unsigned long seen = pool.first_seen[k];   /* the jobs before this thread are not its own */
     for (;;) {
-        while (pool.generation == seen) pthread_cond_wait(&pool.go, &pool.mu);
-        seen = pool.generation;
-        const MatJob *j = pool.job;
-        int chunk = pool.chunk;
-        pthread_mutex_unlock(&pool.mu);
-        run_chunk(j, k, chunk);
-        pthread_mutex_lock(&pool.mu);
-        if (--pool.pending == 0) pthread_cond_signal(&pool.done);
+        if (!spin_for(1, seen)) {
+            pthread_mutex_lock(&pool.mu);
+            while (atomic_load_explicit(&pool.generation, memory_order_acquire) == seen)
+                pthread_cond_wait(&pool.go, &pool.mu);
+            pthread_mutex_unlock(&pool.mu);
+        }
+        seen = atomic_load_explicit(&pool.generation, memory_order_acquire);
+        run_chunk(pool.job, k, pool.chunk);
+        if (atomic_fetch_sub_explicit(&pool.pending, 1, memory_order_acq_rel) == 1) {
+            pthread_mutex_lock(&pool.mu);   /* the caller may be asleep */
+            pthread_cond_signal(&pool.done);
+            pthread_mutex_unlock(&pool.mu);
+        }
     }
     return NULL;
 }
@@ -720,24 +758,30 @@ int kernel_threads(void) { return pool.threads; }
 static int run_threaded(const MatJob *j) {
     if (pthread_mutex_trylock(&pool.busy) != 0) return -1;
     int n = pool.threads;
-    while (pool.started < n - 1 &&
-           pthread_create(&pool.tid[pool.started], NULL, worker, (void *)(intptr_t)(pool.started + 1)) == 0)
+    while (pool.started < n - 1) {
+        pool.first_seen[pool.started + 1] = atomic_load_explicit(&pool.generation, memory_order_relaxed);
+        if (pthread_create(&pool.tid[pool.started], NULL, worker, (void *)(intptr_t)(pool.started + 1)) != 0) break;
         pool.started++;
+    }
     if (n > pool.started + 1) n = pool.started + 1;
     int chunk = ((j->n_out + n - 1) / n + PACK_R - 1) / PACK_R * PACK_R;
     if (n <= 1 || chunk >= j->n_out) {
         pthread_mutex_unlock(&pool.busy);
         return -1;
     }
-    pthread_mutex_lock(&pool.mu);
-    pool.job = j, pool.chunk = chunk, pool.pending = pool.started;
-    pool.generation++;
+    /* every started worker takes part (those past n_out get no rows) */
+    pool.job = j, pool.chunk = chunk;
+    atomic_store_explicit(&pool.pending, pool.started, memory_order_relaxed);
+    pthread_mutex_lock(&pool.mu);   /* wakes the workers that sleep */
+    atomic_fetch_add_explicit(&pool.generation, 1, memory_order_release);
     pthread_cond_broadcast(&pool.go);
     pthread_mutex_unlock(&pool.mu);
     run_chunk(j, 0, chunk);
-    pthread_mutex_lock(&pool.mu);
-    while (pool.pending > 0) pthread_cond_wait(&pool.done, &pool.mu);
-    pthread_mutex_unlock(&pool.mu);
+    if (!spin_for(0, 0)) {
+        pthread_mutex_lock(&pool.mu);
+        while (atomic_load_explicit(&pool.pending, memory_order_acquire) > 0) pthread_cond_wait(&pool.done, &pool.mu);
+        pthread_mutex_unlock(&pool.mu);
+    }
     pthread_mutex_unlock(&pool.busy);
     return 0;
 }

@@ -216,6 +216,30 @@ static void test_threads_same_bits(void **state) {
             }
 }
 
+/* The pool hands a job over by spinning for a while, then by sleeping on a
+ * condition variable (kernel.c). Both ways give every row: 500 matmuls back
+ * to back (the workers spin, as in a forward), then matmuls 10 ms apart
+ * (longer than the spin: the workers sleep and are woken), each checked. */
+static void test_threads_spin_and_sleep(void **state) {
+    (void)state;
+    enum { T = 2, N = 512, OUT = 130 };
+    real *x = malloc(sizeof(real) * T * N), *w = malloc(sizeof(real) * OUT * N);
+    real *ref = malloc(sizeof(real) * T * OUT), *got = malloc(sizeof(real) * T * OUT);
+    assert_non_null(x); assert_non_null(w); assert_non_null(ref); assert_non_null(got);
+    fill(x, T * N, 7);
+    fill(w, OUT * N, 8);
+    matmul_naive(ref, x, w, T, N, OUT);
+    kernel_set_threads(2);
+    for (int i = 0; i < 506; i++) {
+        if (i >= 500) nanosleep(&(struct timespec){0, 10 * 1000 * 1000}, NULL);
+        memset(got, 0xff, sizeof(real) * T * OUT);
+        matmul(got, x, w, T, N, OUT);
+        if (memcmp(got, ref, sizeof(real) * T * OUT) != 0) fail_msg("matmul %d on 2 threads differs", i);
+    }
+    kernel_set_threads(1);
+    free(x); free(w); free(ref); free(got);
+}
+
 /* A packed matrix whose weights are then changed (as a trainer's are) is
  * not served from the stale copy: the sampled values differ, it is packed
  * again. And a model's matrices are registered and dropped together. */
@@ -243,6 +267,7 @@ int main(void) {
         cmocka_unit_test(test_reference_order_is_as_documented),
         cmocka_unit_test(test_another_order_gives_other_bits),
         cmocka_unit_test(test_threads_same_bits),
+        cmocka_unit_test(test_threads_spin_and_sleep),
         cmocka_unit_test(test_packed_copy_follows_changed_weights),
     };
     return cmocka_run_group_tests(tests, NULL, NULL);
