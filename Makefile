@@ -588,8 +588,8 @@ pitfalls: dflash dflash-double pitfall-programs weights ## regenerate walkthroug
 pitfalls-check: dflash dflash-double pitfall-programs weights ## fail if walkthrough/pitfalls.md differs from a regeneration
 	@sh tools/docs.sh check pitfalls
 # docs/performance.md, README's speed summary and docs/learned.md's speed statement: from the
-# committed transcript docs/performance/bench.txt (one ./dflash bench) and toy_weights/learned/eval.tsv
-performance: ## regenerate docs/performance.md, README's and learned.md's speed statements from docs/performance/bench.txt
+# committed transcripts docs/performance/bench.txt (one ./dflash bench) and bench-threads2.txt (--threads 2) and toy_weights/learned/eval.tsv
+performance: ## regenerate docs/performance.md, README's and learned.md's speed statements from docs/performance/bench*.txt
 	sh tools/docs.sh write performance
 performance-check: ## fail if docs/performance.md, README's or learned.md's speed statements differ from the transcript's numbers
 	@sh tools/docs.sh check performance

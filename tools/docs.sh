@@ -197,20 +197,32 @@ check_hybrid_refuses() {
 # performance: docs/performance.md from the template docs/performance.md.in,
 # with the one transcript docs/performance/bench.txt (the output of one
 # `./dflash bench`, committed) inlined at @BENCH@ and every number the prose
-# quotes read by perf_vars from that transcript and from
-# toy_weights/learned/eval.tsv (the learned pair's 64 held-out prompts);
+# quotes read by perf_vars from that transcript, from a second one,
+# docs/performance/bench-threads2.txt (`./dflash bench --threads 2`: its
+# names T2_...), and from toy_weights/learned/eval.tsv (the learned pair's 64
+# held-out prompts);
 # README.md's speed summary, between its markers `<!-- speed: ... -->` and
 # `<!-- /speed -->`, is the page's own block between the same markers. To
-# refresh: `./dflash bench > docs/performance/bench.txt`, then `make performance`.
+# refresh: `./dflash bench > docs/performance/bench.txt`, the same with
+# `--threads 2` into bench-threads2.txt, then `make performance`.
 PERF_BENCH=docs/performance/bench.txt
-# NAME VALUE lines: @NAME@ in the template becomes VALUE
-perf_vars() { # TRANSCRIPT
-    awk '
+PERF_BENCH2=docs/performance/bench-threads2.txt
+# NAME VALUE lines: @NAME@ in the template becomes VALUE; TRANSCRIPT2's names
+# get the prefix T2_
+perf_vars() { # TRANSCRIPT [TRANSCRIPT2]
+    perf_bench_vars "" "$1" && perf_bench_vars T2_ "${2:-$PERF_BENCH2}" && perf_eval_vars
+}
+perf_bench_vars() { # PREFIX TRANSCRIPT
+    awk -v P="$1" '
     function num(s) { gsub(/[^0-9.]/, "", s); return s }
     # a ratio of DFlash to target-only decoding, as words
     function cmp(x) { return x >= 1.05 ? "faster than" : x <= 0.95 ? "slower than" : "about as fast as" }
-    function put(k, v) { print k, v }
-    NR == 2 && /load average at the start/ { put("LOAD_START", num($NF)); start = num($NF) + 0 }
+    function put(k, v) { print P k, v }
+    # the threads the run used, and its load average at the start
+    NR == 2 && /load average at the start/ {
+        put("LOAD_START", num($NF)); start = num($NF) + 0
+        threads = $4 == "one" ? 1 : $4 + 0; put("THREADS", threads)
+    }
     # the target-forward sections: the first is the walkthrough target, the second the learned target
     /^== the target forward against/ { tf = tf == "" ? "WT" : "LT"; next }
     /^== DFlash vs target-only decoding: / {
@@ -275,16 +287,19 @@ perf_vars() { # TRANSCRIPT
     /^the default run .*its own process:/ { put("DEFAULT_S", $(NF-4)) }
     /^\(bench took/ {
         put("BENCH_S", num($3)); put("LOAD_END", num($NF)); load = num($NF) + 0
-        # the machine, as the load averages show it (a one-thread bench alone: about 1)
-        put("LOAD_WORDS", (load > 1.5 || start > 1.5) ? "on a machine shared with other jobs" : "on a machine with little else running")
+        # the machine, as the load averages show it (a bench on N threads alone: about N)
+        busy = (threads > 0 ? threads : 1) + 0.5
+        put("LOAD_WORDS", (load > busy || start > 1.5) ? "on a machine shared with other jobs" : "on a machine with little else running")
     }
     END {
         for (s in tmin) { put(s "_TAU_MIN", sprintf("%.2f", tmin[s])); put(s "_TAU_MAX", sprintf("%.2f", tmax[s])) }
         exit bad
-    }' "$1" &&
-    # the learned pair on 64 held-out prompts, greedy: tau, the round cost in
-    # 1-token forwards (verify + draft), tau / cost (speedup: PAYS), and wall =
-    # target-only time / DFlash time
+    }' "$2"
+}
+# the learned pair on 64 held-out prompts, greedy: tau, the round cost in
+# 1-token forwards (verify + draft), tau / cost (speedup: PAYS), and wall =
+# target-only time / DFlash time
+perf_eval_vars() {
     awk -F '\t' '
     NR == 1 { for (i = 1; i <= NF; i++) c[$i] = i; next }
     $c["T"] == "0" && $c["method"] == "dflash" {
@@ -299,8 +314,9 @@ perf_vars() { # TRANSCRIPT
     }' toy_weights/learned/eval.tsv
 }
 # TEMPLATE with @NAME@ replaced from VARS and the line @BENCH@ by TRANSCRIPT
-# (its hybrid-target section left out: the page is about the dense pairs, and
-# docs/performance/bench.txt holds it whole); a name with no value fails (naming it)
+# (its hybrid-target section left out: the page is about the dense pairs; and
+# the random set's, which the summary quotes: the page stays short;
+# docs/performance/bench.txt holds both); a name with no value fails (naming it)
 perf_fill() { # VARS TEMPLATE TRANSCRIPT
     awk -v bench="$3" '
     NR == FNR { v[$1] = substr($0, length($1) + 2); next }
@@ -309,7 +325,10 @@ perf_fill() { # VARS TEMPLATE TRANSCRIPT
         while ((getline l < bench) > 0) {
             if (l ~ /^== the hybrid/) { skip = 1; print "(the hybrid target'"'"'s section: docs/performance/bench.txt)"; print "" }
             else if (l ~ /^targets \(ratios/) skip = 0
-            if (!skip) print l
+            if (l ~ /^== DFlash vs target-only decoding: toy_weights\/random /) {
+                rskip = 1; print "(the random set'"'"'s section: docs/performance/bench.txt)"; print ""
+            } else if (rskip && (l ~ /^== / || l ~ /^\(toy_weights/)) rskip = 0
+            if (!skip && !rskip) print l
         }
         close(bench); next
     }
@@ -410,6 +429,15 @@ check_performance() {
     sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" | grep -q 'keeps 9\.99 tokens' &&
         grep -q 'keeps 9\.99 tokens' "$tmp/perf-bad/docs/learned.md" ||
         { echo "performance-check: README's summary or learned.md did not follow an altered transcript (tau 9.99 at block 8)"; return 1; }
+    # and the two-thread run's: its best-block DFlash speedup made 9.99x must reach README's summary
+    awk '/^  learned pair, best block each side/ { sub(/DFlash [0-9.]+x/, "DFlash 9.99x") } { print }' \
+        "$PERF_BENCH2" > "$tmp/perf-bad3.txt"
+    cmp -s "$PERF_BENCH2" "$tmp/perf-bad3.txt" && { echo "performance-check: the two-thread transcript has no best-block line to alter"; return 1; }
+    rm -rf "$tmp/perf-bad" && mkdir -p "$tmp/perf-bad/docs" && perf_vars "$PERF_BENCH" "$tmp/perf-bad3.txt" > "$tmp/perf-bad-vars" &&
+    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$PERF_BENCH" > "$tmp/perf-bad/docs/performance.md" &&
+    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" || return 1
+    sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" | grep '^- \*\*Two threads' | grep -q '9\.99x' ||
+        { echo "performance-check: README's summary did not follow an altered two-thread transcript (9.99x)"; return 1; }
 }
 
 sets() {
