@@ -16,13 +16,14 @@
 
 /* config.json: the keys SpecForge's and z-lab's published DFlash configs
  * carry (configs/qwen3-4b-dflash.json; toy_weights' qwen3-layout set), in
- * their (sorted) order, with this draft's values; "dtype" float32. bos_id < 0:
+ * their (sorted) order, with this draft's values; "dtype" bfloat16 when bf16,
+ * else float32. bos_id < 0:
  * the key is left out. Every key formats/load.c reads carries the input
  * config's meaning over (c is what the loader read from it): rope_scaling
  * (llama3 or null), layer_types, sliding_window and use_sliding_window (a
  * single window, as the loader keeps one), eos_token_id; train/tests/test_train_cli.c
  * checks that the loader reads the written file back to the same Config. */
-void draftdir_write_config(FILE *f, const Config *c, int bos_id, int block_size) {
+void draftdir_write_config(FILE *f, const Config *c, int bos_id, int block_size, int bf16) {
     char eps[40], theta[40];
     json_number(eps, sizeof eps, c->rms_norm_eps);
     json_number(theta, sizeof theta, c->rope_theta);
@@ -33,7 +34,7 @@ void draftdir_write_config(FILE *f, const Config *c, int bos_id, int block_size)
     if (bos_id >= 0) fprintf(f, "  \"bos_token_id\": %d,\n", bos_id);
     fprintf(f, "  \"dflash_config\": {\"mask_token_id\": %d, \"target_layer_ids\": [", c->mask_token_id);
     for (int i = 0; i < c->n_target_layer_ids; i++) fprintf(f, "%s%d", i ? ", " : "", c->target_layer_ids[i]);
-    fprintf(f, "]},\n  \"dtype\": \"float32\",\n");
+    fprintf(f, "]},\n  \"dtype\": \"%s\",\n", bf16 ? "bfloat16" : "float32");
     if (c->n_eos == 1) fprintf(f, "  \"eos_token_id\": %d,\n", c->eos_token_id[0]);
     else if (c->n_eos > 1) {
         fprintf(f, "  \"eos_token_id\": [");
@@ -117,14 +118,14 @@ int st_write_params(FILE *f, const TrainParam *const *sets, const char *const *p
     return 0;  /* a write error is the stream's: out_commit reports it */
 }
 
-/* model.safetensors, laid out as toy_weights/gen.c writes it: float32 with
- * the header padded to 64 bytes, every tensor in train_params order (fc,
- * hidden_norm, layers, norm). The double build rounds each value to float
- * once here. */
-static int write_safetensors(FILE *f, const TrainParam *p, int n) {
+/* model.safetensors, laid out as toy_weights/gen.c writes it: float32 (or
+ * bfloat16, each value rounded to nearest even) with the header padded to
+ * 64 bytes, every tensor in train_params order (fc, hidden_norm, layers,
+ * norm). The double build rounds each value to float once here. */
+static int write_safetensors(FILE *f, const TrainParam *p, int n, int bf16) {
     const TrainParam *const sets[1] = {p};
     const char *const none[1] = {""};
-    return st_write_params(f, sets, none, 1, n, "F32", 64);
+    return st_write_params(f, sets, none, 1, n, bf16 ? "BF16" : "F32", 64);
 }
 
 /* The folder is written whole into "<out>.partial.XXXXXX" beside it and
@@ -310,14 +311,15 @@ int outdir_prepare(OutDir *o, const char *dir) {
 /* which 0: config.json, 1: model.safetensors, 2: the marker, as an OutFile
  * inside the partial folder (registered before its rename makes it a real
  * file) */
-int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n) {
+int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n,
+                      int bf16) {
     OutFile *f = out_open(o->file[which], "--out");
     if (!f) return -1;
-    if (which == 0) draftdir_write_config(out_stream(f), c, bos_id, B);
+    if (which == 0) draftdir_write_config(out_stream(f), c, bos_id, B, bf16);
     else if (which == 2)
         fprintf(out_stream(f), "%s\nThis folder is a draft dflash train wrote (config.json, model.safetensors); a "
                                "later dflash train --out may replace it whole.\n", DRAFTDIR_MARKER_LINE);
-    else if (write_safetensors(out_stream(f), p, n) != 0 && !ferror(out_stream(f))) { out_abort(f); return -1; }
+    else if (write_safetensors(out_stream(f), p, n, bf16) != 0 && !ferror(out_stream(f))) { out_abort(f); return -1; }
     sigset_t old;
     out_block_signals(&old);
     int reg = out_register(o, 'f', o->file[which]);

@@ -40,12 +40,13 @@ int outdir_prepare(OutDir *o, const char *dir);
  * memory (dflash_errmsg); a write error is the stream's. */
 int st_write_params(FILE *f, const TrainParam *const *sets, const char *const *prefix, int n_sets, int n,
                     const char *dtype, int align);
-int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n);
+int outdir_write_file(OutDir *o, int which, const Config *c, int bos_id, int B, const TrainParam *p, int n,
+                      int bf16);
 /* The partial folder renamed onto dir (an earlier draft there replaced). */
 int outdir_commit(OutDir *o);
 /* config.json's text (which 0 above): c's values, bos_id (-1: none), block size B
  * (dflash train's checkpoints write it too) */
-void draftdir_write_config(FILE *f, const Config *c, int bos_id, int B);
+void draftdir_write_config(FILE *f, const Config *c, int bos_id, int B, int bf16);
 /* Remove what is left of the partial folder; free o's strings. */
 void outdir_discard(OutDir *o);
 /* bos_token_id of a config.json (-1: absent, not an integer, unreadable) */

@@ -64,9 +64,11 @@ static const char *const TRAIN_USAGE[3] = {
     "                        seeded from --seed (NOTES.md \"A new draft\": the PRNG, its stream,\n"
     "                        the order); --steps 0 writes it as it starts. A sliding_attention\n"
     "                        layer trains under SpecForge's window mask (as with --draft)\n"
-    "  --out DIR             the trained draft: DIR/config.json, DIR/model.safetensors (F32) and\n"
+    "  --out DIR             the trained draft: DIR/config.json, DIR/model.safetensors and\n"
     "                        the marker DIR/dflash-train.txt; DIR must be absent, empty, or a\n"
     "                        folder dflash train wrote (marked); one run at a time (DIR.lock)\n"
+    "  --dtype f32|bf16      model.safetensors' dtype (default f32; bf16 rounds to nearest even;\n"
+    "                        training and checkpoints stay in the build's precision)\n"
     "data (exactly one of):\n"
     "  --data FILE           one sequence per line: token ids separated by spaces; a \"|\" (at most\n"
     "                        one per line): the ids before it get loss mask 0 (a prompt), the ids\n"
@@ -146,6 +148,7 @@ typedef struct {
     long generate, prompt_len, steps, batch, seq_len, anchors, block_size, warmup, log_every, threads;
     double temperature, lr, gamma, weight_decay, max_grad_norm, adam_eps;
     int schedule;      /* Schedule: 0 cosine, 1 constant (the order of --schedule's choices) */
+    int bf16;          /* --dtype: 0 f32, 1 bf16 (the order of its choices) */
     uint64_t seed;
     int bench;
 } TrainArgs;
@@ -158,6 +161,7 @@ const Flag TRAIN_FLAGS[] = {
     {.name = "--draft", .kind = FLAG_STRING, .field = TA(draft)},
     {.name = "--draft-config", .kind = FLAG_STRING, .field = TA(draft_config)},
     {.name = "--out", .kind = FLAG_STRING, .field = TA(out)},
+    {.name = "--dtype", .kind = FLAG_CHOICE, .field = TA(bf16), .choices = "f32|bf16"},
     {.name = "--data", .kind = FLAG_STRING, .field = TA(data)},
     {.name = "--generate", .kind = FLAG_INT, .field = TA(generate), .lo = 1, .hi = 1 << 20},
     {.name = "--prompt-len", .kind = FLAG_INT, .field = TA(prompt_len), .lo = 1, .hi = 1 << 20},
@@ -766,7 +770,7 @@ static int train_checkpoint(TrainCmd *r) {
     char *p;
     OutFile *f = ckdir_file(o, CKF_CONFIG, &p);
     if (!f) goto fail;
-    draftdir_write_config(out_stream(f), &r->out_cfg, r->bos, r->B);
+    draftdir_write_config(out_stream(f), &r->out_cfg, r->bos, r->B, 0);   /* the checkpoint: the build's precision */
     if (ckdir_file_done(o, f, p) != 0) goto fail;
     if (!(f = ckdir_file(o, CKF_MODEL, &p))) goto fail;
     const TrainParam *sets[1] = {r->params};
@@ -1020,7 +1024,7 @@ static int train_heldout(TrainCmd *r) {
 static int train_write(TrainCmd *r) {
     const TrainArgs *a = &r->a;
     for (int k = 0; k < 3; k++)
-        if (outdir_write_file(&r->od, k, &r->out_cfg, r->bos, r->B, r->params, r->n_params) != 0) return -1;
+        if (outdir_write_file(&r->od, k, &r->out_cfg, r->bos, r->B, r->params, r->n_params, r->a.bf16) != 0) return -1;
     if (r->tracer) {
         int crc = trace_close(r->tracer);
         r->tracer = NULL;
@@ -1047,8 +1051,8 @@ static int train_write(TrainCmd *r) {
         fprintf(stderr, "trained %d steps in %s (%.0f training tokens/s): loss %.4f -> %.4f, accuracy %.4f -> %.4f\n",
                 r->steps, dur, r->t_steps > 0 ? r->tokens / r->t_steps : 0.0, r->first_loss, r->last_loss,
                 r->first_acc, r->last_acc);
-    fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, F32)%s%s\n", r->od.dir,
-            r->n_params, n_weights, a->trace_dir ? "; trace " : "", a->trace_dir ? a->trace_dir : "");
+    fprintf(stderr, "wrote %s: config.json, model.safetensors (%d tensors, %zu parameters, %s)%s%s\n", r->od.dir,
+            r->n_params, n_weights, a->bf16 ? "BF16" : "F32", a->trace_dir ? "; trace " : "", a->trace_dir ? a->trace_dir : "");
     return 0;
 }
 

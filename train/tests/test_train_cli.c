@@ -231,9 +231,9 @@ static void test_written_draft_loads_back(void **state) {
     assert_true(n > 2 && n <= 128);
     OutDir od;
     assert_int_equal(outdir_prepare(&od, out), 0);
-    assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, 4, B, p, n), 0);
-    assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, 4, B, p, n), 0);
-    assert_int_equal(outdir_write_file(&od, 2, &draft.cfg, 4, B, p, n), 0);
+    assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, 4, B, p, n, 0), 0);
+    assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, 4, B, p, n, 0), 0);
+    assert_int_equal(outdir_write_file(&od, 2, &draft.cfg, 4, B, p, n, 0), 0);
     assert_false(tu_exists(out));  /* nothing at --out before the commit */
     assert_int_equal(outdir_commit(&od), 0);
     outdir_discard(&od);
@@ -277,9 +277,9 @@ static void test_written_draft_loads_back(void **state) {
 
     /* a second commit replaces the draft folder (it holds the marker and our files only) */
     assert_int_equal(outdir_prepare(&od, out), 0);
-    assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, -1, B, p, n), 0);
-    assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, -1, B, p, n), 0);
-    assert_int_equal(outdir_write_file(&od, 2, &draft.cfg, -1, B, p, n), 0);
+    assert_int_equal(outdir_write_file(&od, 0, &draft.cfg, -1, B, p, n, 0), 0);
+    assert_int_equal(outdir_write_file(&od, 1, &draft.cfg, -1, B, p, n, 0), 0);
+    assert_int_equal(outdir_write_file(&od, 2, &draft.cfg, -1, B, p, n, 0), 0);
     assert_int_equal(outdir_commit(&od), 0);
     outdir_discard(&od);
     assert_int_equal(tu_count_entries(dir), 1);
@@ -287,6 +287,51 @@ static void test_written_draft_loads_back(void **state) {
     assert_non_null(cfg);
     assert_null(strstr(cfg, "bos_token_id"));
     free(cfg);
+
+    /* --dtype bf16: config.json says bfloat16, the file holds 2 bytes a
+     * weight, and each weight loads back as the nearer of the two BF16
+     * numbers around the trained float (ties: the even one), computed here
+     * from the two candidates rather than with the writer's bit trick */
+    assert_int_equal(outdir_prepare(&od, out), 0);
+    for (int w = 0; w < 3; w++) assert_int_equal(outdir_write_file(&od, w, &draft.cfg, -1, B, p, n, 1), 0);
+    assert_int_equal(outdir_commit(&od), 0);
+    outdir_discard(&od);
+    cfg = tu_read(tu_path(out, "config.json"), NULL);
+    assert_non_null(cfg);
+    assert_non_null(strstr(cfg, "\"dtype\": \"bfloat16\""));
+    free(cfg);
+    Model half;
+    assert_int_equal(model_load(&half, out, 1), 0);
+    assert_int_equal(train_params(&half, q, 128), n);
+    size_t n_weights = 0;
+    int rounded = 0;
+    for (int i = 0; i < n; i++) {
+        size_t m = (size_t)p[i].shape[0] * (size_t)(p[i].ndim == 2 ? p[i].shape[1] : 1);
+        n_weights += m;
+        for (size_t k = 0; k < m; k++) {
+            float x = (float)p[i].data[k], lo, hi;
+            uint32_t u;
+            memcpy(&u, &x, 4);
+            uint32_t ul = u & 0xFFFF0000u, uh = ul + 0x10000u;
+            memcpy(&lo, &ul, 4);
+            memcpy(&hi, &uh, 4);
+            double dl = fabs((double)x - lo), dh = fabs((double)hi - x);
+            float want = dl < dh ? lo : dh < dl ? hi : ((ul >> 16) & 1) ? hi : lo;
+            if ((float)q[i].data[k] != want) fail_msg("%s[%zu]: %.9g loads back as %.9g, not %.9g", p[i].key, k, x,
+                                                      (double)q[i].data[k], want);
+            rounded += (float)q[i].data[k] != x;
+        }
+    }
+    assert_true(rounded > 0);   /* trained floats are not all BF16 numbers: the rounding was exercised */
+    size_t st_len = 0;
+    char *st_bytes = tu_read(tu_path(out, "model.safetensors"), &st_len);
+    assert_non_null(st_bytes);
+    assert_true(st_len > 8);
+    uint64_t hlen = 0;
+    for (int b = 0; b < 8; b++) hlen |= (uint64_t)(unsigned char)st_bytes[b] << (8 * b);
+    assert_true(st_len - 8 - hlen == n_weights * 2);   /* 2 bytes a weight after the header */
+    free(st_bytes);
+    model_free(&half);
 
     train_state_free(st);
     model_free(&back);
