@@ -616,39 +616,6 @@ static void draft_matmuls_once(const Model *dm, const Model *tm, int B, int Lc, 
     *head = now_seconds() - t1;
 }
 
-/* x rounded to the nearest BF16 value (ties to even), as torch's
- * .to(torch.bfloat16) rounds; the published drafts ship in BF16 */
-static real round_bf16(real x) {
-    float f = (float)x;
-    uint32_t u;
-    memcpy(&u, &f, sizeof u);
-    if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x7fffu + ((u >> 16) & 1u)) & 0xffff0000u;
-    memcpy(&f, &u, sizeof f);
-    return (real)f;
-}
-
-/* the draft's matrices (fc and every layer's projections) rounded to BF16 in
- * place: the kernel then packs them as BF16, half the bytes to read */
-static void draft_to_bf16(Model *dm) {
-    const Config *c = &dm->cfg;
-    int D = c->hidden_size, I = c->intermediate_size, qd = c->num_attention_heads * c->head_dim;
-    int kvd = c->num_key_value_heads * c->head_dim;
-    struct { real *w; size_t n; } mats[7];
-    for (size_t i = 0; i < (size_t)c->n_target_layer_ids * D * D; i++) dm->fc[i] = round_bf16(dm->fc[i]);
-    for (int l = 0; l < c->num_hidden_layers; l++) {
-        LayerWeights *w = &dm->layers[l];
-        mats[0].w = w->q_proj, mats[0].n = (size_t)qd * D;
-        mats[1].w = w->k_proj, mats[1].n = (size_t)kvd * D;
-        mats[2].w = w->v_proj, mats[2].n = (size_t)kvd * D;
-        mats[3].w = w->o_proj, mats[3].n = (size_t)D * qd;
-        mats[4].w = w->gate_proj, mats[4].n = (size_t)I * D;
-        mats[5].w = w->up_proj, mats[5].n = (size_t)I * D;
-        mats[6].w = w->down_proj, mats[6].n = (size_t)D * I;
-        for (int k = 0; k < 7; k++)
-            for (size_t i = 0; i < mats[k].n; i++) mats[k].w[i] = round_bf16(mats[k].w[i]);
-    }
-}
-
 /* The published proportion the decomposition scales the draft's layers to:
  * z-lab's drafts put 5 draft layers over their target (Qwen3-8B-DFlash-b16:
  * 5 layers over Qwen3-8B's 36, the same hidden size, the target's embedding
@@ -658,12 +625,11 @@ static void draft_to_bf16(Model *dm) {
 #define PUB_TARGET_LAYERS 36
 
 static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *fl, PairSummary *ps) {
-    Model target, draft, draft16;
+    Model target, draft;
     int rc = -1;
     real *mx = NULL, *mo = NULL;
     memset(&target, 0, sizeof target);
     memset(&draft, 0, sizeof draft);
-    memset(&draft16, 0, sizeof draft16);
     memset(ps, 0, sizeof *ps);
     if (model_load(&target, "toy_weights/learned/target", 0) != 0) goto done;
     if (model_load(&draft, "toy_weights/learned/draft", 1) != 0) goto done;
@@ -740,11 +706,7 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
     printf("(verify, draft: a round's, in 1-token decode forwards of these runs; speedup: target-only time /\n"
            " the method's, prefill included; lossless: runs whose output equals target-only decoding's)\n");
 
-    /* what a DFlash round costs, and what the speedup should be from it; and
-     * what the draft's matmuls would cost with its matrices in BF16 */
-    if (model_load(&draft16, "toy_weights/learned/draft", 1) != 0) goto done;
-    draft_to_bf16(&draft16);
-    if (kernel_pack_weights) kernel_pack_weights(&draft16);
+    /* what a DFlash round costs, and what the speedup should be from it */
     const Config *dc = &draft.cfg, *tc = &target.cfg;
     int wide = dc->n_target_layer_ids * dc->hidden_size;
     if (dc->intermediate_size > wide) wide = dc->intermediate_size;
@@ -767,43 +729,38 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
     printf("\n== what a DFlash round costs on the learned pair, in 1-token target forwards (verify fwd T=B: the\n"
            "forward table's; lm_head on B-1 rows and the draft's matmuls: timed alone at the round's shapes, Lc =\n"
            "tau, each against a 1-token forward in the same loop, medians of %d; the rest: the runs above)\n", FWD_REPS);
-    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s %8s %9s\n", "B", "tau", "verify", "verify", "draft",
-           "draft", "lm_head", "draft mm", "predicted", "predicted", "measured", "for 2.0x", "published", "draft mm",
-           "BF16");
-    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s %8s %9s\n", "", "", "fwd T=B", "in runs", "round",
-           "layers", "B-1 rows", "alone", "fwd T=B", "in runs", "speedup", "cost <=", "draft", "BF16", "draft");
+    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "B", "tau", "verify", "verify", "draft",
+           "draft", "lm_head", "draft mm", "predicted", "predicted", "measured", "for 2.0x", "published");
+    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "", "", "fwd T=B", "in runs", "round",
+           "layers", "B-1 rows", "alone", "fwd T=B", "in runs", "speedup", "cost <=", "draft");
     for (int i = 0; i < N_PAIR_ROWS; i++) {
         if (!PAIR_ROWS[i].dflash) continue;
         int B = PAIR_ROWS[i].B, Lc = (int)lround(ps->tau[i]);
         if (Lc < 1) Lc = 1;
         if (Lc > B) Lc = B;
-        double tl[FWD_REPS], th[FWD_REPS], tf[FWD_REPS], t16[FWD_REPS], h16;
+        double tl[FWD_REPS], th[FWD_REPS], tf[FWD_REPS];
         draft_matmuls_once(&draft, &target, B, Lc, mx, mo, &tl[0], &th[0]);   /* warm-up */
-        draft_matmuls_once(&draft16, &target, B, Lc, mx, mo, &t16[0], &h16);
         for (int r = 0; r < FWD_REPS; r++) {
             double t0 = now_seconds();
             target_forward(&target, &kv, &tr, &one, 1, 0, NULL);
             tf[r] = now_seconds() - t0;
             cache_crop(&kv, 64);
             draft_matmuls_once(&draft, &target, B, Lc, mx, mo, &tl[r], &th[r]);
-            draft_matmuls_once(&draft16, &target, B, Lc, mx, mo, &t16[r], &h16);
-            tl[r] /= tf[r], th[r] /= tf[r], t16[r] /= tf[r];   /* paired: the forward just before */
+            tl[r] /= tf[r], th[r] /= tf[r];   /* paired: the forward just before */
         }
-        double ml = median(tl, FWD_REPS), mh = median(th, FWD_REPS), m16 = median(t16, FWD_REPS);
+        double ml = median(tl, FWD_REPS), mh = median(th, FWD_REPS);
         double dr = ps->draft[i], vB = fl->fwd_s[B] / f1, vR = ps->verify[i], layers = dr - mh;
         double pub = layers * scale + mh;   /* the draft's layers at the published proportion, lm_head as is */
-        double d16 = dr - ml + m16;         /* the round with the draft's matmuls in BF16, the rest as measured */
-        printf("%3d %6.2f %8.2f %8.2f %7.2f %7.2f %8.2f %8.2f %8.2fx %8.2fx %8.2fx %8.2f %8.2fx %8.2f %8.2fx\n", B,
+        printf("%3d %6.2f %8.2f %8.2f %7.2f %7.2f %8.2f %8.2f %8.2fx %8.2fx %8.2fx %8.2f %8.2fx\n", B,
                ps->tau[i], vB, vR, dr, layers, mh, ml + mh, ps->tau[i] / (vB + dr), ps->tau[i] / (vR + dr),
-               ps->speedup[i], ps->tau[i] / 2, ps->tau[i] / (vR + pub), m16, ps->tau[i] / (vR + d16));
+               ps->speedup[i], ps->tau[i] / 2, ps->tau[i] / (vR + pub));
     }
     cache_free(&kv);
     target_run_free(&tr);
     printf("(draft layers = draft round - lm_head (fc, %d layers, sampling); draft mm: its matmuls alone;\n"
            " predicted = tau / (verify + draft); for 2.0x: the round cost 2.0x needs; published draft: predicted\n"
            " from the runs with the draft's layers scaled to %d draft layers over a %d-layer target (z-lab's\n"
-           " DFlash-b16 drafts: %d/%d = %.2f of the target's layers; here %d/%d = %.2f); BF16: the draft's\n"
-           " matrices rounded to BF16 (this draft is F32), predicted at the same tau, not decoded)\n",
+           " DFlash-b16 drafts: %d/%d = %.2f of the target's layers; here %d/%d = %.2f))\n",
            dc->num_hidden_layers, PUB_DRAFT_LAYERS, PUB_TARGET_LAYERS, PUB_DRAFT_LAYERS, PUB_TARGET_LAYERS,
            (double)PUB_DRAFT_LAYERS / PUB_TARGET_LAYERS, dc->num_hidden_layers, tc->num_hidden_layers,
            (double)dc->num_hidden_layers / tc->num_hidden_layers);
@@ -812,10 +769,9 @@ done:
     free(mx);
     free(mo);
     if (kernel_unpack_weights)
-        kernel_unpack_weights(&target), kernel_unpack_weights(&draft), kernel_unpack_weights(&draft16);
+        kernel_unpack_weights(&target), kernel_unpack_weights(&draft);
     model_free(&target);
     model_free(&draft);
-    model_free(&draft16);
     return rc;
 }
 

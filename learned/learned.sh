@@ -5,9 +5,14 @@
 # evaluated. Run from the repository root after `make dflash`; make
 # learned-draft, make run-learned and make eval-learned call it.
 #
-#   draft  toy_weights/learned/draft/: the recipe below, then SHA256SUMS
-#          beside its files; the data (build/learned/data.txt) and the
-#          training log (toy_weights/learned/draft-train.log) on the way
+#   draft  toy_weights/learned/draft/: the recipe below, trained in float
+#          and written in BF16 (--dtype bf16, as published drafts ship), then
+#          SHA256SUMS beside its files; the data (build/learned/data.txt) and the
+#          training log (toy_weights/learned/draft-train.log) on the way (the
+#          committed log is the run before --dtype: its command line lacks it,
+#          its steps are the same; the committed BF16 file is that run's F32
+#          draft written by `dflash train --draft DIR --steps 0 --dtype bf16`,
+#          the same bytes as training with --dtype bf16)
 #   run    ./dflash on the pair, --rounds, the first held-out prompt
 #   eval   dflash eval on the held-out prompts (docs/evaluation.md), the
 #          greedy DFlash rows and the baselines in one run: DFlash's rows
@@ -404,7 +409,7 @@ draft)
     rm -f "$sums"
     [ -f "$draft/SHA256SUMS" ] && mv "$draft/SHA256SUMS" "$sums"
     $NICE "$DFLASH" train --target "$target" --draft-config "$cfg" --data "$data" --out "$draft" --steps "$STEPS" \
-        $LEARNED_RECIPE --threads "$THREADS" --log "$LEARNED/draft-train.log" ||
+        $LEARNED_RECIPE --dtype bf16 --threads "$THREADS" --log "$LEARNED/draft-train.log" ||
         { [ -f "$sums" ] && mv "$sums" "$draft/SHA256SUMS"; die "dflash train failed: $draft is as it was"; }
     (cd "$draft" && sha256sum config.json model.safetensors > SHA256SUMS)
     echo "learned.sh: $draft written; SHA256SUMS:" >&2

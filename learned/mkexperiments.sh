@@ -84,11 +84,15 @@ awk -F '\t' 'NR == 1 { for (i = 1; i <= NF; i++) col[$i] = i; next }
 # a run of the committed draft's steps is the committed draft (the same
 # recipe, data and seed: the same bits, whatever the threads), so its greedy
 # decoding must be the committed pair's, row for row (pair500 before the
-# 1500-step draft was committed, steps1500-full after)
+# 1500-step draft was committed, steps1500-full after), while the committed
+# draft is F32 as the experiments' are; written in BF16 (learned.sh draft,
+# --dtype bf16) it is that draft rounded, which decodes a little otherwise
 steps_of() { sed -n 's/^setup steps \([0-9]*\) .*/\1/p' "$1"; }
 psteps=$(steps_of "$pair_log")
 [ -n "$psteps" ] || { echo "mkexperiments.sh: $pair_log has no setup line" >&2; exit 1; }
+pair_f32=$(grep -c '"dtype": "float32"' toy_weights/learned/draft/config.json || :)
 for n in pair500 $FULL; do
+    [ "$pair_f32" = 1 ] || continue
     [ -f "$logs/$n.log" ] && [ -f "$logs/$n.eval.tsv" ] && [ "$(steps_of "$logs/$n.log")" = "$psteps" ] || continue
     case $n in pair500|steps*-full) ;; *) continue;; esac
     rows() { awk -v n="$1" '$1 == "dec" && $2 == n && $3 == 0 && ($4 == 8 || $4 == 16) { printf "%s %.4f %s %s\n", $4, $5, $7, $10 }' "$sum"; }
@@ -97,7 +101,7 @@ for n in pair500 $FULL; do
 done
 
 # ---- the page -------------------------------------------------------------
-awk -v tmpl="$tmpl" -v full="$FULL" -v psteps="$psteps" -v xsteps="$(steps_of "$logs/pair500.log")" '
+awk -v tmpl="$tmpl" -v full="$FULL" -v psteps="$psteps" -v xsteps="$(steps_of "$logs/pair500.log")" -v pair_f32="$pair_f32" '
 function field(line, key,    i, n, f) {
     n = split(line, f, " ")
     for (i = 1; i < n; i++) if (f[i] == key) return f[i + 1]
@@ -160,7 +164,8 @@ FILENAME == tmpl {
         print "| run | what differs from the base recipe | loss, last 10 steps | teacher-forced tau | decoded tau, block 8 | decoded tau, block 16 | tau at 16 minus base (a -full row: minus pair500) | block 16: acceptance at position 1 | position 1 minus base (-full: pair500) | block 16: acceptance at positions 1-4 |"
         print "|---|---|---:|---:|---:|---:|---|---:|---|---|"
         print row("base", "nothing: block-bidirectional, trained at block 16, gamma 7, target layers 1, 4, 6")
-        print row("pair", "the committed draft: the base row trained for " psteps " steps (64 prompts)")
+        print row("pair", "the committed draft: the base row trained for " psteps " steps (64 prompts)" \
+                  (pair_f32 == 1 ? "" : ", written in BF16"))
         print row("pair500", "the 500-step pair: the committed draft'\''s recipe stopped at " xsteps " steps (64 prompts)" \
                   (xsteps == psteps ? ", the committed draft itself" : "") "; every -full row is compared with it")
         print row("no-injection", "no KV injection: the block sees no context key, trained and decoded so (`variants/no-injection-train.diff`, `variants/no-injection-run.diff`)")

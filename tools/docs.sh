@@ -262,13 +262,11 @@ perf_bench_vars() { # PREFIX TRANSCRIPT
         put(k "_CMP", cmp(num($9)))
     }
     # B tau verify-fwd verify-runs draft layers lm_head mm predicted-fwd predicted-runs measured for-2.0x published
-    # mm-bf16 predicted-bf16
-    sec == "DC" && $1 ~ /^[0-9]+$/ && NF == 15 {
+    sec == "DC" && $1 ~ /^[0-9]+$/ && NF == 13 {
         k = "DC_B" $1
         put(k "_VFWD", $3); put(k "_VRUN", $4); put(k "_DRAFT", $5); put(k "_LAYERS", $6); put(k "_HEAD", $7)
         put(k "_MM", $8); put(k "_PREDF", num($9)); put(k "_PRED", num($10)); put(k "_MEAS", num($11)); put(k "_NEED", $12)
         put(k "_PUB", num($13)); put(k "_COST", sprintf("%.2f", $4 + $5))
-        put(k "_MM16", $14); put(k "_PRED16", num($15))
         put(k "_VBOUND", $4 + 0 > $12 + 0 ? "alone is over that bound" : "alone is within it, and the draft is what is left")
     }
     sec == "DC" && /layers scaled to [0-9]+ draft layers over a [0-9]+-layer target/ {
