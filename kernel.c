@@ -195,6 +195,23 @@ static KERNEL_INLINE int bitreverse4(int k) {
  * weights from cache). */
 #define TILE_ACC 24   /* the largest R x TT (AVX-512, float: 4 x 6) */
 
+/* group g's share of the prefetch: the pass-th of `passes` tiles reading
+ * the stream (G groups of gb bytes) fetches 1/passes of a group, the part
+ * PREFETCH_AHEAD bytes ahead of where the passes together have read, within
+ * the pf bytes of the packed copy */
+static KERNEL_INLINE void prefetch_group(const void *w0, size_t gb, int G, int g, size_t pf, int pass, int passes) {
+    size_t span = gb / (size_t)passes, ahead = ((size_t)pass * G + g) * span + PREFETCH_AHEAD;
+    for (size_t b = 0; b < span && ahead + b < pf; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
+}
+
+/* the weight of tile row r at column 16 G + j, in the last, shorter group
+ * (j < n_in % 16), in tile's layouts */
+static KERNEL_INLINE real tail_weight(const void *w0, size_t rs, size_t gs, int bf, int h0, int G, int r, int j) {
+    size_t c = (size_t)G * gs + (size_t)j;
+    return bf ? widen_bf16_half(((const uint32_t *)w0)[(size_t)((h0 + r) / 2) * rs + c], (h0 + r) % 2)
+              : ((const real *)w0)[(size_t)r * rs + c];
+}
+
 /* one group of 16 columns: each row's weights widened once, then every token */
 static KERNEL_INLINE void tile_group(vreal *acc, const real *xg, const void *wg, size_t rs, int bf, int h0, int n_in,
                                      int R, int TT) {
@@ -220,10 +237,7 @@ static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t 
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
     for (int g = 0; g < G; g++) {
         const char *wg = (const char *)w0 + (size_t)g * gs * esz;
-        if (pf) {
-            size_t span = gs * esz / (size_t)passes, ahead = ((size_t)pass * G + g) * span + PREFETCH_AHEAD;
-            for (size_t b = 0; b < span && ahead + b < pf; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
-        }
+        if (pf) prefetch_group(w0, gs * esz, G, g, pf, pass, passes);
         tile_group(acc, xt + (size_t)g * KERNEL_SUMS, wg, rs, bf, h0, n_in, R, TT);
     }
     if (rem) {   /* the last, shorter group: lanes j < rem take w[j] * x[j], the others stay as they are */
@@ -233,10 +247,7 @@ static KERNEL_INLINE void tile(real *out, const real *x, const void *w0, size_t 
         vreal wv[PACK_R];
         KERNEL_UNROLL for (int r = 0; r < R; r++) {
             real wr[KERNEL_SUMS] = {0};
-            for (int j = 0; j < rem; j++)
-                wr[j] = bf ? widen_bf16_half(((const uint32_t *)w0)[(size_t)((h0 + r) / 2) * rs + (size_t)G * gs + j],
-                                             (h0 + r) % 2)
-                           : ((const real *)w0)[r * rs + (size_t)G * gs + j];
+            for (int j = 0; j < rem; j++) wr[j] = tail_weight(w0, rs, gs, bf, h0, G, r, j);
             memcpy(&wv[r], wr, sizeof wr);
         }
         KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
@@ -346,10 +357,7 @@ static KERNEL_INLINE void tile_parts(real *out, const real *x, const void *w0, s
     int G = n_in / KERNEL_SUMS, rem = n_in % KERNEL_SUMS;
     for (int g = 0; g < G; g++) {
         const char *wg = (const char *)w0 + (size_t)g * gs * esz;
-        if (pf) {
-            size_t span = gs * esz / (size_t)passes, ahead = ((size_t)pass * G + g) * span + PREFETCH_AHEAD;
-            for (size_t b = 0; b < span && ahead + b < pf; b += 64) PREFETCH_L2((const char *)w0 + ahead + b);
-        }
+        if (pf) prefetch_group(w0, gs * esz, G, g, pf, pass, passes);
         const real *xg = xt + (size_t)g * KERNEL_SUMS;
         KERNEL_UNROLL for (int p = 0; p < KERNEL_PARTS; p++) {
             vpart wv[PACK_R];
@@ -373,11 +381,8 @@ static KERNEL_INLINE void tile_parts(real *out, const real *x, const void *w0, s
             vpart wv[PACK_R];
             KERNEL_UNROLL for (int r = 0; r < R; r++) {
                 real wr[KERNEL_LANES] = {0};
-                for (int j = 0; j < KERNEL_LANES && p * KERNEL_LANES + j < rem; j++) {
-                    size_t c = (size_t)G * gs + (size_t)p * KERNEL_LANES + j;
-                    wr[j] = bf ? widen_bf16_half(((const uint32_t *)w0)[(size_t)((h0 + r) / 2) * rs + c], (h0 + r) % 2)
-                               : ((const real *)w0)[r * rs + c];
-                }
+                for (int j = 0; j < KERNEL_LANES && p * KERNEL_LANES + j < rem; j++)
+                    wr[j] = tail_weight(w0, rs, gs, bf, h0, G, r, p * KERNEL_LANES + j);
                 memcpy(&wv[r], wr, sizeof wr);
             }
             KERNEL_UNROLL for (int tt = 0; tt < TT; tt++) {
