@@ -729,10 +729,10 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
     printf("\n== what a DFlash round costs on the learned pair, in 1-token target forwards (verify fwd T=B: the\n"
            "forward table's; lm_head on B-1 rows and the draft's matmuls: timed alone at the round's shapes, Lc =\n"
            "tau, each against a 1-token forward in the same loop, medians of %d; the rest: the runs above)\n", FWD_REPS);
-    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "B", "tau", "verify", "verify", "draft",
-           "draft", "lm_head", "draft mm", "predicted", "predicted", "measured", "for 2.0x", "published");
-    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "", "", "fwd T=B", "in runs", "round",
-           "layers", "B-1 rows", "alone", "fwd T=B", "in runs", "speedup", "cost <=", "draft");
+    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "B", "tau", "verify", "verify", "draft", "draft",
+           "lm_head", "draft mm", "predicted", "predicted", "measured", "for 2.0x", "published");
+    printf("%3s %6s %8s %8s %7s %7s %8s %8s %9s %9s %9s %8s %9s\n", "", "", "fwd T=B", "in runs", "round", "layers",
+           "B-1 rows", "alone", "fwd T=B", "in runs", "speedup", "cost <=", "draft");
     for (int i = 0; i < N_PAIR_ROWS; i++) {
         if (!PAIR_ROWS[i].dflash) continue;
         int B = PAIR_ROWS[i].B, Lc = (int)lround(ps->tau[i]);
@@ -751,9 +751,9 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
         double ml = median(tl, FWD_REPS), mh = median(th, FWD_REPS);
         double dr = ps->draft[i], vB = fl->fwd_s[B] / f1, vR = ps->verify[i], layers = dr - mh;
         double pub = layers * scale + mh;   /* the draft's layers at the published proportion, lm_head as is */
-        printf("%3d %6.2f %8.2f %8.2f %7.2f %7.2f %8.2f %8.2f %8.2fx %8.2fx %8.2fx %8.2f %8.2fx\n", B,
-               ps->tau[i], vB, vR, dr, layers, mh, ml + mh, ps->tau[i] / (vB + dr), ps->tau[i] / (vR + dr),
-               ps->speedup[i], ps->tau[i] / 2, ps->tau[i] / (vR + pub));
+        printf("%3d %6.2f %8.2f %8.2f %7.2f %7.2f %8.2f %8.2f %8.2fx %8.2fx %8.2fx %8.2f %8.2fx\n", B, ps->tau[i], vB,
+               vR, dr, layers, mh, ml + mh, ps->tau[i] / (vB + dr), ps->tau[i] / (vR + dr), ps->speedup[i],
+               ps->tau[i] / 2, ps->tau[i] / (vR + pub));
     }
     cache_free(&kv);
     target_run_free(&tr);
@@ -768,8 +768,7 @@ static int bench_pair(const BenchCase *cases, int n_cases, const ForwardCosts *f
 done:
     free(mx);
     free(mo);
-    if (kernel_unpack_weights)
-        kernel_unpack_weights(&target), kernel_unpack_weights(&draft);
+    if (kernel_unpack_weights) kernel_unpack_weights(&target), kernel_unpack_weights(&draft);
     model_free(&target);
     model_free(&draft);
     return rc;

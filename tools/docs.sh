@@ -195,7 +195,7 @@ check_hybrid_refuses() {
 }
 
 # performance: docs/performance.md from the template docs/performance.md.in,
-# with the one transcript docs/performance/bench.txt (the output of one
+# with the transcript docs/performance/bench.txt (the output of one
 # `./dflash bench`, committed) inlined at @BENCH@ and every number the prose
 # quotes read by perf_vars from that transcript, from a second one,
 # docs/performance/bench-threads2.txt (`./dflash bench --threads 2`: its
@@ -398,6 +398,16 @@ gen_performance() {
 # 2,500 words and the page within 2,000; and the numbers come from the
 # transcript: a copy of it with the walkthrough set's ratios made 0.50x must
 # change README's summary to that number and to "slower than"
+# the page, README.md and learned.md regenerated into $tmp/perf-bad from
+# TRANSCRIPT (inlined and read) and TRANSCRIPT2 (read as T2_): what an
+# altered transcript makes of them
+perf_bad_pages() { # TRANSCRIPT TRANSCRIPT2
+    rm -rf "$tmp/perf-bad" && mkdir -p "$tmp/perf-bad/docs" && perf_vars "$1" "$2" > "$tmp/perf-bad-vars" &&
+    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$1" > "$tmp/perf-bad/docs/performance.md" &&
+    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" &&
+    perf_fill "$tmp/perf-bad-vars" "$tmp/perf-learned.in" "$1" > "$tmp/perf-bad-learned" &&
+    perf_block docs/learned.md "$tmp/perf-bad-learned" > "$tmp/perf-bad/docs/learned.md"
+}
 check_performance() {
     if grep -n '@[A-Za-z0-9_]*@' "$1/docs/performance.md"; then echo "performance-check: a placeholder is left in the page"; return 1; fi
     # the front door and the page stay short (words as wc -w counts them, code blocks included)
@@ -408,9 +418,7 @@ check_performance() {
     awk '/^== DFlash vs target-only decoding: / { w = /toy_weights\/walkthrough / }
          w && /^total, [a-z]* runs / { sub(/[0-9.]+x$/, "0.50x") } { print }' "$PERF_BENCH" > "$tmp/perf-bad.txt"
     cmp -s "$PERF_BENCH" "$tmp/perf-bad.txt" && { echo "performance-check: the transcript has no walkthrough totals to alter"; return 1; }
-    mkdir -p "$tmp/perf-bad/docs" && perf_vars "$tmp/perf-bad.txt" > "$tmp/perf-bad-vars" &&
-    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$tmp/perf-bad.txt" > "$tmp/perf-bad/docs/performance.md" &&
-    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" || return 1
+    perf_bad_pages "$tmp/perf-bad.txt" "$PERF_BENCH2" || return 1
     sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" > "$tmp/perf-bad-speed"
     grep '0\.50x' "$tmp/perf-bad-speed" | grep -q 'slower than' &&
         ! cmp -s "$tmp/perf-bad/README.md" "$1/README.md" ||
@@ -419,11 +427,7 @@ check_performance() {
     awk '/^== / { p = /^== the learned pair: / } p && $1 == "dflash" && $2 == "8" { $4 = "9.99" } { print }' \
         "$PERF_BENCH" > "$tmp/perf-bad2.txt"
     cmp -s "$PERF_BENCH" "$tmp/perf-bad2.txt" && { echo "performance-check: the transcript has no learned-pair DFlash row at block 8 to alter"; return 1; }
-    rm -rf "$tmp/perf-bad" && mkdir -p "$tmp/perf-bad/docs" && perf_vars "$tmp/perf-bad2.txt" > "$tmp/perf-bad-vars" &&
-    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$tmp/perf-bad2.txt" > "$tmp/perf-bad/docs/performance.md" &&
-    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" &&
-    perf_fill "$tmp/perf-bad-vars" "$tmp/perf-learned.in" "$tmp/perf-bad2.txt" > "$tmp/perf-bad-learned" &&
-    perf_block docs/learned.md "$tmp/perf-bad-learned" > "$tmp/perf-bad/docs/learned.md" || return 1
+    perf_bad_pages "$tmp/perf-bad2.txt" "$PERF_BENCH2" || return 1
     sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" | grep -q 'keeps 9\.99 tokens' &&
         grep -q 'keeps 9\.99 tokens' "$tmp/perf-bad/docs/learned.md" ||
         { echo "performance-check: README's summary or learned.md did not follow an altered transcript (tau 9.99 at block 8)"; return 1; }
@@ -431,9 +435,7 @@ check_performance() {
     awk '/^  learned pair, best block each side/ { sub(/DFlash [0-9.]+x/, "DFlash 9.99x") } { print }' \
         "$PERF_BENCH2" > "$tmp/perf-bad3.txt"
     cmp -s "$PERF_BENCH2" "$tmp/perf-bad3.txt" && { echo "performance-check: the two-thread transcript has no best-block line to alter"; return 1; }
-    rm -rf "$tmp/perf-bad" && mkdir -p "$tmp/perf-bad/docs" && perf_vars "$PERF_BENCH" "$tmp/perf-bad3.txt" > "$tmp/perf-bad-vars" &&
-    perf_fill "$tmp/perf-bad-vars" docs/performance.md.in "$PERF_BENCH" > "$tmp/perf-bad/docs/performance.md" &&
-    perf_readme "$tmp/perf-bad/docs/performance.md" > "$tmp/perf-bad/README.md" || return 1
+    perf_bad_pages "$PERF_BENCH" "$tmp/perf-bad3.txt" || return 1
     sed -n '/^<!-- speed: /,/^<!-- \/speed -->/p' "$tmp/perf-bad/README.md" | grep '^- \*\*Two threads' | grep -q '9\.99x' ||
         { echo "performance-check: README's summary did not follow an altered two-thread transcript (9.99x)"; return 1; }
 }

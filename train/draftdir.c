@@ -17,8 +17,7 @@
 /* config.json: the keys SpecForge's and z-lab's published DFlash configs
  * carry (configs/qwen3-4b-dflash.json; toy_weights' qwen3-layout set), in
  * their (sorted) order, with this draft's values; "dtype" bfloat16 when bf16,
- * else float32. bos_id < 0:
- * the key is left out. Every key formats/load.c reads carries the input
+ * else float32. bos_id < 0: the key is left out. Every key formats/load.c reads carries the input
  * config's meaning over (c is what the loader read from it): rope_scaling
  * (llama3 or null), layer_types, sliding_window and use_sliding_window (a
  * single window, as the loader keeps one), eos_token_id; train/tests/test_train_cli.c

@@ -1024,7 +1024,7 @@ static int train_heldout(TrainCmd *r) {
 static int train_write(TrainCmd *r) {
     const TrainArgs *a = &r->a;
     for (int k = 0; k < 3; k++)
-        if (outdir_write_file(&r->od, k, &r->out_cfg, r->bos, r->B, r->params, r->n_params, r->a.bf16) != 0) return -1;
+        if (outdir_write_file(&r->od, k, &r->out_cfg, r->bos, r->B, r->params, r->n_params, a->bf16) != 0) return -1;
     if (r->tracer) {
         int crc = trace_close(r->tracer);
         r->tracer = NULL;
